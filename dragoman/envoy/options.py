@@ -1,0 +1,33 @@
+"""Settings the translation applies to every resource it builds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The values of envoy.extensions.clusters.common.dns.v3.DnsLookupFamily we accept by name.
+DNS_LOOKUP_FAMILIES = ("AUTO", "V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL")
+
+
+@dataclass(frozen=True, slots=True)
+class TranslateOptions:
+    listener_address: str = "0.0.0.0"
+    connect_timeout_s: float = 5.0
+    # Defaults follow Envoy Gateway: refresh every 30 s, honour the record's TTL, prefer IPv4.
+    dns_refresh_s: int = 30
+    dns_respect_ttl: bool = True
+    dns_lookup_family: str = "V4_PREFERRED"
+
+    def __post_init__(self) -> None:
+        # Fail when the options are made, not when Envoy NACKs the first cluster.
+        if self.connect_timeout_s <= 0:
+            raise ValueError(f"connect_timeout_s must be positive, got {self.connect_timeout_s}")
+        if self.dns_refresh_s < 1:
+            raise ValueError(f"dns_refresh_s must be at least 1, got {self.dns_refresh_s}")
+        if self.dns_lookup_family not in DNS_LOOKUP_FAMILIES:
+            raise ValueError(
+                f"dns_lookup_family must be one of {', '.join(DNS_LOOKUP_FAMILIES)}, "
+                f"got {self.dns_lookup_family!r}"
+            )
+
+
+DEFAULT_OPTIONS = TranslateOptions()

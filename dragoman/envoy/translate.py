@@ -1,0 +1,181 @@
+"""DAG → one Snapshot per node group.
+
+Within one call every cluster, CLA, listener and route table is built and serialized once, and
+the same Resource object is shared by every group that serves it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from dragoman.dag.model import Dag, EdsCluster, HttpListener, LoadAssignment, NodeGroup, RouteTable
+from dragoman.envoy.clusters import cluster
+from dragoman.envoy.endpoints import cluster_load_assignment
+from dragoman.envoy.listeners import listener
+from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
+from dragoman.envoy.routes import route_configuration
+from dragoman.xds.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadAssignmentResource(Resource):
+    """A CLA Resource that remembers the value it was built from.
+
+    The EDS fast path compares values to find unchanged CLAs without serializing them again.
+    """
+
+    source: LoadAssignment | None = None
+
+
+def translate(dag: Dag, options: TranslateOptions = DEFAULT_OPTIONS) -> dict[str, Snapshot]:
+    translator = _Translator(dag, options)
+    return {name: translator.snapshot(group) for name, group in sorted(dag.groups.items())}
+
+
+def translate_endpoints(
+    dag: Dag,
+    previous: Mapping[str, Snapshot],
+    *,
+    options: TranslateOptions = DEFAULT_OPTIONS,
+) -> dict[str, Snapshot]:
+    """The EDS fast path: only endpoints changed since `previous` was translated.
+
+    Clusters, listeners and routes are reused from `previous` as they are; CLAs whose
+    LoadAssignment is unchanged reuse the previous Resource. A group `previous` lacks is
+    translated in full with `options`.
+    """
+    reusable: dict[str, Resource] = {}
+    for snapshot in previous.values():
+        for name, resource in snapshot.of_type(ENDPOINT).resources.items():
+            reusable.setdefault(name, resource)
+    translator = _Translator(dag, options, reusable)
+    result: dict[str, Snapshot] = {}
+    for name, group in sorted(dag.groups.items()):
+        before = previous.get(name)
+        if before is None:
+            result[name] = translator.snapshot(group)
+            continue
+        endpoints = _unless_same(translator.endpoints(group), before.of_type(ENDPOINT))
+        result[name] = Snapshot(
+            types={
+                CLUSTER: before.of_type(CLUSTER),
+                ENDPOINT: endpoints,
+                LISTENER: before.of_type(LISTENER),
+                ROUTE: before.of_type(ROUTE),
+            }
+        )
+    return result
+
+
+def _unless_same(resources: list[Resource], before: TypeSnapshot) -> TypeSnapshot:
+    """Keep the previous TypeSnapshot object when it holds exactly these Resource objects."""
+    if len(resources) == len(before.resources) and all(
+        before.resources.get(r.name) is r for r in resources
+    ):
+        return before
+    return TypeSnapshot.of(resources)
+
+
+class _Translator:
+    """Builds Resources for one DAG, memoizing each so groups share the same objects."""
+
+    def __init__(
+        self,
+        dag: Dag,
+        options: TranslateOptions,
+        reusable_assignments: Mapping[str, Resource] | None = None,
+    ) -> None:
+        self._dag = dag
+        self._options = options
+        self._reusable_assignments = reusable_assignments or {}
+        self._clusters: dict[str, Resource] = {}
+        self._assignments: dict[str, Resource] = {}
+        self._listeners: dict[HttpListener, Resource] = {}
+        self._route_tables: dict[RouteTable, Resource] = {}
+
+    def snapshot(self, group: NodeGroup) -> Snapshot:
+        return Snapshot(
+            types={
+                CLUSTER: TypeSnapshot.of(self.clusters(group)),
+                ENDPOINT: TypeSnapshot.of(self.endpoints(group)),
+                LISTENER: TypeSnapshot.of(self.listeners(group)),
+                ROUTE: TypeSnapshot.of(self.route_tables(group)),
+            }
+        )
+
+    def clusters(self, group: NodeGroup) -> list[Resource]:
+        # A name the DAG does not define is skipped: its routes answer 503 until it appears.
+        return [self._cluster(name) for name in group.clusters if name in self._dag.clusters]
+
+    def endpoints(self, group: NodeGroup) -> list[Resource]:
+        return [self._assignment(name) for name in self._eds_cluster_names(group)]
+
+    def listeners(self, group: NodeGroup) -> list[Resource]:
+        return [self._listener(value) for value in group.listeners]
+
+    def route_tables(self, group: NodeGroup) -> list[Resource]:
+        return [self._route_table(value) for value in group.route_tables]
+
+    def _eds_cluster_names(self, group: NodeGroup) -> Iterable[str]:
+        clusters = self._dag.clusters
+        return (name for name in group.clusters if isinstance(clusters.get(name), EdsCluster))
+
+    def _cluster(self, name: str) -> Resource:
+        resource = self._clusters.get(name)
+        if resource is None:
+            resource = Resource.of(name, cluster(self._dag.clusters[name], self._options))
+            self._clusters[name] = resource
+        return resource
+
+    def _assignment(self, name: str) -> Resource:
+        resource = self._assignments.get(name)
+        if resource is None:
+            # An EDS cluster with no known endpoints still gets an (empty) CLA, so Envoy
+            # finishes warming it instead of waiting for the initial fetch timeout.
+            value = self._dag.load_assignments.get(name) or LoadAssignment(cluster=name)
+            resource = self._reused_assignment(name, value) or _assignment_resource(value)
+            self._assignments[name] = resource
+        return resource
+
+    def _reused_assignment(self, name: str, value: LoadAssignment) -> Resource | None:
+        before = self._reusable_assignments.get(name)
+        if isinstance(before, LoadAssignmentResource) and (
+            before.source is value or before.source == value
+        ):
+            return before
+        return None
+
+    def _listener(self, value: HttpListener) -> Resource:
+        resource = self._listeners.get(value)
+        if resource is None:
+            resource = Resource.of(value.name, listener(value, self._options))
+            self._listeners[value] = resource
+        return resource
+
+    def _route_table(self, value: RouteTable) -> Resource:
+        resource = self._route_tables.get(value)
+        if resource is None:
+            resource = Resource.of(value.name, route_configuration(value))
+            self._route_tables[value] = resource
+        return resource
+
+
+def _assignment_resource(value: LoadAssignment) -> LoadAssignmentResource:
+    plain = Resource.of(value.cluster, cluster_load_assignment(value))
+    return LoadAssignmentResource(
+        name=plain.name,
+        type_url=plain.type_url,
+        body=plain.body,
+        digest=plain.digest,
+        any=plain.any,
+        source=value,
+    )

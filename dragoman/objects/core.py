@@ -1,0 +1,82 @@
+"""Core Kubernetes kinds: v1 Service and discovery.k8s.io/v1 EndpointSlice."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from dragoman.objects.meta import ObjectKey, ObjectMeta
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+
+@dataclass(frozen=True, slots=True)
+class ServicePort:
+    port: int
+    name: str = ""
+    protocol: str = "TCP"
+    # A number, a container port name, or None (the API server defaults it to `port`).
+    target_port: int | str | None = None
+    app_protocol: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    kind: ClassVar[str] = "Service"
+
+    meta: ObjectMeta
+    type: str = "ClusterIP"  # ClusterIP, NodePort, LoadBalancer or ExternalName
+    ports: tuple[ServicePort, ...] = ()
+    selector: Mapping[str, str] | None = None
+    external_name: str = ""
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
+
+    @property
+    def is_external_name(self) -> bool:
+        return self.type == "ExternalName"
+
+    def find_port(self, port: int) -> ServicePort | None:
+        return next((p for p in self.ports if p.port == port), None)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointPort:
+    port: int
+    name: str = ""
+    protocol: str = "TCP"
+    app_protocol: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    addresses: tuple[str, ...]
+    # conditions.ready; the API says an absent value means ready.
+    ready: bool = True
+    serving: bool = True
+    terminating: bool = False
+    hostname: str = ""
+    node_name: str = ""
+    zone: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSlice:
+    kind: ClassVar[str] = "EndpointSlice"
+
+    meta: ObjectMeta
+    address_type: str = "IPv4"  # IPv4, IPv6 or FQDN
+    endpoints: tuple[Endpoint, ...] = ()
+    ports: tuple[EndpointPort, ...] = ()
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
+
+    @property
+    def service_name(self) -> str:
+        """The owning Service, from the `kubernetes.io/service-name` label ("" if none)."""
+        return self.meta.labels.get(SERVICE_NAME_LABEL, "")

@@ -1,0 +1,143 @@
+"""One decoded manifest document becomes one typed object, or an ObjectError naming every
+problem with its field path.
+
+Only the kinds dragoman reads are parsed; anything else (Namespace, Deployment, a Knative
+`Service` in another API group, ...) is not an error: `parse_object` returns None.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dragoman.objects import KubeObject, ObjectMeta
+from dragoman.objects.gateway import GATEWAY_GROUP
+from dragoman.sources.errors import FieldProblem, ObjectError
+from dragoman.sources.fields import Node, describe
+from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
+from dragoman.sources.parse_core import parse_endpoint_slice, parse_service
+from dragoman.sources.parse_gateway import parse_gateway, parse_http_route
+
+MAX_INT64 = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    versions: tuple[str, ...]
+    name_format: Format
+    parse: Callable[[Node, ObjectMeta], KubeObject]
+
+
+# (API group, kind) → how to read it. Service names are DNS-1035 labels (they become DNS
+# labels themselves); the other kinds allow DNS-1123 subdomains.
+_KINDS: dict[tuple[str, str], _Kind] = {
+    ("", "Service"): _Kind(("v1",), DNS1035_LABEL, parse_service),
+    ("discovery.k8s.io", "EndpointSlice"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_endpoint_slice),
+    (GATEWAY_GROUP, "Gateway"): _Kind(("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_gateway),
+    (GATEWAY_GROUP, "HTTPRoute"): _Kind(("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_http_route),
+}
+
+
+def parse_object(
+    doc: Mapping[str, Any], *, default_namespace: str = "default"
+) -> KubeObject | None:
+    """The typed object a document describes; None for kinds dragoman does not read.
+
+    Raises ObjectError listing every problem. API defaults are applied as the API server
+    (or the Gateway API CRD) would; a namespace-less object lands in default_namespace.
+    """
+    problems: list[FieldProblem] = []
+    root = Node(doc, "", problems)
+    api_version = root.optional_string("apiVersion", required=True, min_length=1)
+    kind = root.optional_string("kind", required=True, min_length=1)
+    if api_version is None or kind is None:
+        raise ObjectError(problems, describe_object(doc, default_namespace))
+    group, _, version = api_version.rpartition("/")
+    if (group, kind) == ("", "List"):
+        raise ObjectError([("kind", "a List cannot be nested inside another List")])
+    known = _KINDS.get((group, kind))
+    if known is None:
+        return None
+    if version not in known.versions:
+        supported = ", ".join(f"{group}/{v}" if group else v for v in known.versions)
+        raise ObjectError(
+            [("apiVersion", f"expected {supported} for {kind}, got {describe(api_version)}")],
+            describe_object(doc, default_namespace),
+        )
+    meta = _parse_meta(root, default_namespace, known.name_format)
+    parsed = known.parse(root, meta)
+    if problems:
+        raise ObjectError(problems, describe_object(doc, default_namespace))
+    return parsed
+
+
+def describe_object(doc: Mapping[str, Any], default_namespace: str = "default") -> str:
+    """`kind/namespace/name` of a document, as far as it says; "" when it names no object."""
+    kind = doc.get("kind")
+    metadata = doc.get("metadata")
+    if not isinstance(kind, str) or not kind or not isinstance(metadata, Mapping):
+        return ""
+    name = metadata.get("name")
+    namespace = metadata.get("namespace") or default_namespace
+    if not isinstance(name, str) or not name or not isinstance(namespace, str):
+        return ""
+    return f"{kind}/{namespace}/{name}"
+
+
+def iter_documents(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The objects one decoded document holds, each with where it sits in the document.
+
+    A plain object yields ("", doc). A `v1 List` (what `kubectl get -o yaml` writes) or a
+    typed list such as `ServiceList` yields ("items[0]", item), ... Items of a typed list
+    may omit apiVersion and kind, as the API server's own list responses do; they inherit
+    them from the list. Raises ObjectError when `items` is not a list.
+    """
+    kind = doc.get("kind")
+    api_version = doc.get("apiVersion")
+    if not isinstance(kind, str) or not isinstance(api_version, str):
+        return iter([("", doc)])
+    group = api_version.rpartition("/")[0]
+    item_kind = kind.removesuffix("List")
+    is_plain_list = (group, kind) == ("", "List")
+    if not is_plain_list and (kind == item_kind or (group, item_kind) not in _KINDS):
+        return iter([("", doc)])
+    items = doc.get("items")
+    if items is None:
+        return iter([])
+    if not isinstance(items, list):
+        raise ObjectError([("items", f"expected a list, got {describe(items)}")])
+    located = []
+    for index, item in enumerate(items):
+        if not is_plain_list and isinstance(item, Mapping):
+            item = {"apiVersion": api_version, "kind": item_kind, **item}
+        located.append((f"items[{index}]", item))
+    return iter(located)
+
+
+def _parse_meta(root: Node, default_namespace: str, name_format: Format) -> ObjectMeta:
+    meta = root.mapping("metadata", required=True)
+    if meta is None:
+        return ObjectMeta(name="", namespace=default_namespace)
+    return ObjectMeta(
+        name=meta.string("name", required=True, format=name_format),
+        # An empty namespace means "unset", as kubectl reads it.
+        namespace=meta.string("namespace", format=DNS1123_LABEL) or default_namespace,
+        generation=meta.integer("generation", minimum=0, maximum=MAX_INT64),
+        resource_version=meta.string("resourceVersion"),
+        uid=meta.string("uid"),
+        creation_timestamp=_timestamp(meta),
+        labels=meta.string_map("labels"),
+        annotations=meta.string_map("annotations"),
+    )
+
+
+def _timestamp(meta: Node) -> str:
+    value = meta.raw("creationTimestamp")
+    # A YAML loader that resolves timestamps hands over a datetime; keep the API's RFC 3339.
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.UTC).replace(tzinfo=None)
+        return value.replace(microsecond=0).isoformat() + "Z"
+    return meta.string("creationTimestamp")

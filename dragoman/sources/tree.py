@@ -1,0 +1,96 @@
+"""Which manifest files a directory holds, and a cheap stamp of each.
+
+Both the loader (to skip unchanged files) and the watcher (to notice changes) read the
+tree through `scan_tree`, so they agree on what a manifest file is.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class FileStamp(NamedTuple):
+    """What changes when a file is edited, replaced or renamed."""
+
+    path: str  # relative to the scanned directory, '/'-separated
+    mtime_ns: int
+    size: int
+    inode: int
+
+
+@dataclass(frozen=True, slots=True)
+class TreeScan:
+    files: tuple[FileStamp, ...]  # sorted by path components
+    # Entries below the root that could not be read: (relative path, reason).
+    unreadable: tuple[tuple[str, str], ...] = ()
+
+
+def scan_tree(root: Path) -> TreeScan:
+    """Every `*.yaml`, `*.yml` and `*.json` file below root, skipping hidden files and dirs.
+
+    Symbolic links are followed (a Kubernetes ConfigMap volume is made of them), with each
+    directory visited once. Raises OSError when root itself cannot be listed.
+    """
+    files: list[FileStamp] = []
+    unreadable: list[tuple[str, str]] = []
+    visited: set[tuple[int, int]] = set()
+    root_stat = os.stat(root)
+    if not stat.S_ISDIR(root_stat.st_mode):
+        raise NotADirectoryError(f"not a directory: {root}")
+    visited.add((root_stat.st_dev, root_stat.st_ino))
+    _scan(root, "", files, unreadable, visited, is_root=True)
+    files.sort(key=lambda f: f.path.split("/"))
+    return TreeScan(tuple(files), tuple(sorted(unreadable)))
+
+
+def fingerprint(root: Path) -> frozenset[FileStamp]:
+    """A value that changes when any manifest file below root is added, edited, removed or
+    renamed. Raises OSError when root cannot be listed."""
+    return frozenset(scan_tree(root).files)
+
+
+def _scan(
+    directory: Path,
+    prefix: str,
+    files: list[FileStamp],
+    unreadable: list[tuple[str, str]],
+    visited: set[tuple[int, int]],
+    *,
+    is_root: bool = False,
+) -> None:
+    try:
+        with os.scandir(directory) as entries:
+            listing = sorted(entries, key=lambda e: e.name)
+    except OSError as exc:
+        if is_root:
+            raise
+        unreadable.append((prefix.rstrip("/"), exc.strerror or str(exc)))
+        return
+    for entry in listing:
+        if entry.name.startswith("."):
+            continue
+        relative = prefix + entry.name
+        is_manifest = entry.name.endswith(MANIFEST_SUFFIXES)
+        try:
+            info = entry.stat()  # follows symbolic links
+        except FileNotFoundError:
+            if is_manifest and entry.is_symlink():
+                unreadable.append((relative, "broken symbolic link"))
+            continue  # otherwise removed since the listing: simply gone
+        except OSError as exc:
+            if is_manifest:
+                unreadable.append((relative, exc.strerror or str(exc)))
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            identity = (info.st_dev, info.st_ino)
+            if identity not in visited:
+                visited.add(identity)
+                _scan(Path(entry.path), relative + "/", files, unreadable, visited)
+        elif is_manifest and stat.S_ISREG(info.st_mode):
+            files.append(FileStamp(relative, info.st_mtime_ns, info.st_size, info.st_ino))

@@ -1,0 +1,1 @@
+"""xDS serving: snapshots of serialized resources, per-stream protocol state, the gRPC shell."""

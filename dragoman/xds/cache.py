@@ -1,0 +1,64 @@
+"""The snapshots being served, by node group, and a wake-up for every stream when they change."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.xds.resources import Snapshot
+
+EMPTY_SNAPSHOT = Snapshot()
+
+
+class SnapshotCache:
+    """Holds one Snapshot per node group; streams wait on `wait_for_change`.
+
+    Change notification is a generation counter plus one asyncio.Event per generation:
+    a change sets the current event and installs a fresh one, so every waiting stream
+    wakes once per change with no polling and no per-subscriber bookkeeping.
+    Use it from the event loop's thread.
+    """
+
+    def __init__(self) -> None:
+        self._snapshots: dict[str, Snapshot] = {}
+        self._generation = 0
+        self._changed = asyncio.Event()
+
+    @property
+    def generation(self) -> int:
+        """How many times snapshots were set; 0 until the first."""
+        return self._generation
+
+    @property
+    def ready(self) -> bool:
+        return self._generation > 0
+
+    @property
+    def groups(self) -> frozenset[str]:
+        return frozenset(self._snapshots)
+
+    def set_snapshots(self, snapshots: Mapping[str, Snapshot]) -> None:
+        """Replace every group's snapshot and wake every waiting stream."""
+        self._snapshots = dict(snapshots)
+        self._generation += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def group_for(self, node_cluster: str) -> str:
+        """The group a node gets: the one its `node.cluster` names, if it exists, else all."""
+        return node_cluster if node_cluster in self._snapshots else ALL_GATEWAYS
+
+    def snapshot_for(self, group: str) -> Snapshot:
+        return self._snapshots.get(group, EMPTY_SNAPSHOT)
+
+    async def wait_ready(self) -> None:
+        """Return once the first snapshots are set."""
+        if not self.ready:
+            await self.wait_for_change(0)
+
+    async def wait_for_change(self, seen_generation: int) -> int:
+        """Return the current generation once it differs from `seen_generation`."""
+        while self._generation == seen_generation:
+            await self._changed.wait()
+        return self._generation

@@ -1,0 +1,76 @@
+"""The xDS streams currently connected, for status reporting (CSDS, `dragoman clients`)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.xds.sotw import Nack, SotwStream
+
+
+@dataclass(frozen=True, slots=True)
+class TypeStatus:
+    """Where one type of one stream stands."""
+
+    type_url: str
+    sent_version: str
+    acked_version: str
+    in_flight: bool
+    last_nack: Nack | None
+    subscribed: tuple[str, ...]  # explicit names, sorted
+    wildcard: bool
+
+
+@dataclass(slots=True)
+class ConnectedStream:
+    """One open stream; `protocol` is its live state machine (read it, don't drive it)."""
+
+    stream_id: int
+    service: str  # "ADS", "CDS", "EDS", "LDS" or "RDS"
+    peer: str
+    protocol: SotwStream
+    node_id: str = ""
+    node_cluster: str = ""
+    group: str = ALL_GATEWAYS
+    identified: bool = field(default=False)  # the first request, with the node, has arrived
+
+    def type_statuses(self) -> list[TypeStatus]:
+        return [
+            TypeStatus(
+                type_url=state.type_url,
+                sent_version=state.sent_version,
+                acked_version=state.acked_version,
+                in_flight=state.in_flight,
+                last_nack=state.last_nack,
+                subscribed=tuple(sorted(state.names)),
+                wildcard=state.wildcard,
+            )
+            for state in self.protocol.types.values()
+        ]
+
+
+class StreamRegistry:
+    """Open streams by id. Entries are added when a stream opens and removed when it ends."""
+
+    def __init__(self) -> None:
+        self._streams: dict[int, ConnectedStream] = {}
+        self._ids = itertools.count(1)
+
+    def open(self, service: str, peer: str, protocol: SotwStream) -> ConnectedStream:
+        stream = ConnectedStream(next(self._ids), service, peer, protocol)
+        self._streams[stream.stream_id] = stream
+        return stream
+
+    def close(self, stream: ConnectedStream) -> None:
+        self._streams.pop(stream.stream_id, None)
+
+    def streams(self) -> list[ConnectedStream]:
+        return list(self._streams.values())
+
+    def __iter__(self) -> Iterator[ConnectedStream]:
+        return iter(self.streams())
+
+    def __len__(self) -> int:
+        return len(self._streams)

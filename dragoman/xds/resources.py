@@ -1,0 +1,76 @@
+"""Serialized resources and snapshots: built once per change, shared by every stream."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from google.protobuf.any_pb2 import Any
+from google.protobuf.message import Message
+
+CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+ENDPOINT = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
+ROUTE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+
+# Make-before-break order for ADS: clusters, their endpoints, listeners, then routes.
+ADS_ORDER: tuple[str, ...] = (CLUSTER, ENDPOINT, LISTENER, ROUTE)
+
+# SotW responses for these types carry the full subscribed set (absence means deletion).
+FULL_STATE_TYPES = frozenset({CLUSTER, LISTENER})
+
+SHORT_NAMES = {CLUSTER: "CDS", ENDPOINT: "EDS", LISTENER: "LDS", ROUTE: "RDS"}
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    name: str
+    type_url: str
+    body: bytes  # deterministic serialization of the message
+    digest: str  # sha256 of body, hex: the resource's version
+    any: Any  # body packed once, reused in every response
+
+    @classmethod
+    def of(cls, name: str, message: Message) -> Resource:
+        body = message.SerializeToString(deterministic=True)
+        type_url = "type.googleapis.com/" + message.DESCRIPTOR.full_name
+        return cls(
+            name=name,
+            type_url=type_url,
+            body=body,
+            digest=hashlib.sha256(body).hexdigest(),
+            any=Any(type_url=type_url, value=body),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TypeSnapshot:
+    """All resources of one type for one node group, with a content-hash version."""
+
+    resources: Mapping[str, Resource] = field(default_factory=dict)
+    version: str = ""
+
+    @classmethod
+    def of(cls, resources: Iterable[Resource]) -> TypeSnapshot:
+        by_name = {r.name: r for r in sorted(resources, key=lambda r: r.name)}
+        h = hashlib.sha256()
+        for name, r in by_name.items():
+            h.update(name.encode())
+            h.update(b"\0")
+            h.update(r.digest.encode())
+            h.update(b"\n")
+        return cls(resources=by_name, version=h.hexdigest()[:16])
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What one node group is served: a TypeSnapshot per type URL."""
+
+    types: Mapping[str, TypeSnapshot] = field(default_factory=dict)
+
+    def of_type(self, type_url: str) -> TypeSnapshot:
+        return self.types.get(type_url, EMPTY_TYPE)
+
+
+EMPTY_TYPE = TypeSnapshot.of(())

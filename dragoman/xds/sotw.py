@@ -1,0 +1,407 @@
+"""The state-of-the-world xDS stream protocol as a pure state machine: no I/O, no clock.
+
+One `SotwStream` serves one gRPC stream, either ADS (every type, ordered make-before-break)
+or a single-type stream (CDS, EDS, LDS or RDS). The shell feeds it each DiscoveryRequest and
+each new Snapshot, writes the DiscoveryResponses it returns in order, and logs the events it
+collects (`take_events`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Iterable, Mapping
+
+from envoy.config.core.v3.base_pb2 import Node
+from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
+
+from dragoman.xds.references import eds_service_name, route_config_names
+from dragoman.xds.resources import (
+    ADS_ORDER,
+    CLUSTER,
+    ENDPOINT,
+    FULL_STATE_TYPES,
+    LISTENER,
+    ROUTE,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
+from dragoman.xds.sotw_state import (
+    WILDCARD,
+    Ack,
+    MissingTypeUrl,
+    Nack,
+    StaleRequest,
+    StreamError,
+    StreamEvent,
+    TypeState,
+    WrongTypeUrl,
+)
+
+__all__ = [
+    "WILDCARD",
+    "Ack",
+    "MissingTypeUrl",
+    "Nack",
+    "SotwStream",
+    "StaleRequest",
+    "StreamError",
+    "StreamEvent",
+    "TypeState",
+    "WrongTypeUrl",
+]
+
+# Resources to send and the version_info to send them with.
+Plan = tuple[str, dict[str, Resource]]
+
+
+class SotwStream:
+    """Protocol state of one SotW stream. `type_url` None: ADS, else the only type served."""
+
+    def __init__(self, type_url: str | None = None) -> None:
+        self.type_url = type_url
+        self.node: Node | None = None  # from the first request that carries one
+        self.types: dict[str, TypeState] = {}
+        self._snapshot: Snapshot | None = None
+        self._nonce = 0  # one counter per stream, shared by its types
+        self._events: list[StreamEvent] = []
+
+    @property
+    def is_ads(self) -> bool:
+        return self.type_url is None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The snapshot the stream's responses were last computed from."""
+        return self._snapshot
+
+    def take_events(self) -> list[StreamEvent]:
+        """Events since the last call (NACKs, ACKs, ignored stale requests), oldest first."""
+        events, self._events = self._events, []
+        return events
+
+    def on_request(self, request: DiscoveryRequest, snapshot: Snapshot) -> list[DiscoveryResponse]:
+        """Handle one request; `snapshot` is the latest for this stream's node group.
+
+        The request is answered from the snapshot the stream already serves, then any newer
+        `snapshot` is pushed in ADS order, so that a request never overtakes that order.
+        Raises StreamError for a request the protocol forbids.
+        """
+        type_url = self._type_of(request)
+        if self.node is None and request.HasField("node"):
+            self.node = request.node
+        if self._snapshot is None:
+            self._snapshot = snapshot
+        responses = self._answer(request, type_url)
+        if snapshot is not self._snapshot:
+            responses += self.on_snapshot(snapshot)
+        return responses
+
+    def on_snapshot(self, snapshot: Snapshot) -> list[DiscoveryResponse]:
+        """Push what `snapshot` changes for the types this stream subscribes to, in ADS order."""
+        self._snapshot = snapshot
+        # Listener and route plans come first: whether they change decides whether removed
+        # clusters must stay a little longer. Their content does not depend on clusters.
+        late = {t: self._plan_if_changed(t) for t in (LISTENER, ROUTE) if t in self.types}
+        if self.is_ads and CLUSTER in self.types:
+            self._retain_removed_clusters(any(p is not None for p in late.values()))
+        responses: list[DiscoveryResponse] = []
+        for type_url in self._order():
+            plan = late[type_url] if type_url in late else self._plan_if_changed(type_url)
+            if plan is not None:
+                responses += self._send(type_url, plan)
+        return responses + self._release_clusters()
+
+    # Requests.
+
+    def _type_of(self, request: DiscoveryRequest) -> str:
+        if self.type_url is None:
+            if not request.type_url:
+                raise MissingTypeUrl("an ADS request must carry a type_url")
+            return request.type_url
+        if request.type_url and request.type_url != self.type_url:
+            raise WrongTypeUrl(f"this stream serves {self.type_url}, not {request.type_url}")
+        return self.type_url
+
+    def _answer(self, request: DiscoveryRequest, type_url: str) -> list[DiscoveryResponse]:
+        state = self.types.get(type_url)
+        first = state is None
+        if state is None:
+            state = self.types[type_url] = TypeState(type_url)
+        elif state.nonce and request.response_nonce != state.nonce:
+            # Superseded by a response the client has not seen yet; it will answer that one.
+            error = request.error_detail.message if request.HasField("error_detail") else ""
+            self._events.append(StaleRequest(type_url, request.response_nonce, state.nonce, error))
+            return []
+        self._settle(state, request)
+        added = _subscribe(state, request.resource_names)
+        current = self._current(type_url)
+        full_state = type_url in FULL_STATE_TYPES
+        if (
+            first
+            and full_state
+            and state.wildcard
+            and request.version_info
+            and request.version_info == current.version
+        ):
+            # A reconnecting wildcard client already runs this exact content (versions are
+            # content hashes): answering would only make it rebuild nothing.
+            _assume_held(state, current)
+            return self._release_clusters()
+        plan = self._plan(state, current, force=added, force_full=first)
+        responses = self._send(type_url, plan) if plan is not None else []
+        return responses + self._release_clusters()
+
+    def _settle(self, state: TypeState, request: DiscoveryRequest) -> None:
+        """Take the ACK or NACK of the response in flight, if this request is one."""
+        if not state.in_flight or request.response_nonce != state.nonce:
+            return
+        state.in_flight = False
+        if not request.HasField("error_detail"):
+            state.unacked.clear()
+            state.acked_version = state.sent_version
+            self._events.append(Ack(state.type_url, state.sent_version, state.nonce))
+            return
+        nack = Nack(
+            type_url=state.type_url,
+            version=state.sent_version,
+            nonce=state.nonce,
+            message=request.error_detail.message,
+            code=request.error_detail.code,
+            resource_names=state.sent_names,
+            kept_version=request.version_info,
+        )
+        state.last_nack = nack
+        state.rejected_version = state.sent_snapshot_version
+        state.rejected_names = frozenset(state.sent_names)
+        # The client keeps what it had: forget that it holds the rejected resources.
+        if state.type_url in FULL_STATE_TYPES:
+            reverted = list(state.unacked)
+        else:
+            reverted = [n for n in state.sent_names if n in state.unacked]
+        for name in reverted:
+            before = state.unacked.pop(name)
+            if before is None:
+                state.sent.pop(name, None)
+            else:
+                state.sent[name] = before
+        self._events.append(nack)
+
+    # Deciding what to send.
+
+    def _current(self, type_url: str) -> TypeSnapshot:
+        assert self._snapshot is not None
+        return self._snapshot.of_type(type_url)
+
+    def _plan_if_changed(self, type_url: str) -> Plan | None:
+        state = self.types[type_url]
+        current = self._current(type_url)
+        if current.version == state.seen_version:
+            return None
+        return self._plan(state, current)
+
+    def _plan(
+        self,
+        state: TypeState,
+        current: TypeSnapshot,
+        force: Collection[str] = (),
+        force_full: bool = False,
+    ) -> Plan | None:
+        """What to send for one type, or None. `force`: names to send even if held."""
+        state.seen_version = current.version
+        if state.rejected_version is not None and not state.blocked(current):
+            state.rejected_version = None
+            state.rejected_names = frozenset()
+        if state.type_url in FULL_STATE_TYPES:
+            return _plan_full_state(state, current, force_full or bool(force))
+        return _plan_changes(state, current, force)
+
+    def _send(self, type_url: str, plan: Plan) -> list[DiscoveryResponse]:
+        state = self.types[type_url]
+        version, resources = plan
+        follow_up = type_url == CLUSTER and self.is_ads and ENDPOINT in self.types
+        changed_clusters = _changed(state.sent, resources) if follow_up else set()
+        responses = [self._respond(state, version, resources)]
+        if changed_clusters:
+            responses += self._resend_endpoints(changed_clusters)
+        return responses
+
+    def _respond(
+        self, state: TypeState, version: str, resources: dict[str, Resource]
+    ) -> DiscoveryResponse:
+        self._nonce += 1
+        nonce = str(self._nonce)
+        if state.type_url in FULL_STATE_TYPES:
+            for name in _changed(state.sent, resources) | (state.sent.keys() - resources.keys()):
+                state.unacked.setdefault(name, state.sent.get(name))
+            state.sent = dict(resources)
+        else:
+            for name, resource in resources.items():
+                state.unacked.setdefault(name, state.sent.get(name))
+                state.sent[name] = resource
+        state.nonce = nonce
+        state.in_flight = True
+        state.sent_version = version
+        state.sent_snapshot_version = self._current(state.type_url).version
+        state.sent_names = tuple(resources)
+        return DiscoveryResponse(
+            version_info=version,
+            type_url=state.type_url,
+            nonce=nonce,
+            resources=[r.any for r in resources.values()],
+        )
+
+    def _resend_endpoints(self, changed_clusters: Iterable[str]) -> list[DiscoveryResponse]:
+        """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
+        state = self.types[ENDPOINT]
+        clusters = self._current(CLUSTER).resources
+        force = set()
+        for name in changed_clusters:
+            cluster = clusters.get(name)
+            service = eds_service_name(cluster.body) if cluster is not None else None
+            if service is not None and state.subscribes(service):
+                force.add(service)
+        if not force:
+            return []
+        plan = self._plan(state, self._current(ENDPOINT), force=force)
+        return [self._respond(state, *plan)] if plan is not None else []
+
+    def _order(self) -> list[str]:
+        known = [t for t in ADS_ORDER if t in self.types]
+        return known + sorted(t for t in self.types if t not in ADS_ORDER)
+
+    # Make-before-break removal of clusters (ADS only).
+
+    def _retain_removed_clusters(self, routes_changing: bool) -> None:
+        state = self.types[CLUSTER]
+        current = self._current(CLUSTER)
+        if current.version == state.seen_version:
+            return
+        held = {**state.retained, **state.sent}
+        gone = {n: r for n, r in held.items() if n not in current.resources}
+        if gone and (routes_changing or not self._routes_settled()):
+            state.retained = gone
+        else:
+            state.retained = {}
+
+    def _release_clusters(self) -> list[DiscoveryResponse]:
+        """Send the final CDS, without the retained clusters, once the routes are in place."""
+        state = self.types.get(CLUSTER)
+        if state is None or not state.retained or not self._routes_settled():
+            return []
+        state.retained = {}
+        plan = self._plan(state, self._current(CLUSTER))
+        return self._send(CLUSTER, plan) if plan is not None else []
+
+    def _routes_settled(self) -> bool:
+        """True when the client ACKed the current listeners and every route they fetch."""
+        listeners = self.types.get(LISTENER)
+        routes = self.types.get(ROUTE)
+        for state in (listeners, routes):
+            if state is not None and (
+                state.in_flight or state.blocked(self._current(state.type_url))
+            ):
+                return False
+        if listeners is None or routes is None:
+            return True  # this stream does not fetch routes: nothing to wait for
+        current_routes = self._current(ROUTE).resources
+        for listener in listeners.sent.values():
+            for name in route_config_names(listener.body):
+                route = current_routes.get(name)
+                if route is None:
+                    continue  # not served at all: nothing to wait for
+                held = routes.sent.get(name)
+                if held is None or held.digest != route.digest:
+                    return False
+        return True
+
+
+def _subscribe(state: TypeState, names: Iterable[str]) -> set[str]:
+    """Apply a request's resource_names; return the names newly subscribed."""
+    requested = set(names)
+    if not requested and not state.named:
+        # Legacy wildcard: only LDS and CDS, only until the stream names a resource.
+        wildcard = state.type_url in FULL_STATE_TYPES
+        explicit: set[str] = set()
+    else:
+        state.named = True
+        wildcard = WILDCARD in requested
+        explicit = requested - {WILDCARD}
+    added = explicit - state.names
+    state.wildcard, state.names = wildcard, explicit
+    # Forget what was sent for names no longer wanted, so a re-subscription sends them again.
+    for name in [n for n in state.sent if not state.subscribes(n)]:
+        del state.sent[name]
+        state.unacked.pop(name, None)
+    for name in [n for n in state.retained if not state.subscribes(n)]:
+        del state.retained[name]
+    return added
+
+
+def _assume_held(state: TypeState, current: TypeSnapshot) -> None:
+    state.sent = _full_state(state, current)
+    state.sent_version = state.acked_version = current.version
+    state.seen_version = current.version
+
+
+def _plan_full_state(state: TypeState, current: TypeSnapshot, force: bool) -> Plan | None:
+    """LDS/CDS: the whole subscribed set, when it differs from what the client holds."""
+    if state.blocked(current):
+        return None
+    desired = _full_state(state, current)
+    if not force and not _changed(state.sent, desired) and desired.keys() == state.sent.keys():
+        return None
+    kept = sorted((n, r.digest) for n, r in state.retained.items() if n in desired)
+    return _retaining_version(current.version, kept) if kept else current.version, desired
+
+
+def _full_state(state: TypeState, current: TypeSnapshot) -> dict[str, Resource]:
+    available = current.resources
+    if state.wildcard:
+        desired = dict(available)
+    else:
+        desired = {n: available[n] for n in sorted(state.names) if n in available}
+    kept = {n: r for n, r in state.retained.items() if n not in available and state.subscribes(n)}
+    if kept:
+        desired = dict(sorted({**desired, **kept}.items()))
+    return desired
+
+
+def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str]) -> Plan | None:
+    """EDS/RDS: only resources changed or newly requested; never an empty response."""
+    available = current.resources
+    blocked = state.blocked(current)
+    if state.wildcard or len(available) <= len(state.names):
+        candidates: Iterable[str] = (n for n in available if state.subscribes(n))
+    else:
+        candidates = sorted(state.names)
+    resources: dict[str, Resource] = {}
+    for name in candidates:
+        resource = available.get(name)
+        if resource is None or (blocked and name in state.rejected_names):
+            continue
+        held = state.sent.get(name)
+        if held is None or held.digest != resource.digest or name in force:
+            resources[name] = resource
+    return (current.version, resources) if resources else None
+
+
+def _changed(held: Mapping[str, Resource], resources: Mapping[str, Resource]) -> set[str]:
+    """Names in `resources` whose content differs from (or is missing in) `held`."""
+    changed = set()
+    for name, resource in resources.items():
+        before = held.get(name)
+        if before is None or before.digest != resource.digest:
+            changed.add(name)
+    return changed
+
+
+def _retaining_version(version: str, kept: list[tuple[str, str]]) -> str:
+    """A distinct version for a CDS response that still carries removed clusters.
+
+    A client reconnecting with it must not be mistaken for one holding the final state.
+    """
+    digest = hashlib.sha256()
+    for name, resource_digest in kept:
+        digest.update(f"{name}\0{resource_digest}\n".encode())
+    return f"{version}+{digest.hexdigest()[:8]}"

@@ -1,0 +1,105 @@
+"""What a state-of-the-world stream remembers per type, and what it reports to its shell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dragoman.xds.resources import Resource, TypeSnapshot
+
+WILDCARD = "*"
+
+
+class StreamError(Exception):
+    """A request the protocol forbids; the shell ends the stream with INVALID_ARGUMENT."""
+
+
+class MissingTypeUrl(StreamError):
+    """An ADS request without type_url: nothing says which sub-stream it belongs to."""
+
+
+class WrongTypeUrl(StreamError):
+    """A request on a single-type stream naming another type."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nack:
+    """The client rejected a response."""
+
+    type_url: str
+    version: str  # the version_info of the rejected response
+    nonce: str
+    message: str  # error_detail.message, the client's reason
+    code: int  # error_detail.code, a google.rpc.Code
+    resource_names: tuple[str, ...]  # what the rejected response carried
+    kept_version: str  # the version the client keeps running (its request's version_info)
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    type_url: str
+    version: str
+    nonce: str
+
+
+@dataclass(frozen=True, slots=True)
+class StaleRequest:
+    """A request answering an older response: ignored, the client will answer the latest one."""
+
+    type_url: str
+    nonce: str
+    expected_nonce: str
+    error_message: str = ""  # set when the stale request was a NACK
+
+
+StreamEvent = Nack | Ack | StaleRequest
+
+
+@dataclass(slots=True)
+class TypeState:
+    """One type's sub-stream: subscription, last response, what the client holds, NACK state."""
+
+    type_url: str
+
+    # Subscription.
+    wildcard: bool = False
+    names: set[str] = field(default_factory=set)
+    # Once a request names a resource, an empty list means "nothing" and no longer wildcard.
+    named: bool = False
+
+    # The last response sent.
+    nonce: str = ""  # "" until the first response: until then no request can be stale
+    in_flight: bool = False  # its ACK or NACK has not arrived yet
+    sent_version: str = ""
+    sent_snapshot_version: str = ""  # the TypeSnapshot it came from (differs while retaining)
+    sent_names: tuple[str, ...] = ()
+
+    # What the client holds, or will once in-flight responses are applied, by name.
+    sent: dict[str, Resource] = field(default_factory=dict)
+    # The values `sent` had at the last ACK for names changed since (None: not held).
+    # A NACK restores them, so that the next change sends those resources again.
+    unacked: dict[str, Resource | None] = field(default_factory=dict)
+    acked_version: str = ""
+
+    last_nack: Nack | None = None
+    # The TypeSnapshot version whose content was NACKed: none of it is sent again until the
+    # snapshot of this type changes (no NACK ping-pong).
+    rejected_version: str | None = None
+    rejected_names: frozenset[str] = frozenset()
+
+    # The TypeSnapshot version `sent` was last reconciled with: a push skips unchanged types.
+    seen_version: str | None = None
+
+    # CDS on ADS only: clusters removed from the snapshot but kept in responses until the
+    # routes that may still name them are replaced (make-before-break).
+    retained: dict[str, Resource] = field(default_factory=dict)
+
+    def subscribes(self, name: str) -> bool:
+        return self.wildcard or name in self.names
+
+    def blocked(self, snapshot: TypeSnapshot) -> bool:
+        """True while `snapshot` is the content the client last rejected."""
+        return self.rejected_version == snapshot.version
+
+    @property
+    def sent_digests(self) -> dict[str, str]:
+        return {name: r.digest for name, r in self.sent.items()}

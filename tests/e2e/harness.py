@@ -1,0 +1,94 @@
+"""A dragoman process, a real Envoy, a DNS responder and backends, all on loopback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dragoman.demo.envoy import EnvoyProcess
+from dragoman.envoy.bootstrap import bootstrap_yaml
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class DragomanProcess:
+    """`dragoman serve` as a separate process, so a test can kill and restart it."""
+
+    def __init__(self, manifests: Path, xds_address: str, log_path: Path) -> None:
+        self.manifests = manifests
+        self.xds_address = xds_address
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> DragomanProcess:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dragoman",
+                "serve",
+                "--manifests",
+                str(self.manifests),
+                "--xds-address",
+                self.xds_address,
+                "--listener-address",
+                "127.0.0.1",
+                "--log-level",
+                "debug",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        host, port = self.xds_address.rsplit(":", 1)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("dragoman exited:\n" + self.log())
+            with socket.socket() as s:
+                if s.connect_ex((host, int(port))) == 0:
+                    return self
+            time.sleep(0.05)
+        raise TimeoutError("dragoman did not listen within 15 s:\n" + self.log())
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process is None:
+            return
+        if kill:
+            self.process.kill()
+        else:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        self.process = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def start_envoy(
+    workdir: Path, xds_address: str, dns_port: int, node_cluster: str = "default/e2e"
+) -> EnvoyProcess:
+    admin = workdir / "admin.sock"
+    bootstrap = bootstrap_yaml(
+        xds_address,
+        node_id="e2e-envoy",
+        node_cluster=node_cluster,
+        admin_socket=str(admin),
+        dns_resolvers=[f"127.0.0.1:{dns_port}"],
+        dns_use_tcp=True,
+    )
+    envoy = EnvoyProcess(bootstrap, workdir, admin, workdir / "envoy.log")
+    envoy.start()
+    return envoy

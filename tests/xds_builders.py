@@ -1,0 +1,170 @@
+"""Small real xDS resources, snapshots and requests for the xDS protocol tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.core.v3.address_pb2 import Address, SocketAddress
+from envoy.config.core.v3.base_pb2 import Node
+from envoy.config.endpoint.v3.endpoint_components_pb2 import (
+    Endpoint,
+    LbEndpoint,
+    LocalityLbEndpoints,
+)
+from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment
+from envoy.config.listener.v3.listener_components_pb2 import Filter, FilterChain
+from envoy.config.listener.v3.listener_pb2 import Listener
+from envoy.config.route.v3.route_components_pb2 import (
+    Route,
+    RouteAction,
+    RouteMatch,
+    VirtualHost,
+)
+from envoy.config.route.v3.route_pb2 import RouteConfiguration
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm,
+)
+from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
+from google.protobuf.any_pb2 import Any
+from google.rpc.status_pb2 import Status
+
+from dragoman.xds.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
+
+
+def eds_cluster(name: str, service_name: str = "", timeout_s: int = 1) -> Resource:
+    cluster = Cluster(name=name, type=Cluster.EDS)
+    cluster.connect_timeout.seconds = timeout_s
+    cluster.eds_cluster_config.eds_config.ads.SetInParent()
+    if service_name:
+        cluster.eds_cluster_config.service_name = service_name
+    return Resource.of(name, cluster)
+
+
+def dns_cluster(name: str, hostname: str) -> Resource:
+    cluster = Cluster(name=name, type=Cluster.STRICT_DNS)
+    cluster.load_assignment.cluster_name = name
+    cluster.load_assignment.endpoints.add().lb_endpoints.add().endpoint.address.socket_address.CopyFrom(
+        SocketAddress(address=hostname, port_value=443)
+    )
+    return Resource.of(name, cluster)
+
+
+def socket(address: str, port: int) -> SocketAddress:
+    return SocketAddress(address=address, port_value=port)
+
+
+def endpoints(name: str, *ips: str) -> Resource:
+    lb_endpoints = [
+        LbEndpoint(
+            endpoint=Endpoint(
+                address=Address(socket_address=SocketAddress(address=ip, port_value=80))
+            )
+        )
+        for ip in ips
+    ]
+    locality = LocalityLbEndpoints(lb_endpoints=lb_endpoints)
+    locality.load_balancing_weight.value = 1
+    assignment = ClusterLoadAssignment(cluster_name=name, endpoints=[locality])
+    return Resource.of(name, assignment)
+
+
+def listener(name: str, route_config: str, port: int = 8080) -> Resource:
+    manager = hcm.HttpConnectionManager(stat_prefix=name)
+    manager.rds.route_config_name = route_config
+    manager.rds.config_source.ads.SetInParent()
+    config = Any()
+    config.Pack(manager, deterministic=True)
+    message = Listener(
+        name=name,
+        address=Address(socket_address=SocketAddress(address="0.0.0.0", port_value=port)),
+        filter_chains=[FilterChain(filters=[Filter(name="hcm", typed_config=config)])],
+    )
+    return Resource.of(name, message)
+
+
+def routes(name: str, *clusters: str) -> Resource:
+    message = RouteConfiguration(
+        name=name,
+        virtual_hosts=[
+            VirtualHost(
+                name="all",
+                domains=["*"],
+                routes=[
+                    Route(match=RouteMatch(prefix=f"/{c}"), route=RouteAction(cluster=c))
+                    for c in clusters
+                ],
+            )
+        ],
+    )
+    return Resource.of(name, message)
+
+
+def snapshot(
+    clusters: Iterable[Resource] = (),
+    assignments: Iterable[Resource] = (),
+    listeners: Iterable[Resource] = (),
+    route_configs: Iterable[Resource] = (),
+) -> Snapshot:
+    return Snapshot(
+        types={
+            CLUSTER: TypeSnapshot.of(clusters),
+            ENDPOINT: TypeSnapshot.of(assignments),
+            LISTENER: TypeSnapshot.of(listeners),
+            ROUTE: TypeSnapshot.of(route_configs),
+        }
+    )
+
+
+def request(
+    type_url: str,
+    names: Iterable[str] = (),
+    *,
+    version: str = "",
+    nonce: str = "",
+    error: str | None = None,
+    node: Node | None = None,
+) -> DiscoveryRequest:
+    message = DiscoveryRequest(
+        type_url=type_url, resource_names=list(names), version_info=version, response_nonce=nonce
+    )
+    if node is not None:
+        message.node.CopyFrom(node)
+    if error is not None:
+        message.error_detail.CopyFrom(Status(code=3, message=error))
+    return message
+
+
+def ack(response: DiscoveryResponse, names: Iterable[str] = ()) -> DiscoveryRequest:
+    return request(response.type_url, names, version=response.version_info, nonce=response.nonce)
+
+
+def nack(
+    response: DiscoveryResponse, error: str, names: Iterable[str] = (), kept_version: str = ""
+) -> DiscoveryRequest:
+    return request(
+        response.type_url, names, version=kept_version, nonce=response.nonce, error=error
+    )
+
+
+def names_in(response: DiscoveryResponse) -> list[str]:
+    """Resource names carried by a response, decoded from the payloads, in order."""
+    decoders = {
+        CLUSTER: Cluster,
+        ENDPOINT: ClusterLoadAssignment,
+        LISTENER: Listener,
+        ROUTE: RouteConfiguration,
+    }
+    out = []
+    for packed in response.resources:
+        message = decoders[packed.type_url].FromString(packed.value)
+        out.append(message.cluster_name if packed.type_url == ENDPOINT else message.name)
+    return out
