@@ -28,12 +28,12 @@ import pytest
 
 pytest.importorskip("kubernetes")
 
-import urllib3  # noqa: E402
-from kubernetes import client, config, watch  # noqa: E402
-from kubernetes.client.exceptions import ApiException  # noqa: E402
-from kubernetes.dynamic import DynamicClient  # noqa: E402
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
 
-from tests.kubeapi import KubeApiServer  # noqa: E402
+from tests.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -114,6 +114,7 @@ class BackgroundWatch:
         assert not self._thread.is_alive()
 
     def stop(self) -> None:
+        """Stops from outside, as a controller shutting down would (errors are expected)."""
         self.watch.stop()
         self.join()
 
@@ -239,6 +240,31 @@ def test_patch_content_types(core: client.CoreV1Api, custom: client.CustomObject
     assert unsupported.value.status == 415  # custom resources take no strategic merge
 
 
+def test_finalizers_delete_collection_and_namespace_deletion(
+    api: KubeApiServer, core: client.CoreV1Api
+) -> None:
+    core.create_namespace({"metadata": {"name": "team"}})
+    held = {"metadata": {"name": "held", "finalizers": ["example.com/cleanup"]}}
+    core.create_namespaced_config_map("team", held)
+    marked = core.delete_namespaced_config_map("held", "team")  # 202: still there
+    assert marked["metadata"]["deletionTimestamp"]
+    current = core.read_namespaced_config_map("held", "team")
+    current.metadata.finalizers = []
+    core.replace_namespaced_config_map("held", "team", current)  # the last finalizer goes
+    assert api.get("configmaps", "held", namespace="team") is None
+
+    for name, tier in (("a", "x"), ("b", "y"), ("c", "x")):
+        core.create_namespaced_config_map(
+            "team", {"metadata": {"name": name, "labels": {"tier": tier}}}
+        )
+    core.delete_collection_namespaced_config_map("team", label_selector="tier=x")
+    assert [c["metadata"]["name"] for c in api.list("configmaps", "team")] == ["b"]
+
+    core.delete_namespace("team")  # takes what is in it along
+    assert api.list("configmaps", "team") == []
+    assert api.get("namespaces", "team") is None
+
+
 # ------------------------------------------------------------------ list & watch
 
 
@@ -254,8 +280,12 @@ def test_list_pages_are_one_consistent_snapshot(api: KubeApiServer, core: client
     core.create_namespaced_config_map("default", {"metadata": {"name": "cm-late"}})
     core.delete_namespaced_config_map("cm-4", "default")
 
-    second = core.list_namespaced_config_map("default", limit=2, _continue=first.metadata.var_continue)
-    third = core.list_namespaced_config_map("default", limit=2, _continue=second.metadata.var_continue)
+    second = core.list_namespaced_config_map(
+        "default", limit=2, _continue=first.metadata.var_continue
+    )
+    third = core.list_namespaced_config_map(
+        "default", limit=2, _continue=second.metadata.var_continue
+    )
     assert [c.metadata.name for c in second.items + third.items] == ["cm-2", "cm-3", "cm-4"]
     assert third.metadata.var_continue is None
     assert {p.metadata.resource_version for p in (first, second, third)} == {
@@ -325,18 +355,13 @@ def test_watch_without_resource_version_starts_with_current_state(
     api: KubeApiServer, custom: client.CustomObjectsApi
 ) -> None:
     custom.create_namespaced_custom_object(GATEWAY, "v1", "default", "httproutes", route("r", "a"))
-    events = list(
-        watch.Watch().stream(
-            custom.list_namespaced_custom_object,
-            GATEWAY,
-            "v1",
-            "default",
-            "httproutes",
-            timeout_seconds=0.2,
-        )
+    stream = BackgroundWatch(
+        custom.list_namespaced_custom_object, GATEWAY, "v1", "default", "httproutes"
     )
-    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "r")]
-    assert events[0]["object"]["apiVersion"] == f"{GATEWAY}/v1"
+    first = stream.next()
+    stream.stop()
+    assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "r")
+    assert first["object"]["apiVersion"] == f"{GATEWAY}/v1"
 
 
 def test_bookmarks_carry_the_current_resource_version(
@@ -344,24 +369,40 @@ def test_bookmarks_carry_the_current_resource_version(
 ) -> None:
     listed = core.list_namespaced_config_map("default")
     core.create_namespace({"metadata": {"name": "busy"}})  # a change no configmap watch sees
-    w = watch.Watch()
-    events = list(
-        w.stream(
-            core.list_namespaced_config_map,
-            "default",
-            resource_version=listed.metadata.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=0.5,
-        )
+    stream = BackgroundWatch(
+        core.list_namespaced_config_map,
+        "default",
+        resource_version=listed.metadata.resource_version,
+        allow_watch_bookmarks=True,
     )
-    bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
-    assert len(bookmarks) >= 2 and len(bookmarks) == len(events)
-    assert bookmarks[-1]["object"] == {
+    events = [stream.next(), stream.next()]
+    stream.stop()
+    assert [e["type"] for e in events] == ["BOOKMARK", "BOOKMARK"]
+    assert events[-1]["object"] == {
         "kind": "ConfigMap",
         "apiVersion": "v1",
         "metadata": {"resourceVersion": str(api.resource_version)},
     }
-    assert w.resource_version == str(api.resource_version)
+    assert stream.watch.resource_version == str(api.resource_version)
+
+
+def test_streaming_list_ends_its_initial_events_with_a_bookmark(
+    api: KubeApiServer, core: client.CoreV1Api
+) -> None:
+    core.create_namespaced_config_map("default", {"metadata": {"name": "c"}})
+    stream = BackgroundWatch(
+        core.list_namespaced_config_map,
+        "default",
+        send_initial_events=True,
+        resource_version_match="NotOlderThan",
+        allow_watch_bookmarks=True,
+    )
+    added, end_of_list = stream.next(), stream.next()
+    stream.stop()
+    assert (added["type"], added["object"].metadata.name) == ("ADDED", "c")
+    assert end_of_list["type"] == "BOOKMARK"
+    annotations = end_of_list["object"]["metadata"]["annotations"]
+    assert annotations == {"k8s.io/initial-events-end": "true"}
 
 
 def test_watch_label_selector_turns_relabels_into_added_and_deleted(
@@ -420,16 +461,13 @@ def test_compacted_history_expires_old_watches(api: KubeApiServer, core: client.
     assert unbounded.value.status == 410
     assert api.request_count("watch", "configmaps") == 2  # the client retried once
 
-    raw = list(
-        watch.Watch().stream(
-            core.list_namespaced_config_map,
-            "default",
-            resource_version=old,
-            timeout_seconds=1,
-            deserialize=False,
-        )
+    # On the wire: a 200 whose only event is an ERROR carrying a 410 Status.
+    response = core.list_namespaced_config_map(
+        "default", watch=True, resource_version=old, timeout_seconds=1, _preload_content=False
     )
-    assert raw == [
+    assert response.status == 200
+    lines = response.read().decode().splitlines()
+    assert [json.loads(line) for line in lines] == [
         {
             "type": "ERROR",
             "object": {
@@ -452,7 +490,10 @@ def test_watch_from_the_future_times_out_with_504(
     with pytest.raises(ApiException) as too_large:
         list(
             watch.Watch().stream(
-                core.list_namespaced_config_map, "default", resource_version=ahead, timeout_seconds=1
+                core.list_namespaced_config_map,
+                "default",
+                resource_version=ahead,
+                timeout_seconds=1,
             )
         )
     assert too_large.value.status == 504
@@ -513,12 +554,10 @@ def test_stop_refuses_connections_and_start_brings_the_same_data_back(
     assert after.metadata.resource_version == before
     # History survived too: a watch resumes from the pre-outage resourceVersion.
     core.create_namespaced_config_map("default", {"metadata": {"name": "new"}})
-    events = list(
-        watch.Watch().stream(
-            core.list_namespaced_config_map, "default", resource_version=before, timeout_seconds=0.2
-        )
-    )
-    assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "new")]
+    resumed = BackgroundWatch(core.list_namespaced_config_map, "default", resource_version=before)
+    event = resumed.next()
+    resumed.stop()
+    assert (event["type"], event["object"].metadata.name) == ("ADDED", "new")
 
 
 # ------------------------------------------------------------- status subresource
@@ -621,7 +660,9 @@ def test_leases_for_leader_election(api_client: client.ApiClient) -> None:
 # -------------------------------------------------- Gateway API, discovery, set-up
 
 
-def test_gateway_api_scopes_and_versions(api: KubeApiServer, custom: client.CustomObjectsApi) -> None:
+def test_gateway_api_scopes_and_versions(
+    api: KubeApiServer, custom: client.CustomObjectsApi
+) -> None:
     gateway_class = {
         "apiVersion": f"{GATEWAY}/v1",
         "kind": "GatewayClass",
@@ -640,7 +681,9 @@ def test_gateway_api_scopes_and_versions(api: KubeApiServer, custom: client.Cust
         "spec": {"from": [], "to": []},
     }
     custom.create_namespaced_custom_object(GATEWAY, "v1beta1", "default", "referencegrants", grant)
-    as_v1 = custom.get_namespaced_custom_object(GATEWAY, "v1", "default", "referencegrants", "allow")
+    as_v1 = custom.get_namespaced_custom_object(
+        GATEWAY, "v1", "default", "referencegrants", "allow"
+    )
     assert as_v1["apiVersion"] == f"{GATEWAY}/v1"
 
     api.apply(route("seeded", "c.example") | {"metadata": {"name": "seeded", "namespace": "ns"}})
@@ -684,7 +727,6 @@ def test_injected_failures_and_request_counts(api: KubeApiServer, core: client.C
     with pytest.raises(ApiException) as unavailable:
         core.list_namespaced_service("default")
     assert unavailable.value.status == 503
-    assert unavailable.value.headers["Retry-After"] == "1"
     assert core.list_namespaced_service("default").items == []
     assert api.request_count("list", "services") == 2
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from dragoman.objects import ObjectKey
 
@@ -137,8 +138,24 @@ class Problem:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectStatus:
+    """The `status` stanza dragoman computes for one object, as the API server stores it.
+
+    Conditions carry no `lastTransitionTime`: the core has no clock. Whoever writes the
+    status (the Kubernetes status writer, `dragoman status`) stamps it, keeping the time of
+    a condition whose status did not change. For route kinds, `status["parents"]` holds only
+    the entries whose `controllerName` is dragoman's; a writer must keep other controllers'.
+    """
+
+    key: ObjectKey
+    api_version: str  # e.g. "gateway.networking.k8s.io/v1"
+    status: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Dag:
     groups: Mapping[str, NodeGroup] = field(default_factory=dict)
     clusters: Mapping[str, Cluster] = field(default_factory=dict)
     load_assignments: Mapping[str, LoadAssignment] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
+    statuses: Mapping[ObjectKey, ObjectStatus] = field(default_factory=dict)

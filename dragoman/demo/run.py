@@ -21,7 +21,7 @@ from dragoman.envoy.bootstrap import bootstrap_yaml
 
 log = logging.getLogger("dragoman.demo")
 
-BUNDLED_MANIFESTS = Path(__file__).parent / "manifests"
+BUNDLED_MANIFESTS = (Path(__file__).parent / "manifests").resolve()
 LISTENER_URL = "http://127.0.0.1:8080"
 # What the bundled manifests name: EndpointSlice addresses of `web`, the ExternalName target.
 WEB_BACKENDS = (("web-1", "127.0.0.2", 9001), ("web-2", "127.0.0.3", 9001))

@@ -352,7 +352,8 @@ def _plan_full_state(state: TypeState, current: TypeSnapshot, force: bool) -> Pl
     if not force and not _changed(state.sent, desired) and desired.keys() == state.sent.keys():
         return None
     kept = sorted((n, r.digest) for n, r in state.retained.items() if n in desired)
-    return _retaining_version(current.version, kept) if kept else current.version, desired
+    version = _retaining_version(current.version, kept) if kept else current.version
+    return version, desired
 
 
 def _full_state(state: TypeState, current: TypeSnapshot) -> dict[str, Resource]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,15 +28,18 @@ from tests.kubeapi.patch import (
     merge_patch,
     strip_directives,
 )
-from tests.kubeapi.resources import ResourceRegistry, ResourceType
+from tests.kubeapi.resources import ResourceRegistry
+from tests.kubeapi.routing import NOT_FOUND_MESSAGE, Target, parse_target, verb_for
 from tests.kubeapi.selectors import object_matcher
 from tests.kubeapi.store import Obj, ObjectStore
 from tests.kubeapi.traffic import InjectedFailures, RequestCounts
 from tests.kubeapi.watch import WatchRequest, WatchSession
 
+log = logging.getLogger(__name__)
+
+HEALTH_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 # Paths anyone may read, as with the system:public-info-viewer role.
-PUBLIC_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"})
-NOT_FOUND_MESSAGE = "the server could not find the requested resource"
+PUBLIC_PATHS = HEALTH_PATHS | {"/version"}
 EXPIRED_CONTINUE = (
     "The provided continue parameter is too old to display a consistent list result."
     " You can start a new list without the continue parameter."
@@ -50,17 +54,6 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class Target:
-    """What a resource URL names."""
-
-    rtype: ResourceType
-    version: str
-    namespace: str | None  # None: cluster-scoped, or a list/watch across all namespaces
-    name: str | None  # None: the collection
-    subresource: str | None  # "status" or None
-
-
-@dataclass(frozen=True)
 class Settings:
     token: str | None  # bearer token every non-public request must carry; None: no auth
     bookmark_interval: float
@@ -69,6 +62,8 @@ class Settings:
 
 
 class RestApi:
+    """Serves the Kubernetes REST API from an ObjectStore."""
+
     def __init__(
         self,
         store: ObjectStore,
@@ -89,14 +84,16 @@ class RestApi:
     def handle(
         self, method: str, raw_target: str, headers: Mapping[str, str], body: bytes
     ) -> Reply | WatchSession:
+        """Serves one request; `headers` are keyed by lower-case name."""
         url = urlsplit(raw_target)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         try:
             if url.path not in PUBLIC_PATHS and not self._authorized(headers):
                 return self._error(errors.ApiError(401, "Unauthorized", "Unauthorized"))
-            target = self._parse_target(url.path)
-            verb = self._verb(method, target, query)
-            self.counts.add(verb, self._counted_resource(url.path, target))
+            target = parse_target(self.registry, url.path)
+            verb = verb_for(method, target, query)
+            # Discovery documents are counted by path.
+            self.counts.add(verb, target.counted_as if target else url.path)
             injected = self.failures.take(method, raw_target)
             if injected is not None:
                 return self._error(injected)
@@ -105,11 +102,16 @@ class RestApi:
             return self._serve(verb, target, query, headers, body)
         except errors.ApiError as failure:
             return self._error(failure)
+        except Exception as failure:  # a bug here must reach the test as a 500, not a hang
+            log.exception("%s %s failed", method, raw_target)
+            return self._error(
+                errors.ApiError(500, "InternalError", f"Internal error occurred: {failure!r}")
+            )
 
     def _authorized(self, headers: Mapping[str, str]) -> bool:
         if self.settings.token is None:
             return True
-        return headers.get("Authorization", "") == f"Bearer {self.settings.token}"
+        return headers.get("authorization", "") == f"Bearer {self.settings.token}"
 
     @staticmethod
     def _error(failure: errors.ApiError) -> Reply:
@@ -118,80 +120,12 @@ class RestApi:
             headers["Retry-After"] = str(failure.retry_after_seconds)
         return Reply(failure.code, failure.status(), headers)
 
-    # ---------------------------------------------------------------- routing
-
-    def _parse_target(self, path: str) -> Target | None:
-        """The resource a URL names, or None for non-resource paths (discovery, health)."""
-        parts = [part for part in path.split("/") if part]
-        if parts[:2] == ["api", "v1"] and len(parts) > 2:
-            group, version, rest = "", "v1", parts[2:]
-        elif parts[:1] == ["apis"] and len(parts) > 3:
-            group, version, rest = parts[1], parts[2], parts[3:]
-        else:
-            return None
-        namespace = None
-        # /namespaces/{ns}/{resource}/... but not /namespaces/{name}/status
-        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
-            namespace, rest = rest[1], rest[2:]
-        rtype = self.registry.for_path(group, version, rest[0])
-        if rtype is None or len(rest) > 3:
-            raise errors.ApiError(404, "NotFound", NOT_FOUND_MESSAGE)
-        if namespace is not None and not rtype.namespaced:
-            raise errors.ApiError(404, "NotFound", NOT_FOUND_MESSAGE)
-        if rtype.namespaced and namespace is None and len(rest) > 1:
-            raise errors.ApiError(404, "NotFound", NOT_FOUND_MESSAGE)
-        name = rest[1] if len(rest) > 1 else None
-        subresource = rest[2] if len(rest) > 2 else None
-        if subresource is not None and (subresource != "status" or not rtype.status_subresource):
-            raise errors.ApiError(404, "NotFound", NOT_FOUND_MESSAGE)
-        return Target(rtype, version, namespace, name, subresource)
-
-    @staticmethod
-    def _verb(method: str, target: Target | None, query: dict[str, str]) -> str:
-        if target is None:
-            return "get"
-        if target.name is None:
-            verbs = {
-                "GET": "watch" if query.get("watch") in ("true", "1") else "list",
-                "POST": "create",
-                "DELETE": "deletecollection",
-            }
-        else:
-            verbs = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-        verb = verbs.get(method)
-        if verb is None:
-            raise errors.method_not_allowed()
-        return verb
-
-    @staticmethod
-    def _counted_resource(path: str, target: Target | None) -> str:
-        if target is None:
-            return path  # discovery documents are counted by path
-        return (
-            f"{target.rtype.plural}/{target.subresource}"
-            if target.subresource
-            else (target.rtype.plural)
-        )
-
     def _discovery(self, method: str, path: str) -> Reply:
         if method != "GET":
-            raise errors.ApiError(405, "MethodNotAllowed", "only GET is served here")
-        parts = [part for part in path.split("/") if part]
-        document: Any = None
-        if path in ("/healthz", "/livez", "/readyz"):
+            raise errors.method_not_allowed()
+        if path in HEALTH_PATHS:
             return Reply(200, "ok")
-        if parts == ["version"]:
-            document = discovery.KUBERNETES_VERSION
-        elif parts == ["api"]:
-            document = discovery.core_versions(self.server_address())
-        elif parts == ["api", "v1"]:
-            document = discovery.resource_list(self.registry, "", "v1")
-        elif parts == ["apis"]:
-            document = discovery.group_list(self.registry)
-        elif len(parts) == 2 and parts[0] == "apis":
-            document = discovery.group(self.registry, parts[1])
-        elif len(parts) == 3 and parts[0] == "apis":
-            document = discovery.resource_list(self.registry, parts[1], parts[2])
+        document = discovery.document_for(self.registry, path, self.server_address())
         if document is None:
             raise errors.ApiError(404, "NotFound", NOT_FOUND_MESSAGE)
         return Reply(200, document)
@@ -276,7 +210,7 @@ class RestApi:
     def _patch(
         self, target: Target, query: dict[str, str], headers: Mapping[str, str], body: bytes
     ) -> Reply:
-        content_type = headers.get("Content-Type", "").split(";")[0].strip()
+        content_type = headers.get("content-type", "").split(";")[0].strip()
         rtype = target.rtype
         try:
             document = yaml.safe_load(body) if content_type == APPLY_PATCH else json.loads(body)
@@ -323,7 +257,10 @@ class RestApi:
         return Reply(201 if created else 200, self._shown(target, patched))
 
     def _delete(self, target: Target, body: bytes) -> Reply:
-        options = json.loads(body) if body.strip() else {}
+        try:
+            options = json.loads(body) if body.strip() else {}
+        except (json.JSONDecodeError, UnicodeDecodeError) as failure:
+            raise errors.bad_request(f"the DeleteOptions are not valid JSON: {failure}") from None
         deleted, gone = self.store.delete(
             target.rtype,
             target.namespace or "",
@@ -464,12 +401,14 @@ class RestApi:
                 "Invalid",
                 "sendInitialEvents is forbidden unless resourceVersionMatch is NotOlderThan",
             )
-        timeout = self.settings.default_watch_timeout
+        timeout = 0.0
         if query.get("timeoutSeconds"):
             try:
                 timeout = float(query["timeoutSeconds"])
             except ValueError:
                 raise errors.bad_request("invalid timeoutSeconds") from None
+        if timeout <= 0:  # unset or 0: the server picks (the real one, 30 to 60 minutes)
+            timeout = self.settings.default_watch_timeout
         request = WatchRequest(
             rtype=target.rtype,
             version=target.version,

@@ -87,3 +87,21 @@ def resource_list(registry: ResourceRegistry, group: str, version: str) -> dict[
         "groupVersion": f"{group}/{version}" if group else version,
         "resources": [entry for rtype in served for entry in _resource_entries(rtype)],
     }
+
+
+def document_for(registry: ResourceRegistry, path: str, server_address: str) -> Any:
+    """The discovery document at a path, or None when there is none."""
+    parts = [part for part in path.split("/") if part]
+    if parts == ["version"]:
+        return KUBERNETES_VERSION
+    if parts == ["api"]:
+        return core_versions(server_address)
+    if parts == ["api", "v1"]:
+        return resource_list(registry, "", "v1")
+    if parts == ["apis"]:
+        return group_list(registry)
+    if len(parts) == 2 and parts[0] == "apis":
+        return group(registry, parts[1])
+    if len(parts) == 3 and parts[0] == "apis":
+        return resource_list(registry, parts[1], parts[2])
+    return None

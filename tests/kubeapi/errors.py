@@ -136,9 +136,9 @@ def too_large_resource_version(requested: int, current: int) -> ApiError:
 
 
 def injected(code: int, message: str | None = None) -> ApiError:
-    """An error a test asked for; 429 and 503 carry Retry-After as the real server's do."""
+    """An error a test asked for; 429 carries Retry-After: 1, as the server's throttling does."""
     reason = REASONS.get(code, "InternalError" if code >= 500 else "BadRequest")
-    retry_after = 1 if code in (429, 503) else None
+    retry_after = 1 if code == 429 else None
     return ApiError(code, reason, message or f"injected {code} {reason}", None, retry_after)
 
 

@@ -54,6 +54,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive and chunked streams, as clients expect
     server_version = "kubeapi-test"
     timeout = IDLE_CONNECTION_SECONDS
+    disable_nagle_algorithm = True  # headers and body go out as separate writes
     server: ApiHttpServer
 
     def do_GET(self) -> None:
@@ -76,7 +77,8 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         body = self._read_body()
-        reply = self.server.rest.handle(self.command, self.path, self.headers, body)
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        reply = self.server.rest.handle(self.command, self.path, headers, body)
         if isinstance(reply, WatchSession):
             self._stream(reply)
         else:
@@ -110,14 +112,14 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     def _stream(self, session: WatchSession) -> None:
-        self.server.watches.add(session, self.connection)
         try:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Cache-Control", "no-cache, private")
             self.end_headers()
-            self.wfile.flush()
+            # Counted as open once the client has its 200: a cut is then always mid-stream.
+            self.server.watches.add(session, self.connection)
             for event in session.events():
                 line = json.dumps(event).encode() + b"\n"
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))

@@ -36,8 +36,8 @@ INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 class KubeApiServer:
     """A Kubernetes API server on 127.0.0.1 whose world tests can also change directly.
 
-    Thread-safe. The store outlives `stop()`, so `start()` brings the same data back on
-    the same port.
+    It listens from construction (port 0 picks a free port; see `url`). Thread-safe. The
+    store outlives `stop()`, so `start()` brings the same data back on the same port.
     """
 
     def __init__(
@@ -111,10 +111,12 @@ class KubeApiServer:
         if http is None or thread is None:
             return
         http.shutdown()  # no more accepts
+        self.watches.refuse_new(True)
         self.watches.cut_all()
         http.drop_connections()
         http.server_close()  # closes the listener, joins handler threads
         thread.join()
+        self.watches.refuse_new(False)
 
     def close(self) -> None:
         self.stop()

@@ -122,6 +122,11 @@ class ObjectStore:
                 lambda: self._resource_version > after or stop(), timeout=max(0.0, timeout)
             )
 
+    def require_watchable(self, resource_version: int) -> None:
+        """Raises 410 Expired when history no longer reaches back to `resource_version`."""
+        with self.condition:
+            self._require_history(resource_version, "watch")
+
     def wake_all(self) -> None:
         with self.condition:
             self.condition.notify_all()

@@ -61,11 +61,10 @@ class WatchSession:
             )
         else:
             self._position = request.resource_version
-            if request.resource_version < store.compacted_through:
-                self._error = errors.expired(
-                    f"too old resource version: {request.resource_version}"
-                    f" ({store.compacted_through})"
-                )
+            try:
+                store.require_watchable(request.resource_version)
+            except errors.ApiError as too_old:
+                self._error = too_old  # sent as the stream's only event, as the server does
 
     @property
     def cancelled(self) -> bool:
@@ -180,10 +179,18 @@ class OpenWatches:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: dict[WatchSession, socket.socket] = {}
+        self._refusing = False
 
     def add(self, session: WatchSession, connection: socket.socket) -> None:
         with self._lock:
+            if self._refusing:
+                session.cancel()  # the server is stopping: this stream ends at once
+                return
             self._open[session] = connection
+
+    def refuse_new(self, refusing: bool) -> None:
+        with self._lock:
+            self._refusing = refusing
 
     def remove(self, session: WatchSession) -> None:
         with self._lock:

@@ -1,0 +1,53 @@
+"""`dragoman bootstrap`: print an Envoy bootstrap that connects to dragoman."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dragoman.commands.common import DEFAULT_XDS_ADDRESS
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("bootstrap", help="print an Envoy bootstrap that connects here")
+    parser.add_argument("--xds-address", default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT")
+    parser.add_argument(
+        "--gateway",
+        default="",
+        metavar="NS/NAME",
+        help="serve this Envoy only that Gateway's listeners (default: every Gateway)",
+    )
+    parser.add_argument("--node-id", default="envoy", help="Envoy node id (default: envoy)")
+    parser.add_argument(
+        "--admin-socket",
+        default="/tmp/dragoman-envoy-admin.sock",
+        metavar="PATH",
+        help="unix socket for Envoy's admin interface (never a TCP port a route could reach)",
+    )
+    parser.add_argument(
+        "--dns-resolver",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="DNS server Envoy resolves ExternalName hosts with (repeatable; default: system)",
+    )
+    parser.add_argument(
+        "--dns-tcp", action="store_true", help="resolve over TCP (with --dns-resolver)"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dragoman.envoy.bootstrap import bootstrap_yaml
+
+    sys.stdout.write(
+        bootstrap_yaml(
+            args.xds_address,
+            node_id=args.node_id,
+            node_cluster=args.gateway or "dragoman",
+            admin_socket=args.admin_socket,
+            dns_resolvers=args.dns_resolver,
+            dns_use_tcp=args.dns_tcp,
+        )
+    )
+    return 0
