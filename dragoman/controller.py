@@ -3,7 +3,10 @@ path when only EndpointSlices changed. Pure apart from handing snapshots to the 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from dragoman.dag.build import build
@@ -46,12 +49,13 @@ class Controller:
             and store.differs_only_in_endpoints(previous_store)
         ):
             kind = "endpoints"
-            dag = refresh_load_assignments(previous_dag, store)
+            dag = refresh_load_assignments(previous_dag, store, previous_store)
             snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
         else:
             kind = "full"
-            dag = build(store, self.build_options)
-            snapshots = translate(dag, self.translate_options)
+            with cyclic_gc_paused():
+                dag = build(store, self.build_options)
+                snapshots = translate(dag, self.translate_options)
         self.store, self.dag, self.snapshots = store, dag, snapshots
         self.cache.set_snapshots(snapshots)
         old = set(previous_dag.problems) if previous_dag is not None else set()
@@ -60,3 +64,17 @@ class Controller:
 
     def _problems(self) -> tuple[Problem, ...]:
         return self.dag.problems if self.dag is not None else ()
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """A build allocates hundreds of thousands of acyclic frozen values; the cyclic collector
+    would scan them again and again for nothing (about 40% of a 10,000-Service build).
+    Reference counting still frees them; cycles made meanwhile are collected afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

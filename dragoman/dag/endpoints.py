@@ -42,9 +42,50 @@ def load_assignment(cluster: EdsCluster, slices: Sequence[EndpointSlice]) -> Loa
     return LoadAssignment(cluster=cluster.name, localities=tuple(localities))
 
 
-def refresh_load_assignments(dag: Dag, store: Store) -> Dag:
-    """The EDS fast path: new load assignments from the store's slices, the rest of `dag` kept."""
-    return dataclasses.replace(dag, load_assignments=load_assignments(dag.clusters, store))
+def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = None) -> Dag:
+    """The EDS fast path: new load assignments from the store's slices, the rest of `dag` kept.
+
+    Given the `previous` store the DAG was built from, only the Services whose slices changed
+    are recomputed; every other LoadAssignment stays the same object, which lets the
+    translation reuse its serialized resource without comparing anything.
+    """
+    if previous is None:
+        return dataclasses.replace(dag, load_assignments=load_assignments(dag.clusters, store))
+    changed = _services_with_changed_slices(previous, store)
+    if not changed:
+        return dag
+    refreshed = dict(dag.load_assignments)
+    slices = _slices_of_services(store, changed)
+    for name, cluster in dag.clusters.items():
+        if isinstance(cluster, EdsCluster) and _service_of(cluster) in changed:
+            refreshed[name] = load_assignment(cluster, slices.get(_service_of(cluster), []))
+    return dataclasses.replace(dag, load_assignments=refreshed)
+
+
+def _services_with_changed_slices(before: Store, after: Store) -> set[NamespacedName]:
+    old, new = before.endpoint_slices, after.endpoint_slices
+    changed: set[NamespacedName] = set()
+    for key in old.keys() | new.keys():
+        was, now = old.get(key), new.get(key)
+        if was is now or was == now:
+            continue
+        for endpoint_slice in (was, now):
+            if endpoint_slice is not None and endpoint_slice.service_name:
+                changed.add((key[0], endpoint_slice.service_name))
+    return changed
+
+
+def _slices_of_services(
+    store: Store, services: set[NamespacedName]
+) -> dict[NamespacedName, list[EndpointSlice]]:
+    by_service: dict[NamespacedName, list[EndpointSlice]] = {}
+    for (namespace, _), endpoint_slice in store.endpoint_slices.items():
+        key = (namespace, endpoint_slice.service_name)
+        if key in services:
+            by_service.setdefault(key, []).append(endpoint_slice)
+    for slices in by_service.values():
+        slices.sort(key=lambda s: s.meta.name)  # as load_assignments orders them
+    return by_service
 
 
 def load_assignments(clusters: Mapping[str, Cluster], store: Store) -> dict[str, LoadAssignment]:
