@@ -16,20 +16,26 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 
 from dragoman.dag.model import (
     ALL_GATEWAYS,
+    H2C,
     Backend,
     Dag,
     DirectResponse,
     DnsCluster,
     EdsCluster,
     Forward,
+    HeaderEdits,
     HttpListener,
     LbEndpoint,
     LoadAssignment,
     Locality,
+    Mirror,
     NodeGroup,
+    PathRewrite,
+    Redirect,
     Route,
     RouteMatch,
     RouteTable,
+    ValueMatch,
     VirtualHost,
 )
 from dragoman.envoy.core import pack
@@ -50,6 +56,7 @@ def every_kind_of_dag() -> Dag:
     clusters = {
         "default/web/80": EdsCluster("default/web/80", SERVICE, 80, 8080),
         "default/api/443": DnsCluster("default/api/443", EXTERNAL, "api.example.com", 443),
+        "default/web/80/h2c": EdsCluster("default/web/80/h2c", SERVICE, 80, 8080, protocol=H2C),
     }
     routes = (
         Route(RouteMatch("Exact", "/one"), Forward((Backend("default/web/80", 1),)), HTTP_ROUTE, 0),
@@ -69,6 +76,7 @@ def every_kind_of_dag() -> Dag:
             2,
         ),
         Route(RouteMatch("Exact", "/broken"), Forward((Backend(None, 1),)), HTTP_ROUTE, 3),
+        *gateway_api_filter_routes(),
         Route(RouteMatch("PathPrefix", "/"), DirectResponse(404, "not here"), HTTP_ROUTE, 4),
     )
     table = RouteTable(
@@ -95,6 +103,79 @@ def every_kind_of_dag() -> Dag:
         groups={ALL_GATEWAYS: everything, "default/demo": demo},
         clusters=clusters,
         load_assignments={web_endpoints.cluster: web_endpoints},
+    )
+
+
+def gateway_api_filter_routes() -> tuple[Route, ...]:
+    """Routes using every match, filter, timeout and gRPC feature of the DAG model."""
+    edits = HeaderEdits(set=(("x-set", "1"),), add=(("x-add", "2"),), remove=("x-remove",))
+    matched = RouteMatch(
+        "RegularExpression",
+        "/v[0-9]+/.*",
+        headers=(ValueMatch("version", "two"), ValueMatch("x-re", "a.*", regex=True)),
+        query_params=(ValueMatch("animal", "whale"), ValueMatch("q", "[0-9]+", regex=True)),
+        method="POST",
+    )
+    forward = Forward(
+        (
+            Backend("default/web/80", 3, request_headers=edits, host_rewrite="web.internal"),
+            Backend("default/api/443", 1, response_headers=edits),
+        ),
+        auto_host_rewrite=True,
+        path_rewrite=PathRewrite("ReplacePrefixMatch", "/new", prefix="/old"),
+        mirrors=(
+            Mirror("default/web/80"),
+            Mirror("default/api/443", 1, 4, host_rewrite="api.example.com"),
+        ),
+        timeout_ms=10_000,
+        per_try_timeout_ms=500,
+    )
+    return (
+        Route(matched, DirectResponse(200), HTTP_ROUTE, 5, edits, edits),
+        Route(RouteMatch("PathPrefix", "/old"), forward, HTTP_ROUTE, 6),
+        Route(
+            RouteMatch("PathPrefix", "/strip"),
+            Forward(
+                (Backend("default/web/80", 1),),
+                host_rewrite="example.org",
+                path_rewrite=PathRewrite("ReplacePrefixMatch", "/", prefix="/strip"),
+                timeout_ms=0,
+            ),
+            HTTP_ROUTE,
+            7,
+        ),
+        Route(
+            RouteMatch("Exact", "/full"),
+            Forward(
+                (Backend("default/web/80", 1),), path_rewrite=PathRewrite("ReplaceFullPath", "/x")
+            ),
+            HTTP_ROUTE,
+            8,
+        ),
+        Route(
+            RouteMatch("PathPrefix", "/moved"),
+            Redirect(
+                301,
+                "https",
+                "example.org",
+                PathRewrite("ReplacePrefixMatch", "/new", prefix="/moved"),
+                location_port=8443,
+            ),
+            HTTP_ROUTE,
+            9,
+        ),
+        Route(
+            RouteMatch("Exact", "/gone"),
+            Redirect(path=PathRewrite("ReplaceFullPath", "/")),
+            HTTP_ROUTE,
+            10,
+        ),
+        Route(
+            RouteMatch("Exact", "/pkg.Echo/Say", grpc=True),
+            Forward((Backend("default/web/80/h2c", 1), Backend(None, 1)), timeout_ms=0, grpc=True),
+            HTTP_ROUTE,
+            11,
+        ),
     )
 
 

@@ -331,11 +331,25 @@ def test_empty_match_list_matches_everything() -> None:
     assert [r.match for r in routes(dag)] == [RouteMatch("PathPrefix", "/")]
 
 
-def test_regular_expression_match_is_skipped_with_a_problem() -> None:
+def test_regular_expression_matches_rank_after_exact_and_before_prefix() -> None:
     regex = HTTPRouteMatch(PathMatch("RegularExpression", "/v[0-9]+"))
+    matches = (prefix("/keep/"), regex, exact("/x"))
+    dag = dag_of(GW, WEB, route("r", rule(ref("web"), matches=matches)))
+    assert [r.match for r in routes(dag)] == [
+        RouteMatch("Exact", "/x"),
+        RouteMatch("RegularExpression", "/v[0-9]+"),
+        RouteMatch("PathPrefix", "/keep/"),
+    ]
+    assert problems(dag) == []
+
+
+def test_invalid_regular_expression_match_is_skipped_with_a_problem() -> None:
+    regex = HTTPRouteMatch(PathMatch("RegularExpression", "/v(?!1)"))
     dag = dag_of(GW, WEB, route("r", rule(ref("web"), matches=(regex, prefix("/keep/")))))
     assert [r.match for r in routes(dag)] == [RouteMatch("PathPrefix", "/keep/")]
-    assert problems(dag) == [(str(ROUTE), "spec.rules[0].matches[0].path.type", "UnsupportedValue")]
+    assert problems(dag) == [
+        (str(ROUTE), "spec.rules[0].matches[0].path.value", "UnsupportedValue")
+    ]
 
 
 # --- hostnames -----------------------------------------------------------------------------
@@ -402,14 +416,14 @@ def test_virtual_hosts_merge_by_domain_across_routes_and_listeners() -> None:
 
 GW_KEY = "Gateway/default/gw"
 R = str(ROUTE)
-HTTPS = listener("tls", 443, protocol="HTTPS")
+TCP = listener("tcp", 443, protocol="TCP")
 UDP_DNS = Service(
     meta=ObjectMeta("dns"), ports=(ServicePort(53, "dns", protocol="UDP"),), selector={"a": "b"}
 )
 
 PROBLEMS = [
     pytest.param(
-        [gateway("gw", listener(), HTTPS), route("r", rule(ref("web")))],
+        [gateway("gw", listener(), TCP), route("r", rule(ref("web")))],
         [(GW_KEY, "spec.listeners[1].protocol", "UnsupportedProtocol")],
         id="unsupported listener protocol",
     ),
@@ -443,12 +457,12 @@ PROBLEMS = [
     ),
     pytest.param(
         [
-            gateway("gw", listener(), HTTPS),
-            route("r", rule(ref("web")), parents=(ParentRef("gw", section_name="tls"),)),
+            gateway("gw", listener(), TCP),
+            route("r", rule(ref("web")), parents=(ParentRef("gw", section_name="tcp"),)),
         ],
         [
             (GW_KEY, "spec.listeners[1].protocol", "UnsupportedProtocol"),
-            (R, "spec.parentRefs[0]", "NoMatchingParent"),
+            (R, "spec.parentRefs[0]", "NotAllowedByListeners"),
         ],
         id="only an unsupported listener selected",
     ),
@@ -754,7 +768,7 @@ def test_no_gateways_gives_an_empty_all_group() -> None:
 
 def test_equal_inputs_give_equal_output_in_any_order() -> None:
     objects: list[KubeObject] = [
-        gateway("gw", listener(), listener("other", 80, "*.example.com"), HTTPS),
+        gateway("gw", listener(), listener("other", 80, "*.example.com"), TCP),
         gateway("gw2", listener("x", 8080)),
         WEB,
         API,

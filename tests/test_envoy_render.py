@@ -17,8 +17,15 @@ def test_one_document_per_group_with_the_four_sections() -> None:
     assert [d["group"] for d in documents] == [ALL_GATEWAYS, "default/demo"]
     for document in documents:
         assert list(document) == ["group", "clusters", "endpoints", "listeners", "routes"]
-        assert [c["name"] for c in document["clusters"]] == ["default/api/443", "default/web/80"]
-        assert [e["cluster_name"] for e in document["endpoints"]] == ["default/web/80"]
+        assert [c["name"] for c in document["clusters"]] == [
+            "default/api/443",
+            "default/web/80",
+            "default/web/80/h2c",
+        ]
+        assert [e["cluster_name"] for e in document["endpoints"]] == [
+            "default/web/80",
+            "default/web/80/h2c",
+        ]
     assert "# node group: all gateways\n" in text
     assert "# node group: gateway default/demo\n" in text
 

@@ -281,8 +281,8 @@ def test_path_match_forms(path_type: str, path: str, field: str, value: str) -> 
 
 
 def test_unknown_path_match_type_is_an_error() -> None:
-    with pytest.raises(ValueError, match="RegularExpression"):
-        route(Route(RouteMatch("RegularExpression", "/.*"), DirectResponse(200), HTTP_ROUTE))
+    with pytest.raises(ValueError, match="Prefix"):
+        route(Route(RouteMatch("Prefix", "/"), DirectResponse(200), HTTP_ROUTE))
 
 
 def weights_of(action: route_components_pb2.RouteAction) -> list[tuple[str, int]]:

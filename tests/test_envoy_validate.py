@@ -88,9 +88,10 @@ def test_envoy_accepts_translated_resources(
     snapshots = translate(every_kind_of_dag(), options)
     for index, (group, snapshot) in enumerate(sorted(snapshots.items())):
         config = translated_bootstrap(snapshot, tmp_path / "admin.sock")
-        # Every kind of resource made it in: a DNS and an EDS cluster, a CLA, both listeners.
+        # Every kind of resource made it in: a DNS cluster, an HTTP/1.1 and an h2c EDS cluster,
+        # their CLAs, both listeners.
         names = [c["name"] for c in config["static_resources"]["clusters"]]
-        assert len(names) == 4, (group, names)
+        assert len(names) == 6, (group, names)
         assert len(config["static_resources"]["listeners"]) == 2
         path = tmp_path / f"group-{index}.yaml"
         path.write_text(dump_yaml(config))

@@ -198,7 +198,7 @@ def test_list_items_are_loaded_and_named_by_index(tmp_path: Path) -> None:
         items:
         - {apiVersion: v1, kind: Service, metadata: {name: a}, spec: {ports: [{port: 80}]}}
         - {apiVersion: v1, kind: Service, metadata: {name: b}, spec: {ports: [{port: 0}]}}
-        - {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}
+        - {apiVersion: v1, kind: Pod, metadata: {name: c}}
         - 42
         """
         ),
@@ -223,7 +223,7 @@ def test_kinds_dragoman_does_not_read_are_skipped_quietly(
         textwrap.dedent(
             """\
         apiVersion: v1
-        kind: Namespace
+        kind: ServiceAccount
         metadata: {name: shop}
         ---
         apiVersion: apps/v1

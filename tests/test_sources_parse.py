@@ -268,12 +268,11 @@ def test_metadata_namespace_default_and_fields() -> None:
 @pytest.mark.parametrize(
     "document",
     [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "shop"}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "c"}},
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}},
         {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": "k"}},
-        {"apiVersion": GW, "kind": "GRPCRoute", "metadata": {"name": "g"}},
-        {"apiVersion": GW, "kind": "GatewayClass", "metadata": {"name": "c"}},
+        {"apiVersion": GW, "kind": "TLSRoute", "metadata": {"name": "c"}},
     ],
     ids=lambda d: f"{d['apiVersion']} {d['kind']}",
 )
@@ -505,11 +504,11 @@ ERROR_CASES = [
         "is required",
     ),
     (
-        "listener-allowed-routes-selector",
+        "listener-allowed-routes-selector-missing",
         GATEWAY + "spec: {gatewayClassName: c, listeners: [{name: l, port: 80, protocol: HTTP,"
-        " allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {a: b}}}}}]}",
-        "spec.listeners[0].allowedRoutes.namespaces.from",
-        'Selector is not supported yet; use "Same" or "All"',
+        " allowedRoutes: {namespaces: {from: Selector}}}]}",
+        "spec.listeners[0].allowedRoutes.namespaces.selector",
+        'is required when from is "Selector"',
     ),
     (
         "listener-allowed-routes-unknown",
@@ -519,11 +518,11 @@ ERROR_CASES = [
         'expected one of "All", "Selector", "Same", got "Everywhere"',
     ),
     (
-        "listener-only-other-route-kinds",
+        "listener-route-kind-without-kind",
         GATEWAY + "spec: {gatewayClassName: c, listeners: [{name: l, port: 80, protocol: HTTP,"
-        " allowedRoutes: {kinds: [{kind: GRPCRoute}]}}]}",
-        "spec.listeners[0].allowedRoutes.kinds",
-        "route kinds other than HTTPRoute are not supported yet",
+        " allowedRoutes: {kinds: [{group: example.com}]}}]}",
+        "spec.listeners[0].allowedRoutes.kinds[0].kind",
+        "is required",
     ),
     (
         "listener-bad-hostname",
@@ -584,16 +583,16 @@ ERROR_CASES = [
         "must not contain '//', got \"/a//b\"",
     ),
     (
-        "route-header-match",
-        ROUTE + "spec: {rules: [{matches: [{headers: [{name: x, value: y}]}]}]}",
-        "spec.rules[0].matches[0].headers",
-        "is not supported yet",
+        "route-header-match-without-value",
+        ROUTE + "spec: {rules: [{matches: [{headers: [{name: x}]}]}]}",
+        "spec.rules[0].matches[0].headers[0].value",
+        "is required",
     ),
     (
-        "route-filters",
+        "route-redirect-without-config",
         ROUTE + "spec: {rules: [{filters: [{type: RequestRedirect}]}]}",
-        "spec.rules[0].filters",
-        "is not supported yet",
+        "spec.rules[0].filters[0].requestRedirect",
+        "is required when the filter type is RequestRedirect",
     ),
     (
         "route-empty-rules",

@@ -15,6 +15,7 @@ from envoy.service.cluster.v3 import cds_pb2_grpc
 from envoy.service.discovery.v3 import ads_pb2_grpc
 from envoy.service.discovery.v3.discovery_pb2 import (
     DeltaDiscoveryRequest,
+    DeltaDiscoveryResponse,
     DiscoveryResponse,
 )
 
@@ -303,18 +304,40 @@ def test_node_moves_to_its_gateway_group_when_it_appears() -> None:
     run(scenario)
 
 
-def test_delta_xds_is_unimplemented_with_a_clear_message() -> None:
+def test_delta_ads_serves_and_pushes() -> None:
+    async def scenario() -> None:
+        cache = SnapshotCache()
+        cache.set_snapshots({ALL_GATEWAYS: with_clusters("a")})
+        async with serving(cache) as (_, registry, channel):
+            stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
+            call = stub.DeltaAggregatedResources()
+            await call.write(DeltaDiscoveryRequest(type_url=CLUSTER, node=NODE))
+            first = await asyncio.wait_for(call.read(), TIMEOUT)
+            assert isinstance(first, DeltaDiscoveryResponse)
+            assert [r.name for r in first.resources] == ["a"]
+            (stream,) = registry.streams()
+            assert stream.delta and stream.service == "ADS"
+            await call.write(DeltaDiscoveryRequest(type_url=CLUSTER, response_nonce=first.nonce))
+            cache.set_snapshots({ALL_GATEWAYS: with_clusters("b")})
+            added = await asyncio.wait_for(call.read(), TIMEOUT)
+            removed = await asyncio.wait_for(call.read(), TIMEOUT)
+            assert [r.name for r in added.resources] == ["b"]
+            assert list(removed.removed_resources) == ["a"]
+            call.cancel()
+
+    run(scenario)
+
+
+def test_fetch_is_unimplemented_with_a_clear_message() -> None:
     async def scenario() -> None:
         cache = SnapshotCache()
         cache.set_snapshots({ALL_GATEWAYS: first_snapshot()})
         async with serving(cache) as (_, _, channel):
-            stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
-            call = stub.DeltaAggregatedResources()
-            await call.write(DeltaDiscoveryRequest(type_url=CLUSTER, node=NODE))
+            stub = cds_pb2_grpc.ClusterDiscoveryServiceStub(channel)
             with pytest.raises(grpc.aio.AioRpcError) as raised:
-                await asyncio.wait_for(call.read(), TIMEOUT)
+                await stub.FetchClusters(request(CLUSTER, node=NODE), timeout=TIMEOUT)
             assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
-            assert "delta" in (raised.value.details() or "")
+            assert "Fetch" in (raised.value.details() or "")
 
     run(scenario)
 

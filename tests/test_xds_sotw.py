@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 from envoy.config.core.v3.base_pb2 import Node
-from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
 
 from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.sotw import (
     Ack,
     MissingTypeUrl,
     Nack,
+    SotwResponse,
     SotwStream,
     StaleRequest,
     WrongTypeUrl,
@@ -43,12 +43,12 @@ def base_snapshot() -> Snapshot:
     )
 
 
-def only(responses: list[DiscoveryResponse]) -> DiscoveryResponse:
+def only(responses: list[SotwResponse]) -> SotwResponse:
     assert len(responses) == 1, [r.type_url for r in responses]
     return responses[0]
 
 
-def connect_envoy(stream: SotwStream, snap: Snapshot) -> dict[str, DiscoveryResponse]:
+def connect_envoy(stream: SotwStream, snap: Snapshot) -> dict[str, SotwResponse]:
     """Envoy's ADS start-up: wildcard CDS, EDS by name, wildcard LDS, RDS by name, all ACKed."""
     last = {}
     cds = only(stream.on_request(request(CLUSTER, node=NODE), snap))
@@ -425,9 +425,7 @@ def test_versions_equal_across_two_streams_fed_the_same_snapshot() -> None:
     b = connect_envoy(second, base_snapshot())
     for type_url in (CLUSTER, ENDPOINT, LISTENER, ROUTE):
         assert a[type_url].version_info == b[type_url].version_info
-        assert a[type_url].SerializeToString(deterministic=True) == b[type_url].SerializeToString(
-            deterministic=True
-        )
+        assert a[type_url].to_bytes() == b[type_url].to_bytes()
 
 
 # Reconnects.

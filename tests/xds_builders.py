@@ -25,7 +25,11 @@ from envoy.config.route.v3.route_pb2 import RouteConfiguration
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
 )
-from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
+from envoy.service.discovery.v3.discovery_pb2 import (
+    DeltaDiscoveryRequest,
+    DiscoveryRequest,
+    DiscoveryResponse,
+)
 from google.protobuf.any_pb2 import Any
 from google.rpc.status_pb2 import Status
 
@@ -38,6 +42,7 @@ from dragoman.xds.resources import (
     Snapshot,
     TypeSnapshot,
 )
+from dragoman.xds.wire import DeltaResponse, SotwResponse
 
 
 def eds_cluster(name: str, service_name: str = "", timeout_s: int = 1) -> Resource:
@@ -143,28 +148,76 @@ def request(
     return message
 
 
-def ack(response: DiscoveryResponse, names: Iterable[str] = ()) -> DiscoveryRequest:
+def ack(response: SotwResponse | DiscoveryResponse, names: Iterable[str] = ()) -> DiscoveryRequest:
     return request(response.type_url, names, version=response.version_info, nonce=response.nonce)
 
 
 def nack(
-    response: DiscoveryResponse, error: str, names: Iterable[str] = (), kept_version: str = ""
+    response: SotwResponse | DiscoveryResponse,
+    error: str,
+    names: Iterable[str] = (),
+    kept_version: str = "",
 ) -> DiscoveryRequest:
     return request(
         response.type_url, names, version=kept_version, nonce=response.nonce, error=error
     )
 
 
-def names_in(response: DiscoveryResponse) -> list[str]:
+def message_of(response: SotwResponse | DiscoveryResponse) -> DiscoveryResponse:
+    """The protobuf message of a response, decoded from the very bytes a stream would write."""
+    return response.message() if isinstance(response, SotwResponse) else response
+
+
+def names_in(response: SotwResponse | DiscoveryResponse | DeltaResponse) -> list[str]:
     """Resource names carried by a response, decoded from the payloads, in order."""
+    if isinstance(response, DeltaResponse):
+        return [packed_name(wrapper.resource) for wrapper in response.message().resources]
+    return [packed_name(packed) for packed in message_of(response).resources]
+
+
+def packed_name(packed: Any) -> str:
     decoders = {
         CLUSTER: Cluster,
         ENDPOINT: ClusterLoadAssignment,
         LISTENER: Listener,
         ROUTE: RouteConfiguration,
     }
-    out = []
-    for packed in response.resources:
-        message = decoders[packed.type_url].FromString(packed.value)
-        out.append(message.cluster_name if packed.type_url == ENDPOINT else message.name)
-    return out
+    message = decoders[packed.type_url].FromString(packed.value)
+    return message.cluster_name if packed.type_url == ENDPOINT else message.name
+
+
+def delta_request(
+    type_url: str,
+    subscribe: Iterable[str] = (),
+    unsubscribe: Iterable[str] = (),
+    *,
+    nonce: str = "",
+    initial: dict[str, str] | None = None,
+    error: str | None = None,
+    node: Node | None = None,
+) -> DeltaDiscoveryRequest:
+    message = DeltaDiscoveryRequest(
+        type_url=type_url,
+        resource_names_subscribe=list(subscribe),
+        resource_names_unsubscribe=list(unsubscribe),
+        response_nonce=nonce,
+        initial_resource_versions=initial or {},
+    )
+    if node is not None:
+        message.node.CopyFrom(node)
+    if error is not None:
+        message.error_detail.CopyFrom(Status(code=3, message=error))
+    return message
+
+
+def delta_ack(response: DeltaResponse) -> DeltaDiscoveryRequest:
+    return delta_request(response.type_url, nonce=response.nonce)
+
+
+def delta_nack(response: DeltaResponse, error: str) -> DeltaDiscoveryRequest:
+    return delta_request(response.type_url, nonce=response.nonce, error=error)
+
+
+def versions_in(response: DeltaResponse) -> dict[str, str]:
+    """name -> version of the resources a delta response carries, from its bytes."""
+    return {r.name: r.version for r in response.message().resources}

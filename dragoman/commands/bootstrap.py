@@ -34,6 +34,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--dns-tcp", action="store_true", help="resolve over TCP (with --dns-resolver)"
     )
+    parser.add_argument(
+        "--xds-transport",
+        choices=["ads", "per-type"],
+        default="ads",
+        help="one ADS stream for every type, or a stream per type (default: ads)",
+    )
+    parser.add_argument(
+        "--delta",
+        action="store_true",
+        help="incremental (delta) xDS instead of state of the world",
+    )
     parser.set_defaults(run=run)
 
 
@@ -48,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
             admin_socket=args.admin_socket,
             dns_resolvers=args.dns_resolver,
             dns_use_tcp=args.dns_tcp,
+            xds_transport=args.xds_transport,
+            delta=args.delta,
         )
     )
     return 0

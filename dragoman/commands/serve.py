@@ -1,17 +1,33 @@
-"""`dragoman serve`: serve a manifest directory over xDS."""
+"""`dragoman serve`: serve a manifest directory, or a Kubernetes cluster, over xDS."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dragoman.commands.common import DEFAULT_XDS_ADDRESS, add_logging, manifest_dir
 
+if TYPE_CHECKING:
+    from dragoman.envoy.options import TranslateOptions
+
+DEFAULT_HEALTH_ADDRESS = "0.0.0.0:8081"
+DEFAULT_LEASE_NAME = "dragoman-leader"
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("serve", help="serve a manifest directory over xDS")
-    parser.add_argument("--manifests", type=manifest_dir, required=True, metavar="DIR")
+    parser = commands.add_parser(
+        "serve", help="serve a manifest directory or a Kubernetes cluster over xDS"
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--manifests", type=manifest_dir, metavar="DIR")
+    source.add_argument(
+        "--kubernetes",
+        action="store_true",
+        help="list and watch the Kubernetes API server (in-cluster, or --kubeconfig)",
+    )
     parser.add_argument("--xds-address", default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT")
     parser.add_argument(
         "--listener-address",
@@ -19,22 +35,140 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="IP",
         help="address Envoy binds Gateway listeners to (default: 0.0.0.0)",
     )
+    _add_kubernetes_arguments(parser)
     add_logging(parser)
     parser.set_defaults(run=run)
 
 
+def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
+    kube = parser.add_argument_group("with --kubernetes")
+    kube.add_argument(
+        "--kubeconfig",
+        type=Path,
+        metavar="FILE",
+        help="kubeconfig to use (default: in-cluster service account, else $KUBECONFIG or "
+        "~/.kube/config)",
+    )
+    kube.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    kube.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        metavar="NS",
+        help="watch namespaced objects in NS only; repeat for several (default: all namespaces)",
+    )
+    kube.add_argument(
+        "--gateway-class",
+        metavar="NAME",
+        help="serve only Gateways of this GatewayClass (default: every GatewayClass whose "
+        "controllerName is dragoman's)",
+    )
+    kube.add_argument(
+        "--controller-name",
+        metavar="NAME",
+        help="the GatewayClass controllerName that means dragoman "
+        "(default: dragoman.dev/gateway-controller)",
+    )
+    kube.add_argument(
+        "--health-address",
+        default=DEFAULT_HEALTH_ADDRESS,
+        metavar="HOST:PORT",
+        help=f"HTTP /healthz and /readyz for probes (default: {DEFAULT_HEALTH_ADDRESS}; "
+        "'off' for none)",
+    )
+    kube.add_argument(
+        "--no-leader-election",
+        dest="leader_election",
+        action="store_false",
+        help="never write status (every replica serves xDS either way)",
+    )
+    kube.add_argument(
+        "--leader-election-namespace",
+        metavar="NS",
+        help="namespace of the leader-election Lease (default: the pod's namespace)",
+    )
+    kube.add_argument(
+        "--leader-election-name",
+        default=DEFAULT_LEASE_NAME,
+        metavar="NAME",
+        help=f"name of the Lease (default: {DEFAULT_LEASE_NAME})",
+    )
+    kube.add_argument(
+        "--leader-election-identity",
+        metavar="ID",
+        help="holder identity (default: $POD_NAME, else hostname_pid)",
+    )
+    kube.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
+    kube.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    kube.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+
+
 def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.options import TranslateOptions
+
+    translate_options = TranslateOptions(listener_address=args.listener_address)
+    log = logging.getLogger("dragoman")
+    if args.kubernetes:
+        return _run_kubernetes(args, translate_options, log)
+    if args.kubeconfig is not None or args.namespaces or args.context:
+        log.error("--kubeconfig, --context and --namespace need --kubernetes")
+        return 2
+
     from dragoman.serve import ServeConfig, serve
 
     config = ServeConfig(
         manifests=args.manifests,
         xds_address=args.xds_address,
-        translate_options=TranslateOptions(listener_address=args.listener_address),
+        translate_options=translate_options,
     )
     try:
         asyncio.run(serve(config))
     except OSError as error:
-        logging.getLogger("dragoman").error("%s", error)
+        log.error("%s", error)
+        return 1
+    return 0
+
+
+def _run_kubernetes(
+    args: argparse.Namespace, translate_options: TranslateOptions, log: logging.Logger
+) -> int:
+    from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
+    from dragoman.kubernetes.client import ClientConfigError
+    from dragoman.kubernetes.leader import LeaseSettings, default_identity, default_namespace
+    from dragoman.kubernetes.runtime import KubernetesConfig, serve_kubernetes
+
+    lease = None
+    if args.leader_election:
+        lease = LeaseSettings(
+            identity=args.leader_election_identity or default_identity(),
+            name=args.leader_election_name,
+            namespace=args.leader_election_namespace or default_namespace(),
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+        problems = lease.problems()
+        if problems:
+            log.error("leader election: %s", "; ".join(problems))
+            return 2
+    health = None if args.health_address == "off" else args.health_address
+    config = KubernetesConfig(
+        xds_address=args.xds_address,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespaces=tuple(dict.fromkeys(args.namespaces or ())),
+        health_address=health,
+        controller_name=args.controller_name or DEFAULT_CONTROLLER_NAME,
+        gateway_class=args.gateway_class,
+        lease=lease,
+        translate_options=translate_options,
+    )
+    try:
+        asyncio.run(serve_kubernetes(config))
+    except ClientConfigError as error:
+        log.error("cannot reach Kubernetes: %s", error)
+        return 1
+    except OSError as error:
+        log.error("%s", error)
         return 1
     return 0

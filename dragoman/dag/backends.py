@@ -1,73 +1,117 @@
-"""HTTPRoute backendRefs to weighted backends, and a rule's backends to its route action."""
+"""Route backendRefs to weighted backends and the clusters they name."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dragoman.dag.clusters import Unresolved, service_cluster
-from dragoman.dag.model import (
-    Backend,
-    Cluster,
-    DirectResponse,
-    DnsCluster,
-    Forward,
-    Problem,
+from dragoman.dag.clusters import Unresolved, service_cluster, with_protocol
+from dragoman.dag.filters import header_edits
+from dragoman.dag.grants import (
+    NO_GRANTS,
+    ReferenceGrants,
+    not_permitted_message,
+    route_referrer,
+    service_target,
 )
+from dragoman.dag.model import Backend, Cluster, HeaderEdits, Problem
 from dragoman.dag.options import BuildOptions
-from dragoman.objects import BackendRef, HTTPRoute, HTTPRouteRule, Service
+from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, Service
 from dragoman.store import NamespacedName
 
-# What a rule with no usable backend answers (the Gateway API asks for 500).
-NO_BACKEND = DirectResponse(status=500)
+# backendRef filters Envoy can apply per weighted cluster.
+PER_BACKEND_FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier", "URLRewrite")
 
 
 @dataclass(frozen=True, slots=True)
-class RuleBackends:
-    action: Forward | DirectResponse
-    clusters: tuple[Cluster, ...]  # the valid clusters the action forwards to
+class ResolvedBackends:
+    backends: tuple[Backend, ...]  # weight 0 left out; an invalid reference has cluster None
+    clusters: tuple[Cluster, ...]  # the valid clusters, each once
     problems: tuple[Problem, ...]
 
 
-def resolve_rule(
-    route: HTTPRoute,
+def resolve_backends(
+    route: HTTPRoute | GRPCRoute,
     rule_index: int,
-    rule: HTTPRouteRule,
+    refs: Sequence[BackendRef],
     services: Mapping[NamespacedName, Service],
     options: BuildOptions,
-) -> RuleBackends:
+    protocol: str | None = None,
+    grants: ReferenceGrants = NO_GRANTS,
+) -> ResolvedBackends:
+    """A rule's backendRefs; `protocol` forces the upstream protocol (GRPCRoute: h2c)."""
     backends: list[Backend] = []
     clusters: dict[str, Cluster] = {}
     problems: list[Problem] = []
-    for ref_index, ref in enumerate(rule.backend_refs):
+    for ref_index, ref in enumerate(refs):
         field = f"spec.rules[{rule_index}].backendRefs[{ref_index}]"
-        resolved = resolve_backend_ref(route, field, ref, services, options)
+        resolved = resolve_backend_ref(route, field, ref, services, options, protocol, grants)
+        request, response, host, filter_problems = _backend_filters(route, field, ref)
+        problems.extend(filter_problems)
         if isinstance(resolved, Problem):
             problems.append(resolved)
         if ref.weight <= 0:
             continue  # weight 0 takes no traffic; a bad reference is still reported
-        if isinstance(resolved, Problem):
+        if isinstance(resolved, Problem) or filter_problems:
             # Keeps its share of traffic, which then answers 500, as the Gateway API asks.
             backends.append(Backend(cluster=None, weight=ref.weight))
-        else:
-            clusters[resolved.name] = resolved
-            backends.append(Backend(cluster=resolved.name, weight=ref.weight))
+            continue
+        clusters[resolved.name] = resolved
+        backends.append(
+            Backend(
+                cluster=resolved.name,
+                weight=ref.weight,
+                request_headers=request,
+                response_headers=response,
+                host_rewrite=host,
+            )
+        )
+    return ResolvedBackends(tuple(backends), tuple(clusters.values()), tuple(problems))
 
-    if not clusters:
-        return RuleBackends(action=NO_BACKEND, clusters=(), problems=tuple(problems))
-    external = any(isinstance(cluster, DnsCluster) for cluster in clusters.values())
-    # External hosts (virtual hosting, TLS) expect their own name in Host, not the gateway's.
-    action = Forward(backends=tuple(backends), auto_host_rewrite=external)
-    return RuleBackends(action=action, clusters=tuple(clusters.values()), problems=tuple(problems))
+
+def _backend_filters(
+    route: HTTPRoute | GRPCRoute, field: str, ref: BackendRef
+) -> tuple[HeaderEdits, HeaderEdits, str | None, list[Problem]]:
+    """The header edits and Host a backendRef's own filters ask for, or why they cannot be."""
+    request = response = HeaderEdits()
+    host: str | None = None
+    problems: list[Problem] = []
+    for index, route_filter in enumerate(ref.filters):
+        rewrite = route_filter.url_rewrite
+        if route_filter.request_header_modifier is not None:
+            request, header_host = header_edits(route_filter.request_header_modifier)
+            host = host or header_host
+        elif route_filter.response_header_modifier is not None:
+            response, _ = header_edits(route_filter.response_header_modifier, host_special=False)
+        elif rewrite is not None and rewrite.path is None:
+            host = rewrite.hostname or host
+        else:
+            problems.append(
+                Problem(
+                    object=route.key,
+                    field=f"{field}.filters[{index}].type",
+                    reason="UnsupportedValue",
+                    message=f"a {route_filter.type} filter"
+                    + (" with a path" if rewrite is not None else "")
+                    + " is not supported on a single backendRef (supported: "
+                    "RequestHeaderModifier, ResponseHeaderModifier, URLRewrite of the hostname); "
+                    "requests sent to this backend answer 500",
+                )
+            )
+    return request, response, host, problems
 
 
 def resolve_backend_ref(
-    route: HTTPRoute,
+    route: HTTPRoute | GRPCRoute,
     field: str,
     ref: BackendRef,
     services: Mapping[NamespacedName, Service],
     options: BuildOptions,
+    protocol: str | None = None,
+    grants: ReferenceGrants = NO_GRANTS,
 ) -> Cluster | Problem:
+    """The cluster a backendRef names (in `protocol` when given), or why it names none."""
+
     def problem(reason: str, message: str, at: str = field) -> Problem:
         return Problem(object=route.key, field=at, reason=reason, message=message)
 
@@ -84,12 +128,11 @@ def resolve_backend_ref(
             f"{field}.kind",
         )
     namespace = ref.namespace or route.meta.namespace
-    if namespace != route.meta.namespace:
+    referrer = route_referrer(route.kind, route.meta.namespace)
+    target = service_target(namespace, ref.name)
+    if not grants.permits(referrer, target):
         return problem(
-            "RefNotPermitted",
-            f"backendRef to Service {namespace}/{ref.name} in another namespace needs a "
-            "ReferenceGrant (not supported yet)",
-            f"{field}.namespace",
+            "RefNotPermitted", not_permitted_message(referrer, target), f"{field}.namespace"
         )
     if ref.port is None:
         return problem(
@@ -101,8 +144,8 @@ def resolve_backend_ref(
     if service is None:
         return problem("BackendNotFound", f"Service {namespace}/{ref.name} not found")
 
-    resolved = service_cluster(service, ref.port, services, options)
+    resolved = service_cluster(service, ref.port, services, options, grants)
     if isinstance(resolved, Unresolved):
         at = f"{field}.port" if resolved.port_at_fault else field
         return problem(resolved.reason, resolved.message, at)
-    return resolved
+    return resolved if protocol is None else with_protocol(resolved, protocol)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -11,13 +12,23 @@ from dragoman.dag.externalname import (
     normalise,
     unsafe_reason,
 )
-from dragoman.dag.model import Cluster, DnsCluster, EdsCluster
+from dragoman.dag.grants import (
+    NO_GRANTS,
+    ReferenceGrants,
+    Referrer,
+    not_permitted_message,
+    service_target,
+)
+from dragoman.dag.model import H2C, HTTP1, Cluster, DnsCluster, EdsCluster
 from dragoman.dag.options import BuildOptions
 from dragoman.objects import Service, ServicePort
 from dragoman.store import NamespacedName
 
 # ExternalName aliases followed before giving up: enough for a rename or two, and ends loops.
 MAX_ALIAS_HOPS = 3
+
+# ServicePort appProtocol values that choose the upstream protocol (anything else: HTTP/1.1).
+APP_PROTOCOLS = {"kubernetes.io/h2c": H2C}
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +41,10 @@ class Unresolved:
     port_at_fault: bool = False
 
 
-def cluster_name(service: Service, port: int) -> str:
-    return f"{service.meta.namespace}/{service.meta.name}/{port}"
+def cluster_name(service: Service, port: int, protocol: str = HTTP1) -> str:
+    """`ns/svc/port`, with `/<protocol>` appended for any protocol but HTTP/1.1."""
+    base = f"{service.meta.namespace}/{service.meta.name}/{port}"
+    return base if protocol == HTTP1 else f"{base}/{protocol}"
 
 
 def service_cluster(
@@ -39,9 +52,12 @@ def service_cluster(
     port: int,
     services: Mapping[NamespacedName, Service],
     options: BuildOptions,
+    grants: ReferenceGrants = NO_GRANTS,
 ) -> Cluster | Unresolved:
-    """The cluster for `port` of `service`, following in-cluster ExternalName aliases."""
+    """The cluster for `port` of `service`, following in-cluster ExternalName aliases
+    (into another namespace only where a ReferenceGrant there allows it)."""
     path = [service]
+    protocol = HTTP1
     while True:
         current = path[-1]
         # A bare CNAME (an ExternalName that declares no ports) takes the backendRef's port.
@@ -49,15 +65,19 @@ def service_cluster(
             declared = _declared_port(path, port)
             if isinstance(declared, Unresolved):
                 return declared
+            protocol = APP_PROTOCOLS.get(declared.app_protocol, HTTP1)
             if not current.is_external_name:
                 return EdsCluster(
-                    name=cluster_name(current, port),
+                    name=cluster_name(current, port, protocol),
                     service=current.key,
                     port=port,
                     target_port=port if declared.target_port is None else declared.target_port,
                     port_name=declared.name,
+                    protocol=protocol,
                 )
-        step = _external_name_step(path, port, services, options)
+        step = _external_name_step(path, port, services, options, grants)
+        if isinstance(step, DnsCluster):
+            return with_protocol(step, protocol)
         if not isinstance(step, Service):
             return step
         if any(step.key == seen.key for seen in path):
@@ -68,6 +88,15 @@ def service_cluster(
                 f"{_describe([*path, step])}: more than {MAX_ALIAS_HOPS} ExternalName aliases",
             )
         path.append(step)
+
+
+def with_protocol(cluster: Cluster, protocol: str) -> Cluster:
+    """The same Service port spoken in `protocol`: a cluster of its own, named for it."""
+    if cluster.protocol == protocol:
+        return cluster
+    base = cluster.name.removesuffix(f"/{cluster.protocol}")
+    name = base if protocol == HTTP1 else f"{base}/{protocol}"
+    return dataclasses.replace(cluster, name=name, protocol=protocol)
 
 
 def _declared_port(path: list[Service], port: int) -> ServicePort | Unresolved:
@@ -98,6 +127,7 @@ def _external_name_step(
     port: int,
     services: Mapping[NamespacedName, Service],
     options: BuildOptions,
+    grants: ReferenceGrants,
 ) -> DnsCluster | Service | Unresolved:
     """A DNS cluster for an outside host, the Service an in-cluster name aliases, or why not."""
     service = path[-1]
@@ -108,11 +138,14 @@ def _external_name_step(
     target = in_cluster_target(service.external_name, options.cluster_domain)
     if target is not None:
         namespace, name = target
-        if namespace != service.meta.namespace:
+        # The alias is a reference from this Service to one in the target's namespace.
+        referrer = Referrer("", "Service", service.meta.namespace)
+        aliased_ref = service_target(namespace, name)
+        if not grants.permits(referrer, aliased_ref):
             return Unresolved(
                 "RefNotPermitted",
-                f"{_describe(path)}: externalName aliases Service {namespace}/{name} in another "
-                "namespace, which needs a ReferenceGrant (not supported yet)",
+                f"{_describe(path)}: externalName aliases Service {namespace}/{name}: "
+                f"{not_permitted_message(referrer, aliased_ref)}",
             )
         aliased = services.get(target)
         if aliased is None:

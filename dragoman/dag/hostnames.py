@@ -26,14 +26,14 @@ def intersect(listener_hostname: str | None, route_hostnames: Sequence[str]) -> 
 def _intersection(first: str, second: str) -> str | None:
     if first == second:
         return first
-    if _covers(first, second):
+    if covers(first, second):
         return second
-    if _covers(second, first):
+    if covers(second, first):
         return first
     return None
 
 
-def _covers(wildcard: str, hostname: str) -> bool:
+def covers(wildcard: str, hostname: str) -> bool:
     """`*.example.com` covers `a.example.com`, `a.b.example.com` and `*.a.example.com`."""
     if not wildcard.startswith("*."):
         return False

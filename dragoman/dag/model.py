@@ -14,6 +14,11 @@ from dragoman.objects import ObjectKey
 # Node group served to an Envoy whose `node.cluster` names no Gateway: every Gateway.
 ALL_GATEWAYS = ""
 
+# Upstream protocols a cluster speaks. Plain HTTP/1.1 is the default; "h2c" is HTTP/2 over
+# cleartext (GRPCRoute backends, Service ports with appProtocol kubernetes.io/h2c).
+HTTP1 = "http1"
+H2C = "h2c"
+
 
 @dataclass(frozen=True, slots=True)
 class EdsCluster:
@@ -25,6 +30,7 @@ class EdsCluster:
     # The ServicePort's targetPort (number or name) and name, for matching EndpointSlice ports.
     target_port: int | str
     port_name: str = ""
+    protocol: str = HTTP1  # HTTP1 or H2C; part of the cluster name when not HTTP1
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +41,7 @@ class DnsCluster:
     service: ObjectKey
     hostname: str
     port: int
+    protocol: str = HTTP1  # HTTP1 or H2C; part of the cluster name when not HTTP1
 
 
 Cluster = EdsCluster | DnsCluster
@@ -60,17 +67,68 @@ class LoadAssignment:
 
 
 @dataclass(frozen=True, slots=True)
+class HeaderEdits:
+    """Header changes, names as written (Envoy compares them case-insensitively)."""
+
+    set: tuple[tuple[str, str], ...] = ()  # replace any value the header has
+    add: tuple[tuple[str, str], ...] = ()  # append to the values it has
+    remove: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.set or self.add or self.remove)
+
+
+NO_EDITS = HeaderEdits()
+
+
+@dataclass(frozen=True, slots=True)
 class Backend:
     """One weighted backend of a route. `cluster` None: the reference is invalid (answers 500)."""
 
     cluster: str | None
     weight: int
+    # Filters of this backendRef alone: applied only to requests sent to it.
+    request_headers: HeaderEdits = NO_EDITS
+    response_headers: HeaderEdits = NO_EDITS
+    host_rewrite: str | None = None  # the external name of an ExternalName backend
+
+
+@dataclass(frozen=True, slots=True)
+class ValueMatch:
+    """A header or query parameter a request must carry with this value (or regex match)."""
+
+    name: str
+    value: str
+    regex: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class RouteMatch:
-    path_type: str  # "Exact" or "PathPrefix"
+    path_type: str  # "Exact", "PathPrefix" or "RegularExpression" (RE2)
     path: str
+    headers: tuple[ValueMatch, ...] = ()
+    query_params: tuple[ValueMatch, ...] = ()
+    method: str | None = None
+    grpc: bool = False  # only gRPC requests (content-type application/grpc)
+
+
+@dataclass(frozen=True, slots=True)
+class PathRewrite:
+    """URLRewrite or RequestRedirect path: ReplaceFullPath, or ReplacePrefixMatch of `prefix`."""
+
+    type: str  # "ReplaceFullPath" or "ReplacePrefixMatch"
+    value: str
+    prefix: str = ""  # the PathPrefix match being replaced (ReplacePrefixMatch only)
+
+
+@dataclass(frozen=True, slots=True)
+class Mirror:
+    """A RequestMirror: a share of requests copied to `cluster`, responses ignored."""
+
+    cluster: str
+    numerator: int = 100
+    denominator: int = 100
+    host_rewrite: str | None = None  # the external name of an ExternalName mirror
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +136,34 @@ class Forward:
     backends: tuple[Backend, ...]
     # Rewrite Host to the upstream host's DNS name (set when any backend is external).
     auto_host_rewrite: bool = False
+    host_rewrite: str | None = None  # URLRewrite hostname; wins over auto_host_rewrite
+    path_rewrite: PathRewrite | None = None
+    mirrors: tuple[Mirror, ...] = ()
+    # Milliseconds; None: Envoy's default route timeout (15 s), 0: no timeout.
+    timeout_ms: int | None = None
+    per_try_timeout_ms: int | None = None
+    # A GRPCRoute action: a share with no valid backend answers 503 (gRPC UNAVAILABLE), and
+    # the client's grpc-timeout header bounds each call.
+    grpc: bool = False
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """Every cluster this action sends requests (or mirrored copies) to."""
+        named = [backend.cluster for backend in self.backends if backend.cluster is not None]
+        return (*named, *(mirror.cluster for mirror in self.mirrors))
+
+
+@dataclass(frozen=True, slots=True)
+class Redirect:
+    """A RequestRedirect, resolved for the listener it is served on."""
+
+    status: int = 302
+    scheme: str | None = None  # None keeps the request's
+    hostname: str | None = None  # None keeps the request's
+    path: PathRewrite | None = None  # None keeps the request's
+    port: int | None = None  # the filter's port; None derives it (Gateway API rules)
+    # The port Envoy writes into Location; None writes none beyond what Host carries.
+    location_port: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +175,12 @@ class DirectResponse:
 @dataclass(frozen=True, slots=True)
 class Route:
     match: RouteMatch
-    action: Forward | DirectResponse
-    source: ObjectKey  # the HTTPRoute this came from
+    action: Forward | Redirect | DirectResponse
+    source: ObjectKey  # the HTTPRoute or GRPCRoute this came from
     rule_index: int = 0
+    # Rule-level RequestHeaderModifier and ResponseHeaderModifier filters.
+    request_headers: HeaderEdits = NO_EDITS
+    response_headers: HeaderEdits = NO_EDITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +204,40 @@ class HttpListener:
 
 
 @dataclass(frozen=True, slots=True)
+class TlsCertificate:
+    """A checked certificate chain and its private key (PEM), from one Secret."""
+
+    secret: ObjectKey
+    certificate_chain: bytes
+    # Never part of repr: the key must not reach logs, tracebacks or test output.
+    private_key: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFilterChain:
+    """TLS terminated for one Gateway listener hostname (SNI), with its own route table."""
+
+    server_names: tuple[str, ...]  # () for the chain that takes every other SNI, or none
+    certificates: tuple[TlsCertificate, ...]
+    route_table: str  # RouteTable.name
+
+
+@dataclass(frozen=True, slots=True)
+class HttpsListener:
+    name: str
+    port: int
+    filter_chains: tuple[TlsFilterChain, ...]  # the chain without server_names comes last
+
+
+Listener = HttpListener | HttpsListener
+
+
+@dataclass(frozen=True, slots=True)
 class NodeGroup:
     """What one group of Envoys receives: a Gateway's listeners, or every Gateway's."""
 
     name: str  # "<namespace>/<gateway>" or ALL_GATEWAYS
-    listeners: tuple[HttpListener, ...]
+    listeners: tuple[Listener, ...]
     route_tables: tuple[RouteTable, ...]
     clusters: tuple[str, ...]  # names of the clusters its routes reference, sorted
 

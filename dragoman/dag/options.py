@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The GatewayClass spec.controllerName that names dragoman, unless configured otherwise.
+DEFAULT_CONTROLLER_NAME = "dragoman.dev/gateway-controller"
+
 
 @dataclass(frozen=True, slots=True)
 class BuildOptions:
     # The DNS suffix of in-cluster names, `<svc>.<ns>.svc.<cluster_domain>`.
     cluster_domain: str = "cluster.local"
+    # Gateways are served when their GatewayClass names this controller.
+    controller_name: str = DEFAULT_CONTROLLER_NAME
+    # False (manifest directories, which often omit the GatewayClass): a Gateway whose class
+    # object is absent is served, and its status says so. True (Kubernetes): it is not.
+    require_gateway_class: bool = False

@@ -2,7 +2,9 @@
 
 Each answers every request with JSON naming itself and echoing what it
 received (Host header, method, path, headers), so a test can tell which
-backend Envoy picked and what Envoy rewrote. Run one in the foreground
+backend Envoy picked and what Envoy rewrote. A `delay` query parameter
+(`?delay=1.5`, seconds, at most 30) makes it answer that much later, to
+exercise timeouts. Run one in the foreground
 with `python -m dragoman.demo.backends --name N --host H --port P`.
 """
 
@@ -15,6 +17,8 @@ import signal
 import socket
 import sys
 import threading
+import time
+import urllib.parse
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
@@ -22,6 +26,7 @@ from typing import Any, Self
 
 _IDLE_CONNECTION_SECONDS = 30.0  # bounds how long a keep-alive connection holds a thread
 _STOP_TIMEOUT_SECONDS = 5.0
+_MAX_DELAY_SECONDS = 30.0  # a slow answer, never a hung thread
 
 
 class _EchoServer(ThreadingHTTPServer):
@@ -37,6 +42,7 @@ class _EchoServer(ThreadingHTTPServer):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.backend_name = backend_name
         self.requests = 0  # answered so far; tests prove a backend was never reached
+        self.last_request: dict[str, Any] | None = None  # what the last response echoed
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         super().__init__(address, _EchoHandler)
@@ -83,16 +89,19 @@ class _EchoHandler(BaseHTTPRequestHandler):
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
         with self.server._connections_lock:
             self.server.requests += 1
-        body = json.dumps(
-            {
-                "backend": self.server.backend_name,
-                "host": self.headers.get("Host", ""),
-                "method": self.command,
-                "path": self.path,
-                "headers": headers,
-            },
-            sort_keys=True,
-        ).encode()
+        delay = _requested_delay(self.path)
+        if delay > 0:
+            time.sleep(delay)
+        echoed = {
+            "backend": self.server.backend_name,
+            "host": self.headers.get("Host", ""),
+            "method": self.command,
+            "path": self.path,
+            "headers": headers,
+        }
+        with self.server._connections_lock:
+            self.server.last_request = echoed
+        body = json.dumps(echoed, sort_keys=True).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -106,6 +115,18 @@ class _EchoHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         # Quiet: tests and the demo report what matters themselves.
         pass
+
+
+def _requested_delay(path: str) -> float:
+    """Seconds asked for by a `delay` query parameter; 0 when absent or not a number."""
+    values = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query).get("delay", [])
+    try:
+        delay = float(values[0]) if values else 0.0
+    except ValueError:
+        return 0.0
+    if not delay > 0:  # negative, zero or NaN
+        return 0.0
+    return min(delay, _MAX_DELAY_SECONDS)
 
 
 class EchoBackend:
@@ -129,6 +150,11 @@ class EchoBackend:
     def requests(self) -> int:
         """How many requests this backend has answered since it started."""
         return self._server.requests if self._server is not None else 0
+
+    @property
+    def last_request(self) -> dict[str, Any] | None:
+        """What this backend echoed last (backend, host, method, path, headers), if anything."""
+        return self._server.last_request if self._server is not None else None
 
     @property
     def url(self) -> str:

@@ -1,10 +1,14 @@
-"""An Envoy bootstrap that fetches everything else from dragoman over gRPC ADS (SotW)."""
+"""An Envoy bootstrap that fetches everything else from dragoman over gRPC xDS.
+
+Four transports: ADS (one stream for every type) or one stream per type, each either
+state of the world or incremental (delta). The default is ADS, state of the world.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from envoy.config.cluster.v3 import cluster_pb2
@@ -27,6 +31,35 @@ DEFAULT_ADMIN_SOCKET = "/tmp/dragoman-envoy-admin.sock"
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 DNS_PORT = 53
 
+XdsTransport = Literal["ads", "per-type"]
+XDS_TRANSPORTS: tuple[XdsTransport, ...] = ("ads", "per-type")
+
+
+def xds_api_config_source(*, delta: bool) -> config_source_pb2.ApiConfigSource:
+    """Streams to dragoman through the bootstrap's xDS cluster, SotW or delta."""
+    return config_source_pb2.ApiConfigSource(
+        api_type=(
+            config_source_pb2.ApiConfigSource.DELTA_GRPC
+            if delta
+            else config_source_pb2.ApiConfigSource.GRPC
+        ),
+        transport_api_version=config_source_pb2.V3,
+        grpc_services=[
+            grpc_service_pb2.GrpcService(
+                envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=XDS_CLUSTER)
+            )
+        ],
+        set_node_on_first_message_only=True,
+    )
+
+
+def per_type_config_source(*, delta: bool) -> config_source_pb2.ConfigSource:
+    """A config source with its own stream for the resource's type (no ADS)."""
+    return config_source_pb2.ConfigSource(
+        api_config_source=xds_api_config_source(delta=delta),
+        resource_api_version=config_source_pb2.V3,
+    )
+
 
 def bootstrap_config(
     xds_address: str,
@@ -36,6 +69,8 @@ def bootstrap_config(
     admin_socket: str | None = DEFAULT_ADMIN_SOCKET,
     dns_resolvers: Sequence[str] = (),
     dns_use_tcp: bool = False,
+    xds_transport: XdsTransport = "ads",
+    delta: bool = False,
 ) -> dict[str, Any]:
     """The bootstrap as plain data in Envoy's JSON mapping."""
     message = bootstrap_message(
@@ -45,6 +80,8 @@ def bootstrap_config(
         admin_socket=admin_socket,
         dns_resolvers=dns_resolvers,
         dns_use_tcp=dns_use_tcp,
+        xds_transport=xds_transport,
+        delta=delta,
     )
     return to_json_mapping(message)
 
@@ -57,6 +94,8 @@ def bootstrap_yaml(
     admin_socket: str | None = DEFAULT_ADMIN_SOCKET,
     dns_resolvers: Sequence[str] = (),
     dns_use_tcp: bool = False,
+    xds_transport: XdsTransport = "ads",
+    delta: bool = False,
 ) -> str:
     config = bootstrap_config(
         xds_address,
@@ -65,6 +104,8 @@ def bootstrap_yaml(
         admin_socket=admin_socket,
         dns_resolvers=dns_resolvers,
         dns_use_tcp=dns_use_tcp,
+        xds_transport=xds_transport,
+        delta=delta,
     )
     return dump_yaml(config)
 
@@ -77,32 +118,41 @@ def bootstrap_message(
     admin_socket: str | None = DEFAULT_ADMIN_SOCKET,
     dns_resolvers: Sequence[str] = (),
     dns_use_tcp: bool = False,
+    xds_transport: XdsTransport = "ads",
+    delta: bool = False,
 ) -> bootstrap_pb2.Bootstrap:
     """`node_cluster` names the Gateway (`namespace/name`) whose configuration this Envoy gets.
 
     `dns_resolvers` ("ip" or "ip:port") become Envoy's default resolver for every DNS
     cluster; the connection to dragoman keeps using the system resolver.
+
+    `xds_transport` "ads" fetches every type over one stream; "per-type" opens a stream per
+    type (dragoman then points the EDS and RDS config sources it serves at per-type streams
+    through the `dragoman-xds` cluster). `delta` selects incremental xDS for either.
     """
+    if xds_transport not in XDS_TRANSPORTS:
+        raise ValueError(f"xds_transport must be one of {XDS_TRANSPORTS}, got {xds_transport!r}")
+    if xds_transport == "per-type" and not node_cluster:
+        # Envoy refuses non-ADS subscriptions from a node without a cluster.
+        raise ValueError("per-type xDS needs a node cluster (Envoy requires node.cluster)")
     host, port = split_host_port(xds_address, default_port=None)
+    if xds_transport == "ads":
+        dynamic = bootstrap_pb2.Bootstrap.DynamicResources(
+            ads_config=xds_api_config_source(delta=delta),
+            cds_config=ads_config_source(),
+            lds_config=ads_config_source(),
+        )
+    else:
+        dynamic = bootstrap_pb2.Bootstrap.DynamicResources(
+            cds_config=per_type_config_source(delta=delta),
+            lds_config=per_type_config_source(delta=delta),
+        )
     bootstrap = bootstrap_pb2.Bootstrap(
         node=base_pb2.Node(id=node_id, cluster=node_cluster),
         static_resources=bootstrap_pb2.Bootstrap.StaticResources(
             clusters=[xds_cluster(host, port, system_resolver=bool(dns_resolvers))]
         ),
-        dynamic_resources=bootstrap_pb2.Bootstrap.DynamicResources(
-            ads_config=config_source_pb2.ApiConfigSource(
-                api_type=config_source_pb2.ApiConfigSource.GRPC,
-                transport_api_version=config_source_pb2.V3,
-                grpc_services=[
-                    grpc_service_pb2.GrpcService(
-                        envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=XDS_CLUSTER)
-                    )
-                ],
-                set_node_on_first_message_only=True,
-            ),
-            cds_config=ads_config_source(),
-            lds_config=ads_config_source(),
-        ),
+        dynamic_resources=dynamic,
     )
     if admin_socket is not None:
         # A UNIX socket, never TCP: no route or upstream can ever reach the admin interface.

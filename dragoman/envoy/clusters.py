@@ -3,18 +3,43 @@
 from __future__ import annotations
 
 from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.core.v3 import protocol_pb2
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as http_options_pb2
 
-from dragoman.dag.model import Cluster, DnsCluster, EdsCluster
-from dragoman.envoy.core import ads_config_source, seconds
+from dragoman.dag.model import H2C, HTTP1, Cluster, DnsCluster, EdsCluster
+from dragoman.envoy.core import ads_config_source, pack, seconds
 from dragoman.envoy.dns import dns_cluster_type
 from dragoman.envoy.endpoints import single_host_assignment
 from dragoman.envoy.options import TranslateOptions
 
+HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
 
 def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
     if isinstance(value, EdsCluster):
-        return eds_cluster(value, options)
-    return dns_cluster(value, options)
+        message = eds_cluster(value, options)
+    else:
+        message = dns_cluster(value, options)
+    protocol_options = upstream_protocol_options(value.protocol)
+    if protocol_options is not None:
+        message.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(
+            pack(protocol_options)
+        )
+    return message
+
+
+def upstream_protocol_options(protocol: str) -> http_options_pb2.HttpProtocolOptions | None:
+    """How Envoy speaks HTTP to the cluster; None for HTTP/1.1, Envoy's default."""
+    if protocol == HTTP1:
+        return None
+    if protocol == H2C:
+        # HTTP/2 with prior knowledge, over cleartext.
+        return http_options_pb2.HttpProtocolOptions(
+            explicit_http_config=http_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
+                http2_protocol_options=protocol_pb2.Http2ProtocolOptions()
+            )
+        )
+    raise ValueError(f"unknown upstream protocol {protocol!r}")
 
 
 def eds_cluster(value: EdsCluster, options: TranslateOptions) -> cluster_pb2.Cluster:

@@ -1,38 +1,61 @@
-"""HttpListener → envoy.config.listener.v3.Listener with one HTTP connection manager."""
+"""Listeners → envoy.config.listener.v3.Listener: plain HTTP with one HTTP connection manager,
+or HTTPS with one TLS filter chain per server name (SNI), each with its own route table."""
 
 from __future__ import annotations
 
+from envoy.config.core.v3 import base_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from google.protobuf.wrappers_pb2 import BoolValue
 
-from dragoman.dag.model import HttpListener
+from dragoman.dag.model import HttpsListener, Listener, TlsFilterChain
 from dragoman.envoy.core import ads_config_source, pack, socket_address
 from dragoman.envoy.options import TranslateOptions
 
 HTTP_CONNECTION_MANAGER = "envoy.filters.network.http_connection_manager"
 ROUTER = "envoy.filters.http.router"
+TLS_INSPECTOR = "envoy.filters.listener.tls_inspector"
+TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
+# HTTP/2 first, so gRPC clients (and browsers) get it; the connection manager speaks both.
+ALPN_PROTOCOLS = ("h2", "http/1.1")
 
 
-def listener(value: HttpListener, options: TranslateOptions) -> listener_pb2.Listener:
-    manager = listener_components_pb2.Filter(
-        name=HTTP_CONNECTION_MANAGER, typed_config=pack(http_connection_manager(value))
-    )
+def listener(value: Listener, options: TranslateOptions) -> listener_pb2.Listener:
+    if isinstance(value, HttpsListener):
+        return https_listener(value, options)
     return listener_pb2.Listener(
         name=value.name,
         address=socket_address(options.listener_address, value.port),
-        filter_chains=[listener_components_pb2.FilterChain(filters=[manager])],
+        filter_chains=[
+            listener_components_pb2.FilterChain(filters=[_manager(value.name, value.route_table)])
+        ],
     )
 
 
-def http_connection_manager(value: HttpListener) -> hcm_pb2.HttpConnectionManager:
+def https_listener(value: HttpsListener, options: TranslateOptions) -> listener_pb2.Listener:
+    return listener_pb2.Listener(
+        name=value.name,
+        address=socket_address(options.listener_address, value.port),
+        # Reads the SNI from the ClientHello so filter chains can match on it.
+        listener_filters=[
+            listener_components_pb2.ListenerFilter(
+                name=TLS_INSPECTOR, typed_config=pack(tls_inspector_pb2.TlsInspector())
+            )
+        ],
+        filter_chains=[_tls_chain(value.name, chain) for chain in value.filter_chains],
+    )
+
+
+def http_connection_manager(stat_prefix: str, route_table: str) -> hcm_pb2.HttpConnectionManager:
     return hcm_pb2.HttpConnectionManager(
-        stat_prefix=value.name,
+        stat_prefix=stat_prefix,
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
-        rds=hcm_pb2.Rds(config_source=ads_config_source(), route_config_name=value.route_table),
+        rds=hcm_pb2.Rds(config_source=ads_config_source(), route_config_name=route_table),
         # The router must be the last (here the only) filter; gRPC clients insist on it too.
         http_filters=[hcm_pb2.HttpFilter(name=ROUTER, typed_config=pack(router_pb2.Router()))],
         # Gateway API hostnames carry no port: match `example.com:8080` as `example.com`.
@@ -40,4 +63,39 @@ def http_connection_manager(value: HttpListener) -> hcm_pb2.HttpConnectionManage
         # Match routes on the path the upstream will see, not on `/a/../b` or `//b` spellings.
         normalize_path=BoolValue(value=True),
         merge_slashes=True,
+    )
+
+
+def _manager(stat_prefix: str, route_table: str) -> listener_components_pb2.Filter:
+    return listener_components_pb2.Filter(
+        name=HTTP_CONNECTION_MANAGER,
+        typed_config=pack(http_connection_manager(stat_prefix, route_table)),
+    )
+
+
+def _tls_chain(listener_name: str, chain: TlsFilterChain) -> listener_components_pb2.FilterChain:
+    context = tls_pb2.DownstreamTlsContext(
+        common_tls_context=tls_pb2.CommonTlsContext(
+            tls_certificates=[
+                common_pb2.TlsCertificate(
+                    certificate_chain=base_pb2.DataSource(
+                        inline_bytes=certificate.certificate_chain
+                    ),
+                    private_key=base_pb2.DataSource(inline_bytes=certificate.private_key),
+                )
+                for certificate in chain.certificates
+            ],
+            alpn_protocols=list(ALPN_PROTOCOLS),
+        )
+    )
+    match = None
+    if chain.server_names:
+        match = listener_components_pb2.FilterChainMatch(server_names=list(chain.server_names))
+    return listener_components_pb2.FilterChain(
+        name=chain.route_table,
+        filter_chain_match=match,
+        filters=[_manager(listener_name, chain.route_table)],
+        transport_socket=base_pb2.TransportSocket(
+            name=TLS_TRANSPORT_SOCKET, typed_config=pack(context)
+        ),
     )

@@ -11,9 +11,11 @@ from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.clusters.dns.v3 import dns_cluster_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2,
 )
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from google.protobuf.message import Message
 
 from dragoman.dag.model import ALL_GATEWAYS
@@ -23,7 +25,17 @@ from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 
 # Every type packed in an Any by the translators: json_format can only expand an Any whose
 # type is registered, and importing a module registers its types.
-ANY_TYPE_MODULES = (dns_cluster_pb2, router_pb2, http_connection_manager_pb2)
+ANY_TYPE_MODULES = (
+    dns_cluster_pb2,
+    router_pb2,
+    http_connection_manager_pb2,
+    tls_inspector_pb2,
+    tls_pb2,
+)
+
+# Fields holding secret material, shown only as this: the output is meant to be shared.
+SECRET_FIELDS = frozenset({"private_key"})
+REDACTED = "[redacted]"
 
 # Section name and message class per type, in ADS order.
 SECTIONS: tuple[tuple[str, str, type[Message]], ...] = (
@@ -45,8 +57,19 @@ def _group_document(name: str, snapshot: Snapshot) -> str:
     for section, type_url, message_class in SECTIONS:
         resources = snapshot.of_type(type_url).resources
         document[section] = [
-            to_json_mapping(message_class.FromString(resources[key].body))
+            redacted(to_json_mapping(message_class.FromString(resources[key].body)))
             for key in sorted(resources)
         ]
     body = dump_yaml(document)
     return f"---\n# node group: {label}\n{body}"
+
+
+def redacted(value: Any) -> Any:
+    """A copy of plain JSON data with every SECRET_FIELDS value replaced by REDACTED."""
+    if isinstance(value, dict):
+        return {
+            key: REDACTED if key in SECRET_FIELDS else redacted(item) for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redacted(item) for item in value]
+    return value

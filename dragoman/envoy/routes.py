@@ -2,27 +2,51 @@
 
 from __future__ import annotations
 
+import re
+
 from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc_pb2
 from envoy.config.route.v3 import route_pb2
+from envoy.type.matcher.v3 import regex_pb2, string_pb2
+from envoy.type.v3 import percent_pb2
 from google.protobuf.wrappers_pb2 import BoolValue, UInt32Value
 
 from dragoman.dag.model import (
+    Backend,
     DirectResponse,
     Forward,
+    HeaderEdits,
+    Mirror,
+    PathRewrite,
+    Redirect,
     Route,
     RouteMatch,
     RouteTable,
+    ValueMatch,
     VirtualHost,
 )
+from dragoman.envoy.core import seconds
 
 # Weighted share of traffic for backends whose reference is invalid. The `dragoman:` prefix is
 # reserved: no cluster ever has this name, so Envoy answers that share with
-# cluster_not_found_response_code 500, as the Gateway API requires.
+# cluster_not_found_response_code 500 (503 for gRPC), as the Gateway API requires.
 INVALID_BACKEND_CLUSTER = "dragoman:invalid-backend"
 
 # What the Gateway API asks for when a rule has nothing valid to forward to.
 NO_BACKEND_STATUS = 500
+NO_GRPC_BACKEND_STATUS = 503  # gRPC clients read it as UNAVAILABLE
+
+REDIRECT_CODES = {
+    301: rc_pb2.RedirectAction.MOVED_PERMANENTLY,
+    302: rc_pb2.RedirectAction.FOUND,
+    303: rc_pb2.RedirectAction.SEE_OTHER,
+    307: rc_pb2.RedirectAction.TEMPORARY_REDIRECT,
+    308: rc_pb2.RedirectAction.PERMANENT_REDIRECT,
+}
+# Everything Envoy matches on (the path, without the query string).
+WHOLE_PATH = "^/.*$"
+SET = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
+APPEND = base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD
 
 
 def route_configuration(table: RouteTable) -> route_pb2.RouteConfiguration:
@@ -45,23 +69,48 @@ def route(value: Route) -> rc_pb2.Route:
     action = value.action
     if isinstance(action, Forward):
         weights = merged_weights(action)
-        if not weights or list(weights) == [INVALID_BACKEND_CLUSTER]:
-            message.direct_response.CopyFrom(direct_response(DirectResponse(NO_BACKEND_STATUS)))
+        if not weights or [name for name, _ in weights] == [INVALID_BACKEND_CLUSTER]:
+            status = NO_GRPC_BACKEND_STATUS if action.grpc else NO_BACKEND_STATUS
+            message.direct_response.CopyFrom(direct_response(DirectResponse(status)))
         else:
-            message.route.CopyFrom(route_action(weights, action.auto_host_rewrite))
+            message.route.CopyFrom(route_action(action, weights, value.match))
+    elif isinstance(action, Redirect):
+        message.redirect.CopyFrom(redirect_action(action, value.match))
     else:
         message.direct_response.CopyFrom(direct_response(action))
+    _add_header_edits(message, value.request_headers, value.response_headers)
     return message
 
 
 def route_name(value: Route) -> str:
-    """Names the HTTPRoute rule in stats and access logs (%ROUTE_NAME%)."""
+    """Names the route rule in stats and access logs (%ROUTE_NAME%)."""
     return f"{value.source.namespace}/{value.source.name}/rule/{value.rule_index}"
 
 
 def route_match(value: RouteMatch) -> rc_pb2.RouteMatch:
+    match = _path_match(value)
+    for header in value.headers:
+        match.headers.append(_header_matcher(header.name, header))
+    if value.method is not None:
+        match.headers.append(
+            rc_pb2.HeaderMatcher(
+                name=":method", string_match=string_pb2.StringMatcher(exact=value.method)
+            )
+        )
+    for query in value.query_params:
+        match.query_parameters.append(
+            rc_pb2.QueryParameterMatcher(name=query.name, string_match=_string_matcher(query))
+        )
+    if value.grpc:
+        match.grpc.SetInParent()
+    return match
+
+
+def _path_match(value: RouteMatch) -> rc_pb2.RouteMatch:
     if value.path_type == "Exact":
         return rc_pb2.RouteMatch(path=value.path)
+    if value.path_type == "RegularExpression":
+        return rc_pb2.RouteMatch(safe_regex=regex_pb2.RegexMatcher(regex=value.path))
     if value.path_type != "PathPrefix":
         raise ValueError(f"unknown path match type {value.path_type!r}")
     prefix = value.path.rstrip("/")
@@ -71,32 +120,182 @@ def route_match(value: RouteMatch) -> rc_pb2.RouteMatch:
     return rc_pb2.RouteMatch(path_separated_prefix=prefix)
 
 
-def merged_weights(action: Forward) -> dict[str, int]:
-    """Cluster name → total weight, in first-seen order; weight 0 means no traffic at all."""
-    weights: dict[str, int] = {}
+def _header_matcher(name: str, value: ValueMatch) -> rc_pb2.HeaderMatcher:
+    return rc_pb2.HeaderMatcher(name=name, string_match=_string_matcher(value))
+
+
+def _string_matcher(value: ValueMatch) -> string_pb2.StringMatcher:
+    if value.regex:
+        return string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=value.value))
+    return string_pb2.StringMatcher(exact=value.value)
+
+
+def merged_weights(action: Forward) -> list[tuple[str, int]]:
+    """(cluster, total weight) in first-seen order, backends with the same cluster and the same
+    own filters merged; weight 0 means no traffic at all."""
+    merged: dict[Backend, int] = {}
     for backend in action.backends:
         if backend.weight <= 0:
             continue
-        name = backend.cluster if backend.cluster is not None else INVALID_BACKEND_CLUSTER
-        weights[name] = weights.get(name, 0) + backend.weight
-    return weights
+        key = backend if backend.cluster is not None else Backend(INVALID_BACKEND_CLUSTER, 0)
+        key = _unweighted(key)
+        merged[key] = merged.get(key, 0) + backend.weight
+    return [(key.cluster or INVALID_BACKEND_CLUSTER, weight) for key, weight in merged.items()]
 
 
-def route_action(weights: dict[str, int], auto_host_rewrite: bool) -> rc_pb2.RouteAction:
-    action = rc_pb2.RouteAction()
-    if len(weights) == 1:
-        action.cluster = next(iter(weights))
+def _unweighted(backend: Backend) -> Backend:
+    return Backend(
+        cluster=backend.cluster,
+        weight=0,
+        request_headers=backend.request_headers,
+        response_headers=backend.response_headers,
+        host_rewrite=backend.host_rewrite,
+    )
+
+
+def route_action(
+    action: Forward, weights: list[tuple[str, int]], match: RouteMatch
+) -> rc_pb2.RouteAction:
+    message = rc_pb2.RouteAction()
+    backends = _backends_by_weight_order(action, weights)
+    own_filters = any(_has_own_filters(backend) for backend in backends)
+    if len(weights) == 1 and not own_filters:
+        message.cluster = weights[0][0]
     else:
         # No total_weight (deprecated): Envoy sums the weights itself.
-        action.weighted_clusters.clusters.extend(
-            rc_pb2.WeightedCluster.ClusterWeight(name=name, weight=UInt32Value(value=weight))
-            for name, weight in weights.items()
+        message.weighted_clusters.clusters.extend(
+            _cluster_weight(name, weight, backend)
+            for (name, weight), backend in zip(weights, backends, strict=True)
         )
-    if INVALID_BACKEND_CLUSTER in weights:
-        action.cluster_not_found_response_code = rc_pb2.RouteAction.INTERNAL_SERVER_ERROR
-    if auto_host_rewrite:
-        action.auto_host_rewrite.value = True
-    return action
+    if any(name == INVALID_BACKEND_CLUSTER for name, _ in weights):
+        message.cluster_not_found_response_code = (
+            rc_pb2.RouteAction.SERVICE_UNAVAILABLE
+            if action.grpc
+            else rc_pb2.RouteAction.INTERNAL_SERVER_ERROR
+        )
+    if action.host_rewrite is not None:
+        message.host_rewrite_literal = action.host_rewrite
+    elif action.auto_host_rewrite:
+        message.auto_host_rewrite.value = True
+    if action.path_rewrite is not None:
+        _rewrite_path(message, action.path_rewrite, match)
+    message.request_mirror_policies.extend(_mirror_policy(m) for m in action.mirrors)
+    if action.timeout_ms is not None:
+        message.timeout.CopyFrom(seconds(action.timeout_ms / 1000))
+    if action.per_try_timeout_ms is not None:
+        # No retries: the policy only bounds the one attempt at a backend.
+        message.retry_policy.num_retries.value = 0
+        message.retry_policy.per_try_timeout.CopyFrom(seconds(action.per_try_timeout_ms / 1000))
+    if action.grpc:
+        # Bound each call by the client's grpc-timeout header, with no cap of ours.
+        message.max_stream_duration.grpc_timeout_header_max.CopyFrom(seconds(0))
+    return message
+
+
+def _backends_by_weight_order(action: Forward, weights: list[tuple[str, int]]) -> list[Backend]:
+    """The (unweighted) backend behind each entry of merged_weights, in the same order."""
+    seen: dict[Backend, None] = {}
+    for backend in action.backends:
+        if backend.weight > 0:
+            key = backend if backend.cluster is not None else Backend(INVALID_BACKEND_CLUSTER, 0)
+            seen.setdefault(_unweighted(key), None)
+    return list(seen)
+
+
+def _has_own_filters(backend: Backend) -> bool:
+    return bool(backend.request_headers or backend.response_headers or backend.host_rewrite)
+
+
+def _cluster_weight(
+    name: str, weight: int, backend: Backend
+) -> rc_pb2.WeightedCluster.ClusterWeight:
+    message = rc_pb2.WeightedCluster.ClusterWeight(name=name, weight=UInt32Value(value=weight))
+    request, response = backend.request_headers, backend.response_headers
+    message.request_headers_to_add.extend(_header_options(request))
+    message.request_headers_to_remove.extend(request.remove)
+    message.response_headers_to_add.extend(_header_options(response))
+    message.response_headers_to_remove.extend(response.remove)
+    if backend.host_rewrite is not None:
+        message.host_rewrite_literal = backend.host_rewrite
+    return message
+
+
+def _rewrite_path(message: rc_pb2.RouteAction, rewrite: PathRewrite, match: RouteMatch) -> None:
+    prefix, replace = _prefix_replacement(rewrite, match)
+    if rewrite.type == "ReplaceFullPath":
+        message.regex_rewrite.CopyFrom(_substitute(WHOLE_PATH, rewrite.value))
+    elif prefix is not None and replace is not None:
+        message.prefix_rewrite = replace
+    elif prefix is not None:
+        message.regex_rewrite.CopyFrom(_substitute(f"^{re.escape(prefix)}/*", "/"))
+
+
+def redirect_action(value: Redirect, match: RouteMatch) -> rc_pb2.RedirectAction:
+    message = rc_pb2.RedirectAction(response_code=REDIRECT_CODES[value.status])
+    if value.scheme is not None:
+        message.scheme_redirect = value.scheme
+    if value.hostname is not None:
+        message.host_redirect = value.hostname
+    if value.location_port is not None:
+        message.port_redirect = value.location_port
+    rewrite = value.path
+    if rewrite is not None:
+        prefix, replace = _prefix_replacement(rewrite, match)
+        if rewrite.type == "ReplaceFullPath":
+            message.path_redirect = rewrite.value
+        elif prefix is not None and replace is not None:
+            message.prefix_rewrite = replace
+        elif prefix is not None:
+            message.regex_rewrite.CopyFrom(_substitute(f"^{re.escape(prefix)}/*", "/"))
+    return message
+
+
+def _prefix_replacement(rewrite: PathRewrite, match: RouteMatch) -> tuple[str | None, str | None]:
+    """How to do ReplacePrefixMatch in Envoy: (matched prefix, prefix_rewrite value).
+
+    The Gateway API replaces whole path elements: with prefix /foo, /foo/bar becomes
+    <replacement>/bar and /foo becomes <replacement> (or / when that is empty). Envoy's
+    prefix_rewrite swaps the matched characters, right when both sides have no trailing
+    slash; a replacement of "/" (stripping the prefix) needs a regex instead: (prefix, None).
+    A rule matching every path ("/") prepends the replacement: ("", replacement + "/").
+    (None, None) when there is nothing to replace.
+    """
+    if rewrite.type != "ReplacePrefixMatch":
+        return None, None
+    prefix = rewrite.prefix.rstrip("/")
+    replacement = rewrite.value.rstrip("/")
+    if match.path_type != "PathPrefix":
+        return None, None  # the CRD allows ReplacePrefixMatch only with a PathPrefix match
+    if not prefix:
+        return ("", f"{replacement}/") if replacement else (None, None)
+    return prefix, (replacement or None)
+
+
+def _substitute(pattern: str, substitution: str) -> regex_pb2.RegexMatchAndSubstitute:
+    return regex_pb2.RegexMatchAndSubstitute(
+        pattern=regex_pb2.RegexMatcher(regex=pattern),
+        # RE2 substitution strings treat backslashes as escapes.
+        substitution=substitution.replace("\\", "\\\\"),
+    )
+
+
+def _mirror_policy(mirror: Mirror) -> rc_pb2.RouteAction.RequestMirrorPolicy:
+    policy = rc_pb2.RouteAction.RequestMirrorPolicy(
+        cluster=mirror.cluster,
+        # The mirror gets the request's own Host, not "<host>-shadow", so virtual hosts match.
+        disable_shadow_host_suffix_append=True,
+    )
+    if mirror.numerator < mirror.denominator:
+        # Envoy's finest fixed denominator: parts per million.
+        per_million = mirror.numerator * 1_000_000 // mirror.denominator
+        policy.runtime_fraction.default_value.CopyFrom(
+            percent_pb2.FractionalPercent(
+                numerator=per_million, denominator=percent_pb2.FractionalPercent.MILLION
+            )
+        )
+    if mirror.host_rewrite is not None:
+        policy.host_rewrite_literal = mirror.host_rewrite
+    return policy
 
 
 def direct_response(value: DirectResponse) -> rc_pb2.DirectResponseAction:
@@ -104,3 +303,20 @@ def direct_response(value: DirectResponse) -> rc_pb2.DirectResponseAction:
     if value.body:
         action.body.CopyFrom(base_pb2.DataSource(inline_string=value.body))
     return action
+
+
+def _add_header_edits(message: rc_pb2.Route, request: HeaderEdits, response: HeaderEdits) -> None:
+    message.request_headers_to_add.extend(_header_options(request))
+    message.request_headers_to_remove.extend(request.remove)
+    message.response_headers_to_add.extend(_header_options(response))
+    message.response_headers_to_remove.extend(response.remove)
+
+
+def _header_options(edits: HeaderEdits) -> list[base_pb2.HeaderValueOption]:
+    return [
+        base_pb2.HeaderValueOption(
+            header=base_pb2.HeaderValue(key=name, value=value), append_action=action
+        )
+        for pairs, action in ((edits.set, SET), (edits.add, APPEND))
+        for name, value in pairs
+    ]

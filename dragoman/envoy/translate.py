@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from dragoman.dag.model import Dag, EdsCluster, HttpListener, LoadAssignment, NodeGroup, RouteTable
+from dragoman.dag.model import Dag, EdsCluster, Listener, LoadAssignment, NodeGroup, RouteTable
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.endpoints import cluster_load_assignment
 from dragoman.envoy.listeners import listener
@@ -99,7 +99,7 @@ class _Translator:
         self._reusable_assignments = reusable_assignments or {}
         self._clusters: dict[str, Resource] = {}
         self._assignments: dict[str, Resource] = {}
-        self._listeners: dict[HttpListener, Resource] = {}
+        self._listeners: dict[Listener, Resource] = {}
         self._route_tables: dict[RouteTable, Resource] = {}
 
     def snapshot(self, group: NodeGroup) -> Snapshot:
@@ -154,7 +154,7 @@ class _Translator:
             return before
         return None
 
-    def _listener(self, value: HttpListener) -> Resource:
+    def _listener(self, value: Listener) -> Resource:
         resource = self._listeners.get(value)
         if resource is None:
             resource = Resource.of(value.name, listener(value, self._options))

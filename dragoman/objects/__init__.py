@@ -3,6 +3,7 @@
 Sources turn YAML/JSON into these once, at the boundary; nothing deeper parses dicts.
 """
 
+from dragoman.objects.config import ConfigMap, Namespace, Secret
 from dragoman.objects.core import (
     Endpoint,
     EndpointPort,
@@ -12,33 +13,94 @@ from dragoman.objects.core import (
 )
 from dragoman.objects.gateway import (
     BackendRef,
+    CertificateRef,
     Gateway,
     GatewayListener,
+    GRPCMethodMatch,
+    GRPCRoute,
+    GRPCRouteMatch,
+    GRPCRouteRule,
+    HeaderMatch,
+    HeaderModifier,
+    HTTPHeader,
     HTTPRoute,
     HTTPRouteMatch,
     HTTPRouteRule,
+    HTTPRouteTimeouts,
+    ListenerTLS,
     ParentRef,
     PathMatch,
+    PathModifier,
+    RequestMirror,
+    RequestRedirect,
+    RouteFilter,
+    RouteGroupKind,
+    URLRewrite,
+)
+from dragoman.objects.gateway_class import (
+    GatewayClass,
+    ParametersRef,
+    ReferenceGrant,
+    ReferenceGrantFrom,
+    ReferenceGrantTo,
 )
 from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.selector import LabelSelector, LabelSelectorRequirement
 
-KubeObject = Service | EndpointSlice | Gateway | HTTPRoute
+KubeObject = (
+    Service
+    | EndpointSlice
+    | Gateway
+    | HTTPRoute
+    | GRPCRoute
+    | GatewayClass
+    | ReferenceGrant
+    | Namespace
+    | Secret
+    | ConfigMap
+)
 
 __all__ = [
     "BackendRef",
+    "CertificateRef",
+    "ConfigMap",
     "Endpoint",
     "EndpointPort",
     "EndpointSlice",
+    "GRPCMethodMatch",
+    "GRPCRoute",
+    "GRPCRouteMatch",
+    "GRPCRouteRule",
     "Gateway",
+    "GatewayClass",
     "GatewayListener",
+    "HTTPHeader",
     "HTTPRoute",
     "HTTPRouteMatch",
     "HTTPRouteRule",
+    "HTTPRouteTimeouts",
+    "HeaderMatch",
+    "HeaderModifier",
     "KubeObject",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "ListenerTLS",
+    "Namespace",
     "ObjectKey",
     "ObjectMeta",
+    "ParametersRef",
     "ParentRef",
     "PathMatch",
+    "PathModifier",
+    "ReferenceGrant",
+    "ReferenceGrantFrom",
+    "ReferenceGrantTo",
+    "RequestMirror",
+    "RequestRedirect",
+    "RouteFilter",
+    "RouteGroupKind",
+    "Secret",
     "Service",
     "ServicePort",
+    "URLRewrite",
 ]

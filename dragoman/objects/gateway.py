@@ -1,13 +1,40 @@
-"""Gateway API kinds (gateway.networking.k8s.io/v1): Gateway and HTTPRoute."""
+"""Gateway API kinds (gateway.networking.k8s.io/v1): Gateway, HTTPRoute and GRPCRoute."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
+from dragoman.objects.gateway_class import ParametersRef
 from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.selector import LabelSelector
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RouteGroupKind:
+    kind: str
+    group: str = GATEWAY_GROUP
+
+    def __str__(self) -> str:
+        return f"{self.group}/{self.kind}" if self.group else self.kind
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateRef:
+    """A listener's tls.certificateRefs entry (a SecretObjectReference)."""
+
+    name: str
+    namespace: str | None = None  # None: the Gateway's namespace
+    group: str = ""
+    kind: str = "Secret"
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerTLS:
+    mode: str = "Terminate"  # or "Passthrough"
+    certificate_refs: tuple[CertificateRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,8 +43,13 @@ class GatewayListener:
     port: int
     protocol: str = "HTTP"
     hostname: str | None = None
-    # allowedRoutes.namespaces.from: "Same" (the API default) or "All".
+    # allowedRoutes.namespaces.from: "Same" (the API default), "All" or "Selector".
     allowed_namespaces: str = "Same"
+    # allowedRoutes.namespaces.selector: which namespaces "Selector" admits.
+    namespace_selector: LabelSelector | None = None
+    # allowedRoutes.kinds; empty means every route kind the protocol supports.
+    allowed_kinds: tuple[RouteGroupKind, ...] = ()
+    tls: ListenerTLS | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +59,8 @@ class Gateway:
     meta: ObjectMeta
     gateway_class_name: str = ""
     listeners: tuple[GatewayListener, ...] = ()
+    # spec.infrastructure.parametersRef; dragoman takes no parameters, so any is refused.
+    parameters_ref: ParametersRef | None = None
 
     @property
     def key(self) -> ObjectKey:
@@ -51,8 +85,56 @@ class PathMatch:
 
 
 @dataclass(frozen=True, slots=True)
+class HeaderMatch:
+    """A request header (or, in queryParams, a query parameter) that a match requires."""
+
+    name: str
+    value: str
+    type: str = "Exact"  # Exact or RegularExpression
+
+
+@dataclass(frozen=True, slots=True)
 class HTTPRouteMatch:
     path: PathMatch = PathMatch()
+    headers: tuple[HeaderMatch, ...] = ()
+    query_params: tuple[HeaderMatch, ...] = ()
+    method: str | None = None  # GET, POST, ...; None matches every method
+
+
+@dataclass(frozen=True, slots=True)
+class HTTPHeader:
+    name: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderModifier:
+    """RequestHeaderModifier and ResponseHeaderModifier: set, add and remove headers."""
+
+    set: tuple[HTTPHeader, ...] = ()
+    add: tuple[HTTPHeader, ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PathModifier:
+    type: str  # ReplaceFullPath or ReplacePrefixMatch
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRedirect:
+    scheme: str | None = None  # http or https; None keeps the request's
+    hostname: str | None = None
+    path: PathModifier | None = None
+    port: int | None = None
+    status_code: int = 302
+
+
+@dataclass(frozen=True, slots=True)
+class URLRewrite:
+    hostname: str | None = None
+    path: PathModifier | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +146,38 @@ class BackendRef:
     kind: str = "Service"
     port: int | None = None
     weight: int = 1
+    # Filters applied only to requests sent to this backend.
+    filters: tuple[RouteFilter, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMirror:
+    backend_ref: BackendRef
+    # The share of requests mirrored, numerator/denominator (percent p is p/100).
+    numerator: int = 100
+    denominator: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class RouteFilter:
+    """One HTTPRoute or GRPCRoute filter: `type` says which of the fields is set.
+
+    CORS and ExtensionRef filters keep only their type: dragoman reports them as unsupported.
+    """
+
+    type: str
+    request_header_modifier: HeaderModifier | None = None
+    response_header_modifier: HeaderModifier | None = None
+    request_redirect: RequestRedirect | None = None
+    url_rewrite: URLRewrite | None = None
+    request_mirror: RequestMirror | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HTTPRouteTimeouts:
+    # Gateway API durations in milliseconds; 0 disables the timeout, None leaves it unset.
+    request_ms: int | None = None
+    backend_request_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +185,9 @@ class HTTPRouteRule:
     # The API defaults an absent list to one match: PathPrefix "/".
     matches: tuple[HTTPRouteMatch, ...] = (HTTPRouteMatch(),)
     backend_refs: tuple[BackendRef, ...] = ()
+    filters: tuple[RouteFilter, ...] = ()
+    timeouts: HTTPRouteTimeouts = HTTPRouteTimeouts()
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +202,43 @@ class HTTPRoute:
     @property
     def key(self) -> ObjectKey:
         return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
+
+
+@dataclass(frozen=True, slots=True)
+class GRPCMethodMatch:
+    type: str = "Exact"  # Exact or RegularExpression
+    service: str | None = None  # None matches every service
+    method: str | None = None  # None matches every method
+
+
+@dataclass(frozen=True, slots=True)
+class GRPCRouteMatch:
+    method: GRPCMethodMatch | None = None  # None matches every service and method
+    headers: tuple[HeaderMatch, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GRPCRouteRule:
+    # Absent or empty matches match every gRPC request.
+    matches: tuple[GRPCRouteMatch, ...] = ()
+    backend_refs: tuple[BackendRef, ...] = ()
+    filters: tuple[RouteFilter, ...] = ()
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GRPCRoute:
+    kind: ClassVar[str] = "GRPCRoute"
+
+    meta: ObjectMeta
+    parent_refs: tuple[ParentRef, ...] = ()
+    hostnames: tuple[str, ...] = ()
+    rules: tuple[GRPCRouteRule, ...] = ()
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
+
+
+# The route kinds that attach to Gateways through parentRefs.
+Route = HTTPRoute | GRPCRoute

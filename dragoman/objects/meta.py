@@ -15,6 +15,8 @@ class ObjectKey:
     name: str
 
     def __str__(self) -> str:
+        if not self.namespace:  # a cluster-scoped kind: GatewayClass/dragoman
+            return f"{self.kind}/{self.name}"
         return f"{self.kind}/{self.namespace}/{self.name}"
 
 

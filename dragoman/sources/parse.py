@@ -17,8 +17,12 @@ from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.errors import FieldProblem, ObjectError
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
+from dragoman.sources.parse_config import parse_config_map, parse_namespace, parse_secret
 from dragoman.sources.parse_core import parse_endpoint_slice, parse_service
-from dragoman.sources.parse_gateway import parse_gateway, parse_http_route
+from dragoman.sources.parse_gateway import parse_gateway
+from dragoman.sources.parse_gateway_class import parse_gateway_class, parse_reference_grant
+from dragoman.sources.parse_grpc_route import parse_grpc_route
+from dragoman.sources.parse_http_route import parse_http_route
 
 MAX_INT64 = 2**63 - 1
 
@@ -28,6 +32,8 @@ class _Kind:
     versions: tuple[str, ...]
     name_format: Format
     parse: Callable[[Node, ObjectMeta], KubeObject]
+    # Cluster-scoped kinds (Namespace, GatewayClass) have no namespace: meta.namespace is "".
+    cluster_scoped: bool = False
 
 
 # (API group, kind) → how to read it. Service names are DNS-1035 labels (they become DNS
@@ -37,6 +43,16 @@ _KINDS: dict[tuple[str, str], _Kind] = {
     ("discovery.k8s.io", "EndpointSlice"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_endpoint_slice),
     (GATEWAY_GROUP, "Gateway"): _Kind(("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_gateway),
     (GATEWAY_GROUP, "HTTPRoute"): _Kind(("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_http_route),
+    (GATEWAY_GROUP, "GRPCRoute"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_grpc_route),
+    (GATEWAY_GROUP, "GatewayClass"): _Kind(
+        ("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_gateway_class, cluster_scoped=True
+    ),
+    (GATEWAY_GROUP, "ReferenceGrant"): _Kind(
+        ("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_reference_grant
+    ),
+    ("", "Namespace"): _Kind(("v1",), DNS1123_LABEL, parse_namespace, cluster_scoped=True),
+    ("", "Secret"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_secret),
+    ("", "ConfigMap"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_config_map),
 }
 
 
@@ -66,7 +82,7 @@ def parse_object(
             [("apiVersion", f"expected {supported} for {kind}, got {describe(api_version)}")],
             describe_object(doc, default_namespace),
         )
-    meta = _parse_meta(root, default_namespace, known.name_format)
+    meta = _parse_meta(root, "" if known.cluster_scoped else default_namespace, known.name_format)
     parsed = known.parse(root, meta)
     if problems:
         raise ObjectError(problems, describe_object(doc, default_namespace))
@@ -83,7 +99,16 @@ def describe_object(doc: Mapping[str, Any], default_namespace: str = "default") 
     namespace = metadata.get("namespace") or default_namespace
     if not isinstance(name, str) or not name or not isinstance(namespace, str):
         return ""
+    if _is_cluster_scoped(doc, kind):
+        return f"{kind}/{name}"
     return f"{kind}/{namespace}/{name}"
+
+
+def _is_cluster_scoped(doc: Mapping[str, Any], kind: str) -> bool:
+    api_version = doc.get("apiVersion")
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+    known = _KINDS.get((group, kind))
+    return known is not None and known.cluster_scoped
 
 
 def iter_documents(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
@@ -120,10 +145,11 @@ def _parse_meta(root: Node, default_namespace: str, name_format: Format) -> Obje
     meta = root.mapping("metadata", required=True)
     if meta is None:
         return ObjectMeta(name="", namespace=default_namespace)
+    namespace = meta.string("namespace", format=DNS1123_LABEL)
     return ObjectMeta(
         name=meta.string("name", required=True, format=name_format),
-        # An empty namespace means "unset", as kubectl reads it.
-        namespace=meta.string("namespace", format=DNS1123_LABEL) or default_namespace,
+        # An empty namespace means "unset", as kubectl reads it; cluster-scoped kinds have none.
+        namespace=(namespace or default_namespace) if default_namespace else "",
         generation=meta.integer("generation", minimum=0, maximum=MAX_INT64),
         resource_version=meta.string("resourceVersion"),
         uid=meta.string("uid"),

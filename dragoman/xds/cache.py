@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.xds.resources import Snapshot
+from dragoman.xds.variants import ConfigSources, snapshot_for
 
 EMPTY_SNAPSHOT = Snapshot()
 
@@ -22,6 +23,8 @@ class SnapshotCache:
 
     def __init__(self) -> None:
         self._snapshots: dict[str, Snapshot] = {}
+        # Per-type clients' variants of each group's snapshot, made on first use.
+        self._variants: dict[tuple[str, ConfigSources], tuple[Snapshot, Snapshot]] = {}
         self._generation = 0
         self._changed = asyncio.Event()
 
@@ -41,6 +44,17 @@ class SnapshotCache:
     def set_snapshots(self, snapshots: Mapping[str, Snapshot]) -> None:
         """Replace every group's snapshot and wake every waiting stream."""
         self._snapshots = dict(snapshots)
+        self._variants.clear()
+        self._wake()
+
+    def set_snapshot(self, group: str, snapshot: Snapshot) -> None:
+        """Replace one group's snapshot, keeping the others, and wake every waiting stream."""
+        self._snapshots = {**self._snapshots, group: snapshot}
+        for key in [k for k in self._variants if k[0] == group]:
+            del self._variants[key]
+        self._wake()
+
+    def _wake(self) -> None:
         self._generation += 1
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -49,8 +63,16 @@ class SnapshotCache:
         """The group a node gets: the one its `node.cluster` names, if it exists, else all."""
         return node_cluster if node_cluster in self._snapshots else ALL_GATEWAYS
 
-    def snapshot_for(self, group: str) -> Snapshot:
-        return self._snapshots.get(group, EMPTY_SNAPSHOT)
+    def snapshot_for(self, group: str, sources: ConfigSources = ConfigSources.ADS) -> Snapshot:
+        """The group's snapshot as a client fetching EDS/RDS through `sources` must see it."""
+        snapshot = self._snapshots.get(group, EMPTY_SNAPSHOT)
+        if sources is ConfigSources.ADS:
+            return snapshot
+        key = (group, sources)
+        made = self._variants.get(key)
+        if made is None or made[0] is not snapshot:
+            made = self._variants[key] = (snapshot, snapshot_for(snapshot, sources))
+        return made[1]
 
     async def wait_ready(self) -> None:
         """Return once the first snapshots are set."""

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from envoy.config.core.v3.base_pb2 import Node
+
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.xds.delta import DeltaStream
+from dragoman.xds.delta_state import Pending
 from dragoman.xds.sotw import Nack, SotwStream
+from dragoman.xds.status import ResourceStatus, resource_statuses
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +20,7 @@ class TypeStatus:
     """Where one type of one stream stands."""
 
     type_url: str
-    sent_version: str
+    sent_version: str  # SotW: version_info of the last response; delta: its system version
     acked_version: str
     in_flight: bool
     last_nack: Nack | None
@@ -30,13 +35,36 @@ class ConnectedStream:
     stream_id: int
     service: str  # "ADS", "CDS", "EDS", "LDS" or "RDS"
     peer: str
-    protocol: SotwStream
+    protocol: SotwStream | DeltaStream
     node_id: str = ""
     node_cluster: str = ""
     group: str = ALL_GATEWAYS
     identified: bool = field(default=False)  # the first request, with the node, has arrived
 
+    @property
+    def delta(self) -> bool:
+        return isinstance(self.protocol, DeltaStream)
+
+    @property
+    def node(self) -> Node:
+        """The node from the stream's first request (an empty Node until it arrives)."""
+        return self.protocol.node if self.protocol.node is not None else Node()
+
     def type_statuses(self) -> list[TypeStatus]:
+        protocol = self.protocol
+        if isinstance(protocol, DeltaStream):
+            return [
+                TypeStatus(
+                    type_url=state.type_url,
+                    sent_version=_last_system_version(state.pending, state.acked_system_version),
+                    acked_version=state.acked_system_version,
+                    in_flight=state.in_flight,
+                    last_nack=state.last_nack,
+                    subscribed=tuple(sorted(state.names)),
+                    wildcard=state.wildcard,
+                )
+                for state in protocol.types.values()
+            ]
         return [
             TypeStatus(
                 type_url=state.type_url,
@@ -47,8 +75,15 @@ class ConnectedStream:
                 subscribed=tuple(sorted(state.names)),
                 wildcard=state.wildcard,
             )
-            for state in self.protocol.types.values()
+            for state in protocol.types.values()
         ]
+
+    def resource_statuses(self) -> list[ResourceStatus]:
+        return resource_statuses(self.protocol)
+
+
+def _last_system_version(pending: Mapping[str, Pending], acked: str) -> str:
+    return next(reversed(pending.values())).system_version if pending else acked
 
 
 class StreamRegistry:
@@ -58,7 +93,7 @@ class StreamRegistry:
         self._streams: dict[int, ConnectedStream] = {}
         self._ids = itertools.count(1)
 
-    def open(self, service: str, peer: str, protocol: SotwStream) -> ConnectedStream:
+    def open(self, service: str, peer: str, protocol: SotwStream | DeltaStream) -> ConnectedStream:
         stream = ConnectedStream(next(self._ids), service, peer, protocol)
         self._streams[stream.stream_id] = stream
         return stream

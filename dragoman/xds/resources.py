@@ -35,6 +35,11 @@ class Resource:
     def of(cls, name: str, message: Message) -> Resource:
         body = message.SerializeToString(deterministic=True)
         type_url = "type.googleapis.com/" + message.DESCRIPTOR.full_name
+        return cls.of_bytes(name, type_url, body)
+
+    @classmethod
+    def of_bytes(cls, name: str, type_url: str, body: bytes) -> Resource:
+        """From an already deterministic serialization."""
         return cls(
             name=name,
             type_url=type_url,

@@ -1,7 +1,11 @@
-"""The gRPC shell around SotwStream: ADS and the per-type SotW services, on grpc.aio.
+"""The gRPC shell around the stream state machines, on grpc.aio.
 
-Each stream runs one loop that waits for the next request and for the next cache change
-at the same time, feeds whichever comes to its SotwStream, and writes the responses in order.
+Serves ADS (StreamAggregatedResources, DeltaAggregatedResources), the per-type services for
+clusters, endpoints, listeners and routes (Stream* and Delta*) and CSDS on one server.
+Each xDS stream runs one loop that waits for the next request and for the next cache change
+at the same time, feeds whichever comes to its SotwStream or DeltaStream, and writes the
+responses in order. Responses are pre-encoded (`dragoman.xds.wire`): the handlers are
+registered with a serializer that writes those bytes as they are.
 """
 
 from __future__ import annotations
@@ -10,32 +14,28 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
-from envoy.service.cluster.v3 import cds_pb2_grpc
-from envoy.service.discovery.v3 import ads_pb2_grpc
 from envoy.service.discovery.v3.discovery_pb2 import (
+    DeltaDiscoveryRequest,
     DiscoveryRequest,
-    DiscoveryResponse,
 )
-from envoy.service.endpoint.v3 import eds_pb2_grpc
-from envoy.service.listener.v3 import lds_pb2_grpc
-from envoy.service.route.v3 import rds_pb2_grpc
 
+from dragoman.xds import csds
 from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.delta import DeltaStream
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES
-from dragoman.xds.sotw import Ack, Nack, SotwStream, StaleRequest, StreamError
+from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES, Snapshot
+from dragoman.xds.sotw import Ack, Nack, SotwStream, StaleRequest, StreamError, StreamEvent
+from dragoman.xds.variants import ConfigSources
+from dragoman.xds.wire import DeltaResponse, Response, SotwResponse, serialize
 
 logger = logging.getLogger("dragoman.xds")
 
-DELTA_UNIMPLEMENTED = (
-    "incremental (delta) xDS is not implemented by dragoman yet; "
-    "use state-of-the-world: ADS (StreamAggregatedResources) or the per-type Stream* RPCs"
-)
 FETCH_UNIMPLEMENTED = "REST-style Fetch* xDS is not implemented by dragoman; use a stream"
-
 
 SERVER_OPTIONS: list[tuple[str, int]] = [
     # No SO_REUSEPORT: a second control plane on the same port must fail, not share it.
@@ -50,28 +50,97 @@ SERVER_OPTIONS: list[tuple[str, int]] = [
     ("grpc.keepalive_timeout_ms", 20_000),
 ]
 
+# The per-type services: gRPC service name, type served, and the names of its three methods.
+PER_TYPE_SERVICES: tuple[tuple[str, str, str, str, str], ...] = (
+    (
+        "envoy.service.cluster.v3.ClusterDiscoveryService",
+        CLUSTER,
+        "StreamClusters",
+        "DeltaClusters",
+        "FetchClusters",
+    ),
+    (
+        "envoy.service.endpoint.v3.EndpointDiscoveryService",
+        ENDPOINT,
+        "StreamEndpoints",
+        "DeltaEndpoints",
+        "FetchEndpoints",
+    ),
+    (
+        "envoy.service.listener.v3.ListenerDiscoveryService",
+        LISTENER,
+        "StreamListeners",
+        "DeltaListeners",
+        "FetchListeners",
+    ),
+    (
+        "envoy.service.route.v3.RouteDiscoveryService",
+        ROUTE,
+        "StreamRoutes",
+        "DeltaRoutes",
+        "FetchRoutes",
+    ),
+)
+ADS_SERVICE = "envoy.service.discovery.v3.AggregatedDiscoveryService"
+
+Request = DiscoveryRequest | DeltaDiscoveryRequest
+
 
 class XdsAddressError(OSError):
     """The xDS server could not listen on the address it was given."""
 
 
-class SotwStreams:
-    """Runs every SotW stream of a server against one cache, recording them in a registry."""
+@dataclass(frozen=True, slots=True)
+class XdsCallbacks:
+    """Optional hooks, called inline on the event loop (keep them quick; exceptions are logged).
 
-    def __init__(self, cache: SnapshotCache, registry: StreamRegistry) -> None:
+    For metrics, tests and benchmarks: `on_event` sees every ACK, NACK and ignored request.
+    """
+
+    on_open: Callable[[ConnectedStream], None] | None = None
+    on_close: Callable[[ConnectedStream], None] | None = None
+    on_event: Callable[[ConnectedStream, StreamEvent], None] | None = None
+    on_response: Callable[[ConnectedStream, Response], None] | None = None
+
+
+def _call(hook: Callable[..., None] | None, *args: Any) -> None:
+    if hook is None:
+        return
+    try:
+        hook(*args)
+    except Exception:
+        logger.exception("xDS callback %r failed", hook)
+
+
+class XdsStreams:
+    """Runs every xDS stream of a server against one cache, recording them in a registry."""
+
+    def __init__(
+        self,
+        cache: SnapshotCache,
+        registry: StreamRegistry,
+        callbacks: XdsCallbacks | None = None,
+    ) -> None:
         self.cache = cache
         self.registry = registry
+        self.callbacks = callbacks if callbacks is not None else XdsCallbacks()
 
     async def serve(
         self,
-        requests: AsyncIterator[DiscoveryRequest],
+        requests: AsyncIterator[Request],
         context: grpc.aio.ServicerContext,
         service: str,
         type_url: str | None,
-    ) -> AsyncIterator[DiscoveryResponse]:
-        protocol = SotwStream(type_url)
+        *,
+        delta: bool,
+    ) -> AsyncIterator[Response]:
+        protocol: SotwStream | DeltaStream = (
+            DeltaStream(type_url) if delta else SotwStream(type_url)
+        )
+        sources = _config_sources(type_url, delta)
         stream = self.registry.open(service, context.peer(), protocol)
-        reading: asyncio.Task[DiscoveryRequest] | None = None
+        _call(self.callbacks.on_open, stream)
+        reading: asyncio.Task[Request] | None = None
         waiting: asyncio.Task[int] | None = None
         try:
             # Nothing is served before the first snapshot: an empty answer would delete config.
@@ -81,7 +150,7 @@ class SotwStreams:
             waiting = self._wait_for_change(generation)
             while True:
                 await asyncio.wait((reading, waiting), return_when=asyncio.FIRST_COMPLETED)
-                responses: list[DiscoveryResponse] = []
+                responses: list[Response] = []
                 # A request first: its ACK or NACK then refers to what the client has seen;
                 # on_request itself pushes a newer snapshot after answering, in ADS order.
                 if reading.done():
@@ -93,10 +162,9 @@ class SotwStreams:
                         self._regroup(stream)
                     else:
                         self._identify(stream, request)
+                    snapshot = self.cache.snapshot_for(stream.group, sources)
                     try:
-                        responses += protocol.on_request(
-                            request, self.cache.snapshot_for(stream.group)
-                        )
+                        responses += _feed(protocol, request, snapshot)
                     except StreamError as error:
                         logger.warning("xDS stream %s: %s", _describe(stream), error)
                         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
@@ -105,10 +173,12 @@ class SotwStreams:
                     waiting = self._wait_for_change(generation)
                     if stream.identified:
                         self._regroup(stream)
-                        responses += protocol.on_snapshot(self.cache.snapshot_for(stream.group))
-                _log_events(stream)
+                        snapshot = self.cache.snapshot_for(stream.group, sources)
+                        responses += protocol.on_snapshot(snapshot)
+                self._report_events(stream)
                 for response in responses:
                     _log_push(stream, response)
+                    _call(self.callbacks.on_response, stream, response)
                     yield response
         finally:
             for task in (reading, waiting):
@@ -119,37 +189,70 @@ class SotwStreams:
                     with contextlib.suppress(BaseException):
                         await task
             self.registry.close(stream)
+            _call(self.callbacks.on_close, stream)
             if stream.identified:
-                logger.info("xDS %s disconnected: %s", stream.service, _describe(stream))
+                logger.info("xDS %s disconnected: %s", _kind(stream), _describe(stream))
+
+    def handler(
+        self, service: str, type_url: str | None, *, delta: bool
+    ) -> Callable[[AsyncIterator[Request], grpc.aio.ServicerContext], AsyncIterator[Response]]:
+        async def handle(
+            requests: AsyncIterator[Request], context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Response]:
+            async for response in self.serve(requests, context, service, type_url, delta=delta):
+                yield response
+
+        return handle
 
     def _wait_for_change(self, generation: int) -> asyncio.Task[int]:
         return asyncio.create_task(
             self.cache.wait_for_change(generation), name="dragoman-xds-wait-change"
         )
 
-    def _identify(self, stream: ConnectedStream, request: DiscoveryRequest) -> None:
+    def _identify(self, stream: ConnectedStream, request: Request) -> None:
         stream.identified = True
         stream.node_id = request.node.id
         stream.node_cluster = request.node.cluster
         stream.group = self.cache.group_for(stream.node_cluster)
-        logger.info("xDS %s connected: %s peer=%s", stream.service, _describe(stream), stream.peer)
+        logger.info("xDS %s connected: %s peer=%s", _kind(stream), _describe(stream), stream.peer)
 
     def _regroup(self, stream: ConnectedStream) -> None:
         # A Gateway created after the node connected takes the node over from the all-group.
         group = self.cache.group_for(stream.node_cluster)
         if group != stream.group:
             stream.group = group
-            logger.info("xDS %s regrouped: %s", stream.service, _describe(stream))
+            logger.info("xDS %s regrouped: %s", _kind(stream), _describe(stream))
+
+    def _report_events(self, stream: ConnectedStream) -> None:
+        for event in stream.protocol.take_events():
+            _log_event(stream, event)
+            _call(self.callbacks.on_event, stream, event)
 
 
-def _read_next(requests: AsyncIterator[DiscoveryRequest]) -> asyncio.Task[DiscoveryRequest]:
-    async def next_request() -> DiscoveryRequest:
+def _feed(
+    protocol: SotwStream | DeltaStream, request: Request, snapshot: Snapshot
+) -> list[Response]:
+    if isinstance(protocol, DeltaStream):
+        assert isinstance(request, DeltaDiscoveryRequest)
+        return list(protocol.on_request(request, snapshot))
+    assert isinstance(request, DiscoveryRequest)
+    return list(protocol.on_request(request, snapshot))
+
+
+def _config_sources(type_url: str | None, delta: bool) -> ConfigSources:
+    if type_url is None:
+        return ConfigSources.ADS
+    return ConfigSources.PER_TYPE_DELTA if delta else ConfigSources.PER_TYPE_SOTW
+
+
+def _read_next(requests: AsyncIterator[Request]) -> asyncio.Task[Request]:
+    async def next_request() -> Request:
         return await anext(requests)
 
     return asyncio.create_task(next_request(), name="dragoman-xds-read")
 
 
-def _request_or_none(reading: asyncio.Task[DiscoveryRequest]) -> DiscoveryRequest | None:
+def _request_or_none(reading: asyncio.Task[Request]) -> Request | None:
     """The request read, or None when the stream has no more (closed, reset, cancelled)."""
     if reading.cancelled():
         return None
@@ -161,6 +264,10 @@ def _request_or_none(reading: asyncio.Task[DiscoveryRequest]) -> DiscoveryReques
     return None
 
 
+def _kind(stream: ConnectedStream) -> str:
+    return f"{stream.service} (delta)" if stream.delta else stream.service
+
+
 def _describe(stream: ConnectedStream) -> str:
     group = stream.group or "(all gateways)"
     return f"node={stream.node_id!r} cluster={stream.node_cluster!r} group={group!r}"
@@ -170,35 +277,34 @@ def _short(type_url: str) -> str:
     return SHORT_NAMES.get(type_url, type_url)
 
 
-def _log_events(stream: ConnectedStream) -> None:
-    for event in stream.protocol.take_events():
-        if isinstance(event, Nack):
-            logger.warning(
-                "NACK from node %r: %s version %s rejected (nonce %s, resources %s): %s",
-                stream.node_id,
-                _short(event.type_url),
-                event.version,
-                event.nonce,
-                _some(event.resource_names),
-                event.message,
-            )
-        elif isinstance(event, Ack):
-            logger.debug(
-                "ACK from node %r: %s version %s (nonce %s)",
-                stream.node_id,
-                _short(event.type_url),
-                event.version,
-                event.nonce,
-            )
-        elif isinstance(event, StaleRequest):
-            logger.debug(
-                "ignored stale %s request from node %r: nonce %r, expected %r%s",
-                _short(event.type_url),
-                stream.node_id,
-                event.nonce,
-                event.expected_nonce,
-                f" (stale NACK: {event.error_message})" if event.error_message else "",
-            )
+def _log_event(stream: ConnectedStream, event: StreamEvent) -> None:
+    if isinstance(event, Nack):
+        logger.warning(
+            "NACK from node %r: %s version %s rejected (nonce %s, resources %s): %s",
+            stream.node_id,
+            _short(event.type_url),
+            event.version,
+            event.nonce,
+            _some(event.resource_names),
+            event.message,
+        )
+    elif isinstance(event, Ack):
+        logger.debug(
+            "ACK from node %r: %s version %s (nonce %s)",
+            stream.node_id,
+            _short(event.type_url),
+            event.version,
+            event.nonce,
+        )
+    elif isinstance(event, StaleRequest):
+        logger.debug(
+            "ignored stale %s request from node %r: nonce %r, expected %r%s",
+            _short(event.type_url),
+            stream.node_id,
+            event.nonce,
+            event.expected_nonce,
+            f" (stale NACK: {event.error_message})" if event.error_message else "",
+        )
 
 
 def _some(names: tuple[str, ...], shown: int = 5) -> str:
@@ -208,88 +314,75 @@ def _some(names: tuple[str, ...], shown: int = 5) -> str:
     return listed if len(names) <= shown else f"{listed} and {len(names) - shown} more"
 
 
-def _log_push(stream: ConnectedStream, response: DiscoveryResponse) -> None:
-    if logger.isEnabledFor(logging.DEBUG):
+def _log_push(stream: ConnectedStream, response: Response) -> None:
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    if isinstance(response, SotwResponse):
         logger.debug(
             "sending %s version %s nonce %s (%d resources) to node %r",
             _short(response.type_url),
             response.version_info,
             response.nonce,
-            len(response.resources),
+            len(response.names),
+            stream.node_id,
+        )
+    elif isinstance(response, DeltaResponse):
+        logger.debug(
+            "sending delta %s system version %s nonce %s (%d resources, %d removed) to node %r",
+            _short(response.type_url),
+            response.system_version_info,
+            response.nonce,
+            len(response.names),
+            len(response.removed),
             stream.node_id,
         )
 
 
-async def _refuse(context: grpc.aio.ServicerContext, message: str) -> None:
-    await context.abort(grpc.StatusCode.UNIMPLEMENTED, message)
+async def _fetch_unimplemented(
+    request: DiscoveryRequest, context: grpc.aio.ServicerContext
+) -> None:
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, FETCH_UNIMPLEMENTED)
 
 
-class AggregatedDiscoveryService(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
-    def __init__(self, streams: SotwStreams) -> None:
-        self._streams = streams
-
-    async def StreamAggregatedResources(
-        self, request_iterator: AsyncIterator[DiscoveryRequest], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[DiscoveryResponse]:
-        async for response in self._streams.serve(request_iterator, context, "ADS", None):
-            yield response
-
-    async def DeltaAggregatedResources(
-        self, request_iterator: AsyncIterator[object], context: grpc.aio.ServicerContext
-    ) -> None:
-        await _refuse(context, DELTA_UNIMPLEMENTED)
+def _stream_handler(
+    streams: XdsStreams, service: str, type_url: str | None, *, delta: bool
+) -> grpc.RpcMethodHandler:
+    request_type = DeltaDiscoveryRequest if delta else DiscoveryRequest
+    return grpc.stream_stream_rpc_method_handler(
+        streams.handler(service, type_url, delta=delta),
+        request_deserializer=request_type.FromString,
+        response_serializer=serialize,
+    )
 
 
-class _SingleTypeService:
-    """The shared body of the per-type services: Stream* is SotW, Delta* and Fetch* refuse."""
-
-    type_url: str
-
-    def __init__(self, streams: SotwStreams) -> None:
-        self._streams = streams
-
-    async def _stream(
-        self, requests: AsyncIterator[DiscoveryRequest], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[DiscoveryResponse]:
-        service = _short(self.type_url)
-        async for response in self._streams.serve(requests, context, service, self.type_url):
-            yield response
-
-    async def _delta(
-        self, requests: AsyncIterator[object], context: grpc.aio.ServicerContext
-    ) -> None:
-        await _refuse(context, DELTA_UNIMPLEMENTED)
-
-    async def _fetch(self, request: DiscoveryRequest, context: grpc.aio.ServicerContext) -> None:
-        await _refuse(context, FETCH_UNIMPLEMENTED)
-
-
-class ClusterDiscoveryService(_SingleTypeService, cds_pb2_grpc.ClusterDiscoveryServiceServicer):
-    type_url = CLUSTER
-    StreamClusters = _SingleTypeService._stream
-    DeltaClusters = _SingleTypeService._delta
-    FetchClusters = _SingleTypeService._fetch
-
-
-class EndpointDiscoveryService(_SingleTypeService, eds_pb2_grpc.EndpointDiscoveryServiceServicer):
-    type_url = ENDPOINT
-    StreamEndpoints = _SingleTypeService._stream
-    DeltaEndpoints = _SingleTypeService._delta
-    FetchEndpoints = _SingleTypeService._fetch
-
-
-class ListenerDiscoveryService(_SingleTypeService, lds_pb2_grpc.ListenerDiscoveryServiceServicer):
-    type_url = LISTENER
-    StreamListeners = _SingleTypeService._stream
-    DeltaListeners = _SingleTypeService._delta
-    FetchListeners = _SingleTypeService._fetch
-
-
-class RouteDiscoveryService(_SingleTypeService, rds_pb2_grpc.RouteDiscoveryServiceServicer):
-    type_url = ROUTE
-    StreamRoutes = _SingleTypeService._stream
-    DeltaRoutes = _SingleTypeService._delta
-    FetchRoutes = _SingleTypeService._fetch
+def xds_handlers(streams: XdsStreams) -> list[grpc.GenericRpcHandler]:
+    """ADS and the per-type services, SotW and delta, each writing pre-encoded responses."""
+    handlers = [
+        grpc.method_handlers_generic_handler(
+            ADS_SERVICE,
+            {
+                "StreamAggregatedResources": _stream_handler(streams, "ADS", None, delta=False),
+                "DeltaAggregatedResources": _stream_handler(streams, "ADS", None, delta=True),
+            },
+        )
+    ]
+    for service_name, type_url, stream, delta, fetch in PER_TYPE_SERVICES:
+        short = _short(type_url)
+        handlers.append(
+            grpc.method_handlers_generic_handler(
+                service_name,
+                {
+                    stream: _stream_handler(streams, short, type_url, delta=False),
+                    delta: _stream_handler(streams, short, type_url, delta=True),
+                    fetch: grpc.unary_unary_rpc_method_handler(
+                        _fetch_unimplemented,
+                        request_deserializer=DiscoveryRequest.FromString,
+                        response_serializer=serialize,
+                    ),
+                },
+            )
+        )
+    return handlers
 
 
 # The port each started server listens on (useful when it was started on port 0).
@@ -297,28 +390,22 @@ _bound_ports: weakref.WeakKeyDictionary[grpc.aio.Server, int] = weakref.WeakKeyD
 
 
 async def start_xds_server(
-    cache: SnapshotCache, address: str, *, registry: StreamRegistry | None = None
+    cache: SnapshotCache,
+    address: str,
+    *,
+    registry: StreamRegistry | None = None,
+    callbacks: XdsCallbacks | None = None,
 ) -> grpc.aio.Server:
-    """Serve ADS and the per-type SotW services on `address` ("host:port"); return the server.
+    """Serve xDS (ADS and per-type, SotW and delta) and CSDS on `address` ("host:port").
 
-    `registry` receives the connected streams. Raises XdsAddressError if the address is
-    in use or cannot be bound. Stop the server with `await server.stop(grace)`.
+    `registry` receives the connected streams (CSDS reports them). Raises XdsAddressError if
+    the address is in use or cannot be bound. Stop the server with `await server.stop(grace)`.
     """
     server = grpc.aio.server(options=SERVER_OPTIONS)
-    streams = SotwStreams(cache, registry if registry is not None else StreamRegistry())
-    ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(
-        AggregatedDiscoveryService(streams), server
-    )
-    cds_pb2_grpc.add_ClusterDiscoveryServiceServicer_to_server(
-        ClusterDiscoveryService(streams), server
-    )
-    eds_pb2_grpc.add_EndpointDiscoveryServiceServicer_to_server(
-        EndpointDiscoveryService(streams), server
-    )
-    lds_pb2_grpc.add_ListenerDiscoveryServiceServicer_to_server(
-        ListenerDiscoveryService(streams), server
-    )
-    rds_pb2_grpc.add_RouteDiscoveryServiceServicer_to_server(RouteDiscoveryService(streams), server)
+    registry = registry if registry is not None else StreamRegistry()
+    streams = XdsStreams(cache, registry, callbacks)
+    server.add_generic_rpc_handlers(xds_handlers(streams))
+    csds.add_to_server(server, registry)
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as error:

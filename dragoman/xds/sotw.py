@@ -2,7 +2,7 @@
 
 One `SotwStream` serves one gRPC stream, either ADS (every type, ordered make-before-break)
 or a single-type stream (CDS, EDS, LDS or RDS). The shell feeds it each DiscoveryRequest and
-each new Snapshot, writes the DiscoveryResponses it returns in order, and logs the events it
+each new Snapshot, writes the responses it returns in order, and logs the events it
 collects (`take_events`).
 """
 
@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Collection, Iterable, Mapping
 
 from envoy.config.core.v3.base_pb2 import Node
-from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
+from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
 from dragoman.xds.references import eds_service_name, route_config_names
 from dragoman.xds.resources import (
@@ -37,12 +37,14 @@ from dragoman.xds.sotw_state import (
     TypeState,
     WrongTypeUrl,
 )
+from dragoman.xds.wire import SotwResponse, sotw_response
 
 __all__ = [
     "WILDCARD",
     "Ack",
     "MissingTypeUrl",
     "Nack",
+    "SotwResponse",
     "SotwStream",
     "StaleRequest",
     "StreamError",
@@ -52,7 +54,7 @@ __all__ = [
 ]
 
 # Resources to send and the version_info to send them with.
-Plan = tuple[str, dict[str, Resource]]
+Plan = tuple[str, Mapping[str, Resource]]
 
 
 class SotwStream:
@@ -80,7 +82,7 @@ class SotwStream:
         events, self._events = self._events, []
         return events
 
-    def on_request(self, request: DiscoveryRequest, snapshot: Snapshot) -> list[DiscoveryResponse]:
+    def on_request(self, request: DiscoveryRequest, snapshot: Snapshot) -> list[SotwResponse]:
         """Handle one request; `snapshot` is the latest for this stream's node group.
 
         The request is answered from the snapshot the stream already serves, then any newer
@@ -97,7 +99,7 @@ class SotwStream:
             responses += self.on_snapshot(snapshot)
         return responses
 
-    def on_snapshot(self, snapshot: Snapshot) -> list[DiscoveryResponse]:
+    def on_snapshot(self, snapshot: Snapshot) -> list[SotwResponse]:
         """Push what `snapshot` changes for the types this stream subscribes to, in ADS order."""
         self._snapshot = snapshot
         # Listener and route plans come first: whether they change decides whether removed
@@ -105,7 +107,7 @@ class SotwStream:
         late = {t: self._plan_if_changed(t) for t in (LISTENER, ROUTE) if t in self.types}
         if self.is_ads and CLUSTER in self.types:
             self._retain_removed_clusters(any(p is not None for p in late.values()))
-        responses: list[DiscoveryResponse] = []
+        responses: list[SotwResponse] = []
         for type_url in self._order():
             plan = late[type_url] if type_url in late else self._plan_if_changed(type_url)
             if plan is not None:
@@ -123,7 +125,7 @@ class SotwStream:
             raise WrongTypeUrl(f"this stream serves {self.type_url}, not {request.type_url}")
         return self.type_url
 
-    def _answer(self, request: DiscoveryRequest, type_url: str) -> list[DiscoveryResponse]:
+    def _answer(self, request: DiscoveryRequest, type_url: str) -> list[SotwResponse]:
         state = self.types.get(type_url)
         first = state is None
         if state is None:
@@ -157,7 +159,10 @@ class SotwStream:
         if not state.in_flight or request.response_nonce != state.nonce:
             return
         state.in_flight = False
+        full_state = state.type_url in FULL_STATE_TYPES
         if not request.HasField("error_detail"):
+            if full_state:
+                state.acked_sent = state.sent
             state.unacked.clear()
             state.acked_version = state.sent_version
             self._events.append(Ack(state.type_url, state.sent_version, state.nonce))
@@ -175,16 +180,16 @@ class SotwStream:
         state.rejected_version = state.sent_snapshot_version
         state.rejected_names = frozenset(state.sent_names)
         # The client keeps what it had: forget that it holds the rejected resources.
-        if state.type_url in FULL_STATE_TYPES:
-            reverted = list(state.unacked)
+        if full_state:
+            state.sent = state.acked_sent
         else:
-            reverted = [n for n in state.sent_names if n in state.unacked]
-        for name in reverted:
-            before = state.unacked.pop(name)
-            if before is None:
-                state.sent.pop(name, None)
-            else:
-                state.sent[name] = before
+            sent = _own(state)
+            for name in [n for n in state.sent_batch if n in state.unacked]:
+                before = state.unacked.pop(name)
+                if before is None:
+                    sent.pop(name, None)
+                else:
+                    sent[name] = before
         self._events.append(nack)
 
     # Deciding what to send.
@@ -216,7 +221,7 @@ class SotwStream:
             return _plan_full_state(state, current, force_full or bool(force))
         return _plan_changes(state, current, force)
 
-    def _send(self, type_url: str, plan: Plan) -> list[DiscoveryResponse]:
+    def _send(self, type_url: str, plan: Plan) -> list[SotwResponse]:
         state = self.types[type_url]
         version, resources = plan
         follow_up = type_url == CLUSTER and self.is_ads and ENDPOINT in self.types
@@ -227,31 +232,27 @@ class SotwStream:
         return responses
 
     def _respond(
-        self, state: TypeState, version: str, resources: dict[str, Resource]
-    ) -> DiscoveryResponse:
+        self, state: TypeState, version: str, resources: Mapping[str, Resource]
+    ) -> SotwResponse:
         self._nonce += 1
         nonce = str(self._nonce)
+        current = self._current(state.type_url)
         if state.type_url in FULL_STATE_TYPES:
-            for name in _changed(state.sent, resources) | (state.sent.keys() - resources.keys()):
-                state.unacked.setdefault(name, state.sent.get(name))
-            state.sent = dict(resources)
+            state.sent = resources  # never changed in place: may be the snapshot's own
         else:
+            sent = _own(state)
             for name, resource in resources.items():
-                state.unacked.setdefault(name, state.sent.get(name))
-                state.sent[name] = resource
+                state.unacked.setdefault(name, sent.get(name))
+                sent[name] = resource
         state.nonce = nonce
         state.in_flight = True
         state.sent_version = version
-        state.sent_snapshot_version = self._current(state.type_url).version
-        state.sent_names = tuple(resources)
-        return DiscoveryResponse(
-            version_info=version,
-            type_url=state.type_url,
-            nonce=nonce,
-            resources=[r.any for r in resources.values()],
-        )
+        state.sent_snapshot_version = current.version
+        state.sent_batch = resources
+        whole_type = resources is current.resources and version == current.version
+        return sotw_response(state.type_url, version, resources, nonce, whole_type=whole_type)
 
-    def _resend_endpoints(self, changed_clusters: Iterable[str]) -> list[DiscoveryResponse]:
+    def _resend_endpoints(self, changed_clusters: Iterable[str]) -> list[SotwResponse]:
         """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
         state = self.types[ENDPOINT]
         clusters = self._current(CLUSTER).resources
@@ -284,7 +285,7 @@ class SotwStream:
         else:
             state.retained = {}
 
-    def _release_clusters(self) -> list[DiscoveryResponse]:
+    def _release_clusters(self) -> list[SotwResponse]:
         """Send the final CDS, without the retained clusters, once the routes are in place."""
         state = self.types.get(CLUSTER)
         if state is None or not state.retained or not self._routes_settled():
@@ -330,16 +331,35 @@ def _subscribe(state: TypeState, names: Iterable[str]) -> set[str]:
     added = explicit - state.names
     state.wildcard, state.names = wildcard, explicit
     # Forget what was sent for names no longer wanted, so a re-subscription sends them again.
-    for name in [n for n in state.sent if not state.subscribes(n)]:
-        del state.sent[name]
-        state.unacked.pop(name, None)
-    for name in [n for n in state.retained if not state.subscribes(n)]:
-        del state.retained[name]
+    if not state.wildcard:
+        if state.type_url in FULL_STATE_TYPES:
+            state.sent = _subscribed_only(state, state.sent)
+            state.acked_sent = _subscribed_only(state, state.acked_sent)
+        else:
+            sent = _own(state)
+            for name in [n for n in sent if n not in state.names]:
+                del sent[name]
+                state.unacked.pop(name, None)
+        for name in [n for n in state.retained if n not in state.names]:
+            del state.retained[name]
     return added
 
 
+def _subscribed_only(state: TypeState, held: Mapping[str, Resource]) -> Mapping[str, Resource]:
+    if all(name in state.names for name in held):
+        return held
+    return {n: r for n, r in held.items() if n in state.names}
+
+
+def _own(state: TypeState) -> dict[str, Resource]:
+    """EDS/RDS `sent`: always this stream's own dict (only LDS/CDS share mappings)."""
+    sent = state.sent
+    assert isinstance(sent, dict) and state.type_url not in FULL_STATE_TYPES
+    return sent
+
+
 def _assume_held(state: TypeState, current: TypeSnapshot) -> None:
-    state.sent = _full_state(state, current)
+    state.sent = state.acked_sent = _full_state(state, current)
     state.sent_version = state.acked_version = current.version
     state.seen_version = current.version
 
@@ -349,20 +369,23 @@ def _plan_full_state(state: TypeState, current: TypeSnapshot, force: bool) -> Pl
     if state.blocked(current):
         return None
     desired = _full_state(state, current)
-    if not force and not _changed(state.sent, desired) and desired.keys() == state.sent.keys():
+    if not force and _same(state.sent, desired):
         return None
     kept = sorted((n, r.digest) for n, r in state.retained.items() if n in desired)
     version = _retaining_version(current.version, kept) if kept else current.version
     return version, desired
 
 
-def _full_state(state: TypeState, current: TypeSnapshot) -> dict[str, Resource]:
+def _full_state(state: TypeState, current: TypeSnapshot) -> Mapping[str, Resource]:
+    """The subscribed set; for a plain wildcard, the snapshot's own mapping (shared)."""
     available = current.resources
+    kept = {n: r for n, r in state.retained.items() if n not in available and state.subscribes(n)}
+    if state.wildcard and not kept:
+        return available
     if state.wildcard:
         desired = dict(available)
     else:
         desired = {n: available[n] for n in sorted(state.names) if n in available}
-    kept = {n: r for n, r in state.retained.items() if n not in available and state.subscribes(n)}
     if kept:
         desired = dict(sorted({**desired, **kept}.items()))
     return desired
@@ -387,8 +410,16 @@ def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str
     return (current.version, resources) if resources else None
 
 
+def _same(held: Mapping[str, Resource], desired: Mapping[str, Resource]) -> bool:
+    if held is desired:
+        return True
+    return held.keys() == desired.keys() and not _changed(held, desired)
+
+
 def _changed(held: Mapping[str, Resource], resources: Mapping[str, Resource]) -> set[str]:
     """Names in `resources` whose content differs from (or is missing in) `held`."""
+    if held is resources:
+        return set()
     changed = set()
     for name, resource in resources.items():
         before = held.get(name)

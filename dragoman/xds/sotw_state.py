@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dragoman.xds.resources import Resource, TypeSnapshot
@@ -71,12 +72,18 @@ class TypeState:
     in_flight: bool = False  # its ACK or NACK has not arrived yet
     sent_version: str = ""
     sent_snapshot_version: str = ""  # the TypeSnapshot it came from (differs while retaining)
-    sent_names: tuple[str, ...] = ()
+    # What it carried: a reference, often the snapshot's own mapping (no per-stream copy).
+    sent_batch: Mapping[str, Resource] = field(default_factory=dict)
 
     # What the client holds, or will once in-flight responses are applied, by name.
-    sent: dict[str, Resource] = field(default_factory=dict)
-    # The values `sent` had at the last ACK for names changed since (None: not held).
-    # A NACK restores them, so that the next change sends those resources again.
+    # LDS/CDS: replaced whole on every response and never changed in place, so a wildcard
+    # stream can hold the snapshot's own mapping (no per-stream copy of a thousand clusters).
+    # EDS/RDS: this stream's own dict, updated name by name.
+    sent: Mapping[str, Resource] = field(default_factory=dict)
+    # LDS/CDS: what the client held at its last ACK; a NACK puts it back.
+    acked_sent: Mapping[str, Resource] = field(default_factory=dict)
+    # EDS/RDS: the values `sent` had at the last ACK for names changed since (None: not
+    # held). A NACK restores them, so that the next change sends those resources again.
     unacked: dict[str, Resource | None] = field(default_factory=dict)
     acked_version: str = ""
 
@@ -92,6 +99,11 @@ class TypeState:
     # CDS on ADS only: clusters removed from the snapshot but kept in responses until the
     # routes that may still name them are replaced (make-before-break).
     retained: dict[str, Resource] = field(default_factory=dict)
+
+    @property
+    def sent_names(self) -> tuple[str, ...]:
+        """Names the last response carried, in order."""
+        return tuple(self.sent_batch)
 
     def subscribes(self, name: str) -> bool:
         return self.wildcard or name in self.names

@@ -1,0 +1,46 @@
+"""`dragoman clients`: which xDS clients are connected, and what they ACKed or NACKed (CSDS)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dragoman.commands.common import DEFAULT_XDS_ADDRESS
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "clients", help="show connected xDS clients: versions ACKed, NACKs and their errors"
+    )
+    parser.add_argument("--xds-address", default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT")
+    parser.add_argument(
+        "--resources", action="store_true", help="one row per resource instead of per type"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=5.0, metavar="SECONDS", help="default: 5"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import grpc
+
+    from dragoman.xds.csds_client import client_rows, fetch_client_status, format_table
+
+    try:
+        response = fetch_client_status(args.xds_address, timeout=args.timeout)
+    except grpc.RpcError as error:
+        code = error.code() if isinstance(error, grpc.Call) else None
+        detail = error.details() if isinstance(error, grpc.Call) else str(error)
+        print(
+            f"dragoman clients: cannot get client status from {args.xds_address}: "
+            f"{code.name if code else 'error'}: {detail}",
+            file=sys.stderr,
+        )
+        return 1
+    rows = client_rows(response, per_resource=args.resources)
+    if not rows:
+        print(f"no xDS clients connected to {args.xds_address}")
+        return 0
+    sys.stdout.write(format_table(rows, per_resource=args.resources))
+    return 0

@@ -1,0 +1,92 @@
+"""`dragoman status`: print the status dragoman would write back for each object."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from dragoman.commands.common import add_logging, manifest_dir
+from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
+
+if TYPE_CHECKING:
+    from dragoman.dag.model import ObjectStatus
+    from dragoman.store import Store
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "status",
+        help="print the status dragoman would write back for each Gateway API object",
+    )
+    parser.add_argument("--manifests", type=manifest_dir, required=True, metavar="DIR")
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=["yaml", "json"],
+        default="yaml",
+        help="yaml: one document per object (default); json: a v1 List",
+    )
+    parser.add_argument(
+        "--controller-name",
+        default=DEFAULT_CONTROLLER_NAME,
+        metavar="NAME",
+        help=f"the GatewayClass controllerName dragoman answers to (default: "
+        f"{DEFAULT_CONTROLLER_NAME})",
+    )
+    add_logging(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dragoman.dag.build import build
+    from dragoman.dag.options import BuildOptions
+    from dragoman.envoy.yaml_text import dump_yaml
+    from dragoman.sources.manifests import ManifestDirectory
+
+    result = ManifestDirectory(args.manifests).load()
+    for error in result.errors:
+        print(f"error: {error}", file=sys.stderr)
+    store = result.store()
+    dag = build(store, BuildOptions(controller_name=args.controller_name))
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    documents = [status_document(status, store, now) for status in dag.statuses.values()]
+    if args.output == "json":
+        listing = {"apiVersion": "v1", "kind": "List", "items": documents}
+        sys.stdout.write(json.dumps(listing, indent=2) + "\n")
+    else:
+        sys.stdout.write("".join("---\n" + dump_yaml(document) for document in documents))
+    return 0
+
+
+def status_document(status: ObjectStatus, store: Store, now: str) -> dict[str, Any]:
+    """The object as dragoman would write it: identity, generation and stamped status."""
+    from dragoman.dag.status_stamp import stamp
+
+    key = status.key
+    metadata: dict[str, Any] = {"name": key.name}
+    if key.namespace:
+        metadata["namespace"] = key.namespace
+    obj = _lookup(store, key.kind, key.namespace, key.name)
+    if obj is not None:
+        metadata["generation"] = obj.meta.generation
+    return {
+        "apiVersion": status.api_version,
+        "kind": key.kind,
+        "metadata": metadata,
+        "status": stamp(status.status, now),
+    }
+
+
+def _lookup(store: Store, kind: str, namespace: str, name: str) -> Any:
+    by_kind: dict[str, Any] = {
+        "GatewayClass": store.gateway_classes,
+        "Gateway": store.gateways,
+        "HTTPRoute": store.http_routes,
+        "GRPCRoute": store.grpc_routes,
+        "ReferenceGrant": store.reference_grants,
+    }
+    objects = by_kind.get(kind)
+    return objects.get((namespace, name)) if objects is not None else None

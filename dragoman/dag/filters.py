@@ -1,0 +1,146 @@
+"""Route filters to what a rule does: header edits, a redirect, rewrites, mirrors.
+
+Filters that dragoman cannot honour (CORS, ExtensionRef) or that cannot be combined (a
+redirect with a mirror) make the rule invalid: it answers 500 rather than silently skipping
+the filter, as the Gateway API asks, and a Problem names the filter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dragoman.dag.model import NO_EDITS, HeaderEdits, PathRewrite, Problem, Redirect
+from dragoman.objects import HeaderModifier, ObjectKey, RequestMirror, RouteFilter
+
+HOST = "host"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleFilters:
+    request_headers: HeaderEdits = NO_EDITS
+    response_headers: HeaderEdits = NO_EDITS
+    redirect: Redirect | None = None
+    host_rewrite: str | None = None
+    path_rewrite: PathRewrite | None = None
+    # (index in the filter list, mirror), for the caller to resolve the backendRef
+    mirrors: tuple[tuple[int, RequestMirror], ...] = ()
+    invalid: bool = False  # the rule must answer an error instead of forwarding
+    problems: tuple[Problem, ...] = ()
+
+
+def rule_filters(
+    route: ObjectKey, field_path: str, filters: Sequence[RouteFilter], prefix: str
+) -> RuleFilters:
+    """What `filters` (at `field_path`, e.g. "spec.rules[0].filters") ask for.
+
+    `prefix` is the rule's PathPrefix match, which ReplacePrefixMatch replaces.
+    """
+    problems: list[Problem] = []
+    request = response = HeaderEdits()
+    redirect: Redirect | None = None
+    host_rewrite: str | None = None
+    path_rewrite: PathRewrite | None = None
+    mirrors: list[tuple[int, RequestMirror]] = []
+    invalid = False
+
+    def problem(at: str, reason: str, message: str) -> None:
+        problems.append(Problem(object=route, field=at, reason=reason, message=message))
+
+    for index, route_filter in enumerate(filters):
+        at = f"{field_path}[{index}]"
+        kind = route_filter.type
+        if route_filter.request_header_modifier is not None:
+            request, host = header_edits(route_filter.request_header_modifier)
+            host_rewrite = host_rewrite or host
+            if any(name.lower() == HOST for name in route_filter.request_header_modifier.remove):
+                problem(
+                    f"{at}.requestHeaderModifier.remove",
+                    "UnsupportedValue",
+                    "the Host header cannot be removed; this entry is ignored",
+                )
+        elif route_filter.response_header_modifier is not None:
+            response, _ = header_edits(route_filter.response_header_modifier, host_special=False)
+        elif route_filter.request_redirect is not None:
+            spec = route_filter.request_redirect
+            redirect = Redirect(
+                status=spec.status_code,
+                scheme=spec.scheme,
+                hostname=spec.hostname,
+                path=_path_rewrite(spec.path.type, spec.path.value, prefix) if spec.path else None,
+                port=spec.port,
+            )
+        elif route_filter.url_rewrite is not None:
+            rewrite = route_filter.url_rewrite
+            # URLRewrite names the Host explicitly: it wins over a header modifier's Host.
+            host_rewrite = rewrite.hostname or host_rewrite
+            if rewrite.path is not None:
+                path_rewrite = _path_rewrite(rewrite.path.type, rewrite.path.value, prefix)
+        elif route_filter.request_mirror is not None:
+            mirrors.append((index, route_filter.request_mirror))
+        else:
+            invalid = True
+            problem(
+                f"{at}.type",
+                "UnsupportedValue",
+                f"filter type {kind!r} is not supported; requests this rule matches answer 500",
+            )
+    if redirect is not None and mirrors:
+        invalid = True
+        problem(
+            field_path,
+            "IncompatibleFilters",
+            "a RequestRedirect answers the request itself, so there is nothing to mirror; "
+            "requests this rule matches answer 500",
+        )
+    return RuleFilters(
+        request_headers=request,
+        response_headers=response,
+        redirect=redirect,
+        host_rewrite=host_rewrite,
+        path_rewrite=path_rewrite,
+        mirrors=tuple(mirrors),
+        invalid=invalid,
+        problems=tuple(problems),
+    )
+
+
+def header_edits(
+    modifier: HeaderModifier, *, host_special: bool = True
+) -> tuple[HeaderEdits, str | None]:
+    """The edits a header modifier makes, and a Host it sets (Envoy rewrites Host itself).
+
+    Names compare case-insensitively; of equivalent names only the first counts.
+    """
+    host: str | None = None
+
+    def first_of_each(headers: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        nonlocal host
+        seen: set[str] = set()
+        kept = []
+        for name, value in headers:
+            lowered = name.lower()
+            if lowered in seen:
+                continue
+            seen.add(lowered)
+            if host_special and lowered == HOST:
+                host = host or value
+                continue
+            kept.append((name, value))
+        return tuple(kept)
+
+    set_ = first_of_each([(h.name, h.value) for h in modifier.set])
+    add = first_of_each([(h.name, h.value) for h in modifier.add])
+    removed: list[str] = []
+    for name in modifier.remove:
+        lowered = name.lower()
+        if lowered not in {r.lower() for r in removed} and not (host_special and lowered == HOST):
+            removed.append(name)
+    return HeaderEdits(set=set_, add=add, remove=tuple(removed)), host
+
+
+def _path_rewrite(kind: str, value: str, prefix: str) -> PathRewrite:
+    if kind == "ReplacePrefixMatch":
+        return PathRewrite(type=kind, value=value, prefix=prefix)
+    # A full path must be absolute; an empty one means the root.
+    return PathRewrite(type=kind, value=value if value.startswith("/") else f"/{value}")

@@ -1,0 +1,254 @@
+"""The local copy of the cluster that the DAG reads: what the informers report, parsed.
+
+Objects become typed objects through the same parser as manifest files; one that fails is
+logged (kind/namespace/name, field and problem) once, and left out, as the manifest source
+does. The raw `status` of each object is kept beside it, so the status writer can skip
+writes that would change nothing without asking the API server.
+
+Not thread-safe: it lives on the asyncio loop; informers reach it through LoopSink.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dragoman.kubernetes.informer import Informer, Obj
+from dragoman.kubernetes.kinds import WatchedKind
+from dragoman.objects import KubeObject, ObjectKey
+from dragoman.sources.errors import ObjectError, SourceError
+from dragoman.sources.parse import describe_object, parse_object
+from dragoman.store import Store
+
+log = logging.getLogger("dragoman.kubernetes")
+
+# Metadata that changes on every write, status writes included: leaving it out of what
+# the parser sees means a status-only change leaves the typed object (and the DAG) alone.
+_VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+Partition = tuple[str, str]  # (kind, namespace or "" for every namespace)
+
+
+@dataclass(frozen=True, slots=True)
+class CachedObject:
+    kind: WatchedKind
+    api_version: str
+    namespace: str  # "" for cluster-scoped kinds
+    name: str
+    resource_version: str
+    status: Mapping[str, Any] | None  # as the API server holds it
+    parsed: KubeObject | None
+    errors: tuple[SourceError, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CacheChange:
+    """What one informer report changed."""
+
+    kind: str
+    objects: bool = False  # the typed objects (what the DAG reads)
+    statuses: bool = False  # some raw status
+
+    @property
+    def any(self) -> bool:
+        return self.objects or self.statuses
+
+
+def partition_of(informer: Informer) -> Partition:
+    return (informer.kind.kind, informer.namespace or "")
+
+
+class ObjectCache:
+    def __init__(self, *, default_namespace: str = "default") -> None:
+        self.default_namespace = default_namespace
+        self._partitions: dict[Partition, dict[tuple[str, str], CachedObject]] = {}
+        self._expected: set[Partition] = set()
+        self._store: Store | None = None
+
+    # ------------------------------------------------------------------ readiness
+
+    def expect(self, partition: Partition) -> None:
+        """The cache is synced once every expected partition has been listed once."""
+        self._expected.add(partition)
+
+    @property
+    def synced(self) -> bool:
+        return self._expected <= self._partitions.keys()
+
+    def unsynced(self) -> list[Partition]:
+        return sorted(self._expected - self._partitions.keys())
+
+    # -------------------------------------------------------------------- updates
+
+    def replace(self, partition: Partition, kind: WatchedKind, objects: list[Obj]) -> CacheChange:
+        """A complete list: it replaces everything the partition held."""
+        old = self._partitions.get(partition, {})
+        new: dict[tuple[str, str], CachedObject] = {}
+        for obj in objects:
+            key = _identity(obj)
+            previous = old.get(key)
+            if previous is not None and previous.resource_version == _resource_version(obj):
+                new[key] = previous  # unchanged since it was last seen
+            else:
+                new[key] = self._cache(kind, obj)
+        for key in old.keys() - new.keys():
+            self._report(old[key], None)
+        for key, entry in new.items():
+            if old.get(key) is not entry:
+                self._report(old.get(key), entry)
+        first = partition not in self._partitions
+        self._partitions[partition] = new
+        change = CacheChange(
+            kind.kind,
+            objects=first or _parsed(old) != _parsed(new),
+            statuses=_statuses(old) != _statuses(new),
+        )
+        if change.objects:
+            self._store = None
+        return change
+
+    def event(
+        self, partition: Partition, kind: WatchedKind, event_type: str, obj: Obj
+    ) -> CacheChange:
+        """One watch event. An event carrying the resourceVersion already held changes
+        nothing: each change is applied once, even if it is delivered again."""
+        held = self._partitions.setdefault(partition, {})
+        key = _identity(obj)
+        previous = held.get(key)
+        if event_type == "DELETED":
+            if previous is None:
+                return CacheChange(kind.kind)
+            del held[key]
+            self._report(previous, None)
+            entry = None
+        else:
+            if previous is not None and previous.resource_version == _resource_version(obj):
+                return CacheChange(kind.kind)
+            entry = self._cache(kind, obj)
+            held[key] = entry
+            self._report(previous, entry)
+        before = previous.parsed if previous is not None else None
+        after = entry.parsed if entry is not None else None
+        change = CacheChange(
+            kind.kind,
+            objects=before != after,
+            statuses=(previous.status if previous else None) != (entry.status if entry else None),
+        )
+        if change.objects:
+            self._store = None
+        return change
+
+    # ---------------------------------------------------------------------- reads
+
+    def store(self) -> Store:
+        """Every parsed object, as the DAG reads them."""
+        if self._store is None:
+            self._store = Store.from_objects(
+                entry.parsed for entry in self.entries() if entry.parsed is not None
+            )
+        return self._store
+
+    def entries(self) -> Iterator[CachedObject]:
+        for partition in sorted(self._partitions):
+            yield from self._partitions[partition].values()
+
+    def by_key(self) -> dict[ObjectKey, CachedObject]:
+        """Parsed objects by the key status and problems name them with."""
+        return {e.parsed.key: e for e in self.entries() if e.parsed is not None}
+
+    def errors(self) -> list[SourceError]:
+        return [error for entry in self.entries() for error in entry.errors]
+
+    # ------------------------------------------------------------------ internals
+
+    def _cache(self, kind: WatchedKind, obj: Obj) -> CachedObject:
+        metadata = obj.get("metadata") or {}
+        status = obj.get("status")
+        parsed, errors = self._parse(kind, obj)
+        return CachedObject(
+            kind=kind,
+            api_version=str(obj.get("apiVersion", "")),
+            namespace=str(metadata.get("namespace") or ""),
+            name=str(metadata.get("name") or ""),
+            resource_version=_resource_version(obj),
+            status=status if isinstance(status, Mapping) else None,
+            parsed=parsed,
+            errors=errors,
+        )
+
+    def _parse(
+        self, kind: WatchedKind, obj: Obj
+    ) -> tuple[KubeObject | None, tuple[SourceError, ...]]:
+        metadata = obj.get("metadata")
+        if isinstance(metadata, Mapping):
+            stable = {k: v for k, v in metadata.items() if k not in _VOLATILE_METADATA}
+            obj = {**obj, "metadata": stable}
+        origin = kind.resource
+        try:
+            return parse_object(obj, default_namespace=self.default_namespace), ()
+        except ObjectError as error:
+            if not error.object:
+                error.object = describe_object(obj, self.default_namespace)
+            return None, tuple(error.source_errors(origin))
+
+    @staticmethod
+    def _report(old: CachedObject | None, new: CachedObject | None) -> None:
+        before = set(old.errors) if old is not None else set()
+        after = set(new.errors) if new is not None else set()
+        for error in sorted(after - before, key=str):
+            log.error("%s (object skipped)", error)
+        for error in sorted(before - after, key=str):
+            log.info("resolved: %s", error)
+
+
+class LoopSink:
+    """Carries informer reports from their threads onto the loop that owns the cache, and
+    calls `on_change` there with what each report changed."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        cache: ObjectCache,
+        on_change: Callable[[CacheChange], None],
+    ) -> None:
+        self.loop = loop
+        self.cache = cache
+        self.on_change = on_change
+
+    def replace(self, informer: Informer, objects: list[Obj]) -> None:
+        self._call(self._replace, informer, objects)
+
+    def event(self, informer: Informer, event_type: str, obj: Obj) -> None:
+        self._call(self._event, informer, event_type, obj)
+
+    def _call(self, function: Callable[..., None], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: shutting down
+            self.loop.call_soon_threadsafe(function, *args)
+
+    def _replace(self, informer: Informer, objects: list[Obj]) -> None:
+        self.on_change(self.cache.replace(partition_of(informer), informer.kind, objects))
+
+    def _event(self, informer: Informer, event_type: str, obj: Obj) -> None:
+        change = self.cache.event(partition_of(informer), informer.kind, event_type, obj)
+        self.on_change(change)
+
+
+def _identity(obj: Obj) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+
+def _resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _parsed(entries: Mapping[tuple[str, str], CachedObject]) -> dict[tuple[str, str], Any]:
+    return {key: entry.parsed for key, entry in entries.items()}
+
+
+def _statuses(entries: Mapping[tuple[str, str], CachedObject]) -> dict[tuple[str, str], Any]:
+    return {key: entry.status for key, entry in entries.items()}

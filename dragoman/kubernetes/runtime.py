@@ -1,0 +1,331 @@
+"""`dragoman serve --kubernetes`: the API server as the source, xDS to Envoy, status back.
+
+Every replica lists and watches the cluster, builds, and serves xDS; only the elected
+leader writes status. xDS is served only once every watched kind has been listed, so an
+Envoy never sees a half-built world. EndpointSlice changes go through the controller's
+EDS fast path at once; other changes are held off briefly so a burst costs one build.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dragoman.controller import Controller, UpdateResult
+from dragoman.dag.options import DEFAULT_CONTROLLER_NAME, BuildOptions
+from dragoman.envoy.options import TranslateOptions
+from dragoman.kubernetes.backoff import Backoff
+from dragoman.kubernetes.cache import CacheChange, LoopSink, ObjectCache, partition_of
+from dragoman.kubernetes.health import HealthServer
+from dragoman.kubernetes.holdoff import Holdoff
+from dragoman.kubernetes.informer import Informer, WatchSettings
+from dragoman.kubernetes.kinds import WATCHED_KINDS, WatchedKind, readable_versions
+from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
+from dragoman.kubernetes.status_writer import PublishResult, StatusClient, StatusWriter
+from dragoman.store import Store
+from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.server import start_xds_server
+
+log = logging.getLogger("dragoman.kubernetes")
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesConfig:
+    xds_address: str
+    kubeconfig: Path | None = None
+    context: str | None = None
+    # Namespaces to watch for namespaced kinds; empty: all of them.
+    namespaces: tuple[str, ...] = ()
+    health_address: str | None = "0.0.0.0:8081"
+    controller_name: str = DEFAULT_CONTROLLER_NAME
+    # Serve only Gateways of this GatewayClass (None: every class naming our controller).
+    gateway_class: str | None = None
+    # None: no leader election, this replica never writes status.
+    lease: LeaseSettings | None = None
+    build_options: BuildOptions = BuildOptions()
+    translate_options: TranslateOptions = TranslateOptions()
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    kinds: tuple[WatchedKind, ...] = WATCHED_KINDS
+    holdoff: float = 0.1
+    holdoff_max: float = 0.5
+
+
+def kubernetes_build_options(config: KubernetesConfig) -> BuildOptions:
+    """The build options of Kubernetes mode: a Gateway is served only when its GatewayClass
+    exists and names our controller."""
+    return dataclasses.replace(
+        config.build_options, controller_name=config.controller_name, require_gateway_class=True
+    )
+
+
+def only_gateway_class(store: Store, name: str | None) -> Store:
+    """The store as the build should see it with `--gateway-class NAME`: GatewayClasses of
+    other names are left out, so their Gateways are not ours."""
+    if name is None:
+        return store
+    classes = {key: c for key, c in store.gateway_classes.items() if c.meta.name == name}
+    return dataclasses.replace(store, gateway_classes=classes)
+
+
+@dataclass
+class StatusCounters:
+    """What the status writer did, summed over its rounds (for logs and tests)."""
+
+    rounds: int = 0
+    written: int = 0
+    unchanged: int = 0
+    conflicts: int = 0
+    failed: int = 0
+
+    def add(self, result: PublishResult) -> None:
+        self.rounds += 1
+        self.written += result.written
+        self.unchanged += result.unchanged
+        self.conflicts += result.conflicts
+        self.failed += result.failed
+
+
+@dataclass
+class _Pending:
+    config: bool = False  # something other than endpoints changed: held off
+    endpoints: bool = False  # EndpointSlices changed: applied at once
+    holdoff: Holdoff = field(default_factory=Holdoff)
+
+
+class KubernetesServer:
+    def __init__(self, config: KubernetesConfig, client: Any = None) -> None:
+        if client is None:
+            from dragoman.kubernetes.client import api_client
+
+            client = api_client(config.kubeconfig, config.context)
+        self.config = config
+        self.client = client
+        self.cache = ObjectCache()
+        self.snapshots = SnapshotCache()
+        self.controller = Controller(
+            self.snapshots, kubernetes_build_options(config), config.translate_options
+        )
+        self.informers: list[Informer] = []
+        self.serving = False
+        self.leading = False
+        self.xds_server: Any = None
+        self.health: HealthServer | None = None
+        self.status = StatusCounters()
+        self.updates: list[UpdateResult] = []  # the most recent ones, for logs and tests
+        self.elector: LeaderElector | None = None
+        if config.lease is not None:
+            self.elector = LeaderElector(LeaseClient(client), config.lease)
+        self._writer = StatusWriter(StatusClient(client), config.controller_name)
+        self._pending = _Pending(holdoff=Holdoff(config.holdoff, config.holdoff_max))
+        self._changed = asyncio.Event()
+        self._statuses_due = asyncio.Event()
+
+    # -------------------------------------------------------------- health checks
+
+    def live(self) -> str:
+        dead = [i.name for i in self.informers if not i.is_alive() and not i.stopped]
+        return f"informers stopped: {', '.join(dead)}" if dead else ""
+
+    def ready(self) -> str:
+        if self.serving:
+            return ""
+        waiting = [f"{kind}{' in ' + ns if ns else ''}" for kind, ns in self.cache.unsynced()]
+        if waiting:
+            return "waiting for the first list of: " + ", ".join(waiting)
+        return "starting the xDS server"
+
+    # ------------------------------------------------------------------- running
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Runs until `stop` is set; raises XdsAddressError if xDS cannot be served."""
+        loop = asyncio.get_running_loop()
+        self._changed = asyncio.Event()
+        self._statuses_due = asyncio.Event()
+        # Set by `stop`, or by a failure here, so that background tasks always end.
+        halt = asyncio.Event()
+        relay = asyncio.create_task(_relay(stop, halt))
+        sink = LoopSink(loop, self.cache, self._on_change)
+        self._start_informers(sink)
+        tasks: list[asyncio.Task[None]] = [relay]
+        try:
+            if self.config.health_address:
+                self.health = HealthServer(self.config.health_address, self.live, self.ready)
+                await self.health.start()
+            if not await self._wait_for_sync(halt):
+                return
+            self._update()
+            self.xds_server = await start_xds_server(self.snapshots, self.config.xds_address)
+            self.serving = True
+            log.info("serving xDS on %s", self.config.xds_address)
+            if self.elector is not None:
+                tasks.append(asyncio.create_task(self.elector.run(halt, self._on_leadership)))
+            tasks.append(asyncio.create_task(self._publish_statuses(halt)))
+            await self._apply_changes(halt)
+        finally:
+            halt.set()
+            await self._shut_down(tasks)
+
+    def _start_informers(self, sink: LoopSink) -> None:
+        for kind in self.config.kinds:
+            versions = readable_versions(kind)
+            if not versions:
+                log.debug("not watching %s: the parser does not read it yet", kind.kind)
+                continue
+            namespaces: tuple[str | None, ...] = (None,)
+            if kind.namespaced and self.config.namespaces:
+                namespaces = self.config.namespaces
+            for namespace in namespaces:
+                informer = Informer(self.client, kind, versions, namespace, sink, self.config.watch)
+                self.cache.expect(partition_of(informer))
+                self.informers.append(informer)
+        log.info("watching %s", ", ".join(i.name for i in self.informers))
+        for informer in self.informers:
+            informer.start()
+
+    async def _wait_for_sync(self, stop: asyncio.Event) -> bool:
+        while not self.cache.synced:
+            if stop.is_set():
+                return False
+            self._changed.clear()
+            await _first(stop.wait(), self._changed.wait())
+        log.info("every watched kind is listed: %d objects", sum(1 for _ in self.cache.entries()))
+        self._pending = _Pending(holdoff=self._pending.holdoff)
+        return not stop.is_set()
+
+    async def _apply_changes(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        pending = self._pending
+        while not stop.is_set():
+            now = loop.time()
+            held_off = pending.config and pending.holdoff.due() <= now
+            if held_off or (pending.endpoints and not pending.config):
+                self._update()
+                pending.holdoff.flushed(loop.time())
+                pending.config = pending.endpoints = False
+                continue
+            timeout = pending.holdoff.due() - now if pending.config else None
+            self._changed.clear()
+            await _first(stop.wait(), self._changed.wait(), timeout=timeout)
+
+    def _on_change(self, change: CacheChange) -> None:
+        if change.objects:
+            if change.kind == "EndpointSlice":
+                self._pending.endpoints = True
+            else:
+                self._pending.config = True
+                self._pending.holdoff.changed(asyncio.get_running_loop().time())
+        if change.statuses:
+            self._statuses_due.set()
+        if change.any:
+            self._changed.set()
+
+    def _update(self) -> None:
+        try:
+            result = self.controller.update(
+                only_gateway_class(self.cache.store(), self.config.gateway_class)
+            )
+        except Exception:  # a bug must not stop serving the last good snapshot
+            log.exception("build failed; still serving the previous configuration")
+            return
+        self.updates = [*self.updates[-99:], result]
+        for problem in result.new_problems:
+            log.warning("%s", problem)
+        if result.kind != "unchanged":
+            log.info(
+                "%s update in %.1f ms (%d problems)",
+                result.kind,
+                result.seconds * 1000,
+                len(result.problems),
+            )
+        if result.kind == "full":
+            self._statuses_due.set()
+
+    # -------------------------------------------------------------------- status
+
+    def _on_leadership(self, leading: bool) -> None:
+        self.leading = leading
+        if leading:
+            self._statuses_due.set()  # a new leader publishes everything it computed
+
+    async def _publish_statuses(self, stop: asyncio.Event) -> None:
+        retry = Backoff(initial=1.0, maximum=30.0)
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            await _first(stop.wait(), self._statuses_due.wait())
+            self._statuses_due.clear()
+            if stop.is_set() or not self.leading or self.controller.dag is None:
+                continue
+            desired = self.controller.dag.statuses
+            cached = self.cache.by_key()
+            result = await asyncio.to_thread(
+                self._writer.publish, desired, cached, lambda: self.leading
+            )
+            self.status.add(result)
+            if result.written or result.failed:
+                log.info(
+                    "status: %d written, %d unchanged, %d conflicts retried, %d failed",
+                    result.written,
+                    result.unchanged,
+                    result.conflicts,
+                    result.failed,
+                )
+            if result.failed:
+                loop.call_later(retry.next(), self._statuses_due.set)
+            else:
+                retry.reset()
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def _shut_down(self, tasks: list[asyncio.Task[None]]) -> None:
+        self.leading = False  # a status round in progress stops at its next object
+        for informer in self.informers:
+            informer.request_stop()
+        # The elector's task releases the Lease on its way out: let it finish.
+        for task in tasks:
+            try:
+                await asyncio.wait_for(task, 6.0)
+            except (TimeoutError, asyncio.CancelledError):
+                task.cancel()
+            except Exception:
+                log.exception("background task failed")
+        if self.xds_server is not None:
+            await self.xds_server.stop(grace=1.0)
+            self.xds_server = None
+        self.serving = False
+        if self.health is not None:
+            await self.health.stop()
+        await asyncio.to_thread(_join_all, self.informers)
+        log.info("stopped")
+
+
+def _join_all(informers: list[Informer]) -> None:
+    for informer in informers:
+        informer.join()
+
+
+async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
+    await source.wait()
+    target.set()
+
+
+async def _first(*waits: Any, timeout: float | None = None) -> None:
+    """Waits until the first of several awaitables is done (or `timeout` passes)."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def serve_kubernetes(config: KubernetesConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await KubernetesServer(config).run(stop)

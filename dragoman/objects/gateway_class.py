@@ -1,0 +1,60 @@
+"""Gateway API GatewayClass and ReferenceGrant (gateway.networking.k8s.io)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from dragoman.objects.meta import ObjectKey, ObjectMeta
+
+
+@dataclass(frozen=True, slots=True)
+class ParametersRef:
+    group: str
+    kind: str
+    name: str
+    namespace: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayClass:
+    """Cluster-scoped: `meta.namespace` is ""."""
+
+    kind: ClassVar[str] = "GatewayClass"
+
+    meta: ObjectMeta
+    controller_name: str = ""
+    parameters_ref: ParametersRef | None = None
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.kind, "", self.meta.name)
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceGrantFrom:
+    group: str  # "" is the core group
+    kind: str
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceGrantTo:
+    group: str
+    kind: str
+    name: str | None = None  # None: every object of that kind in the grant's namespace
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceGrant:
+    """Lets objects in other namespaces (`from`) refer to objects in this one (`to`)."""
+
+    kind: ClassVar[str] = "ReferenceGrant"
+
+    meta: ObjectMeta
+    from_: tuple[ReferenceGrantFrom, ...] = ()
+    to: tuple[ReferenceGrantTo, ...] = ()
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)

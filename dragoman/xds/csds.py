@@ -1,0 +1,161 @@
+"""Client Status Discovery Service: what every connected client ACKed, NACKed and why.
+
+`client_status_response` is pure (registry in, protobuf out); the servicer serves it as
+envoy.service.status.v3.ClientStatusDiscoveryService on the xDS gRPC server.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator
+
+import grpc
+from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus, UpdateFailureState
+from envoy.config.core.v3.base_pb2 import Node
+from envoy.service.status.v3 import csds_pb2_grpc
+from envoy.service.status.v3.csds_pb2 import (
+    ClientConfig,
+    ClientStatusRequest,
+    ClientStatusResponse,
+)
+from envoy.service.status.v3.csds_pb2 import ConfigStatus as ConfigStatusProto
+from envoy.type.matcher.v3.node_pb2 import NodeMatcher
+from envoy.type.matcher.v3.string_pb2 import StringMatcher
+from google.protobuf.any_pb2 import Any
+
+from dragoman.xds.registry import ConnectedStream, StreamRegistry
+from dragoman.xds.status import ResourceStatus
+
+logger = logging.getLogger("dragoman.xds")
+
+
+class UnsupportedMatcher(ValueError):
+    """A ClientStatusRequest asks to match nodes in a way dragoman does not support."""
+
+
+def client_status_response(
+    registry: StreamRegistry, request: ClientStatusRequest
+) -> ClientStatusResponse:
+    """One ClientConfig per connected node (its streams merged), matching the request.
+
+    Raises UnsupportedMatcher for node metadata matchers and invalid regular expressions.
+    """
+    matchers = list(request.node_matchers)
+    for matcher in matchers:
+        _check(matcher)
+    by_node: dict[tuple[str, str], list[ConnectedStream]] = {}
+    for stream in sorted(registry.streams(), key=lambda s: s.stream_id):
+        if not stream.identified:
+            continue
+        if matchers and not any(_matches(m, stream.node_id) for m in matchers):
+            continue
+        by_node.setdefault((stream.node_id, stream.node_cluster), []).append(stream)
+    configs = [
+        _client_config(streams, include_contents=not request.exclude_resource_contents)
+        for _, streams in sorted(by_node.items())
+    ]
+    return ClientStatusResponse(config=configs)
+
+
+def _client_config(streams: list[ConnectedStream], *, include_contents: bool) -> ClientConfig:
+    node = Node()
+    node.CopyFrom(streams[0].node)
+    config = ClientConfig(node=node)
+    for stream in streams:
+        for status in stream.resource_statuses():
+            config.generic_xds_configs.append(_generic(status, include_contents))
+    return config
+
+
+def _generic(status: ResourceStatus, include_contents: bool) -> ClientConfig.GenericXdsConfig:
+    entry = ClientConfig.GenericXdsConfig(
+        type_url=status.type_url,
+        name=status.name,
+        version_info=status.version,
+        config_status=ConfigStatusProto.Value(status.config_status.value),
+        client_status=ClientResourceStatus.Value(status.client_status.value),
+    )
+    if include_contents and status.resource is not None:
+        entry.xds_config.CopyFrom(Any(type_url=status.type_url, value=status.resource.body))
+    if status.error is not None:
+        entry.error_state.CopyFrom(
+            UpdateFailureState(details=status.error.message, version_info=status.error.version)
+        )
+    return entry
+
+
+def _check(matcher: NodeMatcher) -> None:
+    if matcher.node_metadatas:
+        raise UnsupportedMatcher("node_matchers[].node_metadatas is not supported; match node_id")
+    if matcher.HasField("node_id"):
+        which = matcher.node_id.WhichOneof("match_pattern")
+        if which not in (None, "exact", "prefix", "suffix", "contains", "safe_regex"):
+            raise UnsupportedMatcher(f"node_matchers[].node_id.{which} is not supported")
+        if which == "safe_regex":
+            try:
+                re.compile(matcher.node_id.safe_regex.regex)
+            except re.error as error:
+                raise UnsupportedMatcher(
+                    f"node_matchers[].node_id.safe_regex.regex: invalid: {error}"
+                ) from error
+
+
+def _matches(matcher: NodeMatcher, node_id: str) -> bool:
+    if not matcher.HasField("node_id"):
+        return True
+    return string_matches(matcher.node_id, node_id)
+
+
+def string_matches(matcher: StringMatcher, value: str) -> bool:
+    """Envoy's StringMatcher semantics for exact, prefix, suffix, contains and safe_regex."""
+    which = matcher.WhichOneof("match_pattern")
+    if which is None:
+        return True
+    if which == "safe_regex":
+        return re.fullmatch(matcher.safe_regex.regex, value) is not None
+    pattern: str = getattr(matcher, which)
+    if matcher.ignore_case:
+        pattern, value = pattern.lower(), value.lower()
+    if which == "exact":
+        return value == pattern
+    if which == "prefix":
+        return value.startswith(pattern)
+    if which == "suffix":
+        return value.endswith(pattern)
+    return pattern in value
+
+
+class ClientStatusService(csds_pb2_grpc.ClientStatusDiscoveryServiceServicer):
+    """CSDS over the registry of connected xDS streams."""
+
+    def __init__(self, registry: StreamRegistry) -> None:
+        self._registry = registry
+
+    async def FetchClientStatus(
+        self, request: ClientStatusRequest, context: grpc.aio.ServicerContext
+    ) -> ClientStatusResponse:
+        return await self._answer(request, context)
+
+    async def StreamClientStatus(
+        self,
+        request_iterator: AsyncIterator[ClientStatusRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[ClientStatusResponse]:
+        async for request in request_iterator:
+            yield await self._answer(request, context)
+
+    async def _answer(
+        self, request: ClientStatusRequest, context: grpc.aio.ServicerContext
+    ) -> ClientStatusResponse:
+        try:
+            return client_status_response(self._registry, request)
+        except UnsupportedMatcher as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            raise  # abort raises; this keeps type checkers and readers sure of it
+
+
+def add_to_server(server: grpc.aio.Server, registry: StreamRegistry) -> None:
+    csds_pb2_grpc.add_ClientStatusDiscoveryServiceServicer_to_server(
+        ClientStatusService(registry), server
+    )

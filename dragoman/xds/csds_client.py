@@ -1,0 +1,124 @@
+"""Asking a dragoman for its clients' status over CSDS, and summarizing the answer as rows."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import grpc
+from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
+from envoy.service.status.v3 import csds_pb2_grpc
+from envoy.service.status.v3.csds_pb2 import (
+    SYNCED,
+    ClientConfig,
+    ClientStatusRequest,
+    ClientStatusResponse,
+)
+
+from dragoman.xds.resources import ADS_ORDER, SHORT_NAMES
+
+
+def fetch_client_status(
+    address: str, *, timeout: float = 5.0, include_contents: bool = False
+) -> ClientStatusResponse:
+    """FetchClientStatus from the xDS server at `address` ("host:port").
+
+    Raises grpc.RpcError when the server cannot be reached or refuses.
+    """
+    request = ClientStatusRequest(exclude_resource_contents=not include_contents)
+    with grpc.insecure_channel(address) as channel:
+        stub = csds_pb2_grpc.ClientStatusDiscoveryServiceStub(channel)
+        response: ClientStatusResponse = stub.FetchClientStatus(request, timeout=timeout)
+    return response
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRow:
+    """One node's standing for one type (or one resource, with `resource` set)."""
+
+    node: str
+    type: str  # CDS, EDS, LDS, RDS or the type URL
+    version: str  # the ACKed version; "(n versions)" when resources differ
+    status: str  # "acked", "nacked", "stale" or "does-not-exist"
+    resources: int
+    error: str
+    resource: str = ""
+
+
+def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -> list[ClientRow]:
+    """Rows per node and type: worst status first (nacked, stale, acked), NACK reasons."""
+    rows: list[ClientRow] = []
+    for config in response.config:
+        node = config.node.id or "(no id)"
+        if config.node.cluster:
+            node = f"{node} ({config.node.cluster})"
+        by_type: dict[str, list[ClientConfig.GenericXdsConfig]] = {}
+        for entry in config.generic_xds_configs:
+            by_type.setdefault(entry.type_url, []).append(entry)
+        for type_url in _ordered(by_type):
+            entries = by_type[type_url]
+            short = SHORT_NAMES.get(type_url, type_url)
+            if per_resource:
+                rows += [
+                    ClientRow(node, short, e.version_info, _status(e), 1, _error(e), e.name)
+                    for e in entries
+                ]
+                continue
+            statuses = Counter(_status(e) for e in entries)
+            status = next(
+                (s for s in ("nacked", "stale", "does-not-exist") if statuses[s]), "acked"
+            )
+            errors = sorted({_error(e) for e in entries if _error(e)})
+            rows.append(
+                ClientRow(node, short, _version(entries), status, len(entries), "; ".join(errors))
+            )
+    return rows
+
+
+def _ordered(type_urls: Iterable[str]) -> list[str]:
+    present = set(type_urls)
+    return [t for t in ADS_ORDER if t in present] + sorted(present - set(ADS_ORDER))
+
+
+def _status(entry: ClientConfig.GenericXdsConfig) -> str:
+    if entry.client_status == ClientResourceStatus.NACKED:
+        return "nacked"
+    if entry.client_status == ClientResourceStatus.DOES_NOT_EXIST:
+        return "does-not-exist"
+    if entry.client_status == ClientResourceStatus.ACKED and entry.config_status == SYNCED:
+        return "acked"
+    return "stale"
+
+
+def _error(entry: ClientConfig.GenericXdsConfig) -> str:
+    return entry.error_state.details if entry.HasField("error_state") else ""
+
+
+def _version(entries: list[ClientConfig.GenericXdsConfig]) -> str:
+    versions = {e.version_info for e in entries if e.version_info}
+    if len(versions) == 1:
+        return versions.pop()
+    return f"({len(versions)} versions)" if versions else "-"
+
+
+def format_table(rows: list[ClientRow], *, per_resource: bool = False, width: int = 16) -> str:
+    """A plain-text table; versions are cut to `width` characters (they are hashes)."""
+    header = ["NODE", "TYPE"]
+    if per_resource:
+        header.append("RESOURCE")
+    header += ["VERSION", "STATUS", "COUNT", "ERROR"]
+    lines = [header]
+    for row in rows:
+        cells = [row.node, row.type]
+        if per_resource:
+            cells.append(row.resource)
+        version = row.version if row.version.startswith("(") else row.version[:width]
+        cells += [version, row.status, str(row.resources), row.error]
+        lines.append(cells)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    out = []
+    for line in lines:
+        padded = [cell.ljust(w) for cell, w in zip(line, widths, strict=False)]
+        out.append("  ".join([*padded, line[-1]]).rstrip())
+    return "\n".join(out) + "\n"

@@ -1,0 +1,405 @@
+"""The incremental (delta) xDS stream protocol as a pure state machine: no I/O, no clock.
+
+One `DeltaStream` serves one gRPC stream: ADS (DeltaAggregatedResources, every type, in
+make-before-break order) or a single-type stream (DeltaClusters, DeltaEndpoints, ...).
+Responses carry only what changed for the client: resources whose version (their content
+digest) differs from the one it holds, and `removed_resources` for names it holds or
+explicitly asked for that do not exist. The shell feeds requests and snapshots in and
+writes the responses out in order, as for `SotwStream`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+from envoy.config.core.v3.base_pb2 import Node
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
+
+from dragoman.xds.delta_state import (
+    MAX_PENDING,
+    UNKNOWN,
+    DeltaTypeState,
+    Pending,
+    digests_of,
+    share_if_equal,
+    writable,
+)
+from dragoman.xds.references import eds_service_name, route_config_names
+from dragoman.xds.resources import (
+    ADS_ORDER,
+    CLUSTER,
+    ENDPOINT,
+    FULL_STATE_TYPES,
+    LISTENER,
+    ROUTE,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
+from dragoman.xds.sotw_state import (
+    WILDCARD,
+    Ack,
+    MissingTypeUrl,
+    Nack,
+    StaleRequest,
+    StreamEvent,
+    WrongTypeUrl,
+)
+from dragoman.xds.wire import DeltaResponse, delta_response
+
+# Removals go after every addition, referrers before what they refer to.
+REMOVAL_ORDER: tuple[str, ...] = (LISTENER, ROUTE, CLUSTER, ENDPOINT)
+# On ADS these wait until the client runs routes that no longer need them.
+_HELD_BACK = frozenset({CLUSTER, ENDPOINT})
+
+Plan = tuple[list[Resource], list[str]]  # resources to send, names to remove
+
+
+class DeltaStream:
+    """Protocol state of one delta stream. `type_url` None: ADS, else the only type served."""
+
+    def __init__(self, type_url: str | None = None) -> None:
+        self.type_url = type_url
+        self.node: Node | None = None
+        self.types: dict[str, DeltaTypeState] = {}
+        self._snapshot: Snapshot | None = None
+        self._nonce = 0
+        self._events: list[StreamEvent] = []
+
+    @property
+    def is_ads(self) -> bool:
+        return self.type_url is None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._snapshot
+
+    def take_events(self) -> list[StreamEvent]:
+        events, self._events = self._events, []
+        return events
+
+    def on_request(self, request: DeltaDiscoveryRequest, snapshot: Snapshot) -> list[DeltaResponse]:
+        """Handle one request; `snapshot` is the latest for this stream's node group.
+
+        Subscription changes are honoured whatever the nonce (stale, unknown or absent);
+        the nonce only says which response an ACK or NACK is about. The request is answered
+        from the snapshot the stream already serves, then a newer `snapshot` is pushed.
+        """
+        type_url = self._type_of(request)
+        if self.node is None and request.HasField("node"):
+            self.node = request.node
+        if self._snapshot is None:
+            self._snapshot = snapshot
+        responses = self._answer(request, type_url)
+        if snapshot is not self._snapshot:
+            responses += self.on_snapshot(snapshot)
+        return responses
+
+    def on_snapshot(self, snapshot: Snapshot) -> list[DeltaResponse]:
+        """Push what `snapshot` changes: additions in ADS order, then removals."""
+        self._snapshot = snapshot
+        removals: dict[str, list[str]] = {}
+        responses: list[DeltaResponse] = []
+        for type_url in self._order():
+            state = self.types[type_url]
+            if not self._serves(type_url) or self._current(type_url).version == state.seen_version:
+                continue
+            updates, removed = self._plan(state)
+            if not self.is_ads:
+                if updates or removed:
+                    responses.append(self._respond(state, updates, removed))
+                continue
+            if updates:
+                responses.append(self._respond(state, updates, []))
+                if type_url == CLUSTER:
+                    responses += self._resend_endpoints(updates)
+            if removed:
+                removals[type_url] = removed
+        others = sorted(t for t in removals if t not in REMOVAL_ORDER)
+        for type_url in [*REMOVAL_ORDER, *others]:
+            if type_url in removals:
+                responses += self._remove(self.types[type_url], removals[type_url])
+        return responses + self._release_removals()
+
+    # Requests.
+
+    def _type_of(self, request: DeltaDiscoveryRequest) -> str:
+        if self.type_url is None:
+            if not request.type_url:
+                raise MissingTypeUrl("an ADS request must carry a type_url")
+            return request.type_url
+        if request.type_url and request.type_url != self.type_url:
+            raise WrongTypeUrl(f"this stream serves {self.type_url}, not {request.type_url}")
+        return self.type_url
+
+    def _answer(self, request: DeltaDiscoveryRequest, type_url: str) -> list[DeltaResponse]:
+        state = self.types.get(type_url)
+        if state is None:
+            state = self.types[type_url] = DeltaTypeState(type_url)
+        first = not state.started
+        self._settle(state, request)
+        changed = _subscribe(state, request, first)
+        responses: list[DeltaResponse] = []
+        if self._serves(type_url) and (first or changed):
+            updates, removed = self._plan(state)
+            held_back = self.is_ads and type_url in _HELD_BACK and not self._routes_settled()
+            if held_back and removed:
+                state.deferred_removals = True
+                removed = []
+            if updates or removed or first:
+                # The first answer goes even when empty: the client's initialization waits
+                # for it (a wildcard CDS/LDS on an empty snapshot, say).
+                responses.append(self._respond(state, updates, removed))
+            if self.is_ads and type_url == CLUSTER and updates:
+                responses += self._resend_endpoints(updates)
+        return responses + self._release_removals()
+
+    def _settle(self, state: DeltaTypeState, request: DeltaDiscoveryRequest) -> None:
+        """Take the ACK or NACK of the response the nonce names, if it is in flight."""
+        nonce = request.response_nonce
+        if not nonce:
+            return  # spontaneous: a subscription change only
+        pending = state.pending.pop(nonce, None)
+        error = request.error_detail.message if request.HasField("error_detail") else ""
+        if pending is None:
+            # A response superseded long ago, or one from before a reconnect.
+            self._events.append(StaleRequest(state.type_url, nonce, state.last_nonce, error))
+            return
+        if not request.HasField("error_detail"):
+            changed = [(n, v) for n, v in pending.sent if state.acked.get(n) != v]
+            gone = [n for n in pending.removed if n in state.acked]
+            if changed or gone:
+                acked = state.acked = writable(state.acked)
+                acked.update(changed)
+                for name in gone:
+                    del acked[name]
+            for name, _ in pending.sent:
+                state.rejected.pop(name, None)
+            state.acked_system_version = pending.system_version
+            if not state.pending and self._serves(state.type_url):
+                # Idle again: share the snapshot's digest map when the client holds exactly it.
+                digests = digests_of(self._current(state.type_url))
+                state.held = share_if_equal(state.held, digests)
+                state.acked = share_if_equal(state.acked, digests)
+            self._events.append(Ack(state.type_url, pending.system_version, nonce))
+            return
+        nack = Nack(
+            type_url=state.type_url,
+            version=pending.system_version,
+            nonce=nonce,
+            message=request.error_detail.message,
+            code=request.error_detail.code,
+            resource_names=tuple(name for name, _ in pending.sent),
+            kept_version="",
+        )
+        state.last_nack = nack
+        held = state.held = writable(state.held)
+        for (name, version), (_, before) in zip(pending.sent, pending.previous, strict=True):
+            state.rejected[name] = (version, nack)
+            if held.get(name) == version:  # not replaced by a later response since
+                if before is None:
+                    held.pop(name)
+                else:
+                    held[name] = before
+        self._events.append(nack)
+
+    # Deciding what to send.
+
+    def _serves(self, type_url: str) -> bool:
+        """Whether the snapshot has this type at all; unknown types get no answer."""
+        assert self._snapshot is not None
+        return type_url in self._snapshot.types
+
+    def _current(self, type_url: str) -> TypeSnapshot:
+        assert self._snapshot is not None
+        return self._snapshot.of_type(type_url)
+
+    def _plan(self, state: DeltaTypeState) -> Plan:
+        """Resources the client lacks or holds in another version, and names to remove."""
+        current = self._current(state.type_url)
+        state.seen_version = current.version
+        available = current.resources
+        held = state.held
+        if state.wildcard:
+            # The snapshot's names are already sorted; add the few it lacks.
+            extra = {n for n in held if n not in available}
+            extra.update(n for n in state.names if n not in available)
+            names: Iterable[str] = itertools.chain(available, sorted(extra))
+        else:
+            names = sorted(state.names | held.keys())
+        updates: list[Resource] = []
+        removed: list[str] = []
+        for name in names:
+            resource = available.get(name)
+            if resource is not None:
+                if held.get(name) == resource.digest:
+                    continue
+                rejected = state.rejected.get(name)
+                if rejected is not None:
+                    if rejected[0] == resource.digest:
+                        continue  # parked until its content changes
+                    del state.rejected[name]
+                updates.append(resource)
+            elif name in held or (name in state.names and name not in state.absent):
+                removed.append(name)
+        return updates, removed
+
+    def _respond(
+        self, state: DeltaTypeState, updates: list[Resource], removed: list[str]
+    ) -> DeltaResponse:
+        self._nonce += 1
+        nonce = str(self._nonce)
+        system_version = self._current(state.type_url).version
+        previous = tuple((r.name, state.held.get(r.name)) for r in updates)
+        if updates or removed:
+            held = state.held = writable(state.held)
+            for resource in updates:
+                held[resource.name] = resource.digest
+                state.absent.discard(resource.name)
+            for name in removed:
+                held.pop(name, None)
+                if name in state.names:
+                    state.absent.add(name)
+        state.pending[nonce] = Pending(
+            nonce=nonce,
+            system_version=system_version,
+            sent=tuple((r.name, r.digest) for r in updates),
+            removed=tuple(removed),
+            previous=previous,
+        )
+        while len(state.pending) > MAX_PENDING:
+            state.pending.popitem(last=False)
+        state.last_nonce = nonce
+        return delta_response(state.type_url, system_version, updates, removed, nonce)
+
+    def _resend_endpoints(self, clusters: Iterable[Resource]) -> list[DeltaResponse]:
+        """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
+        state = self.types.get(ENDPOINT)
+        if state is None or not self._serves(ENDPOINT):
+            return []
+        forced = False
+        for cluster in clusters:
+            service = eds_service_name(cluster.body)
+            if service is not None and service in state.held and state.subscribes(service):
+                state.held = writable(state.held)
+                state.held[service] = UNKNOWN
+                forced = True
+        if not forced:
+            return []
+        updates, removed = self._plan(state)
+        if removed:
+            state.deferred_removals = True  # after every addition, as always
+        return [self._respond(state, updates, [])] if updates else []
+
+    def _remove(self, state: DeltaTypeState, removed: list[str]) -> list[DeltaResponse]:
+        if state.type_url in _HELD_BACK and not self._routes_settled():
+            state.deferred_removals = True
+            return []
+        return [self._respond(state, [], removed)]
+
+    def _release_removals(self) -> list[DeltaResponse]:
+        """On ADS, send held-back cluster and CLA removals once the routes are in place."""
+        responses: list[DeltaResponse] = []
+        for type_url in (CLUSTER, ENDPOINT):
+            state = self.types.get(type_url)
+            if state is None or not state.deferred_removals:
+                continue
+            if not self._routes_settled():
+                break
+            state.deferred_removals = False
+            updates, removed = self._plan(state)  # updates: normally none left by now
+            if updates or removed:
+                responses.append(self._respond(state, updates, removed))
+        return responses
+
+    def _routes_settled(self) -> bool:
+        """True when the client ACKed the current listeners and every route they fetch."""
+        listeners = self.types.get(LISTENER)
+        routes = self.types.get(ROUTE)
+        for state in (listeners, routes):
+            if state is not None and (state.pending or self._rejects_current(state)):
+                return False
+        if listeners is None or routes is None:
+            return True
+        current_listeners = self._current(LISTENER).resources
+        current_routes = self._current(ROUTE).resources
+        for name, version in listeners.held.items():
+            listener = current_listeners.get(name)
+            if listener is None or listener.digest != version:
+                continue
+            for route_name in route_config_names(listener.body):
+                route = current_routes.get(route_name)
+                if route is not None and routes.held.get(route_name) != route.digest:
+                    return False
+        return True
+
+    def _rejects_current(self, state: DeltaTypeState) -> bool:
+        available = self._current(state.type_url).resources
+        for name, (version, _) in state.rejected.items():
+            resource = available.get(name)
+            if resource is not None and resource.digest == version:
+                return True
+        return False
+
+    def _order(self) -> list[str]:
+        known = [t for t in ADS_ORDER if t in self.types]
+        return known + sorted(t for t in self.types if t not in ADS_ORDER)
+
+
+def _subscribe(state: DeltaTypeState, request: DeltaDiscoveryRequest, first: bool) -> bool:
+    """Apply a request's subscription changes; True if anything may need an answer."""
+    subscribe = list(request.resource_names_subscribe)
+    unsubscribe = list(request.resource_names_unsubscribe)
+    initial: dict[str, str] = {}
+    if first:
+        state.started = True
+        initial = dict(request.initial_resource_versions)
+        state.held = dict(initial)  # a reconnecting client already has these
+        if not subscribe and not unsubscribe and state.type_url in FULL_STATE_TYPES:
+            state.wildcard = True  # legacy wildcard: Envoy's first LDS/CDS request
+    changed = False
+    for name in unsubscribe:
+        if name == WILDCARD:
+            if state.wildcard:
+                state.wildcard = False
+                for held in [n for n in state.held if n not in state.names]:
+                    _forget(state, held)
+                changed = True
+        elif name in state.names:
+            state.names.discard(name)
+            state.absent.discard(name)
+            if state.wildcard:
+                # Still wanted through the wildcard: the spec asks for the resource (or its
+                # removal) again, since the client may have dropped it.
+                state.held = writable(state.held)
+                state.held[name] = UNKNOWN
+                changed = True
+            else:
+                _forget(state, name)
+        # A name never subscribed: a phantom unsubscribe, ignored.
+    for name in subscribe:
+        changed = True
+        if name == WILDCARD:
+            state.wildcard = True
+            continue
+        state.names.add(name)
+        if name not in initial:
+            # Asked for again: sent again, even if the client seems to hold it.
+            if name in state.held:
+                state.held = writable(state.held)
+                state.held.pop(name)
+            state.absent.discard(name)
+            state.rejected.pop(name, None)
+    return changed
+
+
+def _forget(state: DeltaTypeState, name: str) -> None:
+    if name in state.held:
+        state.held = writable(state.held)
+        state.held.pop(name)
+    if name in state.acked:
+        state.acked = writable(state.acked)
+        state.acked.pop(name)
+    state.absent.discard(name)
+    state.rejected.pop(name, None)

@@ -1,0 +1,105 @@
+"""What an incremental (delta) stream remembers per type."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from dragoman.xds.resources import TypeSnapshot
+from dragoman.xds.sotw_state import Nack
+
+# `held` value for a name whose state on the client is unknown: the next response carries
+# the resource, or its name in removed_resources (a wildcard client that unsubscribed it).
+UNKNOWN = ""
+
+# Responses awaiting an ACK, per type. A client that never answers cannot grow this: the
+# oldest are forgotten (their late ACK then counts as a spontaneous request).
+MAX_PENDING = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """One response in flight."""
+
+    nonce: str
+    system_version: str
+    sent: tuple[tuple[str, str], ...]  # (name, version) carried
+    removed: tuple[str, ...]
+    # What `held` had for each carried name before this response (None: not held), so a
+    # NACK can put it back.
+    previous: tuple[tuple[str, str | None], ...]
+
+
+@dataclass(slots=True)
+class DeltaTypeState:
+    """One type's sub-stream of a delta stream."""
+
+    type_url: str
+    started: bool = False  # the first request of this type has arrived
+
+    # Subscription.
+    wildcard: bool = False
+    names: set[str] = field(default_factory=set)
+
+    # name -> resource version (the content digest) the client holds, or will once
+    # in-flight responses are applied; UNKNOWN forces a resend or a removal.
+    # `held` and `acked` are read-only shared maps (`digests_of`) while they equal the
+    # snapshot's, which is the usual idle state: change them only through `writable`.
+    held: Mapping[str, str] = field(default_factory=dict)
+    # Explicitly subscribed names the client has been told do not exist.
+    absent: set[str] = field(default_factory=set)
+    # name -> version the client ACKed.
+    acked: Mapping[str, str] = field(default_factory=dict)
+    pending: OrderedDict[str, Pending] = field(default_factory=OrderedDict)
+
+    # name -> (rejected version, the NACK): not sent again until its content changes.
+    rejected: dict[str, tuple[str, Nack]] = field(default_factory=dict)
+    last_nack: Nack | None = None
+
+    # The TypeSnapshot version last reconciled with; None forces a reconciliation.
+    seen_version: str | None = None
+    # ADS: removals held back until the routes that may name them are replaced.
+    deferred_removals: bool = False
+    acked_system_version: str = ""  # system_version_info of the last ACKed response
+    last_nonce: str = ""  # of the last response sent
+
+    def subscribes(self, name: str) -> bool:
+        return self.wildcard or name in self.names
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self.pending)
+
+
+def writable(mapping: Mapping[str, str]) -> dict[str, str]:
+    """`mapping` itself if it is this stream's own dict, else a private copy to change."""
+    return mapping if isinstance(mapping, dict) else dict(mapping)
+
+
+_DIGEST_MAPS = 64
+_digest_maps: OrderedDict[str, Mapping[str, str]] = OrderedDict()
+
+
+def digests_of(current: TypeSnapshot) -> Mapping[str, str]:
+    """name -> digest of a type snapshot, read-only and shared by every stream.
+
+    Keyed by the type version alone: that version is a hash of these very pairs.
+    """
+    found = _digest_maps.get(current.version)
+    if found is None:
+        found = MappingProxyType({n: r.digest for n, r in current.resources.items()})
+        _digest_maps[current.version] = found
+        if len(_digest_maps) > _DIGEST_MAPS:
+            _digest_maps.popitem(last=False)
+    else:
+        _digest_maps.move_to_end(current.version)
+    return found
+
+
+def share_if_equal(mapping: Mapping[str, str], digests: Mapping[str, str]) -> Mapping[str, str]:
+    """The shared `digests` in place of an equal private map (an idle stream's usual state)."""
+    if mapping is digests or len(mapping) != len(digests):
+        return mapping
+    return digests if mapping == digests else mapping

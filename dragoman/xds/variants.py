@@ -1,0 +1,119 @@
+"""Resources for clients on per-type streams: ADS config sources pointed at per-type streams.
+
+Translation emits EDS clusters and RDS connection managers whose config source is `ads {}`.
+A client fetching clusters over StreamClusters (or DeltaClusters) has no ADS stream, so the
+clusters and listeners it is served name a per-type config source instead: its own kind
+(SotW or delta) through the bootstrap's `dragoman-xds` cluster. The rewrite is pure, done
+once per distinct resource and variant, and shared by every stream of that variant.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from enum import Enum
+from functools import lru_cache
+
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.core.v3.config_source_pb2 import ConfigSource
+from envoy.config.listener.v3.listener_pb2 import Listener
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm,
+)
+from google.protobuf.any_pb2 import Any
+from google.protobuf.message import DecodeError
+
+from dragoman.envoy.bootstrap import per_type_config_source
+from dragoman.xds.resources import CLUSTER, LISTENER, Resource, Snapshot, TypeSnapshot
+
+
+class ConfigSources(Enum):
+    """How a stream's client fetches the EDS and RDS resources its clusters and listeners name."""
+
+    ADS = "ads"  # as translated: `ads {}`
+    PER_TYPE_SOTW = "per-type"
+    PER_TYPE_DELTA = "per-type-delta"
+
+
+_HCM_TYPE_URL = "type.googleapis.com/" + hcm.HttpConnectionManager.DESCRIPTOR.full_name
+_CACHE_SIZE = 16384
+_TYPE_CACHE_ENTRIES = 64
+
+_rewritten_types: OrderedDict[tuple[str, str, ConfigSources], TypeSnapshot] = OrderedDict()
+
+
+def snapshot_for(snapshot: Snapshot, sources: ConfigSources) -> Snapshot:
+    """`snapshot` as a client using `sources` must see it (the same object for ADS)."""
+    if sources is ConfigSources.ADS:
+        return snapshot
+    types = dict(snapshot.types)
+    for type_url in (CLUSTER, LISTENER):
+        if type_url in types:
+            types[type_url] = _rewritten_type(type_url, types[type_url], sources)
+    return Snapshot(types=types)
+
+
+def _rewritten_type(type_url: str, original: TypeSnapshot, sources: ConfigSources) -> TypeSnapshot:
+    key = (type_url, original.version, sources)
+    found = _rewritten_types.get(key)
+    if found is not None:
+        _rewritten_types.move_to_end(key)
+        return found
+    rewrite = _cluster if type_url == CLUSTER else _listener
+    delta = sources is ConfigSources.PER_TYPE_DELTA
+    resources = []
+    for resource in original.resources.values():
+        body = rewrite(resource.body, delta)
+        resources.append(resource if body is None else _with_body(resource, body))
+    result = TypeSnapshot.of(resources)
+    _rewritten_types[key] = result
+    if len(_rewritten_types) > _TYPE_CACHE_ENTRIES:
+        _rewritten_types.popitem(last=False)
+    return result
+
+
+def _with_body(resource: Resource, body: bytes) -> Resource:
+    return Resource.of_bytes(resource.name, resource.type_url, body)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _cluster(body: bytes, delta: bool) -> bytes | None:
+    """The cluster with a per-type EDS config source, or None if it has no ADS one."""
+    try:
+        cluster = Cluster.FromString(body)
+    except DecodeError:
+        return None
+    if not _is_ads(cluster.eds_cluster_config.eds_config):
+        return None
+    cluster.eds_cluster_config.eds_config.CopyFrom(per_type_config_source(delta=delta))
+    return cluster.SerializeToString(deterministic=True)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _listener(body: bytes, delta: bool) -> bytes | None:
+    """The listener with per-type RDS config sources, or None if it has no ADS one."""
+    try:
+        listener = Listener.FromString(body)
+    except DecodeError:
+        return None
+    configs: list[Any] = []
+    chains = list(listener.filter_chains)
+    if listener.HasField("default_filter_chain"):
+        chains.append(listener.default_filter_chain)
+    for chain in chains:
+        configs.extend(f.typed_config for f in chain.filters if f.HasField("typed_config"))
+    if listener.HasField("api_listener"):
+        configs.append(listener.api_listener.api_listener)
+    changed = False
+    for config in configs:
+        if config.type_url != _HCM_TYPE_URL:
+            continue
+        manager = hcm.HttpConnectionManager.FromString(config.value)
+        if manager.HasField("rds") and _is_ads(manager.rds.config_source):
+            manager.rds.config_source.CopyFrom(per_type_config_source(delta=delta))
+            config.value = manager.SerializeToString(deterministic=True)
+            changed = True
+    return listener.SerializeToString(deterministic=True) if changed else None
+
+
+def _is_ads(source: ConfigSource) -> bool:
+    return source.WhichOneof("config_source_specifier") == "ads"

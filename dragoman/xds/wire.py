@@ -1,0 +1,202 @@
+"""Responses as bytes: each body is encoded once and shared; only the nonce is per stream.
+
+A DiscoveryResponse (or DeltaDiscoveryResponse) sent to a thousand streams after one change
+differs between them only in its nonce. The body is encoded once from the resources'
+already serialized bytes and cached; each stream writes `head + nonce + tail`. Fields are
+emitted in field-number order, so the bytes equal protobuf's own deterministic encoding.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse, DiscoveryResponse
+
+from dragoman.xds.resources import Resource
+
+# Field numbers shared by DiscoveryResponse and DeltaDiscoveryResponse.
+_VERSION = 1  # version_info / system_version_info
+_RESOURCES = 2
+_TYPE_URL = 4
+_NONCE = 5
+_REMOVED = 6  # DeltaDiscoveryResponse.removed_resources
+# discovery.v3.Resource, the delta wrapper of each resource.
+_WRAPPER_VERSION = 1
+_WRAPPER_RESOURCE = 2
+_WRAPPER_NAME = 3
+# google.protobuf.Any
+_ANY_TYPE_URL = 1
+_ANY_VALUE = 2
+
+# Bodies kept for reuse: enough for every type of a few node groups and their in-flight
+# variants; the largest (full-state CDS) is about 150 bytes per cluster.
+_BODY_CACHE_ENTRIES = 256
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, value: bytes) -> bytes:
+    """A length-delimited field; empty values are omitted, as proto3 does."""
+    if not value:
+        return b""
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def _text(number: int, value: str) -> bytes:
+    return _field(number, value.encode())
+
+
+def _element(number: int, value: str) -> bytes:
+    """One element of a repeated string field: written even when empty."""
+    encoded = value.encode()
+    return _varint(number << 3 | 2) + _varint(len(encoded)) + encoded
+
+
+def _any(resource: Resource) -> bytes:
+    return _text(_ANY_TYPE_URL, resource.type_url) + _field(_ANY_VALUE, resource.body)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SotwResponse:
+    """A DiscoveryResponse ready to write: a shared body plus this stream's nonce."""
+
+    type_url: str
+    version_info: str
+    nonce: str
+    names: tuple[str, ...]  # the resources carried, in order
+    body: bytes  # every field but the nonce (which sorts last)
+
+    def to_bytes(self) -> bytes:
+        return self.body + _text(_NONCE, self.nonce)
+
+    def message(self) -> DiscoveryResponse:
+        """The response as a protobuf message (tests, logs): decoded from the bytes sent."""
+        return DiscoveryResponse.FromString(self.to_bytes())
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DeltaResponse:
+    """A DeltaDiscoveryResponse ready to write: shared head and tail around the nonce."""
+
+    type_url: str
+    system_version_info: str
+    nonce: str
+    names: tuple[str, ...]  # resources carried (added or changed), in order
+    removed: tuple[str, ...]
+    head: bytes  # system_version_info, resources, type_url
+    tail: bytes  # removed_resources
+
+    def to_bytes(self) -> bytes:
+        return self.head + _text(_NONCE, self.nonce) + self.tail
+
+    def message(self) -> DeltaDiscoveryResponse:
+        return DeltaDiscoveryResponse.FromString(self.to_bytes())
+
+
+Response = SotwResponse | DeltaResponse
+
+
+class _BodyCache:
+    """A small LRU of encoded bodies, keyed by what determines their bytes."""
+
+    def __init__(self, entries: int) -> None:
+        self._entries = entries
+        self._bodies: OrderedDict[Hashable, tuple[bytes, bytes]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> tuple[bytes, bytes] | None:
+        found = self._bodies.get(key)
+        if found is not None:
+            self._bodies.move_to_end(key)
+            self.hits += 1
+        else:
+            self.misses += 1
+        return found
+
+    def put(self, key: Hashable, value: tuple[bytes, bytes]) -> None:
+        self._bodies[key] = value
+        if len(self._bodies) > self._entries:
+            self._bodies.popitem(last=False)
+
+    def clear(self) -> None:
+        self._bodies.clear()
+
+
+BODIES = _BodyCache(_BODY_CACHE_ENTRIES)
+
+
+def sotw_response(
+    type_url: str,
+    version: str,
+    resources: Mapping[str, Resource],
+    nonce: str,
+    *,
+    whole_type: bool = False,
+) -> SotwResponse:
+    """A DiscoveryResponse carrying `resources` in order.
+
+    `whole_type`: `resources` is every resource of the type snapshot whose version is
+    `version`, so the version alone identifies the body (no per-call key of all names).
+    """
+    names = tuple(resources)
+    key = ("sotw", type_url, version, None if whole_type else names)
+    cached = BODIES.get(key)
+    if cached is None:
+        body = (
+            _text(_VERSION, version)
+            + b"".join(_field(_RESOURCES, _any(r)) for r in resources.values())
+            + _text(_TYPE_URL, type_url)
+        )
+        cached = (body, b"")
+        BODIES.put(key, cached)
+    return SotwResponse(type_url, version, nonce, names, cached[0])
+
+
+def delta_response(
+    type_url: str,
+    system_version: str,
+    resources: Iterable[Resource],
+    removed: Iterable[str],
+    nonce: str,
+) -> DeltaResponse:
+    """A DeltaDiscoveryResponse; each resource's version is its content digest."""
+    carried = tuple(resources)
+    gone = tuple(removed)
+    names = tuple(r.name for r in carried)
+    key = ("delta", type_url, system_version, tuple((r.name, r.digest) for r in carried), gone)
+    cached = BODIES.get(key)
+    if cached is None:
+        head = (
+            _text(_VERSION, system_version)
+            + b"".join(_field(_RESOURCES, _delta_wrapper(r)) for r in carried)
+            + _text(_TYPE_URL, type_url)
+        )
+        tail = b"".join(_element(_REMOVED, name) for name in gone)
+        cached = (head, tail)
+        BODIES.put(key, cached)
+    return DeltaResponse(type_url, system_version, nonce, names, gone, *cached)
+
+
+def _delta_wrapper(resource: Resource) -> bytes:
+    return (
+        _text(_WRAPPER_VERSION, resource.digest)
+        + _field(_WRAPPER_RESOURCE, _any(resource))
+        + _text(_WRAPPER_NAME, resource.name)
+    )
+
+
+def serialize(response: Response | DiscoveryResponse | DeltaDiscoveryResponse) -> bytes:
+    """The gRPC response serializer: pre-encoded responses as they are, messages encoded."""
+    if isinstance(response, SotwResponse | DeltaResponse):
+        return response.to_bytes()
+    return response.SerializeToString(deterministic=True)

@@ -1,0 +1,344 @@
+"""End to end, every xDS transport: four real Envoys (ADS or per-type, each SotW or delta)
+against one `dragoman serve`, each routing real requests to a pod-backed Service and an
+ExternalName host, following the same changes, with no update rejected."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
+
+from dragoman.demo.backends import EchoBackend
+from dragoman.demo.dns import DnsResponder
+from dragoman.demo.envoy import EnvoyProcess
+from dragoman.demo.http import http_get, wait_until
+from dragoman.envoy.bootstrap import XdsTransport, bootstrap_yaml
+from dragoman.xds.csds_client import fetch_client_status
+from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from tests.e2e.harness import DragomanProcess, free_port
+
+EXTERNAL_HOST = "api.transports.test"
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    transport: XdsTransport
+    delta: bool
+
+
+MODES = (
+    Mode("ads", "ads", False),
+    Mode("ads-delta", "ads", True),
+    Mode("per-type", "per-type", False),
+    Mode("per-type-delta", "per-type", True),
+)
+
+
+def gateway(mode: Mode, port: int) -> str:
+    return f"""
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: Gateway
+        metadata: {{name: gw-{mode.name}, namespace: default}}
+        spec:
+          gatewayClassName: dragoman
+          listeners:
+            - {{name: http, protocol: HTTP, port: {port}}}
+        """
+
+
+def services(web_port: int, api_port: int, extra_ready: bool = False) -> str:
+    return f"""
+        apiVersion: v1
+        kind: Service
+        metadata: {{name: web, namespace: default}}
+        spec:
+          selector: {{app: web}}
+          ports: [{{name: http, port: 80, targetPort: {web_port}}}]
+        ---
+        apiVersion: discovery.k8s.io/v1
+        kind: EndpointSlice
+        metadata:
+          name: web-1
+          namespace: default
+          labels: {{kubernetes.io/service-name: web}}
+        addressType: IPv4
+        ports: [{{name: http, port: {web_port}}}]
+        endpoints:
+          - addresses: [127.0.0.2]
+            conditions: {{ready: true}}
+          - addresses: [127.0.0.3]
+            conditions: {{ready: {"true" if extra_ready else "false"}}}
+        ---
+        apiVersion: v1
+        kind: Service
+        metadata: {{name: api, namespace: default}}
+        spec:
+          type: ExternalName
+          externalName: {EXTERNAL_HOST}
+          ports: [{{port: {api_port}}}]
+        """
+
+
+def routes(api_port: int) -> str:
+    parents = ", ".join(f"{{name: gw-{m.name}}}" for m in MODES)
+    return f"""
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {{name: everywhere, namespace: default}}
+        spec:
+          parentRefs: [{parents}]
+          rules:
+            - matches: [{{path: {{type: PathPrefix, value: /external}}}}]
+              backendRefs: [{{name: api, port: {api_port}}}]
+            - backendRefs: [{{name: web, port: 80}}]
+        """
+
+
+def extra_route(extra_port: int) -> str:
+    parents = ", ".join(f"{{name: gw-{m.name}}}" for m in MODES)
+    return f"""
+        apiVersion: v1
+        kind: Service
+        metadata: {{name: extra, namespace: default}}
+        spec:
+          selector: {{app: extra}}
+          ports: [{{name: http, port: 8080, targetPort: {extra_port}}}]
+        ---
+        apiVersion: discovery.k8s.io/v1
+        kind: EndpointSlice
+        metadata:
+          name: extra-1
+          namespace: default
+          labels: {{kubernetes.io/service-name: extra}}
+        addressType: IPv4
+        ports: [{{name: http, port: {extra_port}}}]
+        endpoints:
+          - addresses: [127.0.0.6]
+        ---
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {{name: extra, namespace: default}}
+        spec:
+          parentRefs: [{parents}]
+          rules:
+            - matches: [{{path: {{type: PathPrefix, value: /added}}}}]
+              backendRefs: [{{name: extra, port: 8080}}]
+        """
+
+
+@dataclass
+class Proxy:
+    mode: Mode
+    envoy: EnvoyProcess
+    url: str
+
+    def backend_of(self, path: str) -> str:
+        try:
+            status, _, body = http_get(self.url + path)
+        except OSError as error:
+            return f"error {error}"
+        try:
+            return str(json.loads(body).get("backend", f"HTTP {status}"))
+        except ValueError:
+            return f"HTTP {status}"
+
+    def rejected(self) -> dict[str, int]:
+        return {k: v for k, v in self.envoy.stats().items() if k.endswith("update_rejected") and v}
+
+
+@dataclass
+class World:
+    manifests: Path
+    dragoman: DragomanProcess
+    proxies: dict[str, Proxy]
+    web_port: int
+    api_port: int
+    extra_port: int
+
+    def write(self, name: str, text: str) -> None:
+        tmp = self.manifests / f".{name}.tmp"
+        tmp.write_text(textwrap.dedent(text))
+        tmp.rename(self.manifests / name)
+
+    def diagnostics(self) -> str:
+        parts = [f"--- dragoman log ---\n{self.dragoman.log()[-5000:]}"]
+        for proxy in self.proxies.values():
+            parts.append(f"--- envoy {proxy.mode.name} ---\n{proxy.envoy.log_tail(3000)}")
+        return "\n".join(parts)
+
+    def converge(self, path: str, expected: set[str], timeout: float = 20) -> None:
+        """Every proxy answers `path` from exactly the `expected` backends."""
+        for proxy in self.proxies.values():
+            try:
+                wait_until(
+                    lambda p=proxy: {p.backend_of(path) for _ in range(8)} == expected,
+                    timeout=timeout,
+                )
+            except TimeoutError:
+                pytest.fail(
+                    f"{proxy.mode.name}: {path} never reached {expected}\n" + self.diagnostics()
+                )
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("transports")
+    manifest_dir = root / "manifests"
+    manifest_dir.mkdir()
+    web_port = free_port("127.0.0.2")
+    api_port = free_port("127.0.0.4")
+    extra_port = free_port("127.0.0.6")
+    listener_ports = {m.name: free_port() for m in MODES}
+    files = {
+        "gateways.yaml": "---\n".join(
+            textwrap.dedent(gateway(m, listener_ports[m.name])) for m in MODES
+        ),
+        "services.yaml": services(web_port, api_port),
+        "routes.yaml": routes(api_port),
+    }
+    for name, text in files.items():
+        (manifest_dir / name).write_text(textwrap.dedent(text))
+    backends = [
+        EchoBackend("web-ready", host="127.0.0.2", port=web_port),
+        EchoBackend("web-other", host="127.0.0.3", port=web_port),
+        EchoBackend("api", host="127.0.0.4", port=api_port),
+        EchoBackend("extra", host="127.0.0.6", port=extra_port),
+    ]
+    for backend in backends:
+        backend.start()
+    dns = DnsResponder()
+    dns.start()
+    dns.set_a(EXTERNAL_HOST, "127.0.0.4")
+    xds_address = f"127.0.0.1:{free_port()}"
+    dragoman = DragomanProcess(manifest_dir, xds_address, root / "dragoman.log").start()
+    proxies: dict[str, Proxy] = {}
+    try:
+        for mode in MODES:
+            workdir = root / mode.name
+            workdir.mkdir()
+            admin = workdir / "admin.sock"
+            bootstrap = bootstrap_yaml(
+                xds_address,
+                node_id=f"envoy-{mode.name}",
+                node_cluster=f"default/gw-{mode.name}",
+                admin_socket=str(admin),
+                dns_resolvers=[f"127.0.0.1:{dns.port}"],
+                dns_use_tcp=True,
+                xds_transport=mode.transport,
+                delta=mode.delta,
+            )
+            envoy = EnvoyProcess(bootstrap, workdir, admin, workdir / "envoy.log", concurrency=1)
+            envoy.start()
+            url = f"http://127.0.0.1:{listener_ports[mode.name]}"
+            proxies[mode.name] = Proxy(mode, envoy, url)
+        w = World(manifest_dir, dragoman, proxies, web_port, api_port, extra_port)
+        w.converge("/", {"web-ready"})
+        w.converge("/external", {"api"})
+        yield w
+    finally:
+        for proxy in proxies.values():
+            proxy.envoy.stop()
+        dragoman.stop()
+        dns.stop()
+        for backend in backends:
+            backend.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_rejected_updates(world: World) -> Iterator[None]:
+    yield
+    rejected = {name: p.rejected() for name, p in world.proxies.items() if p.rejected()}
+    assert rejected == {}, world.diagnostics()
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+def test_every_transport_routes_eds_and_external_name(world: World, mode: Mode) -> None:
+    proxy = world.proxies[mode.name]
+    assert {proxy.backend_of("/") for _ in range(10)} == {"web-ready"}
+    status, _, body = http_get(proxy.url + "/external/x")
+    assert status == 200
+    data = json.loads(body)
+    assert data["backend"] == "api" and data["host"] == EXTERNAL_HOST
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+def test_every_transport_uses_its_own_streams(world: World, mode: Mode) -> None:
+    stats = world.proxies[mode.name].envoy.stats()
+    ads_connected = stats.get("control_plane.connected_state")
+    if mode.transport == "ads":
+        assert ads_connected == 1
+        assert stats.get("cluster_manager.cds.update_success", 0) >= 1
+    else:
+        # No ADS stream at all: each type has its own subscription to dragoman.
+        assert ads_connected is None
+        assert stats.get("cluster_manager.cds.update_success", 0) >= 1
+        assert stats.get("listener_manager.lds.update_success", 0) >= 1
+    # The log names the stream kind dragoman served this node with.
+    log = world.dragoman.log()
+    if mode.delta:
+        assert f"(delta) connected: node='envoy-{mode.name}'" in log
+    else:
+        assert f"connected: node='envoy-{mode.name}'" in log
+
+
+def test_every_transport_converges_to_the_same_configuration(world: World) -> None:
+    dumps = {name: sorted(_active_clusters(proxy)) for name, proxy in world.proxies.items()}
+    assert len({tuple(v) for v in dumps.values()}) == 1, dumps
+    assert any("web" in n for n in dumps["ads"]) and any("api" in n for n in dumps["ads"])
+
+
+def test_endpoint_change_reaches_every_transport(world: World) -> None:
+    world.write("services.yaml", services(world.web_port, world.api_port, extra_ready=True))
+    try:
+        world.converge("/", {"web-ready", "web-other"})
+    finally:
+        world.write("services.yaml", services(world.web_port, world.api_port))
+    world.converge("/", {"web-ready"})
+
+
+def test_added_then_removed_route_and_cluster_reach_every_transport(world: World) -> None:
+    world.write("extra.yaml", extra_route(world.extra_port))
+    world.converge("/added", {"extra"})
+    for proxy in world.proxies.values():
+        assert any("extra" in name for name in _active_clusters(proxy)), proxy.mode.name
+    (world.manifests / "extra.yaml").unlink()
+    world.converge("/added", {"web-ready"})
+    for proxy in world.proxies.values():
+        # The removed Service's cluster goes too (after the routes that named it).
+        wait_until(lambda p=proxy: not any("extra" in n for n in _active_clusters(p)), timeout=10)
+    world.converge("/external", {"api"})
+
+
+def _active_clusters(proxy: Proxy) -> list[str]:
+    clusters = proxy.envoy.config_dump("dynamic_active_clusters")["configs"]
+    return [c["cluster"]["name"] for c in clusters]
+
+
+def test_csds_reports_every_transport_acked(world: World) -> None:
+    response = fetch_client_status(world.dragoman.xds_address)
+    by_node = {config.node.id: config for config in response.config}
+    assert set(by_node) == {f"envoy-{m.name}" for m in MODES}
+    for config in by_node.values():
+        types = {entry.type_url for entry in config.generic_xds_configs}
+        assert types == {CLUSTER, ENDPOINT, LISTENER, ROUTE}
+        statuses = {entry.client_status for entry in config.generic_xds_configs}
+        assert statuses == {ClientResourceStatus.ACKED}, config
+    # `dragoman clients` shows the same, one row per node and type.
+    shown = subprocess.run(
+        [sys.executable, "-m", "dragoman", "clients", "--xds-address", world.dragoman.xds_address],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    rows = [line.split() for line in shown.splitlines()[1:]]
+    assert len(rows) == 4 * 4, shown
+    assert all("acked" in row for row in rows), shown

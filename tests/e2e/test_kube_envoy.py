@@ -1,0 +1,239 @@
+"""End to end in Kubernetes mode: objects in an API server (the in-process one, over real
+HTTP), `dragoman serve --kubernetes --kubeconfig` as a separate process, and a real Envoy
+routing real requests to pod-backed endpoints and to an ExternalName host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dragoman.demo.backends import EchoBackend
+from dragoman.demo.dns import DnsResponder
+from dragoman.demo.envoy import EnvoyProcess
+from dragoman.demo.http import http_get, wait_until
+from tests.e2e.harness import free_port, start_envoy
+from tests.kube_support import (
+    endpoint_slice,
+    external_service,
+    gateway,
+    gateway_class,
+    http_route,
+    service,
+)
+from tests.kubeapi import KubeApiServer
+
+pytestmark = pytest.mark.timeout(180)
+
+EXTERNAL_HOST = "api.kube-e2e.test"
+
+
+class KubeDragomanProcess:
+    """`dragoman serve --kubernetes` against a kubeconfig, as its own process."""
+
+    def __init__(self, kubeconfig: Path, xds_address: str, health_port: int, log: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.xds_address = xds_address
+        self.health_port = health_port
+        self.log_path = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> KubeDragomanProcess:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dragoman",
+                    "serve",
+                    "--kubernetes",
+                    f"--kubeconfig={self.kubeconfig}",
+                    f"--xds-address={self.xds_address}",
+                    "--listener-address=127.0.0.1",
+                    f"--health-address=127.0.0.1:{self.health_port}",
+                    "--leader-election-namespace=default",
+                    "--leader-election-identity=e2e",
+                    "--log-level=debug",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(lambda: self.probe("/readyz") == 200 or self._exited(), timeout=20)
+        if self._exited():
+            raise RuntimeError("dragoman exited:\n" + self.log())
+        return self
+
+    def probe(self, path: str) -> int:
+        try:
+            status, _, _ = http_get(f"http://127.0.0.1:{self.health_port}{path}")
+        except OSError:
+            return 0
+        return status
+
+    def _exited(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        self.process = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@dataclass
+class World:
+    api: KubeApiServer
+    url: str
+    dragoman: KubeDragomanProcess
+    envoy: EnvoyProcess
+    backends: dict[str, EchoBackend]
+
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        status, _, body = http_get(self.url + path)
+        try:
+            return status, json.loads(body)
+        except ValueError:
+            return status, {"body": body.decode(errors="replace")}
+
+    def backend_of(self, path: str) -> str:
+        status, data = self.get(path)
+        return str(data.get("backend", f"HTTP {status}"))
+
+    def diagnostics(self) -> str:
+        return (
+            f"--- dragoman log ---\n{self.dragoman.log()[-6000:]}\n"
+            f"--- envoy log ---\n{self.envoy.log_tail()}"
+        )
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("kube-e2e")
+    listener_port = free_port()
+    web_port = free_port("127.0.0.2")
+    api_port = free_port("127.0.0.4")
+    backends = {
+        "web-1": EchoBackend("web-1", host="127.0.0.2", port=web_port),
+        "web-2": EchoBackend("web-2", host="127.0.0.3", port=web_port),
+        "api": EchoBackend("api", host="127.0.0.4", port=api_port),
+    }
+    for backend in backends.values():
+        backend.start()
+    dns = DnsResponder()
+    dns.start()
+    dns.set_a(EXTERNAL_HOST, "127.0.0.4")
+    api = KubeApiServer(bookmark_interval=1.0)
+    api.apply(gateway_class())
+    api.apply(gateway("e2e", listener_port))
+    api.apply(service("web", 80, web_port))
+    api.apply(endpoint_slice("web", web_port, "127.0.0.2"))
+    api.apply(external_service("api", EXTERNAL_HOST, api_port))
+    api.apply(http_route("e2e", [("/external", "api", api_port), ("/", "web", 80)], ("e2e",)))
+    kubeconfig = api.write_kubeconfig(root / "kubeconfig")
+    xds_address = f"127.0.0.1:{free_port()}"
+    dragoman = KubeDragomanProcess(kubeconfig, xds_address, free_port(), root / "dragoman.log")
+    envoy: EnvoyProcess | None = None
+    try:
+        dragoman.start()
+        envoy = start_envoy(root, xds_address, dns.port, node_cluster="default/e2e")
+        w = World(api, f"http://127.0.0.1:{listener_port}", dragoman, envoy, backends)
+        try:
+            wait_until(lambda: w.backend_of("/") == "web-1", timeout=20)
+            wait_until(lambda: w.backend_of("/external") == "api", timeout=20)
+        except TimeoutError:
+            pytest.fail("Envoy never routed the API server's objects:\n" + w.diagnostics())
+        yield w
+    finally:
+        if envoy is not None:
+            envoy.stop()
+        dragoman.stop()
+        api.close()
+        dns.stop()
+        for backend in backends.values():
+            backend.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_rejected_updates(world: World) -> Iterator[None]:
+    yield
+    rejected = {k: v for k, v in world.envoy.stats().items() if k.endswith("update_rejected") and v}
+    assert rejected == {}, world.diagnostics()
+
+
+def test_routes_to_pods_and_to_the_external_name(world: World) -> None:
+    status, data = world.get("/external/x")
+    assert status == 200, world.diagnostics()
+    assert (data["backend"], data["host"]) == ("api", EXTERNAL_HOST)
+    assert world.backend_of("/anything") == "web-1"
+
+
+def test_the_leader_wrote_the_computed_status(world: World) -> None:
+    def programmed() -> bool:
+        status = (world.api.get("Gateway", "e2e") or {}).get("status") or {}
+        return any(
+            c["type"] == "Programmed" and c["status"] == "True"
+            for c in status.get("conditions", [])
+        )
+
+    wait_until(programmed, timeout=10)
+    route = world.api.get("HTTPRoute", "e2e") or {}
+    [parent] = route["status"]["parents"]
+    assert parent["controllerName"] == "dragoman.dev/gateway-controller"
+    lease = world.api.get("leases", "dragoman-leader") or {}
+    assert lease["spec"]["holderIdentity"] == "e2e"
+
+
+def test_endpoint_slice_change_takes_the_fast_path(world: World) -> None:
+    world.api.apply(endpoint_slice("web", world.backends["web-1"].port, "127.0.0.2", "127.0.0.3"))
+    try:
+        wait_until(
+            lambda: {world.backend_of("/") for _ in range(10)} == {"web-1", "web-2"}, timeout=10
+        )
+        assert "endpoints update" in world.dragoman.log()
+    finally:
+        world.api.apply(endpoint_slice("web", world.backends["web-1"].port, "127.0.0.2"))
+    wait_until(lambda: {world.backend_of("/") for _ in range(10)} == {"web-1"}, timeout=10)
+
+
+def test_a_new_route_is_served_within_seconds(world: World) -> None:
+    api_port = world.backends["api"].port
+    started = time.monotonic()
+    world.api.apply(http_route("extra", [("/added", "api", api_port)], ("e2e",)))
+    wait_until(lambda: world.backend_of("/added") == "api", timeout=10)
+    assert time.monotonic() - started < 5
+    world.api.delete("HTTPRoute", "extra")
+    wait_until(lambda: world.backend_of("/added") == "web-1", timeout=10)
+
+
+def test_api_server_outage_keeps_envoy_serving_and_catches_up(world: World) -> None:
+    api_port = world.backends["api"].port
+    world.api.stop()
+    try:
+        world.api.apply(http_route("during", [("/during", "api", api_port)], ("e2e",)))
+        for _ in range(10):  # about two seconds without an API server
+            assert world.backend_of("/") == "web-1", world.diagnostics()
+            assert world.backend_of("/external") == "api"
+            time.sleep(0.2)
+        assert world.dragoman.probe("/healthz") == 200
+        assert world.dragoman.probe("/readyz") == 200
+        assert world.backend_of("/during") == "web-1"  # not seen yet
+    finally:
+        world.api.start()
+    wait_until(lambda: world.backend_of("/during") == "api", timeout=20)
+    world.api.delete("HTTPRoute", "during")
+    wait_until(lambda: world.backend_of("/during") == "web-1", timeout=10)

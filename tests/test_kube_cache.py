@@ -1,0 +1,134 @@
+"""The object cache: API objects become typed objects through the manifest parser; bad
+ones are logged naming kind/namespace/name and field, and skipped; repeated deliveries and
+status-only writes do not count as changes to what the DAG reads."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from dragoman.kubernetes.cache import ObjectCache
+from dragoman.kubernetes.kinds import KINDS_BY_NAME
+from dragoman.objects import ObjectKey
+
+SERVICES = KINDS_BY_NAME["Service"]
+ROUTES = KINDS_BY_NAME["HTTPRoute"]
+CLASSES = KINDS_BY_NAME["GatewayClass"]
+GATEWAY_V1 = "gateway.networking.k8s.io/v1"
+
+
+def service(name: str, rv: str, port: Any = 80, namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+        "spec": {"selector": {"app": name}, "ports": [{"port": port}]},
+    }
+
+
+def route(name: str, rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": GATEWAY_V1,
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "default", "resourceVersion": rv, "generation": 1},
+        "spec": {"parentRefs": [{"name": "gw"}]},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def test_a_list_becomes_typed_objects_in_the_store() -> None:
+    cache = ObjectCache()
+    change = cache.replace(("Service", ""), SERVICES, [service("a", "1"), service("b", "2")])
+    assert change.objects
+    assert sorted(cache.store().services) == [("default", "a"), ("default", "b")]
+    # resourceVersion is left out of the typed object: a status write must not rebuild.
+    assert cache.store().services[("default", "a")].meta.resource_version == ""
+
+
+def test_bad_objects_are_logged_once_and_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    cache = ObjectCache()
+    with caplog.at_level(logging.ERROR, logger="dragoman.kubernetes"):
+        cache.replace(("Service", ""), SERVICES, [service("good", "1"), service("bad", "2", "x")])
+        cache.replace(("Service", ""), SERVICES, [service("good", "1"), service("bad", "2", "x")])
+    assert list(cache.store().services) == [("default", "good")]
+    errors = [r.getMessage() for r in caplog.records]
+    assert len(errors) == 1, errors
+    assert "Service/default/bad" in errors[0] and "spec.ports[0].port" in errors[0]
+    assert [str(e.object) for e in cache.errors()] == ["Service/default/bad"]
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="dragoman.kubernetes"):
+        cache.event(("Service", ""), SERVICES, "MODIFIED", service("bad", "3", 8080))
+    assert sorted(cache.store().services) == [("default", "bad"), ("default", "good")]
+    assert any(r.getMessage().startswith("resolved:") for r in caplog.records)
+    assert cache.errors() == []
+
+
+def test_events_add_change_and_delete() -> None:
+    cache = ObjectCache()
+    cache.replace(("Service", ""), SERVICES, [])
+    assert cache.event(("Service", ""), SERVICES, "ADDED", service("a", "5")).objects
+    assert cache.event(("Service", ""), SERVICES, "MODIFIED", service("a", "6", 81)).objects
+    assert cache.store().services[("default", "a")].ports[0].port == 81
+    assert cache.event(("Service", ""), SERVICES, "DELETED", service("a", "7", 81)).objects
+    assert cache.store().services == {}
+    assert not cache.event(("Service", ""), SERVICES, "DELETED", service("a", "7")).any
+
+
+def test_an_event_delivered_twice_is_applied_once() -> None:
+    cache = ObjectCache()
+    cache.replace(("Service", ""), SERVICES, [])
+    first = cache.event(("Service", ""), SERVICES, "ADDED", service("a", "5"))
+    again = cache.event(("Service", ""), SERVICES, "ADDED", service("a", "5"))
+    assert first.objects and not again.any
+
+
+def test_a_relist_changes_only_what_differs() -> None:
+    cache = ObjectCache()
+    cache.replace(("Service", ""), SERVICES, [service("a", "1"), service("b", "2")])
+    same = cache.replace(("Service", ""), SERVICES, [service("a", "1"), service("b", "2")])
+    assert not same.any
+    gone = cache.replace(("Service", ""), SERVICES, [service("a", "1")])
+    assert gone.objects and list(cache.store().services) == [("default", "a")]
+
+
+def test_a_status_write_changes_statuses_but_not_the_typed_objects() -> None:
+    cache = ObjectCache()
+    cache.replace(("HTTPRoute", ""), ROUTES, [route("r", "1")])
+    store = cache.store()
+    status = {"parents": [{"controllerName": "x", "parentRef": {"name": "gw"}, "conditions": []}]}
+    change = cache.event(("HTTPRoute", ""), ROUTES, "MODIFIED", route("r", "2", status))
+    assert change.statuses and not change.objects
+    assert cache.store() is store
+    entry = cache.by_key()[ObjectKey("HTTPRoute", "default", "r")]
+    assert entry.status == status and entry.resource_version == "2"
+    assert (entry.api_version, entry.namespace, entry.name) == (GATEWAY_V1, "default", "r")
+
+
+def test_cluster_scoped_objects_have_no_namespace() -> None:
+    cache = ObjectCache()
+    gateway_class = {
+        "apiVersion": GATEWAY_V1,
+        "kind": "GatewayClass",
+        "metadata": {"name": "dragoman", "resourceVersion": "3"},
+        "spec": {"controllerName": "dragoman.dev/gateway-controller"},
+    }
+    cache.replace(("GatewayClass", ""), CLASSES, [gateway_class])
+    assert list(cache.by_key()) == [ObjectKey("GatewayClass", "", "dragoman")]
+    assert list(cache.store().gateway_classes) == [("", "dragoman")]
+
+
+def test_synced_once_every_expected_partition_was_listed() -> None:
+    cache = ObjectCache()
+    cache.expect(("Service", ""))
+    cache.expect(("HTTPRoute", "shop"))
+    assert not cache.synced
+    cache.replace(("Service", ""), SERVICES, [])
+    assert cache.unsynced() == [("HTTPRoute", "shop")]
+    first = cache.replace(("HTTPRoute", "shop"), ROUTES, [])
+    assert cache.synced
+    assert first.objects  # the first list of a kind always counts, even when empty

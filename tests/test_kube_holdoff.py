@@ -1,0 +1,35 @@
+"""The rebuild holdoff: immediate after a quiet spell, then coalesced, with a maximum delay."""
+
+from __future__ import annotations
+
+import math
+
+from dragoman.kubernetes.holdoff import Holdoff
+
+
+def test_nothing_pending_is_never_due() -> None:
+    holdoff = Holdoff()
+    assert not holdoff.pending and holdoff.due() == math.inf
+
+
+def test_a_change_after_a_quiet_spell_is_applied_at_once() -> None:
+    holdoff = Holdoff(quiet=0.1, max_delay=0.5)
+    holdoff.changed(10.0)
+    assert holdoff.due() == 10.0
+    holdoff.flushed(10.0)
+    holdoff.changed(20.0)  # long after the last rebuild
+    assert holdoff.due() == 20.0
+
+
+def test_a_burst_waits_for_quiet_but_never_past_the_maximum_delay() -> None:
+    holdoff = Holdoff(quiet=0.1, max_delay=0.5)
+    holdoff.flushed(10.0)
+    holdoff.changed(10.05)  # right after a rebuild: held off
+    assert holdoff.due() == 10.05 + 0.1
+    holdoff.changed(10.12)
+    assert holdoff.due() == 10.12 + 0.1
+    for step in range(1, 10):  # changes every 80 ms keep resetting the quiet period...
+        holdoff.changed(10.12 + 0.08 * step)
+    assert holdoff.due() == 10.05 + 0.5  # ...but the maximum delay caps it
+    holdoff.flushed(10.55)
+    assert not holdoff.pending
