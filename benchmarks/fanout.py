@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import ctypes
 import gc
 import json
 import os
@@ -122,6 +124,14 @@ def peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def trimmed_rss_kib() -> int:
+    """RSS after returning freed heap pages to the system (glibc), i.e. memory in use."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: the plain RSS
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return rss_kib()
+
+
 @dataclass
 class Result:
     streams: int
@@ -133,6 +143,8 @@ class Result:
     cpu_s: list[float]  # per update: server CPU seconds
     rss_before_kib: int
     rss_idle_kib: int
+    trimmed_before_kib: int
+    trimmed_idle_kib: int
     peak_kib: int
     response_bytes: int
 
@@ -151,6 +163,7 @@ async def run_scenario(
     address = f"127.0.0.1:{bound_port(server)}"
     gc.collect()
     rss_before = rss_kib()
+    trimmed_before = trimmed_rss_kib()
     progress.expect(snapshots[0].of_type(CLUSTER).version, streams)
     per_worker = [streams // workers + (1 if w < streams % workers else 0) for w in range(workers)]
     procs = [
@@ -176,6 +189,7 @@ async def run_scenario(
         await asyncio.sleep(0.5)  # let every stream go idle
         gc.collect()
         rss_idle = rss_kib()
+        trimmed_idle = trimmed_rss_kib()
         received_s, acked_s, cpu_s, starts = [], [], [], []
         for update in range(1, updates + 1):
             snap = snapshots[update]
@@ -221,6 +235,8 @@ async def run_scenario(
         cpu_s,
         rss_before,
         rss_idle,
+        trimmed_before,
+        trimmed_idle,
         peak_rss_kib(),
         response_bytes=_full_response_bytes(snapshots[-1]) if size else 0,
     )
@@ -305,10 +321,11 @@ def p99(values: list[float]) -> float:
 def report(result: Result) -> None:
     kind = "delta ADS" if result.delta else "SotW ADS"
     per_stream = (result.rss_idle_kib - result.rss_before_kib) / result.streams
+    in_use = (result.trimmed_idle_kib - result.trimmed_before_kib) / result.streams
     print(
         f"S={result.streams:>5} streams ({kind}), {result.clusters} clusters, "
         f"{len(result.received_s)} updates; "
-        f"full CDS response {result.response_bytes / 1024:.0f} KiB"
+        f"initial (full) CDS response {result.response_bytes / 1024:.0f} KiB"
     )
     print(
         f"  all streams received: median {statistics.median(result.received_s):.3f} s, "
@@ -329,6 +346,7 @@ def report(result: Result) -> None:
         f"peak {result.peak_kib / 1024:.1f} MiB; "
         f"{per_stream:.1f} KiB per idle stream"
     )
+    print(f"  after malloc_trim (memory in use): {in_use:.1f} KiB per idle stream")
 
 
 def main() -> int:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from dragoman.dag.build import build
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.endpoints import refresh_load_assignments
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
@@ -36,6 +37,8 @@ class Controller:
     store: Store | None = None
     dag: Dag | None = None
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    # The DNS check's latest observations, an input of every build.
+    dns: DnsObservations = field(default_factory=dict)
 
     def update(self, store: Store) -> UpdateResult:
         """Build what `store` means for Envoy and publish it if anything changed."""
@@ -54,13 +57,24 @@ class Controller:
         else:
             kind = "full"
             with cyclic_gc_paused():
-                dag = build(store, self.build_options)
+                dag = build(store, self.build_options, self.dns)
                 snapshots = translate(dag, self.translate_options)
         self.store, self.dag, self.snapshots = store, dag, snapshots
         self.cache.set_snapshots(snapshots)
         old = set(previous_dag.problems) if previous_dag is not None else set()
         new_problems = tuple(p for p in dag.problems if p not in old)
         return UpdateResult(kind, time.perf_counter() - started, dag.problems, new_problems)
+
+    def update_dns(self, dns: DnsObservations) -> UpdateResult:
+        """Rebuild from the current store with new DNS check observations."""
+        started = time.perf_counter()
+        if dns == self.dns or self.store is None:
+            self.dns = dict(dns)
+            return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
+        self.dns = dict(dns)
+        store, self.store = self.store, None  # forces a full build of the same store
+        result = self.update(store)
+        return UpdateResult("full", result.seconds, result.problems, result.new_problems)
 
     def _problems(self) -> tuple[Problem, ...]:
         return self.dag.problems if self.dag is not None else ()

@@ -8,6 +8,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from dragoman.config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.controller import Controller
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
@@ -26,6 +27,7 @@ class ServeConfig:
     xds_address: str
     build_options: BuildOptions = BuildOptions()
     translate_options: TranslateOptions = TranslateOptions()
+    dns_check: DnsCheckSettings = NO_DNS_CHECK
 
 
 class ManifestServer:
@@ -62,11 +64,21 @@ class ManifestServer:
 
     async def run(self, stop: asyncio.Event) -> None:
         self.reload()
+        dns_checks = None
+        if self.config.dns_check.enabled:
+            from dragoman.dns_checker import DnsChecker, DnsCheckLoop
+
+            dns_checks = DnsCheckLoop(self.controller, DnsChecker(self.config.dns_check))
+            await dns_checks.check_once()  # serve checked names from the first response on
         server = await start_xds_server(self.cache, self.config.xds_address)
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
+        checking = asyncio.create_task(dns_checks.run(stop)) if dns_checks else None
         try:
             await watch_directory(self.config.manifests, self._on_change, stop)
         finally:
+            if checking is not None:
+                checking.cancel()
+                await asyncio.gather(checking, return_exceptions=True)
             await server.stop(grace=1.0)
             log.info("stopped")
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dragoman.objects import (
+    BackendTLSPolicy,
     ConfigMap,
     EndpointSlice,
     Gateway,
@@ -37,6 +38,7 @@ class Store:
     namespaces: Mapping[NamespacedName, Namespace] = field(default_factory=dict)
     secrets: Mapping[NamespacedName, Secret] = field(default_factory=dict)
     config_maps: Mapping[NamespacedName, ConfigMap] = field(default_factory=dict)
+    backend_tls_policies: Mapping[NamespacedName, BackendTLSPolicy] = field(default_factory=dict)
 
     @classmethod
     def from_objects(cls, objects: Iterable[KubeObject]) -> Store:
@@ -52,6 +54,7 @@ class Store:
             Namespace: {},
             Secret: {},
             ConfigMap: {},
+            BackendTLSPolicy: {},
         }
         for obj in objects:
             by_type[type(obj)][(obj.meta.namespace, obj.meta.name)] = obj
@@ -66,6 +69,7 @@ class Store:
             namespaces=by_type[Namespace],  # type: ignore[arg-type]
             secrets=by_type[Secret],  # type: ignore[arg-type]
             config_maps=by_type[ConfigMap],  # type: ignore[arg-type]
+            backend_tls_policies=by_type[BackendTLSPolicy],  # type: ignore[arg-type]
         )
 
     def slices_of(self, namespace: str, service_name: str) -> list[EndpointSlice]:
@@ -91,4 +95,5 @@ class Store:
             and self.namespaces == other.namespaces
             and self.secrets == other.secrets
             and self.config_maps == other.config_maps
+            and self.backend_tls_policies == other.backend_tls_policies
         )

@@ -22,6 +22,7 @@ from dragoman.dag.model import (
     Locality,
     Route,
     RouteMatch,
+    UpstreamTls,
     VirtualHost,
 )
 from dragoman.dag.options import BuildOptions
@@ -171,6 +172,8 @@ def test_external_name_becomes_a_dns_cluster() -> None:
             service=ObjectKey("Service", "default", "api"),
             hostname="api.example.com",
             port=443,
+            # Port 443 of an external host: TLS verified against the external name.
+            tls=UpstreamTls(),
         )
     }
     assert action(dag) == Forward((Backend("default/api/443", 1),), auto_host_rewrite=True)

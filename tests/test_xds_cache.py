@@ -44,3 +44,19 @@ def test_every_waiter_wakes_once_per_change() -> None:
         assert await asyncio.wait_for(cache.wait_for_change(0), 5) == 2
 
     asyncio.run(scenario())
+
+
+def test_set_snapshot_replaces_one_group_and_wakes_streams() -> None:
+    async def scenario() -> None:
+        cache = SnapshotCache()
+        everything = snapshot(clusters=[eds_cluster("a")])
+        cache.set_snapshots({ALL_GATEWAYS: everything})
+        waiter = asyncio.ensure_future(cache.wait_for_change(cache.generation))
+        own = snapshot(clusters=[eds_cluster("b")])
+        cache.set_snapshot("default/gateway", own)
+        assert await asyncio.wait_for(waiter, 5) == 2
+        assert cache.snapshot_for(ALL_GATEWAYS) is everything
+        assert cache.snapshot_for("default/gateway") is own
+        assert cache.groups == frozenset({ALL_GATEWAYS, "default/gateway"})
+
+    asyncio.run(scenario())

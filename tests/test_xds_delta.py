@@ -494,3 +494,21 @@ def test_delta_unchanged_snapshot_pushes_nothing() -> None:
     stream = DeltaStream()
     connect_envoy(stream, base_snapshot())
     assert stream.on_snapshot(base_snapshot()) == []
+
+
+def test_delta_idle_wildcard_streams_share_the_snapshot_digest_map_and_diff() -> None:
+    snap = snapshot(clusters=[eds_cluster("a"), eds_cluster("b"), eds_cluster("c")])
+    streams = [DeltaStream(CLUSTER) for _ in range(3)]
+    for stream in streams:
+        stream.on_request(delta_ack(only(stream.on_request(delta_request(CLUSTER), snap))), snap)
+    held = [stream.types[CLUSTER].held for stream in streams]
+    assert held[0] is held[1] is held[2]  # one shared map, not three copies
+    assert dict(held[0]) == {n: r.digest for n, r in snap.of_type(CLUSTER).resources.items()}
+    changed = snapshot(clusters=[eds_cluster("a", timeout_s=7), eds_cluster("c"), eds_cluster("d")])
+    pushed = [only(stream.on_snapshot(changed)) for stream in streams]
+    for response in pushed:
+        assert (response.names, response.removed) == (("a", "d"), ("b",))
+        assert response.head is pushed[0].head
+    for stream, response in zip(streams, pushed, strict=True):
+        stream.on_request(delta_ack(response), changed)
+        assert stream.types[CLUSTER].held is streams[0].types[CLUSTER].held

@@ -678,3 +678,25 @@ def test_unchanged_snapshot_pushes_nothing() -> None:
     connect_envoy(stream, base_snapshot())
     assert stream.on_snapshot(base_snapshot()) == []
     assert all(not state.in_flight for state in stream.types.values())
+
+
+# Encoding.
+
+
+def test_response_bytes_equal_protobuf_deterministic_encoding() -> None:
+    stream = SotwStream()
+    responses = connect_envoy(stream, base_snapshot())
+    for response in responses.values():
+        message = response.message()
+        assert response.to_bytes() == message.SerializeToString(deterministic=True)
+        assert (message.nonce, message.version_info) == (response.nonce, response.version_info)
+
+
+def test_streams_share_one_encoded_body_only_the_nonce_differs() -> None:
+    snap = base_snapshot()
+    first, second = SotwStream(), SotwStream()
+    second.on_request(request(ROUTE, ["routes-http"], node=NODE), snap)  # moves its nonces on
+    a = only(first.on_request(request(CLUSTER, node=NODE), snap))
+    b = only(second.on_request(request(CLUSTER), snap))
+    assert a.body is b.body
+    assert a.nonce != b.nonce and a.to_bytes() != b.to_bytes()

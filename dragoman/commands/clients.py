@@ -16,9 +16,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--resources", action="store_true", help="one row per resource instead of per type"
     )
-    parser.add_argument(
-        "--timeout", type=float, default=5.0, metavar="SECONDS", help="default: 5"
-    )
+    parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="default: 5")
     parser.set_defaults(run=run)
 
 

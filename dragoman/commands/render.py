@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dragoman.commands.common import add_logging, manifest_dir
+from dragoman.commands.common import (
+    add_config,
+    add_logging,
+    checked_build,
+    manifest_dir,
+    server_config,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -14,23 +20,27 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--manifests", type=manifest_dir, required=True, metavar="DIR")
     parser.add_argument("--listener-address", default="0.0.0.0", metavar="IP")
+    add_config(parser)
     add_logging(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from dragoman.dag.build import build
     from dragoman.envoy.options import TranslateOptions
     from dragoman.envoy.render import render_yaml
     from dragoman.envoy.translate import translate
     from dragoman.sources.manifests import ManifestDirectory
 
+    config = server_config(args)
+    if config is None:
+        return 2
     result = ManifestDirectory(args.manifests).load()
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
-    dag = build(result.store())
+    dag = checked_build(result.store(), config.build_options(), config)
     for problem in dag.problems:
         print(f"problem: {problem}", file=sys.stderr)
-    snapshots = translate(dag, TranslateOptions(listener_address=args.listener_address))
+    options = config.translate_options(TranslateOptions(listener_address=args.listener_address))
+    snapshots = translate(dag, options)
     sys.stdout.write(render_yaml(snapshots))
     return 0

@@ -8,9 +8,16 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dragoman.commands.common import DEFAULT_XDS_ADDRESS, add_logging, manifest_dir
+from dragoman.commands.common import (
+    DEFAULT_XDS_ADDRESS,
+    add_config,
+    add_logging,
+    manifest_dir,
+    server_config,
+)
 
 if TYPE_CHECKING:
+    from dragoman.config import ServerConfig
     from dragoman.envoy.options import TranslateOptions
 
 DEFAULT_HEALTH_ADDRESS = "0.0.0.0:8081"
@@ -35,6 +42,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="IP",
         help="address Envoy binds Gateway listeners to (default: 0.0.0.0)",
     )
+    add_config(parser)
     _add_kubernetes_arguments(parser)
     add_logging(parser)
     parser.set_defaults(run=run)
@@ -106,23 +114,30 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.options import TranslateOptions
 
-    translate_options = TranslateOptions(listener_address=args.listener_address)
     log = logging.getLogger("dragoman")
+    config = server_config(args)
+    if config is None:
+        return 2
+    translate_options = config.translate_options(
+        TranslateOptions(listener_address=args.listener_address)
+    )
     if args.kubernetes:
-        return _run_kubernetes(args, translate_options, log)
+        return _run_kubernetes(args, config, translate_options, log)
     if args.kubeconfig is not None or args.namespaces or args.context:
         log.error("--kubeconfig, --context and --namespace need --kubernetes")
         return 2
 
     from dragoman.serve import ServeConfig, serve
 
-    config = ServeConfig(
+    serve_config = ServeConfig(
         manifests=args.manifests,
         xds_address=args.xds_address,
+        build_options=config.build_options(),
         translate_options=translate_options,
+        dns_check=config.dns_check,
     )
     try:
-        asyncio.run(serve(config))
+        asyncio.run(serve(serve_config))
     except OSError as error:
         log.error("%s", error)
         return 1
@@ -130,7 +145,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_kubernetes(
-    args: argparse.Namespace, translate_options: TranslateOptions, log: logging.Logger
+    args: argparse.Namespace,
+    server: ServerConfig,
+    translate_options: TranslateOptions,
+    log: logging.Logger,
 ) -> int:
     from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
     from dragoman.kubernetes.client import ClientConfigError
@@ -161,7 +179,9 @@ def _run_kubernetes(
         controller_name=args.controller_name or DEFAULT_CONTROLLER_NAME,
         gateway_class=args.gateway_class,
         lease=lease,
+        build_options=server.build_options(),
         translate_options=translate_options,
+        dns_check=server.dns_check,
     )
     try:
         asyncio.run(serve_kubernetes(config))

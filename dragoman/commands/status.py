@@ -8,7 +8,13 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from dragoman.commands.common import add_logging, manifest_dir
+from dragoman.commands.common import (
+    add_config,
+    add_logging,
+    checked_build,
+    manifest_dir,
+    server_config,
+)
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 
 if TYPE_CHECKING:
@@ -36,21 +42,25 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help=f"the GatewayClass controllerName dragoman answers to (default: "
         f"{DEFAULT_CONTROLLER_NAME})",
     )
+    add_config(parser)
     add_logging(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from dragoman.dag.build import build
     from dragoman.dag.options import BuildOptions
     from dragoman.envoy.yaml_text import dump_yaml
     from dragoman.sources.manifests import ManifestDirectory
 
+    config = server_config(args)
+    if config is None:
+        return 2
     result = ManifestDirectory(args.manifests).load()
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
     store = result.store()
-    dag = build(store, BuildOptions(controller_name=args.controller_name))
+    options = config.build_options(BuildOptions(controller_name=args.controller_name))
+    dag = checked_build(store, options, config)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     documents = [status_document(status, store, now) for status in dag.statuses.values()]
     if args.output == "json":
@@ -87,6 +97,7 @@ def _lookup(store: Store, kind: str, namespace: str, name: str) -> Any:
         "HTTPRoute": store.http_routes,
         "GRPCRoute": store.grpc_routes,
         "ReferenceGrant": store.reference_grants,
+        "BackendTLSPolicy": store.backend_tls_policies,
     }
     objects = by_kind.get(kind)
     return objects.get((namespace, name)) if objects is not None else None

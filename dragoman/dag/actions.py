@@ -11,6 +11,7 @@ from dragoman.dag.filters import RuleFilters, rule_filters
 from dragoman.dag.grants import NO_GRANTS, ReferenceGrants
 from dragoman.dag.model import (
     H2C,
+    AggregateCluster,
     Cluster,
     DirectResponse,
     DnsCluster,
@@ -21,6 +22,7 @@ from dragoman.dag.model import (
     Redirect,
 )
 from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams import NO_UPSTREAM_INPUTS, UpstreamInputs
 from dragoman.objects import (
     BackendRef,
     GRPCRoute,
@@ -55,6 +57,7 @@ def http_rule_action(
     services: Mapping[NamespacedName, Service],
     options: BuildOptions,
     grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> RuleAction:
     # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule).
     prefix = rule.matches[0].path.value if len(rule.matches) == 1 else ""
@@ -69,6 +72,7 @@ def http_rule_action(
         prefix=prefix,
         timeouts=(timeout_ms, per_try_timeout_ms),
         grants=grants,
+        upstream=upstream,
     )
 
 
@@ -79,6 +83,7 @@ def grpc_rule_action(
     services: Mapping[NamespacedName, Service],
     options: BuildOptions,
     grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> RuleAction:
     # gRPC calls may stream for as long as the client's deadline allows: no route timeout.
     return _rule_action(
@@ -92,6 +97,7 @@ def grpc_rule_action(
         timeouts=(0, None),
         grpc=True,
         grants=grants,
+        upstream=upstream,
     )
 
 
@@ -122,13 +128,16 @@ def _rule_action(
     timeouts: tuple[int | None, int | None],
     grpc: bool = False,
     grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> RuleAction:
     rule_field = f"spec.rules[{rule_index}]"
     # gRPC needs HTTP/2 all the way to the backend.
     protocol = H2C if grpc else None
     no_backend = NO_GRPC_BACKEND if grpc else NO_BACKEND
     parsed = rule_filters(route.key, f"{rule_field}.filters", filters, prefix)
-    resolved = resolve_backends(route, rule_index, refs, services, options, protocol, grants)
+    resolved = resolve_backends(
+        route, rule_index, refs, services, options, protocol, grants, upstream
+    )
     problems = [*parsed.problems, *resolved.problems]
 
     def done(
@@ -150,10 +159,10 @@ def _rule_action(
     if not clusters:
         return done(no_backend, ())
     mirrors = _mirrors(
-        route, rule_field, parsed, services, options, protocol, problems, clusters, grants
+        route, rule_field, parsed, services, options, protocol, problems, clusters, grants, upstream
     )
     external = any(
-        isinstance(clusters[b.cluster], DnsCluster)
+        isinstance(clusters[b.cluster], DnsCluster | AggregateCluster)
         for b in resolved.backends
         if b.cluster is not None
     )
@@ -181,13 +190,14 @@ def _mirrors(
     problems: list[Problem],
     clusters: dict[str, Cluster],
     grants: ReferenceGrants,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> tuple[Mirror, ...]:
     """Mirrors whose backendRef resolves; an invalid one is dropped and reported."""
     mirrors: list[Mirror] = []
     for index, spec in parsed.mirrors:
         field = f"{rule_field}.filters[{index}].requestMirror.backendRef"
         resolved = resolve_backend_ref(
-            route, field, spec.backend_ref, services, options, protocol, grants
+            route, field, spec.backend_ref, services, options, protocol, grants, upstream
         )
         if isinstance(resolved, Problem):
             problems.append(resolved)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dragoman.dag.clusters import Unresolved, service_cluster, with_protocol
+from dragoman.dag.clusters import Unresolved, cluster_warnings, service_cluster, with_protocol
 from dragoman.dag.filters import header_edits
 from dragoman.dag.grants import (
     NO_GRANTS,
@@ -16,6 +16,7 @@ from dragoman.dag.grants import (
 )
 from dragoman.dag.model import Backend, Cluster, HeaderEdits, Problem
 from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams import NO_UPSTREAM_INPUTS, UpstreamInputs
 from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, Service
 from dragoman.store import NamespacedName
 
@@ -38,6 +39,7 @@ def resolve_backends(
     options: BuildOptions,
     protocol: str | None = None,
     grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> ResolvedBackends:
     """A rule's backendRefs; `protocol` forces the upstream protocol (GRPCRoute: h2c)."""
     backends: list[Backend] = []
@@ -45,7 +47,9 @@ def resolve_backends(
     problems: list[Problem] = []
     for ref_index, ref in enumerate(refs):
         field = f"spec.rules[{rule_index}].backendRefs[{ref_index}]"
-        resolved = resolve_backend_ref(route, field, ref, services, options, protocol, grants)
+        resolved = resolve_backend_ref(
+            route, field, ref, services, options, protocol, grants, upstream
+        )
         request, response, host, filter_problems = _backend_filters(route, field, ref)
         problems.extend(filter_problems)
         if isinstance(resolved, Problem):
@@ -57,6 +61,10 @@ def resolve_backends(
             backends.append(Backend(cluster=None, weight=ref.weight))
             continue
         clusters[resolved.name] = resolved
+        problems.extend(
+            Problem(route.key, field, "UnsupportedValue", warning)
+            for warning in cluster_warnings(resolved, services, options, grants, upstream)
+        )
         backends.append(
             Backend(
                 cluster=resolved.name,
@@ -109,6 +117,7 @@ def resolve_backend_ref(
     options: BuildOptions,
     protocol: str | None = None,
     grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> Cluster | Problem:
     """The cluster a backendRef names (in `protocol` when given), or why it names none."""
 
@@ -144,7 +153,7 @@ def resolve_backend_ref(
     if service is None:
         return problem("BackendNotFound", f"Service {namespace}/{ref.name} not found")
 
-    resolved = service_cluster(service, ref.port, services, options, grants)
+    resolved = service_cluster(service, ref.port, services, options, grants, upstream)
     if isinstance(resolved, Unresolved):
         at = f"{field}.port" if resolved.port_at_fault else field
         return problem(resolved.reason, resolved.message, at)

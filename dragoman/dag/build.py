@@ -3,23 +3,40 @@
 from __future__ import annotations
 
 from dragoman.dag.attach import attach
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.endpoints import load_assignments
 from dragoman.dag.grants import ReferenceGrants
 from dragoman.dag.groups import ServedRoutes, node_group
 from dragoman.dag.listeners import frontends
 from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, Problem
 from dragoman.dag.options import BuildOptions
+from dragoman.dag.route_backends import NO_BACKEND_NAMES, route_backend_names
 from dragoman.dag.route_rules import route_rules
 from dragoman.dag.status import object_statuses
 from dragoman.dag.status_routes import RouteOutcome
+from dragoman.dag.upstream_build import (
+    RouteUpstreams,
+    checked_hostnames,
+    policy_statuses,
+    upstream_inputs,
+    with_aggregate_children,
+    with_dns_conditions,
+)
 from dragoman.store import Store
 
 
 # BuildOptions is frozen, so one shared default instance is safe.
-def build(store: Store, options: BuildOptions = BuildOptions()) -> Dag:
-    """Listeners, route tables and clusters per node group, and every problem found."""
+def build(
+    store: Store, options: BuildOptions = BuildOptions(), dns: DnsObservations | None = None
+) -> Dag:
+    """Listeners, route tables and clusters per node group, and every problem found.
+
+    `dns`: what the DNS check last observed per external name (used when options.dns_check).
+    """
     problems: list[Problem] = []
     grants = ReferenceGrants(store.reference_grants.values())
+    upstream = upstream_inputs(store, dns)
+    upstreams: list[RouteUpstreams] = []
     # dragoman's GatewayClasses and Gateways, each listener judged (TLS, conflicts, kinds).
     judged = frontends(store, options, grants)
     problems.extend(judged.problems)
@@ -31,11 +48,19 @@ def build(store: Store, options: BuildOptions = BuildOptions()) -> Dag:
     routes = [*store.http_routes.values(), *store.grpc_routes.values()]
     for route in sorted(routes, key=lambda route: route.key):
         parents = tuple(attach(route, judged, store.namespaces, store.gateways))
-        outcomes.append(RouteOutcome(route, route.meta.generation, parents))
+        outcome = RouteOutcome(route, route.meta.generation, parents)
+        outcomes.append(outcome)
+        # Only policies and the DNS check need to know what a route reaches.
+        names = (
+            route_backend_names(route, store.services, options, grants)
+            if upstream.tls_policies or options.dns_check
+            else NO_BACKEND_NAMES
+        )
+        upstreams.append(RouteUpstreams(outcome, names))
         problems.extend(parent.problem for parent in parents if parent.problem is not None)
         attachments = [attachment for parent in parents for attachment in parent.attachments]
         # Rules are resolved even for an unattached route, so all its problems show at once.
-        rules = route_rules(route, store.services, options, grants)
+        rules = route_rules(route, store.services, options, grants, upstream)
         problems.extend(rules.problems)
         resolved_clusters.update(rules.clusters)
         served.extend(
@@ -51,11 +76,18 @@ def build(store: Store, options: BuildOptions = BuildOptions()) -> Dag:
 
     # Only clusters some attached route forwards to; the all-gateways group references each.
     clusters = {name: resolved_clusters[name] for name in groups[ALL_GATEWAYS].clusters}
+    groups, clusters = with_aggregate_children(groups, clusters)
+    statuses = object_statuses(judged, outcomes, problems, options.controller_name)
+    for status in policy_statuses(upstreams, store, upstream, options.controller_name):
+        statuses[status.key] = status
+    if options.dns_check:
+        statuses = with_dns_conditions(statuses, upstreams, upstream.dns)
     return Dag(
         groups=groups,
         clusters=clusters,
         load_assignments=load_assignments(clusters, store),
         # Stable: an object's problems keep the order of its fields.
         problems=tuple(sorted(problems, key=lambda problem: problem.object)),
-        statuses=object_statuses(judged, outcomes, problems, options.controller_name),
+        statuses=statuses,
+        dns_hostnames=checked_hostnames(upstreams) if options.dns_check else (),
     )

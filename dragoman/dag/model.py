@@ -14,10 +14,59 @@ from dragoman.objects import ObjectKey
 # Node group served to an Envoy whose `node.cluster` names no Gateway: every Gateway.
 ALL_GATEWAYS = ""
 
-# Upstream protocols a cluster speaks. Plain HTTP/1.1 is the default; "h2c" is HTTP/2 over
-# cleartext (GRPCRoute backends, Service ports with appProtocol kubernetes.io/h2c).
+# Upstream protocols a cluster speaks. Plain HTTP/1.1 is the default (over TLS: HTTP/2 when
+# the upstream offers it by ALPN, else HTTP/1.1); "h2c" is HTTP/2 over cleartext (GRPCRoute
+# backends, Service ports with appProtocol kubernetes.io/h2c); "h2" is HTTP/2 over TLS only
+# (ALPN h2), what h2c becomes on a port dragoman reaches over TLS.
 HTTP1 = "http1"
 H2C = "h2c"
+H2 = "h2"
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectAltNameMatch:
+    """A name the upstream's certificate must carry: san_type "DNS" or "URI", matched exactly
+    (a DNS wildcard in the certificate covers one label, as in every TLS client)."""
+
+    san_type: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTls:
+    """How Envoy originates TLS to a cluster. The name is always verified, never the chain alone.
+
+    `sni` None: the SNI is the endpoint's hostname (an ExternalName's external name) and the
+    certificate must carry it (Envoy's auto_host_sni and auto_sni_san_validation). Otherwise
+    `subject_alt_names` lists the names accepted (at least one).
+    """
+
+    sni: str | None = None
+    subject_alt_names: tuple[SubjectAltNameMatch, ...] = ()
+    # PEM CA certificates to trust; None: the system CA bundle (a TranslateOptions path).
+    trusted_ca: bytes | None = None
+    policy: ObjectKey | None = None  # the BackendTLSPolicy that asked for it, if any
+
+    def __post_init__(self) -> None:
+        if self.sni is not None and not self.subject_alt_names:
+            raise ValueError("UpstreamTls with an explicit SNI needs the names to verify")
+
+
+@dataclass(frozen=True, slots=True)
+class DnsSettings:
+    """Per-cluster DNS behaviour (Service annotations). None: the translation's default."""
+
+    lookup_family: str | None = None  # a DnsLookupFamily name: V4_ONLY, V6_ONLY, V4_PREFERRED, ALL
+    refresh_s: float | None = None
+    respect_ttl: bool | None = None
+    failure_base_s: float | None = None  # failure refresh backoff; None: the refresh rate
+    failure_max_s: float | None = None
+    jitter_s: float | None = None
+    resolvers: tuple[tuple[str, int], ...] = ()  # (ip, port); (): Envoy's bootstrap resolver
+    logical: bool = False  # LOGICAL_DNS: one host, the first address; else STRICT_DNS
+
+
+DEFAULT_DNS_SETTINGS = DnsSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +79,8 @@ class EdsCluster:
     # The ServicePort's targetPort (number or name) and name, for matching EndpointSlice ports.
     target_port: int | str
     port_name: str = ""
-    protocol: str = HTTP1  # HTTP1 or H2C; part of the cluster name when not HTTP1
+    protocol: str = HTTP1  # HTTP1, H2C or H2; part of the cluster name when not HTTP1
+    tls: UpstreamTls | None = None  # a BackendTLSPolicy's; None: cleartext
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +91,28 @@ class DnsCluster:
     service: ObjectKey
     hostname: str
     port: int
-    protocol: str = HTTP1  # HTTP1 or H2C; part of the cluster name when not HTTP1
+    protocol: str = HTTP1  # HTTP1, H2C or H2; part of the cluster name when not HTTP1
+    tls: UpstreamTls | None = None
+    dns: DnsSettings = DEFAULT_DNS_SETTINGS
 
 
-Cluster = EdsCluster | DnsCluster
+@dataclass(frozen=True, slots=True)
+class AggregateCluster:
+    """In-cluster first, external fallback: Envoy sends to `preferred` while it has healthy
+    endpoints, else to `fallback` (an Envoy aggregate cluster over the two)."""
+
+    name: str
+    service: ObjectKey  # the ExternalName Service that asked for it
+    preferred: EdsCluster
+    fallback: DnsCluster
+    protocol: str = HTTP1
+
+    @property
+    def children(self) -> tuple[EdsCluster, DnsCluster]:
+        return self.preferred, self.fallback
+
+
+Cluster = EdsCluster | DnsCluster | AggregateCluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,3 +345,5 @@ class Dag:
     load_assignments: Mapping[str, LoadAssignment] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
     statuses: Mapping[ObjectKey, ObjectStatus] = field(default_factory=dict)
+    # External names routes forward to, for the DNS check to resolve (only when it is on).
+    dns_hostnames: tuple[str, ...] = ()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dragoman.dag.policy import NO_POLICY, ExternalNamePolicy
+
 # The GatewayClass spec.controllerName that names dragoman, unless configured otherwise.
 DEFAULT_CONTROLLER_NAME = "dragoman.dev/gateway-controller"
 
@@ -17,3 +19,8 @@ class BuildOptions:
     # False (manifest directories, which often omit the GatewayClass): a Gateway whose class
     # object is absent is served, and its status says so. True (Kubernetes): it is not.
     require_gateway_class: bool = False
+    # Which external domains (and, with dns_check, resolved addresses) ExternalNames may reach.
+    external_names: ExternalNamePolicy = NO_POLICY
+    # True: an external name is served only once the DNS check resolved it and every address
+    # passed `external_names` (the results are an input of the build).
+    dns_check: bool = False

@@ -11,6 +11,7 @@ from dragoman.dag.grants import NO_GRANTS, ReferenceGrants
 from dragoman.dag.model import Cluster, Problem
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes import RankedRoute, ranked_grpc_routes, ranked_routes
+from dragoman.dag.upstreams import NO_UPSTREAM_INPUTS, UpstreamInputs
 from dragoman.objects import GRPCRoute, HTTPRoute, Service
 from dragoman.store import NamespacedName
 
@@ -27,16 +28,17 @@ def route_rules(
     services: Mapping[NamespacedName, Service],
     options: BuildOptions,
     grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> RouteRules:
     if isinstance(route, HTTPRoute):
         actions = [
-            http_rule_action(route, index, rule, services, options, grants)
+            http_rule_action(route, index, rule, services, options, grants, upstream)
             for index, rule in enumerate(route.rules)
         ]
         ranked, match_problems = ranked_routes(route, actions)
     else:
         actions = [
-            grpc_rule_action(route, index, rule, services, options, grants)
+            grpc_rule_action(route, index, rule, services, options, grants, upstream)
             for index, rule in enumerate(route.rules)
         ]
         ranked, match_problems = ranked_grpc_routes(route, actions)

@@ -20,7 +20,9 @@ from dragoman.dag.status_conditions import (
 from dragoman.objects import ParentRef
 
 # Problem reasons that mean a reference could not be resolved (ResolvedRefs=False): the
-# Gateway API's, and dragoman's own (an ExternalName it refuses to resolve).
+# Gateway API's, and dragoman's own (an ExternalName it refuses to resolve: unsafe, outside
+# the platform policy, not or not yet resolved by the DNS check; a BackendTLSPolicy that
+# cannot be used).
 REFERENCE_REASONS = frozenset(
     {
         "BackendNotFound",
@@ -28,6 +30,10 @@ REFERENCE_REASONS = frozenset(
         "RefNotPermitted",
         "UnsupportedProtocol",
         "UnsafeExternalName",
+        "NotAllowedByPolicy",
+        "DNSCheckPending",
+        "DNSCheckFailed",
+        "InvalidBackendTLSPolicy",
     }
 )
 # Fields whose problems are about attaching, reported through the parentRef outcomes.

@@ -22,18 +22,34 @@ def dns_cluster_type(
     respect_ttl: bool,
     lookup_family: str,
     resolver: extension_pb2.TypedExtensionConfig | None = None,
+    failure_refresh_s: tuple[float, float] | None = None,
+    jitter_s: float | None = None,
+    logical: bool = False,
 ) -> cluster_pb2.Cluster.CustomClusterType:
-    """STRICT_DNS through the extension: every address the name resolves to is a host.
+    """STRICT_DNS (or LOGICAL_DNS) through the extension: with STRICT every address the name
+    resolves to is a host; with LOGICAL one host connects to the first address of the latest
+    answer (for names whose addresses rotate, such as cloud load balancers and CDNs).
 
-    (Envoy deprecated the Cluster-level dns_* fields the built-in STRICT_DNS type reads.)
+    (Envoy deprecated the Cluster-level dns_* fields the built-in DNS types read.)
+    `failure_refresh_s`: (base, max) of the backoff after a failed resolution; None retries
+    at the refresh rate.
     """
     settings = dns_cluster_pb2.DnsCluster(
         dns_refresh_rate=seconds(refresh_s),
         respect_dns_ttl=respect_ttl,
         dns_lookup_family=dns_pb2.DnsLookupFamily.Value(lookup_family),
         typed_dns_resolver_config=resolver,
-        all_addresses_in_single_endpoint=False,  # False is STRICT; True would be LOGICAL
+        all_addresses_in_single_endpoint=logical,
     )
+    if failure_refresh_s is not None:
+        base, maximum = failure_refresh_s
+        settings.dns_failure_refresh_rate.CopyFrom(
+            dns_cluster_pb2.DnsCluster.RefreshRate(
+                base_interval=seconds(base), max_interval=seconds(maximum)
+            )
+        )
+    if jitter_s:
+        settings.dns_jitter.CopyFrom(seconds(jitter_s))
     return cluster_pb2.Cluster.CustomClusterType(
         name=DNS_CLUSTER_EXTENSION, typed_config=pack(settings)
     )

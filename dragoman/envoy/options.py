@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 # The values of envoy.extensions.clusters.common.dns.v3.DnsLookupFamily we accept by name.
 DNS_LOOKUP_FAMILIES = ("AUTO", "V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL")
+DEFAULT_SYSTEM_CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +17,10 @@ class TranslateOptions:
     dns_refresh_s: int = 30
     dns_respect_ttl: bool = True
     dns_lookup_family: str = "V4_PREFERRED"
+    # The CA bundle Envoy trusts for "system" CAs (TLS to external hosts without a
+    # BackendTLSPolicy CA). A path on Envoy's machine: Debian, Ubuntu (the envoyproxy/envoy
+    # image) and Alpine keep it here; RHEL-family systems in /etc/pki/tls/certs/ca-bundle.crt.
+    system_ca_file: str = DEFAULT_SYSTEM_CA_FILE
 
     def __post_init__(self) -> None:
         # Fail when the options are made, not when Envoy NACKs the first cluster.
@@ -23,6 +28,10 @@ class TranslateOptions:
             raise ValueError(f"connect_timeout_s must be positive, got {self.connect_timeout_s}")
         if self.dns_refresh_s < 1:
             raise ValueError(f"dns_refresh_s must be at least 1, got {self.dns_refresh_s}")
+        if not self.system_ca_file.startswith("/"):
+            raise ValueError(
+                f"system_ca_file must be an absolute path, got {self.system_ca_file!r}"
+            )
         if self.dns_lookup_family not in DNS_LOOKUP_FAMILIES:
             raise ValueError(
                 f"dns_lookup_family must be one of {', '.join(DNS_LOOKUP_FAMILIES)}, "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dragoman.config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.controller import Controller, UpdateResult
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME, BuildOptions
 from dragoman.envoy.options import TranslateOptions
@@ -53,6 +54,7 @@ class KubernetesConfig:
     kinds: tuple[WatchedKind, ...] = WATCHED_KINDS
     holdoff: float = 0.1
     holdoff_max: float = 0.5
+    dns_check: DnsCheckSettings = NO_DNS_CHECK
 
 
 def kubernetes_build_options(config: KubernetesConfig) -> BuildOptions:
@@ -159,6 +161,14 @@ class KubernetesServer:
             if not await self._wait_for_sync(halt):
                 return
             self._update()
+            if self.config.dns_check.enabled:
+                from dragoman.dns_checker import DnsChecker, DnsCheckLoop
+
+                checks = DnsCheckLoop(
+                    self.controller, DnsChecker(self.config.dns_check), self._on_dns_update
+                )
+                await checks.check_once()  # serve checked names from the first response on
+                tasks.append(asyncio.create_task(checks.run(halt)))
             self.xds_server = await start_xds_server(self.snapshots, self.config.xds_address)
             self.serving = True
             log.info("serving xDS on %s", self.config.xds_address)
@@ -242,6 +252,14 @@ class KubernetesServer:
                 result.seconds * 1000,
                 len(result.problems),
             )
+        if result.kind == "full":
+            self._statuses_due.set()
+
+    def _on_dns_update(self, result: UpdateResult) -> None:
+        """A rebuild after the DNS check saw a name resolve differently."""
+        self.updates = [*self.updates[-99:], result]
+        for problem in result.new_problems:
+            log.warning("%s", problem)
         if result.kind == "full":
             self._statuses_due.set()
 

@@ -3,6 +3,12 @@
 Sources turn YAML/JSON into these once, at the boundary; nothing deeper parses dicts.
 """
 
+from dragoman.objects.backend_tls import (
+    BackendTLSPolicy,
+    CACertificateRef,
+    PolicyTargetRef,
+    SubjectAltName,
+)
 from dragoman.objects.config import ConfigMap, Namespace, Secret
 from dragoman.objects.core import (
     Endpoint,
@@ -58,10 +64,13 @@ KubeObject = (
     | Namespace
     | Secret
     | ConfigMap
+    | BackendTLSPolicy
 )
 
 __all__ = [
     "BackendRef",
+    "BackendTLSPolicy",
+    "CACertificateRef",
     "CertificateRef",
     "ConfigMap",
     "Endpoint",
@@ -92,6 +101,7 @@ __all__ = [
     "ParentRef",
     "PathMatch",
     "PathModifier",
+    "PolicyTargetRef",
     "ReferenceGrant",
     "ReferenceGrantFrom",
     "ReferenceGrantTo",
@@ -102,5 +112,6 @@ __all__ = [
     "Secret",
     "Service",
     "ServicePort",
+    "SubjectAltName",
     "URLRewrite",
 ]

@@ -17,6 +17,7 @@ from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.errors import FieldProblem, ObjectError
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
+from dragoman.sources.parse_backend_tls import parse_backend_tls_policy
 from dragoman.sources.parse_config import parse_config_map, parse_namespace, parse_secret
 from dragoman.sources.parse_core import parse_endpoint_slice, parse_service
 from dragoman.sources.parse_gateway import parse_gateway
@@ -53,6 +54,9 @@ _KINDS: dict[tuple[str, str], _Kind] = {
     ("", "Namespace"): _Kind(("v1",), DNS1123_LABEL, parse_namespace, cluster_scoped=True),
     ("", "Secret"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_secret),
     ("", "ConfigMap"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_config_map),
+    (GATEWAY_GROUP, "BackendTLSPolicy"): _Kind(
+        ("v1",), DNS1123_SUBDOMAIN, parse_backend_tls_policy
+    ),
 }
 
 

@@ -23,6 +23,8 @@ from dragoman.xds.delta_state import (
     Pending,
     digests_of,
     share_if_equal,
+    shared_diff,
+    shared_map_version,
     writable,
 )
 from dragoman.xds.references import eds_service_name, route_config_names
@@ -220,6 +222,9 @@ class DeltaStream:
         current = self._current(state.type_url)
         state.seen_version = current.version
         available = current.resources
+        shared = _plan_from_shared_map(state, current)
+        if shared is not None:
+            return shared
         held = state.held
         if state.wildcard:
             # The snapshot's names are already sorted; add the few it lacks.
@@ -345,6 +350,25 @@ class DeltaStream:
     def _order(self) -> list[str]:
         known = [t for t in ADS_ORDER if t in self.types]
         return known + sorted(t for t in self.types if t not in ADS_ORDER)
+
+
+def _plan_from_shared_map(state: DeltaTypeState, current: TypeSnapshot) -> Plan | None:
+    """The usual push to an idle wildcard stream: a diff computed once for all such streams.
+
+    Applies when the stream holds exactly a shared digest map (`digests_of` an earlier
+    version), has no explicit names and nothing parked; else None (plan name by name).
+    """
+    if not state.wildcard or state.names or state.rejected:
+        return None
+    old_version = shared_map_version(state.held)
+    if old_version is None:
+        return None
+    try:
+        changed, removed = shared_diff(old_version, current)
+    except KeyError:
+        return None
+    available = current.resources
+    return [available[n] for n in changed], list(removed)
 
 
 def _subscribe(state: DeltaTypeState, request: DeltaDiscoveryRequest, first: bool) -> bool:

@@ -103,3 +103,36 @@ def share_if_equal(mapping: Mapping[str, str], digests: Mapping[str, str]) -> Ma
     if mapping is digests or len(mapping) != len(digests):
         return mapping
     return digests if mapping == digests else mapping
+
+
+_DIFFS = 64
+_diffs: OrderedDict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = OrderedDict()
+
+
+def shared_diff(old_version: str, current: TypeSnapshot) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(changed or added names, removed names) from the digest map of `old_version` to
+    `current`'s, computed once for every stream holding exactly the old map.
+
+    Raises KeyError if the old map is no longer cached.
+    """
+    key = (old_version, current.version)
+    found = _diffs.get(key)
+    if found is None:
+        old = _digest_maps[old_version]
+        new = current.resources
+        changed = tuple(n for n, r in new.items() if old.get(n) != r.digest)
+        removed = tuple(sorted(n for n in old if n not in new))
+        found = _diffs[key] = (changed, removed)
+        if len(_diffs) > _DIFFS:
+            _diffs.popitem(last=False)
+    return found
+
+
+def shared_map_version(mapping: Mapping[str, str]) -> str | None:
+    """The type version whose shared digest map `mapping` is, if it is one."""
+    if isinstance(mapping, dict):
+        return None
+    for version, shared in reversed(_digest_maps.items()):
+        if shared is mapping:
+            return version
+    return None
