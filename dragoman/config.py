@@ -114,7 +114,30 @@ def load_config(path: Path) -> ServerConfig:
         document = yaml.safe_load(raw.decode("utf-8")) if raw.strip() else {}
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ConfigError(name, [("", f"is not valid YAML: {error}")]) from error
-    return parse_config(document, name)
+    config = parse_config(document, name)
+    check = config.dns_check
+    if check.enabled and not check.resolvers and not _system_resolvers():
+        raise ConfigError(
+            name,
+            [
+                (
+                    "externalNames.dnsCheck.resolvers",
+                    "is empty, and this machine has no resolver configuration "
+                    "(/etc/resolv.conf) to use instead",
+                )
+            ],
+        )
+    return config
+
+
+def _system_resolvers() -> bool:
+    """Whether the system's resolver configuration names at least one server."""
+    import dns.resolver
+
+    try:
+        return bool(dns.resolver.Resolver().nameservers)
+    except dns.resolver.NoResolverConfiguration:
+        return False
 
 
 def parse_config(document: Any, source: str = "the configuration") -> ServerConfig:

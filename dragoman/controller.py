@@ -14,8 +14,10 @@ from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.endpoints import refresh_load_assignments
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
+from dragoman.envoy.grpc_translate import GrpcSnapshots
 from dragoman.envoy.options import TranslateOptions
 from dragoman.envoy.translate import translate, translate_endpoints
+from dragoman.grpc_variant import grpc_snapshots
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.resources import Snapshot
@@ -39,6 +41,8 @@ class Controller:
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     # The DNS check's latest observations, an input of every build.
     dns: DnsObservations = field(default_factory=dict)
+    # What proxyless gRPC clients get, made when one first asks.
+    grpc: GrpcSnapshots | None = None
 
     def update(self, store: Store) -> UpdateResult:
         """Build what `store` means for Envoy and publish it if anything changed."""
@@ -59,8 +63,18 @@ class Controller:
             with cyclic_gc_paused():
                 dag = build(store, self.build_options, self.dns)
                 snapshots = translate(dag, self.translate_options)
+        self.grpc = grpc_snapshots(
+            dag,
+            snapshots,
+            store,
+            build_options=self.build_options,
+            translate_options=self.translate_options,
+            dns=self.dns,
+            previous=self.grpc,
+            previous_store=previous_store if kind == "endpoints" else None,
+        )
         self.store, self.dag, self.snapshots = store, dag, snapshots
-        self.cache.set_snapshots(snapshots)
+        self.cache.set_snapshots(snapshots, grpc=self.grpc)
         old = set(previous_dag.problems) if previous_dag is not None else set()
         new_problems = tuple(p for p in dag.problems if p not in old)
         return UpdateResult(kind, time.perf_counter() - started, dag.problems, new_problems)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 from dataclasses import dataclass
@@ -37,7 +38,11 @@ class ManifestServer:
         self.config = config
         self.directory = ManifestDirectory(config.manifests)
         self.cache = SnapshotCache()
-        self.controller = Controller(self.cache, config.build_options, config.translate_options)
+        # The build uses DNS check results exactly when the check runs.
+        build_options = dataclasses.replace(
+            config.build_options, dns_check=config.dns_check.enabled
+        )
+        self.controller = Controller(self.cache, build_options, config.translate_options)
         self._reported: set[SourceError] = set()
 
     def reload(self) -> None:

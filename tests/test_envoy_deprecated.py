@@ -26,15 +26,17 @@ from dragoman.envoy import TranslateOptions, translate
 from dragoman.envoy.bootstrap import bootstrap_message
 from dragoman.envoy.render import SECTIONS
 from tests.envoy_support import every_kind_of_dag
+from tests.upstream_envoy_support import upstream_kinds_dag
 
 
 def emitted_messages() -> Iterator[tuple[str, Message]]:
     classes = {type_url: message_class for _, type_url, message_class in SECTIONS}
     for options in (TranslateOptions(), TranslateOptions(dns_respect_ttl=False)):
-        for snapshot in translate(every_kind_of_dag(), options).values():
-            for type_url, type_snapshot in snapshot.types.items():
-                for name, resource in type_snapshot.resources.items():
-                    yield name, classes[type_url].FromString(resource.body)
+        for dag in (every_kind_of_dag(), upstream_kinds_dag()):
+            for snapshot in translate(dag, options).values():
+                for type_url, type_snapshot in snapshot.types.items():
+                    for name, resource in type_snapshot.resources.items():
+                        yield name, classes[type_url].FromString(resource.body)
     for xds in ("127.0.0.1:18000", "dragoman:18000"):
         yield (
             f"bootstrap {xds}",
@@ -179,6 +181,8 @@ def test_the_walk_reaches_inside_every_any() -> None:
         "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
         "envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig",
         "envoy.config.route.v3.WeightedCluster",
+        "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+        "envoy.extensions.clusters.aggregate.v3.ClusterConfig",
     } <= reached
 
 

@@ -412,7 +412,7 @@ def test_namespaces_flag_watches_only_those_namespaces(api: KubeApiServer) -> No
 
 
 def test_kinds_the_parser_does_not_read_are_not_watched(api: KubeApiServer) -> None:
-    # A kind with a line in the watch list but no parser yet (BackendTLSPolicy, for now)
+    # A kind with a line in the watch list but no parser
     # costs nothing: no informer, no request, no RBAC needed.
     widgets = WatchedKind("Widget", "example.com", ("v1",), "widgets")
     kinds = (KINDS_BY_NAME["Service"], widgets)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from dragoman.dag.attach import attach
 from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.endpoints import load_assignments
 from dragoman.dag.grants import ReferenceGrants
 from dragoman.dag.groups import ServedRoutes, node_group
 from dragoman.dag.listeners import frontends
-from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, Problem
+from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, NodeGroup, Problem
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.route_backends import NO_BACKEND_NAMES, route_backend_names
 from dragoman.dag.route_rules import route_rules
@@ -22,6 +24,7 @@ from dragoman.dag.upstream_build import (
     with_aggregate_children,
     with_dns_conditions,
 )
+from dragoman.objects import ObjectKey
 from dragoman.store import Store
 
 
@@ -67,12 +70,20 @@ def build(
             ServedRoutes(attachment, rules.ranked, route.hostnames) for attachment in attachments
         )
 
-    groups = {ALL_GATEWAYS: node_group(ALL_GATEWAYS, gateways, served)}
+    served_by_gateway: dict[ObjectKey, list[ServedRoutes]] = {}
+    for item in served:
+        served_by_gateway.setdefault(item.attachment.gateway, []).append(item)
+    groups: dict[str, NodeGroup] = {}
     for verdict in gateways:
         gateway = verdict.gateway
         name = f"{gateway.meta.namespace}/{gateway.meta.name}"
-        own = [item for item in served if item.attachment.gateway == gateway.key]
-        groups[name] = node_group(name, [verdict], own)
+        groups[name] = node_group(name, [verdict], served_by_gateway.get(gateway.key, []))
+    if len(gateways) == 1 and len(served_by_gateway.keys() - {gateways[0].gateway.key}) == 0:
+        # One Gateway: every Envoy gets the same configuration; build (and serialize) it once.
+        groups[ALL_GATEWAYS] = dataclasses.replace(groups[name], name=ALL_GATEWAYS)
+    else:
+        groups[ALL_GATEWAYS] = node_group(ALL_GATEWAYS, gateways, served)
+    groups = {ALL_GATEWAYS: groups.pop(ALL_GATEWAYS), **groups}
 
     # Only clusters some attached route forwards to; the all-gateways group references each.
     clusters = {name: resolved_clusters[name] for name in groups[ALL_GATEWAYS].clusters}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -66,8 +66,8 @@ class ExternalNamePolicy:
     denied_domains: tuple[DomainRule, ...] = ()
     allowed_networks: tuple[Network, ...] = ()
     denied_networks: tuple[Network, ...] = ()
-    # Where the rules came from, for messages ("the server configuration file").
-    source: str = "the server configuration"
+    # Where the rules came from, for messages only (the configuration file's path).
+    source: str = field(default="the server configuration", compare=False)
 
     def domain_refusal(self, hostname: str) -> str | None:
         """None when `hostname` (normalised) may be reached, else which rule refuses it."""

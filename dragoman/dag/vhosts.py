@@ -45,13 +45,20 @@ def virtual_hosts(
         _host(item.listener_hostname) for item in served
     }
     domains = listeners | {domain for item in served for domain in item.domains}
+    # Indexed so each domain costs its own label count and the routes it gets, not a scan
+    # of every domain and every route (ten thousand hostnames on one port are ordinary).
+    served_by_domain: dict[str, list[int]] = {}
+    for index, item in enumerate(served):
+        for domain in set(item.domains):
+            served_by_domain.setdefault(domain, []).append(index)
     result = []
     for domain in sorted(domains):
-        matching = {d for d in domains if d == domain or covers(d, domain)}
+        matching = [domain, *(d for d in _covering(domain) if d in domains)]
         listener = min((d for d in matching if d in listeners), key=specificity)
+        reaching = sorted({i for d in matching for i in served_by_domain.get(d, ())})
         routes: dict[Precedence, Route] = {}
-        for item in served:
-            if _host(item.listener_hostname) != listener or matching.isdisjoint(item.domains):
+        for item in (served[i] for i in reaching):
+            if _host(item.listener_hostname) != listener:
                 continue
             hostname_rank = _hostname_rank(item.route_hostnames, domain)
             for ranked in item.routes:
@@ -63,11 +70,21 @@ def virtual_hosts(
                 routes[(kind, *hostname_rank, *rest)] = route
         # An empty virtual host still matters when it keeps a broader one from taking its
         # requests (another listener's routes must not serve them): Envoy answers 404.
-        shields = any(d != domain and covers(d, domain) for d in domains)
+        shields = len(matching) > 1
         if routes or shields:
             ordered = tuple(routes[key] for key in sorted(routes))
             result.append(VirtualHost(name=domain, domains=(domain,), routes=ordered))
     return tuple(result)
+
+
+def _covering(domain: str) -> list[str]:
+    """Every domain that `covers` this one: its broader `*.suffix` wildcards, then `*`."""
+    if domain == ANY_HOST:
+        return []
+    labels = domain.split(".")
+    # "a.b.c" is covered by "*.b.c" and "*.c"; "*.b.c" by "*.c" only (never by itself).
+    start = 1 if labels[0] != "*" else 2
+    return [f"*.{'.'.join(labels[i:])}" for i in range(start, len(labels))] + [ANY_HOST]
 
 
 def covers(wildcard: str, hostname: str) -> bool:

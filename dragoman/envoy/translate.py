@@ -99,8 +99,10 @@ class _Translator:
         self._reusable_assignments = reusable_assignments or {}
         self._clusters: dict[str, Resource] = {}
         self._assignments: dict[str, Resource] = {}
-        self._listeners: dict[Listener, Resource] = {}
-        self._route_tables: dict[RouteTable, Resource] = {}
+        # By identity: groups share the DAG's listener and route table objects, and hashing a
+        # route table by value walks its whole tree (thousands of virtual hosts).
+        self._listeners: dict[int, tuple[Listener, Resource]] = {}
+        self._route_tables: dict[int, tuple[RouteTable, Resource]] = {}
 
     def snapshot(self, group: NodeGroup) -> Snapshot:
         return Snapshot(
@@ -155,18 +157,19 @@ class _Translator:
         return None
 
     def _listener(self, value: Listener) -> Resource:
-        resource = self._listeners.get(value)
-        if resource is None:
-            resource = Resource.of(value.name, listener(value, self._options))
-            self._listeners[value] = resource
-        return resource
+        known = self._listeners.get(id(value))
+        if known is None:
+            # The value is kept with its resource so its id cannot be reused meanwhile.
+            known = value, Resource.of(value.name, listener(value, self._options))
+            self._listeners[id(value)] = known
+        return known[1]
 
     def _route_table(self, value: RouteTable) -> Resource:
-        resource = self._route_tables.get(value)
-        if resource is None:
-            resource = Resource.of(value.name, route_configuration(value))
-            self._route_tables[value] = resource
-        return resource
+        known = self._route_tables.get(id(value))
+        if known is None:
+            known = value, Resource.of(value.name, route_configuration(value))
+            self._route_tables[id(value)] = known
+        return known[1]
 
 
 def _assignment_resource(value: LoadAssignment) -> LoadAssignmentResource:

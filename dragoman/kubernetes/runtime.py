@@ -59,9 +59,12 @@ class KubernetesConfig:
 
 def kubernetes_build_options(config: KubernetesConfig) -> BuildOptions:
     """The build options of Kubernetes mode: a Gateway is served only when its GatewayClass
-    exists and names our controller."""
+    exists and names our controller; DNS check results are used when the check runs."""
     return dataclasses.replace(
-        config.build_options, controller_name=config.controller_name, require_gateway_class=True
+        config.build_options,
+        controller_name=config.controller_name,
+        require_gateway_class=True,
+        dns_check=config.dns_check.enabled,
     )
 
 

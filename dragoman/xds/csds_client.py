@@ -16,6 +16,7 @@ from envoy.service.status.v3.csds_pb2 import (
     ClientStatusResponse,
 )
 
+from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.resources import ADS_ORDER, SHORT_NAMES
 
 
@@ -53,6 +54,8 @@ def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -
         node = config.node.id or "(no id)"
         if config.node.cluster:
             node = f"{node} ({config.node.cluster})"
+        if is_grpc_client(config.node):
+            node = f"{node} [gRPC]"
         by_type: dict[str, list[ClientConfig.GenericXdsConfig]] = {}
         for entry in config.generic_xds_configs:
             by_type.setdefault(entry.type_url, []).append(entry)

@@ -26,6 +26,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 
 from dragoman.xds import csds
 from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, is_grpc_client, split_group
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
 from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES, Snapshot
@@ -213,12 +214,12 @@ class XdsStreams:
         stream.identified = True
         stream.node_id = request.node.id
         stream.node_cluster = request.node.cluster
-        stream.group = self.cache.group_for(stream.node_cluster)
+        stream.group = self.cache.group_for(stream.node_cluster, grpc=is_grpc_client(request.node))
         logger.info("xDS %s connected: %s peer=%s", _kind(stream), _describe(stream), stream.peer)
 
     def _regroup(self, stream: ConnectedStream) -> None:
         # A Gateway created after the node connected takes the node over from the all-group.
-        group = self.cache.group_for(stream.node_cluster)
+        group = self.cache.group_for(stream.node_cluster, grpc=is_grpc_client(stream.node))
         if group != stream.group:
             stream.group = group
             logger.info("xDS %s regrouped: %s", _kind(stream), _describe(stream))
@@ -269,7 +270,8 @@ def _kind(stream: ConnectedStream) -> str:
 
 
 def _describe(stream: ConnectedStream) -> str:
-    group = stream.group or "(all gateways)"
+    base, grpc = split_group(stream.group)
+    group = (base or "(all gateways)") + (GRPC_GROUP_SUFFIX if grpc else "")
     return f"node={stream.node_id!r} cluster={stream.node_cluster!r} group={group!r}"
 
 

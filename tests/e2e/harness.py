@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from dragoman.demo.envoy import EnvoyProcess
@@ -21,10 +22,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 class DragomanProcess:
     """`dragoman serve` as a separate process, so a test can kill and restart it."""
 
-    def __init__(self, manifests: Path, xds_address: str, log_path: Path) -> None:
+    def __init__(
+        self,
+        manifests: Path,
+        xds_address: str,
+        log_path: Path,
+        extra_args: Sequence[str] = (),
+    ) -> None:
         self.manifests = manifests
         self.xds_address = xds_address
         self.log_path = log_path
+        self.extra_args = tuple(extra_args)  # e.g. ("--config", FILE)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> DragomanProcess:
@@ -43,6 +51,7 @@ class DragomanProcess:
                 "127.0.0.1",
                 "--log-level",
                 "debug",
+                *self.extra_args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

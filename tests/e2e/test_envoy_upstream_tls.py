@@ -1,0 +1,233 @@
+"""End to end: a real Envoy originates TLS to an HTTPS backend on loopback, named through the
+test DNS responder, with a CA made in the test.
+
+- no policy, `appProtocol: https`: SNI and the verified name are the external name, the CA
+  the "system" bundle (dragoman's --config points it at the test CA);
+- the same with a name the certificate does not carry: 503, and Envoy counts the SAN failure;
+- a BackendTLSPolicy: its hostname as SNI, its CA from a ConfigMap; with subjectAltNames the
+  certificate lacks, or a CA that did not sign it: 503.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dragoman.demo.dns import DnsResponder
+from dragoman.demo.envoy import EnvoyProcess
+from dragoman.demo.http import http_get, wait_until
+from tests.e2e.harness import DragomanProcess, free_port, start_envoy
+from tests.https_backend import HttpsEchoBackend
+from tests.tls_support import CertificateAuthority, certificate_authority
+
+SECURE = "secure.e2e.test"  # the one name the backend's certificate carries
+BACKEND_IP = "127.0.0.7"
+
+
+def indented(pem: bytes, spaces: int) -> str:
+    return "\n".join(" " * spaces + line for line in pem.decode().splitlines())
+
+
+def manifests(
+    listener: int, port: int, ca: CertificateAuthority, other: CertificateAuthority
+) -> str:
+    def external(name: str, host: str, app_protocol: str = "https") -> str:
+        app = f", appProtocol: {app_protocol}" if app_protocol else ""
+        return f"""
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: default}}
+spec: {{type: ExternalName, externalName: {host}, ports: [{{name: https, port: {port}{app}}}]}}
+"""
+
+    def policy(name: str, target: str, ca_map: str, extra: str = "") -> str:
+        return f"""
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {{name: {name}, namespace: default}}
+spec:
+  targetRefs: [{{group: "", kind: Service, name: {target}, sectionName: https}}]
+  validation:
+    hostname: {SECURE}
+    caCertificateRefs: [{{group: "", kind: ConfigMap, name: {ca_map}}}]{extra}
+"""
+
+    rules = "\n".join(
+        f"    - matches: [{{path: {{type: PathPrefix, value: /{name}}}}}]\n"
+        f"      backendRefs: [{{name: {name}, port: {port}}}]"
+        for name in ("secure", "wrong", "pinned", "pinned-san", "untrusted")
+    )
+    return f"""
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: e2e, namespace: default}}
+spec:
+  gatewayClassName: dragoman
+  listeners: [{{name: http, protocol: HTTP, port: {listener}}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: test-ca, namespace: default}}
+data:
+  ca.crt: |
+{indented(ca.pem, 4)}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: other-ca, namespace: default}}
+data:
+  ca.crt: |
+{indented(other.pem, 4)}
+{external("secure", SECURE)}
+{external("wrong", "wrongname.e2e.test")}
+{external("pinned", "pinned.e2e.test", app_protocol="")}
+{external("pinned-san", "pinned.e2e.test", app_protocol="")}
+{external("untrusted", SECURE, app_protocol="")}
+{policy("pinned", "pinned", "test-ca")}
+{
+        policy(
+            "pinned-san",
+            "pinned-san",
+            "test-ca",
+            '''
+    subjectAltNames: [{type: Hostname, hostname: other.e2e.test}]''',
+        )
+    }
+{policy("untrusted", "untrusted", "other-ca")}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: tls, namespace: default}}
+spec:
+  parentRefs: [{{name: e2e}}]
+  rules:
+{rules}
+"""
+
+
+@dataclass
+class World:
+    url: str
+    port: int
+    backend: HttpsEchoBackend
+    dragoman: DragomanProcess
+    envoy: EnvoyProcess
+
+    def get(self, path: str) -> tuple[int, dict]:
+        status, _, body = http_get(self.url + path, host="gateway.e2e.test")
+        try:
+            return status, json.loads(body)
+        except ValueError:
+            return status, {"body": body.decode(errors="replace")}
+
+    def cluster_stat(self, service: str, name: str) -> int:
+        return self.envoy.stat(f"cluster.default/{service}/{self.port}.{name}", 0)
+
+    def diagnostics(self) -> str:
+        return (
+            f"--- dragoman log ---\n{self.dragoman.log()[-4000:]}\n"
+            f"--- envoy log ---\n{self.envoy.log_tail()}"
+        )
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root: Path = tmp_path_factory.mktemp("upstream-tls")
+    ca, other = certificate_authority("e2e upstream CA"), certificate_authority("unrelated CA")
+    backend = HttpsEchoBackend("secure", BACKEND_IP, ca.issue(SECURE), root).start()
+    listener = free_port()
+    manifest_dir = root / "manifests"
+    manifest_dir.mkdir()
+    (manifest_dir / "all.yaml").write_text(manifests(listener, backend.port, ca, other))
+    # The "system" CA bundle is the test CA: what a public CA is to a real deployment.
+    bundle = root / "system-ca.pem"
+    bundle.write_bytes(ca.pem)
+    config = root / "dragoman.yaml"
+    config.write_text(f"upstreamTLS: {{systemCABundle: {bundle}}}\n")
+    dns = DnsResponder().start()
+    for name in (SECURE, "wrongname.e2e.test", "pinned.e2e.test"):
+        dns.set_a(name, BACKEND_IP)
+    xds = f"127.0.0.1:{free_port()}"
+    dragoman = DragomanProcess(
+        manifest_dir, xds, root / "dragoman.log", ["--config", str(config)]
+    ).start()
+    envoy = start_envoy(root, xds, dns.port)
+    w = World(f"http://127.0.0.1:{listener}", backend.port, backend, dragoman, envoy)
+    try:
+        try:
+            wait_until(lambda: w.get("/secure")[0] == 200, timeout=20)
+        except TimeoutError:
+            pytest.fail("Envoy never reached the HTTPS backend:\n" + w.diagnostics())
+        yield w
+    finally:
+        envoy.stop()
+        dragoman.stop()
+        dns.stop()
+        backend.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_rejected_updates(world: World) -> Iterator[None]:
+    yield
+    rejected = {k: v for k, v in world.envoy.stats().items() if k.endswith("update_rejected") and v}
+    assert rejected == {}, world.diagnostics()
+
+
+def test_tls_with_the_external_name_as_sni_and_the_system_ca(world: World) -> None:
+    status, data = world.get("/secure/x")
+
+    assert status == 200, world.diagnostics()
+    assert data["backend"] == "secure"
+    assert data["sni"] == SECURE
+    assert data["host"] == SECURE  # the Host header is rewritten to the external name too
+
+
+def test_a_certificate_without_the_name_is_refused(world: World) -> None:
+    status, _ = world.get("/wrong")
+
+    assert status == 503
+    wait_until(lambda: world.cluster_stat("wrong", "ssl.fail_verify_san") > 0, timeout=5)
+    assert world.cluster_stat("wrong", "upstream_rq_2xx") == 0
+
+
+def test_a_policy_names_the_sni_and_brings_its_ca(world: World) -> None:
+    status, data = world.get("/pinned")
+
+    assert status == 200, world.diagnostics()
+    assert data["sni"] == SECURE  # the policy's hostname, not the external name
+    assert data["host"] == "pinned.e2e.test"
+
+
+def test_a_policy_whose_names_the_certificate_lacks_fails(world: World) -> None:
+    status, _ = world.get("/pinned-san")
+
+    assert status == 503
+    wait_until(lambda: world.cluster_stat("pinned-san", "ssl.fail_verify_san") > 0, timeout=5)
+
+
+def test_a_policy_ca_that_did_not_sign_the_certificate_fails(world: World) -> None:
+    status, _ = world.get("/untrusted")
+
+    assert status == 503
+    wait_until(lambda: world.cluster_stat("untrusted", "ssl.fail_verify_error") > 0, timeout=5)
+    assert world.cluster_stat("untrusted", "upstream_rq_2xx") == 0
+
+
+def test_the_clusters_envoy_runs_carry_the_tls_contexts(world: World) -> None:
+    dump = world.envoy.config_dump("dynamic_active_clusters")
+    contexts = {}
+    for entry in dump["configs"]:
+        cluster = entry["cluster"]
+        socket = cluster.get("transport_socket")
+        if socket is not None:
+            contexts[cluster["name"].split("/")[1]] = socket["typed_config"]
+    assert set(contexts) == {"secure", "wrong", "pinned", "pinned-san", "untrusted"}
+    assert contexts["secure"]["auto_host_sni"] is True
+    assert contexts["secure"]["auto_sni_san_validation"] is True
+    assert contexts["pinned"]["sni"] == SECURE

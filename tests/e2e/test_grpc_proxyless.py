@@ -1,0 +1,288 @@
+"""End to end with grpcio's own xDS client: `dragoman serve` on a manifest directory, gRPC
+health servers on loopback, and a proxyless client dialing `xds:///...` targets for a
+pod-backed Service, an ExternalName Service, an in-cluster-first ExternalName, a GRPCRoute
+hostname and an HTTPRoute hostname.
+
+gRPC resolves an ExternalName's host with its own resolver, which cannot be pointed at a
+test DNS responder, and the machine's own names are single labels (or localhost) that
+dragoman refuses. So the client runs in a user and mount namespace of its own that sees a
+private /etc/hosts naming the external backend; the machine's file is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from tests.e2e.harness import DragomanProcess, free_port
+
+EXTERNAL_HOST = "backend.grpc.test"
+EXTERNAL_ADDRESS = "127.0.0.5"
+GATEWAY_PORT = 18080  # a Gateway listener port: only part of the names gRPC clients dial
+PROBE = Path(__file__).with_name("grpc_probe.py")
+NODE_ID = "grpc-e2e"
+
+
+def manifests(pod_port: int, port: int) -> dict[str, str]:
+    """Every Service port is `port`, where the external backend listens (an in-cluster-first
+    ExternalName falls back to the same port of its host); pods listen on `pod_port`."""
+    return {
+        "services.yaml": f"""
+            apiVersion: v1
+            kind: Service
+            metadata: {{name: web, namespace: default}}
+            spec:
+              selector: {{app: web}}
+              ports: [{{name: grpc, port: {port}, targetPort: {pod_port}}}]
+            ---
+            apiVersion: v1
+            kind: Service
+            metadata: {{name: outside, namespace: default}}
+            spec:
+              type: ExternalName
+              externalName: {EXTERNAL_HOST}.
+              ports: [{{port: {port}}}]
+            ---
+            apiVersion: v1
+            kind: Service
+            metadata:
+              name: hybrid
+              namespace: default
+              annotations: {{dragoman.dev/prefer-service: web}}
+            spec:
+              type: ExternalName
+              externalName: {EXTERNAL_HOST}
+              ports: [{{port: {port}}}]
+            """,
+        "slices.yaml": endpoint_slice("127.0.0.2", pod_port),
+        "routes.yaml": f"""
+            apiVersion: gateway.networking.k8s.io/v1
+            kind: Gateway
+            metadata: {{name: gw, namespace: default}}
+            spec:
+              gatewayClassName: dragoman
+              listeners: [{{name: http, protocol: HTTP, port: {GATEWAY_PORT}}}]
+            ---
+            apiVersion: gateway.networking.k8s.io/v1
+            kind: GRPCRoute
+            metadata: {{name: greeter, namespace: default}}
+            spec:
+              parentRefs: [{{name: gw}}]
+              hostnames: [greeter.grpc.test]
+              rules:
+                - matches: [{{method: {{service: grpc.health.v1.Health, method: Check}}}}]
+                  backendRefs: [{{name: web, port: {port}}}]
+            ---
+            apiVersion: gateway.networking.k8s.io/v1
+            kind: HTTPRoute
+            metadata: {{name: shop, namespace: default}}
+            spec:
+              parentRefs: [{{name: gw}}]
+              hostnames: [shop.grpc.test]
+              rules:
+                - matches: [{{path: {{type: PathPrefix, value: /grpc.health.v1.Health}}}}]
+                  backendRefs: [{{name: outside, port: {port}}}]
+                - matches: [{{path: {{type: PathPrefix, value: /old}}}}]
+                  filters: [{{type: RequestRedirect, requestRedirect: {{hostname: new.test}}}}]
+                - matches: [{{headers: [{{name: x-tenant, value: blue}}]}}]
+                  backendRefs: [{{name: missing, port: 80}}]
+            """,
+    }
+
+
+def endpoint_slice(address: str, port: int, ready: bool = True) -> str:
+    return f"""
+        apiVersion: discovery.k8s.io/v1
+        kind: EndpointSlice
+        metadata:
+          name: web-1
+          namespace: default
+          labels: {{kubernetes.io/service-name: web}}
+        addressType: IPv4
+        ports: [{{name: grpc, port: {port}}}]
+        endpoints:
+          - addresses: [{address}]
+            conditions: {{ready: {str(ready).lower()}}}
+            zone: zone-a
+        """
+
+
+def health_server(address: str, port: int, name: str) -> tuple[grpc.Server, int]:
+    """A gRPC server whose Health service knows only the service `name`: a Check for
+    `name` answers SERVING here and NOT_FOUND on every other backend."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    servicer = health.HealthServicer()
+    servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    bound = server.add_insecure_port(f"{address}:{port}")
+    server.start()
+    return server, bound
+
+
+def private_hosts(hosts: Path, command: list[str]) -> list[str]:
+    """`command` run seeing `hosts` as /etc/hosts, in namespaces of its own."""
+    script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+    unshare = shutil.which("unshare")
+    assert unshare, "the test needs util-linux unshare (a private /etc/hosts)"
+    namespaces = [unshare, "--user", "--map-root-user", "--mount"]
+    return [*namespaces, "sh", "-c", script, str(hosts), *command]
+
+
+class Probe:
+    """The grpc_probe.py process: one health check per call, answered in order."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log: Path) -> None:
+        self.stderr = log.open("wb")
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
+            text=True,
+        )
+
+    def check(self, target: str, service: str, timeout: float = 10) -> dict[str, str]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request = {"target": target, "service": service, "timeout": timeout}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"the gRPC client exited ({self.process.poll()})"
+        answer: dict[str, str] = json.loads(line)
+        return answer
+
+    def stop(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        self.stderr.close()
+
+
+@dataclass
+class World:
+    root: Path
+    dragoman: DragomanProcess
+    probe: Probe
+    pod_port: int
+    port: int
+
+    def write(self, name: str, text: str) -> None:
+        tmp = self.root / "manifests" / f".{name}.tmp"
+        tmp.write_text(textwrap.dedent(text))
+        tmp.rename(self.root / "manifests" / name)
+
+    def serving(self, target: str, service: str, within: float = 15) -> dict[str, str]:
+        """Check until SERVING (configuration reaches the client on its own time)."""
+        deadline = time.monotonic() + within
+        while True:
+            answer = self.probe.check(target, service, timeout=5)
+            if answer.get("status") == "SERVING" or time.monotonic() > deadline:
+                return answer
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    servers: list[grpc.Server] = []
+    dragoman: DragomanProcess | None = None
+    probe: Probe | None = None
+    try:
+        pod, pod_port = health_server("127.0.0.2", 0, "pod-a")
+        servers.append(pod)
+        moved, _ = health_server("127.0.0.3", pod_port, "pod-b")
+        servers.append(moved)
+        outside, port = health_server(EXTERNAL_ADDRESS, 0, "external")
+        servers.append(outside)
+
+        directory = tmp_path / "manifests"
+        directory.mkdir()
+        for name, text in manifests(pod_port, port).items():
+            (directory / name).write_text(textwrap.dedent(text))
+        xds = f"127.0.0.1:{free_port()}"
+        dragoman = DragomanProcess(directory, xds, tmp_path / "dragoman.log").start()
+
+        hosts = tmp_path / "hosts"
+        hosts.write_text(f"{EXTERNAL_ADDRESS} {EXTERNAL_HOST} {EXTERNAL_HOST}.\n")
+        bootstrap = {
+            "xds_servers": [
+                {
+                    "server_uri": xds,
+                    "channel_creds": [{"type": "insecure"}],
+                    "server_features": ["xds_v3"],
+                }
+            ],
+            "node": {"id": NODE_ID, "cluster": "e2e"},
+        }
+        env = {"PATH": "/usr/bin:/bin", "GRPC_XDS_BOOTSTRAP_CONFIG": json.dumps(bootstrap)}
+        command = private_hosts(hosts, [sys.executable, str(PROBE), "--lifetime", "120"])
+        probe = Probe(command, env, tmp_path / "probe.log")
+        yield World(tmp_path, dragoman, probe, pod_port, port)
+    finally:
+        if probe is not None:
+            probe.stop()
+        if dragoman is not None:
+            dragoman.stop()
+        for server in servers:
+            server.stop(None)
+
+
+def test_grpc_clients_reach_services_and_route_hostnames_through_xds(world: World) -> None:
+    web = f"xds:///web.default.svc.cluster.local:{world.port}"
+    hybrid = f"xds:///hybrid.default.svc.cluster.local:{world.port}"
+    greeter = f"xds:///greeter.grpc.test:{GATEWAY_PORT}"
+    targets = [
+        (web, "pod-a"),
+        (f"xds:///outside.default.svc.cluster.local:{world.port}", "external"),
+        (hybrid, "pod-a"),  # in-cluster first: the pods while they are ready
+        (greeter, "pod-a"),
+        (f"xds:///shop.grpc.test:{GATEWAY_PORT}", "external"),
+    ]
+    for target, service in targets:
+        assert world.serving(target, service) == {"status": "SERVING"}, (
+            target,
+            world.dragoman.log()[-3000:],
+        )
+    # The call really went where the target says: the other backend does not know the name.
+    answer = world.probe.check(web, "external")
+    assert answer["error"].startswith("NOT_FOUND"), answer
+    # gRPC accepted every resource it was sent (redirects and bad backends included).
+    assert "NACK" not in world.dragoman.log()
+
+    # dragoman clients (CSDS) lists the gRPC client with every type ACKed.
+    shown = subprocess.run(
+        [sys.executable, "-m", "dragoman", "clients", "--xds-address", world.dragoman.xds_address],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert shown.returncode == 0, shown.stderr
+    rows = [line.split() for line in shown.stdout.splitlines() if line.startswith(NODE_ID)]
+    assert {row[3] for row in rows} == {"CDS", "EDS", "LDS", "RDS"}, shown.stdout
+    assert all(row[2] == "[gRPC]" and row[5] == "acked" for row in rows), shown.stdout
+
+    # An endpoint change reaches the client through EDS: calls follow the pod.
+    world.write("slices.yaml", endpoint_slice("127.0.0.3", world.pod_port))
+    for target in (web, greeter, hybrid):
+        assert world.serving(target, "pod-b") == {"status": "SERVING"}, target
+
+    # No ready pod: the in-cluster-first Service falls back to its external host.
+    world.write("slices.yaml", endpoint_slice("127.0.0.3", world.pod_port, ready=False))
+    assert world.serving(hybrid, "external") == {"status": "SERVING"}
+    assert "NACK" not in world.dragoman.log()
