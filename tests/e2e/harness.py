@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from dragoman.demo.envoy import EnvoyProcess
+from dragoman.demo.http import http_get
 from dragoman.envoy.bootstrap import bootstrap_yaml
 
 
@@ -101,3 +105,35 @@ def start_envoy(
     envoy = EnvoyProcess(bootstrap, workdir, admin, workdir / "envoy.log")
     envoy.start()
     return envoy
+
+
+def get_json(url: str, *, host: str | None = None) -> tuple[int, dict[str, Any]]:
+    """GET through the proxy: the status and the echo backend's JSON (or the raw body)."""
+    status, _, body = http_get(url, host=host)
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, {"body": body.decode(errors="replace")}
+
+
+def backend_of(url: str, *, host: str | None = None) -> str:
+    """Which echo backend answered, or `HTTP <status>` when none did."""
+    status, data = get_json(url, host=host)
+    return str(data.get("backend", f"HTTP {status}"))
+
+
+def write_manifest(directory: Path, name: str, text: str) -> None:
+    """Write then rename, as editors do, so the watcher never reads half a file."""
+    tmp = directory / f".{name}.tmp"
+    tmp.write_text(textwrap.dedent(text))
+    tmp.rename(directory / name)
+
+
+def rejected_updates(envoy: EnvoyProcess) -> dict[str, int]:
+    """Envoy's non-zero `*.update_rejected` counters: any is a configuration it refused."""
+    return {k: v for k, v in envoy.stats().items() if k.endswith("update_rejected") and v}
+
+
+def diagnostics(dragoman_log: str, envoy: EnvoyProcess, tail: int = 4000) -> str:
+    """What a failing end-to-end test shows: the end of both logs."""
+    return f"--- dragoman log ---\n{dragoman_log[-tail:]}\n--- envoy log ---\n{envoy.log_tail()}"

@@ -27,8 +27,16 @@ import pytest
 from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
-from dragoman.demo.http import http_get, wait_until
-from tests.e2e.harness import DragomanProcess, free_port, start_envoy
+from dragoman.demo.http import wait_until
+from tests.e2e.harness import (
+    DragomanProcess,
+    diagnostics,
+    free_port,
+    get_json,
+    rejected_updates,
+    start_envoy,
+    write_manifest,
+)
 
 ROUTES = ("api", "alias", "forbidden", "meta", "ghost", "legacy")
 
@@ -135,20 +143,14 @@ class World:
     ports: dict[str, int]
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
-        status, _, body = http_get(self.url + path, host="gateway.e2e.test")
-        try:
-            return status, json.loads(body)
-        except ValueError:
-            return status, {"body": body.decode(errors="replace")}
+        return get_json(self.url + path, host="gateway.e2e.test")
 
     def backend_of(self, path: str) -> str:
         status, data = self.get(path)
         return str(data.get("backend", f"HTTP {status}"))
 
     def write(self, name: str, text: str) -> None:
-        tmp = self.manifests / f".{name}.tmp"
-        tmp.write_text(textwrap.dedent(text))
-        tmp.rename(self.manifests / name)
+        write_manifest(self.manifests, name, text)
 
     def cluster_names(self) -> set[str]:
         dump = self.envoy.config_dump("dynamic_active_clusters")
@@ -182,10 +184,7 @@ class World:
         return conditions
 
     def diagnostics(self) -> str:
-        return (
-            f"--- dragoman log ---\n{self.dragoman.log()[-4000:]}\n"
-            f"--- envoy log ---\n{self.envoy.log_tail()}"
-        )
+        return diagnostics(self.dragoman.log(), self.envoy)
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +257,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 @pytest.fixture(autouse=True)
 def no_rejected_updates(world: World) -> Iterator[None]:
     yield
-    rejected = {k: v for k, v in world.envoy.stats().items() if k.endswith("update_rejected") and v}
+    rejected = rejected_updates(world.envoy)
     assert rejected == {}, world.diagnostics()
 
 

@@ -22,7 +22,7 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
-from tests.e2e.harness import DragomanProcess, free_port, start_envoy
+from tests.e2e.harness import DragomanProcess, diagnostics, free_port, rejected_updates, start_envoy
 from tests.tls_support import CertificateAuthority, certificate_authority
 
 SHOP = "shop.e2e.test"
@@ -124,10 +124,7 @@ class World:
             return Answer(response.status, response.read(), x509.load_der_x509_certificate(der))
 
     def diagnostics(self) -> str:
-        return (
-            f"--- dragoman log ---\n{self.dragoman.log()[-4000:]}\n"
-            f"--- envoy log ---\n{self.envoy.log_tail()}"
-        )
+        return diagnostics(self.dragoman.log(), self.envoy)
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +187,7 @@ def test_an_unknown_server_name_is_refused(world: World) -> None:
 
 
 def test_envoy_accepted_every_update(world: World) -> None:
-    rejected = {k: v for k, v in world.envoy.stats().items() if k.endswith("update_rejected") and v}
+    rejected = rejected_updates(world.envoy)
     assert rejected == {}, world.diagnostics()
     assert "PRIVATE KEY" not in world.dragoman.log()
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,15 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
-from tests.e2e.harness import DragomanProcess, free_port, start_envoy
+from tests.e2e.harness import (
+    DragomanProcess,
+    diagnostics,
+    free_port,
+    get_json,
+    rejected_updates,
+    start_envoy,
+    write_manifest,
+)
 
 EXTERNAL_HOST = "api.e2e.test"
 
@@ -102,31 +111,21 @@ class World:
     envoy: EnvoyProcess
     backends: dict[str, EchoBackend]
 
-    def get(self, path: str) -> tuple[int, dict]:
-        status, _, body = http_get(self.url + path)
-        try:
-            return status, json.loads(body)
-        except ValueError:
-            return status, {"body": body.decode(errors="replace")}
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        return get_json(self.url + path)
 
     def backend_of(self, path: str) -> str:
         status, data = self.get(path)
         return data.get("backend", f"HTTP {status}")
 
     def write(self, name: str, text: str) -> None:
-        # Write then rename, as editors do, so the watcher never reads half a file.
-        tmp = self.manifests / f".{name}.tmp"
-        tmp.write_text(textwrap.dedent(text))
-        tmp.rename(self.manifests / name)
+        write_manifest(self.manifests, name, text)
 
     def rejected(self) -> dict[str, int]:
-        return {k: v for k, v in self.envoy.stats().items() if k.endswith("update_rejected") and v}
+        return rejected_updates(self.envoy)
 
     def diagnostics(self) -> str:
-        return (
-            f"--- dragoman log ---\n{self.dragoman.log()[-4000:]}\n"
-            f"--- envoy log ---\n{self.envoy.log_tail()}"
-        )
+        return diagnostics(self.dragoman.log(), self.envoy)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
-from tests.e2e.harness import DragomanProcess, free_port, start_envoy
+from tests.e2e.harness import DragomanProcess, diagnostics, free_port, rejected_updates, start_envoy
 
 EXTERNAL_HOST = "mirror.e2e.test"
 
@@ -236,13 +236,10 @@ class World:
         return str(data.get("backend", f"HTTP {status}"))
 
     def rejected(self) -> dict[str, int]:
-        return {k: v for k, v in self.envoy.stats().items() if k.endswith("update_rejected") and v}
+        return rejected_updates(self.envoy)
 
     def diagnostics(self) -> str:
-        return (
-            f"--- dragoman log ---\n{self.dragoman.log()[-4000:]}\n"
-            f"--- envoy log ---\n{self.envoy.log_tail()}"
-        )
+        return diagnostics(self.dragoman.log(), self.envoy)
 
 
 @pytest.fixture(scope="module")

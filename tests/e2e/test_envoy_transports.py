@@ -23,7 +23,7 @@ from dragoman.demo.http import http_get, wait_until
 from dragoman.envoy.bootstrap import XdsTransport, bootstrap_yaml
 from dragoman.xds.csds_client import fetch_client_status
 from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
-from tests.e2e.harness import DragomanProcess, free_port
+from tests.e2e.harness import DragomanProcess, free_port, rejected_updates, write_manifest
 
 EXTERNAL_HOST = "api.transports.test"
 
@@ -152,7 +152,7 @@ class Proxy:
             return f"HTTP {status}"
 
     def rejected(self) -> dict[str, int]:
-        return {k: v for k, v in self.envoy.stats().items() if k.endswith("update_rejected") and v}
+        return rejected_updates(self.envoy)
 
 
 @dataclass
@@ -165,9 +165,7 @@ class World:
     extra_port: int
 
     def write(self, name: str, text: str) -> None:
-        tmp = self.manifests / f".{name}.tmp"
-        tmp.write_text(textwrap.dedent(text))
-        tmp.rename(self.manifests / name)
+        write_manifest(self.manifests, name, text)
 
     def diagnostics(self) -> str:
         parts = [f"--- dragoman log ---\n{self.dragoman.log()[-5000:]}"]

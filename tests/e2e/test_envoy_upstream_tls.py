@@ -10,17 +10,24 @@ test DNS responder, with a CA made in the test.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
-from dragoman.demo.http import http_get, wait_until
-from tests.e2e.harness import DragomanProcess, free_port, start_envoy
+from dragoman.demo.http import wait_until
+from tests.e2e.harness import (
+    DragomanProcess,
+    diagnostics,
+    free_port,
+    get_json,
+    rejected_updates,
+    start_envoy,
+)
 from tests.https_backend import HttpsEchoBackend
 from tests.tls_support import CertificateAuthority, certificate_authority
 
@@ -119,21 +126,14 @@ class World:
     dragoman: DragomanProcess
     envoy: EnvoyProcess
 
-    def get(self, path: str) -> tuple[int, dict]:
-        status, _, body = http_get(self.url + path, host="gateway.e2e.test")
-        try:
-            return status, json.loads(body)
-        except ValueError:
-            return status, {"body": body.decode(errors="replace")}
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        return get_json(self.url + path, host="gateway.e2e.test")
 
     def cluster_stat(self, service: str, name: str) -> int:
         return self.envoy.stat(f"cluster.default/{service}/{self.port}.{name}", 0)
 
     def diagnostics(self) -> str:
-        return (
-            f"--- dragoman log ---\n{self.dragoman.log()[-4000:]}\n"
-            f"--- envoy log ---\n{self.envoy.log_tail()}"
-        )
+        return diagnostics(self.dragoman.log(), self.envoy)
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +175,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 @pytest.fixture(autouse=True)
 def no_rejected_updates(world: World) -> Iterator[None]:
     yield
-    rejected = {k: v for k, v in world.envoy.stats().items() if k.endswith("update_rejected") and v}
+    rejected = rejected_updates(world.envoy)
     assert rejected == {}, world.diagnostics()
 
 

@@ -26,7 +26,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from tests.e2e.harness import DragomanProcess, free_port
+from tests.e2e.harness import DragomanProcess, free_port, write_manifest
 
 EXTERNAL_HOST = "backend.grpc.test"
 EXTERNAL_ADDRESS = "127.0.0.5"
@@ -184,9 +184,7 @@ class World:
     port: int
 
     def write(self, name: str, text: str) -> None:
-        tmp = self.root / "manifests" / f".{name}.tmp"
-        tmp.write_text(textwrap.dedent(text))
-        tmp.rename(self.root / "manifests" / name)
+        write_manifest(self.root / "manifests", name, text)
 
     def serving(self, target: str, service: str, within: float = 15) -> dict[str, str]:
         """Check until SERVING (configuration reaches the client on its own time)."""

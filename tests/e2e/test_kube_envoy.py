@@ -4,7 +4,6 @@ routing real requests to pod-backed endpoints and to an ExternalName host."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
-from tests.e2e.harness import free_port, start_envoy
+from tests.e2e.harness import diagnostics, free_port, get_json, rejected_updates, start_envoy
 from tests.kube_support import (
     endpoint_slice,
     external_service,
@@ -104,21 +103,14 @@ class World:
     backends: dict[str, EchoBackend]
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
-        status, _, body = http_get(self.url + path)
-        try:
-            return status, json.loads(body)
-        except ValueError:
-            return status, {"body": body.decode(errors="replace")}
+        return get_json(self.url + path)
 
     def backend_of(self, path: str) -> str:
         status, data = self.get(path)
         return str(data.get("backend", f"HTTP {status}"))
 
     def diagnostics(self) -> str:
-        return (
-            f"--- dragoman log ---\n{self.dragoman.log()[-6000:]}\n"
-            f"--- envoy log ---\n{self.envoy.log_tail()}"
-        )
+        return diagnostics(self.dragoman.log(), self.envoy, tail=6000)
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +163,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 @pytest.fixture(autouse=True)
 def no_rejected_updates(world: World) -> Iterator[None]:
     yield
-    rejected = {k: v for k, v in world.envoy.stats().items() if k.endswith("update_rejected") and v}
+    rejected = rejected_updates(world.envoy)
     assert rejected == {}, world.diagnostics()
 
 
