@@ -6,9 +6,10 @@ state of the world or incremental (delta). The default is ADS, state of the worl
 
 from __future__ import annotations
 
+import functools
 import ipaddress
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from envoy.config.cluster.v3 import cluster_pb2
@@ -59,55 +60,6 @@ def per_type_config_source(*, delta: bool) -> config_source_pb2.ConfigSource:
         api_config_source=xds_api_config_source(delta=delta),
         resource_api_version=config_source_pb2.V3,
     )
-
-
-def bootstrap_config(
-    xds_address: str,
-    *,
-    node_id: str,
-    node_cluster: str,
-    admin_socket: str | None = DEFAULT_ADMIN_SOCKET,
-    dns_resolvers: Sequence[str] = (),
-    dns_use_tcp: bool = False,
-    xds_transport: XdsTransport = "ads",
-    delta: bool = False,
-) -> dict[str, Any]:
-    """The bootstrap as plain data in Envoy's JSON mapping."""
-    message = bootstrap_message(
-        xds_address,
-        node_id=node_id,
-        node_cluster=node_cluster,
-        admin_socket=admin_socket,
-        dns_resolvers=dns_resolvers,
-        dns_use_tcp=dns_use_tcp,
-        xds_transport=xds_transport,
-        delta=delta,
-    )
-    return to_json_mapping(message)
-
-
-def bootstrap_yaml(
-    xds_address: str,
-    *,
-    node_id: str,
-    node_cluster: str,
-    admin_socket: str | None = DEFAULT_ADMIN_SOCKET,
-    dns_resolvers: Sequence[str] = (),
-    dns_use_tcp: bool = False,
-    xds_transport: XdsTransport = "ads",
-    delta: bool = False,
-) -> str:
-    config = bootstrap_config(
-        xds_address,
-        node_id=node_id,
-        node_cluster=node_cluster,
-        admin_socket=admin_socket,
-        dns_resolvers=dns_resolvers,
-        dns_use_tcp=dns_use_tcp,
-        xds_transport=xds_transport,
-        delta=delta,
-    )
-    return dump_yaml(config)
 
 
 def bootstrap_message(
@@ -224,3 +176,28 @@ def _is_ip(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _rendered(
+    render: Callable[[bootstrap_pb2.Bootstrap], _T],
+) -> Callable[[Callable[_P, Any]], Callable[_P, _T]]:
+    """A variant of `bootstrap_message` with its exact parameters, returning `render(message)`."""
+
+    def variant(make: Callable[_P, Any]) -> Callable[_P, _T]:
+        @functools.wraps(make)
+        def rendered(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+            return render(make(*args, **kwargs))
+
+        return rendered
+
+    return variant
+
+
+bootstrap_config = _rendered(to_json_mapping)(bootstrap_message)
+bootstrap_config.__doc__ = "The bootstrap as plain data in Envoy's JSON mapping."
+bootstrap_yaml = _rendered(lambda message: dump_yaml(to_json_mapping(message)))(bootstrap_message)
+bootstrap_yaml.__doc__ = "The bootstrap as YAML that Envoy reads back exactly."
