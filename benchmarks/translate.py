@@ -414,6 +414,7 @@ class SizeResult:
     translate: Timings
     total: Timings
     tracemalloc_peak_mib: float
+    floor_peak_mib: float  # the floor's own tracemalloc peak, for the same N
     rss_growth_mib: float
     floor_mismatch: str | None
 
@@ -475,7 +476,10 @@ def measure_size(n: int, repeat: int, rss_mib: float) -> SizeResult:
             mismatch = floor_mismatch(n, floor(n)[1], snapshots)
         del snapshots
     peak = traced_peak_mib(lambda: dragoman_phases(store))
-    return SizeResult(n, floor_t, build_t, translate_t, total_t, peak, rss_mib, mismatch)
+    floor_peak = traced_peak_mib(lambda: floor(n))
+    return SizeResult(
+        n, floor_t, build_t, translate_t, total_t, peak, floor_peak, rss_mib, mismatch
+    )
 
 
 def measure_eds(n: int, repeat: int) -> tuple[Timings, Timings, int]:
@@ -578,7 +582,7 @@ def _gc_pauses(store: Store, setup: Callable[[], None]) -> GcPauses:
 def print_table(results: list[SizeResult], repeat: int) -> None:
     header = (
         f"{'N':>7} {'stat':>6} {'floor s':>8} {'build s':>8} {'transl s':>9} {'total s':>8} "
-        f"{'ratio':>6} {'tm peak MiB':>11} {'RSS MiB':>8}"
+        f"{'ratio':>6} {'tm peak MiB':>11} {'floor MiB':>9} {'RSS MiB':>8}"
     )
     print(f"build+translate vs the protobuf floor (best and median of {repeat})")
     print(header)
@@ -590,7 +594,7 @@ def print_table(results: list[SizeResult], repeat: int) -> None:
             print(
                 f"{r.n:>7,} {stat:>6} {floor_s:>8.3f} {getattr(r.build, stat):>8.3f} "
                 f"{getattr(r.translate, stat):>9.3f} {total_s:>8.3f} {total_s / floor_s:>6.2f} "
-                f"{r.tracemalloc_peak_mib:>11.1f} {r.rss_growth_mib:>8.1f}"
+                f"{r.tracemalloc_peak_mib:>11.1f} {r.floor_peak_mib:>9.1f} {r.rss_growth_mib:>8.1f}"
             )
 
 
@@ -621,8 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     for mismatch in mismatches:
         print(f"WARNING: {mismatch}")
     print(
-        "ratio: total/floor; tm peak: tracemalloc peak of build+translate;\n"
-        "       RSS: ru_maxrss growth over build+translate in a fresh process"
+        "ratio: total/floor; tm peak: tracemalloc peak of build+translate (floor MiB: of the\n"
+        "       floor, same N); RSS: ru_maxrss growth over build+translate in a fresh process"
     )
 
     largest = sizes[-1]

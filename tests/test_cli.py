@@ -7,6 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from dragoman.cli import main
@@ -121,3 +122,23 @@ def test_demo_check_routes_through_a_real_envoy() -> None:
     assert 'backend "api", host "api.demo.test"' in result.stdout
     assert "HTTP 500" in result.stdout
     assert "update_rejected counters: 0" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["bootstrap", "--xds-address", "nope"], "expected host:port"),
+        (["bootstrap", "--xds-address", "127.0.0.1:99999"], "port out of range"),
+        (["bootstrap", "--dns-resolver", "dns.google"], "expected an IP address"),
+        (["bootstrap", "--gateway", "demo"], "expected NAMESPACE/NAME"),
+        (["serve", "--manifests", str(EXAMPLES), "--xds-address", "127.0.0.1"], "host:port"),
+        (["clients", "--xds-address", "[::1]:0"], "port out of range"),
+    ],
+)
+def test_bad_arguments_are_usage_errors_naming_the_argument(argv, says, capsys) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {argv[-2]}" in err and says in err
+    assert "Traceback" not in err

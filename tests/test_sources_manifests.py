@@ -121,6 +121,27 @@ def test_yaml_syntax_error_names_file_and_line_and_skips_only_that_file(tmp_path
     )
 
 
+def test_a_file_that_stops_decoding_keeps_serving_its_last_good_version(tmp_path: Path) -> None:
+    path = write(tmp_path, "routes.yaml", service("first") + "---\n" + service("second"))
+    directory = ManifestDirectory(tmp_path)
+    assert keys(directory.load().objects) == ["Service/default/first", "Service/default/second"]
+
+    # An editor saves a typo: the objects the file defined stay, and the error says so.
+    path.write_text(service("first") + "---\nkind: Service\nspec: [oops\n")
+    os.utime(path, ns=(1, 1))
+    typo = directory.load()
+    assert keys(typo.objects) == ["Service/default/first", "Service/default/second"]
+    [error] = typo.errors
+    assert error.origin == "routes.yaml"
+    assert error.message.endswith("(still serving its previous version (2 objects))")
+    assert keys(directory.load().objects) == keys(typo.objects)  # and on the next reload
+
+    # Fixed: the new content replaces the old, the error goes away.
+    path.write_text(service("first"))
+    assert keys(directory.load().objects) == ["Service/default/first"]
+    assert directory.load().errors == ()
+
+
 def test_json_syntax_error_names_the_line(tmp_path: Path) -> None:
     write(tmp_path, "bad.json", '{\n  "apiVersion": "v1",\n  "kind": }\n')
     [error] = ManifestDirectory(tmp_path).load().errors

@@ -416,13 +416,6 @@ ERROR_CASES = [
         "is required",
     ),
     (
-        "external-name-invalid",
-        SERVICE + "spec: {type: ExternalName, externalName: 'http://api.example.com'}",
-        "spec.externalName",
-        "expected a DNS name (a DNS-1123 subdomain, optionally ending with '.'), "
-        'got "http://api.example.com"',
-    ),
-    (
         "ports-not-list",
         SERVICE + "spec: {ports: {port: 80}}",
         "spec.ports",

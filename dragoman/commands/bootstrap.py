@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dragoman.commands.common import DEFAULT_XDS_ADDRESS
+from dragoman.commands.common import DEFAULT_XDS_ADDRESS, dns_server, gateway_ref, host_port
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("bootstrap", help="print an Envoy bootstrap that connects here")
-    parser.add_argument("--xds-address", default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT")
+    parser.add_argument(
+        "--xds-address", type=host_port, default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT"
+    )
     parser.add_argument(
         "--gateway",
+        type=gateway_ref,
         default="",
         metavar="NS/NAME",
         help="serve this Envoy only that Gateway's listeners (default: every Gateway)",
@@ -26,9 +29,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--dns-resolver",
+        type=dns_server,
         action="append",
         default=[],
-        metavar="HOST:PORT",
+        metavar="IP[:PORT]",
         help="DNS server Envoy resolves ExternalName hosts with (repeatable; default: system)",
     )
     parser.add_argument(

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dragoman.commands.common import DEFAULT_XDS_ADDRESS
+from dragoman.commands.common import DEFAULT_XDS_ADDRESS, host_port
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "clients", help="show connected xDS clients: versions ACKed, NACKs and their errors"
     )
-    parser.add_argument("--xds-address", default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT")
+    parser.add_argument(
+        "--xds-address", type=host_port, default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT"
+    )
     parser.add_argument(
         "--resources", action="store_true", help="one row per resource instead of per type"
     )

@@ -23,6 +23,45 @@ def manifest_dir(value: str) -> Path:
     return path
 
 
+def host_port(value: str) -> str:
+    """`HOST:PORT` (IPv6 as `[addr]:port`), checked: a typo must not listen somewhere else."""
+    from dragoman.envoy.bootstrap import split_host_port
+
+    try:
+        split_host_port(value, default_port=None)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
+
+
+def dns_server(value: str) -> str:
+    """A DNS server: an IP address, with an optional port (53 by default)."""
+    import ipaddress
+
+    from dragoman.envoy.bootstrap import DNS_PORT, split_host_port
+
+    try:
+        host, _ = split_host_port(value, default_port=DNS_PORT)
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an IP address with an optional port, such as 10.0.0.10:53, got {value!r}"
+        ) from None
+    return value
+
+
+def gateway_ref(value: str) -> str:
+    """`NAMESPACE/NAME` of a Gateway."""
+    import re
+
+    label = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    if not re.fullmatch(rf"{label}/{label}(\.{label})*", value):
+        raise argparse.ArgumentTypeError(
+            f"expected NAMESPACE/NAME of a Gateway, such as default/demo, got {value!r}"
+        )
+    return value
+
+
 def add_logging(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level",

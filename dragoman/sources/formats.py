@@ -62,12 +62,6 @@ def _is_ip(version: int) -> Callable[[str], bool]:
     return accepts
 
 
-def _is_external_name(value: str) -> bool:
-    # A CNAME target may end with a dot to say it is fully qualified.
-    name = value.removesuffix(".")
-    return len(name) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(name) is not None
-
-
 DNS1123_LABEL = Format(
     "a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter "
     "or digit, at most 63 characters)",
@@ -90,9 +84,6 @@ IANA_SVC_NAME = Format(
 )
 QUALIFIED_NAME = Format(
     'a qualified name such as "http" or "kubernetes.io/h2c"', _is_qualified_name
-)
-EXTERNAL_NAME = Format(
-    "a DNS name (a DNS-1123 subdomain, optionally ending with '.')", _is_external_name
 )
 HOSTNAME = Format(
     'a hostname such as "example.com" or "*.example.com" (lowercase, at most 253 characters)',

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,9 @@ class _ParsedFile:
     stamp: FileStamp | None
     objects: tuple[LocatedObject, ...]
     errors: tuple[SourceError, ...]
+    # False when the file is not valid YAML/JSON at all (then `objects` are the ones its last
+    # decodable version defined: saving a typo must not take every object of a file away).
+    decoded: bool = True
 
 
 class ManifestDirectory:
@@ -68,7 +71,8 @@ class ManifestDirectory:
         for stamp in scan.files:
             cached = self._parsed.get(stamp.path)
             if cached is None or cached.stamp != stamp:
-                cached = self._parse_file(stamp.path)
+                fresh = self._parse_file(stamp.path)
+                cached = _keeping_last_good(fresh, cached) if fresh is not None else None
             if cached is not None:
                 parsed[stamp.path] = cached
         self._parsed = parsed
@@ -105,24 +109,17 @@ class ManifestDirectory:
         except OSError as exc:
             error = SourceError(relative, "", "", f"cannot read: {exc.strerror or exc}")
             return _ParsedFile(None, (), (error,))
-        stamp = _stamp(relative, before)
-        objects, errors = self._parse_documents(relative, data)
-        unchanged = stamp == _stamp(relative, after)
-        return _ParsedFile(stamp if unchanged else None, tuple(objects), tuple(errors))
-
-    def _parse_documents(
-        self, relative: str, data: bytes
-    ) -> tuple[list[LocatedObject], list[SourceError]]:
-        objects: list[LocatedObject] = []
-        errors: list[SourceError] = []
+        stamp = _stamp(relative, before) if _stamp_unchanged(before, after) else None
         try:
             documents = decode_documents(data, is_json=relative.endswith(".json"))
         except DecodeError as exc:
-            return [], [SourceError(relative, "", "", f"{exc} (file skipped)")]
+            return _ParsedFile(stamp, (), (SourceError(relative, "", "", str(exc)),), False)
+        objects: list[LocatedObject] = []
+        errors: list[SourceError] = []
         for index, document in enumerate(documents, start=1):
             if document is not None:  # an empty document, e.g. after a trailing `---`
                 self._parse_document(f"{relative}#{index}", document, objects, errors)
-        return objects, errors
+        return _ParsedFile(stamp, tuple(objects), tuple(errors))
 
     def _parse_document(
         self,
@@ -155,6 +152,28 @@ class ManifestDirectory:
                 )
             else:
                 objects.append(LocatedObject(item_origin, parsed))
+
+
+def _keeping_last_good(fresh: _ParsedFile, previous: _ParsedFile | None) -> _ParsedFile:
+    """A file that no longer decodes keeps serving what its last decodable version defined."""
+    if fresh.decoded:
+        return fresh
+    if previous is None or not previous.objects:
+        return replace(fresh, errors=_with_note(fresh.errors, "file skipped"))
+    note = f"still serving its previous version ({len(previous.objects)} objects)"
+    return replace(fresh, objects=previous.objects, errors=_with_note(fresh.errors, note))
+
+
+def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError, ...]:
+    return tuple(replace(e, message=f"{e.message} ({note})") for e in errors)
+
+
+def _stamp_unchanged(before: os.stat_result, after: os.stat_result) -> bool:
+    return (before.st_mtime_ns, before.st_size, before.st_ino) == (
+        after.st_mtime_ns,
+        after.st_size,
+        after.st_ino,
+    )
 
 
 def _stamp(relative: str, info: os.stat_result) -> FileStamp:

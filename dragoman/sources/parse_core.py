@@ -13,7 +13,6 @@ from dragoman.sources.fields import Node, describe, is_integer
 from dragoman.sources.formats import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
-    EXTERNAL_NAME,
     IANA_SVC_NAME,
     IPV4,
     IPV6,
@@ -40,7 +39,9 @@ def parse_service(root: Node, meta: ObjectMeta) -> Service:
     headless = spec.raw("clusterIP") == "None"
     ports = _service_ports(spec, required=not (is_external or headless))
     if is_external:
-        external_name = spec.string("externalName", required=True, format=EXTERNAL_NAME)
+        # Any string: the build judges external names (case, trailing dot, IP literals,
+        # localhost, metadata hosts) and says on the route exactly why one is refused.
+        external_name = spec.string("externalName", required=True)
     else:
         external_name = spec.string("externalName")
     # The API treats an empty selector like none: endpoints are managed by someone else.
