@@ -2,18 +2,28 @@
 
     python benchmarks/fanout.py                        # S = 100 and 1,000 ADS SotW streams
     python benchmarks/fanout.py --streams 1000 --delta # the same over delta ADS
+    python benchmarks/fanout.py --eds                  # each stream also subscribes every CLA
+    python benchmarks/fanout.py --matrix               # CDS-only and EDS, SotW and delta
     python benchmarks/fanout.py --streams 300 --clusters 5000 --updates 5
+    python benchmarks/fanout.py --grpc-services 2000 --grpc-services 10000
 
 The server runs in this process (the real grpc.aio server, SnapshotCache and stream state
 machines). Synthetic clients run in worker processes, each with many asyncio streams, one
 gRPC connection per stream (as each Envoy has its own). Every client subscribes to CDS
-(wildcard) on one node group holding `--clusters` EDS clusters and ACKs what it receives.
+(wildcard) on one node group holding `--clusters` EDS clusters and ACKs what it receives;
+with `--eds`, it also subscribes by name to every cluster's ClusterLoadAssignment, as Envoy
+does.
 
-For each update one cluster changes; the time is measured from `set_snapshots` until every
-stream has received the new version (client clocks; CLOCK_MONOTONIC is shared by the
-processes) and until every ACK is back at the server. Reported: median and p99 over the
-updates, the server's peak RSS, RSS per idle stream (RSS growth from before the clients
-connected to all of them connected and idle, divided by S) and server CPU seconds per update.
+For each update one cluster changes (with `--eds`, its CLA too); the time is measured from
+`set_snapshots` until every stream has received the new version (of CDS; with `--eds`, of
+EDS, which ADS sends after CDS) and until every ACK is back at the server (client clocks;
+CLOCK_MONOTONIC is shared by the processes). Reported: median and p99 over the updates, the
+server's peak RSS, RSS per idle stream (RSS growth from before the clients connected to all
+of them connected and idle, divided by S) and server CPU seconds per update.
+
+`--grpc-services N` instead times the proxyless gRPC clients' translation of N Services (the
+synthetic store of benchmarks/translate.py) and how long the event loop stalls while it
+runs, inline and off the loop (`SnapshotCache.prepare`, what the server does).
 It prints figures; nothing asserts on them.
 """
 
@@ -23,6 +33,7 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import json
 import os
@@ -31,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +50,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import grpc
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.core.v3.address_pb2 import Address, SocketAddress
 from envoy.config.core.v3.base_pb2 import Node
+from envoy.config.endpoint.v3.endpoint_components_pb2 import (
+    Endpoint,
+    LbEndpoint,
+    LocalityLbEndpoints,
+)
+from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment
 from envoy.service.discovery.v3 import ads_pb2_grpc
 from envoy.service.discovery.v3.discovery_pb2 import (
     DeltaDiscoveryRequest,
@@ -50,7 +69,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 from dragoman.envoy.core import ads_config_source, seconds
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import CLUSTER, Resource, Snapshot, TypeSnapshot
+from dragoman.xds.resources import CLUSTER, ENDPOINT, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.server import XdsCallbacks, bound_port, start_xds_server
 from dragoman.xds.sotw import Ack, StreamEvent
 
@@ -61,8 +80,12 @@ SETTLE_TIMEOUT_S = 120.0
 # The snapshot.
 
 
+def cluster_name(index: int) -> str:
+    return f"bench/service-{index:05d}/8080"
+
+
 def cluster(index: int, timeout_ms: int) -> Resource:
-    name = f"bench/service-{index:05d}/8080"
+    name = cluster_name(index)
     message = Cluster(
         name=name,
         type=Cluster.EDS,
@@ -75,11 +98,39 @@ def cluster(index: int, timeout_ms: int) -> Resource:
     return Resource.of(name, message)
 
 
-def clusters_snapshot(count: int, update: int) -> Snapshot:
-    """`count` EDS clusters; update N changes cluster N's connect timeout."""
+def assignment(index: int, generation: int) -> Resource:
+    """Three endpoints; `generation` moves the last one."""
+    name = cluster_name(index)
+    addresses = [f"10.{index >> 8 & 255}.{index & 255}.{n}" for n in (1, 2, 3 + generation)]
+    locality = LocalityLbEndpoints(
+        lb_endpoints=[
+            LbEndpoint(
+                endpoint=Endpoint(
+                    address=Address(socket_address=SocketAddress(address=a, port_value=8080))
+                )
+            )
+            for a in addresses
+        ]
+    )
+    locality.load_balancing_weight.value = 1
+    return Resource.of(name, ClusterLoadAssignment(cluster_name=name, endpoints=[locality]))
+
+
+def bench_snapshot(count: int, update: int, eds: bool) -> Snapshot:
+    """`count` EDS clusters (and their CLAs with `eds`); update N changes cluster N's
+    connect timeout and CLA N's endpoints."""
     changed = update % count if update else -1
-    resources = [cluster(i, 250 + update if i == changed else 250) for i in range(count)]
-    return Snapshot(types={CLUSTER: TypeSnapshot.of(resources)})
+    clusters = [cluster(i, 250 + update if i == changed else 250) for i in range(count)]
+    types = {CLUSTER: TypeSnapshot.of(clusters)}
+    if eds:
+        assignments = [assignment(i, update if i == changed else 0) for i in range(count)]
+        types[ENDPOINT] = TypeSnapshot.of(assignments)
+    return Snapshot(types=types)
+
+
+def measured_type(eds: bool) -> str:
+    """The type whose arrival ends an update: EDS comes after CDS on ADS."""
+    return ENDPOINT if eds else CLUSTER
 
 
 # Server side.
@@ -89,6 +140,7 @@ def clusters_snapshot(count: int, update: int) -> Snapshot:
 class Progress:
     """ACKs the server has seen for the version being measured."""
 
+    type_url: str = CLUSTER
     version: str = ""
     acked: set[int] = field(default_factory=set)
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -98,6 +150,7 @@ class Progress:
     def on_event(self, stream: ConnectedStream, event: StreamEvent) -> None:
         if (
             isinstance(event, Ack)
+            and event.type_url == self.type_url
             and event.version == self.version
             and stream.stream_id not in self.acked
         ):
@@ -132,11 +185,19 @@ def trimmed_rss_kib() -> int:
     return rss_kib()
 
 
-@dataclass
-class Result:
+@dataclass(frozen=True)
+class Scenario:
     streams: int
     clusters: int
+    updates: int
+    workers: int
     delta: bool
+    eds: bool
+
+
+@dataclass
+class Result:
+    scenario: Scenario
     received_s: list[float]  # per update: until every stream received it
     acked_s: list[float]  # per update: until every ACK was back
     stream_p50_s: list[float]  # per update: the median stream's receive latency
@@ -149,13 +210,15 @@ class Result:
     response_bytes: int
 
 
-async def run_scenario(
-    streams: int, clusters: int, updates: int, workers: int, delta: bool
-) -> Result:
+async def run_scenario(scenario: Scenario) -> Result:
+    streams = scenario.streams
+    type_url = measured_type(scenario.eds)
     cache = SnapshotCache()
-    snapshots = [clusters_snapshot(clusters, u) for u in range(updates + 1)]
+    snapshots = [
+        bench_snapshot(scenario.clusters, u, scenario.eds) for u in range(scenario.updates + 1)
+    ]
     cache.set_snapshots({GROUP: snapshots[0]})
-    progress = Progress()
+    progress = Progress(type_url)
     registry = StreamRegistry()
     server = await start_xds_server(
         cache, "127.0.0.1:0", registry=registry, callbacks=XdsCallbacks(on_event=progress.on_event)
@@ -164,7 +227,8 @@ async def run_scenario(
     gc.collect()
     rss_before = rss_kib()
     trimmed_before = trimmed_rss_kib()
-    progress.expect(snapshots[0].of_type(CLUSTER).version, streams)
+    progress.expect(snapshots[0].of_type(type_url).version, streams)
+    workers = scenario.workers
     per_worker = [streams // workers + (1 if w < streams % workers else 0) for w in range(workers)]
     procs = [
         await asyncio.create_subprocess_exec(
@@ -173,11 +237,18 @@ async def run_scenario(
             "--worker",
             "--address",
             address,
-            "--streams",
-            str(count),
             "--worker-id",
             str(w),
-            *(["--delta"] if delta else []),
+            *scenario_args(
+                Scenario(
+                    count,
+                    scenario.clusters,
+                    scenario.updates,
+                    1,
+                    scenario.delta,
+                    scenario.eds,
+                )
+            ),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
@@ -191,16 +262,17 @@ async def run_scenario(
         rss_idle = rss_kib()
         trimmed_idle = trimmed_rss_kib()
         received_s, acked_s, cpu_s, starts = [], [], [], []
-        for update in range(1, updates + 1):
+        for update in range(1, scenario.updates + 1):
             snap = snapshots[update]
-            progress.expect(snap.of_type(CLUSTER).version, streams)
+            version = snap.of_type(type_url).version
+            progress.expect(version, streams)
             cpu_before = time.process_time()
             started = time.monotonic()
             cache.set_snapshots({GROUP: snap})
             await asyncio.wait_for(progress.done.wait(), SETTLE_TIMEOUT_S)
             acked_s.append(time.monotonic() - started)
             cpu_s.append(time.process_time() - cpu_before)
-            starts.append((snap.of_type(CLUSTER).version, started))
+            starts.append((version, started))
             await asyncio.sleep(0.3)
         # Each worker reports when each of its streams received each version.
         received: dict[str, list[float]] = {}
@@ -218,7 +290,6 @@ async def run_scenario(
                 raise RuntimeError(f"only {len(latencies)} of {streams} streams got {version}")
             received_s.append(latencies[-1])
             stream_p50_s.append(latencies[len(latencies) // 2])
-        size = len(snapshots[-1].of_type(CLUSTER).resources)
     finally:
         for proc in procs:
             if proc.returncode is None:
@@ -226,9 +297,7 @@ async def run_scenario(
             await proc.wait()
         await server.stop(None)
     return Result(
-        streams,
-        clusters,
-        delta,
+        scenario,
         received_s,
         acked_s,
         stream_p50_s,
@@ -238,17 +307,21 @@ async def run_scenario(
         trimmed_before,
         trimmed_idle,
         peak_rss_kib(),
-        response_bytes=_full_response_bytes(snapshots[-1]) if size else 0,
+        response_bytes=_full_response_bytes(snapshots[-1]),
     )
 
 
 def _full_response_bytes(snap: Snapshot) -> int:
-    response = DiscoveryResponse(
-        version_info=snap.of_type(CLUSTER).version,
-        type_url=CLUSTER,
-        resources=[r.any for r in snap.of_type(CLUSTER).resources.values()],
-    )
-    return response.ByteSize()
+    """The initial answers' sizes: full-state CDS (and every CLA with EDS)."""
+    total = 0
+    for type_url, resources in snap.types.items():
+        response = DiscoveryResponse(
+            version_info=resources.version,
+            type_url=type_url,
+            resources=[r.any for r in resources.resources.values()],
+        )
+        total += response.ByteSize()
+    return total
 
 
 # Client side (worker processes).
@@ -262,41 +335,73 @@ class Recorder:
         self.times.setdefault(version, []).append(time.monotonic())
 
 
-async def sotw_client(address: str, node: Node, recorder: Recorder, ready: asyncio.Event) -> None:
+async def sotw_client(
+    address: str, node: Node, eds_names: list[str], recorder: Recorder, ready: asyncio.Event
+) -> None:
     channel = grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
     stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
     call = stub.StreamAggregatedResources()
+    measured = measured_type(bool(eds_names))
     await call.write(DiscoveryRequest(type_url=CLUSTER, node=node))
+    asked_for_endpoints = False
     async for response in call:
         assert isinstance(response, DiscoveryResponse)
-        recorder.record(response.version_info)
+        if response.type_url == measured:
+            recorder.record(response.version_info)
+        names = eds_names if response.type_url == ENDPOINT else []
         await call.write(
             DiscoveryRequest(
-                type_url=CLUSTER, version_info=response.version_info, response_nonce=response.nonce
+                type_url=response.type_url,
+                version_info=response.version_info,
+                response_nonce=response.nonce,
+                resource_names=names,
             )
         )
+        if eds_names and not asked_for_endpoints:
+            # As Envoy: the clusters name their CLAs, which it then asks for.
+            await call.write(DiscoveryRequest(type_url=ENDPOINT, resource_names=eds_names))
+            asked_for_endpoints = True
         ready.set()
 
 
-async def delta_client(address: str, node: Node, recorder: Recorder, ready: asyncio.Event) -> None:
+async def delta_client(
+    address: str, node: Node, eds_names: list[str], recorder: Recorder, ready: asyncio.Event
+) -> None:
     channel = grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
     stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
     call = stub.DeltaAggregatedResources()
+    measured = measured_type(bool(eds_names))
     await call.write(DeltaDiscoveryRequest(type_url=CLUSTER, node=node))
+    asked_for_endpoints = False
     async for response in call:
         assert isinstance(response, DeltaDiscoveryResponse)
-        recorder.record(response.system_version_info)
-        await call.write(DeltaDiscoveryRequest(type_url=CLUSTER, response_nonce=response.nonce))
+        if response.type_url == measured:
+            recorder.record(response.system_version_info)
+        await call.write(
+            DeltaDiscoveryRequest(type_url=response.type_url, response_nonce=response.nonce)
+        )
+        if eds_names and not asked_for_endpoints:
+            await call.write(
+                DeltaDiscoveryRequest(type_url=ENDPOINT, resource_names_subscribe=eds_names)
+            )
+            asked_for_endpoints = True
         ready.set()
 
 
-async def worker(address: str, streams: int, worker_id: int, delta: bool) -> None:
+async def worker(address: str, scenario: Scenario, worker_id: int) -> None:
     recorder = Recorder()
-    client = delta_client if delta else sotw_client
-    readies = [asyncio.Event() for _ in range(streams)]
+    client = delta_client if scenario.delta else sotw_client
+    eds_names = [cluster_name(i) for i in range(scenario.clusters)] if scenario.eds else []
+    readies = [asyncio.Event() for _ in range(scenario.streams)]
     tasks = [
         asyncio.create_task(
-            client(address, Node(id=f"bench-{worker_id}-{i}", cluster=GROUP), recorder, ready)
+            client(
+                address,
+                Node(id=f"bench-{worker_id}-{i}", cluster=GROUP),
+                eds_names,
+                recorder,
+                ready,
+            )
         )
         for i, ready in enumerate(readies)
     ]
@@ -310,6 +415,68 @@ async def worker(address: str, streams: int, worker_id: int, delta: bool) -> Non
         task.cancel()
 
 
+# The gRPC clients' translation: how long, and how long the event loop stalls.
+
+
+async def grpc_translation(services: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from translate import endpoint_slice, synthesize  # benchmarks/translate.py
+
+    from dragoman.controller import Controller
+    from dragoman.dag.model import ALL_GATEWAYS
+    from dragoman.store import Store
+    from dragoman.xds.client_kind import grpc_group
+
+    store = Store.from_objects(synthesize(services))
+    moved = endpoint_slice(0, generation=1)
+    slices = {**store.endpoint_slices, (moved.meta.namespace, moved.meta.name): moved}
+    endpoints_changed = dataclasses.replace(store, endpoint_slices=slices)
+    group = grpc_group(ALL_GATEWAYS)
+    for mode in ("inline", "off the loop"):
+        cache = SnapshotCache()
+        controller = Controller(cache)
+        controller.update(store)
+        for step in ("first", "after one EndpointSlice changed"):
+            if step != "first":
+                controller.update(endpoints_changed)
+            took, stall = await _timed_translation(cache, group, inline=mode == "inline")
+            made = cache.snapshot_for(group)
+            counts = ", ".join(
+                f"{len(t.resources)} {name}"
+                for name, t in zip(("CDS", "EDS", "LDS", "RDS"), made.types.values(), strict=False)
+            )
+            print(
+                f"gRPC translation of {services} Services ({mode}, {step}): {took:.3f} s "
+                f"({counts}); longest event-loop stall {stall:.3f} s"
+            )
+
+
+async def _timed_translation(
+    cache: SnapshotCache, group: str, *, inline: bool
+) -> tuple[float, float]:
+    """(seconds the translation took, the longest the event loop went without running)."""
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def tick() -> None:
+        while not stop.is_set():
+            started = time.perf_counter()
+            await asyncio.sleep(0.005)
+            lags.append(time.perf_counter() - started - 0.005)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.05)
+    started = time.perf_counter()
+    if inline:
+        cache.snapshot_for(group)
+    else:
+        await cache.prepare(group)
+    took = time.perf_counter() - started
+    stop.set()
+    await ticker
+    return took, max(lags)
+
+
 # Output.
 
 
@@ -319,13 +486,15 @@ def p99(values: list[float]) -> float:
 
 
 def report(result: Result) -> None:
-    kind = "delta ADS" if result.delta else "SotW ADS"
-    per_stream = (result.rss_idle_kib - result.rss_before_kib) / result.streams
-    in_use = (result.trimmed_idle_kib - result.trimmed_before_kib) / result.streams
+    scenario = result.scenario
+    kind = "delta ADS" if scenario.delta else "SotW ADS"
+    subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
+    per_stream = (result.rss_idle_kib - result.rss_before_kib) / scenario.streams
+    in_use = (result.trimmed_idle_kib - result.trimmed_before_kib) / scenario.streams
     print(
-        f"S={result.streams:>5} streams ({kind}), {result.clusters} clusters, "
+        f"S={scenario.streams:>5} streams ({kind}, {subscribed}), {scenario.clusters} clusters, "
         f"{len(result.received_s)} updates; "
-        f"initial (full) CDS response {result.response_bytes / 1024:.0f} KiB"
+        f"initial responses {result.response_bytes / 1024:.0f} KiB"
     )
     print(
         f"  all streams received: median {statistics.median(result.received_s):.3f} s, "
@@ -349,35 +518,78 @@ def report(result: Result) -> None:
     print(f"  after malloc_trim (memory in use): {in_use:.1f} KiB per idle stream")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", type=int, action="append", help="S (repeatable)")
-    parser.add_argument("--clusters", type=int, default=1000)
-    parser.add_argument("--updates", type=int, default=9)
-    parser.add_argument("--workers", type=int, default=4, help="client processes (default 4)")
-    parser.add_argument("--delta", action="store_true", help="delta ADS instead of SotW ADS")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--address", help=argparse.SUPPRESS)
-    parser.add_argument("--worker-id", type=int, default=0, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        asyncio.run(worker(args.address, args.streams[0], args.worker_id, args.delta))
-        return 0
-    sizes = args.streams or [100, 1000]
-    if len(sizes) > 1:
-        # One process per S, so each starts from a fresh heap and its own peak RSS.
-        print(f"dragoman fan-out benchmark: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-        sys.stdout.flush()
-        for streams in sizes:
-            again = [a for a in sys.argv[1:] if not a.startswith("--streams")]
-            code = subprocess.call([sys.executable, __file__, *again, "--streams", str(streams)])
-            if code:
-                return code
-        return 0
-    result = asyncio.run(
-        run_scenario(sizes[0], args.clusters, args.updates, args.workers, args.delta)
+def scenario_args(scenario: Scenario) -> list[str]:
+    """The command-line options that run exactly `scenario` (for a child process)."""
+    return [
+        "--streams",
+        str(scenario.streams),
+        "--clusters",
+        str(scenario.clusters),
+        "--updates",
+        str(scenario.updates),
+        "--workers",
+        str(scenario.workers),
+        *(["--delta"] if scenario.delta else []),
+        *(["--eds"] if scenario.eds else []),
+    ]
+
+
+def parser() -> argparse.ArgumentParser:
+    doc = __doc__ or ""
+    made = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    made.add_argument("--streams", type=int, action="append", help="S (repeatable)")
+    made.add_argument("--clusters", type=int, default=1000)
+    made.add_argument("--updates", type=int, default=9)
+    made.add_argument("--workers", type=int, default=4, help="client processes (default 4)")
+    made.add_argument("--delta", action="store_true", help="delta ADS instead of SotW ADS")
+    made.add_argument("--eds", action="store_true", help="streams also subscribe every CLA")
+    made.add_argument(
+        "--matrix", action="store_true", help="every combination of --delta and --eds"
     )
-    report(result)
+    made.add_argument(
+        "--grpc-services",
+        type=int,
+        action="append",
+        help="time the gRPC clients' translation of N Services instead (repeatable)",
+    )
+    made.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    made.add_argument("--address", help=argparse.SUPPRESS)
+    made.add_argument("--worker-id", type=int, default=0, help=argparse.SUPPRESS)
+    return made
+
+
+def scenarios(args: argparse.Namespace) -> list[Scenario]:
+    """Every scenario the options ask for, one per S (and per mode with --matrix)."""
+    modes = [(d, e) for e in (False, True) for d in (False, True)]
+    if not args.matrix:
+        modes = [(args.delta, args.eds)]
+    return [
+        Scenario(streams, args.clusters, args.updates, args.workers, delta, eds)
+        for delta, eds in modes
+        for streams in args.streams or [100, 1000]
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.grpc_services:
+        for services in args.grpc_services:
+            asyncio.run(grpc_translation(services))
+        return 0
+    wanted = scenarios(args)
+    if args.worker:
+        asyncio.run(worker(args.address, wanted[0], args.worker_id))
+        return 0
+    if len(wanted) == 1:
+        report(asyncio.run(run_scenario(wanted[0])))
+        return 0
+    # One process per scenario, so each starts from a fresh heap and its own peak RSS.
+    print(f"dragoman fan-out benchmark: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    sys.stdout.flush()
+    for scenario in wanted:
+        code = subprocess.call([sys.executable, __file__, *scenario_args(scenario)])
+        if code:
+            return code
     return 0
 
 

@@ -308,6 +308,7 @@ def floor(n: int) -> tuple[float, dict[tuple[str, str], str]]:
                 name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router())
             )
         ],
+        upgrade_configs=[hcm_pb2.HttpConnectionManager.UpgradeConfig(upgrade_type="websocket")],
         strip_any_host_port=True,
         normalize_path=wrappers_pb2.BoolValue(value=True),
         merge_slashes=True,

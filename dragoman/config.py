@@ -17,7 +17,8 @@ DNS check, DNS defaults and the system CA bundle. YAML, every key optional:
     upstreamTLS: {systemCABundle: /etc/ssl/certs/ca-certificates.crt}
 
 A file with problems is refused as a whole, every problem named by its field path, so the
-server never starts with half a policy.
+server never starts with half a policy: allowedNetworks and deniedNetworks without the DNS
+check (which alone learns the addresses they judge) are such a problem.
 """
 
 from __future__ import annotations
@@ -185,7 +186,22 @@ def _external_names(node: Node | None, source: str) -> tuple[ExternalNamePolicy,
         source=source,
     )
     check = node.mapping("dnsCheck")
-    return policy, (_dns_check(check) if check is not None else DnsCheckSettings())
+    settings = _dns_check(check) if check is not None else DnsCheckSettings()
+    if not settings.enabled:
+        # Addresses are known only once dragoman resolves a name: without the check these
+        # rules would look in force and refuse nothing.
+        networks = {
+            "allowedNetworks": policy.allowed_networks,
+            "deniedNetworks": policy.denied_networks,
+        }
+        for key, parsed in networks.items():
+            if parsed:
+                node.report(
+                    node.at(key),
+                    "takes effect only with the DNS check on (externalNames.dnsCheck.enabled: "
+                    "true); enable the check or remove this setting",
+                )
+    return policy, settings
 
 
 def _domains(node: Node, key: str) -> tuple[str, ...]:

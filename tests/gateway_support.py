@@ -13,6 +13,7 @@ from dragoman.dag.options import BuildOptions
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
+from tests.dag_invariants import checked
 
 GW = "gateway.networking.k8s.io/v1"
 CONTROLLER = "dragoman.dev/gateway-controller"
@@ -32,7 +33,7 @@ def objects(text: str) -> list[KubeObject]:
 
 def build_text(*texts: str, options: BuildOptions = BuildOptions()) -> Dag:
     found = [obj for text in texts for obj in objects(text)]
-    return build(Store.from_objects(found), options)
+    return checked(build(Store.from_objects(found), options))
 
 
 def status(dag: Dag, kind: str, name: str, namespace: str = "default") -> dict[str, Any]:

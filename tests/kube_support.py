@@ -4,10 +4,13 @@ object builders and a replica (KubernetesServer) run as an asyncio task."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client
 
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
@@ -17,6 +20,7 @@ from dragoman.kubernetes.runtime import KubernetesConfig, KubernetesServer
 from tests.kubeapi import KubeApiServer
 
 GATEWAY_V1 = "gateway.networking.k8s.io/v1"
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 FAST_WATCH = WatchSettings(backoff_initial=0.05, backoff_maximum=0.5, not_served_retry=1.0)
 
 
@@ -162,3 +166,22 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout} s (last: {value!r})")
         await asyncio.sleep(0.02)
+
+
+def deployed_envoy_bootstrap(xds_port: int, ready_port: int, admin_socket: Path) -> str:
+    """deploy/'s Envoy bootstrap, pointed at loopback ports and an admin socket of the
+    test's (and nothing else changed)."""
+    for doc in yaml.safe_load_all((DEPLOY / "04-envoy.yaml").read_text()):
+        if doc and doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "envoy-bootstrap":
+            bootstrap = copy.deepcopy(yaml.safe_load(doc["data"]["bootstrap.yaml"]))
+            break
+    else:
+        raise AssertionError("no envoy-bootstrap ConfigMap in deploy/04-envoy.yaml")
+    [xds] = bootstrap["static_resources"]["clusters"]
+    endpoint = xds["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
+    endpoint["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": xds_port}
+    endpoint["hostname"] = "127.0.0.1"
+    [readiness] = bootstrap["static_resources"]["listeners"]
+    readiness["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": ready_port}
+    bootstrap["admin"]["address"]["pipe"]["path"] = str(admin_socket)
+    return yaml.safe_dump(bootstrap, sort_keys=False)

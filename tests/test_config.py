@@ -118,6 +118,11 @@ PROBLEMS = [
      "must be from 0.1s to 60s"),
     ("externalNames: {dnsCheck: {minInterval: 1m, maxInterval: 30s}}",
      "externalNames.dnsCheck.maxInterval", "not be shorter than minInterval"),
+    # Address rules need the DNS check: without it they would look in force, and refuse nothing.
+    ("externalNames: {deniedNetworks: [10.0.0.0/8]}", "externalNames.deniedNetworks",
+     "takes effect only with the DNS check on"),
+    ("externalNames: {allowedNetworks: [203.0.113.0/24], dnsCheck: {enabled: false}}",
+     "externalNames.allowedNetworks", "takes effect only with the DNS check on"),
     ("dnsDefaults: {lookupFamily: ipv4}", "dnsDefaults.lookupFamily", "one of"),
     ("dnsDefaults: {refreshRate: 0s}", "dnsDefaults.refreshRate", "must be from 1s"),
     ("upstreamTLS: {systemCABundle: certs/ca.pem}", "upstreamTLS.systemCABundle",

@@ -46,6 +46,7 @@ from dragoman.objects import (
 )
 from dragoman.objects.core import SERVICE_NAME_LABEL
 from dragoman.store import Store
+from tests.dag_invariants import checked
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -133,7 +134,7 @@ DEFAULT_OPTIONS = BuildOptions()
 
 
 def dag_of(*objects: KubeObject, options: BuildOptions = DEFAULT_OPTIONS) -> Dag:
-    return build(Store.from_objects(objects), options)
+    return checked(build(Store.from_objects(objects), options))
 
 
 def vhosts(dag: Dag, group: str = ALL_GATEWAYS, port: int = 80) -> dict[str, VirtualHost]:

@@ -8,6 +8,8 @@ import ipaddress
 import pytest
 
 from dragoman.dag.dns_check import DnsObservation, dns_resolved_condition
+from dragoman.dag.dns_settings import RESOLVERS
+from dragoman.dag.model import DnsCluster
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.policy import ExternalNamePolicy, domain_rule
 from tests.upstream_support import (
@@ -17,6 +19,7 @@ from tests.upstream_support import (
     http_route,
     parent_conditions,
     pod_service,
+    route_problems,
 )
 
 # --- address rules ---------------------------------------------------------------------------
@@ -145,6 +148,17 @@ def test_without_the_check_nothing_is_resolved_or_reported() -> None:
     assert list(dag.clusters) == ["default/ext/443"]
 
 
+def test_without_the_check_a_metadata_service_name_still_gets_no_cluster() -> None:
+    dag = build_yaml(
+        GATEWAY, external_service("ext", "metadata.google.internal"), http_route("r", "ext", 443)
+    )
+
+    assert dag.clusters == {}
+    refs = parent_conditions(dag)["ResolvedRefs"]
+    assert (refs["status"], refs["reason"]) == ("False", "UnsafeExternalName")
+    assert "Google Cloud instance metadata service" in refs["message"]
+
+
 def test_only_external_names_of_attached_routes_are_checked() -> None:
     detached = http_route("lost", "ext2", 443).replace("name: gw", "name: nowhere")
     dag = build_yaml(
@@ -163,6 +177,31 @@ def test_only_external_names_of_attached_routes_are_checked() -> None:
 
     assert dag.dns_hostnames == ("api.example.com",)
     assert "DNSResolved" not in parent_conditions(dag, "r2")  # an alias resolves nothing
+
+
+def test_with_the_check_on_a_service_cannot_resolve_through_its_own_resolvers() -> None:
+    """The check vets what dragoman's resolvers answer; a Service's own resolver (chosen by
+    its namespace's owner) could answer anything, so it is refused and reported."""
+    own_resolver = external_service(
+        "ext", "api.example.com", annotations={RESOLVERS: "203.0.113.53:53"}
+    )
+    objects = (GATEWAY, own_resolver, http_route("r", "ext", 443))
+    dns = {"api.example.com": DnsObservation(("93.184.216.34",))}
+
+    checked = build_yaml(*objects, options=CHECKED, dns=dns)
+
+    cluster = checked.clusters["default/ext/443"]
+    assert isinstance(cluster, DnsCluster) and cluster.dns.resolvers == ()
+    partial = parent_conditions(checked)["PartiallyInvalid"]
+    assert partial["reason"] == "UnsupportedValue"
+    assert f"annotation {RESOLVERS}: is not allowed while the DNS check is on" in partial["message"]
+    assert "using Envoy's resolver" in partial["message"]
+    assert any(RESOLVERS in p.message for p in route_problems(checked))
+
+    unchecked = build_yaml(*objects)
+    cluster = unchecked.clusters["default/ext/443"]
+    assert isinstance(cluster, DnsCluster) and cluster.dns.resolvers == (("203.0.113.53", 53),)
+    assert "PartiallyInvalid" not in parent_conditions(unchecked)
 
 
 def test_names_the_domain_policy_refuses_are_never_resolved() -> None:

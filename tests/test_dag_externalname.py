@@ -20,6 +20,10 @@ SAFE = [
     "web.default.svc.cluster.local",  # syntactically safe; the build turns it into an alias
     "1.example.com",  # numeric labels are fine below a real top-level domain
     "a" * 63 + ".example.com",
+    # Close to, but not, a metadata service's name.
+    "metadata.example.com",
+    "api.metadata.google.internal.example.com",
+    "instance-data.example.com",
 ]
 
 
@@ -55,6 +59,13 @@ UNSAFE = [
     ("[FD00:EC2::254]", "metadata"),
     ("100.100.100.200", "metadata"),
     ("192.0.0.192", "metadata"),
+    # Metadata services by name: without the DNS check nothing else would catch them.
+    ("metadata.google.internal", "Google Cloud instance metadata service"),
+    ("Metadata.Google.Internal.", "Google Cloud instance metadata service"),
+    ("metadata.goog", "Google Cloud instance metadata service"),
+    ("instance-data.ec2.internal", "AWS instance metadata service"),
+    ("instance-data.eu-west-1.compute.internal", "AWS instance metadata service"),
+    ("metadata.tencentyun.com", "Tencent Cloud instance metadata service"),
     ("169.254.1.1", "link-local"),
     ("fe80::1", "link-local"),
     ("fe80::1%eth0", "link-local"),

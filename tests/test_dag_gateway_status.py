@@ -372,6 +372,13 @@ def test_a_gateway_that_is_not_accepted_is_not_served() -> None:
         )
     )
     assert dag.groups[ALL_GATEWAYS].listeners == ()
+    # Its listeners are valid, but none is programmed: the Gateway serves nothing.
+    assert listener_condition(dag, "gw", "http", "Accepted") == ("True", "Accepted")
+    assert listener_condition(dag, "gw", "http", "Programmed") == ("False", "Invalid")
+    [programmed] = [
+        c for c in listener(dag, "gw", "http")["conditions"] if c["type"] == "Programmed"
+    ]
+    assert programmed["message"].startswith("the Gateway is not accepted: dragoman takes no")
 
 
 # --- GatewayClass ---------------------------------------------------------------------------
@@ -440,6 +447,7 @@ def test_a_class_with_parameters_is_not_accepted_and_its_gateways_are_not_served
     dag = build_text(with_parameters, "---", gateway(HTTP))
     assert status(dag, "GatewayClass", "dragoman")["conditions"][0]["reason"] == "InvalidParameters"
     assert gateway_condition(dag, "gw", "Accepted") == ("False", "InvalidParameters")
+    assert listener_condition(dag, "gw", "http", "Programmed") == ("False", "Invalid")
     assert dag.groups[ALL_GATEWAYS].listeners == ()
 
 

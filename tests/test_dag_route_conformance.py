@@ -13,10 +13,13 @@ import pytest
 import yaml
 
 from dragoman.dag.build import build
+from dragoman.dag.kind_conflicts import KIND_CONFLICT
 from dragoman.dag.model import Dag, DirectResponse, Forward, Redirect, Route
 from dragoman.objects import KubeObject
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
+from tests.dag_invariants import checked
+from tests.gateway_support import condition, parents
 from tests.routing_sim import Request, route_for
 
 NS = "infra"
@@ -51,7 +54,7 @@ def dag_of(manifests: str) -> Dag:
             parsed = parse_object(document)
             assert parsed is not None
             objects.append(parsed)
-    return build(Store.from_objects(objects))
+    return checked(build(Store.from_objects(objects)))
 
 
 def backend(dag: Dag, request: Request, port: int = 80) -> str:
@@ -590,11 +593,7 @@ spec:
 
 
 def test_grpc_method_and_header_matching() -> None:
-    dag = dag_of(
-        ONE_LISTENER
-        + GRPC_ROUTES
-        + http_route("web", "rules: [{backendRefs: [{name: v1, port: 8080}]}]")
-    )
+    dag = dag_of(ONE_LISTENER + GRPC_ROUTES)
     grpc = {"grpc": True}
     expect(
         dag,
@@ -605,18 +604,21 @@ def test_grpc_method_and_header_matching() -> None:
             (Request("any", "/pkg.Echo/Echo", {"version": "two"}, **grpc), "v1"),
             (Request("any", "/pkg.Echo/EchoThree", {"version": "two"}, **grpc), "v3"),
             (Request("any", "/pkg.OtherService/GetThing", **grpc), "v3"),
-            (Request("any", "/pkg.OtherService/PutThing", **grpc), "v1"),  # the HTTPRoute
+            (Request("any", "/pkg.OtherService/PutThing", **grpc), "404"),
             (Request("any", "/any.Service/Anything", **grpc), "v2"),
             # Plain HTTP requests never reach a GRPCRoute.
-            (Request("any", "/pkg.Echo/Echo"), "v1"),
+            (Request("any", "/pkg.Echo/Echo"), "404"),
         ],
     )
 
 
 def test_grpc_backends_speak_h2c_in_clusters_of_their_own() -> None:
+    # The HTTPRoute on a Gateway of its own: on the GRPCRoutes' listener it would conflict.
     dag = dag_of(
         ONE_LISTENER
         + GRPC_ROUTES
+        + "---\n"
+        + ONE_LISTENER.replace("name: gw,", "name: web-gw,").replace("port: 80", "port: 81")
         + http_route(
             "web",
             """
@@ -625,6 +627,7 @@ def test_grpc_backends_speak_h2c_in_clusters_of_their_own() -> None:
               backendRefs: [{name: v1, port: 8080}]
             - backendRefs: [{name: v2, port: 9000}]
             """,
+            gateway="web-gw",
         )
     )
     protocols = {name: cluster.protocol for name, cluster in dag.clusters.items()}
@@ -694,22 +697,108 @@ def test_grpc_route_hostname_precedence_beats_age() -> None:
     )
 
 
-def test_grpc_calls_reach_grpc_routes_before_http_routes_of_a_more_specific_hostname() -> None:
+def timestamped_http_route(name: str, hostnames: str, target: str, created: str = "") -> str:
+    return f"""
+---
+apiVersion: {GW}
+kind: HTTPRoute
+metadata: {{name: {name}, namespace: {NS}, creationTimestamp: "{created}"}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: {hostnames}
+  rules: [{{backendRefs: [{{name: {target}, port: 8080}}]}}]
+"""
+
+
+def accepted(dag: Dag, kind: str, name: str) -> tuple[str, str]:
+    [entry] = parents(dag, name, NS, kind)
+    return condition(entry["conditions"], "Accepted")
+
+
+def test_of_an_http_and_a_grpc_route_sharing_hostnames_on_a_listener_the_older_is_accepted() -> (
+    None
+):
+    older_http = dag_of(
+        ONE_LISTENER
+        + grpc_route("grpc", '["*.example.com"]', "v1", "2025-01-01T00:00:00Z")
+        + timestamped_http_route("web", "[foo.example.com]", "v2", "2024-01-01T00:00:00Z")
+    )
+    assert accepted(older_http, "HTTPRoute", "web") == ("True", "Accepted")
+    assert accepted(older_http, "GRPCRoute", "grpc") == ("False", KIND_CONFLICT)
+    [entry] = parents(older_http, "grpc", NS, "GRPCRoute")
+    [message] = [c["message"] for c in entry["conditions"] if c["type"] == "Accepted"]
+    assert "HTTPRoute infra/web" in message
+    # The rejected route serves nothing, on any of its hostnames.
+    expect(
+        older_http,
+        [
+            (Request("foo.example.com", "/pkg.S/M"), "v2"),
+            (Request("foo.example.com", "/pkg.S/M", grpc=True), "v2"),
+            (Request("bar.example.com", "/pkg.S/M", grpc=True), "404"),
+        ],
+    )
+    assert sorted(older_http.clusters) == ["infra/v2/8080"]
+
+    # The same age: the first by namespace/name wins, whatever the kind.
+    tie = dag_of(
+        ONE_LISTENER
+        + grpc_route("a-grpc", "[foo.example.com]", "v1")
+        + timestamped_http_route("b-web", '["*.example.com"]', "v2")
+    )
+    assert accepted(tie, "GRPCRoute", "a-grpc") == ("True", "Accepted")
+    assert accepted(tie, "HTTPRoute", "b-web") == ("False", KIND_CONFLICT)
+    # A route without hostnames takes every host: it intersects any other.
+    anywhere = dag_of(
+        ONE_LISTENER
+        + grpc_route("a-grpc", "[]", "v1")
+        + timestamped_http_route("b", "[x.org]", "v2")
+    )
+    assert accepted(anywhere, "HTTPRoute", "b") == ("False", KIND_CONFLICT)
+
+
+def test_http_and_grpc_routes_with_disjoint_hostnames_share_a_listener() -> None:
     dag = dag_of(
         ONE_LISTENER
-        + grpc_route("grpc", '["*.example.com"]', "v1")
-        + http_route(
-            "web",
-            """
-            hostnames: [foo.example.com]
-            rules: [{backendRefs: [{name: v2, port: 8080}]}]
-            """,
-        )
+        + grpc_route("grpc", '["*.grpc.example.com"]', "v1")
+        + timestamped_http_route("web", '["www.example.com", "*.web.example.com"]', "v2")
+        + timestamped_http_route("more-web", '["example.com"]', "v3")
     )
+    for kind, name in (("GRPCRoute", "grpc"), ("HTTPRoute", "web"), ("HTTPRoute", "more-web")):
+        assert accepted(dag, kind, name) == ("True", "Accepted")
     expect(
         dag,
         [
-            (Request("foo.example.com", "/pkg.S/M", grpc=True), "v1"),
-            (Request("foo.example.com", "/pkg.S/M"), "v2"),
+            (Request("a.grpc.example.com", "/pkg.S/M", grpc=True), "v1"),
+            (Request("www.example.com", "/"), "v2"),
+            (Request("a.web.example.com", "/"), "v2"),
+            (Request("example.com", "/"), "v3"),
         ],
     )
+
+
+def test_a_kind_conflict_on_one_listener_leaves_the_route_on_its_other_listeners() -> None:
+    two_listeners = ONE_LISTENER.replace(
+        "listeners: [{name: http, port: 80, protocol: HTTP}]",
+        "listeners: [{name: http, port: 80, protocol: HTTP},"
+        " {name: alt, port: 81, protocol: HTTP}]",
+    )
+    dag = dag_of(
+        two_listeners
+        + grpc_route("a-grpc", "[foo.example.com]", "v1")
+        + timestamped_http_route("b-web", "[foo.example.com]", "v2")
+    )
+    # The GRPCRoute won both listeners: the HTTPRoute is left with none.
+    assert accepted(dag, "HTTPRoute", "b-web") == ("False", KIND_CONFLICT)
+    assert backend(dag, Request("foo.example.com", "/"), port=81) == "404"
+    partial = dag_of(
+        two_listeners
+        + grpc_route("a-grpc", "[foo.example.com]", "v1").replace(
+            "parentRefs: [{name: gw}]", "parentRefs: [{name: gw, sectionName: http}]"
+        )
+        + timestamped_http_route("b-web", "[foo.example.com]", "v2")
+    )
+    # The HTTPRoute lost port 80 only: still accepted, served on 81, the loss reported.
+    assert accepted(partial, "HTTPRoute", "b-web") == ("True", "Accepted")
+    assert backend(partial, Request("foo.example.com", "/"), port=81) == "v2"
+    assert backend(partial, Request("foo.example.com", "/"), port=80) == "404"
+    assert [(p.object.name, p.reason) for p in partial.problems] == [("b-web", KIND_CONFLICT)]

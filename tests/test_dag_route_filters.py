@@ -22,9 +22,10 @@ from dragoman.dag.model import (
     Route,
 )
 from dragoman.dag.vhosts import placed_redirect
-from dragoman.objects import HTTPRouteTimeouts, KubeObject
+from dragoman.objects import HTTPRouteTimeouts, KubeObject, ObjectKey
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
+from tests.dag_invariants import checked
 from tests.routing_sim import Request, route_for
 
 GW = "gateway.networking.k8s.io/v1"
@@ -71,7 +72,7 @@ spec:
         parsed = parse_object(document)
         assert parsed is not None
         objects.append(parsed)
-    return build(Store.from_objects(objects))
+    return checked(build(Store.from_objects(objects)))
 
 
 def served(dag: Dag, path: str = "/", port: int = 80) -> Route:
@@ -174,8 +175,12 @@ def test_a_redirect_needs_no_backend() -> None:
         (Redirect(scheme="https", hostname="example.org"), 8080, None),
         (Redirect(scheme="https", hostname="example.org", port=443), 80, None),
         (Redirect(scheme="https", hostname="example.org", port=8443), 80, 8443),
-        # The request's own host keeps its port unless Envoy is told another.
-        (Redirect(scheme="https"), 8080, 443),
+        # The request's own host, whatever port the listener has: the scheme's default
+        # port is left out of Location (Envoy strips the request's port from Host).
+        (Redirect(scheme="https"), 8080, None),
+        (Redirect(scheme="https"), 80, None),
+        (Redirect(scheme="http"), 8443, None),
+        (Redirect(scheme="https", port=8443), 80, 8443),
     ],
 )
 def test_redirect_ports_follow_the_gateway_api(
@@ -212,6 +217,32 @@ def test_unsupported_filters_make_the_rule_answer_500() -> None:
         ("spec.rules[0].filters[0].type", "UnsupportedValue"),
         ("spec.rules[1].filters[0].type", "UnsupportedValue"),
     ]
+
+
+def test_experimental_retry_is_reported_and_the_rule_served_without_it() -> None:
+    """retry (and sessionPersistence) are in the experimental CRDs only: not silently dropped."""
+    dag = dag_of(
+        """
+        - matches: [{path: {value: /retry}}]
+          retry: {codes: [500, 503], attempts: 3, backoff: 100ms}
+          backendRefs: [{name: web, port: 80}]
+        - matches: [{path: {value: /sticky}}]
+          sessionPersistence: {sessionName: s, type: Cookie}
+          backendRefs: [{name: web, port: 80}]
+        """
+    )
+    assert isinstance(served(dag, "/retry").action, Forward)
+    assert isinstance(served(dag, "/sticky").action, Forward)
+    assert problems(dag) == [
+        ("spec.rules[0].retry", "UnsupportedValue"),
+        ("spec.rules[1].sessionPersistence", "UnsupportedValue"),
+    ]
+    [entry] = dag.statuses[ObjectKey("HTTPRoute", "default", "r")].status["parents"]
+    partial = next(c for c in entry["conditions"] if c["type"] == "PartiallyInvalid")
+    assert partial["status"] == "True"
+    message = partial["message"]
+    assert "retry is an experimental Gateway API field dragoman does not implement" in message
+    assert "failed requests are not retried" in message
 
 
 def test_backend_filters_apply_to_their_backend_only() -> None:

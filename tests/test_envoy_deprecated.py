@@ -26,13 +26,21 @@ from dragoman.envoy import TranslateOptions, translate
 from dragoman.envoy.bootstrap import bootstrap_message
 from dragoman.envoy.render import SECTIONS
 from tests.envoy_support import every_kind_of_dag
+from tests.feature_manifests import every_feature_dag, every_feature_dag_with_dns_check
 from tests.upstream_envoy_support import upstream_kinds_dag
 
 
 def emitted_messages() -> Iterator[tuple[str, Message]]:
     classes = {type_url: message_class for _, type_url, message_class in SECTIONS}
     for options in (TranslateOptions(), TranslateOptions(dns_respect_ttl=False)):
-        for dag in (every_kind_of_dag(), upstream_kinds_dag()):
+        dags = (
+            every_kind_of_dag(),
+            upstream_kinds_dag(),
+            # Built from manifests, as users' configurations are.
+            every_feature_dag(),
+            every_feature_dag_with_dns_check(),
+        )
+        for dag in dags:
             for snapshot in translate(dag, options).values():
                 for type_url, type_snapshot in snapshot.types.items():
                     for name, resource in type_snapshot.resources.items():
@@ -183,6 +191,42 @@ def test_the_walk_reaches_inside_every_any() -> None:
         "envoy.config.route.v3.WeightedCluster",
         "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
         "envoy.extensions.clusters.aggregate.v3.ClusterConfig",
+    } <= reached
+
+
+def test_the_feature_manifests_reach_every_kind_of_message() -> None:
+    """The manifest build walked above exercises what dragoman can emit, not a subset."""
+    reached = {
+        inner.DESCRIPTOR.full_name
+        for dag in (every_feature_dag(), every_feature_dag_with_dns_check())
+        for snapshot in translate(dag).values()
+        for type_url, type_snapshot in snapshot.types.items()
+        for name, resource in type_snapshot.resources.items()
+        for _, inner in walk(
+            {t: c for _, t, c in SECTIONS}[type_url].FromString(resource.body), name
+        )
+    }
+
+    assert {
+        "envoy.extensions.clusters.dns.v3.DnsCluster",
+        "envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig",
+        "envoy.extensions.clusters.aggregate.v3.ClusterConfig",
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+        "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+        "envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector",
+        "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager."
+        "UpgradeConfig",
+        "envoy.config.route.v3.WeightedCluster",
+        "envoy.config.route.v3.RedirectAction",
+        "envoy.config.route.v3.DirectResponseAction",
+        "envoy.config.route.v3.RouteAction.RequestMirrorPolicy",
+        "envoy.config.route.v3.QueryParameterMatcher",
+        "envoy.config.route.v3.HeaderMatcher",
+        "envoy.type.matcher.v3.RegexMatchAndSubstitute",
+        "envoy.config.core.v3.HeaderValueOption",
+        "envoy.config.endpoint.v3.LocalityLbEndpoints",
     } <= reached
 
 

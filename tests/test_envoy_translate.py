@@ -257,6 +257,9 @@ def test_listener_serves_routes_from_rds_over_ads() -> None:
     assert manager.strip_any_host_port is True
     assert manager.normalize_path.value is True
     assert manager.merge_slashes is True
+    # WebSocket upgrades are allowed (enabled unset: Envoy's default, true).
+    (upgrade,) = manager.upgrade_configs
+    assert upgrade.upgrade_type == "websocket" and not upgrade.HasField("enabled")
 
 
 # --- routes ---------------------------------------------------------------------------------

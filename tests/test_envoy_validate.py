@@ -15,6 +15,7 @@ from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
 from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.envoy_support import envoy_binary, every_kind_of_dag, messages, with_inline_routes
+from tests.feature_manifests import every_feature_dag, every_feature_dag_with_dns_check
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "envoy" / "bootstrap.yaml"
 VALIDATE_TIMEOUT_S = 60
@@ -97,6 +98,20 @@ def test_envoy_accepts_translated_resources(
         path.write_text(dump_yaml(config))
 
         validate(envoy, path)
+
+
+def test_envoy_accepts_the_translation_of_every_feature_from_manifests(
+    envoy: str, tmp_path: Path
+) -> None:
+    """Built from manifests (tests/feature_manifests.py), not by hand: what users write."""
+    for dag in (every_feature_dag(), every_feature_dag_with_dns_check()):
+        for index, (group, snapshot) in enumerate(sorted(translate(dag).items())):
+            config = translated_bootstrap(snapshot, tmp_path / "admin.sock")
+            assert config["static_resources"]["listeners"], group
+            path = tmp_path / f"group-{index}.yaml"
+            path.write_text(dump_yaml(config))
+
+            validate(envoy, path)
 
 
 def test_envoy_accepts_the_example_bootstrap(envoy: str) -> None:

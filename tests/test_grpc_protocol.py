@@ -12,9 +12,10 @@ from envoy.service.status.v3 import csds_pb2_grpc
 from envoy.service.status.v3.csds_pb2 import ClientStatusRequest, ClientStatusResponse
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.csds_client import client_rows
 from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.grpc_support import (
     API,
     ENVOY_NODE,
@@ -26,6 +27,7 @@ from tests.grpc_support import (
     serving,
     store_of,
 )
+from tests.xds_builders import listener, snapshot
 from tests.xds_client import Received, XdsClient, xds_endpoint
 
 LATE = "late.default.svc.cluster.local:7000"
@@ -172,3 +174,38 @@ def test_an_unknown_group_is_the_all_gateways_variant() -> None:
     _, cache = serving(SERVICES, ROUTES)
     assert cache.group_for("no/such-gateway", grpc=True) == cache.group_for("", grpc=True)
     assert cache.group_for("", grpc=True) != ALL_GATEWAYS
+
+
+class _Translation:
+    """Makes the gRPC clients' snapshot, or fails as a translation bug would."""
+
+    def __init__(self, made: Snapshot | None) -> None:
+        self.made = made
+
+    def snapshot(self, group: str) -> Snapshot:
+        if self.made is None:
+            raise RuntimeError("translation bug")
+        return self.made
+
+
+def test_a_failing_grpc_translation_pushes_no_empty_listener_set() -> None:
+    # An empty LDS response would delete every target the client dials.
+    async def scenario() -> None:
+        target = "svc.default.svc.cluster.local:80"
+        good = snapshot(listeners=[listener(target, target)])
+        cache = SnapshotCache()
+        cache.set_snapshots({ALL_GATEWAYS: snapshot()}, grpc=_Translation(good))
+        async with xds_endpoint(cache) as (_, channel):
+            client = XdsClient(channel, GRPC_NODE)
+            first = await request(client, LISTENER, target)
+            assert first.names == [target]
+            cache.set_snapshots({ALL_GATEWAYS: snapshot()}, grpc=_Translation(None))
+            await client.nothing()
+            # The stream still works: the next good translation reaches the client.
+            fixed = snapshot(listeners=[listener(target, "renamed-routes")])
+            cache.set_snapshots({ALL_GATEWAYS: snapshot()}, grpc=_Translation(fixed))
+            pushed = await client.receive()
+            assert pushed.resources == {target: fixed.of_type(LISTENER).resources[target].digest}
+            client.cancel()
+
+    run(scenario)

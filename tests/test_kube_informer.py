@@ -290,3 +290,85 @@ def test_stop_breaks_an_open_watch_at_once(
     informer.stop()
     assert not informer.is_alive()
     assert time.monotonic() - started < 2
+
+
+def watching(api: KubeApiServer, count: int = 1) -> None:
+    """Waits until `count` watches are open, so that cutting them is sure to cut them."""
+    deadline = time.monotonic() + 10
+    while api.open_watches() < count:
+        assert time.monotonic() < deadline, "no watch opened"
+        time.sleep(0.01)
+
+
+def route_object(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {},
+    }
+
+
+def test_a_brief_404_on_a_served_collection_keeps_what_it_held(
+    api: KubeApiServer, start: Any
+) -> None:
+    api.apply(route_object("kept"))
+    _, recorder = start(kind=ROUTES)
+    assert [n for _, n in names(recorder.replaces()[0])] == ["kept"]
+    watching(api)
+    # The CRD's handler answers 404 for a while (every version, list and watch alike).
+    api.fail_next(None, "/httproutes", 404, times=12)
+    api.cut_watches()
+    deadline = time.monotonic() + 10
+    while api.failures.pending() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert api.failures.pending() == 0, "the informer stopped asking"
+    api.apply(route_object("after"))
+    recorder.wait_for(lambda: any("after" in str(c) for c in recorder.calls))
+    # Never handed over as empty: the state held stayed until the collection was back.
+    assert all(objects for objects in recorder.replaces()), recorder.replaces()
+    assert [n for _, n in names(recorder.replaces()[-1])] in (["kept"], ["after", "kept"])
+
+
+def test_a_served_collection_404_for_longer_than_the_grace_counts_as_empty(
+    api: KubeApiServer, start: Any
+) -> None:
+    api.apply(route_object("doomed"))
+    settings = WatchSettings(
+        backoff_initial=0.05, backoff_maximum=0.1, not_served_retry=0.5, not_served_grace=0.6
+    )
+    _, recorder = start(kind=ROUTES, settings=settings)
+    watching(api)
+    api.fail_next(None, "/httproutes", 404, times=100_000)  # the CRD is gone for good
+    cut_at = time.monotonic()
+    api.cut_watches()
+    recorder.wait_for(lambda: len(recorder.replaces()) == 2, timeout=5)
+    assert time.monotonic() - cut_at >= 0.6
+    assert recorder.replaces()[1] == []
+
+
+def test_http_410_on_a_watch_relists(api: KubeApiServer, start: Any) -> None:
+    api.apply(service("kept"))
+    informer, recorder = start()
+    watching(api)
+    api.fail_next("GET", "watch=true", 410, message="too old resource version")
+    api.cut_watches()
+    recorder.wait_for(lambda: len(recorder.replaces()) == 2)
+    assert [n for _, n in names(recorder.replaces()[1])] == ["kept"]
+    api.apply(service("after"))
+    recorder.wait_for(lambda: len(recorder.events()) == 1)
+    assert informer.resource_version == str(api.resource_version)
+
+
+def test_an_expired_continue_token_lists_again_from_the_start(
+    api: KubeApiServer, start: Any
+) -> None:
+    for index in range(5):
+        api.apply(service(f"s{index}"))
+    # The second page's continue token has expired (410): the list starts over, whole.
+    api.fail_next("GET", "continue=", 410, message="continue parameter is too old")
+    _, recorder = start(settings=WatchSettings(page_size=2, backoff_initial=0.05))
+    [listed] = recorder.replaces()
+    assert [n for _, n in names(listed)] == [f"s{i}" for i in range(5)]
+    # One page, the expired one, then three pages again.
+    assert api.request_count("list", "services") == 5

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -183,3 +186,117 @@ def test_two_replicas_one_leader_and_takeover_when_it_goes_silent(
     assert history == [("a", True), ("a", False), ("b", True), ("b", False)]
     assert spec(api)["leaseTransitions"] == 1
     assert "holderIdentity" not in spec(api)  # b released it on the way out
+
+
+class _Hanging:
+    """A LeaseClient behind a partitioned network: every request hangs until `cut.set()`."""
+
+    def __init__(self) -> None:
+        self.cut = threading.Event()
+
+    def get(self, *args: Any) -> Any:
+        self.cut.wait(30)
+        raise TimeoutError("read timed out")
+
+    create = replace = get
+
+
+def test_a_leader_whose_requests_hang_steps_down_before_another_takes_over(
+    api: KubeApiServer, leases: LeaseClient
+) -> None:
+    settings = LeaseSettings(identity="a", lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
+    a = LeaderElector(leases, settings)
+    b = LeaderElector(leases, dataclasses.replace(settings, identity="b"))
+    hanging = _Hanging()
+    history: list[tuple[str, bool, float]] = []
+
+    async def scenario() -> None:
+        stop_a, stop_b = asyncio.Event(), asyncio.Event()
+        task_a = asyncio.create_task(
+            a.run(stop_a, lambda on: history.append(("a", on, time.monotonic())))
+        )
+        await eventually_true(lambda: a.is_leader)
+        task_b = asyncio.create_task(
+            b.run(stop_b, lambda on: history.append(("b", on, time.monotonic())))
+        )
+        await asyncio.sleep(0.5)
+        assert a.is_leader and not b.is_leader
+        a.leases = hanging  # type: ignore[assignment]  # its next request never returns
+        cut_at = time.monotonic()
+        overlap = []
+        while not b.is_leader and time.monotonic() - cut_at < 6:
+            await asyncio.sleep(0.01)
+            # What the status writer asks: never true of both at once.
+            if a.leading_now() and b.leading_now():
+                overlap.append(time.monotonic() - cut_at)
+        assert b.is_leader, "b never took over"
+        assert not a.is_leader and not a.leading_now()
+        assert overlap == []
+        stop_a.set()  # ends a's campaign at once, its request still hanging
+        stop_b.set()
+        await asyncio.wait_for(asyncio.gather(task_a, task_b), 5)
+        hanging.cut.set()
+        [(_, _, lost_at)] = [(w, on, t) for w, on, t in history if w == "a" and not on]
+        # a's last renewal was sent before the cut: it stopped within the renew deadline
+        # (give or take the loop's lateness), not when its request gave up.
+        assert lost_at - cut_at <= settings.renew_deadline + 0.4
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        hanging.cut.set()
+    order = [(who, on) for who, on, _ in history]
+    assert order == [("a", True), ("a", False), ("b", True), ("b", False)]
+
+
+class _Slow:
+    """A LeaseClient on a slow network: each request moves the fake clock on."""
+
+    def __init__(self, leases: LeaseClient, clock: FakeClock, seconds: float) -> None:
+        self.leases, self.clock, self.seconds = leases, clock, seconds
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.clock.now += self.seconds
+        return self.leases.get(namespace, name)
+
+    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.clock.now += self.seconds
+        return self.leases.create(namespace, body)
+
+    def replace(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.clock.now += self.seconds
+        return self.leases.replace(namespace, name, body)
+
+
+def test_a_renewal_counts_from_when_its_request_was_sent(leases: LeaseClient) -> None:
+    clock = FakeClock()
+    settings = LeaseSettings(identity="a")  # renew deadline 10 s
+    a = LeaderElector(_Slow(leases, clock, 4.0), settings, clock=clock)  # type: ignore[arg-type]
+    seen: list[tuple[bool, float, bool]] = []
+    stop = asyncio.Event()
+
+    def on_change(leading: bool) -> None:
+        if leading:
+            seen.append((leading, clock.now, a.leading_now()))
+            clock.now += 2.5  # 10.5 s after the request went out, 2.5 s after the answer
+            seen.append((leading, clock.now, a.leading_now()))
+            stop.set()
+
+    asyncio.run(a.run(stop, on_change))
+    assert seen == [(True, 1008.0, True), (True, 1010.5, False)]
+
+
+def test_lease_requests_give_up_in_time_for_a_retry_before_the_deadline() -> None:
+    for settings in (
+        LeaseSettings(identity="a"),
+        LeaseSettings(identity="a", lease_duration=2.0, renew_deadline=1.5, retry_period=0.2),
+    ):
+        budget = (settings.renew_deadline - settings.retry_period) / 2
+        assert 0 < settings.request_timeout <= budget
+
+
+async def eventually_true(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met"
+        await asyncio.sleep(0.02)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.kubernetes.kinds import KINDS_BY_NAME, WatchedKind
+from dragoman.kubernetes.runtime import join_all
 from tests.e2e.harness import free_port
 from tests.kube_support import (
     GATEWAY_V1,
@@ -427,3 +430,219 @@ def test_kinds_the_parser_does_not_read_are_not_watched(api: KubeApiServer) -> N
 
     run(scenario)
     assert api.request_count("list", "/apis/example.com/v1/widgets") == 0
+
+
+def _conditions(status: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in (status or {}).get("conditions", [])}
+
+
+def test_a_brief_404_after_the_first_sync_does_not_drop_the_kind(api: KubeApiServer) -> None:
+    seed(api)
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config(None)).start()
+        try:
+            await eventually(lambda: replica.server.serving)
+            assert "default/web/80" in replica.dag.clusters
+            informers = len(replica.server.informers)
+            await eventually(lambda: api.open_watches() == informers, what="every watch open")
+            lists = api.request_count("list", "httproutes")
+            # The API server answers 404 for HTTPRoutes for a moment (a CRD handler
+            # restarting): list and watch, every version.
+            api.fail_next(None, "/httproutes", 404, times=12)
+            api.cut_watches()
+            deadline = time.monotonic() + 10
+            while api.failures.pending():
+                assert ("default", "web") in replica.server.cache.store().http_routes
+                assert "default/web/80" in replica.dag.clusters
+                assert time.monotonic() < deadline, "the informer stopped asking"
+                await asyncio.sleep(0.01)
+            assert api.request_count("list", "httproutes") > lists
+            api.apply(http_route("later", [("/later", "web", 80)]))
+            await eventually(
+                lambda: ("default", "later") in replica.server.cache.store().http_routes
+            )
+            assert "default/web/80" in replica.dag.clusters
+        finally:
+            await replica.stop()
+
+    run(scenario)
+
+
+def test_a_route_that_can_no_longer_be_read_is_no_longer_accepted(api: KubeApiServer) -> None:
+    api.apply(gateway_class())
+    api.apply(gateway())
+    api.apply(gateway_class("other", OTHER_CONTROLLER))
+    api.apply(gateway("elsewhere", 8080, "other"))
+    api.apply(service("web", 80, 8080))
+    api.apply(_route_with_other_parent(api))
+
+    def accepted() -> str:
+        [ours] = _our_parents(api) or [{}]
+        return _conditions(ours).get("Accepted", ("", ""))[0]
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config("replica-a")).start()
+        try:
+            await eventually(lambda: accepted() == "True", what="accepted first")
+            route = api.get("HTTPRoute", "web") or {}
+            # A value the API server took but dragoman cannot read.
+            route["spec"]["rules"][0]["backendRefs"][0]["port"] = "eighty"
+            api.apply(route)
+            await eventually(lambda: accepted() == "False", what="no longer accepted")
+            assert "default/web/80" not in replica.dag.clusters  # not served either
+            stored = api.get("HTTPRoute", "web") or {}
+            [ours] = _our_parents(api)
+            assert ours["parentRef"]["name"] == "gw"
+            [condition] = ours["conditions"]
+            assert condition["reason"] == "UnsupportedValue"
+            assert "spec.rules[0].backendRefs[0].port" in condition["message"]
+            assert condition["observedGeneration"] == stored["metadata"]["generation"]
+            theirs = [
+                p for p in stored["status"]["parents"] if p["controllerName"] == OTHER_CONTROLLER
+            ]
+            assert theirs == _route_with_other_parent(api)["status"]["parents"]
+            # Fixed: accepted again.
+            route = api.get("HTTPRoute", "web") or {}
+            route["spec"]["rules"][0]["backendRefs"][0]["port"] = 80
+            api.apply(route)
+            await eventually(lambda: accepted() == "True", what="accepted again")
+        finally:
+            await replica.stop()
+
+    run(scenario)
+
+
+def test_a_gateway_no_longer_ours_is_handed_back(api: KubeApiServer) -> None:
+    seed(api)
+
+    def gateway_status() -> dict[str, Any]:
+        return (api.get("Gateway", "gw") or {}).get("status") or {}
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config("replica-a")).start()
+        try:
+            await eventually(
+                lambda: _conditions(gateway_status()).get("Programmed", ("",))[0] == "True"
+            )
+            await eventually(lambda: _our_parents(api), what="route status")
+            assert gateway_status()["listeners"]
+            api.delete("GatewayClass", "dragoman")
+            waiting = {"Accepted": ("Unknown", "Pending"), "Programmed": ("Unknown", "Pending")}
+            await eventually(lambda: _conditions(gateway_status()) == waiting, what="handed back")
+            assert gateway_status()["listeners"] == []
+            await eventually(lambda: not _our_parents(api), what="route entries withdrawn")
+
+            # The class comes back as another controller's, which writes its own status.
+            api.apply(gateway_class(controller=OTHER_CONTROLLER))
+            theirs = api.get("Gateway", "gw") or {}
+            theirs["status"] = {
+                "conditions": [
+                    {
+                        "type": "Accepted",
+                        "status": "True",
+                        "reason": "Accepted",
+                        "message": "theirs",
+                        "lastTransitionTime": "2029-01-01T00:00:00Z",
+                    }
+                ]
+            }
+            api.apply(theirs)
+            writes = api.request_count("update", "gateways/status")
+            await asyncio.sleep(0.8)
+            assert gateway_status() == theirs["status"]
+            assert api.request_count("update", "gateways/status") == writes
+
+            # Ours again: served and written again.
+            api.delete("GatewayClass", "dragoman")
+            api.apply(gateway_class())
+            await eventually(
+                lambda: _conditions(gateway_status()).get("Programmed", ("",))[0] == "True",
+                what="ours again",
+            )
+        finally:
+            await replica.stop()
+
+    run(scenario)
+
+
+def test_a_foreign_gateways_status_is_left_alone(api: KubeApiServer) -> None:
+    seed(api)
+    api.apply(gateway_class("other", OTHER_CONTROLLER))
+    foreign = gateway("foreign", 9090, "other")
+    foreign["status"] = {
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "False",
+                "reason": "Invalid",
+                "message": "theirs",
+                "lastTransitionTime": "2029-01-01T00:00:00Z",
+            }
+        ]
+    }
+    api.apply(foreign)
+    # Tripwires: a request for the foreign Gateway or its class would take one of these.
+    for path in ("/gateways/foreign", "/gatewayclasses/other"):
+        api.fail_next(None, path, 500)
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config("replica-a")).start()
+        try:
+            await eventually(lambda: replica.server.status.written >= 3, what="our statuses")
+            api.apply(service("unrelated"))  # one more build and status round
+            await eventually(
+                lambda: ("default", "unrelated") in replica.server.cache.store().services
+            )
+            await asyncio.sleep(0.5)
+            assert (api.get("Gateway", "foreign") or {})["status"] == foreign["status"]
+            assert (api.get("GatewayClass", "other") or {}).get("status") is None
+            assert api.failures.pending() == 2  # neither was read nor written
+        finally:
+            await replica.stop()
+
+    run(scenario)
+
+
+def test_lease_and_status_requests_are_bounded_by_the_lease_timing(api: KubeApiServer) -> None:
+    config = replica_config("replica-a")
+    replica = Replica(api, config)
+    try:
+        assert config.lease is not None
+        elector = replica.server.elector
+        assert elector is not None
+        budget = (config.lease.renew_deadline - config.lease.retry_period) / 2
+        assert elector.leases.timeout == config.lease.request_timeout <= budget
+        assert replica.server._writer.client.timeout == config.lease.request_timeout
+    finally:
+        replica.api_client.close()
+
+
+class _StuckInformer:
+    """An informer whose thread does not end when asked to."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.release = threading.Event()
+        self.thread = threading.Thread(target=self.release.wait, args=(10,), daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float = 5.0) -> None:
+        self.thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
+
+def test_shutdown_waits_for_every_informer_at_once_within_one_bound() -> None:
+    stuck = [_StuckInformer(f"kind-{index}") for index in range(4)]
+    try:
+        started = time.monotonic()
+        running = join_all(stuck, 0.3)  # type: ignore[arg-type]
+        elapsed = time.monotonic() - started
+        assert running == stuck
+        assert elapsed < 0.6  # one bound for all, not 0.3 s each
+    finally:
+        for informer in stuck:
+            informer.release.set()
+    assert join_all(stuck, 1.0) == []  # type: ignore[arg-type]

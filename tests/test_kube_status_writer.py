@@ -1,6 +1,7 @@
 """The status writer against the in-process API server: status subresource writes with
 transition times, no-op writes skipped, conflicts retried, other controllers' parents[]
-entries kept, and our own withdrawn when we no longer compute a status."""
+entries kept, our own withdrawn when we no longer compute a status, no write once
+leadership is lost, and Gateways no longer ours handed back unless someone else wrote."""
 
 from __future__ import annotations
 
@@ -237,3 +238,112 @@ def test_deleted_objects_and_lost_leadership_write_nothing(
     result = writer.publish(want, snapshot)
     assert (result.written, result.gone) == (0, 1)
     assert api.request_count("update", "httproutes/status") == 0
+
+
+def test_leadership_lost_between_the_read_and_the_write_writes_nothing(
+    api: KubeApiServer, writer: StatusWriter
+) -> None:
+    api.apply(route())
+    asked: list[bool] = []
+
+    def leading() -> bool:
+        asked.append(True)
+        return len(asked) == 1  # leading when the round starts, lost once the read is done
+
+    want = desired(ROUTE, {"parents": [parent(OURS, "gw", "True")]})
+    result = writer.publish(want, cached(api), leading=leading)
+    assert result.written == 0 and len(asked) == 2
+    assert api.request_count("get", "httproutes") == 1
+    assert api.request_count("update", "httproutes/status") == 0
+    assert stored_status(api) is None
+
+
+def gateway_object(status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": GATEWAY_V1,
+        "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "default"},
+        "spec": {
+            "gatewayClassName": "gone",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+        },
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+SERVED = {
+    "conditions": [
+        {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "ok"},
+        {"type": "Programmed", "status": "True", "reason": "Programmed", "message": "ok"},
+    ],
+    "listeners": [{"name": "http", "attachedRoutes": 1, "conditions": []}],
+}
+GATEWAY = ObjectKey("Gateway", "default", "gw")
+
+
+def gateways(api: KubeApiServer) -> dict[ObjectKey, CachedObject]:
+    cache = ObjectCache()
+    kind = KINDS_BY_NAME["Gateway"]
+    cache.replace(
+        ("Gateway", ""), kind, [{**o, "apiVersion": GATEWAY_V1} for o in api.list(kind.kind)]
+    )
+    return cache.by_key()
+
+
+def test_a_gateway_no_longer_ours_is_handed_back_as_waiting_for_controller(
+    api: KubeApiServer, writer: StatusWriter
+) -> None:
+    stamped = {
+        **SERVED,
+        "conditions": [
+            {**c, "lastTransitionTime": "2029-01-01T00:00:00Z"} for c in SERVED["conditions"]
+        ],
+    }
+    api.apply(gateway_object(stamped))
+    result = writer.publish({}, gateways(api), released={GATEWAY: SERVED})
+    assert result.written == 1
+    status = stored_status(api, "Gateway", "gw")
+    generation = (api.get("Gateway", "gw") or {})["metadata"]["generation"]
+    assert status["listeners"] == []
+    assert [
+        (c["type"], c["status"], c["reason"], c["observedGeneration"]) for c in status["conditions"]
+    ] == [
+        ("Accepted", "Unknown", "Pending", generation),
+        ("Programmed", "Unknown", "Pending", generation),
+    ]
+    assert all(c["message"].startswith("Waiting for controller") for c in status["conditions"])
+    # Handed back once: the next round finds nothing of ours and sends nothing.
+    api.reset_counts()
+    again = writer.publish({}, gateways(api), released={GATEWAY: SERVED})
+    assert (again.written, again.left_alone) == (0, 1)
+    assert api.request_counts() == {}
+
+
+def test_a_gateway_another_controller_has_written_since_is_left_alone(
+    api: KubeApiServer, writer: StatusWriter
+) -> None:
+    theirs = {
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "message": "theirs now",
+                "lastTransitionTime": "2029-05-05T05:05:05Z",
+            }
+        ]
+    }
+    api.apply(gateway_object(theirs))
+    result = writer.publish({}, gateways(api), released={GATEWAY: SERVED})
+    assert (result.written, result.left_alone) == (0, 1)
+    assert stored_status(api, "Gateway", "gw") == theirs
+    # Also when they write between our informers' copy and our read.
+    api.apply(gateway_object(SERVED))
+    snapshot = gateways(api)
+    api.apply(gateway_object(theirs))
+    result = writer.publish({}, snapshot, released={GATEWAY: SERVED})
+    assert (result.written, result.left_alone) == (0, 1)
+    assert stored_status(api, "Gateway", "gw") == theirs
+    assert api.request_count("update", "gateways/status") == 0

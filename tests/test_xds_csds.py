@@ -26,7 +26,10 @@ from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.csds_client import client_rows, format_table
 from dragoman.xds.registry import StreamRegistry
 from dragoman.xds.resources import CLUSTER, ENDPOINT, Snapshot
-from tests.xds_builders import eds_cluster, endpoints, snapshot
+from dragoman.xds.sotw import SotwStream
+from dragoman.xds.status import ClientStatus, resource_statuses
+from dragoman.xds.status import ConfigStatus as ClientConfigStatus
+from tests.xds_builders import ack, eds_cluster, endpoints, nack, names_in, request, snapshot
 from tests.xds_client import XdsClient, xds_channel, xds_endpoint
 
 ENVOY = Node(id="envoy-1", cluster="default/gw")
@@ -116,6 +119,7 @@ def test_csds_reports_nack_with_the_error_and_rejected_version(delta: bool) -> N
             client = XdsClient(channel, ENVOY, delta=delta)
             await client.subscribe(CLUSTER)
             accepted = await client.receive_acked()
+            await settled(channel, all_acked)  # the ACK is in before the push
             bad = snapshot(clusters=[eds_cluster("a", timeout_s=99), eds_cluster("b")])
             cache.set_snapshots({ALL_GATEWAYS: bad})
             await client.nack(await client.receive(), "cluster a: connect_timeout too long")
@@ -134,6 +138,10 @@ def test_csds_reports_nack_with_the_error_and_rejected_version(delta: bool) -> N
             # The client still runs what it accepted before.
             expected = accepted.resources["a"] if delta else accepted.version
             assert nacked.version_info == expected
+            # "b" came again unchanged in the rejected (full-state) response: not rejected.
+            kept = found[(CLUSTER, "b")]
+            assert kept.client_status == ClientResourceStatus.ACKED
+            assert kept.config_status == ConfigStatus.SYNCED
             rows = client_rows(response)
             assert [(r.type, r.status, r.error) for r in rows] == [
                 ("CDS", "nacked", "cluster a: connect_timeout too long")
@@ -289,3 +297,48 @@ def test_format_table_per_resource_rows() -> None:
         "NODE  TYPE  RESOURCE  VERSION           STATUS  COUNT  ERROR",
         "n     CDS   a         0123456789abcdef  acked   1",
     ]
+
+
+def test_sotw_nack_marks_only_the_resources_that_changed() -> None:
+    # A full-state response carries every cluster; only those whose content differs from
+    # what the client ACKed can be what it rejected.
+    stream = SotwStream()
+    first = snapshot(clusters=[eds_cluster(n) for n in "abc"])
+    (cds,) = stream.on_request(request(CLUSTER, node=ENVOY), first)
+    stream.on_request(ack(cds), first)
+    changed = [eds_cluster("a", timeout_s=99), eds_cluster("b"), eds_cluster("c"), eds_cluster("d")]
+    bad = snapshot(clusters=changed)
+    (pushed,) = stream.on_snapshot(bad)
+    stream.on_request(nack(pushed, "a: bad", kept_version=cds.version_info), bad)
+    statuses = {s.name: (s.client_status, s.config_status) for s in resource_statuses(stream)}
+    assert statuses == {
+        "a": (ClientStatus.NACKED, ClientConfigStatus.ERROR),
+        "b": (ClientStatus.ACKED, ClientConfigStatus.SYNCED),
+        "c": (ClientStatus.ACKED, ClientConfigStatus.SYNCED),
+        "d": (ClientStatus.NACKED, ClientConfigStatus.ERROR),  # new: it may be the rejected one
+    }
+
+
+def test_sotw_eds_nack_marks_only_the_resources_that_changed() -> None:
+    stream = SotwStream()
+    first = snapshot(
+        clusters=[eds_cluster("a"), eds_cluster("b")],
+        assignments=[endpoints("a", "10.0.0.1"), endpoints("b", "10.0.0.2")],
+    )
+    (cds,) = stream.on_request(request(CLUSTER, node=ENVOY), first)
+    (eds,) = stream.on_request(request(ENDPOINT, ["a", "b"]), first)
+    stream.on_request(ack(cds), first)
+    stream.on_request(ack(eds, ["a", "b"]), first)
+    # Cluster "b" changes, so its CLA is resent unchanged next to the changed CLA "a".
+    moved = snapshot(
+        clusters=[eds_cluster("a"), eds_cluster("b", timeout_s=5)],
+        assignments=[endpoints("a", "10.0.0.9"), endpoints("b", "10.0.0.2")],
+    )
+    cds, eds = stream.on_snapshot(moved)
+    assert names_in(eds) == ["a", "b"]
+    stream.on_request(ack(cds), moved)
+    stream.on_request(nack(eds, "a: bad", ["a", "b"], kept_version=eds.version_info), moved)
+    statuses = {
+        s.name: s.client_status for s in resource_statuses(stream) if s.type_url == ENDPOINT
+    }
+    assert statuses == {"a": ClientStatus.NACKED, "b": ClientStatus.ACKED}

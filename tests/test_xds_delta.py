@@ -144,6 +144,15 @@ def test_delta_legacy_wildcard_first_empty_request_lds_cds() -> None:
     assert names_in(lds) == ["http"]
 
 
+@pytest.mark.parametrize("type_url", [CLUSTER, LISTENER], ids=["cds", "lds"])
+def test_delta_no_legacy_wildcard_for_grpc_clients(type_url: str) -> None:
+    grpc_node = Node(id="grpc-1", user_agent_name="gRPC Go")
+    stream = DeltaStream()
+    response = only(stream.on_request(delta_request(type_url, node=grpc_node), base_snapshot()))
+    assert names_in(response) == [] and response.removed == ()
+    assert not stream.types[type_url].wildcard
+
+
 def test_delta_eds_rds_empty_first_request_is_not_wildcard() -> None:
     stream = DeltaStream()
     snap = base_snapshot()
@@ -300,6 +309,22 @@ def test_delta_initial_resource_versions_with_explicit_names() -> None:
 
 
 # Nonces, ACK and NACK.
+
+
+def test_delta_initial_resource_versions_of_names_not_subscribed_are_ignored() -> None:
+    # The client subscribes to "a" only: whatever it says it holds of "b" is no request.
+    snap = base_snapshot()
+    held = {"a": "stale", "b": "old"}
+    stream = DeltaStream()
+    response = only(
+        stream.on_request(delta_request(ENDPOINT, ["a"], initial=held, node=NODE), snap)
+    )
+    assert names_in(response) == ["a"] and response.removed == ()
+    assert set(stream.types[ENDPOINT].held) == {"a"}
+    # Nor does it come back later, when "b" changes.
+    moved = snapshot(assignments=[endpoints("a", "10.0.0.1"), endpoints("b", "10.0.0.9")])
+    stream.on_request(delta_ack(response), snap)
+    assert stream.on_snapshot(moved) == []
 
 
 def test_delta_subscription_changes_honoured_even_with_stale_nonce() -> None:

@@ -40,6 +40,7 @@ from tests.xds_builders import (
 from tests.xds_client import TIMEOUT, XdsClient, xds_channel
 
 NODE = Node(id="envoy-p", cluster="default/gateway")
+GRPC_NODE = Node(id="grpc-p", user_agent_name="gRPC C-core linux Python")
 PROTOCOLS = pytest.mark.parametrize("delta", [False, True], ids=["sotw", "delta"])
 
 
@@ -388,6 +389,37 @@ def test_callbacks_see_open_events_responses_and_close() -> None:
     run(scenario)
 
 
+def test_failing_callbacks_are_logged_and_end_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    # go-control-plane ends a stream whose callback returns an error; dragoman's callbacks
+    # observe and cannot refuse, so one that raises is a bug logged at the call, and the
+    # stream (requests, ACKs, pushes) goes on.
+    def broken(*_: object) -> None:
+        raise RuntimeError("callback bug")
+
+    async def scenario() -> None:
+        cache = cache_with(base())
+        callbacks = XdsCallbacks(on_open=broken, on_event=broken, on_response=broken)
+        registry = StreamRegistry()
+        async with xds_channel(cache, callbacks=callbacks, registry=registry) as channel:
+            client = XdsClient(channel, NODE)
+            await client.subscribe(CLUSTER)
+            first = await client.receive_acked()
+            (stream,) = registry.streams()
+            await until(lambda: stream.type_statuses()[0].acked_version == first.version)
+            grown = snapshot(clusters=[eds_cluster("a"), eds_cluster("b"), eds_cluster("c")])
+            cache.set_snapshots({ALL_GATEWAYS: grown})
+            assert (await client.receive_acked()).names == ["a", "b", "c"]
+            await until(
+                lambda: stream.type_statuses()[0].acked_version == grown.of_type(CLUSTER).version
+            )
+            client.cancel()
+
+    run(scenario)
+    failures = [r for r in caplog.records if "xDS callback" in r.getMessage()]
+    # open, then per exchange: a response and its ACK event, twice.
+    assert len(failures) == 5 and all(r.exc_info for r in failures)
+
+
 # go-control-plane: the legacy-wildcard matrix (subscription_test.go), state-machine level.
 
 FIRST_REQUESTS = {
@@ -492,6 +524,34 @@ def test_acknack_new_content_after_a_nack_is_sent(delta: bool) -> None:
             cache.set_snapshots({ALL_GATEWAYS: fixed})
             received = await client.receive_acked()
             assert received.resources == {"a": digest(fixed, CLUSTER, "a")}
+            client.cancel()
+
+    run(scenario)
+
+
+def test_a_nack_does_not_block_lds_cds_names_subscribed_after_it() -> None:
+    # gRPC subscribes each new target and cluster by name; after a NACK they must still
+    # be answered (here CDS), or its calls wait for the 15 s does-not-exist timer.
+    async def scenario() -> None:
+        events: list[object] = []
+        first = snapshot(clusters=[eds_cluster("a"), eds_cluster("b")])
+        cache = cache_with(first)
+        callbacks = XdsCallbacks(on_event=lambda s, e: events.append(e))
+        async with xds_channel(cache, callbacks=callbacks) as channel:
+            client = XdsClient(channel, GRPC_NODE)
+            await client.subscribe(CLUSTER, ["a"])
+            await client.receive_acked()
+            await until(lambda: any(isinstance(e, Ack) for e in events))
+            bad = snapshot(clusters=[eds_cluster("a", timeout_s=99), eds_cluster("b")])
+            cache.set_snapshots({ALL_GATEWAYS: bad})
+            await client.nack(await client.receive(), "cluster a: bad timeout")
+            await until(lambda: any(isinstance(e, Nack) for e in events))
+            await client.subscribe(CLUSTER, ["b"])
+            answer = await client.receive()
+            assert answer.resources == {
+                "a": digest(bad, CLUSTER, "a"),
+                "b": digest(bad, CLUSTER, "b"),
+            }
             client.cancel()
 
     run(scenario)
@@ -687,6 +747,21 @@ def test_delta_reconnect_with_initial_resource_versions_resends_nothing() -> Non
     run(scenario)
 
 
+def test_delta_initial_versions_of_unsubscribed_names_bring_nothing() -> None:
+    async def scenario() -> None:
+        cache = cache_with(base())
+        async with xds_channel(cache) as channel:
+            initial = {ENDPOINT: {"a": "stale", "b": "old"}}
+            client = XdsClient(channel, NODE, delta=True, initial_versions=initial)
+            await client.subscribe(ENDPOINT, ["a"])
+            received = await client.receive_acked()
+            assert (received.names, received.removed) == (["a"], ())
+            await client.nothing()
+            client.cancel()
+
+    run(scenario)
+
+
 def test_delta_updates_carry_only_changed_resources_with_their_versions() -> None:
     async def scenario() -> None:
         cache = cache_with(base())
@@ -713,6 +788,8 @@ def test_every_change_is_pushed_without_waiting_for_the_client() -> None:
             client = XdsClient(channel, NODE)
             await client.subscribe(ENDPOINT, ["a"])
             await client.receive_acked()
+            # The ACK must be in before the push, or it answers a superseded response.
+            await until(lambda: sum(isinstance(e, Ack) for e in events) == 1)
             for step in (1, 2):
                 moved = snapshot(assignments=[endpoints("a", f"10.0.1.{step}")])
                 cache.set_snapshots({ALL_GATEWAYS: moved})

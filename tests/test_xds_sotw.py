@@ -32,6 +32,7 @@ from tests.xds_builders import (
 )
 
 NODE = Node(id="envoy-1", cluster="default/gateway")
+GRPC_NODE = Node(id="grpc-1", user_agent_name="gRPC C-core linux Python")
 
 
 def base_snapshot() -> Snapshot:
@@ -209,14 +210,115 @@ def test_nack_on_eds_does_not_block_newly_requested_resources() -> None:
     assert names_in(response) == ["b"]
 
 
-def test_nack_on_eds_then_other_change_resends_rejected_resources() -> None:
-    # The client kept its old CLA: once the snapshot changes it gets the current one again.
+def test_nack_on_eds_then_other_change_sends_only_what_changed() -> None:
+    # "a" and "b" were rejected; only "b" changes: "a" is the same rejected content and is
+    # not sent again (each resend would be one more NACK), "b" is new content.
     stream = SotwStream()
     snap = base_snapshot()
     eds = only(stream.on_request(request(ENDPOINT, ["a", "b"], node=NODE), snap))
     stream.on_request(nack(eds, "bad", ["a", "b"]), snap)
     changed = snapshot(assignments=[endpoints("a", "10.0.0.1"), endpoints("b", "10.0.0.9")])
-    assert names_in(only(stream.on_snapshot(changed))) == ["a", "b"]
+    assert names_in(only(stream.on_snapshot(changed))) == ["b"]
+
+
+def test_rejected_eds_content_is_not_resent_on_unrelated_changes_until_it_changes() -> None:
+    stream = SotwStream()
+    good = snapshot(assignments=[endpoints("a", "10.0.0.1"), endpoints("b", "10.0.0.2")])
+    first = only(stream.on_request(request(ENDPOINT, ["a", "b"], node=NODE), good))
+    stream.on_request(ack(first, ["a", "b"]), good)
+    bad = snapshot(assignments=[endpoints("a", "10.0.0.99"), endpoints("b", "10.0.0.2")])
+    pushed = only(stream.on_snapshot(bad))
+    assert names_in(pushed) == ["a"]
+    stream.on_request(nack(pushed, "a is bad", ["a", "b"]), bad)
+    # Two unrelated changes to "b": "a" (still the rejected content) never comes back.
+    for address in ("10.0.0.3", "10.0.0.4"):
+        other = snapshot(assignments=[endpoints("a", "10.0.0.99"), endpoints("b", address)])
+        response = only(stream.on_snapshot(other))
+        assert names_in(response) == ["b"]
+        stream.on_request(ack(response, ["a", "b"]), other)
+    # "a" changes: its new content is sent.
+    fixed = snapshot(assignments=[endpoints("a", "10.0.0.5"), endpoints("b", "10.0.0.4")])
+    assert names_in(only(stream.on_snapshot(fixed))) == ["a"]
+
+
+@pytest.mark.parametrize("type_url", [CLUSTER, LISTENER], ids=["cds", "lds"])
+def test_nack_on_lds_cds_does_not_block_newly_requested_names(type_url: str) -> None:
+    # gRPC asks for each new xds:/// target (LDS) and cluster (CDS) by name: after a NACK,
+    # a new name must still be answered, or the client's call waits 15 s and fails.
+    def make(timeout_s: int) -> Snapshot:
+        if type_url == CLUSTER:
+            return snapshot(clusters=[eds_cluster("a", timeout_s=timeout_s), eds_cluster("b")])
+        return snapshot(listeners=[listener("a", f"routes-{timeout_s}"), listener("b", "r")])
+
+    stream = SotwStream()
+    first = make(1)
+    accepted = only(stream.on_request(request(type_url, ["a"], node=GRPC_NODE), first))
+    assert stream.on_request(ack(accepted, ["a"]), first) == []
+    bad = make(99)
+    pushed = only(stream.on_snapshot(bad))
+    kept = accepted.version_info
+    assert stream.on_request(nack(pushed, "bad", ["a"], kept_version=kept), bad) == []
+    more = request(type_url, ["a", "b"], version=kept, nonce=pushed.nonce)
+    response = only(stream.on_request(more, bad))
+    # The whole subscribed set, the rejected resource included: clients keep what is valid.
+    assert names_in(response) == ["a", "b"]
+    assert response.version_info == bad.of_type(type_url).version
+    # Rejected again: nothing more until the content or the subscription changes.
+    again = nack(response, "bad", ["a", "b"], kept_version=kept)
+    assert stream.on_request(again, bad) == []
+    assert (
+        stream.on_request(request(type_url, ["a", "b"], version=kept, nonce=response.nonce), bad)
+        == []
+    )
+
+
+def test_an_ack_of_content_rejected_earlier_lifts_the_rejection() -> None:
+    stream = SotwStream()
+    first = snapshot(clusters=[eds_cluster("a"), eds_cluster("b")])
+    accepted = only(stream.on_request(request(CLUSTER, ["a"], node=GRPC_NODE), first))
+    stream.on_request(ack(accepted, ["a"]), first)
+    bad = snapshot(clusters=[eds_cluster("a", timeout_s=99), eds_cluster("b")])
+    pushed = only(stream.on_snapshot(bad))
+    stream.on_request(nack(pushed, "bad", ["a"], kept_version=accepted.version_info), bad)
+    assert stream.types[CLUSTER].rejected_version == bad.of_type(CLUSTER).version
+    more = request(CLUSTER, ["a", "b"], version=accepted.version_info, nonce=pushed.nonce)
+    response = only(stream.on_request(more, bad))
+    stream.on_request(ack(response, ["a", "b"]), bad)
+    state = stream.types[CLUSTER]
+    assert state.rejected_version is None and state.rejected_names == frozenset()
+    assert state.acked_version == bad.of_type(CLUSTER).version
+
+
+def test_resubscribing_a_rejected_eds_name_resends_it() -> None:
+    # "Re-subscribe: resent even if unchanged", even content the client rejected before.
+    stream = SotwStream()
+    first = snapshot(assignments=[endpoints("a", "10.0.0.1")])
+    accepted = only(stream.on_request(request(ENDPOINT, ["a"], node=NODE), first))
+    stream.on_request(ack(accepted, ["a"]), first)
+    moved = snapshot(assignments=[endpoints("a", "10.0.0.2")])
+    pushed = only(stream.on_snapshot(moved))
+    kept = accepted.version_info
+    stream.on_request(nack(pushed, "bad", ["a"], kept_version=kept), moved)
+    assert stream.on_request(request(ENDPOINT, [], version=kept, nonce=pushed.nonce), moved) == []
+    again = only(
+        stream.on_request(request(ENDPOINT, ["a"], version=kept, nonce=pushed.nonce), moved)
+    )
+    assert names_in(again) == ["a"]
+    assert again.version_info == moved.of_type(ENDPOINT).version
+
+
+def test_a_snapshot_without_a_type_answers_and_pushes_nothing_of_it() -> None:
+    # Snapshot(): what a group whose snapshot cannot be made is served (the cache's
+    # UNAVAILABLE). Clients keep what they hold; no empty LDS/CDS deletes it.
+    stream = SotwStream()
+    snap = base_snapshot()
+    connect_envoy(stream, snap)
+    assert stream.on_snapshot(Snapshot()) == []
+    fresh = SotwStream()
+    assert fresh.on_request(request(LISTENER, node=NODE), Snapshot()) == []
+    assert fresh.on_request(request(CLUSTER), Snapshot()) == []
+    # Once there is a snapshot again, what was asked for is answered.
+    assert [r.type_url for r in fresh.on_snapshot(snap)] == [CLUSTER, LISTENER]
 
 
 def test_stale_nonce_request_is_ignored() -> None:
@@ -275,6 +377,18 @@ def test_explicit_wildcard_star() -> None:
     assert stream.on_request(ack(cds, []), snap) == []
     assert not stream.types[CLUSTER].wildcard
     assert stream.on_snapshot(snapshot(clusters=[eds_cluster("c")])) == []
+
+
+@pytest.mark.parametrize("type_url", [CLUSTER, LISTENER], ids=["cds", "lds"])
+def test_no_legacy_wildcard_for_grpc_clients(type_url: str) -> None:
+    # gRPC names every resource it wants: an empty list never means "everything".
+    stream = SotwStream()
+    response = only(stream.on_request(request(type_url, node=GRPC_NODE), base_snapshot()))
+    assert names_in(response) == []
+    assert not stream.types[type_url].wildcard
+    named = request(type_url, ["a", "http"], version=response.version_info, nonce=response.nonce)
+    later = only(stream.on_request(named, base_snapshot()))
+    assert names_in(later) == (["a"] if type_url == CLUSTER else ["http"])
 
 
 def test_eds_rds_empty_first_request_is_not_wildcard() -> None:

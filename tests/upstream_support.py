@@ -10,6 +10,7 @@ from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
 from dragoman.store import Store
+from tests.dag_invariants import checked
 from tests.gateway_support import objects
 
 GATEWAY = """
@@ -80,7 +81,7 @@ def build_yaml(
     *texts: str, options: BuildOptions = BuildOptions(), dns: DnsObservations | None = None
 ) -> Dag:
     found = [obj for text in texts for obj in objects(textwrap.dedent(text))]
-    return build(Store.from_objects(found), options, dns)
+    return checked(build(Store.from_objects(found), options, dns))
 
 
 def route_problems(dag: Dag, route: str = "r") -> list[Problem]:

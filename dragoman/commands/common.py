@@ -51,9 +51,11 @@ def dns_server(value: str) -> str:
 
 
 def gateway_ref(value: str) -> str:
-    """`NAMESPACE/NAME` of a Gateway."""
+    """`NAMESPACE/NAME` of a Gateway, or "" for every Gateway."""
     import re
 
+    if value == "":
+        return value
     label = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
     if not re.fullmatch(rf"{label}/{label}(\.{label})*", value):
         raise argparse.ArgumentTypeError(

@@ -12,6 +12,7 @@ from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
     add_config,
     add_logging,
+    host_port,
     manifest_dir,
     server_config,
 )
@@ -35,7 +36,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="list and watch the Kubernetes API server (in-cluster, or --kubeconfig)",
     )
-    parser.add_argument("--xds-address", default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT")
+    parser.add_argument(
+        "--xds-address", type=host_port, default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT"
+    )
     parser.add_argument(
         "--listener-address",
         default="0.0.0.0",

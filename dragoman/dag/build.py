@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from dragoman.dag.attach import attach
 from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.endpoints import load_assignments
 from dragoman.dag.grants import ReferenceGrants
-from dragoman.dag.groups import ServedRoutes, node_group
+from dragoman.dag.groups import ServedRoutes, node_group, shadowed_listeners
+from dragoman.dag.kind_conflicts import AttachedRoute, without_kind_conflicts
 from dragoman.dag.listeners import frontends
 from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, NodeGroup, Problem
 from dragoman.dag.options import BuildOptions
@@ -49,8 +51,17 @@ def build(
     outcomes: list[RouteOutcome] = []
     resolved_clusters: dict[str, Cluster] = {}
     routes = [*store.http_routes.values(), *store.grpc_routes.values()]
-    for route in sorted(routes, key=lambda route: route.key):
-        parents = tuple(attach(route, judged, store.namespaces, store.gateways))
+    routes.sort(key=lambda route: route.key)
+    # Of an HTTPRoute and a GRPCRoute sharing hostnames on a listener, one is accepted.
+    attached, conflicts = without_kind_conflicts(
+        [
+            AttachedRoute(route, tuple(attach(route, judged, store.namespaces, store.gateways)))
+            for route in routes
+        ]
+    )
+    problems.extend(conflicts)
+    for route, item in zip(routes, attached, strict=True):
+        parents = item.parents
         outcome = RouteOutcome(route, route.meta.generation, parents)
         outcomes.append(outcome)
         # Only policies and the DNS check need to know what a route reaches.
@@ -78,17 +89,24 @@ def build(
         gateway = verdict.gateway
         name = f"{gateway.meta.namespace}/{gateway.meta.name}"
         groups[name] = node_group(name, [verdict], served_by_gateway.get(gateway.key, []))
+    shadowed: dict[tuple[ObjectKey, int], Problem] = {}
     if len(gateways) == 1 and len(served_by_gateway.keys() - {gateways[0].gateway.key}) == 0:
         # One Gateway: every Envoy gets the same configuration; build (and serialize) it once.
         groups[ALL_GATEWAYS] = dataclasses.replace(groups[name], name=ALL_GATEWAYS)
+        referenced: Iterable[str] = groups[ALL_GATEWAYS].clusters
     else:
         groups[ALL_GATEWAYS] = node_group(ALL_GATEWAYS, gateways, served)
+        # Gateways sharing a port: the all-gateways group can serve only one listener per
+        # port and hostname, so it may reference fewer clusters than some Gateway's group.
+        shadowed = shadowed_listeners(gateways)
+        problems.extend(shadowed.values())
+        referenced = sorted({name for group in groups.values() for name in group.clusters})
     groups = {ALL_GATEWAYS: groups.pop(ALL_GATEWAYS), **groups}
 
-    # Only clusters some attached route forwards to; the all-gateways group references each.
-    clusters = {name: resolved_clusters[name] for name in groups[ALL_GATEWAYS].clusters}
+    # Only clusters some attached route forwards to, in any group.
+    clusters = {name: resolved_clusters[name] for name in referenced}
     groups, clusters = with_aggregate_children(groups, clusters)
-    statuses = object_statuses(judged, outcomes, problems, options.controller_name)
+    statuses = object_statuses(judged, outcomes, problems, options.controller_name, shadowed)
     for status in policy_statuses(upstreams, store, upstream, options.controller_name):
         statuses[status.key] = status
     if options.dns_check:

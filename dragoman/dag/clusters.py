@@ -194,7 +194,7 @@ def _external_cluster(
         name=cluster_name(service, dns.port, protocol),
         protocol=protocol,
         tls=tls,
-        dns=service_dns_settings(service).settings,
+        dns=service_dns_settings(service, options.dns_check).settings,
     )
     preferred = _preferred_cluster(service, dns.port, services, options, grants, upstream)
     if not isinstance(preferred, EdsCluster):
@@ -248,7 +248,7 @@ def cluster_warnings(
     service = services.get((cluster.service.namespace, cluster.service.name))
     if service is None:
         return ()
-    warnings = list(service_dns_settings(service).problems)
+    warnings = list(service_dns_settings(service, options.dns_check).problems)
     if isinstance(cluster, DnsCluster):
         preferred = _preferred_cluster(service, cluster.port, services, options, grants, upstream)
         if isinstance(preferred, str):

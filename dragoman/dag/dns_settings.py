@@ -33,6 +33,7 @@ LOOKUP_FAMILIES = {
     "all": "ALL",
 }
 MODES = ("strict", "logical")
+DEFAULT_RESOLVERS = "Envoy's resolver (from its bootstrap)"
 DNS_PORT = 53
 MAX_RESOLVERS = 8
 # Bounds that keep Envoy from hammering a resolver, or from never looking again.
@@ -47,7 +48,10 @@ class ServiceDnsSettings:
     problems: tuple[str, ...]  # one message per bad annotation, naming it
 
 
-def service_dns_settings(service: Service) -> ServiceDnsSettings:
+def service_dns_settings(service: Service, dns_check: bool = False) -> ServiceDnsSettings:
+    """The Service's DNS settings. With the DNS check on, its own resolvers are refused: the
+    check vets the addresses dragoman's resolvers return, and a Service resolving through
+    servers its owner chose could get other ones, never vetted."""
     annotations = service.meta.annotations
     if not any(key.startswith(PREFIX + "dns-") for key in annotations):
         return ServiceDnsSettings(DEFAULT_DNS_SETTINGS, ())
@@ -75,7 +79,16 @@ def service_dns_settings(service: Service) -> ServiceDnsSettings:
     if base is not None and maximum is None:
         maximum = min(base * 10, MAX_REFRESH_S)
     jitter = reader.read(JITTER, _duration(0.0, MAX_JITTER_S), "none")
-    resolvers = reader.read(RESOLVERS, _resolvers, "Envoy's resolver (from its bootstrap)")
+    resolvers = None
+    if dns_check and RESOLVERS in annotations:
+        reader.report(
+            RESOLVERS,
+            "is not allowed while the DNS check is on (dnsCheck: the check vets the addresses "
+            "dragoman's resolvers return, so Envoy must resolve through the same ones)",
+            DEFAULT_RESOLVERS,
+        )
+    else:
+        resolvers = reader.read(RESOLVERS, _resolvers, DEFAULT_RESOLVERS)
     mode = reader.read(MODE, _choice({m: m for m in MODES}), "strict")
     settings = DnsSettings(
         lookup_family=family,

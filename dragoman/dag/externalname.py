@@ -22,6 +22,18 @@ _METADATA_ADDRESSES = frozenset(
     for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "192.0.0.192")
 )
 
+# Names of instance metadata services (they hand out credentials), which resolve to one of
+# the addresses above only inside the cloud: refused by name, so that even without the DNS
+# check (which would refuse the address) Envoy never gets a cluster for one.
+_METADATA_NAMES = {
+    "metadata.google.internal": "Google Cloud",
+    "metadata.goog": "Google Cloud",
+    "instance-data.ec2.internal": "AWS",
+    "metadata.tencentyun.com": "Tencent Cloud",
+}
+# AWS also answers `instance-data.<region>.compute.internal` in most regions.
+_METADATA_PATTERNS = ((re.compile(r"instance-data\.[a-z0-9-]+\.compute\.internal"), "AWS"),)
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -46,6 +58,12 @@ def unsafe_reason(external_name: str) -> str | None:
         return f"externalName {name!r} is not a valid DNS name (RFC 1123)"
     if name in _LOCALHOST_NAMES or name.endswith(".localhost"):
         return f"externalName {name!r} points to localhost"
+    cloud = _metadata_service(name)
+    if cloud is not None:
+        return (
+            f"externalName {name!r} names the {cloud} instance metadata service, which hands "
+            "out the machine's credentials"
+        )
     if len(labels) == 1:
         # A single label is completed by the resolver's search path: in a pod, an in-cluster name.
         return f"externalName {name!r} is a single-label name; use a fully qualified name"
@@ -55,6 +73,14 @@ def unsafe_reason(external_name: str) -> str | None:
             f"externalName {name!r} looks like an IPv4 address; an ExternalName must be a DNS name"
         )
     return None
+
+
+def _metadata_service(name: str) -> str | None:
+    """The cloud whose metadata service `name` (normalised) names, if it names one."""
+    cloud = _METADATA_NAMES.get(name)
+    if cloud is None:
+        cloud = next((c for pattern, c in _METADATA_PATTERNS if pattern.fullmatch(name)), None)
+    return cloud
 
 
 def in_cluster_target(external_name: str, cluster_domain: str) -> tuple[str, str] | None:

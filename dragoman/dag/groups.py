@@ -21,6 +21,7 @@ from dragoman.dag.model import (
     HttpsListener,
     Listener,
     NodeGroup,
+    Problem,
     Route,
     RouteMatch,
     RouteTable,
@@ -29,10 +30,13 @@ from dragoman.dag.model import (
 )
 from dragoman.dag.routes import RankedRoute
 from dragoman.dag.vhosts import ANY_HOST, ListenerRoutes, covers, specificity, virtual_hosts
+from dragoman.objects import ObjectKey
 
 # What an HTTPS listener answers a request whose Host belongs to another listener than its
 # SNI chose (a reused connection, or a client lying): 421 makes clients reconnect.
 MISDIRECTED = DirectResponse(status=421, body="misdirected request: Host does not match SNI")
+# The Problem reason of a listener left out of the all-gateways group (see shadowed_listeners).
+SHADOWED_LISTENER = "ShadowedListener"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,19 +95,63 @@ def https_route_table_name(port: int, hostname: str | None) -> str:
     return f"{base}/{hostname}" if hostname else base
 
 
+def shadowed_listeners(gateways: Sequence[GatewayVerdict]) -> dict[tuple[ObjectKey, int], Problem]:
+    """The served listeners a group of several Gateways leaves out, by (Gateway, listener
+    index), each with a Problem on its Gateway: another Gateway's listener took the port
+    (another protocol) or the hostname.
+
+    Each Gateway's own group still serves them; only Envoys given every Gateway lose them.
+    """
+    _, shadowed = _assign_ports(gateways)
+    problems = {}
+    for verdict, winner in shadowed:
+        listener, other = verdict.listener, winner.listener
+        taken = (
+            f"uses {other.protocol} there"
+            if other.protocol != listener.protocol
+            else f"has the same hostname ({other.hostname})"
+            if other.hostname
+            else "has no hostname either"
+        )
+        problems[(verdict.gateway, verdict.index)] = Problem(
+            verdict.gateway,
+            f"spec.listeners[{verdict.index}]",
+            SHADOWED_LISTENER,
+            f"listener {listener.name!r} on port {listener.port} is left out of the "
+            f"configuration of Envoys that serve every Gateway (node.cluster naming no "
+            f"Gateway): listener {other.name!r} of Gateway {winner.gateway.namespace}/"
+            f"{winner.gateway.name} {taken}; Envoys whose node.cluster is "
+            f"{verdict.gateway.namespace}/{verdict.gateway.name} serve it",
+        )
+    return problems
+
+
 def _listeners_by_port(gateways: Sequence[GatewayVerdict]) -> dict[int, list[ListenerVerdict]]:
-    """Served listeners per port. Across Gateways the first protocol seen on a port wins it,
-    and of listeners with the same hostname the first: Envoy has one listener per port."""
+    return _assign_ports(gateways)[0]
+
+
+def _assign_ports(
+    gateways: Sequence[GatewayVerdict],
+) -> tuple[dict[int, list[ListenerVerdict]], list[tuple[ListenerVerdict, ListenerVerdict]]]:
+    """Served listeners per port, and (left out, the listener that took its place). Across
+    Gateways the first protocol seen on a port wins it, and of listeners with the same
+    hostname the first: Envoy has one listener per port."""
     ports: dict[int, list[ListenerVerdict]] = {}
+    shadowed: list[tuple[ListenerVerdict, ListenerVerdict]] = []
     for gateway in gateways:
         for verdict in gateway.served():
             taken = ports.setdefault(verdict.listener.port, [])
             if taken and taken[0].listener.protocol != verdict.listener.protocol:
+                shadowed.append((verdict, taken[0]))
                 continue
-            if any(v.listener.hostname == verdict.listener.hostname for v in taken):
+            same = next(
+                (v for v in taken if v.listener.hostname == verdict.listener.hostname), None
+            )
+            if same is not None:
+                shadowed.append((verdict, same))
                 continue
             taken.append(verdict)
-    return ports
+    return ports, shadowed
 
 
 def _listener_routes(

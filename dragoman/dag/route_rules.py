@@ -44,4 +44,28 @@ def route_rules(
         ranked, match_problems = ranked_grpc_routes(route, actions)
     clusters = {cluster.name: cluster for action in actions for cluster in action.clusters}
     problems = [problem for action in actions for problem in action.problems]
+    if isinstance(route, HTTPRoute):
+        problems.extend(_experimental_fields(route))
     return RouteRules(tuple(ranked), clusters, (*problems, *match_problems))
+
+
+# What each experimental rule field dragoman does not serve means for traffic.
+_NOT_SERVED = {
+    "retry": "failed requests are not retried",
+    "sessionPersistence": "requests are not kept on one backend",
+}
+
+
+def _experimental_fields(route: HTTPRoute) -> list[Problem]:
+    return [
+        Problem(
+            route.key,
+            f"spec.rules[{index}].{name}",
+            "UnsupportedValue",
+            f"{name} is an experimental Gateway API field dragoman does not implement: the "
+            f"rule is served without it ({_NOT_SERVED.get(name, 'it has no effect')}); "
+            "remove it to clear this condition",
+        )
+        for index, rule in enumerate(route.rules)
+        for name in rule.experimental_fields
+    ]

@@ -53,13 +53,15 @@ def ranked_routes(
     """One route per (rule, match); `actions[i]` is what rule i does."""
     ranked: list[RankedRoute] = []
     problems: list[Problem] = []
+    key = http_route.key  # built once: a route has many rules and matches
+    age_and_name = _age_and_name(key, http_route.meta.creation_timestamp)
     for rule_index, (rule, action) in enumerate(zip(http_route.rules, actions, strict=True)):
         for match_index, match in enumerate(rule.matches or MATCH_ALL):
             field = f"spec.rules[{rule_index}].matches[{match_index}]"
-            route_match = _http_match(http_route.key, field, match, problems)
+            route_match = _http_match(key, field, match, problems)
             if route_match is None:
                 continue
-            route = _route(http_route.key, rule_index, route_match, action)
+            route = _route(key, rule_index, route_match, action)
             precedence = (
                 HTTP_RANK,
                 PATH_RANKS[route_match.path_type],
@@ -67,7 +69,7 @@ def ranked_routes(
                 0 if route_match.method else 1,
                 -len(route_match.headers),
                 -len(route_match.query_params),
-                *_age_and_name(http_route.key, http_route.meta.creation_timestamp),
+                *age_and_name,
                 rule_index,
                 match_index,
             )
@@ -81,10 +83,12 @@ def ranked_grpc_routes(
     """One route per (rule, match) of a GRPCRoute; a rule without matches matches every call."""
     ranked: list[RankedRoute] = []
     problems: list[Problem] = []
+    key = grpc_route.key
+    age_and_name = _age_and_name(key, grpc_route.meta.creation_timestamp)
     for rule_index, (rule, action) in enumerate(zip(grpc_route.rules, actions, strict=True)):
         for match_index, match in enumerate(rule.matches or (GRPCRouteMatch(),)):
             field = f"spec.rules[{rule_index}].matches[{match_index}]"
-            route_match = _grpc_match(grpc_route.key, field, match, problems)
+            route_match = _grpc_match(key, field, match, problems)
             if route_match is None:
                 continue
             method = match.method
@@ -93,11 +97,11 @@ def ranked_grpc_routes(
                 -len(method.service or "") if method else 0,
                 -len(method.method or "") if method else 0,
                 -len(route_match.headers),
-                *_age_and_name(grpc_route.key, grpc_route.meta.creation_timestamp),
+                *age_and_name,
                 rule_index,
                 match_index,
             )
-            route = _route(grpc_route.key, rule_index, route_match, action)
+            route = _route(key, rule_index, route_match, action)
             ranked.append(RankedRoute(precedence, route))
     return ranked, problems
 
@@ -127,8 +131,8 @@ def _http_match(
         key, f"{field}.path.value", path.value, problems
     ):
         return None
-    headers = _value_matches(key, f"{field}.headers", match.headers, problems, fold_case=True)
-    queries = _value_matches(key, f"{field}.queryParams", match.query_params, problems)
+    headers = _value_matches(key, field, "headers", match.headers, problems, fold_case=True)
+    queries = _value_matches(key, field, "queryParams", match.query_params, problems)
     if headers is None or queries is None:
         return None
     return RouteMatch(
@@ -143,7 +147,7 @@ def _http_match(
 def _grpc_match(
     key: ObjectKey, field: str, match: GRPCRouteMatch, problems: list[Problem]
 ) -> RouteMatch | None:
-    headers = _value_matches(key, f"{field}.headers", match.headers, problems, fold_case=True)
+    headers = _value_matches(key, field, "headers", match.headers, problems, fold_case=True)
     if headers is None:
         return None
     method = match.method
@@ -174,12 +178,16 @@ def _grpc_match(
 def _value_matches(
     key: ObjectKey,
     field: str,
+    list_name: str,
     matches: Sequence[HeaderMatch],
     problems: list[Problem],
     *,
     fold_case: bool = False,
 ) -> tuple[ValueMatch, ...] | None:
-    """Header (names fold case) or query parameter matches; of equivalent names the first."""
+    """Header (names fold case) or query parameter matches (`field`.`list_name`); of
+    equivalent names the first."""
+    if not matches:
+        return ()
     seen: set[str] = set()
     result: list[ValueMatch] = []
     for index, match in enumerate(matches):
@@ -188,7 +196,8 @@ def _value_matches(
             continue
         seen.add(name)
         regex = match.type == "RegularExpression"
-        if regex and not _regex_ok(key, f"{field}[{index}].value", match.value, problems):
+        at = f"{field}.{list_name}[{index}].value" if regex else ""
+        if regex and not _regex_ok(key, at, match.value, problems):
             return None
         result.append(ValueMatch(name=name, value=match.value, regex=regex))
     return tuple(result)

@@ -7,7 +7,7 @@ made outside the build adds route conditions with status_routes.add_route_condit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dragoman.dag.listeners import Frontends
 from dragoman.dag.model import ObjectStatus, Problem
@@ -21,12 +21,21 @@ def object_statuses(
     routes: Sequence[RouteOutcome],
     problems: Sequence[Problem],
     controller_name: str,
+    shadowed: Mapping[tuple[ObjectKey, int], Problem] | None = None,
 ) -> dict[ObjectKey, ObjectStatus]:
+    """`shadowed`: listeners the all-gateways group leaves out, by (Gateway, listener index)."""
     attached = attached_routes(routes)
+    notes: dict[ObjectKey, dict[int, str]] = {}
+    for (gateway, index), problem in (shadowed or {}).items():
+        notes.setdefault(gateway, {})[index] = problem.message
     statuses = [
         *(gateway_class_status(verdict) for verdict in frontends.classes.values()),
         *(
-            gateway_status(verdict, attached.get(verdict.gateway.key, {}))
+            gateway_status(
+                verdict,
+                attached.get(verdict.gateway.key, {}),
+                notes.get(verdict.gateway.key, {}),
+            )
             for verdict in frontends.ordered()
         ),
         *route_statuses(routes, problems, controller_name),

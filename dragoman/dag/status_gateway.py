@@ -27,12 +27,23 @@ def gateway_class_status(verdict: ClassVerdict) -> ObjectStatus:
     )
 
 
-def gateway_status(verdict: GatewayVerdict, attached: Mapping[str, int]) -> ObjectStatus:
-    """`attached`: how many routes each listener (by name) accepted."""
+def gateway_status(
+    verdict: GatewayVerdict, attached: Mapping[str, int], notes: Mapping[int, str] | None = None
+) -> ObjectStatus:
+    """`attached`: how many routes each listener (by name) accepted; `notes`: a remark for
+    the Programmed message of listeners (by index), such as being left out of a shared port."""
     gateway = verdict.gateway
     generation = gateway.meta.generation
+    notes = notes or {}
+    # A Gateway that is not accepted serves none of its listeners, valid or not.
+    refusal = (
+        f"the Gateway is not accepted: {verdict.rejection.message}"
+        if verdict.rejection is not None
+        else None
+    )
     listeners = [
-        _listener_status(v, attached.get(v.name, 0), generation) for v in verdict.listeners
+        _listener_status(v, attached.get(v.name, 0), generation, notes.get(v.index), refusal)
+        for v in verdict.listeners
     ]
     status: dict[str, Any] = {
         "conditions": _gateway_conditions(verdict, generation),
@@ -98,16 +109,23 @@ def _first_problem(verdict: ListenerVerdict) -> str:
     return "valid"
 
 
-def _listener_status(verdict: ListenerVerdict, attached: int, generation: int) -> dict[str, Any]:
+def _listener_status(
+    verdict: ListenerVerdict,
+    attached: int,
+    generation: int,
+    note: str | None,
+    gateway_refusal: str | None,
+) -> dict[str, Any]:
     conditions: list[Condition] = []
     if verdict.not_accepted is not None:
         problem = verdict.not_accepted
         conditions.append(condition("Accepted", False, problem.reason, problem.message, generation))
     else:
         conditions.append(condition("Accepted", True, "Accepted", "listener is valid", generation))
-    reason = verdict.not_programmed_reason
+    reason = verdict.not_programmed_reason or gateway_refusal
     if reason is None:
-        conditions.append(condition("Programmed", True, "Programmed", "served", generation))
+        served = f"served; {note}" if note else "served"
+        conditions.append(condition("Programmed", True, "Programmed", served, generation))
     else:
         conditions.append(condition("Programmed", False, "Invalid", reason, generation))
     if verdict.unresolved:

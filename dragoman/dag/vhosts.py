@@ -53,7 +53,7 @@ def virtual_hosts(
             served_by_domain.setdefault(domain, []).append(index)
     result = []
     for domain in sorted(domains):
-        matching = [domain, *(d for d in _covering(domain) if d in domains)]
+        matching = [domain, *(d for d in covering_domains(domain) if d in domains)]
         listener = min((d for d in matching if d in listeners), key=specificity)
         reaching = sorted({i for d in matching for i in served_by_domain.get(d, ())})
         routes: dict[Precedence, Route] = {}
@@ -77,7 +77,7 @@ def virtual_hosts(
     return tuple(result)
 
 
-def _covering(domain: str) -> list[str]:
+def covering_domains(domain: str) -> list[str]:
     """Every domain that `covers` this one: its broader `*.suffix` wildcards, then `*`."""
     if domain == ANY_HOST:
         return []
@@ -109,21 +109,19 @@ def placed_redirect(redirect: Redirect, listener_port: int, listener_scheme: str
     """A redirect with the port its Location needs on this listener (Gateway API rules).
 
     No port in the filter: the scheme's well-known port when the filter sets a scheme, else
-    the listener's. Location carries no port when it is the scheme's default; Envoy only
-    keeps the request's own port when it writes the request's host.
+    the listener's. Location carries no port when it is the default of its scheme (the
+    Gateway API's SHOULD). Envoy writes a port only when told one: the listeners strip the
+    port from Host before routing (strip_any_host_port), so the request's own never leaks in.
     """
     scheme = redirect.scheme or listener_scheme
     if redirect.port is not None:
         port = redirect.port
     elif redirect.scheme is not None:
-        port = DEFAULT_PORTS[redirect.scheme]
+        port = DEFAULT_PORTS.get(redirect.scheme, listener_port)
     else:
         port = listener_port
-    same_host_and_scheme = redirect.hostname is None and scheme == listener_scheme
-    is_default = port == DEFAULT_PORTS.get(scheme)
-    if is_default and (redirect.hostname is not None or same_host_and_scheme):
-        return dataclasses.replace(redirect, location_port=None)
-    return dataclasses.replace(redirect, location_port=port)
+    location_port = None if port == DEFAULT_PORTS.get(scheme) else port
+    return dataclasses.replace(redirect, location_port=location_port)
 
 
 def _for_listener(route: Route, port: int, scheme: str) -> Route:

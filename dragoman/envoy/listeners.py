@@ -23,6 +23,7 @@ TLS_INSPECTOR = "envoy.filters.listener.tls_inspector"
 TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
 # HTTP/2 first, so gRPC clients (and browsers) get it; the connection manager speaks both.
 ALPN_PROTOCOLS = ("h2", "http/1.1")
+WEBSOCKET = "websocket"
 
 
 def listener(value: Listener, options: TranslateOptions) -> listener_pb2.Listener:
@@ -58,7 +59,11 @@ def http_connection_manager(stat_prefix: str, route_table: str) -> hcm_pb2.HttpC
         rds=hcm_pb2.Rds(config_source=ads_config_source(), route_config_name=route_table),
         # The router must be the last (here the only) filter; gRPC clients insist on it too.
         http_filters=[hcm_pb2.HttpFilter(name=ROUTER, typed_config=pack(router_pb2.Router()))],
+        # WebSocket upgrades pass to whatever backend a route picks: the Gateway API expects
+        # them for ports with appProtocol kubernetes.io/ws (and others may speak it too).
+        upgrade_configs=[hcm_pb2.HttpConnectionManager.UpgradeConfig(upgrade_type=WEBSOCKET)],
         # Gateway API hostnames carry no port: match `example.com:8080` as `example.com`.
+        # (Redirects rely on it too: Envoy writes into Location only the port it is told.)
         strip_any_host_port=True,
         # Match routes on the path the upstream will see, not on `/a/../b` or `//b` spellings.
         normalize_path=BoolValue(value=True),

@@ -1,9 +1,11 @@
 """The local copy of the cluster that the DAG reads: what the informers report, parsed.
 
 Objects become typed objects through the same parser as manifest files; one that fails is
-logged (kind/namespace/name, field and problem) once, and left out, as the manifest source
-does. The raw `status` of each object is kept beside it, so the status writer can skip
-writes that would change nothing without asking the API server.
+logged (kind/namespace/name, field and problem) once, and left out of the store, as the
+manifest source does. It stays in the cache with its problems and raw `spec`, so that the
+status dragoman wrote for it before can be corrected. The raw `status` of each object is
+kept beside it, so the status writer can skip writes that would change nothing without
+asking the API server.
 
 Not thread-safe: it lives on the asyncio loop; informers reach it through LoopSink.
 """
@@ -43,6 +45,13 @@ class CachedObject:
     status: Mapping[str, Any] | None  # as the API server holds it
     parsed: KubeObject | None
     errors: tuple[SourceError, ...] = ()
+    generation: int = 0
+    # The raw spec of an object the parser could not read (None for those it could).
+    unreadable_spec: Mapping[str, Any] | None = None
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.kind.kind, self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +114,7 @@ class ObjectCache:
         change = CacheChange(
             kind.kind,
             objects=first or _parsed(old) != _parsed(new),
-            statuses=_statuses(old) != _statuses(new),
+            statuses=_statuses(old) != _statuses(new) or _errors(old) != _errors(new),
         )
         if change.objects:
             self._store = None
@@ -136,7 +145,8 @@ class ObjectCache:
         change = CacheChange(
             kind.kind,
             objects=before != after,
-            statuses=(previous.status if previous else None) != (entry.status if entry else None),
+            # A problem that changes (or goes) changes the status written for it.
+            statuses=_status_and_errors(previous) != _status_and_errors(entry),
         )
         if change.objects:
             self._store = None
@@ -157,8 +167,12 @@ class ObjectCache:
             yield from self._partitions[partition].values()
 
     def by_key(self) -> dict[ObjectKey, CachedObject]:
-        """Parsed objects by the key status and problems name them with."""
-        return {e.parsed.key: e for e in self.entries() if e.parsed is not None}
+        """Every object, read or not, by the key status and problems name it with."""
+        return {entry.key: entry for entry in self.entries()}
+
+    def unreadable(self) -> list[CachedObject]:
+        """The objects the parser could not read."""
+        return [entry for entry in self.entries() if entry.parsed is None]
 
     def errors(self) -> list[SourceError]:
         return [error for entry in self.entries() for error in entry.errors]
@@ -168,6 +182,8 @@ class ObjectCache:
     def _cache(self, kind: WatchedKind, obj: Obj) -> CachedObject:
         metadata = obj.get("metadata") or {}
         status = obj.get("status")
+        spec = obj.get("spec")
+        generation = metadata.get("generation")
         parsed, errors = self._parse(kind, obj)
         return CachedObject(
             kind=kind,
@@ -178,6 +194,8 @@ class ObjectCache:
             status=status if isinstance(status, Mapping) else None,
             parsed=parsed,
             errors=errors,
+            generation=generation if isinstance(generation, int) else 0,
+            unreadable_spec=spec if parsed is None and isinstance(spec, Mapping) else None,
         )
 
     def _parse(
@@ -252,3 +270,11 @@ def _parsed(entries: Mapping[tuple[str, str], CachedObject]) -> dict[tuple[str, 
 
 def _statuses(entries: Mapping[tuple[str, str], CachedObject]) -> dict[tuple[str, str], Any]:
     return {key: entry.status for key, entry in entries.items()}
+
+
+def _errors(entries: Mapping[tuple[str, str], CachedObject]) -> dict[tuple[str, str], Any]:
+    return {key: entry.errors for key, entry in entries.items() if entry.errors}
+
+
+def _status_and_errors(entry: CachedObject | None) -> tuple[Any, Any]:
+    return (entry.status, entry.errors) if entry is not None else (None, ())

@@ -10,7 +10,10 @@ then every change after it (`event`), in the server's order, each once:
   informer lists again and hands over the whole new list, which replaces what the sink held;
 - any other failure waits (exponential backoff with jitter) and retries;
 - a collection the API does not serve (404: CRD not installed) tries the kind's next
-  version, then counts as empty, is reported, and is listed again now and then.
+  version, then counts as empty, is reported, and is listed again now and then;
+- but a collection that *was* served and answers 404 on every version (an API server
+  restarting, a CRD being reinstalled) keeps what it held and is retried with backoff; only
+  after `not_served_grace` of nothing but 404s does it count as empty.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ class WatchSettings:
     backoff_maximum: float = 30.0
     # How often a collection the API does not serve is looked for again.
     not_served_retry: float = 60.0
+    # How long a collection that was served may answer 404 before it counts as empty.
+    not_served_grace: float = 60.0
 
 
 class ResourceGone(Exception):
@@ -95,6 +100,8 @@ class Informer:
         self._backoff = Backoff(settings.backoff_initial, settings.backoff_maximum)
         self._failures = 0  # in a row
         self._not_served_reported = False
+        self._served = False  # listed at least once since it was last found not served
+        self._missing_since: float | None = None  # 404s on every version since then
 
     @property
     def api_version(self) -> str:
@@ -160,7 +167,10 @@ class Informer:
                         version_index += 1
                         continue
                     version_index = 0
-                    self._not_served()
+                    if self._served:
+                        self._gone_missing()
+                    else:
+                        self._not_served()
                 else:
                     self._retry_later(describe_error(error))
             except Exception as error:  # connection refused, cut, timed out, bad JSON, ...
@@ -182,6 +192,23 @@ class Informer:
             log.info("%s: watching again", self.name)
         self._failures = 0
         self._backoff.reset()
+
+    def _gone_missing(self) -> None:
+        """A collection we listed answers 404 on every version. Often only for a moment: the
+        last state stays until it has been missing for `not_served_grace`."""
+        now = time.monotonic()
+        if self._missing_since is None:
+            self._missing_since = now
+        missing_for = now - self._missing_since
+        if missing_for < self.settings.not_served_grace:
+            self._retry_later(
+                f"not served (404) for {missing_for:.0f} s; keeping the last state for up to"
+                f" {self.settings.not_served_grace:.0f} s"
+            )
+            return
+        self._served = False
+        self._missing_since = None
+        self._not_served()
 
     def _not_served(self) -> None:
         versions = ", ".join(self.kind.api_version(v) for v in self.versions)
@@ -230,6 +257,8 @@ class Informer:
         # Items of built-in lists carry no apiVersion/kind; the parser needs both.
         self.sink.replace(self, [self._typed(item) for item in items])
         self._not_served_reported = False
+        self._served = True
+        self._missing_since = None
         self._recovered()
         if not self.synced.is_set():
             log.info(

@@ -7,15 +7,22 @@ A leader that cannot renew for `renew_deadline` (shorter than `lease_duration`) 
 down before anyone else may take over. Writes carry the resourceVersion read, so two
 replicas racing for an expired Lease cannot both win. On shutdown the leader releases the
 Lease so that another replica takes over at once.
+
+Why two leaders never overlap: a renewal counts from the moment its request was *sent*,
+which is before the API server stored it, and so before any other replica can have seen
+it. Another replica waits `lease_duration` from when it saw that record; we stop leading
+`renew_deadline` after sending it, by a timer that fires whether or not a request is
+still hanging, and `leading_now()` checks the same deadline on the clock for callers in
+other threads (the status writer asks it right before every write).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import json
 import logging
+import math
 import os
 import random
 import socket
@@ -42,6 +49,12 @@ class LeaseSettings:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+
+    @property
+    def request_timeout(self) -> float:
+        """The bound on each Lease request: an attempt (a read, then a write) that hangs
+        gives up while a retry still fits before the renew deadline."""
+        return max(0.1, (self.renew_deadline - self.retry_period) / 2)
 
     def problems(self) -> list[str]:
         found = []
@@ -163,11 +176,20 @@ class LeaderElector:
         self.is_leader = False
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = 0.0
-        self._last_renewal = 0.0
+        # When the request of the last successful attempt was sent, on `clock`.
+        self._renewed_at = -math.inf
+        self._step_down: asyncio.TimerHandle | None = None
+        self._on_change: Callable[[bool], None] = lambda leading: None
 
     @property
     def identity(self) -> str:
         return self.settings.identity
+
+    def leading_now(self) -> bool:
+        """Whether we may act as the leader at this instant: we lead, and our last renewal,
+        counted from when its request was sent, is younger than the renew deadline. Safe to
+        call from any thread; it does not wait for the loop to notice a missed deadline."""
+        return self.is_leader and self.clock() < self._renewed_at + self.settings.renew_deadline
 
     # ------------------------------------------------------------ one attempt
 
@@ -252,25 +274,27 @@ class LeaderElector:
     async def run(self, stop: asyncio.Event, on_change: Callable[[bool], None]) -> None:
         """Campaigns until `stop` is set; `on_change(True/False)` when leadership changes."""
         settings = self.settings
+        self._on_change = on_change
+        stopped = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
-                try:
-                    attempt = await asyncio.to_thread(self.try_acquire_or_renew)
-                except Exception as error:  # API down, timeouts, ...: try again
-                    log.warning(
-                        "lease %s/%s: %s", settings.namespace, settings.name, describe_error(error)
-                    )
-                    attempt = Attempt.FAILED
-                self._after(attempt, on_change)
+                started = self.clock()
+                attempt = asyncio.ensure_future(asyncio.to_thread(self._attempt))
+                # A hanging request is not waited out here: the step-down timer ends our
+                # leadership on time, and `stop` ends the campaign at once.
+                await asyncio.wait({attempt, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not attempt.done():
+                    break
+                self._after(attempt.result(), started)
                 period = settings.retry_period
                 if not self.is_leader:
                     period *= 1 + 0.2 * random.random()  # followers spread their attempts
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), period)
+                await asyncio.wait({stopped}, timeout=period)
         finally:
+            stopped.cancel()
+            self._cancel_step_down()
             if self.is_leader:
-                self.is_leader = False
-                on_change(False)
+                self._lose("shutting down", logging.INFO)
                 try:
                     released = await asyncio.wait_for(asyncio.to_thread(self.release), 5.0)
                 except Exception as error:
@@ -281,12 +305,20 @@ class LeaderElector:
                     if released:
                         log.info("released lease %s/%s", settings.namespace, settings.name)
 
-    def _after(self, attempt: Attempt, on_change: Callable[[bool], None]) -> None:
+    def _attempt(self) -> Attempt:
+        try:
+            return self.try_acquire_or_renew()
+        except Exception as error:  # API down, timeouts, ...: try again
+            settings = self.settings
+            log.warning("lease %s/%s: %s", settings.namespace, settings.name, describe_error(error))
+            return Attempt.FAILED
+
+    def _after(self, attempt: Attempt, started: float) -> None:
+        """What an attempt whose request was sent at `started` means for our leadership."""
         settings = self.settings
-        now = self.clock()
         if attempt is Attempt.LEADING:
-            self._last_renewal = now
-            if not self.is_leader:
+            self._renewed_at = max(self._renewed_at, started)
+            if not self.is_leader and self.clock() < self._renewed_at + settings.renew_deadline:
                 self.is_leader = True
                 log.info(
                     "%s became leader (lease %s/%s)",
@@ -294,14 +326,37 @@ class LeaderElector:
                     settings.namespace,
                     settings.name,
                 )
-                on_change(True)
+                self._on_change(True)
+            if self.is_leader:
+                self._schedule_step_down()
             return
+        if self.is_leader and attempt is Attempt.HELD:
+            holder = (self._observed_spec or {}).get("holderIdentity")
+            self._lose(f"lease taken by {holder}")
+        # FAILED: the step-down timer ends our leadership if no renewal comes in time.
+
+    def _schedule_step_down(self) -> None:
+        self._cancel_step_down()
+        delay = self._renewed_at + self.settings.renew_deadline - self.clock()
+        loop = asyncio.get_running_loop()
+        self._step_down = loop.call_later(max(0.0, delay), self._deadline_reached)
+
+    def _cancel_step_down(self) -> None:
+        if self._step_down is not None:
+            self._step_down.cancel()
+            self._step_down = None
+
+    def _deadline_reached(self) -> None:
+        self._step_down = None
         if not self.is_leader:
             return
-        holder = (self._observed_spec or {}).get("holderIdentity")
-        taken = attempt is Attempt.HELD
-        if taken or now - self._last_renewal >= settings.renew_deadline:
-            self.is_leader = False
-            why = f"lease taken by {holder}" if taken else "could not renew the lease in time"
-            log.warning("%s stopped leading: %s", self.identity, why)
-            on_change(False)
+        if self.leading_now():  # renewed meanwhile (or the clock disagrees): look again
+            self._schedule_step_down()
+            return
+        self._lose("could not renew the lease in time")
+
+    def _lose(self, why: str, level: int = logging.WARNING) -> None:
+        self._cancel_step_down()
+        self.is_leader = False
+        log.log(level, "%s stopped leading: %s", self.identity, why)
+        self._on_change(False)

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import logging
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,16 @@ from dragoman.kubernetes.holdoff import Holdoff
 from dragoman.kubernetes.informer import Informer, WatchSettings
 from dragoman.kubernetes.kinds import WATCHED_KINDS, WatchedKind, readable_versions
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
+from dragoman.kubernetes.status_fallback import ServedGateways, unreadable_statuses
 from dragoman.kubernetes.status_writer import PublishResult, StatusClient, StatusWriter
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.server import start_xds_server
 
 log = logging.getLogger("dragoman.kubernetes")
+
+# How long shutdown waits, in all, for the informer threads to end.
+INFORMERS_JOIN_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +128,14 @@ class KubernetesServer:
         self.status = StatusCounters()
         self.updates: list[UpdateResult] = []  # the most recent ones, for logs and tests
         self.elector: LeaderElector | None = None
+        status_timeout = 10.0
         if config.lease is not None:
-            self.elector = LeaderElector(LeaseClient(client), config.lease)
-        self._writer = StatusWriter(StatusClient(client), config.controller_name)
+            leases = LeaseClient(client, request_timeout=config.lease.request_timeout)
+            self.elector = LeaderElector(leases, config.lease)
+            # A write the server applies late must still land within our leadership.
+            status_timeout = config.lease.request_timeout
+        self._writer = StatusWriter(StatusClient(client, status_timeout), config.controller_name)
+        self._served_gateways = ServedGateways()
         self._pending = _Pending(holdoff=Holdoff(config.holdoff, config.holdoff_max))
         self._changed = asyncio.Event()
         self._statuses_due = asyncio.Event()
@@ -246,6 +256,7 @@ class KubernetesServer:
             log.exception("build failed; still serving the previous configuration")
             return
         self.updates = [*self.updates[-99:], result]
+        self._remember_served()
         for problem in result.new_problems:
             log.warning("%s", problem)
         if result.kind != "unchanged":
@@ -261,6 +272,7 @@ class KubernetesServer:
     def _on_dns_update(self, result: UpdateResult) -> None:
         """A rebuild after the DNS check saw a name resolve differently."""
         self.updates = [*self.updates[-99:], result]
+        self._remember_served()
         for problem in result.new_problems:
             log.warning("%s", problem)
         if result.kind == "full":
@@ -268,10 +280,21 @@ class KubernetesServer:
 
     # -------------------------------------------------------------------- status
 
+    def _remember_served(self) -> None:
+        """Every replica remembers the Gateway statuses it computed, so whichever leads
+        later can hand back a Gateway that is no longer dragoman's."""
+        if self.controller.dag is not None:
+            self._served_gateways.remember(self.controller.dag.statuses)
+
     def _on_leadership(self, leading: bool) -> None:
         self.leading = leading
         if leading:
             self._statuses_due.set()  # a new leader publishes everything it computed
+
+    def still_leading(self) -> bool:
+        """Asked by the status writer's thread before each write: the elector's own
+        deadline, which does not wait for the loop to notice that it has passed."""
+        return self.leading and self.elector is not None and self.elector.leading_now()
 
     async def _publish_statuses(self, stop: asyncio.Event) -> None:
         retry = Backoff(initial=1.0, maximum=30.0)
@@ -281,10 +304,14 @@ class KubernetesServer:
             self._statuses_due.clear()
             if stop.is_set() or not self.leading or self.controller.dag is None:
                 continue
-            desired = self.controller.dag.statuses
+            desired = dict(self.controller.dag.statuses)
             cached = self.cache.by_key()
+            desired.update(
+                unreadable_statuses(self.cache.unreadable(), desired, self.config.controller_name)
+            )
+            released = self._served_gateways.released(desired, cached)
             result = await asyncio.to_thread(
-                self._writer.publish, desired, cached, lambda: self.leading
+                self._writer.publish, desired, cached, self.still_leading, released
             )
             self.status.add(result)
             if result.written or result.failed:
@@ -320,13 +347,20 @@ class KubernetesServer:
         self.serving = False
         if self.health is not None:
             await self.health.stop()
-        await asyncio.to_thread(_join_all, self.informers)
+        await asyncio.to_thread(join_all, self.informers, INFORMERS_JOIN_TIMEOUT)
         log.info("stopped")
 
 
-def _join_all(informers: list[Informer]) -> None:
+def join_all(informers: list[Informer], timeout: float) -> list[Informer]:
+    """Waits for the informers' threads (already asked to stop) to end, all at once, for at
+    most `timeout` in all; returns those still running."""
+    deadline = time.monotonic() + timeout
     for informer in informers:
-        informer.join()
+        informer.join(max(0.0, deadline - time.monotonic()))
+    running = [informer for informer in informers if informer.is_alive()]
+    if running:
+        log.warning("informers still running at exit: %s", ", ".join(i.name for i in running))
+    return running
 
 
 async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:

@@ -60,6 +60,17 @@ def without_our_entries(current: Mapping[str, Any], controller_name: str) -> dic
     return withdrawn or None
 
 
+def is_ours(entry: Any, controller_name: str) -> bool:
+    """Whether an entry of parents[]/ancestors[] is one `controller_name` wrote."""
+    return _ours(entry, controller_name)
+
+
+def ref_identity(ref: Any) -> Any:
+    """A parentRef/ancestorRef as a hashable value, with the defaults the API server fills
+    in: two refs that name the same parent compare equal."""
+    return _frozen(_with_ref_defaults(ref))
+
+
 def same_status(a: Any, b: Any) -> bool:
     """Equal once every lastTransitionTime is ignored (and references carry the defaults
     the API server fills in)."""

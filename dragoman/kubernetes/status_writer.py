@@ -4,6 +4,7 @@ subresource. Run by the leader only; blocking, so the runtime calls it in a thre
 The informers' copy of each object decides whether a write is needed at all, so an
 unchanged status costs no request. A write reads the object first, merges into what the
 server holds then, and retries from a fresh read when someone wrote in between (409).
+Leadership is asked again right before every write, not only between objects.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dragoman.kubernetes.cache import CachedObject
 from dragoman.kubernetes.errors import describe_error
 from dragoman.kubernetes.kinds import WatchedKind
 from dragoman.kubernetes.status import merge_status, same_status, without_our_entries
+from dragoman.kubernetes.status_fallback import waiting_for_controller
 from dragoman.objects import ObjectKey
 
 log = logging.getLogger("dragoman.kubernetes.status")
@@ -82,6 +84,14 @@ class StatusClient:
         return {"_preload_content": False, "_request_timeout": self.timeout}
 
 
+@dataclass(frozen=True, slots=True)
+class _Target:
+    entry: CachedObject
+    status: Mapping[str, Any]
+    # Written only while the object still holds this status (what we last computed).
+    only_if: Mapping[str, Any] | None = None
+
+
 @dataclass
 class PublishResult:
     written: int = 0
@@ -89,6 +99,7 @@ class PublishResult:
     conflicts: int = 0  # 409s retried
     failed: int = 0
     gone: int = 0  # deleted before we could write
+    left_alone: int = 0  # Gateways handed back whose status someone else has written since
 
 
 def condition_time(moment: datetime.datetime) -> str:
@@ -115,22 +126,26 @@ class StatusWriter:
         desired: Mapping[ObjectKey, ObjectStatus],
         cached: Mapping[ObjectKey, CachedObject],
         leading: Callable[[], bool] = lambda: True,
+        released: Mapping[ObjectKey, Mapping[str, Any]] | None = None,
     ) -> PublishResult:
         """Brings every object's status in line with `desired`; stops early once `leading`
         turns false. Objects that hold entries of ours in parents[]/ancestors[] but have
-        no computed status any more get those entries withdrawn."""
+        no computed status any more get those entries withdrawn. `released`: Gateways we
+        served and serve no more, each with the status we last computed for it; those that
+        still hold it are reset to "Waiting for controller"."""
         result = PublishResult()
-        for entry, status in self._targets(desired, cached):
+        for target in self._targets(desired, cached, released or {}):
             if not leading():
                 break
-            now = condition_time(self.wall_clock())
-            if same_status(
-                merge_status(entry.status, status, self.controller_name, now), entry.status
-            ):
+            entry = target.entry
+            if target.only_if is not None and not self._holds(entry.status, target.only_if):
+                result.left_alone += 1
+                continue
+            if self._holds(entry.status, target.status):
                 result.unchanged += 1
                 continue
             try:
-                self._write(entry, status, result)
+                self._write(target, result, leading)
             except Exception as error:  # API down, forbidden, ...: the next round retries
                 result.failed += 1
                 log.warning(
@@ -143,22 +158,36 @@ class StatusWriter:
         return result
 
     def _targets(
-        self, desired: Mapping[ObjectKey, ObjectStatus], cached: Mapping[ObjectKey, CachedObject]
-    ) -> list[tuple[CachedObject, Mapping[str, Any]]]:
+        self,
+        desired: Mapping[ObjectKey, ObjectStatus],
+        cached: Mapping[ObjectKey, CachedObject],
+        released: Mapping[ObjectKey, Mapping[str, Any]],
+    ) -> list[_Target]:
         targets = []
         for key in sorted(desired):
             entry = cached.get(key)
             if entry is not None and entry.kind.has_status:
-                targets.append((entry, desired[key].status))
+                targets.append(_Target(entry, desired[key].status))
         for key in sorted(cached.keys() - desired.keys()):
             entry = cached[key]
-            if entry.status and entry.kind.has_status:
+            if not entry.kind.has_status:
+                continue
+            if key in released:
+                reset = waiting_for_controller(entry.generation)
+                targets.append(_Target(entry, reset, only_if=released[key]))
+            elif entry.status:
                 withdrawn = without_our_entries(entry.status, self.controller_name)
                 if withdrawn is not None:
-                    targets.append((entry, withdrawn))
+                    targets.append(_Target(entry, withdrawn))
         return targets
 
-    def _write(self, entry: CachedObject, status: Mapping[str, Any], result: PublishResult) -> None:
+    def _holds(self, held: Mapping[str, Any] | None, status: Mapping[str, Any]) -> bool:
+        """Whether `held` already says what `status` says (times aside)."""
+        now = condition_time(self.wall_clock())
+        return same_status(merge_status(held, status, self.controller_name, now), held)
+
+    def _write(self, target: _Target, result: PublishResult, leading: Callable[[], bool]) -> None:
+        entry, status = target.entry, target.status
         version = entry.api_version.rpartition("/")[2]
         where = f"{entry.kind.kind}/{entry.namespace or '-'}/{entry.name}"
         for _ in range(self.max_attempts):
@@ -167,10 +196,15 @@ class StatusWriter:
                 result.gone += 1
                 return
             held = current.get("status") if isinstance(current.get("status"), Mapping) else None
+            if target.only_if is not None and not self._holds(held, target.only_if):
+                result.left_alone += 1
+                return
             now = condition_time(self.wall_clock())
             merged = merge_status(held, status, self.controller_name, now)
             if same_status(merged, held):
                 result.unchanged += 1
+                return
+            if not leading():  # lost while we read: the new leader writes from here on
                 return
             try:
                 self.client.replace_status(

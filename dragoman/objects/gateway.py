@@ -188,6 +188,9 @@ class HTTPRouteRule:
     filters: tuple[RouteFilter, ...] = ()
     timeouts: HTTPRouteTimeouts = HTTPRouteTimeouts()
     name: str | None = None
+    # Experimental-channel fields the rule sets ("retry", "sessionPersistence"): dragoman
+    # does not serve them, and says so rather than drop them unnoticed.
+    experimental_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

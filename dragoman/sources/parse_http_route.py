@@ -33,6 +33,9 @@ from dragoman.sources.parse_route_parts import (
 PATH_MATCH_TYPES = ("Exact", "PathPrefix", "RegularExpression")
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
 MAX_MATCHES_PER_ROUTE = 128
+# Rule fields of the Gateway API's experimental channel, kept by name only (the DAG reports
+# them as not served); the standard CRD does not have them.
+EXPERIMENTAL_RULE_FIELDS = ("retry", "sessionPersistence")
 
 
 def parse_http_route(root: Node, meta: ObjectMeta) -> HTTPRoute:
@@ -64,6 +67,7 @@ def _rule(node: Node) -> HTTPRouteRule:
         filters=filters,
         timeouts=_timeouts(node),
         name=node.optional_string("name", format=DNS1123_SUBDOMAIN),
+        experimental_fields=tuple(key for key in EXPERIMENTAL_RULE_FIELDS if node.has(key)),
     )
     _check_rule(node, rule)
     return rule

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.xds.client_kind import grpc_group, split_group
-from dragoman.xds.resources import Snapshot
+from dragoman.xds.resources import ADS_ORDER, EMPTY_TYPE, Snapshot
 from dragoman.xds.variants import ConfigSources, snapshot_for
+from dragoman.xds.wire import forget_versions
 
-EMPTY_SNAPSHOT = Snapshot()
+# A group with nothing in it: every type present and empty (full-state types delete).
+EMPTY_SNAPSHOT = Snapshot(types={type_url: EMPTY_TYPE for type_url in ADS_ORDER})
+# Nothing can be said: no type at all, so streams answer nothing and push nothing, and
+# clients keep what they hold (a failed gRPC translation must not delete their listeners).
+UNAVAILABLE = Snapshot()
 
 logger = logging.getLogger("dragoman.xds")
 
@@ -29,13 +35,20 @@ class SnapshotCache:
     Change notification is a generation counter plus one asyncio.Event per generation:
     a change sets the current event and installs a fresh one, so every waiting stream
     wakes once per change with no polling and no per-subscriber bookkeeping.
-    Use it from the event loop's thread.
+    Use it from the event loop's thread (`prepare` runs translations in a worker thread).
     """
 
     def __init__(self) -> None:
         self._snapshots: dict[str, Snapshot] = {}
-        # The proxyless gRPC clients' snapshots (groups `<group>#grpc`), made on first use.
+        # The proxyless gRPC clients' snapshots (groups `<group>#grpc`), made on first use:
+        # this change's (`_grpc_made`), the groups whose translation failed this change, the
+        # last good one of each group (served while its translation fails), and the
+        # translations running in worker threads.
         self._grpc: GroupSnapshots | None = None
+        self._grpc_made: dict[str, Snapshot] = {}
+        self._grpc_failed: set[str] = set()
+        self._grpc_last_good: dict[str, Snapshot] = {}
+        self._grpc_running: dict[str, asyncio.Future[None]] = {}
         # Per-type clients' variants of each group's snapshot, made on first use.
         self._variants: dict[tuple[str, ConfigSources], tuple[Snapshot, Snapshot]] = {}
         self._generation = 0
@@ -61,17 +74,35 @@ class SnapshotCache:
 
         `grpc` makes what gRPC clients get; None: they get the groups' snapshots as they are.
         """
+        before = self._served()
         self._snapshots = dict(snapshots)
         self._grpc = grpc
+        self._grpc_made, self._grpc_failed = {}, set()
         self._variants.clear()
+        self._let_go(before)
         self._wake()
 
     def set_snapshot(self, group: str, snapshot: Snapshot) -> None:
         """Replace one group's snapshot, keeping the others, and wake every waiting stream."""
+        before = self._served()
         self._snapshots = {**self._snapshots, group: snapshot}
         for key in [k for k in self._variants if k[0] == group]:
             del self._variants[key]
+        self._let_go(before)
         self._wake()
+
+    def _served(self) -> list[Snapshot]:
+        return [
+            *self._snapshots.values(),
+            *self._grpc_made.values(),
+            *self._grpc_last_good.values(),
+            *(variant for _, variant in self._variants.values()),
+        ]
+
+    def _let_go(self, before: Iterable[Snapshot]) -> None:
+        """Drop the shared response bodies of versions no longer served by any group."""
+        served = _versions(self._served())
+        forget_versions(_versions(before) - served)
 
     def _wake(self) -> None:
         self._generation += 1
@@ -88,7 +119,7 @@ class SnapshotCache:
         """The group's snapshot as a client fetching EDS/RDS through `sources` must see it."""
         base, grpc = split_group(group)
         snapshot = self._grpc_snapshot(base) if grpc else self._snapshots.get(group, EMPTY_SNAPSHOT)
-        if sources is ConfigSources.ADS:
+        if sources is ConfigSources.ADS or snapshot is UNAVAILABLE:
             return snapshot
         key = (group, sources)
         made = self._variants.get(key)
@@ -96,14 +127,67 @@ class SnapshotCache:
             made = self._variants[key] = (snapshot, snapshot_for(snapshot, sources))
         return made[1]
 
-    def _grpc_snapshot(self, group: str) -> Snapshot:
-        if self._grpc is None:
-            return self._snapshots.get(group, EMPTY_SNAPSHOT)
+    async def prepare(self, group: str) -> None:
+        """Make `group`'s snapshot ready for `snapshot_for` without blocking the event loop:
+        a gRPC clients' group not made yet is translated in a worker thread, once for every
+        stream waiting for it. Other groups are ready at once."""
+        base, grpc = split_group(group)
+        while grpc and self._needs_translation(base):
+            running = self._grpc_running.get(base)
+            if running is None:
+                running = asyncio.ensure_future(self._translate_in_thread(base))
+                self._grpc_running[base] = running
+                running.add_done_callback(lambda _, base=base: self._grpc_running.pop(base, None))
+            # Shielded: one waiting stream going away must not cancel the others' translation.
+            await asyncio.shield(running)
+
+    def _needs_translation(self, base: str) -> bool:
+        return (
+            self._grpc is not None and base not in self._grpc_made and base not in self._grpc_failed
+        )
+
+    async def _translate_in_thread(self, base: str) -> None:
+        translation = self._grpc
+        assert translation is not None
         try:
-            return self._grpc.snapshot(group)
-        except Exception:  # a bug must not end every gRPC client's stream, again and again
-            logger.exception("translating group %r for gRPC clients failed", group)
-            return EMPTY_SNAPSHOT
+            made = await asyncio.to_thread(_translate, translation, base)
+        except Exception as error:
+            if self._grpc is translation:  # not replaced meanwhile: this change failed
+                self._translation_failed(base, error)
+            return
+        if self._grpc is translation:  # a result for replaced snapshots is thrown away
+            self._translated(base, made)
+
+    def _grpc_snapshot(self, base: str) -> Snapshot:
+        if self._grpc is None:
+            return self._snapshots.get(base, EMPTY_SNAPSHOT)
+        made = self._grpc_made.get(base)
+        if made is not None:
+            return made
+        if base not in self._grpc_failed:
+            try:
+                made = _translate(self._grpc, base)
+            except Exception as error:  # a bug must not end every gRPC client's stream
+                self._translation_failed(base, error)
+            else:
+                self._translated(base, made)
+                return made
+        return self._grpc_last_good.get(base, UNAVAILABLE)
+
+    def _translated(self, base: str, made: Snapshot) -> None:
+        self._grpc_made[base] = made
+        self._grpc_last_good[base] = made
+
+    def _translation_failed(self, base: str, error: Exception) -> None:
+        # Logged once per change, with the stack trace; retried at the next change.
+        self._grpc_failed.add(base)
+        fallback = "the last good one" if base in self._grpc_last_good else "nothing"
+        logger.error(
+            "translating group %r for gRPC clients failed; serving them %s until the next change",
+            base or "(all gateways)",
+            fallback,
+            exc_info=error,
+        )
 
     async def wait_ready(self) -> None:
         """Return once the first snapshots are set."""
@@ -115,3 +199,19 @@ class SnapshotCache:
         while self._generation == seen_generation:
             await self._changed.wait()
         return self._generation
+
+
+def _translate(translation: GroupSnapshots, base: str) -> Snapshot:
+    # A translation allocates many acyclic values: full collections would stall the process
+    # (and, from a worker thread, every stream) for nothing.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return translation.snapshot(base)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _versions(snapshots: Iterable[Snapshot]) -> set[str]:
+    return {typed.version for snapshot in snapshots for typed in snapshot.types.values()}

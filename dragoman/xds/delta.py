@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 
+from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.delta_state import (
     MAX_PENDING,
     UNKNOWN,
@@ -47,6 +48,7 @@ from dragoman.xds.sotw_state import (
     StaleRequest,
     StreamEvent,
     WrongTypeUrl,
+    subscription_names,
 )
 from dragoman.xds.wire import DeltaResponse, delta_response
 
@@ -64,6 +66,8 @@ class DeltaStream:
     def __init__(self, type_url: str | None = None) -> None:
         self.type_url = type_url
         self.node: Node | None = None
+        # As for SotwStream: no legacy wildcard for proxyless gRPC clients.
+        self.legacy_wildcard = True
         self.types: dict[str, DeltaTypeState] = {}
         self._snapshot: Snapshot | None = None
         self._nonce = 0
@@ -90,7 +94,10 @@ class DeltaStream:
         """
         type_url = self._type_of(request)
         if self.node is None and request.HasField("node"):
-            self.node = request.node
+            # A copy: a reference would keep the whole first request alive.
+            self.node = Node()
+            self.node.CopyFrom(request.node)
+            self.legacy_wildcard = not is_grpc_client(request.node)
         if self._snapshot is None:
             self._snapshot = snapshot
         responses = self._answer(request, type_url)
@@ -141,7 +148,8 @@ class DeltaStream:
             state = self.types[type_url] = DeltaTypeState(type_url)
         first = not state.started
         self._settle(state, request)
-        changed = _subscribe(state, request, first)
+        current = self._current(type_url)
+        changed = _subscribe(state, request, first, current, self.legacy_wildcard)
         responses: list[DeltaResponse] = []
         if self._serves(type_url) and (first or changed):
             updates, removed = self._plan(state)
@@ -285,7 +293,7 @@ class DeltaStream:
             return []
         forced = False
         for cluster in clusters:
-            service = eds_service_name(cluster.body)
+            service = eds_service_name(cluster)
             if service is not None and service in state.held and state.subscribes(service):
                 state.held = writable(state.held)
                 state.held[service] = UNKNOWN
@@ -333,7 +341,7 @@ class DeltaStream:
             listener = current_listeners.get(name)
             if listener is None or listener.digest != version:
                 continue
-            for route_name in route_config_names(listener.body):
+            for route_name in route_config_names(listener):
                 route = current_routes.get(route_name)
                 if route is not None and routes.held.get(route_name) != route.digest:
                     return False
@@ -371,7 +379,13 @@ def _plan_from_shared_map(state: DeltaTypeState, current: TypeSnapshot) -> Plan 
     return [available[n] for n in changed], list(removed)
 
 
-def _subscribe(state: DeltaTypeState, request: DeltaDiscoveryRequest, first: bool) -> bool:
+def _subscribe(
+    state: DeltaTypeState,
+    request: DeltaDiscoveryRequest,
+    first: bool,
+    current: TypeSnapshot,
+    legacy_wildcard: bool,
+) -> bool:
     """Apply a request's subscription changes; True if anything may need an answer."""
     subscribe = list(request.resource_names_subscribe)
     unsubscribe = list(request.resource_names_unsubscribe)
@@ -379,42 +393,53 @@ def _subscribe(state: DeltaTypeState, request: DeltaDiscoveryRequest, first: boo
     if first:
         state.started = True
         initial = dict(request.initial_resource_versions)
-        state.held = dict(initial)  # a reconnecting client already has these
-        if not subscribe and not unsubscribe and state.type_url in FULL_STATE_TYPES:
+        if (
+            not subscribe
+            and not unsubscribe
+            and legacy_wildcard
+            and state.type_url in FULL_STATE_TYPES
+        ):
             state.wildcard = True  # legacy wildcard: Envoy's first LDS/CDS request
     changed = False
-    for name in unsubscribe:
-        if name == WILDCARD:
-            if state.wildcard:
-                state.wildcard = False
-                for held in [n for n in state.held if n not in state.names]:
-                    _forget(state, held)
-                changed = True
-        elif name in state.names:
-            state.names.discard(name)
-            state.absent.discard(name)
-            if state.wildcard:
-                # Still wanted through the wildcard: the spec asks for the resource (or its
-                # removal) again, since the client may have dropped it.
-                state.held = writable(state.held)
-                state.held[name] = UNKNOWN
-                changed = True
-            else:
-                _forget(state, name)
-        # A name never subscribed: a phantom unsubscribe, ignored.
-    for name in subscribe:
-        changed = True
-        if name == WILDCARD:
-            state.wildcard = True
-            continue
-        state.names.add(name)
-        if name not in initial:
-            # Asked for again: sent again, even if the client seems to hold it.
-            if name in state.held:
-                state.held = writable(state.held)
-                state.held.pop(name)
-            state.absent.discard(name)
-            state.rejected.pop(name, None)
+    if subscribe or unsubscribe:
+        # Changed in a private set, then shared again (`subscription_names`).
+        names = state.names = set(state.names)
+        for name in unsubscribe:
+            if name == WILDCARD:
+                if state.wildcard:
+                    state.wildcard = False
+                    for held in [n for n in state.held if n not in names]:
+                        _forget(state, held)
+                    changed = True
+            elif name in names:
+                names.discard(name)
+                state.absent.discard(name)
+                if state.wildcard:
+                    # Still wanted through the wildcard: the spec asks for the resource (or
+                    # its removal) again, since the client may have dropped it.
+                    state.held = writable(state.held)
+                    state.held[name] = UNKNOWN
+                    changed = True
+                else:
+                    _forget(state, name)
+            # A name never subscribed: a phantom unsubscribe, ignored.
+        for name in subscribe:
+            changed = True
+            if name == WILDCARD:
+                state.wildcard = True
+                continue
+            names.add(name)
+            if name not in initial:
+                # Asked for again: sent again, even if the client seems to hold it.
+                if name in state.held:
+                    state.held = writable(state.held)
+                    state.held.pop(name)
+                state.absent.discard(name)
+                state.rejected.pop(name, None)
+        state.names = subscription_names(names, current)
+    if initial:
+        # A reconnecting client already holds these; only what it subscribes to counts.
+        state.held = {n: v for n, v in initial.items() if state.subscribes(n)}
     return changed
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -39,9 +39,9 @@ class DeltaTypeState:
     type_url: str
     started: bool = False  # the first request of this type has arrived
 
-    # Subscription.
+    # Subscription. Never changed in place: it may be the snapshot's own name set.
     wildcard: bool = False
-    names: set[str] = field(default_factory=set)
+    names: Set[str] = frozenset()
 
     # name -> resource version (the content digest) the client holds, or will once
     # in-flight responses are applied; UNKNOWN forces a resend or a removal.

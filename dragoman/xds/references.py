@@ -2,14 +2,16 @@
 
 The stream state machine needs two links to order ADS make-before-break: the
 ClusterLoadAssignment an EDS Cluster reads, and the RouteConfigurations a
-Listener reads. Both are parsed from the shared bytes and cached by those
-bytes, so thousands of streams pay for one parse per distinct resource.
+Listener reads. Both are parsed from the shared bytes and remembered by the
+resource's digest, so thousands of streams pay for one parse per distinct
+resource, and the memo holds only the small answers, never the bodies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from functools import lru_cache
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.listener.v3.listener_components_pb2 import Filter
@@ -20,15 +22,38 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from google.protobuf.any_pb2 import Any
 from google.protobuf.message import DecodeError
 
+from dragoman.xds.resources import Resource
+
 _HCM_TYPE_URL = "type.googleapis.com/" + hcm.HttpConnectionManager.DESCRIPTOR.full_name
 
-# Bounded: entries are keyed by (and keep alive) resource bodies.
-_CACHE_SIZE = 16384
+# Answers remembered per digest: a digest and a few names each, so a few MiB at most.
+_MEMO_ENTRIES = 16384
+
+T = TypeVar("T")
 
 
-@lru_cache(maxsize=_CACHE_SIZE)
-def eds_service_name(cluster_body: bytes) -> str | None:
-    """The CLA name an EDS Cluster subscribes to, or None for any other kind of cluster."""
+class _DigestMemo(Generic[T]):
+    """`compute(body)` remembered by the resource's digest, least recently used dropped first."""
+
+    def __init__(self, compute: Callable[[bytes], T]) -> None:
+        self._compute = compute
+        self._answers: OrderedDict[str, T] = OrderedDict()
+
+    def __call__(self, resource: Resource) -> T:
+        answers = self._answers
+        if resource.digest in answers:
+            answers.move_to_end(resource.digest)
+            return answers[resource.digest]
+        answer = answers[resource.digest] = self._compute(resource.body)
+        if len(answers) > _MEMO_ENTRIES:
+            answers.popitem(last=False)
+        return answer
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+
+def _eds_service_name(cluster_body: bytes) -> str | None:
     try:
         cluster = Cluster.FromString(cluster_body)
     except DecodeError:
@@ -38,9 +63,7 @@ def eds_service_name(cluster_body: bytes) -> str | None:
     return cluster.eds_cluster_config.service_name or cluster.name
 
 
-@lru_cache(maxsize=_CACHE_SIZE)
-def route_config_names(listener_body: bytes) -> frozenset[str]:
-    """Names of the RouteConfigurations a Listener's HTTP connection managers fetch over RDS."""
+def _route_config_names(listener_body: bytes) -> frozenset[str]:
     try:
         listener = Listener.FromString(listener_body)
     except DecodeError:
@@ -61,6 +84,13 @@ def route_config_names(listener_body: bytes) -> frozenset[str]:
         if config.Unpack(manager) and manager.HasField("rds"):
             names.add(manager.rds.route_config_name)
     return frozenset(names)
+
+
+eds_service_name = _DigestMemo(_eds_service_name)
+"""The CLA name an EDS Cluster subscribes to, or None for any other kind of cluster."""
+
+route_config_names = _DigestMemo(_route_config_names)
+"""Names of the RouteConfigurations a Listener's HTTP connection managers fetch over RDS."""
 
 
 def _hcm_configs(filters: Iterable[Filter]) -> list[Any]:

@@ -55,6 +55,17 @@ class TypeSnapshot:
 
     resources: Mapping[str, Resource] = field(default_factory=dict)
     version: str = ""
+    # frozenset(resources), made on first use and shared by every stream subscribing to
+    # exactly these names.
+    _names: frozenset[str] | None = field(default=None, init=False, compare=False, repr=False)
+
+    @property
+    def names(self) -> frozenset[str]:
+        found = self._names
+        if found is None:
+            found = frozenset(self.resources)
+            object.__setattr__(self, "_names", found)  # a cache, not state: frozen otherwise
+        return found
 
     @classmethod
     def of(cls, resources: Iterable[Resource]) -> TypeSnapshot:

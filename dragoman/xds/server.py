@@ -49,6 +49,11 @@ SERVER_OPTIONS: list[tuple[str, int]] = [
     # Ping clients too, so the streams of a vanished proxy end and leave the registry.
     ("grpc.keepalive_time_ms", 60_000),
     ("grpc.keepalive_timeout_ms", 20_000),
+    # Each connection's read buffer grows to the largest request read (a SotW EDS request
+    # names every CLA: 30 KiB for 1,000) and stays that size while the stream idles. Small
+    # reads cost a few more syscalls for the rare large request and save tens of KiB per
+    # connected client.
+    ("grpc.experimental.tcp_max_read_buffer_size", 8192),
 ]
 
 # The per-type services: gRPC service name, type served, and the names of its three methods.
@@ -128,7 +133,6 @@ class XdsStreams:
 
     async def serve(
         self,
-        requests: AsyncIterator[Request],
         context: grpc.aio.ServicerContext,
         service: str,
         type_url: str | None,
@@ -141,13 +145,13 @@ class XdsStreams:
         sources = _config_sources(type_url, delta)
         stream = self.registry.open(service, context.peer(), protocol)
         _call(self.callbacks.on_open, stream)
-        reading: asyncio.Task[Request] | None = None
+        reading: asyncio.Task[Request | None] | None = None
         waiting: asyncio.Task[int] | None = None
         try:
             # Nothing is served before the first snapshot: an empty answer would delete config.
             await self.cache.wait_ready()
             generation = self.cache.generation
-            reading = _read_next(requests)
+            reading = _read_next(context)
             waiting = self._wait_for_change(generation)
             while True:
                 await asyncio.wait((reading, waiting), return_when=asyncio.FIRST_COMPLETED)
@@ -158,29 +162,32 @@ class XdsStreams:
                     request = _request_or_none(reading)
                     if request is None:
                         return  # the client closed its side, or went away
-                    reading = _read_next(requests)
+                    reading = _read_next(context)
                     if stream.identified:
                         self._regroup(stream)
                     else:
                         self._identify(stream, request)
-                    snapshot = self.cache.snapshot_for(stream.group, sources)
+                    snapshot = await self._snapshot(stream, sources)
                     try:
                         responses += _feed(protocol, request, snapshot)
                     except StreamError as error:
                         logger.warning("xDS stream %s: %s", _describe(stream), error)
                         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+                    # Not kept while the stream idles: a SotW EDS request names every CLA.
+                    request = None
                 if waiting.done():
                     generation = waiting.result()
                     waiting = self._wait_for_change(generation)
                     if stream.identified:
                         self._regroup(stream)
-                        snapshot = self.cache.snapshot_for(stream.group, sources)
+                        snapshot = await self._snapshot(stream, sources)
                         responses += protocol.on_snapshot(snapshot)
                 self._report_events(stream)
                 for response in responses:
                     _log_push(stream, response)
                     _call(self.callbacks.on_response, stream, response)
                     yield response
+                responses.clear()  # nothing of it is kept while the stream idles
         finally:
             for task in (reading, waiting):
                 if task is not None:
@@ -200,10 +207,16 @@ class XdsStreams:
         async def handle(
             requests: AsyncIterator[Request], context: grpc.aio.ServicerContext
         ) -> AsyncIterator[Response]:
-            async for response in self.serve(requests, context, service, type_url, delta=delta):
+            # Requests are read with context.read() (see _read_next), never from `requests`.
+            async for response in self.serve(context, service, type_url, delta=delta):
                 yield response
 
         return handle
+
+    async def _snapshot(self, stream: ConnectedStream, sources: ConfigSources) -> Snapshot:
+        """The stream's snapshot, made off the event loop if it has to be made (gRPC)."""
+        await self.cache.prepare(stream.group)
+        return self.cache.snapshot_for(stream.group, sources)
 
     def _wait_for_change(self, generation: int) -> asyncio.Task[int]:
         return asyncio.create_task(
@@ -246,22 +259,26 @@ def _config_sources(type_url: str | None, delta: bool) -> ConfigSources:
     return ConfigSources.PER_TYPE_DELTA if delta else ConfigSources.PER_TYPE_SOTW
 
 
-def _read_next(requests: AsyncIterator[Request]) -> asyncio.Task[Request]:
-    async def next_request() -> Request:
-        return await anext(requests)
+def _read_next(context: grpc.aio.ServicerContext) -> asyncio.Task[Request | None]:
+    """Read with `context.read()`, not the request iterator, whose generator holds on to the
+    last request while it waits for the next: a SotW EDS request names every CLA, and an
+    idle stream would keep its decoded copy for as long as it is open."""
+
+    async def next_request() -> Request | None:
+        message = await context.read()
+        return None if message is grpc.aio.EOF else message
 
     return asyncio.create_task(next_request(), name="dragoman-xds-read")
 
 
-def _request_or_none(reading: asyncio.Task[Request]) -> Request | None:
+def _request_or_none(reading: asyncio.Task[Request | None]) -> Request | None:
     """The request read, or None when the stream has no more (closed, reset, cancelled)."""
     if reading.cancelled():
         return None
     error = reading.exception()
     if error is None:
         return reading.result()
-    if not isinstance(error, StopAsyncIteration):
-        logger.debug("xDS stream read ended: %r", error)
+    logger.debug("xDS stream read ended: %r", error)
     return None
 
 

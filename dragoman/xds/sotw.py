@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
+from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.references import eds_service_name, route_config_names
 from dragoman.xds.resources import (
     ADS_ORDER,
@@ -36,6 +37,7 @@ from dragoman.xds.sotw_state import (
     StreamEvent,
     TypeState,
     WrongTypeUrl,
+    subscription_names,
 )
 from dragoman.xds.wire import SotwResponse, sotw_response
 
@@ -63,6 +65,9 @@ class SotwStream:
     def __init__(self, type_url: str | None = None) -> None:
         self.type_url = type_url
         self.node: Node | None = None  # from the first request that carries one
+        # An empty first LDS/CDS request means "everything", except from proxyless gRPC
+        # clients, which always name what they want (an empty list then means nothing).
+        self.legacy_wildcard = True
         self.types: dict[str, TypeState] = {}
         self._snapshot: Snapshot | None = None
         self._nonce = 0  # one counter per stream, shared by its types
@@ -91,7 +96,10 @@ class SotwStream:
         """
         type_url = self._type_of(request)
         if self.node is None and request.HasField("node"):
-            self.node = request.node
+            # A copy: a reference would keep the whole first request alive.
+            self.node = Node()
+            self.node.CopyFrom(request.node)
+            self.legacy_wildcard = not is_grpc_client(request.node)
         if self._snapshot is None:
             self._snapshot = snapshot
         responses = self._answer(request, type_url)
@@ -136,12 +144,13 @@ class SotwStream:
             self._events.append(StaleRequest(type_url, request.response_nonce, state.nonce, error))
             return []
         self._settle(state, request)
-        added = _subscribe(state, request.resource_names)
         current = self._current(type_url)
+        added = _subscribe(state, request.resource_names, current, self.legacy_wildcard)
         full_state = type_url in FULL_STATE_TYPES
         if (
             first
             and full_state
+            and self._serves(type_url)
             and state.wildcard
             and request.version_info
             and request.version_info == current.version
@@ -165,6 +174,9 @@ class SotwStream:
                 state.acked_sent = state.sent
             state.unacked.clear()
             state.acked_version = state.sent_version
+            _accepted(state)
+            if not full_state:
+                _share_sent_if_equal(state, self._current(state.type_url))
             self._events.append(Ack(state.type_url, state.sent_version, state.nonce))
             return
         nack = Nack(
@@ -178,11 +190,15 @@ class SotwStream:
         )
         state.last_nack = nack
         state.rejected_version = state.sent_snapshot_version
-        state.rejected_names = frozenset(state.sent_names)
+        state.rejected_names = _rejected_names(state)
+        if not full_state:
+            state.rejected_digests.update(
+                (n, state.sent_batch[n].digest) for n in state.rejected_names
+            )
         # The client keeps what it had: forget that it holds the rejected resources.
         if full_state:
             state.sent = state.acked_sent
-        else:
+        elif any(n in state.unacked for n in state.sent_batch):
             sent = _own(state)
             for name in [n for n in state.sent_batch if n in state.unacked]:
                 before = state.unacked.pop(name)
@@ -193,6 +209,12 @@ class SotwStream:
         self._events.append(nack)
 
     # Deciding what to send.
+
+    def _serves(self, type_url: str) -> bool:
+        """Whether the snapshot has this type at all. Types it lacks get no answer: a type
+        dragoman does not serve, or every type of a snapshot not available (Snapshot())."""
+        assert self._snapshot is not None
+        return type_url in self._snapshot.types
 
     def _current(self, type_url: str) -> TypeSnapshot:
         assert self._snapshot is not None
@@ -213,6 +235,8 @@ class SotwStream:
         force_full: bool = False,
     ) -> Plan | None:
         """What to send for one type, or None. `force`: names to send even if held."""
+        if not self._serves(state.type_url):
+            return None  # nothing is said about a type the snapshot lacks
         state.seen_version = current.version
         if state.rejected_version is not None and not state.blocked(current):
             state.rejected_version = None
@@ -239,6 +263,11 @@ class SotwStream:
         current = self._current(state.type_url)
         if state.type_url in FULL_STATE_TYPES:
             state.sent = resources  # never changed in place: may be the snapshot's own
+        elif not state.sent and resources is current.resources:
+            # The first answer to a subscription of every name: hold the snapshot's mapping.
+            for name in resources:
+                state.unacked.setdefault(name, None)
+            state.sent, state.sent_shared = resources, True
         else:
             sent = _own(state)
             for name, resource in resources.items():
@@ -259,7 +288,7 @@ class SotwStream:
         force = set()
         for name in changed_clusters:
             cluster = clusters.get(name)
-            service = eds_service_name(cluster.body) if cluster is not None else None
+            service = eds_service_name(cluster) if cluster is not None else None
             if service is not None and state.subscribes(service):
                 force.add(service)
         if not force:
@@ -307,7 +336,7 @@ class SotwStream:
             return True  # this stream does not fetch routes: nothing to wait for
         current_routes = self._current(ROUTE).resources
         for listener in listeners.sent.values():
-            for name in route_config_names(listener.body):
+            for name in route_config_names(listener):
                 route = current_routes.get(name)
                 if route is None:
                     continue  # not served at all: nothing to wait for
@@ -317,29 +346,39 @@ class SotwStream:
         return True
 
 
-def _subscribe(state: TypeState, names: Iterable[str]) -> set[str]:
+def _subscribe(
+    state: TypeState, names: Iterable[str], current: TypeSnapshot, legacy_wildcard: bool
+) -> frozenset[str]:
     """Apply a request's resource_names; return the names newly subscribed."""
-    requested = set(names)
+    requested = list(names)
     if not requested and not state.named:
         # Legacy wildcard: only LDS and CDS, only until the stream names a resource.
-        wildcard = state.type_url in FULL_STATE_TYPES
-        explicit: set[str] = set()
+        wildcard = legacy_wildcard and state.type_url in FULL_STATE_TYPES
+        explicit: frozenset[str] = frozenset()
+        state.named = not legacy_wildcard
     else:
         state.named = True
         wildcard = WILDCARD in requested
-        explicit = requested - {WILDCARD}
-    added = explicit - state.names
+        explicit = subscription_names((n for n in requested if n != WILDCARD), current)
+    added = explicit - state.names if explicit is not state.names else frozenset()
     state.wildcard, state.names = wildcard, explicit
+    if added & state.rejected_names:
+        # Asked for again: sent again, even the content the client rejected.
+        state.rejected_names -= added
+    for name in added & state.rejected_digests.keys():
+        del state.rejected_digests[name]
     # Forget what was sent for names no longer wanted, so a re-subscription sends them again.
     if not state.wildcard:
         if state.type_url in FULL_STATE_TYPES:
             state.sent = _subscribed_only(state, state.sent)
             state.acked_sent = _subscribed_only(state, state.acked_sent)
         else:
-            sent = _own(state)
-            for name in [n for n in sent if n not in state.names]:
-                del sent[name]
-                state.unacked.pop(name, None)
+            unwanted = [n for n in state.sent if n not in state.names]
+            if unwanted:
+                sent = _own(state)
+                for name in unwanted:
+                    del sent[name]
+                    state.unacked.pop(name, None)
         for name in [n for n in state.retained if n not in state.names]:
             del state.retained[name]
     return added
@@ -352,10 +391,64 @@ def _subscribed_only(state: TypeState, held: Mapping[str, Resource]) -> Mapping[
 
 
 def _own(state: TypeState) -> dict[str, Resource]:
-    """EDS/RDS `sent`: always this stream's own dict (only LDS/CDS share mappings)."""
+    """EDS/RDS `sent` as this stream's own dict, copied first if it is the snapshot's."""
+    assert state.type_url not in FULL_STATE_TYPES
+    if state.sent_shared:
+        state.sent, state.sent_shared = dict(state.sent), False
     sent = state.sent
-    assert isinstance(sent, dict) and state.type_url not in FULL_STATE_TYPES
+    assert isinstance(sent, dict)
     return sent
+
+
+def _share_sent_if_equal(state: TypeState, current: TypeSnapshot) -> None:
+    """EDS/RDS, idle again: hold the snapshot's own mapping when it is exactly what the
+    client holds (a stream subscribed to every CLA, say), not a private copy of it."""
+    available = current.resources
+    sent = state.sent
+    if state.sent_shared or len(sent) != len(available):
+        return
+    for name, resource in available.items():
+        held = sent.get(name)
+        if held is None or held.digest != resource.digest:
+            return
+    state.sent, state.sent_shared = available, True
+
+
+def _rejected_names(state: TypeState) -> frozenset[str]:
+    """The names of a NACKed response whose content differs from what the client ACKed last:
+    the resources it may have rejected (all it carried, when none differs)."""
+    batch = state.sent_batch
+    if state.type_url in FULL_STATE_TYPES:
+        acked = state.acked_sent
+        differs = [n for n, r in batch.items() if _digest(acked.get(n)) != r.digest]
+    else:
+        differs = [
+            n
+            for n, r in batch.items()
+            if _digest(state.unacked.get(n, state.sent.get(n))) != r.digest
+        ]
+    return frozenset(differs) if differs else frozenset(batch)
+
+
+def _accepted(state: TypeState) -> None:
+    """An ACK of a response carrying content rejected earlier: it is rejected no longer."""
+    if state.rejected_version is None:
+        return
+    if state.type_url in FULL_STATE_TYPES:
+        if state.sent_snapshot_version == state.rejected_version:
+            state.rejected_version, state.rejected_names = None, frozenset()
+        return
+    for name, resource in state.sent_batch.items():
+        if state.rejected_digests.get(name) == resource.digest:
+            del state.rejected_digests[name]  # accepted after all (e.g. after a fix elsewhere)
+    if state.sent_snapshot_version == state.rejected_version:
+        state.rejected_names -= state.sent_batch.keys()
+        if not state.rejected_names:
+            state.rejected_version = None
+
+
+def _digest(resource: Resource | None) -> str | None:
+    return resource.digest if resource is not None else None
 
 
 def _assume_held(state: TypeState, current: TypeSnapshot) -> None:
@@ -365,8 +458,13 @@ def _assume_held(state: TypeState, current: TypeSnapshot) -> None:
 
 
 def _plan_full_state(state: TypeState, current: TypeSnapshot, force: bool) -> Plan | None:
-    """LDS/CDS: the whole subscribed set, when it differs from what the client holds."""
-    if state.blocked(current):
+    """LDS/CDS: the whole subscribed set, when it differs from what the client holds.
+
+    Content the client rejected is not sent again until it changes, unless the client
+    subscribes to more names (`force`): their answer must carry the whole set, rejected
+    resources included (clients keep what is valid in a response they NACK).
+    """
+    if state.blocked(current) and not force:
         return None
     desired = _full_state(state, current)
     if not force and _same(state.sent, desired):
@@ -400,14 +498,22 @@ def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str
     else:
         candidates = sorted(state.names)
     resources: dict[str, Resource] = {}
+    rejected = state.rejected_digests
     for name in candidates:
         resource = available.get(name)
         if resource is None or (blocked and name in state.rejected_names):
             continue
+        if name in rejected and name not in force:
+            if rejected[name] == resource.digest:
+                continue  # the very content the client rejected: not again until it changes
+            del rejected[name]
         held = state.sent.get(name)
         if held is None or held.digest != resource.digest or name in force:
             resources[name] = resource
-    return (current.version, resources) if resources else None
+    if not resources:
+        return None
+    # Every resource of the snapshot: send (and hold) the snapshot's own mapping.
+    return current.version, available if len(resources) == len(available) else resources
 
 
 def _same(held: Mapping[str, Resource], desired: Mapping[str, Resource]) -> bool:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 from dragoman.xds.resources import Resource, TypeSnapshot
@@ -61,9 +62,9 @@ class TypeState:
 
     type_url: str
 
-    # Subscription.
+    # Subscription. Never changed in place: it may be the snapshot's own name set.
     wildcard: bool = False
-    names: set[str] = field(default_factory=set)
+    names: Set[str] = frozenset()
     # Once a request names a resource, an empty list means "nothing" and no longer wildcard.
     named: bool = False
 
@@ -78,8 +79,10 @@ class TypeState:
     # What the client holds, or will once in-flight responses are applied, by name.
     # LDS/CDS: replaced whole on every response and never changed in place, so a wildcard
     # stream can hold the snapshot's own mapping (no per-stream copy of a thousand clusters).
-    # EDS/RDS: this stream's own dict, updated name by name.
+    # EDS/RDS: updated name by name in this stream's own dict, except while it equals the
+    # snapshot's mapping, which it then is (`sent_shared`; copied before any change).
     sent: Mapping[str, Resource] = field(default_factory=dict)
+    sent_shared: bool = False
     # LDS/CDS: what the client held at its last ACK; a NACK puts it back.
     acked_sent: Mapping[str, Resource] = field(default_factory=dict)
     # EDS/RDS: the values `sent` had at the last ACK for names changed since (None: not
@@ -92,6 +95,9 @@ class TypeState:
     # snapshot of this type changes (no NACK ping-pong).
     rejected_version: str | None = None
     rejected_names: frozenset[str] = frozenset()
+    # EDS/RDS: the content of each rejected resource. An unrelated change elsewhere in the
+    # type must not bring the same rejected content back (one more NACK per change).
+    rejected_digests: dict[str, str] = field(default_factory=dict)
 
     # The TypeSnapshot version `sent` was last reconciled with: a push skips unchanged types.
     seen_version: str | None = None
@@ -115,3 +121,14 @@ class TypeState:
     @property
     def sent_digests(self) -> dict[str, str]:
         return {name: r.digest for name, r in self.sent.items()}
+
+
+def subscription_names(names: Iterable[str], current: TypeSnapshot) -> frozenset[str]:
+    """Names a request subscribes to, as shared objects: the snapshot's own name set when
+    they are all its names (the usual EDS subscription), else each name interned, so that
+    a thousand streams naming the same resources do not each keep their own strings."""
+    requested = frozenset(names)
+    every = current.names
+    if requested == every:
+        return every
+    return frozenset(sys.intern(name) for name in requested)

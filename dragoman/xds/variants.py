@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from enum import Enum
-from functools import lru_cache
 
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.core.v3.config_source_pb2 import ConfigSource
@@ -35,10 +34,14 @@ class ConfigSources(Enum):
 
 
 _HCM_TYPE_URL = "type.googleapis.com/" + hcm.HttpConnectionManager.DESCRIPTOR.full_name
-_CACHE_SIZE = 16384
-_TYPE_CACHE_ENTRIES = 64
+# Rewritten types kept: CDS and LDS of a few groups and both per-type variants. Each comes
+# with its resources by original digest, so that the next version of the type rewrites only
+# what changed; nothing else keeps rewritten resources alive.
+_TYPE_CACHE_ENTRIES = 8
 
-_rewritten_types: OrderedDict[tuple[str, str, ConfigSources], TypeSnapshot] = OrderedDict()
+_Key = tuple[str, str, ConfigSources]  # type URL, original version, variant
+_Made = tuple[TypeSnapshot, dict[str, Resource]]  # and rewritten resources by original digest
+_rewritten_types: OrderedDict[_Key, _Made] = OrderedDict()
 
 
 def snapshot_for(snapshot: Snapshot, sources: ConfigSources) -> Snapshot:
@@ -57,25 +60,35 @@ def _rewritten_type(type_url: str, original: TypeSnapshot, sources: ConfigSource
     found = _rewritten_types.get(key)
     if found is not None:
         _rewritten_types.move_to_end(key)
-        return found
-    rewrite = _cluster if type_url == CLUSTER else _listener
+        return found[0]
+    # Most recent first: the version this one most likely replaces.
+    earlier = [
+        made
+        for (kind, _, variant), (_, made) in reversed(_rewritten_types.items())
+        if kind == type_url and variant is sources
+    ]
     delta = sources is ConfigSources.PER_TYPE_DELTA
-    resources = []
+    by_digest: dict[str, Resource] = {}
+    resources: list[Resource] = []
     for resource in original.resources.values():
-        body = rewrite(resource.body, delta)
-        resources.append(resource if body is None else _with_body(resource, body))
+        rewritten = next((m[resource.digest] for m in earlier if resource.digest in m), None)
+        if rewritten is None or rewritten.name != resource.name:
+            rewritten = _rewritten(resource, delta)
+        by_digest[resource.digest] = rewritten
+        resources.append(rewritten)
     result = TypeSnapshot.of(resources)
-    _rewritten_types[key] = result
+    _rewritten_types[key] = (result, by_digest)
     if len(_rewritten_types) > _TYPE_CACHE_ENTRIES:
         _rewritten_types.popitem(last=False)
     return result
 
 
-def _with_body(resource: Resource, body: bytes) -> Resource:
-    return Resource.of_bytes(resource.name, resource.type_url, body)
+def _rewritten(resource: Resource, delta: bool) -> Resource:
+    rewrite = _cluster if resource.type_url == CLUSTER else _listener
+    body = rewrite(resource.body, delta)
+    return resource if body is None else Resource.of_bytes(resource.name, resource.type_url, body)
 
 
-@lru_cache(maxsize=_CACHE_SIZE)
 def _cluster(body: bytes, delta: bool) -> bytes | None:
     """The cluster with a per-type EDS config source, or None if it has no ADS one."""
     try:
@@ -88,7 +101,6 @@ def _cluster(body: bytes, delta: bool) -> bytes | None:
     return cluster.SerializeToString(deterministic=True)
 
 
-@lru_cache(maxsize=_CACHE_SIZE)
 def _listener(body: bytes, delta: bool) -> bytes | None:
     """The listener with per-type RDS config sources, or None if it has no ADS one."""
     try:

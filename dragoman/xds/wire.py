@@ -8,12 +8,12 @@ emitted in field-number order, so the bytes equal protobuf's own deterministic e
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse, DiscoveryResponse
 
+from dragoman.xds.lru import SizedLru
 from dragoman.xds.resources import Resource
 
 # Field numbers shared by DiscoveryResponse and DeltaDiscoveryResponse.
@@ -30,9 +30,10 @@ _WRAPPER_NAME = 3
 _ANY_TYPE_URL = 1
 _ANY_VALUE = 2
 
-# Bodies kept for reuse: enough for every type of a few node groups and their in-flight
-# variants; the largest (full-state CDS) is about 150 bytes per cluster.
-_BODY_CACHE_ENTRIES = 256
+# Bytes of bodies kept for reuse: every type of several node groups and their variants
+# (a full-state CDS body is about 150 bytes per cluster). Bodies of versions no longer
+# served are dropped sooner, by `forget_versions`.
+_BODY_CACHE_BYTES = 64 * 1024 * 1024
 
 
 def _varint(value: int) -> bytes:
@@ -72,8 +73,13 @@ class SotwResponse:
     type_url: str
     version_info: str
     nonce: str
-    names: tuple[str, ...]  # the resources carried, in order
+    # The resources carried, in order: often the snapshot's own mapping (no per-stream copy).
+    resources: Mapping[str, Resource]
     body: bytes  # every field but the nonce (which sorts last)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.resources)
 
     def to_bytes(self) -> bytes:
         return self.body + _text(_NONCE, self.nonce)
@@ -105,34 +111,37 @@ class DeltaResponse:
 Response = SotwResponse | DeltaResponse
 
 
-class _BodyCache:
-    """A small LRU of encoded bodies, keyed by what determines their bytes."""
+@dataclass(frozen=True, slots=True)
+class _Encoded:
+    """What every stream sending the same response shares: its bytes around the nonce and,
+    for delta, the names it carries and removes (so no stream keeps a copy of its own)."""
 
-    def __init__(self, entries: int) -> None:
-        self._entries = entries
-        self._bodies: OrderedDict[Hashable, tuple[bytes, bytes]] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: Hashable) -> tuple[bytes, bytes] | None:
-        found = self._bodies.get(key)
-        if found is not None:
-            self._bodies.move_to_end(key)
-            self.hits += 1
-        else:
-            self.misses += 1
-        return found
-
-    def put(self, key: Hashable, value: tuple[bytes, bytes]) -> None:
-        self._bodies[key] = value
-        if len(self._bodies) > self._entries:
-            self._bodies.popitem(last=False)
-
-    def clear(self) -> None:
-        self._bodies.clear()
+    head: bytes
+    tail: bytes = b""
+    names: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
 
 
-BODIES = _BodyCache(_BODY_CACHE_ENTRIES)
+def _body_bytes(value: _Encoded) -> int:
+    return len(value.head) + len(value.tail)
+
+
+# Keys: (kind, type URL, version, ...), the version being the TypeSnapshot's (SotW responses
+# that retain removed clusters add "+<digest>" to it).
+BODIES: SizedLru[Hashable, _Encoded] = SizedLru(_BODY_CACHE_BYTES, _body_bytes)
+
+
+def forget_versions(versions: Collection[str]) -> int:
+    """Drop the bodies made for these TypeSnapshot versions (no longer served); return how many."""
+    if not versions or not len(BODIES):
+        return 0
+    return BODIES.drop_where(lambda key: _base_version(key) in versions)
+
+
+def _base_version(key: Hashable) -> str:
+    assert isinstance(key, tuple)
+    version: str = key[2]
+    return version.split("+", 1)[0]
 
 
 def sotw_response(
@@ -148,8 +157,7 @@ def sotw_response(
     `whole_type`: `resources` is every resource of the type snapshot whose version is
     `version`, so the version alone identifies the body (no per-call key of all names).
     """
-    names = tuple(resources)
-    key = ("sotw", type_url, version, None if whole_type else names)
+    key = ("sotw", type_url, version, None if whole_type else tuple(resources))
     cached = BODIES.get(key)
     if cached is None:
         body = (
@@ -157,9 +165,9 @@ def sotw_response(
             + b"".join(_field(_RESOURCES, _any(r)) for r in resources.values())
             + _text(_TYPE_URL, type_url)
         )
-        cached = (body, b"")
+        cached = _Encoded(body)
         BODIES.put(key, cached)
-    return SotwResponse(type_url, version, nonce, names, cached[0])
+    return SotwResponse(type_url, version, nonce, resources, cached.head)
 
 
 def delta_response(
@@ -172,7 +180,6 @@ def delta_response(
     """A DeltaDiscoveryResponse; each resource's version is its content digest."""
     carried = tuple(resources)
     gone = tuple(removed)
-    names = tuple(r.name for r in carried)
     key = ("delta", type_url, system_version, tuple((r.name, r.digest) for r in carried), gone)
     cached = BODIES.get(key)
     if cached is None:
@@ -182,9 +189,11 @@ def delta_response(
             + _text(_TYPE_URL, type_url)
         )
         tail = b"".join(_element(_REMOVED, name) for name in gone)
-        cached = (head, tail)
+        cached = _Encoded(head, tail, tuple(r.name for r in carried), gone)
         BODIES.put(key, cached)
-    return DeltaResponse(type_url, system_version, nonce, names, gone, *cached)
+    return DeltaResponse(
+        type_url, system_version, nonce, cached.names, cached.removed, cached.head, cached.tail
+    )
 
 
 def _delta_wrapper(resource: Resource) -> bytes:

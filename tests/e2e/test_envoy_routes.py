@@ -26,11 +26,12 @@ from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
 from tests.e2e.harness import DragomanProcess, diagnostics, free_port, rejected_updates, start_envoy
+from tests.e2e.websocket_support import WebSocketEchoBackend, websocket_echo
 
 EXTERNAL_HOST = "mirror.e2e.test"
 
 
-def manifests(listener_port: int, ports: dict[str, int]) -> dict[str, str]:
+def manifests(listener_port: int, grpc_listener_port: int, ports: dict[str, int]) -> dict[str, str]:
     def service(name: str, address: str, port: int, app_protocol: str = "") -> str:
         protocol = f", appProtocol: {app_protocol}" if app_protocol else ""
         return f"""
@@ -62,10 +63,26 @@ def manifests(listener_port: int, ports: dict[str, int]) -> dict[str, str]:
               gatewayClassName: dragoman
               listeners:
                 - {{name: http, protocol: HTTP, port: {listener_port}}}
+                # GRPCRoutes alone: on the HTTPRoutes' listener they would share hostnames.
+                - name: grpc
+                  protocol: HTTP
+                  port: {grpc_listener_port}
+                  allowedRoutes: {{kinds: [{{kind: GRPCRoute}}]}}
+            ---
+            # Takes the same port first: Envoys serving every Gateway get its listener, and
+            # this test's Envoy (node.cluster default/e2e) still gets e2e's, with its clusters.
+            apiVersion: gateway.networking.k8s.io/v1
+            kind: Gateway
+            metadata: {{name: a-first, namespace: default}}
+            spec:
+              gatewayClassName: dragoman
+              listeners:
+                - {{name: http, protocol: HTTP, port: {listener_port}}}
             """,
         "services.yaml": service("web", "127.0.0.2", ports["web"])
         + service("alt", "127.0.0.3", ports["alt"])
         + service("health", "127.0.0.5", ports["grpc"])
+        + service("ws", "127.0.0.6", ports["ws"], "kubernetes.io/ws")
         + f"""
             ---
             apiVersion: v1
@@ -114,6 +131,12 @@ def manifests(listener_port: int, ports: dict[str, int]) -> dict[str, str]:
                 filters:
                 - type: RequestRedirect
                   requestRedirect: {port: 8083, statusCode: 307}
+              - matches: [{path: {value: /redirect-scheme}}]
+                filters:
+                - type: RequestRedirect
+                  requestRedirect: {scheme: https}
+              - matches: [{path: {value: /websocket}}]
+                backendRefs: [{name: ws, port: 80}]
               - matches: [{path: {value: /prefix/one}}]
                 filters:
                 - type: URLRewrite
@@ -191,7 +214,7 @@ def manifests(listener_port: int, ports: dict[str, int]) -> dict[str, str]:
             kind: GRPCRoute
             metadata: {name: health, namespace: default}
             spec:
-              parentRefs: [{name: e2e}]
+              parentRefs: [{name: e2e, sectionName: grpc}]
               rules:
               - matches: [{method: {service: grpc.health.v1.Health, method: Check}}]
                 backendRefs: [{name: health, port: 80}]
@@ -205,9 +228,11 @@ def manifests(listener_port: int, ports: dict[str, int]) -> dict[str, str]:
 class World:
     url_host: str
     port: int
+    grpc_port: int  # the listener of GRPCRoutes
     dragoman: DragomanProcess
     envoy: EnvoyProcess
     backends: dict[str, EchoBackend]
+    websocket: WebSocketEchoBackend
 
     def request(
         self,
@@ -262,24 +287,29 @@ def world(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterator[
     root = tmp_path_factory.mktemp("e2e-routes")
     manifest_dir = root / "manifests"
     manifest_dir.mkdir()
-    listener_port = free_port()
+    listener_port, grpc_listener_port = free_port(), free_port()
     backends = {
         "web": EchoBackend("web", host="127.0.0.2", port=free_port("127.0.0.2")),
         "alt": EchoBackend("alt", host="127.0.0.3", port=free_port("127.0.0.3")),
         "external": EchoBackend("external", host="127.0.0.4", port=free_port("127.0.0.4")),
     }
-    ports = {name: backend.port for name, backend in backends.items()} | {"grpc": grpc_port}
-    for name, text in manifests(listener_port, ports).items():
+    websocket = WebSocketEchoBackend("ws", host="127.0.0.6")
+    ports = {name: backend.port for name, backend in backends.items()} | {
+        "grpc": grpc_port,
+        "ws": websocket.port,
+    }
+    for name, text in manifests(listener_port, grpc_listener_port, ports).items():
         (manifest_dir / name).write_text(textwrap.dedent(text))
     for backend in backends.values():
         backend.start()
+    websocket.start()
     dns = DnsResponder()
     dns.start()
     dns.set_a(EXTERNAL_HOST, "127.0.0.4")
     xds_address = f"127.0.0.1:{free_port()}"
     dragoman = DragomanProcess(manifest_dir, xds_address, root / "dragoman.log").start()
     envoy = start_envoy(root, xds_address, dns.port)
-    w = World("127.0.0.1", listener_port, dragoman, envoy, backends)
+    w = World("127.0.0.1", listener_port, grpc_listener_port, dragoman, envoy, backends, websocket)
     try:
         try:
             wait_until(lambda: w.backend_of("/match") == "web", timeout=20)
@@ -293,6 +323,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterator[
         dns.stop()
         for backend in backends.values():
             backend.stop()
+        websocket.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -320,6 +351,8 @@ def test_redirects(world: World) -> None:
         ("/redirect-full/x", 302, f"http://example.org:{port}/elsewhere"),
         ("/redirect-https/x", 308, "https://secure.example.org/redirect-https/x"),
         ("/redirect-port/x", 307, "http://127.0.0.1:8083/redirect-port/x"),
+        # The scheme's default port (443) stays out of Location, the request's port too.
+        ("/redirect-scheme/x", 302, "https://127.0.0.1/redirect-scheme/x"),
     ]
     for path, status, location in cases:
         got_status, headers, _ = world.request(path)
@@ -390,7 +423,7 @@ def test_wildcard_route_hostname_serves_hosts_with_exact_routes(world: World) ->
 
 
 def test_grpc_route_to_an_h2c_backend(world: World) -> None:
-    with grpc.insecure_channel(f"127.0.0.1:{world.port}") as channel:
+    with grpc.insecure_channel(f"127.0.0.1:{world.grpc_port}") as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         response = wait_until(
             lambda: stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2), timeout=10
@@ -423,3 +456,23 @@ def test_only_the_broken_grpc_rule_is_reported(world: World) -> None:
     log = world.dragoman.log()
     assert "HTTPRoute/default/features" not in log
     assert "GRPCRoute/default/health spec.rules[1].backendRefs[0]" in log
+
+
+def test_a_websocket_upgrade_reaches_a_kubernetes_io_ws_backend(world: World) -> None:
+    echoed = websocket_echo("127.0.0.1", world.port, "/websocket/chat", b"hello")
+
+    assert echoed == b"ws: hello"
+    request_line, headers = world.websocket.last_request or ("", {})
+    assert request_line == "GET /websocket/chat HTTP/1.1"
+    assert headers["upgrade"].lower() == "websocket"
+
+
+def test_an_envoy_of_a_gateway_sharing_its_port_gets_the_gateways_clusters(world: World) -> None:
+    """Gateway a-first takes the port in the every-Gateway configuration; this Envoy serves
+    e2e, whose routes need clusters that configuration does not reference."""
+    clusters = world.envoy.clusters_text()
+    for name in ("default/web/80", "default/alt/80", "default/health/80/h2c", "default/ws/80"):
+        assert f"{name}::" in clusters, name
+    assert world.backend_of("/match") == "web"
+    log = world.dragoman.log()
+    assert "Gateway/default/e2e spec.listeners[0]" in log and "ShadowedListener" in log

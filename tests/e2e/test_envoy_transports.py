@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
@@ -292,6 +293,21 @@ def test_every_transport_converges_to_the_same_configuration(world: World) -> No
     dumps = {name: sorted(_active_clusters(proxy)) for name, proxy in world.proxies.items()}
     assert len({tuple(v) for v in dumps.values()}) == 1, dumps
     assert any("web" in n for n in dumps["ads"]) and any("api" in n for n in dumps["ads"])
+    # Listeners and route configurations too: each Envoy runs, name by name and version by
+    # version, what dragoman says (CSDS) it ACKed, and all four run the same configuration
+    # but for their own Gateway's name and port.
+    served = _served_versions(world)
+    shapes = {}
+    for name, proxy in world.proxies.items():
+        running = {
+            LISTENER: _listener_versions(proxy),
+            ROUTE: {n: v for n, (v, _) in _route_configs(proxy).items()},
+        }
+        for type_url, versions in running.items():
+            assert versions, (name, type_url)
+            assert versions == served[f"envoy-{name}"][type_url], (name, type_url)
+        shapes[name] = _normalized(proxy, world)
+    assert all(shape == shapes["ads"] for shape in shapes.values()), shapes
 
 
 def test_endpoint_change_reaches_every_transport(world: World) -> None:
@@ -319,6 +335,52 @@ def test_added_then_removed_route_and_cluster_reach_every_transport(world: World
 def _active_clusters(proxy: Proxy) -> list[str]:
     clusters = proxy.envoy.config_dump("dynamic_active_clusters")["configs"]
     return [c["cluster"]["name"] for c in clusters]
+
+
+def _listener_versions(proxy: Proxy) -> dict[str, str]:
+    """Active dynamic listeners: name -> the version Envoy took them at."""
+    listeners = proxy.envoy.config_dump("dynamic_listeners")["configs"]
+    return {
+        entry["name"]: entry["active_state"]["version_info"]
+        for entry in listeners
+        if "active_state" in entry
+    }
+
+
+def _route_configs(proxy: Proxy) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Dynamic route configurations: name -> (version, the configuration)."""
+    routes = proxy.envoy.config_dump("dynamic_route_configs")["configs"]
+    return {
+        entry["route_config"]["name"]: (entry["version_info"], entry["route_config"])
+        for entry in routes
+    }
+
+
+def _served_versions(world: World) -> dict[str, dict[str, dict[str, str]]]:
+    """node -> type -> name -> version dragoman's CSDS reports ACKED."""
+    response = fetch_client_status(world.dragoman.xds_address)
+    served: dict[str, dict[str, dict[str, str]]] = {}
+    for config in response.config:
+        by_type = served.setdefault(config.node.id, {LISTENER: {}, ROUTE: {}})
+        for entry in config.generic_xds_configs:
+            if entry.type_url in by_type:
+                assert entry.client_status == ClientResourceStatus.ACKED, entry
+                by_type[entry.type_url][entry.name] = entry.version_info
+    return served
+
+
+def _normalized(proxy: Proxy, world: World) -> str:
+    """The proxy's route configurations and listener names, its own Gateway's name and port
+    replaced by placeholders."""
+    port = proxy.url.rsplit(":", 1)[1]
+    text = json.dumps(
+        {
+            "listeners": sorted(_listener_versions(proxy)),
+            "routes": {n: config for n, (_, config) in _route_configs(proxy).items()},
+        },
+        sort_keys=True,
+    )
+    return text.replace(f"gw-{proxy.mode.name}", "GATEWAY").replace(port, "PORT")
 
 
 def test_csds_reports_every_transport_acked(world: World) -> None:

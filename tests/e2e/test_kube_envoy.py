@@ -1,9 +1,16 @@
 """End to end in Kubernetes mode: objects in an API server (the in-process one, over real
 HTTP), `dragoman serve --kubernetes --kubeconfig` as a separate process, and a real Envoy
-routing real requests to pod-backed endpoints and to an ExternalName host."""
+routing real requests to pod-backed endpoints and to an ExternalName host, following
+changes to Services, EndpointSlices, routes, the Gateway and the Secret of an HTTPS
+listener."""
 
 from __future__ import annotations
 
+import base64
+import http.client
+import json
+import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -13,13 +20,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
-from tests.e2e.harness import diagnostics, free_port, get_json, rejected_updates, start_envoy
+from tests.e2e.harness import (
+    DragomanProcess,
+    backend_of,
+    diagnostics,
+    free_port,
+    get_json,
+    rejected_updates,
+    start_envoy,
+)
 from tests.kube_support import (
+    deployed_envoy_bootstrap,
     endpoint_slice,
     external_service,
     gateway,
@@ -28,10 +46,12 @@ from tests.kube_support import (
     service,
 )
 from tests.kubeapi import KubeApiServer
+from tests.tls_support import Pem, certificate_authority
 
 pytestmark = pytest.mark.timeout(180)
 
 EXTERNAL_HOST = "api.kube-e2e.test"
+TLS_HOST = "secure.kube-e2e.test"
 
 
 class KubeDragomanProcess:
@@ -98,6 +118,7 @@ class KubeDragomanProcess:
 class World:
     api: KubeApiServer
     url: str
+    listener_port: int
     dragoman: KubeDragomanProcess
     envoy: EnvoyProcess
     backends: dict[str, EchoBackend]
@@ -143,7 +164,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     try:
         dragoman.start()
         envoy = start_envoy(root, xds_address, dns.port, node_cluster="default/e2e")
-        w = World(api, f"http://127.0.0.1:{listener_port}", dragoman, envoy, backends)
+        w = World(
+            api, f"http://127.0.0.1:{listener_port}", listener_port, dragoman, envoy, backends
+        )
         try:
             wait_until(lambda: w.backend_of("/") == "web-1", timeout=20)
             wait_until(lambda: w.backend_of("/external") == "api", timeout=20)
@@ -229,3 +252,158 @@ def test_api_server_outage_keeps_envoy_serving_and_catches_up(world: World) -> N
     wait_until(lambda: world.backend_of("/during") == "api", timeout=20)
     world.api.delete("HTTPRoute", "during")
     wait_until(lambda: world.backend_of("/during") == "web-1", timeout=10)
+
+
+def _refused(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _status_of(url: str) -> int:
+    status, _ = get_json(url)
+    return status
+
+
+def test_service_changes_reach_envoy(world: World) -> None:
+    """A route to a Service that does not exist yet; the Service appears as an ExternalName,
+    becomes pod-backed, and goes away."""
+    api_port = world.backends["api"].port
+    web_port = world.backends["web-1"].port
+    world.api.apply(http_route("moving", [("/moving", "moving", api_port)], ("e2e",)))
+    try:
+        wait_until(lambda: _status_of(world.url + "/moving") >= 500, timeout=10)
+        world.api.apply(external_service("moving", EXTERNAL_HOST, api_port))
+        wait_until(lambda: world.backend_of("/moving") == "api", timeout=10)
+        # Updated in place: now backed by a pod (web-2's address).
+        world.api.apply(endpoint_slice("moving", web_port, "127.0.0.3"))
+        world.api.apply(service("moving", api_port, web_port))
+        wait_until(lambda: world.backend_of("/moving") == "web-2", timeout=10)
+        world.api.delete("Service", "moving")
+        wait_until(lambda: _status_of(world.url + "/moving") >= 500, timeout=10)
+    except TimeoutError:
+        pytest.fail("Service change not served:\n" + world.diagnostics())
+    finally:
+        world.api.delete("HTTPRoute", "moving")
+        world.api.delete("EndpointSlice", "moving-1")
+        world.api.delete("Service", "moving")
+    assert world.backend_of("/") == "web-1"
+
+
+def test_gateway_changes_reach_envoy(world: World) -> None:
+    """The served Gateway gains a listener, loses it, is deleted and comes back."""
+    original = world.api.get("Gateway", "e2e") or {}
+    port = world.listener_port
+    extra_port = free_port()
+    changed = gateway("e2e", port)
+    changed["spec"]["listeners"].append({"name": "extra", "port": extra_port, "protocol": "HTTP"})
+    extra = f"http://127.0.0.1:{extra_port}"
+    try:
+        world.api.apply(changed)
+        wait_until(lambda: backend_of(extra + "/") == "web-1", timeout=10)
+        world.api.apply(gateway("e2e", port))
+        wait_until(lambda: _refused(extra_port), timeout=10)
+        assert world.backend_of("/") == "web-1"
+        world.api.delete("Gateway", "e2e")
+        wait_until(lambda: _refused(port), timeout=10)
+    except TimeoutError:
+        pytest.fail("Gateway change not served:\n" + world.diagnostics())
+    finally:
+        world.api.apply(
+            {k: v for k, v in original.items() if k != "status"} or gateway("e2e", port)
+        )
+    wait_until(lambda: world.backend_of("/") == "web-1", timeout=15)
+
+
+def test_an_https_listener_follows_its_secret(world: World) -> None:
+    """An HTTPS listener whose Secret appears, is rotated and is deleted."""
+    ca = certificate_authority("kube e2e CA")
+    first, second = ca.issue(TLS_HOST), ca.issue(TLS_HOST)
+    https_port = free_port()
+    with_https = gateway("e2e", world.listener_port)
+    with_https["spec"]["listeners"].append(
+        {
+            "name": "https",
+            "port": https_port,
+            "protocol": "HTTPS",
+            "tls": {"certificateRefs": [{"name": "e2e-cert"}]},
+        }
+    )
+
+    def served_certificate() -> bytes:
+        context = ssl.create_default_context(cadata=ca.pem.decode())
+        raw = socket.create_connection(("127.0.0.1", https_port), timeout=3)
+        with context.wrap_socket(raw, server_hostname=TLS_HOST) as tls:
+            der = tls.getpeercert(binary_form=True)
+            connection = http.client.HTTPConnection("127.0.0.1", https_port, timeout=3)
+            connection.sock = tls
+            connection.request("GET", "/", headers={"Host": TLS_HOST})
+            response = connection.getresponse()
+            assert json.loads(response.read())["backend"] == "web-1"
+        assert der is not None
+        return x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM)
+
+    try:
+        world.api.apply(with_https)
+        # Not served while its Secret is missing, as its status says.
+        wait_until(lambda: _listener_condition(world, "https", "ResolvedRefs") == "False")
+        assert _refused(https_port)
+        world.api.apply(tls_secret("e2e-cert", first))
+        wait_until(lambda: served_certificate() == first.certificate, timeout=10)
+        world.api.apply(tls_secret("e2e-cert", second))  # rotated
+        wait_until(lambda: served_certificate() == second.certificate, timeout=10)
+        world.api.delete("Secret", "e2e-cert")
+        wait_until(lambda: _refused(https_port), timeout=10)
+    except TimeoutError:
+        pytest.fail("HTTPS listener did not follow its Secret:\n" + world.diagnostics())
+    finally:
+        world.api.delete("Secret", "e2e-cert")
+        world.api.apply(gateway("e2e", world.listener_port))
+    assert world.backend_of("/") == "web-1"
+    assert "PRIVATE KEY" not in world.dragoman.log()
+
+
+def _listener_condition(world: World, listener: str, type: str) -> str:
+    status = (world.api.get("Gateway", "e2e") or {}).get("status") or {}
+    for entry in status.get("listeners", []):
+        if entry["name"] == listener:
+            return next((c["status"] for c in entry["conditions"] if c["type"] == type), "")
+    return ""
+
+
+def tls_secret(name: str, pem: Pem) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "default"},
+        "type": "kubernetes.io/tls",
+        "data": {
+            "tls.crt": base64.b64encode(pem.certificate).decode(),
+            "tls.key": base64.b64encode(pem.private_key).decode(),
+        },
+    }
+
+
+def test_the_deployed_envoy_is_ready_only_once_it_has_its_configuration(tmp_path: Path) -> None:
+    """deploy/'s bootstrap and readiness probe, with the real Envoy: /ready is refused until
+    the first configuration arrives from dragoman, then answers 200."""
+    xds_port, ready_port = free_port(), free_port()
+    admin = tmp_path / "admin.sock"
+    bootstrap = deployed_envoy_bootstrap(xds_port, ready_port, admin)
+    envoy = EnvoyProcess(bootstrap, tmp_path, admin, tmp_path / "envoy.log")
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    control = DragomanProcess(manifests, f"127.0.0.1:{xds_port}", tmp_path / "dragoman.log")
+    ready = f"http://127.0.0.1:{ready_port}/ready"
+    envoy.start()
+    try:
+        wait_until(lambda: envoy.stats("server.state") is not None, timeout=10)  # Envoy is up
+        for _ in range(5):  # no control plane yet: no configuration, not ready
+            assert _refused(ready_port)
+            time.sleep(0.2)
+        control.start()
+        wait_until(lambda: http_get(ready)[0] == 200, timeout=20)
+        assert http_get(f"http://127.0.0.1:{ready_port}/elsewhere")[0] == 404
+    finally:
+        envoy.stop()
+        control.stop()

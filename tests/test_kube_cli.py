@@ -1,0 +1,113 @@
+"""`dragoman serve --kubernetes`: every flag reaches the configuration the server runs with,
+and bad leader-election timings stop it before it starts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from dragoman.cli import main
+from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
+from dragoman.kubernetes import runtime
+from dragoman.kubernetes.leader import LeaseSettings
+from dragoman.kubernetes.runtime import KubernetesConfig
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[KubernetesConfig]:
+    """The configurations `serve --kubernetes` would have run with (nothing is run)."""
+    configs: list[KubernetesConfig] = []
+
+    async def serve(config: KubernetesConfig) -> None:
+        configs.append(config)
+        await asyncio.sleep(0)
+
+    monkeypatch.setattr(runtime, "serve_kubernetes", serve)
+    monkeypatch.delenv("POD_NAME", raising=False)
+    monkeypatch.setenv("POD_NAMESPACE", "from-pod")
+    return configs
+
+
+def serve(*flags: str) -> int:
+    return main(["serve", "--kubernetes", "--xds-address", "127.0.0.1:18000", *flags])
+
+
+def test_every_kubernetes_flag_reaches_the_configuration(
+    started: list[KubernetesConfig], tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    code = serve(
+        f"--kubeconfig={kubeconfig}",
+        "--context=staging",
+        "--namespace=a",
+        "--namespace=b",
+        "--namespace=a",
+        "--gateway-class=internal",
+        "--controller-name=example.com/edge",
+        "--health-address=127.0.0.1:9999",
+        "--leader-election-name=edge-leader",
+        "--leader-election-namespace=edge",
+        "--leader-election-identity=me",
+        "--lease-duration=30",
+        "--renew-deadline=20",
+        "--retry-period=4",
+        "--listener-address=127.0.0.2",
+    )
+    assert code == 0
+    [config] = started
+    assert (config.kubeconfig, config.context) == (kubeconfig, "staging")
+    assert config.namespaces == ("a", "b")  # each once, in order
+    assert (config.gateway_class, config.controller_name) == ("internal", "example.com/edge")
+    assert config.health_address == "127.0.0.1:9999"
+    assert config.xds_address == "127.0.0.1:18000"
+    assert config.translate_options.listener_address == "127.0.0.2"
+    assert config.lease == LeaseSettings(
+        identity="me",
+        name="edge-leader",
+        namespace="edge",
+        lease_duration=30.0,
+        renew_deadline=20.0,
+        retry_period=4.0,
+    )
+
+
+def test_defaults(started: list[KubernetesConfig]) -> None:
+    assert serve() == 0
+    [config] = started
+    assert config.controller_name == DEFAULT_CONTROLLER_NAME
+    assert (config.namespaces, config.gateway_class, config.kubeconfig) == ((), None, None)
+    assert config.health_address == "0.0.0.0:8081"
+    lease = config.lease
+    assert lease is not None
+    assert (lease.name, lease.namespace) == ("dragoman-leader", "from-pod")
+    assert (lease.lease_duration, lease.renew_deadline, lease.retry_period) == (15.0, 10.0, 2.0)
+    assert lease.identity  # hostname_pid outside a pod
+
+
+def test_no_leader_election_and_no_health_endpoint(started: list[KubernetesConfig]) -> None:
+    assert serve("--no-leader-election", "--health-address=off") == 0
+    [config] = started
+    assert config.lease is None and config.health_address is None
+
+
+@pytest.mark.parametrize(
+    "timings",
+    [
+        ("--lease-duration=5", "--renew-deadline=10"),
+        ("--renew-deadline=2", "--retry-period=2"),
+        ("--lease-duration=0.5", "--renew-deadline=0.3", "--retry-period=0.1"),
+    ],
+)
+def test_bad_lease_timings_stop_before_starting(
+    started: list[KubernetesConfig], timings: tuple[str, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    assert serve(*timings) == 2
+    assert started == []
+    assert "leader election" in caplog.text
+
+
+def test_kubernetes_flags_need_kubernetes(tmp_path: Path, started: list[KubernetesConfig]) -> None:
+    code = main(["serve", "--manifests", str(tmp_path), "--namespace=a"])
+    assert code == 2 and started == []
