@@ -98,6 +98,16 @@ def server_config(args: argparse.Namespace) -> ServerConfig | None:
         return None
 
 
+def loaded_store(directory: Path) -> Store:
+    """A manifest directory's objects, each error printed to standard error."""
+    from dragoman.sources.manifests import ManifestDirectory
+
+    result = ManifestDirectory(directory).load()
+    for error in result.errors:
+        print(f"error: {error}", file=sys.stderr)
+    return result.store()
+
+
 def checked_build(store: Store, options: BuildOptions, config: ServerConfig) -> Dag:
     """A build, with the DNS check's observations when the configuration turns it on (the
     names are resolved once, here)."""

@@ -9,6 +9,7 @@ from dragoman.commands.common import (
     add_config,
     add_logging,
     checked_build,
+    loaded_store,
     manifest_dir,
     server_config,
 )
@@ -29,15 +30,11 @@ def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.options import TranslateOptions
     from dragoman.envoy.render import render_yaml
     from dragoman.envoy.translate import translate
-    from dragoman.sources.manifests import ManifestDirectory
 
     config = server_config(args)
     if config is None:
         return 2
-    result = ManifestDirectory(args.manifests).load()
-    for error in result.errors:
-        print(f"error: {error}", file=sys.stderr)
-    dag = checked_build(result.store(), config.build_options(), config)
+    dag = checked_build(loaded_store(args.manifests), config.build_options(), config)
     for problem in dag.problems:
         print(f"problem: {problem}", file=sys.stderr)
     options = config.translate_options(TranslateOptions(listener_address=args.listener_address))

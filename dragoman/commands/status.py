@@ -12,6 +12,7 @@ from dragoman.commands.common import (
     add_config,
     add_logging,
     checked_build,
+    loaded_store,
     manifest_dir,
     server_config,
 )
@@ -50,15 +51,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dragoman.dag.options import BuildOptions
     from dragoman.envoy.yaml_text import dump_yaml
-    from dragoman.sources.manifests import ManifestDirectory
 
     config = server_config(args)
     if config is None:
         return 2
-    result = ManifestDirectory(args.manifests).load()
-    for error in result.errors:
-        print(f"error: {error}", file=sys.stderr)
-    store = result.store()
+    store = loaded_store(args.manifests)
     options = config.build_options(BuildOptions(controller_name=args.controller_name))
     dag = checked_build(store, options, config)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
