@@ -25,9 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("kubernetes")
-
 import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
