@@ -17,15 +17,3 @@ def parse_duration(text: str) -> float | None:
     if not _DURATION.fullmatch(value):
         return None
     return sum(int(number) * _SECONDS[unit] for number, unit in _PART.findall(value))
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest GEP-2257 spelling of a whole number of milliseconds."""
-    millis = round(seconds * 1000)
-    if millis % 1000:
-        return f"{millis}ms"
-    whole = millis // 1000
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
-    return text + (f"{secs}s" if secs or not text else "")

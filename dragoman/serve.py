@@ -6,11 +6,13 @@ import asyncio
 import dataclasses
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dragoman.config import NO_DNS_CHECK, DnsCheckSettings
-from dragoman.controller import Controller
+from dragoman.controller import Controller, UpdateResult
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
 from dragoman.sources.errors import SourceError
@@ -54,8 +56,7 @@ class ManifestServer:
             log.info("resolved: %s", error)
         self._reported = errors
         update = self.controller.update(result.store())
-        for problem in update.new_problems:
-            log.warning("%s", problem)
+        _log_new_problems(update)
         if update.kind != "unchanged":
             log.info(
                 "%s update from %d files, %d objects in %.1f ms (%d errors, %d problems)",
@@ -69,15 +70,15 @@ class ManifestServer:
 
     async def run(self, stop: asyncio.Event) -> None:
         self.reload()
-        dns_checks = None
-        if self.config.dns_check.enabled:
-            from dragoman.dns_checker import DnsChecker, DnsCheckLoop
-
-            dns_checks = DnsCheckLoop(self.controller, DnsChecker(self.config.dns_check))
-            await dns_checks.check_once()  # serve checked names from the first response on
-        server = await start_xds_server(self.cache, self.config.xds_address)
+        server, checking = await start_serving(
+            self.controller,
+            self.cache,
+            self.config.xds_address,
+            self.config.dns_check,
+            stop,
+            on_dns_update=_log_new_problems,  # a name failing its check is a new problem
+        )
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
-        checking = asyncio.create_task(dns_checks.run(stop)) if dns_checks else None
         try:
             await watch_directory(self.config.manifests, self._on_change, stop)
         finally:
@@ -97,9 +98,40 @@ class ManifestServer:
             )
 
 
-async def serve(config: ServeConfig) -> None:
+def _log_new_problems(update: UpdateResult) -> None:
+    for problem in update.new_problems:
+        log.warning("%s", problem)
+
+
+async def start_serving(
+    controller: Controller,
+    snapshots: SnapshotCache,
+    xds_address: str,
+    dns_check: DnsCheckSettings,
+    stop: asyncio.Event,
+    on_dns_update: Callable[[UpdateResult], None] | None = None,
+) -> tuple[Any, asyncio.Task[None] | None]:
+    """Starts the xDS server for a controller that has built once, and the DNS check loop
+    (until `stop`) when the configuration turns it on. Returns the server and the check
+    loop's task (None: no check)."""
+    checks = None
+    if dns_check.enabled:
+        from dragoman.dns_checker import DnsChecker, DnsCheckLoop
+
+        checks = DnsCheckLoop(controller, DnsChecker(dns_check), on_dns_update)
+        await checks.check_once()  # serve checked names from the first response on
+    server = await start_xds_server(snapshots, xds_address)
+    return server, asyncio.create_task(checks.run(stop)) if checks is not None else None
+
+
+async def run_until_signalled(run: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Runs `run(stop)`, with `stop` set by SIGINT or SIGTERM."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await ManifestServer(config).run(stop)
+    await run(stop)
+
+
+async def serve(config: ServeConfig) -> None:
+    await run_until_signalled(ManifestServer(config).run)

@@ -43,34 +43,12 @@ class Store:
     @classmethod
     def from_objects(cls, objects: Iterable[KubeObject]) -> Store:
         """Index objects by kind; a later object with the same key replaces an earlier one."""
-        by_type: dict[type, dict[NamespacedName, KubeObject]] = {
-            Service: {},
-            EndpointSlice: {},
-            Gateway: {},
-            HTTPRoute: {},
-            GRPCRoute: {},
-            GatewayClass: {},
-            ReferenceGrant: {},
-            Namespace: {},
-            Secret: {},
-            ConfigMap: {},
-            BackendTLSPolicy: {},
+        by_field: dict[str, dict[NamespacedName, KubeObject]] = {
+            name: {} for name in _FIELD_OF_KIND.values()
         }
         for obj in objects:
-            by_type[type(obj)][(obj.meta.namespace, obj.meta.name)] = obj
-        return cls(
-            services=by_type[Service],  # type: ignore[arg-type]
-            endpoint_slices=by_type[EndpointSlice],  # type: ignore[arg-type]
-            gateways=by_type[Gateway],  # type: ignore[arg-type]
-            http_routes=by_type[HTTPRoute],  # type: ignore[arg-type]
-            grpc_routes=by_type[GRPCRoute],  # type: ignore[arg-type]
-            gateway_classes=by_type[GatewayClass],  # type: ignore[arg-type]
-            reference_grants=by_type[ReferenceGrant],  # type: ignore[arg-type]
-            namespaces=by_type[Namespace],  # type: ignore[arg-type]
-            secrets=by_type[Secret],  # type: ignore[arg-type]
-            config_maps=by_type[ConfigMap],  # type: ignore[arg-type]
-            backend_tls_policies=by_type[BackendTLSPolicy],  # type: ignore[arg-type]
-        )
+            by_field[_FIELD_OF_KIND[type(obj)]][(obj.meta.namespace, obj.meta.name)] = obj
+        return cls(**by_field)  # type: ignore[arg-type]
 
     def slices_of(self, namespace: str, service_name: str) -> list[EndpointSlice]:
         """EndpointSlices labelled as belonging to one Service, in name order."""
@@ -85,15 +63,24 @@ class Store:
 
     def differs_only_in_endpoints(self, other: Store) -> bool:
         """True when a change between two stores can take the EDS fast path."""
-        return (
-            self.services == other.services
-            and self.gateways == other.gateways
-            and self.http_routes == other.http_routes
-            and self.grpc_routes == other.grpc_routes
-            and self.gateway_classes == other.gateway_classes
-            and self.reference_grants == other.reference_grants
-            and self.namespaces == other.namespaces
-            and self.secrets == other.secrets
-            and self.config_maps == other.config_maps
-            and self.backend_tls_policies == other.backend_tls_policies
+        return all(
+            getattr(self, name) == getattr(other, name)
+            for name in _FIELD_OF_KIND.values()
+            if name != "endpoint_slices"
         )
+
+
+# The Store field that holds each kind.
+_FIELD_OF_KIND: dict[type, str] = {
+    Service: "services",
+    EndpointSlice: "endpoint_slices",
+    Gateway: "gateways",
+    HTTPRoute: "http_routes",
+    GRPCRoute: "grpc_routes",
+    GatewayClass: "gateway_classes",
+    ReferenceGrant: "reference_grants",
+    Namespace: "namespaces",
+    Secret: "secrets",
+    ConfigMap: "config_maps",
+    BackendTLSPolicy: "backend_tls_policies",
+}

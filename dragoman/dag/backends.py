@@ -20,9 +20,6 @@ from dragoman.dag.upstreams import NO_UPSTREAM_INPUTS, UpstreamInputs
 from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, Service
 from dragoman.store import NamespacedName
 
-# backendRef filters Envoy can apply per weighted cluster.
-PER_BACKEND_FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier", "URLRewrite")
-
 
 @dataclass(frozen=True, slots=True)
 class ResolvedBackends:

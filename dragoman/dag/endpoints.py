@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from itertools import groupby
 
 from dragoman.dag.model import Cluster, Dag, EdsCluster, LbEndpoint, LoadAssignment, Locality
@@ -55,7 +55,7 @@ def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = No
     if not changed:
         return dag
     refreshed = dict(dag.load_assignments)
-    slices = _slices_of_services(store, changed)
+    slices = _slices_by_service(store, changed)
     for name, cluster in dag.clusters.items():
         if isinstance(cluster, EdsCluster) and _service_of(cluster) in changed:
             refreshed[name] = load_assignment(cluster, slices.get(_service_of(cluster), []))
@@ -75,19 +75,6 @@ def _services_with_changed_slices(before: Store, after: Store) -> set[Namespaced
     return changed
 
 
-def _slices_of_services(
-    store: Store, services: set[NamespacedName]
-) -> dict[NamespacedName, list[EndpointSlice]]:
-    by_service: dict[NamespacedName, list[EndpointSlice]] = {}
-    for (namespace, _), endpoint_slice in store.endpoint_slices.items():
-        key = (namespace, endpoint_slice.service_name)
-        if key in services:
-            by_service.setdefault(key, []).append(endpoint_slice)
-    for slices in by_service.values():
-        slices.sort(key=lambda s: s.meta.name)  # as load_assignments orders them
-    return by_service
-
-
 def load_assignments(clusters: Mapping[str, Cluster], store: Store) -> dict[str, LoadAssignment]:
     """A load assignment for each EDS cluster, by cluster name."""
     slices = _slices_by_service(store)
@@ -98,13 +85,19 @@ def load_assignments(clusters: Mapping[str, Cluster], store: Store) -> dict[str,
     }
 
 
-def _slices_by_service(store: Store) -> dict[NamespacedName, list[EndpointSlice]]:
+def _slices_by_service(
+    store: Store, services: Container[NamespacedName] | None = None
+) -> dict[NamespacedName, list[EndpointSlice]]:
+    """Each Service's slices in name order; only those of `services` when given."""
     # One pass over every slice, rather than one per cluster: this runs on each endpoint change.
     by_service: dict[NamespacedName, list[EndpointSlice]] = {}
-    for (namespace, _), endpoint_slice in sorted(store.endpoint_slices.items()):
+    for (namespace, _), endpoint_slice in store.endpoint_slices.items():
         if endpoint_slice.service_name:
             key = (namespace, endpoint_slice.service_name)
-            by_service.setdefault(key, []).append(endpoint_slice)
+            if services is None or key in services:
+                by_service.setdefault(key, []).append(endpoint_slice)
+    for slices in by_service.values():
+        slices.sort(key=lambda s: s.meta.name)
     return by_service
 
 

@@ -23,7 +23,6 @@ from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
-from envoy.type.matcher.v3 import regex_pb2, string_pb2
 
 from dragoman.dag.grpc_targets import ApiListener
 from dragoman.dag.model import (
@@ -41,7 +40,12 @@ from dragoman.envoy.core import ads_config_source, pack, seconds
 from dragoman.envoy.endpoints import single_host_assignment
 from dragoman.envoy.listeners import ROUTER
 from dragoman.envoy.options import TranslateOptions
-from dragoman.envoy.routes import INVALID_BACKEND_CLUSTER, route_name
+from dragoman.envoy.routes import (
+    INVALID_BACKEND_CLUSTER,
+    path_match,
+    route_name,
+    string_matcher,
+)
 
 # The LOGICAL_DNS cluster under the aggregate that stands for an ExternalName Service port.
 LOGICAL_DNS_SUFFIX = "logical-dns"
@@ -105,12 +109,8 @@ def grpc_route_match(value: RouteMatch) -> rc_pb2.RouteMatch | None:
 
 
 def _grpc_path_match(value: RouteMatch) -> rc_pb2.RouteMatch | None:
-    if value.path_type == "Exact":
-        return rc_pb2.RouteMatch(path=value.path)
-    if value.path_type == "RegularExpression":
-        return rc_pb2.RouteMatch(safe_regex=regex_pb2.RegexMatcher(regex=value.path))
     if value.path_type != "PathPrefix":
-        raise ValueError(f"unknown path match type {value.path_type!r}")
+        return path_match(value)  # Exact and RegularExpression as for Envoy
     # A Gateway API prefix matches whole path elements; gRPC has no path_separated_prefix.
     prefix = value.path.rstrip("/")
     elements = prefix.split("/")[1:]
@@ -124,11 +124,7 @@ def _grpc_path_match(value: RouteMatch) -> rc_pb2.RouteMatch | None:
 
 
 def _header_matcher(value: ValueMatch) -> rc_pb2.HeaderMatcher:
-    if value.regex:
-        matcher = string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=value.value))
-    else:
-        matcher = string_pb2.StringMatcher(exact=value.value)
-    return rc_pb2.HeaderMatcher(name=value.name.lower(), string_match=matcher)
+    return rc_pb2.HeaderMatcher(name=value.name.lower(), string_match=string_matcher(value))
 
 
 def _route_action(value: Forward) -> rc_pb2.RouteAction | None:

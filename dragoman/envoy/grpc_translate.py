@@ -201,10 +201,10 @@ class GrpcSnapshots:
         )
 
     def _assignment(self, name: str, targets: ServiceTargets) -> Resource:
-        if name in self._dag.clusters:
-            value = self._dag.load_assignments.get(name) or LoadAssignment(cluster=name)
-        else:
-            value = targets.load_assignments.get(name) or LoadAssignment(cluster=name)
+        known = (
+            self._dag.load_assignments if name in self._dag.clusters else targets.load_assignments
+        )
+        value = known.get(name) or LoadAssignment(cluster=name)
         shared = self._envoy_resource(ENDPOINT, name)
         if isinstance(shared, LoadAssignmentResource) and shared.source == value:
             return shared

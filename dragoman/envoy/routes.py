@@ -88,7 +88,7 @@ def route_name(value: Route) -> str:
 
 
 def route_match(value: RouteMatch) -> rc_pb2.RouteMatch:
-    match = _path_match(value)
+    match = path_match(value)
     for header in value.headers:
         match.headers.append(_header_matcher(header.name, header))
     if value.method is not None:
@@ -99,14 +99,14 @@ def route_match(value: RouteMatch) -> rc_pb2.RouteMatch:
         )
     for query in value.query_params:
         match.query_parameters.append(
-            rc_pb2.QueryParameterMatcher(name=query.name, string_match=_string_matcher(query))
+            rc_pb2.QueryParameterMatcher(name=query.name, string_match=string_matcher(query))
         )
     if value.grpc:
         match.grpc.SetInParent()
     return match
 
 
-def _path_match(value: RouteMatch) -> rc_pb2.RouteMatch:
+def path_match(value: RouteMatch) -> rc_pb2.RouteMatch:
     if value.path_type == "Exact":
         return rc_pb2.RouteMatch(path=value.path)
     if value.path_type == "RegularExpression":
@@ -121,10 +121,10 @@ def _path_match(value: RouteMatch) -> rc_pb2.RouteMatch:
 
 
 def _header_matcher(name: str, value: ValueMatch) -> rc_pb2.HeaderMatcher:
-    return rc_pb2.HeaderMatcher(name=name, string_match=_string_matcher(value))
+    return rc_pb2.HeaderMatcher(name=name, string_match=string_matcher(value))
 
 
-def _string_matcher(value: ValueMatch) -> string_pb2.StringMatcher:
+def string_matcher(value: ValueMatch) -> string_pb2.StringMatcher:
     if value.regex:
         return string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=value.value))
     return string_pb2.StringMatcher(exact=value.value)

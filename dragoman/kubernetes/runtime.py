@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +29,9 @@ from dragoman.kubernetes.kinds import WATCHED_KINDS, WatchedKind, readable_versi
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.kubernetes.status_fallback import ServedGateways, unreadable_statuses
 from dragoman.kubernetes.status_writer import PublishResult, StatusClient, StatusWriter
+from dragoman.serve import run_until_signalled, start_serving
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.server import start_xds_server
 
 log = logging.getLogger("dragoman.kubernetes")
 
@@ -174,15 +173,16 @@ class KubernetesServer:
             if not await self._wait_for_sync(halt):
                 return
             self._update()
-            if self.config.dns_check.enabled:
-                from dragoman.dns_checker import DnsChecker, DnsCheckLoop
-
-                checks = DnsCheckLoop(
-                    self.controller, DnsChecker(self.config.dns_check), self._on_dns_update
-                )
-                await checks.check_once()  # serve checked names from the first response on
-                tasks.append(asyncio.create_task(checks.run(halt)))
-            self.xds_server = await start_xds_server(self.snapshots, self.config.xds_address)
+            self.xds_server, checking = await start_serving(
+                self.controller,
+                self.snapshots,
+                self.config.xds_address,
+                self.config.dns_check,
+                halt,
+                self._record_update,
+            )
+            if checking is not None:
+                tasks.append(checking)
             self.serving = True
             log.info("serving xDS on %s", self.config.xds_address)
             if self.elector is not None:
@@ -255,10 +255,7 @@ class KubernetesServer:
         except Exception:  # a bug must not stop serving the last good snapshot
             log.exception("build failed; still serving the previous configuration")
             return
-        self.updates = [*self.updates[-99:], result]
-        self._remember_served()
-        for problem in result.new_problems:
-            log.warning("%s", problem)
+        self._record_update(result)
         if result.kind != "unchanged":
             log.info(
                 "%s update in %.1f ms (%d problems)",
@@ -266,11 +263,9 @@ class KubernetesServer:
                 result.seconds * 1000,
                 len(result.problems),
             )
-        if result.kind == "full":
-            self._statuses_due.set()
 
-    def _on_dns_update(self, result: UpdateResult) -> None:
-        """A rebuild after the DNS check saw a name resolve differently."""
+    def _record_update(self, result: UpdateResult) -> None:
+        """After every rebuild, also the DNS check's when a name resolved differently."""
         self.updates = [*self.updates[-99:], result]
         self._remember_served()
         for problem in result.new_problems:
@@ -379,8 +374,4 @@ async def _first(*waits: Any, timeout: float | None = None) -> None:
 
 
 async def serve_kubernetes(config: KubernetesConfig) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await KubernetesServer(config).run(stop)
+    await run_until_signalled(KubernetesServer(config).run)

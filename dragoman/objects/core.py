@@ -39,9 +39,6 @@ class Service:
     def is_external_name(self) -> bool:
         return self.type == "ExternalName"
 
-    def find_port(self, port: int) -> ServicePort | None:
-        return next((p for p in self.ports if p.port == port), None)
-
 
 @dataclass(frozen=True, slots=True)
 class EndpointPort:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import grpc
@@ -17,7 +16,7 @@ from envoy.service.status.v3.csds_pb2 import (
 )
 
 from dragoman.xds.client_kind import is_grpc_client
-from dragoman.xds.resources import ADS_ORDER, SHORT_NAMES
+from dragoman.xds.resources import SHORT_NAMES, ads_ordered
 
 
 def fetch_client_status(
@@ -59,7 +58,7 @@ def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -
         by_type: dict[str, list[ClientConfig.GenericXdsConfig]] = {}
         for entry in config.generic_xds_configs:
             by_type.setdefault(entry.type_url, []).append(entry)
-        for type_url in _ordered(by_type):
+        for type_url in ads_ordered(by_type):
             entries = by_type[type_url]
             short = SHORT_NAMES.get(type_url, type_url)
             if per_resource:
@@ -77,11 +76,6 @@ def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -
                 ClientRow(node, short, _version(entries), status, len(entries), "; ".join(errors))
             )
     return rows
-
-
-def _ordered(type_urls: Iterable[str]) -> list[str]:
-    present = set(type_urls)
-    return [t for t in ADS_ORDER if t in present] + sorted(present - set(ADS_ORDER))
 
 
 def _status(entry: ClientConfig.GenericXdsConfig) -> str:

@@ -13,10 +13,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 
-from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.delta_state import (
     MAX_PENDING,
     UNKNOWN,
@@ -30,7 +28,6 @@ from dragoman.xds.delta_state import (
 )
 from dragoman.xds.references import eds_service_name, route_config_names
 from dragoman.xds.resources import (
-    ADS_ORDER,
     CLUSTER,
     ENDPOINT,
     FULL_STATE_TYPES,
@@ -43,13 +40,11 @@ from dragoman.xds.resources import (
 from dragoman.xds.sotw_state import (
     WILDCARD,
     Ack,
-    MissingTypeUrl,
     Nack,
     StaleRequest,
-    StreamEvent,
-    WrongTypeUrl,
     subscription_names,
 )
+from dragoman.xds.stream_base import StreamProtocol
 from dragoman.xds.wire import DeltaResponse, delta_response
 
 # Removals go after every addition, referrers before what they refer to.
@@ -60,30 +55,8 @@ _HELD_BACK = frozenset({CLUSTER, ENDPOINT})
 Plan = tuple[list[Resource], list[str]]  # resources to send, names to remove
 
 
-class DeltaStream:
+class DeltaStream(StreamProtocol[DeltaTypeState]):
     """Protocol state of one delta stream. `type_url` None: ADS, else the only type served."""
-
-    def __init__(self, type_url: str | None = None) -> None:
-        self.type_url = type_url
-        self.node: Node | None = None
-        # As for SotwStream: no legacy wildcard for proxyless gRPC clients.
-        self.legacy_wildcard = True
-        self.types: dict[str, DeltaTypeState] = {}
-        self._snapshot: Snapshot | None = None
-        self._nonce = 0
-        self._events: list[StreamEvent] = []
-
-    @property
-    def is_ads(self) -> bool:
-        return self.type_url is None
-
-    @property
-    def snapshot(self) -> Snapshot | None:
-        return self._snapshot
-
-    def take_events(self) -> list[StreamEvent]:
-        events, self._events = self._events, []
-        return events
 
     def on_request(self, request: DeltaDiscoveryRequest, snapshot: Snapshot) -> list[DeltaResponse]:
         """Handle one request; `snapshot` is the latest for this stream's node group.
@@ -92,14 +65,7 @@ class DeltaStream:
         the nonce only says which response an ACK or NACK is about. The request is answered
         from the snapshot the stream already serves, then a newer `snapshot` is pushed.
         """
-        type_url = self._type_of(request)
-        if self.node is None and request.HasField("node"):
-            # A copy: a reference would keep the whole first request alive.
-            self.node = Node()
-            self.node.CopyFrom(request.node)
-            self.legacy_wildcard = not is_grpc_client(request.node)
-        if self._snapshot is None:
-            self._snapshot = snapshot
+        type_url = self._begin(request, snapshot)
         responses = self._answer(request, type_url)
         if snapshot is not self._snapshot:
             responses += self.on_snapshot(snapshot)
@@ -132,15 +98,6 @@ class DeltaStream:
         return responses + self._release_removals()
 
     # Requests.
-
-    def _type_of(self, request: DeltaDiscoveryRequest) -> str:
-        if self.type_url is None:
-            if not request.type_url:
-                raise MissingTypeUrl("an ADS request must carry a type_url")
-            return request.type_url
-        if request.type_url and request.type_url != self.type_url:
-            raise WrongTypeUrl(f"this stream serves {self.type_url}, not {request.type_url}")
-        return self.type_url
 
     def _answer(self, request: DeltaDiscoveryRequest, type_url: str) -> list[DeltaResponse]:
         state = self.types.get(type_url)
@@ -216,15 +173,6 @@ class DeltaStream:
 
     # Deciding what to send.
 
-    def _serves(self, type_url: str) -> bool:
-        """Whether the snapshot has this type at all; unknown types get no answer."""
-        assert self._snapshot is not None
-        return type_url in self._snapshot.types
-
-    def _current(self, type_url: str) -> TypeSnapshot:
-        assert self._snapshot is not None
-        return self._snapshot.of_type(type_url)
-
     def _plan(self, state: DeltaTypeState) -> Plan:
         """Resources the client lacks or holds in another version, and names to remove."""
         current = self._current(state.type_url)
@@ -261,8 +209,7 @@ class DeltaStream:
     def _respond(
         self, state: DeltaTypeState, updates: list[Resource], removed: list[str]
     ) -> DeltaResponse:
-        self._nonce += 1
-        nonce = str(self._nonce)
+        nonce = self._next_nonce()
         system_version = self._current(state.type_url).version
         previous = tuple((r.name, state.held.get(r.name)) for r in updates)
         if updates or removed:
@@ -354,10 +301,6 @@ class DeltaStream:
             if resource is not None and resource.digest == version:
                 return True
         return False
-
-    def _order(self) -> list[str]:
-        known = [t for t in ADS_ORDER if t in self.types]
-        return known + sorted(t for t in self.types if t not in ADS_ORDER)
 
 
 def _plan_from_shared_map(state: DeltaTypeState, current: TypeSnapshot) -> Plan | None:

@@ -10,11 +10,10 @@ resource, and the memo holds only the small answers, never the bodies.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
-from envoy.config.listener.v3.listener_components_pb2 import Filter
 from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
@@ -68,18 +67,8 @@ def _route_config_names(listener_body: bytes) -> frozenset[str]:
         listener = Listener.FromString(listener_body)
     except DecodeError:
         return frozenset()
-    managers: list[Any] = []
-    chains = list(listener.filter_chains)
-    if listener.HasField("default_filter_chain"):
-        chains.append(listener.default_filter_chain)
-    for chain in chains:
-        managers.extend(_hcm_configs(chain.filters))
-    if listener.HasField("api_listener"):
-        managers.append(listener.api_listener.api_listener)
     names: set[str] = set()
-    for config in managers:
-        if config.type_url != _HCM_TYPE_URL:
-            continue
+    for config in hcm_configs(listener):
         manager = hcm.HttpConnectionManager()
         if config.Unpack(manager) and manager.HasField("rds"):
             names.add(manager.rds.route_config_name)
@@ -93,5 +82,15 @@ route_config_names = _DigestMemo(_route_config_names)
 """Names of the RouteConfigurations a Listener's HTTP connection managers fetch over RDS."""
 
 
-def _hcm_configs(filters: Iterable[Filter]) -> list[Any]:
-    return [f.typed_config for f in filters if f.HasField("typed_config")]
+def hcm_configs(listener: Listener) -> list[Any]:
+    """The listener's HttpConnectionManager configs, in its filter chains (the default one
+    last) and its API listener: the listener's own messages, so changing one changes it."""
+    configs: list[Any] = []
+    chains = list(listener.filter_chains)
+    if listener.HasField("default_filter_chain"):
+        chains.append(listener.default_filter_chain)
+    for chain in chains:
+        configs.extend(f.typed_config for f in chain.filters if f.HasField("typed_config"))
+    if listener.HasField("api_listener"):
+        configs.append(listener.api_listener.api_listener)
+    return [config for config in configs if config.type_url == _HCM_TYPE_URL]

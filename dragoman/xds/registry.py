@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.xds.delta import DeltaStream
-from dragoman.xds.delta_state import Pending
-from dragoman.xds.sotw import Nack, SotwStream
+from dragoman.xds.delta_state import DeltaTypeState
+from dragoman.xds.sotw import Nack, SotwStream, TypeState
 from dragoman.xds.status import ResourceStatus, resource_statuses
 
 
@@ -51,39 +51,28 @@ class ConnectedStream:
         return self.protocol.node if self.protocol.node is not None else Node()
 
     def type_statuses(self) -> list[TypeStatus]:
-        protocol = self.protocol
-        if isinstance(protocol, DeltaStream):
-            return [
-                TypeStatus(
-                    type_url=state.type_url,
-                    sent_version=_last_system_version(state.pending, state.acked_system_version),
-                    acked_version=state.acked_system_version,
-                    in_flight=state.in_flight,
-                    last_nack=state.last_nack,
-                    subscribed=tuple(sorted(state.names)),
-                    wildcard=state.wildcard,
-                )
-                for state in protocol.types.values()
-            ]
-        return [
-            TypeStatus(
-                type_url=state.type_url,
-                sent_version=state.sent_version,
-                acked_version=state.acked_version,
-                in_flight=state.in_flight,
-                last_nack=state.last_nack,
-                subscribed=tuple(sorted(state.names)),
-                wildcard=state.wildcard,
-            )
-            for state in protocol.types.values()
-        ]
+        return [_type_status(state) for state in self.protocol.types.values()]
 
     def resource_statuses(self) -> list[ResourceStatus]:
         return resource_statuses(self.protocol)
 
 
-def _last_system_version(pending: Mapping[str, Pending], acked: str) -> str:
-    return next(reversed(pending.values())).system_version if pending else acked
+def _type_status(state: TypeState | DeltaTypeState) -> TypeStatus:
+    if isinstance(state, DeltaTypeState):
+        acked = state.acked_system_version
+        pending = state.pending
+        sent = next(reversed(pending.values())).system_version if pending else acked
+    else:
+        sent, acked = state.sent_version, state.acked_version
+    return TypeStatus(
+        type_url=state.type_url,
+        sent_version=sent,
+        acked_version=acked,
+        in_flight=state.in_flight,
+        last_nack=state.last_nack,
+        subscribed=tuple(sorted(state.names)),
+        wildcard=state.wildcard,
+    )
 
 
 class StreamRegistry:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from google.protobuf.any_pb2 import Any
@@ -21,6 +21,12 @@ ADS_ORDER: tuple[str, ...] = (CLUSTER, ENDPOINT, LISTENER, ROUTE)
 FULL_STATE_TYPES = frozenset({CLUSTER, LISTENER})
 
 SHORT_NAMES = {CLUSTER: "CDS", ENDPOINT: "EDS", LISTENER: "LDS", ROUTE: "RDS"}
+
+
+def ads_ordered(type_urls: Collection[str]) -> list[str]:
+    """`type_urls` in ADS order, then any other types sorted."""
+    known = [t for t in ADS_ORDER if t in type_urls]
+    return known + sorted(t for t in type_urls if t not in ADS_ORDER)
 
 
 @dataclass(frozen=True, slots=True)

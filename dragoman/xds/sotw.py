@@ -11,13 +11,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection, Iterable, Mapping
 
-from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
-from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.references import eds_service_name, route_config_names
 from dragoman.xds.resources import (
-    ADS_ORDER,
     CLUSTER,
     ENDPOINT,
     FULL_STATE_TYPES,
@@ -39,6 +36,7 @@ from dragoman.xds.sotw_state import (
     WrongTypeUrl,
     subscription_names,
 )
+from dragoman.xds.stream_base import StreamProtocol
 from dragoman.xds.wire import SotwResponse, sotw_response
 
 __all__ = [
@@ -59,33 +57,8 @@ __all__ = [
 Plan = tuple[str, Mapping[str, Resource]]
 
 
-class SotwStream:
+class SotwStream(StreamProtocol[TypeState]):
     """Protocol state of one SotW stream. `type_url` None: ADS, else the only type served."""
-
-    def __init__(self, type_url: str | None = None) -> None:
-        self.type_url = type_url
-        self.node: Node | None = None  # from the first request that carries one
-        # An empty first LDS/CDS request means "everything", except from proxyless gRPC
-        # clients, which always name what they want (an empty list then means nothing).
-        self.legacy_wildcard = True
-        self.types: dict[str, TypeState] = {}
-        self._snapshot: Snapshot | None = None
-        self._nonce = 0  # one counter per stream, shared by its types
-        self._events: list[StreamEvent] = []
-
-    @property
-    def is_ads(self) -> bool:
-        return self.type_url is None
-
-    @property
-    def snapshot(self) -> Snapshot | None:
-        """The snapshot the stream's responses were last computed from."""
-        return self._snapshot
-
-    def take_events(self) -> list[StreamEvent]:
-        """Events since the last call (NACKs, ACKs, ignored stale requests), oldest first."""
-        events, self._events = self._events, []
-        return events
 
     def on_request(self, request: DiscoveryRequest, snapshot: Snapshot) -> list[SotwResponse]:
         """Handle one request; `snapshot` is the latest for this stream's node group.
@@ -94,14 +67,7 @@ class SotwStream:
         `snapshot` is pushed in ADS order, so that a request never overtakes that order.
         Raises StreamError for a request the protocol forbids.
         """
-        type_url = self._type_of(request)
-        if self.node is None and request.HasField("node"):
-            # A copy: a reference would keep the whole first request alive.
-            self.node = Node()
-            self.node.CopyFrom(request.node)
-            self.legacy_wildcard = not is_grpc_client(request.node)
-        if self._snapshot is None:
-            self._snapshot = snapshot
+        type_url = self._begin(request, snapshot)
         responses = self._answer(request, type_url)
         if snapshot is not self._snapshot:
             responses += self.on_snapshot(snapshot)
@@ -123,15 +89,6 @@ class SotwStream:
         return responses + self._release_clusters()
 
     # Requests.
-
-    def _type_of(self, request: DiscoveryRequest) -> str:
-        if self.type_url is None:
-            if not request.type_url:
-                raise MissingTypeUrl("an ADS request must carry a type_url")
-            return request.type_url
-        if request.type_url and request.type_url != self.type_url:
-            raise WrongTypeUrl(f"this stream serves {self.type_url}, not {request.type_url}")
-        return self.type_url
 
     def _answer(self, request: DiscoveryRequest, type_url: str) -> list[SotwResponse]:
         state = self.types.get(type_url)
@@ -210,16 +167,6 @@ class SotwStream:
 
     # Deciding what to send.
 
-    def _serves(self, type_url: str) -> bool:
-        """Whether the snapshot has this type at all. Types it lacks get no answer: a type
-        dragoman does not serve, or every type of a snapshot not available (Snapshot())."""
-        assert self._snapshot is not None
-        return type_url in self._snapshot.types
-
-    def _current(self, type_url: str) -> TypeSnapshot:
-        assert self._snapshot is not None
-        return self._snapshot.of_type(type_url)
-
     def _plan_if_changed(self, type_url: str) -> Plan | None:
         state = self.types[type_url]
         current = self._current(type_url)
@@ -258,8 +205,7 @@ class SotwStream:
     def _respond(
         self, state: TypeState, version: str, resources: Mapping[str, Resource]
     ) -> SotwResponse:
-        self._nonce += 1
-        nonce = str(self._nonce)
+        nonce = self._next_nonce()
         current = self._current(state.type_url)
         if state.type_url in FULL_STATE_TYPES:
             state.sent = resources  # never changed in place: may be the snapshot's own
@@ -295,10 +241,6 @@ class SotwStream:
             return []
         plan = self._plan(state, self._current(ENDPOINT), force=force)
         return [self._respond(state, *plan)] if plan is not None else []
-
-    def _order(self) -> list[str]:
-        known = [t for t in ADS_ORDER if t in self.types]
-        return known + sorted(t for t in self.types if t not in ADS_ORDER)
 
     # Make-before-break removal of clusters (ADS only).
 

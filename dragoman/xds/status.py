@@ -12,13 +12,7 @@ from enum import Enum
 
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.delta_state import DeltaTypeState
-from dragoman.xds.resources import (
-    ADS_ORDER,
-    EMPTY_TYPE,
-    FULL_STATE_TYPES,
-    Resource,
-    TypeSnapshot,
-)
+from dragoman.xds.resources import FULL_STATE_TYPES, Resource, TypeSnapshot, ads_ordered
 from dragoman.xds.sotw import Nack, SotwStream, TypeState
 
 
@@ -55,7 +49,7 @@ def resource_statuses(protocol: SotwStream | DeltaStream) -> list[ResourceStatus
     """Every resource a stream's client holds or asked for, in ADS type order then by name."""
     snapshot = protocol.snapshot
     out: list[ResourceStatus] = []
-    for type_url in _ordered(protocol.types):
+    for type_url in ads_ordered(protocol.types):
         if snapshot is None or type_url not in snapshot.types:
             continue  # a type dragoman does not serve
         current = snapshot.of_type(type_url)
@@ -66,12 +60,7 @@ def resource_statuses(protocol: SotwStream | DeltaStream) -> list[ResourceStatus
     return out
 
 
-def _ordered(types: Mapping[str, object]) -> list[str]:
-    known = [t for t in ADS_ORDER if t in types]
-    return known + sorted(t for t in types if t not in ADS_ORDER)
-
-
-def _sotw_statuses(state: TypeState, current: TypeSnapshot = EMPTY_TYPE) -> list[ResourceStatus]:
+def _sotw_statuses(state: TypeState, current: TypeSnapshot) -> list[ResourceStatus]:
     available = current.resources
     acked: Mapping[str, Resource]
     if state.type_url in FULL_STATE_TYPES:
@@ -115,9 +104,7 @@ def _sotw_statuses(state: TypeState, current: TypeSnapshot = EMPTY_TYPE) -> list
     return out
 
 
-def _delta_statuses(
-    state: DeltaTypeState, current: TypeSnapshot = EMPTY_TYPE
-) -> list[ResourceStatus]:
+def _delta_statuses(state: DeltaTypeState, current: TypeSnapshot) -> list[ResourceStatus]:
     available = current.resources
     names = set(state.held) | set(state.acked) | set(state.rejected) | state.names
     if state.wildcard:

@@ -18,10 +18,10 @@ from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
 )
-from google.protobuf.any_pb2 import Any
 from google.protobuf.message import DecodeError
 
 from dragoman.envoy.bootstrap import per_type_config_source
+from dragoman.xds.references import hcm_configs
 from dragoman.xds.resources import CLUSTER, LISTENER, Resource, Snapshot, TypeSnapshot
 
 
@@ -33,7 +33,6 @@ class ConfigSources(Enum):
     PER_TYPE_DELTA = "per-type-delta"
 
 
-_HCM_TYPE_URL = "type.googleapis.com/" + hcm.HttpConnectionManager.DESCRIPTOR.full_name
 # Rewritten types kept: CDS and LDS of a few groups and both per-type variants. Each comes
 # with its resources by original digest, so that the next version of the type rewrites only
 # what changed; nothing else keeps rewritten resources alive.
@@ -107,18 +106,8 @@ def _listener(body: bytes, delta: bool) -> bytes | None:
         listener = Listener.FromString(body)
     except DecodeError:
         return None
-    configs: list[Any] = []
-    chains = list(listener.filter_chains)
-    if listener.HasField("default_filter_chain"):
-        chains.append(listener.default_filter_chain)
-    for chain in chains:
-        configs.extend(f.typed_config for f in chain.filters if f.HasField("typed_config"))
-    if listener.HasField("api_listener"):
-        configs.append(listener.api_listener.api_listener)
     changed = False
-    for config in configs:
-        if config.type_url != _HCM_TYPE_URL:
-            continue
+    for config in hcm_configs(listener):
         manager = hcm.HttpConnectionManager.FromString(config.value)
         if manager.HasField("rds") and _is_ads(manager.rds.config_source):
             manager.rds.config_source.CopyFrom(per_type_config_source(delta=delta))
