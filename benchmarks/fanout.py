@@ -422,8 +422,8 @@ async def grpc_translation(services: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from translate import endpoint_slice, synthesize  # benchmarks/translate.py
 
-    from dragoman.controller import Controller
     from dragoman.dag.model import ALL_GATEWAYS
+    from dragoman.runtime.controller import Controller
     from dragoman.store import Store
     from dragoman.xds.client_kind import grpc_group
 

@@ -42,9 +42,8 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
-from dragoman.controller import cyclic_gc_paused
 from dragoman.dag.build import build
-from dragoman.dag.endpoints import refresh_load_assignments
+from dragoman.dag.upstreams.endpoints import refresh_load_assignments
 from dragoman.envoy.translate import translate, translate_endpoints
 from dragoman.objects import (
     BackendRef,
@@ -64,6 +63,7 @@ from dragoman.objects import (
     ServicePort,
 )
 from dragoman.objects.core import SERVICE_NAME_LABEL
+from dragoman.runtime.controller import cyclic_gc_paused
 from dragoman.store import Store
 from dragoman.xds.resources import ENDPOINT, Snapshot
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dragoman.config import ServerConfig
     from dragoman.dag.model import Dag
     from dragoman.dag.options import BuildOptions
+    from dragoman.runtime.server_config import ServerConfig
     from dragoman.store import Store
 
 DEFAULT_XDS_ADDRESS = "127.0.0.1:18000"
@@ -86,7 +86,7 @@ def add_config(parser: argparse.ArgumentParser) -> None:
 def server_config(args: argparse.Namespace) -> ServerConfig | None:
     """The --config file read and checked, the defaults without one; None (after printing
     every problem) when the file is wrong: the command must stop."""
-    from dragoman.config import DEFAULT_CONFIG, ConfigError, load_config
+    from dragoman.runtime.server_config import DEFAULT_CONFIG, ConfigError, load_config
 
     path = getattr(args, "config", None)
     if path is None:
@@ -114,7 +114,7 @@ def checked_build(store: Store, options: BuildOptions, config: ServerConfig) -> 
     import asyncio
 
     from dragoman.dag.build import build
-    from dragoman.dns_checker import DnsChecker
+    from dragoman.runtime.dns_checker import DnsChecker
 
     dag = build(store, options)
     if not config.dns_check.enabled or not dag.dns_hostnames:

@@ -18,8 +18,8 @@ from dragoman.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from dragoman.config import ServerConfig
     from dragoman.envoy.options import TranslateOptions
+    from dragoman.runtime.server_config import ServerConfig
 
 DEFAULT_HEALTH_ADDRESS = "0.0.0.0:8081"
 DEFAULT_LEASE_NAME = "dragoman-leader"
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("--kubeconfig, --context and --namespace need --kubernetes")
         return 2
 
-    from dragoman.serve import ServeConfig, serve
+    from dragoman.runtime.manifest_serving import ServeConfig, serve
 
     serve_config = ServeConfig(
         manifests=args.manifests,

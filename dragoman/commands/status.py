@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 def status_document(status: ObjectStatus, store: Store, now: str) -> dict[str, Any]:
     """The object as dragoman would write it: identity, generation and stamped status."""
-    from dragoman.dag.status_stamp import stamp
+    from dragoman.dag.status.stamp import stamp
 
     key = status.key
     metadata: dict[str, Any] = {"name": key.name}

@@ -5,20 +5,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from dragoman.dag.attach import attach
-from dragoman.dag.dns_check import DnsObservations
-from dragoman.dag.endpoints import load_assignments
-from dragoman.dag.grants import ReferenceGrants
-from dragoman.dag.groups import ServedRoutes, node_group, shadowed_listeners
-from dragoman.dag.kind_conflicts import AttachedRoute, without_kind_conflicts
-from dragoman.dag.listeners import frontends
+from dragoman.dag.frontends.attachment import attach
+from dragoman.dag.frontends.listeners import frontends
+from dragoman.dag.frontends.node_groups import ServedRoutes, node_group, shadowed_listeners
 from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, NodeGroup, Problem
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.route_backends import NO_BACKEND_NAMES, route_backend_names
-from dragoman.dag.route_rules import route_rules
-from dragoman.dag.status import object_statuses
-from dragoman.dag.status_routes import RouteOutcome
-from dragoman.dag.upstream_build import (
+from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_conflicts
+from dragoman.dag.routes.reachable_backends import NO_BACKEND_NAMES, route_backend_names
+from dragoman.dag.routes.reference_grants import ReferenceGrants
+from dragoman.dag.routes.rules import route_rules
+from dragoman.dag.status.objects import object_statuses
+from dragoman.dag.status.routes import RouteOutcome
+from dragoman.dag.upstreams.build import (
     RouteUpstreams,
     checked_hostnames,
     policy_statuses,
@@ -26,6 +24,8 @@ from dragoman.dag.upstream_build import (
     with_aggregate_children,
     with_dns_conditions,
 )
+from dragoman.dag.upstreams.dns_check import DnsObservations
+from dragoman.dag.upstreams.endpoints import load_assignments
 from dragoman.objects import ObjectKey
 from dragoman.store import Store
 

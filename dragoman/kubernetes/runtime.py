@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dragoman.config import NO_DNS_CHECK, DnsCheckSettings
-from dragoman.controller import Controller, UpdateResult
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME, BuildOptions
 from dragoman.envoy.options import TranslateOptions
 from dragoman.kubernetes.backoff import Backoff
@@ -29,7 +27,9 @@ from dragoman.kubernetes.kinds import WATCHED_KINDS, WatchedKind, readable_versi
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.kubernetes.status_fallback import ServedGateways, unreadable_statuses
 from dragoman.kubernetes.status_writer import PublishResult, StatusClient, StatusWriter
-from dragoman.serve import run_until_signalled, start_serving
+from dragoman.runtime.controller import Controller, UpdateResult
+from dragoman.runtime.manifest_serving import run_until_signalled, start_serving
+from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
 

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dragoman.dag.model import ObjectStatus
-from dragoman.dag.status_conditions import GATEWAY_API_VERSION, condition
+from dragoman.dag.status.conditions import GATEWAY_API_VERSION, condition
 from dragoman.kubernetes.cache import CachedObject
-from dragoman.kubernetes.status import SHARED_LISTS, is_ours, ref_identity
+from dragoman.kubernetes.status_merge import SHARED_LISTS, is_ours, ref_identity
 from dragoman.objects import ObjectKey
 from dragoman.objects.gateway import GATEWAY_GROUP
 

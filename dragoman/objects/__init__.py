@@ -9,7 +9,6 @@ from dragoman.objects.backend_tls import (
     PolicyTargetRef,
     SubjectAltName,
 )
-from dragoman.objects.config import ConfigMap, Namespace, Secret
 from dragoman.objects.core import (
     Endpoint,
     EndpointPort,
@@ -51,6 +50,7 @@ from dragoman.objects.gateway_class import (
     ReferenceGrantTo,
 )
 from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.secrets import ConfigMap, Namespace, Secret
 from dragoman.objects.selector import LabelSelector, LabelSelectorRequirement
 
 KubeObject = (

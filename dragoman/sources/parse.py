@@ -18,12 +18,12 @@ from dragoman.sources.errors import FieldProblem, ObjectError
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
 from dragoman.sources.parse_backend_tls import parse_backend_tls_policy
-from dragoman.sources.parse_config import parse_config_map, parse_namespace, parse_secret
 from dragoman.sources.parse_core import parse_endpoint_slice, parse_service
 from dragoman.sources.parse_gateway import parse_gateway
 from dragoman.sources.parse_gateway_class import parse_gateway_class, parse_reference_grant
 from dragoman.sources.parse_grpc_route import parse_grpc_route
 from dragoman.sources.parse_http_route import parse_http_route
+from dragoman.sources.parse_secrets import parse_config_map, parse_namespace, parse_secret
 
 MAX_INT64 = 2**63 - 1
 

@@ -24,8 +24,8 @@ from envoy.type.matcher.v3.node_pb2 import NodeMatcher
 from envoy.type.matcher.v3.string_pb2 import StringMatcher
 from google.protobuf.any_pb2 import Any
 
+from dragoman.xds.client_status import ResourceStatus
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.status import ResourceStatus
 
 logger = logging.getLogger("dragoman.xds")
 

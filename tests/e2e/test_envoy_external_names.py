@@ -28,7 +28,7 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
-from tests.e2e.harness import (
+from tests.support.harness import (
     DragomanProcess,
     diagnostics,
     free_port,

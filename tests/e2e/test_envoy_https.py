@@ -22,8 +22,14 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
-from tests.e2e.harness import DragomanProcess, diagnostics, free_port, rejected_updates, start_envoy
-from tests.tls_support import CertificateAuthority, certificate_authority
+from tests.support.certificates import CertificateAuthority, certificate_authority
+from tests.support.harness import (
+    DragomanProcess,
+    diagnostics,
+    free_port,
+    rejected_updates,
+    start_envoy,
+)
 
 SHOP = "shop.e2e.test"
 API = "v1.api.e2e.test"

@@ -25,8 +25,14 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
-from tests.e2e.harness import DragomanProcess, diagnostics, free_port, rejected_updates, start_envoy
-from tests.e2e.websocket_support import WebSocketEchoBackend, websocket_echo
+from tests.support.harness import (
+    DragomanProcess,
+    diagnostics,
+    free_port,
+    rejected_updates,
+    start_envoy,
+)
+from tests.support.websocket import WebSocketEchoBackend, websocket_echo
 
 EXTERNAL_HOST = "mirror.e2e.test"
 

@@ -24,7 +24,7 @@ from dragoman.demo.http import http_get, wait_until
 from dragoman.envoy.bootstrap import XdsTransport, bootstrap_yaml
 from dragoman.xds.csds_client import fetch_client_status
 from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
-from tests.e2e.harness import DragomanProcess, free_port, rejected_updates, write_manifest
+from tests.support.harness import DragomanProcess, free_port, rejected_updates, write_manifest
 
 EXTERNAL_HOST = "api.transports.test"
 

@@ -20,7 +20,8 @@ import pytest
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
-from tests.e2e.harness import (
+from tests.support.certificates import CertificateAuthority, certificate_authority
+from tests.support.harness import (
     DragomanProcess,
     diagnostics,
     free_port,
@@ -28,8 +29,7 @@ from tests.e2e.harness import (
     rejected_updates,
     start_envoy,
 )
-from tests.https_backend import HttpsEchoBackend
-from tests.tls_support import CertificateAuthority, certificate_authority
+from tests.support.https_backend import HttpsEchoBackend
 
 SECURE = "secure.e2e.test"  # the one name the backend's certificate carries
 BACKEND_IP = "127.0.0.7"

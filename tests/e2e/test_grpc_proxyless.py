@@ -26,12 +26,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from tests.e2e.harness import DragomanProcess, free_port, write_manifest
+from tests.support.harness import DragomanProcess, free_port, write_manifest
 
 EXTERNAL_HOST = "backend.grpc.test"
 EXTERNAL_ADDRESS = "127.0.0.5"
 GATEWAY_PORT = 18080  # a Gateway listener port: only part of the names gRPC clients dial
-PROBE = Path(__file__).with_name("grpc_probe.py")
+PROBE = Path(__file__).parents[1] / "support" / "grpc_probe.py"
 NODE_ID = "grpc-e2e"
 
 

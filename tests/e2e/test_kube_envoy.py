@@ -27,7 +27,8 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
-from tests.e2e.harness import (
+from tests.support.certificates import Pem, certificate_authority
+from tests.support.harness import (
     DragomanProcess,
     backend_of,
     diagnostics,
@@ -36,7 +37,7 @@ from tests.e2e.harness import (
     rejected_updates,
     start_envoy,
 )
-from tests.kube_support import (
+from tests.support.kube_replica import (
     deployed_envoy_bootstrap,
     endpoint_slice,
     external_service,
@@ -45,8 +46,7 @@ from tests.kube_support import (
     http_route,
     service,
 )
-from tests.kubeapi import KubeApiServer
-from tests.tls_support import Pem, certificate_authority
+from tests.support.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -1,0 +1,225 @@
+"""Route parentRefs to the Gateway listeners that accept the route, one outcome per parentRef.
+
+An outcome carries where the route attached (listener, port, domains) or the Gateway API
+reason it did not, which both the served configuration and the route's status use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from dragoman.dag.frontends.hostnames import intersect
+from dragoman.dag.frontends.listeners import Frontends, GatewayVerdict, ListenerVerdict
+from dragoman.dag.model import Problem
+from dragoman.objects import Namespace, ObjectKey, ObjectMeta, ParentRef, RouteGroupKind
+from dragoman.objects.gateway import GATEWAY_GROUP
+from dragoman.objects.secrets import NAMESPACE_NAME_LABEL
+from dragoman.store import NamespacedName
+
+
+class Attachable(Protocol):
+    """What attaching needs of a route kind (HTTPRoute, GRPCRoute)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def key(self) -> ObjectKey: ...
+    @property
+    def meta(self) -> ObjectMeta: ...
+    @property
+    def parent_refs(self) -> tuple[ParentRef, ...]: ...
+    @property
+    def hostnames(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A route accepted by one listener: served on the listener's port under these domains."""
+
+    gateway: ObjectKey
+    port: int
+    domains: tuple[str, ...]
+    listener: str = ""  # the Gateway listener's name
+    # False when the listener cannot be served (a conflict, no usable certificate): the
+    # route still counts as attached there, as the Gateway API asks, but gets no traffic.
+    programmed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ParentOutcome:
+    """What became of one parentRef of a route."""
+
+    index: int
+    parent_ref: ParentRef
+    attachments: tuple[Attachment, ...] = ()
+    problem: Problem | None = None  # why it was not accepted; None when accepted
+    # False for a Gateway of another controller: dragoman says nothing about that parent.
+    ours: bool = True
+
+    @property
+    def accepted(self) -> bool:
+        return self.problem is None and bool(self.attachments)
+
+
+def attach(
+    route: Attachable,
+    frontends: Frontends,
+    namespaces: Mapping[NamespacedName, Namespace],
+    gateway_exists: Mapping[NamespacedName, object],
+) -> list[ParentOutcome]:
+    """One outcome per parentRef. `gateway_exists` holds every Gateway, dragoman's or not."""
+    return [
+        _attach_one(route, index, parent_ref, frontends, namespaces, gateway_exists)
+        for index, parent_ref in enumerate(route.parent_refs)
+    ]
+
+
+def namespace_labels(
+    namespaces: Mapping[NamespacedName, Namespace], name: str
+) -> Mapping[str, str]:
+    """A namespace's labels; the API server's name label even when the object is not known."""
+    namespace = namespaces.get(("", name))
+    return namespace.labels if namespace is not None else {NAMESPACE_NAME_LABEL: name}
+
+
+def _attach_one(
+    route: Attachable,
+    index: int,
+    parent_ref: ParentRef,
+    frontends: Frontends,
+    namespaces: Mapping[NamespacedName, Namespace],
+    gateway_exists: Mapping[NamespacedName, object],
+) -> ParentOutcome:
+    field = f"spec.parentRefs[{index}]"
+
+    def refused(reason: str, message: str, at: str = field) -> ParentOutcome:
+        problem = Problem(object=route.key, field=at, reason=reason, message=message)
+        return ParentOutcome(index, parent_ref, problem=problem)
+
+    if parent_ref.group != GATEWAY_GROUP:
+        return refused(
+            "UnsupportedValue",
+            f"parentRef group {parent_ref.group!r} is not supported; use {GATEWAY_GROUP!r}",
+            f"{field}.group",
+        )
+    if parent_ref.kind != "Gateway":
+        return refused(
+            "UnsupportedValue",
+            f"parentRef kind {parent_ref.kind!r} is not supported; use 'Gateway'",
+            f"{field}.kind",
+        )
+    namespace = parent_ref.namespace or route.meta.namespace
+    verdict = frontends.gateways.get((namespace, parent_ref.name))
+    if verdict is None:
+        if (namespace, parent_ref.name) in gateway_exists:
+            return ParentOutcome(index, parent_ref, ours=False)
+        missing = refused("NoMatchingParent", f"Gateway {namespace}/{parent_ref.name} not found")
+        return replace(missing, ours=frontends.owns_missing_gateways)
+    gateway_name = f"{namespace}/{parent_ref.name}"
+    if verdict.rejection is not None:
+        return refused(
+            "NoMatchingParent",
+            f"Gateway {gateway_name} is not accepted: {verdict.rejection.message}",
+        )
+
+    selected = _selected_listeners(verdict, parent_ref)
+    if isinstance(selected, tuple):
+        at, message = selected
+        return refused("NoMatchingParent", message, f"{field}{at}")
+
+    kind = RouteGroupKind(route.kind)
+    admitting = [v for v in selected if v.attachable and kind in v.supported_kinds]
+    if not admitting:
+        return refused("NotAllowedByListeners", _kind_refusal(route.kind, gateway_name, selected))
+    labels = namespace_labels(namespaces, route.meta.namespace)
+    allowed = [v for v in admitting if _allows_namespace(v, route.meta.namespace, labels)]
+    if not allowed:
+        return refused(
+            "NotAllowedByListeners",
+            f"no listener of Gateway {gateway_name} that this parentRef selects allows "
+            f"{route.kind}s from namespace {route.meta.namespace!r} ({_allowances(admitting)})",
+        )
+
+    attachments = tuple(
+        Attachment(
+            gateway=verdict.gateway.key,
+            port=v.listener.port,
+            domains=domains,
+            listener=v.name,
+            programmed=v.programmed,
+        )
+        for v in allowed
+        if (domains := intersect(v.listener.hostname, route.hostnames))
+    )
+    if not attachments:
+        listener_hostnames = sorted({str(v.listener.hostname) for v in allowed})
+        return refused(
+            "NoMatchingListenerHostname",
+            f"{field}: no route hostname intersects the listener hostnames "
+            f"{listener_hostnames} of Gateway {gateway_name}",
+            "spec.hostnames",
+        )
+    return ParentOutcome(index, parent_ref, attachments=attachments)
+
+
+def _selected_listeners(
+    verdict: GatewayVerdict, parent_ref: ParentRef
+) -> list[ListenerVerdict] | tuple[str, str]:
+    """The listeners a parentRef names, or (field suffix, message) when it names none."""
+    gateway = verdict.gateway
+    gateway_name = f"{gateway.meta.namespace}/{gateway.meta.name}"
+    section, port = parent_ref.section_name, parent_ref.port
+    selected = list(verdict.listeners)
+    if section is not None:
+        selected = [v for v in selected if v.name == section]
+        if not selected:
+            return ".sectionName", f"Gateway {gateway_name} has no listener named {section!r}"
+    if port is not None:
+        selected = [v for v in selected if v.listener.port == port]
+        if not selected:
+            named = f" named {section!r}" if section is not None else ""
+            return ".port", f"Gateway {gateway_name} has no listener{named} on port {port}"
+    if not selected:
+        return "", f"Gateway {gateway_name} has no listeners"
+    return selected
+
+
+def _kind_refusal(kind: str, gateway_name: str, selected: list[ListenerVerdict]) -> str:
+    described = ", ".join(
+        f"{v.name!r} ({v.listener.protocol}: "
+        f"{', '.join(k.kind for k in v.supported_kinds) if v.attachable else 'no route kinds'})"
+        for v in selected
+    )
+    return (
+        f"no listener of Gateway {gateway_name} that this parentRef selects admits "
+        f"{kind}s: {described}"
+    )
+
+
+def _allows_namespace(
+    verdict: ListenerVerdict, route_namespace: str, labels: Mapping[str, str]
+) -> bool:
+    listener = verdict.listener
+    if listener.allowed_namespaces == "All":
+        return True
+    if listener.allowed_namespaces == "Same":
+        return route_namespace == verdict.gateway.namespace
+    if listener.allowed_namespaces == "Selector" and listener.namespace_selector is not None:
+        return listener.namespace_selector.matches(labels)
+    return False  # anything else admits nothing rather than everything
+
+
+def _allowances(verdicts: list[ListenerVerdict]) -> str:
+    parts = []
+    for v in verdicts:
+        source = v.listener.allowed_namespaces
+        if source == "Same":
+            allows = f"namespace {v.gateway.namespace!r} only"
+        elif source == "Selector":
+            allows = f"namespaces labelled {v.listener.namespace_selector}"
+        else:
+            allows = "every namespace"
+        parts.append(f"{v.name!r} allows {allows}")
+    return "; ".join(parts)

@@ -1,0 +1,235 @@
+"""Attached routes to what one group of Envoys receives: listeners, route tables, clusters.
+
+Every port of the group's Gateways becomes one Envoy listener. A plain-HTTP port has one route
+table; an HTTPS port has one TLS filter chain per listener hostname (SNI), each with its own
+route table. Virtual hosts follow Gateway API hostname rules (vhosts.py), listener isolation
+included: a request is answered only by routes of the most specific listener matching it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from dragoman.dag.frontends.attachment import Attachment
+from dragoman.dag.frontends.listeners import GatewayVerdict, ListenerVerdict, listener_name
+from dragoman.dag.frontends.virtual_hosts import (
+    ANY_HOST,
+    ListenerRoutes,
+    covers,
+    specificity,
+    virtual_hosts,
+)
+from dragoman.dag.model import (
+    DirectResponse,
+    Forward,
+    HttpListener,
+    HttpsListener,
+    Listener,
+    NodeGroup,
+    Problem,
+    Route,
+    RouteMatch,
+    RouteTable,
+    TlsFilterChain,
+    VirtualHost,
+)
+from dragoman.dag.routes.ranking import RankedRoute
+from dragoman.objects import ObjectKey
+
+# What an HTTPS listener answers a request whose Host belongs to another listener than its
+# SNI chose (a reused connection, or a client lying): 421 makes clients reconnect.
+MISDIRECTED = DirectResponse(status=421, body="misdirected request: Host does not match SNI")
+# The Problem reason of a listener left out of the all-gateways group (see shadowed_listeners).
+SHADOWED_LISTENER = "ShadowedListener"
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRoutes:
+    """The routes of one route object, served where one listener accepted it."""
+
+    attachment: Attachment
+    routes: tuple[RankedRoute, ...]
+    route_hostnames: tuple[str, ...] = ()  # the route's own spec.hostnames
+
+
+_ByListener = dict[tuple[str, str, str], list[ServedRoutes]]
+
+
+def node_group(
+    name: str, gateways: Sequence[GatewayVerdict], served: Iterable[ServedRoutes]
+) -> NodeGroup:
+    """The group's listeners, route tables and referenced clusters."""
+    ports = _listeners_by_port(gateways)
+    by_listener: _ByListener = {}
+    for item in served:
+        a = item.attachment
+        by_listener.setdefault((a.gateway.namespace, a.gateway.name, a.listener), []).append(item)
+
+    listeners: list[Listener] = []
+    route_tables: list[RouteTable] = []
+    for port in sorted(ports):
+        verdicts = ports[port]
+        if verdicts[0].listener.protocol == "HTTPS":
+            https, tables = _https_port(port, verdicts, by_listener)
+            listeners.append(https)
+            route_tables.extend(tables)
+        else:
+            hosts = virtual_hosts(
+                port,
+                [v.listener.hostname for v in verdicts],
+                _listener_routes(verdicts, by_listener, "http"),
+            )
+            table = RouteTable(listener_name(port), hosts)
+            listeners.append(HttpListener(name=table.name, port=port, route_table=table.name))
+            route_tables.append(table)
+    return NodeGroup(
+        name=name,
+        listeners=tuple(listeners),
+        route_tables=tuple(route_tables),
+        clusters=_referenced_clusters(route_tables),
+    )
+
+
+def https_listener_name(port: int) -> str:
+    return f"https-{port}"
+
+
+def https_route_table_name(port: int, hostname: str | None) -> str:
+    base = https_listener_name(port)
+    return f"{base}/{hostname}" if hostname else base
+
+
+def shadowed_listeners(gateways: Sequence[GatewayVerdict]) -> dict[tuple[ObjectKey, int], Problem]:
+    """The served listeners a group of several Gateways leaves out, by (Gateway, listener
+    index), each with a Problem on its Gateway: another Gateway's listener took the port
+    (another protocol) or the hostname.
+
+    Each Gateway's own group still serves them; only Envoys given every Gateway lose them.
+    """
+    _, shadowed = _assign_ports(gateways)
+    problems = {}
+    for verdict, winner in shadowed:
+        listener, other = verdict.listener, winner.listener
+        taken = (
+            f"uses {other.protocol} there"
+            if other.protocol != listener.protocol
+            else f"has the same hostname ({other.hostname})"
+            if other.hostname
+            else "has no hostname either"
+        )
+        problems[(verdict.gateway, verdict.index)] = Problem(
+            verdict.gateway,
+            f"spec.listeners[{verdict.index}]",
+            SHADOWED_LISTENER,
+            f"listener {listener.name!r} on port {listener.port} is left out of the "
+            f"configuration of Envoys that serve every Gateway (node.cluster naming no "
+            f"Gateway): listener {other.name!r} of Gateway {winner.gateway.namespace}/"
+            f"{winner.gateway.name} {taken}; Envoys whose node.cluster is "
+            f"{verdict.gateway.namespace}/{verdict.gateway.name} serve it",
+        )
+    return problems
+
+
+def _listeners_by_port(gateways: Sequence[GatewayVerdict]) -> dict[int, list[ListenerVerdict]]:
+    return _assign_ports(gateways)[0]
+
+
+def _assign_ports(
+    gateways: Sequence[GatewayVerdict],
+) -> tuple[dict[int, list[ListenerVerdict]], list[tuple[ListenerVerdict, ListenerVerdict]]]:
+    """Served listeners per port, and (left out, the listener that took its place). Across
+    Gateways the first protocol seen on a port wins it, and of listeners with the same
+    hostname the first: Envoy has one listener per port."""
+    ports: dict[int, list[ListenerVerdict]] = {}
+    shadowed: list[tuple[ListenerVerdict, ListenerVerdict]] = []
+    for gateway in gateways:
+        for verdict in gateway.served():
+            taken = ports.setdefault(verdict.listener.port, [])
+            if taken and taken[0].listener.protocol != verdict.listener.protocol:
+                shadowed.append((verdict, taken[0]))
+                continue
+            same = next(
+                (v for v in taken if v.listener.hostname == verdict.listener.hostname), None
+            )
+            if same is not None:
+                shadowed.append((verdict, same))
+                continue
+            taken.append(verdict)
+    return ports, shadowed
+
+
+def _listener_routes(
+    verdicts: Iterable[ListenerVerdict], by_listener: _ByListener, scheme: str
+) -> list[ListenerRoutes]:
+    return [
+        ListenerRoutes(
+            listener_hostname=verdict.listener.hostname,
+            scheme=scheme,
+            domains=item.attachment.domains,
+            route_hostnames=item.route_hostnames,
+            routes=item.routes,
+        )
+        for verdict in verdicts
+        for item in by_listener.get(
+            (verdict.gateway.namespace, verdict.gateway.name, verdict.name), ()
+        )
+    ]
+
+
+def _https_port(
+    port: int, verdicts: list[ListenerVerdict], by_listener: _ByListener
+) -> tuple[HttpsListener, list[RouteTable]]:
+    hostnames = [v.listener.hostname for v in verdicts]
+    chains: list[TlsFilterChain] = []
+    tables: list[RouteTable] = []
+    # Chains with server names first, most specific first; the catch-all chain last.
+    for verdict in sorted(verdicts, key=lambda v: specificity(v.listener.hostname or ANY_HOST)):
+        hostname = verdict.listener.hostname
+        misdirected = (Route(RouteMatch("PathPrefix", "/"), MISDIRECTED, verdict.gateway),)
+        # Every listener hostname of the port is passed for isolation; a virtual host left
+        # empty by it belongs to another listener (another SNI): answer 421, not 404.
+        own = hostname or ANY_HOST
+        hosts = [
+            host
+            if host.routes or _owner(host.name, hostnames) == own
+            else dataclasses.replace(host, routes=misdirected)
+            for host in virtual_hosts(
+                port, hostnames, _listener_routes([verdict], by_listener, "https")
+            )
+        ]
+        if hostname and not any(host.domains == (ANY_HOST,) for host in hosts):
+            hosts.append(VirtualHost(ANY_HOST, (ANY_HOST,), misdirected))
+        name = https_route_table_name(port, hostname)
+        tables.append(RouteTable(name, tuple(hosts)))
+        chains.append(
+            TlsFilterChain(
+                server_names=(hostname,) if hostname else (),
+                certificates=verdict.certificates,
+                route_table=name,
+            )
+        )
+    return HttpsListener(https_listener_name(port), port, tuple(chains)), tables
+
+
+def _owner(domain: str, hostnames: Iterable[str | None]) -> str:
+    """The most specific listener hostname ("*": none) that matches `domain`."""
+    candidates = {hostname or ANY_HOST for hostname in hostnames}
+    matching = [h for h in candidates if h == domain or covers(h, domain)]
+    return min(matching, key=specificity, default=ANY_HOST)
+
+
+def _referenced_clusters(route_tables: Iterable[RouteTable]) -> tuple[str, ...]:
+    return tuple(
+        sorted(
+            {
+                cluster
+                for table in route_tables
+                for virtual_host in table.virtual_hosts
+                for route in virtual_host.routes
+                if isinstance(route.action, Forward)
+                for cluster in route.action.clusters
+            }
+        )
+    )

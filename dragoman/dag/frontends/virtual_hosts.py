@@ -1,0 +1,146 @@
+"""The virtual hosts of one port: Gateway API hostname semantics in Envoy's domain matching.
+
+Envoy picks exactly one virtual host per request: the most specific domain that matches
+(exact, then the longest `*.suffix`, then `*`). The Gateway API asks for more:
+
+- Listener isolation: a request belongs to the most specific listener hostname that matches
+  it, and only routes attached to that listener may serve it.
+- Routes of every hostname that matches a request compete, `*.example.com` routes included
+  for `foo.example.com`; precedence goes to the most specific matching route hostname, then
+  to the match rules of routes.py.
+
+So every domain that matters (each listener hostname, each attached route domain) becomes a
+virtual host holding, in precedence order, every route its requests may reach.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from dragoman.dag.model import Redirect, Route, VirtualHost
+from dragoman.dag.routes.ranking import Precedence, RankedRoute
+
+ANY_HOST = "*"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerRoutes:
+    """The routes of one route object, accepted by one listener of this port."""
+
+    listener_hostname: str | None  # None: the listener takes any host
+    scheme: str  # what clients speak to the listener: "http" or "https"
+    domains: tuple[str, ...]  # route hostnames intersected with the listener's
+    route_hostnames: tuple[str, ...]  # the route's own spec.hostnames
+    routes: tuple[RankedRoute, ...]
+
+
+def virtual_hosts(
+    port: int, listener_hostnames: Iterable[str | None], served: Sequence[ListenerRoutes]
+) -> tuple[VirtualHost, ...]:
+    """The virtual hosts of `port`, whose listeners have `listener_hostnames`, by domain."""
+    listeners = {_host(h) for h in listener_hostnames} | {
+        _host(item.listener_hostname) for item in served
+    }
+    domains = listeners | {domain for item in served for domain in item.domains}
+    # Indexed so each domain costs its own label count and the routes it gets, not a scan
+    # of every domain and every route (ten thousand hostnames on one port are ordinary).
+    served_by_domain: dict[str, list[int]] = {}
+    for index, item in enumerate(served):
+        for domain in set(item.domains):
+            served_by_domain.setdefault(domain, []).append(index)
+    result = []
+    for domain in sorted(domains):
+        matching = [domain, *(d for d in covering_domains(domain) if d in domains)]
+        listener = min((d for d in matching if d in listeners), key=specificity)
+        reaching = sorted({i for d in matching for i in served_by_domain.get(d, ())})
+        routes: dict[Precedence, Route] = {}
+        for item in (served[i] for i in reaching):
+            if _host(item.listener_hostname) != listener:
+                continue
+            hostname_rank = _hostname_rank(item.route_hostnames, domain)
+            for ranked in item.routes:
+                route = _for_listener(ranked.route, port, item.scheme)
+                # The route kind (gRPC routes first, see routes.py) comes before hostname
+                # precedence, so a gRPC call never falls to an HTTPRoute while a GRPCRoute
+                # matches it. Keyed by precedence: a route reaching a domain twice is one.
+                kind, *rest = ranked.precedence
+                routes[(kind, *hostname_rank, *rest)] = route
+        # An empty virtual host still matters when it keeps a broader one from taking its
+        # requests (another listener's routes must not serve them): Envoy answers 404.
+        shields = len(matching) > 1
+        if routes or shields:
+            ordered = tuple(routes[key] for key in sorted(routes))
+            result.append(VirtualHost(name=domain, domains=(domain,), routes=ordered))
+    return tuple(result)
+
+
+def covering_domains(domain: str) -> list[str]:
+    """Every domain that `covers` this one: its broader `*.suffix` wildcards, then `*`."""
+    if domain == ANY_HOST:
+        return []
+    labels = domain.split(".")
+    # "a.b.c" is covered by "*.b.c" and "*.c"; "*.b.c" by "*.c" only (never by itself).
+    start = 1 if labels[0] != "*" else 2
+    return [f"*.{'.'.join(labels[i:])}" for i in range(start, len(labels))] + [ANY_HOST]
+
+
+def covers(wildcard: str, hostname: str) -> bool:
+    """`*` covers every other host; `*.example.com` covers `a.example.com`, `a.b.example.com`
+    and `*.a.example.com`."""
+    if wildcard == ANY_HOST:
+        return hostname != ANY_HOST
+    if not wildcard.startswith("*."):
+        return False
+    suffix = wildcard[1:]  # ".example.com"
+    return hostname.endswith(suffix) and len(hostname) > len(suffix)
+
+
+def specificity(domain: str) -> tuple[int, int]:
+    """Sorts ascending from the most specific: exact names, longer wildcards, then `*`."""
+    if domain == ANY_HOST:
+        return 2, 0
+    return (1 if domain.startswith("*.") else 0), -len(domain)
+
+
+def placed_redirect(redirect: Redirect, listener_port: int, listener_scheme: str) -> Redirect:
+    """A redirect with the port its Location needs on this listener (Gateway API rules).
+
+    No port in the filter: the scheme's well-known port when the filter sets a scheme, else
+    the listener's. Location carries no port when it is the default of its scheme (the
+    Gateway API's SHOULD). Envoy writes a port only when told one: the listeners strip the
+    port from Host before routing (strip_any_host_port), so the request's own never leaks in.
+    """
+    scheme = redirect.scheme or listener_scheme
+    if redirect.port is not None:
+        port = redirect.port
+    elif redirect.scheme is not None:
+        port = DEFAULT_PORTS.get(redirect.scheme, listener_port)
+    else:
+        port = listener_port
+    location_port = None if port == DEFAULT_PORTS.get(scheme) else port
+    return dataclasses.replace(redirect, location_port=location_port)
+
+
+def _for_listener(route: Route, port: int, scheme: str) -> Route:
+    if isinstance(route.action, Redirect):
+        return dataclasses.replace(route, action=placed_redirect(route.action, port, scheme))
+    return route
+
+
+def _host(hostname: str | None) -> str:
+    return hostname.lower() if hostname else ANY_HOST
+
+
+def _hostname_rank(route_hostnames: Sequence[str], domain: str) -> tuple[int, int]:
+    """Gateway API hostname precedence: the most characters in a matching non-wildcard route
+    hostname, then in any matching route hostname. A route without hostnames ranks last."""
+    best = (0, 0)
+    for hostname in route_hostnames:
+        hostname = hostname.lower()
+        if hostname == domain or covers(hostname, domain):
+            exact = 0 if hostname.startswith("*") else len(hostname)
+            best = max(best, (exact, len(hostname)))
+    return -best[0], -best[1]

@@ -1,0 +1,209 @@
+"""What one route rule does with the requests it matches: forward (with rewrites, mirrors
+and timeouts), redirect, or answer an error itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dragoman.dag.model import (
+    H2C,
+    AggregateCluster,
+    Cluster,
+    DirectResponse,
+    DnsCluster,
+    Forward,
+    HeaderEdits,
+    Mirror,
+    Problem,
+    Redirect,
+)
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
+from dragoman.dag.routes.filters import RuleFilters, rule_filters
+from dragoman.dag.routes.reference_grants import NO_GRANTS, ReferenceGrants
+from dragoman.dag.upstreams.inputs import NO_UPSTREAM_INPUTS, UpstreamInputs
+from dragoman.objects import (
+    BackendRef,
+    GRPCRoute,
+    GRPCRouteRule,
+    HTTPRoute,
+    HTTPRouteRule,
+    HTTPRouteTimeouts,
+    RouteFilter,
+    Service,
+)
+from dragoman.store import NamespacedName
+
+# What a rule with no usable backend answers: the Gateway API asks for 500 (HTTPRoute) and
+# UNAVAILABLE (GRPCRoute), which gRPC clients read from HTTP 503.
+NO_BACKEND = DirectResponse(status=500)
+NO_GRPC_BACKEND = DirectResponse(status=503)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleAction:
+    action: Forward | Redirect | DirectResponse
+    request_headers: HeaderEdits
+    response_headers: HeaderEdits
+    clusters: tuple[Cluster, ...]  # every valid cluster the action sends requests to
+    problems: tuple[Problem, ...]
+
+
+def http_rule_action(
+    route: HTTPRoute,
+    rule_index: int,
+    rule: HTTPRouteRule,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
+) -> RuleAction:
+    # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule).
+    prefix = rule.matches[0].path.value if len(rule.matches) == 1 else ""
+    timeout_ms, per_try_timeout_ms = http_timeouts(rule.timeouts)
+    return _rule_action(
+        route,
+        rule_index,
+        rule.filters,
+        rule.backend_refs,
+        services,
+        options,
+        prefix=prefix,
+        timeouts=(timeout_ms, per_try_timeout_ms),
+        grants=grants,
+        upstream=upstream,
+    )
+
+
+def grpc_rule_action(
+    route: GRPCRoute,
+    rule_index: int,
+    rule: GRPCRouteRule,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
+) -> RuleAction:
+    # gRPC calls may stream for as long as the client's deadline allows: no route timeout.
+    return _rule_action(
+        route,
+        rule_index,
+        rule.filters,
+        rule.backend_refs,
+        services,
+        options,
+        prefix="",
+        timeouts=(0, None),
+        grpc=True,
+        grants=grants,
+        upstream=upstream,
+    )
+
+
+def http_timeouts(timeouts: HTTPRouteTimeouts) -> tuple[int | None, int | None]:
+    """(route timeout, per-try timeout) in milliseconds for an HTTPRoute rule's `timeouts`.
+
+    `request` bounds the whole exchange; `backendRequest` each attempt at a backend. dragoman
+    makes one attempt, so a lone `backendRequest` bounds the whole exchange too. With neither,
+    None keeps Envoy's 15 s default: a safe bound rather than none. 0 means no timeout.
+    """
+    request, backend = timeouts.request_ms, timeouts.backend_request_ms
+    if request is None:
+        return backend, None
+    if backend is None or backend == 0 or (request != 0 and backend >= request):
+        return request, None
+    return request, backend
+
+
+def _rule_action(
+    route: HTTPRoute | GRPCRoute,
+    rule_index: int,
+    filters: Sequence[RouteFilter],
+    refs: Sequence[BackendRef],
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    *,
+    prefix: str,
+    timeouts: tuple[int | None, int | None],
+    grpc: bool = False,
+    grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
+) -> RuleAction:
+    rule_field = f"spec.rules[{rule_index}]"
+    # gRPC needs HTTP/2 all the way to the backend.
+    protocol = H2C if grpc else None
+    no_backend = NO_GRPC_BACKEND if grpc else NO_BACKEND
+    parsed = rule_filters(route.key, f"{rule_field}.filters", filters, prefix)
+    resolved = resolve_backends(
+        route, rule_index, refs, services, options, protocol, grants, upstream
+    )
+    problems = [*parsed.problems, *resolved.problems]
+
+    def done(
+        action: Forward | Redirect | DirectResponse, clusters: Sequence[Cluster]
+    ) -> RuleAction:
+        return RuleAction(
+            action=action,
+            request_headers=parsed.request_headers,
+            response_headers=parsed.response_headers,
+            clusters=tuple(clusters),
+            problems=tuple(problems),
+        )
+
+    if parsed.invalid:
+        return done(no_backend, ())
+    if parsed.redirect is not None:
+        return done(parsed.redirect, ())  # a redirect needs no backend (the CRD forbids them)
+    clusters = {cluster.name: cluster for cluster in resolved.clusters}
+    if not clusters:
+        return done(no_backend, ())
+    mirrors = _mirrors(
+        route, rule_field, parsed, services, options, protocol, problems, clusters, grants, upstream
+    )
+    external = any(
+        isinstance(clusters[b.cluster], DnsCluster | AggregateCluster)
+        for b in resolved.backends
+        if b.cluster is not None
+    )
+    action = Forward(
+        backends=resolved.backends,
+        # External hosts (virtual hosting, TLS) expect their own name in Host, not the gateway's.
+        auto_host_rewrite=external,
+        host_rewrite=parsed.host_rewrite,
+        path_rewrite=parsed.path_rewrite,
+        mirrors=mirrors,
+        timeout_ms=timeouts[0],
+        per_try_timeout_ms=timeouts[1],
+        grpc=grpc,
+    )
+    return done(action, list(clusters.values()))
+
+
+def _mirrors(
+    route: HTTPRoute | GRPCRoute,
+    rule_field: str,
+    parsed: RuleFilters,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    protocol: str | None,
+    problems: list[Problem],
+    clusters: dict[str, Cluster],
+    grants: ReferenceGrants,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
+) -> tuple[Mirror, ...]:
+    """Mirrors whose backendRef resolves; an invalid one is dropped and reported."""
+    mirrors: list[Mirror] = []
+    for index, spec in parsed.mirrors:
+        field = f"{rule_field}.filters[{index}].requestMirror.backendRef"
+        resolved = resolve_backend_ref(
+            route, field, spec.backend_ref, services, options, protocol, grants, upstream
+        )
+        if isinstance(resolved, Problem):
+            problems.append(resolved)
+            continue
+        clusters[resolved.name] = resolved
+        # A mirror is a request of its own: an external host needs its own name in Host too.
+        host = resolved.hostname if isinstance(resolved, DnsCluster) else None
+        mirrors.append(Mirror(resolved.name, spec.numerator, spec.denominator, host))
+    return tuple(mirrors)

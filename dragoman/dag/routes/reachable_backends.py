@@ -1,0 +1,97 @@
+"""The Services and external names one route's backendRefs (mirrors included) reach, whether
+or not a cluster could be built for them: for BackendTLSPolicy ancestors and the DNS check."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.routes.reference_grants import (
+    ReferenceGrants,
+    Referrer,
+    route_referrer,
+    service_target,
+)
+from dragoman.dag.upstreams.clusters import MAX_ALIAS_HOPS
+from dragoman.dag.upstreams.external_names import (
+    in_cluster_target,
+    is_cluster_local,
+    normalise,
+    unsafe_reason,
+)
+from dragoman.dag.upstreams.in_cluster_first import preferred_service
+from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, Service
+from dragoman.store import NamespacedName
+
+
+@dataclass(frozen=True, slots=True)
+class RouteBackendNames:
+    services: frozenset[NamespacedName]  # every Service reached (aliases and preferences too)
+    # External names it forwards to that pass the literal and domain checks, sorted.
+    hostnames: tuple[str, ...]
+
+
+NO_BACKEND_NAMES = RouteBackendNames(frozenset(), ())
+
+
+def route_backend_names(
+    route: HTTPRoute | GRPCRoute,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants,
+) -> RouteBackendNames:
+    reached: set[NamespacedName] = set()
+    hostnames: set[str] = set()
+    referrer = route_referrer(route.kind, route.meta.namespace)
+    for ref in _backend_refs(route):
+        if ref.group != "" or ref.kind != "Service":
+            continue
+        namespace = ref.namespace or route.meta.namespace
+        if not grants.permits(referrer, service_target(namespace, ref.name)):
+            continue
+        service = services.get((namespace, ref.name))
+        if service is not None:
+            _follow(service, services, options, grants, reached, hostnames)
+    return RouteBackendNames(frozenset(reached), tuple(sorted(hostnames)))
+
+
+def _backend_refs(route: HTTPRoute | GRPCRoute) -> Iterator[BackendRef]:
+    for rule in route.rules:
+        yield from rule.backend_refs
+        for route_filter in rule.filters:
+            if route_filter.request_mirror is not None:
+                yield route_filter.request_mirror.backend_ref
+
+
+def _follow(
+    service: Service,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants,
+    reached: set[NamespacedName],
+    hostnames: set[str],
+) -> None:
+    """Adds the Service, the Services its aliases lead to, and the external name it ends at."""
+    for _ in range(MAX_ALIAS_HOPS + 1):
+        key = (service.meta.namespace, service.meta.name)
+        if key in reached:
+            return
+        reached.add(key)
+        if not service.is_external_name or unsafe_reason(service.external_name) is not None:
+            return
+        preference = preferred_service(service, services)
+        if preference is not None and preference.service is not None:
+            reached.add((preference.service.meta.namespace, preference.service.meta.name))
+        target = in_cluster_target(service.external_name, options.cluster_domain)
+        if target is None:
+            hostname = normalise(service.external_name)
+            allowed = options.external_names.domain_refusal(hostname) is None
+            if allowed and not is_cluster_local(hostname, options.cluster_domain):
+                hostnames.add(hostname)
+            return
+        referrer = Referrer("", "Service", service.meta.namespace)
+        aliased = services.get(target)
+        if aliased is None or not grants.permits(referrer, service_target(*target)):
+            return
+        service = aliased

@@ -1,0 +1,71 @@
+"""One HTTPRoute or GRPCRoute to its ranked Envoy routes, the clusters they use and every
+problem found, whether or not the route attaches anywhere (so all its problems show)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dragoman.dag.model import Cluster, Problem
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.routes.actions import grpc_rule_action, http_rule_action
+from dragoman.dag.routes.ranking import RankedRoute, ranked_grpc_routes, ranked_routes
+from dragoman.dag.routes.reference_grants import NO_GRANTS, ReferenceGrants
+from dragoman.dag.upstreams.inputs import NO_UPSTREAM_INPUTS, UpstreamInputs
+from dragoman.objects import GRPCRoute, HTTPRoute, Service
+from dragoman.store import NamespacedName
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRules:
+    ranked: tuple[RankedRoute, ...]
+    clusters: Mapping[str, Cluster]  # by name, every valid cluster a rule sends requests to
+    problems: tuple[Problem, ...]
+
+
+def route_rules(
+    route: HTTPRoute | GRPCRoute,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
+) -> RouteRules:
+    if isinstance(route, HTTPRoute):
+        actions = [
+            http_rule_action(route, index, rule, services, options, grants, upstream)
+            for index, rule in enumerate(route.rules)
+        ]
+        ranked, match_problems = ranked_routes(route, actions)
+    else:
+        actions = [
+            grpc_rule_action(route, index, rule, services, options, grants, upstream)
+            for index, rule in enumerate(route.rules)
+        ]
+        ranked, match_problems = ranked_grpc_routes(route, actions)
+    clusters = {cluster.name: cluster for action in actions for cluster in action.clusters}
+    problems = [problem for action in actions for problem in action.problems]
+    if isinstance(route, HTTPRoute):
+        problems.extend(_experimental_fields(route))
+    return RouteRules(tuple(ranked), clusters, (*problems, *match_problems))
+
+
+# What each experimental rule field dragoman does not serve means for traffic.
+_NOT_SERVED = {
+    "retry": "failed requests are not retried",
+    "sessionPersistence": "requests are not kept on one backend",
+}
+
+
+def _experimental_fields(route: HTTPRoute) -> list[Problem]:
+    return [
+        Problem(
+            route.key,
+            f"spec.rules[{index}].{name}",
+            "UnsupportedValue",
+            f"{name} is an experimental Gateway API field dragoman does not implement: the "
+            f"rule is served without it ({_NOT_SERVED.get(name, 'it has no effect')}); "
+            "remove it to clear this condition",
+        )
+        for index, rule in enumerate(route.rules)
+        for name in rule.experimental_fields
+    ]

@@ -1,0 +1,67 @@
+"""Every object's status, from what the build decided: GatewayClasses, Gateways (with their
+listeners and attached-route counts) and routes. Pure: conditions carry no time.
+
+Extension points: a policy kind adds its statuses with status_policy.policy_status; a check
+made outside the build adds route conditions with status_routes.add_route_condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from dragoman.dag.frontends.listeners import Frontends
+from dragoman.dag.model import ObjectStatus, Problem
+from dragoman.dag.status.gateways import gateway_class_status, gateway_status
+from dragoman.dag.status.routes import RouteOutcome, route_statuses
+from dragoman.objects import ObjectKey
+
+
+def object_statuses(
+    frontends: Frontends,
+    routes: Sequence[RouteOutcome],
+    problems: Sequence[Problem],
+    controller_name: str,
+    shadowed: Mapping[tuple[ObjectKey, int], Problem] | None = None,
+) -> dict[ObjectKey, ObjectStatus]:
+    """`shadowed`: listeners the all-gateways group leaves out, by (Gateway, listener index)."""
+    attached = attached_routes(routes)
+    notes: dict[ObjectKey, dict[int, str]] = {}
+    for (gateway, index), problem in (shadowed or {}).items():
+        notes.setdefault(gateway, {})[index] = problem.message
+    statuses = [
+        *(gateway_class_status(verdict) for verdict in frontends.classes.values()),
+        *(
+            gateway_status(
+                verdict,
+                attached.get(verdict.gateway.key, {}),
+                notes.get(verdict.gateway.key, {}),
+            )
+            for verdict in frontends.ordered()
+        ),
+        *route_statuses(routes, problems, controller_name),
+    ]
+    return {status.key: status for status in sorted(statuses, key=_order)}
+
+
+# Classes first, then Gateways, then routes: the order a person reads them in.
+_KIND_ORDER = {"GatewayClass": 0, "Gateway": 1, "HTTPRoute": 2, "GRPCRoute": 3}
+
+
+def _order(status: ObjectStatus) -> tuple[int, ObjectKey]:
+    return _KIND_ORDER.get(status.key.kind, len(_KIND_ORDER)), status.key
+
+
+def attached_routes(routes: Sequence[RouteOutcome]) -> dict[ObjectKey, dict[str, int]]:
+    """Gateway -> listener name -> how many routes it accepted (each route counts once)."""
+    seen: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
+    for outcome in routes:
+        for parent in outcome.parents:
+            if not parent.accepted:
+                continue
+            for attachment in parent.attachments:
+                listeners = seen.setdefault(attachment.gateway, {})
+                listeners.setdefault(attachment.listener, set()).add(outcome.route.key)
+    return {
+        gateway: {name: len(keys) for name, keys in listeners.items()}
+        for gateway, listeners in seen.items()
+    }

@@ -1,0 +1,151 @@
+"""Status of route objects (HTTPRoute, GRPCRoute): one `parents` entry per parentRef that
+names one of dragoman's Gateways, each with Accepted and ResolvedRefs (and PartiallyInvalid
+when some rules could not be served)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dragoman.dag.frontends.attachment import Attachable, ParentOutcome
+from dragoman.dag.model import ObjectStatus, Problem
+from dragoman.dag.status.conditions import (
+    GATEWAY_API_VERSION,
+    Condition,
+    condition,
+    joined,
+    with_condition,
+)
+from dragoman.objects import ParentRef
+
+# Problem reasons that mean a reference could not be resolved (ResolvedRefs=False): the
+# Gateway API's, and dragoman's own (an ExternalName it refuses to resolve: unsafe, outside
+# the platform policy, not or not yet resolved by the DNS check; a BackendTLSPolicy that
+# cannot be used).
+REFERENCE_REASONS = frozenset(
+    {
+        "BackendNotFound",
+        "InvalidKind",
+        "RefNotPermitted",
+        "UnsupportedProtocol",
+        "UnsafeExternalName",
+        "NotAllowedByPolicy",
+        "DNSCheckPending",
+        "DNSCheckFailed",
+        "InvalidBackendTLSPolicy",
+    }
+)
+# Fields whose problems are about attaching, reported through the parentRef outcomes.
+_ATTACH_FIELDS = ("spec.parentRefs", "spec.hostnames")
+
+
+@dataclass(frozen=True, slots=True)
+class RouteOutcome:
+    """A route and what became of each of its parentRefs."""
+
+    route: Attachable
+    generation: int
+    parents: tuple[ParentOutcome, ...]
+
+
+def route_status(
+    outcome: RouteOutcome, problems: Iterable[Problem], controller_name: str
+) -> ObjectStatus:
+    """`problems`: every problem of this route; those about attaching are ignored here."""
+    own = [p for p in problems if not p.field.startswith(_ATTACH_FIELDS)]
+    references = [p for p in own if p.reason in REFERENCE_REASONS]
+    others = [p for p in own if p.reason not in REFERENCE_REASONS]
+    generation = outcome.generation
+    if references:
+        resolved = condition(
+            "ResolvedRefs",
+            False,
+            references[0].reason,
+            joined([f"{p.field}: {p.message}" for p in references]),
+            generation,
+        )
+    else:
+        resolved = condition(
+            "ResolvedRefs", True, "ResolvedRefs", "all references resolved", generation
+        )
+    partial = None
+    if others:
+        partial = condition(
+            "PartiallyInvalid",
+            True,
+            others[0].reason,
+            "some rules are not served as written: "
+            + joined([f"{p.field}: {p.message}" for p in others]),
+            generation,
+        )
+    parents = [
+        {
+            "parentRef": parent_ref_status(parent.parent_ref),
+            "controllerName": controller_name,
+            "conditions": [
+                c for c in (_accepted(parent, generation), resolved, partial) if c is not None
+            ],
+        }
+        for parent in outcome.parents
+        if parent.ours
+    ]
+    route = outcome.route
+    return ObjectStatus(key=route.key, api_version=GATEWAY_API_VERSION, status={"parents": parents})
+
+
+def parent_ref_status(ref: ParentRef) -> dict[str, Any]:
+    """The parentRef as status echoes it: defaults filled in, unset optional fields left out."""
+    echoed: dict[str, Any] = {"group": ref.group, "kind": ref.kind}
+    if ref.namespace is not None:
+        echoed["namespace"] = ref.namespace
+    echoed["name"] = ref.name
+    if ref.section_name is not None:
+        echoed["sectionName"] = ref.section_name
+    if ref.port is not None:
+        echoed["port"] = ref.port
+    return echoed
+
+
+def add_route_condition(status: ObjectStatus, added: Condition) -> ObjectStatus:
+    """The same route status with `added` in every parent entry, replacing one of its type.
+
+    How checks made outside the build (a DNS check's `DNSResolved`) extend a route's status.
+    """
+    parents = [
+        {**parent, "conditions": with_condition(list(parent["conditions"]), added)}
+        for parent in status.status.get("parents", ())
+    ]
+    return ObjectStatus(status.key, status.api_version, {**status.status, "parents": parents})
+
+
+def _accepted(parent: ParentOutcome, generation: int) -> Condition:
+    if parent.problem is not None:
+        return condition(
+            "Accepted", False, parent.problem.reason, parent.problem.message, generation
+        )
+    gateway = parent.attachments[0].gateway
+    listeners = ", ".join(sorted({repr(a.listener) for a in parent.attachments}))
+    domains = ", ".join(sorted({d for a in parent.attachments for d in a.domains}))
+    idle = sorted({repr(a.listener) for a in parent.attachments if not a.programmed})
+    unserved = f"; listener(s) {', '.join(idle)} cannot be served yet (see the Gateway)"
+    return condition(
+        "Accepted",
+        True,
+        "Accepted",
+        f"accepted by listener(s) {listeners} of Gateway {gateway.namespace}/{gateway.name} "
+        f"for {domains}{unserved if idle else ''}",
+        generation,
+    )
+
+
+def route_statuses(
+    outcomes: Sequence[RouteOutcome], problems: Sequence[Problem], controller_name: str
+) -> list[ObjectStatus]:
+    by_route: dict[object, list[Problem]] = {}
+    for problem in problems:
+        by_route.setdefault(problem.object, []).append(problem)
+    return [
+        route_status(outcome, by_route.get(outcome.route.key, ()), controller_name)
+        for outcome in outcomes
+    ]

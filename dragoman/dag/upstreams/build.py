@@ -1,0 +1,115 @@
+"""The upstream side of a build, beside routes: the inputs clusters are shaped by, the
+children of in-cluster-first aggregates, BackendTLSPolicy statuses and DNSResolved."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dragoman.dag.model import AggregateCluster, Cluster, NodeGroup, ObjectStatus
+from dragoman.dag.routes.reachable_backends import RouteBackendNames
+from dragoman.dag.status.policies import PolicyAncestor, gateway_ancestor_ref, policy_status
+from dragoman.dag.status.routes import RouteOutcome, add_route_condition
+from dragoman.dag.upstreams.backend_tls_policy import BackendTlsPolicies
+from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
+from dragoman.dag.upstreams.inputs import UpstreamInputs
+from dragoman.objects import ObjectKey
+from dragoman.store import NamespacedName, Store
+
+# The Gateway API keeps at most this many ancestors in a policy's status.
+MAX_ANCESTORS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class RouteUpstreams:
+    """A route, what became of its parents, and the backends it names."""
+
+    outcome: RouteOutcome
+    names: RouteBackendNames
+
+
+def upstream_inputs(store: Store, dns: DnsObservations | None) -> UpstreamInputs:
+    policies = BackendTlsPolicies(
+        store.backend_tls_policies.values(), store.config_maps, store.secrets
+    )
+    return UpstreamInputs(tls_policies=policies, dns=dns or {})
+
+
+def with_aggregate_children(
+    groups: Mapping[str, NodeGroup], clusters: Mapping[str, Cluster]
+) -> tuple[dict[str, NodeGroup], dict[str, Cluster]]:
+    """Every group also serves the clusters its aggregates name, and the DAG defines them."""
+    every = dict(clusters)
+    for cluster in clusters.values():
+        if isinstance(cluster, AggregateCluster):
+            every.update((child.name, child) for child in cluster.children)
+    served = {}
+    for name, group in groups.items():
+        children = {
+            child.name
+            for cluster_name in group.clusters
+            if isinstance(cluster := clusters.get(cluster_name), AggregateCluster)
+            for child in cluster.children
+        }
+        if children:
+            group = dataclasses.replace(group, clusters=tuple(sorted({*group.clusters, *children})))
+        served[name] = group
+    return served, every
+
+
+def policy_statuses(
+    routes: Sequence[RouteUpstreams], store: Store, upstream: UpstreamInputs, controller: str
+) -> list[ObjectStatus]:
+    """A status for every BackendTLSPolicy: one ancestor per Gateway that accepted a route
+    reaching a Service the policy targets."""
+    policies = upstream.tls_policies
+    ancestors: dict[ObjectKey, set[ObjectKey]] = {}
+    for item in routes:
+        gateways = {a.gateway for parent in item.outcome.parents for a in parent.attachments}
+        if not gateways:
+            continue
+        for namespace, name in item.names.services:
+            for policy in policies.targeting(namespace, name):
+                ancestors.setdefault(policy, set()).update(gateways)
+    ports: dict[NamespacedName, frozenset[str]] = {
+        key: frozenset(p.name for p in service.ports) for key, service in store.services.items()
+    }
+    statuses = []
+    for policy in sorted(p.key for p in store.backend_tls_policies.values()):
+        conditions = policies.conditions(policy, ports)
+        entries = [
+            PolicyAncestor(gateway_ancestor_ref(gateway), conditions)
+            for gateway in sorted(ancestors.get(policy, ()))[:MAX_ANCESTORS]
+        ]
+        statuses.append(policy_status(policy, entries, controller))
+    return statuses
+
+
+def with_dns_conditions(
+    statuses: Mapping[ObjectKey, ObjectStatus],
+    routes: Sequence[RouteUpstreams],
+    dns: DnsObservations,
+) -> dict[ObjectKey, ObjectStatus]:
+    """Route statuses with DNSResolved in each parent entry, for routes to external names."""
+    result = dict(statuses)
+    for item in routes:
+        key = item.outcome.route.key
+        if item.names.hostnames and key in result:
+            added = dns_resolved_condition(item.names.hostnames, dns, item.outcome.generation)
+            result[key] = add_route_condition(result[key], added)
+    return result
+
+
+def checked_hostnames(routes: Sequence[RouteUpstreams]) -> tuple[str, ...]:
+    """External names of routes attached somewhere: what the DNS check resolves."""
+    return tuple(
+        sorted(
+            {
+                hostname
+                for item in routes
+                if any(parent.attachments for parent in item.outcome.parents)
+                for hostname in item.names.hostnames
+            }
+        )
+    )

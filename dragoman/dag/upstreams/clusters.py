@@ -1,0 +1,331 @@
+"""A Service port to the cluster that serves it: EDS, a DNS host, an ExternalName alias, or an
+in-cluster-first aggregate; with the TLS, DNS settings and platform policy that apply."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dragoman.dag.model import (
+    H2,
+    H2C,
+    HTTP1,
+    AggregateCluster,
+    Cluster,
+    DnsCluster,
+    EdsCluster,
+    UpstreamTls,
+)
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.routes.reference_grants import (
+    NO_GRANTS,
+    ReferenceGrants,
+    Referrer,
+    not_permitted_message,
+    service_target,
+)
+from dragoman.dag.upstreams.dns_check import NOT_ALLOWED_BY_POLICY, dns_refusal
+from dragoman.dag.upstreams.dns_settings import service_dns_settings
+from dragoman.dag.upstreams.external_names import (
+    in_cluster_target,
+    is_cluster_local,
+    normalise,
+    unsafe_reason,
+)
+from dragoman.dag.upstreams.in_cluster_first import PREFER_SERVICE, preferred_service
+from dragoman.dag.upstreams.inputs import NO_UPSTREAM_INPUTS, UpstreamInputs
+from dragoman.dag.upstreams.tls import TlsRefusal, upstream_tls
+from dragoman.objects import Service, ServicePort
+from dragoman.store import NamespacedName
+
+# ExternalName aliases followed before giving up: enough for a rename or two, and ends loops.
+MAX_ALIAS_HOPS = 3
+
+# ServicePort appProtocol values that choose the upstream protocol (anything else: HTTP/1.1).
+APP_PROTOCOLS = {"kubernetes.io/h2c": H2C}
+
+# Suffix of the DNS cluster inside an in-cluster-first aggregate.
+FALLBACK_SUFFIX = "external"
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    """Why a Service port yields no cluster."""
+
+    reason: str
+    message: str
+    # True when the backendRef's own port is at fault (the port of the Service it names).
+    port_at_fault: bool = False
+
+
+def cluster_name(service: Service, port: int, protocol: str = HTTP1) -> str:
+    """`ns/svc/port`, with `/<protocol>` appended for any protocol but HTTP/1.1."""
+    base = f"{service.meta.namespace}/{service.meta.name}/{port}"
+    return base if protocol == HTTP1 else f"{base}/{protocol}"
+
+
+def service_cluster(
+    service: Service,
+    port: int,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
+) -> Cluster | Unresolved:
+    """The cluster for `port` of `service`, following in-cluster ExternalName aliases
+    (into another namespace only where a ReferenceGrant there allows it)."""
+    path = [service]
+    declared: ServicePort | None = None
+    while True:
+        current = path[-1]
+        # A bare CNAME (an ExternalName that declares no ports) takes the backendRef's port.
+        if current.ports or not current.is_external_name:
+            found = _declared_port(path, port)
+            if isinstance(found, Unresolved):
+                return found
+            declared = found
+            if not current.is_external_name:
+                return _eds_cluster(path, port, declared, upstream)
+        step = _external_name_step(path, port, services, options, grants)
+        if isinstance(step, DnsCluster):
+            own = declared if current.ports else None
+            return _external_cluster(path, step, own, declared, services, options, grants, upstream)
+        if not isinstance(step, Service):
+            return step
+        if any(step.key == seen.key for seen in path):
+            return Unresolved("BackendNotFound", f"{_describe([*path, step])}: aliases form a loop")
+        if len(path) > MAX_ALIAS_HOPS:
+            return Unresolved(
+                "BackendNotFound",
+                f"{_describe([*path, step])}: more than {MAX_ALIAS_HOPS} ExternalName aliases",
+            )
+        path.append(step)
+
+
+def with_protocol(cluster: Cluster, protocol: str) -> Cluster:
+    """The same Service port spoken in `protocol`: a cluster of its own, named for it.
+
+    Over TLS, HTTP/2 is negotiated by ALPN: h2c becomes h2."""
+    if cluster.protocol == protocol:
+        return cluster
+    if isinstance(cluster, AggregateCluster):
+        preferred = with_protocol(cluster.preferred, protocol)
+        fallback = with_protocol(cluster.fallback, protocol)
+        assert isinstance(preferred, EdsCluster) and isinstance(fallback, DnsCluster)
+        return dataclasses.replace(
+            cluster,
+            name=_renamed(cluster.name, cluster.protocol, protocol),
+            protocol=protocol,
+            preferred=preferred,
+            fallback=fallback,
+        )
+    if cluster.tls is not None and protocol == H2C:
+        protocol = H2
+        if cluster.protocol == protocol:
+            return cluster
+    return dataclasses.replace(
+        cluster, name=_renamed(cluster.name, cluster.protocol, protocol), protocol=protocol
+    )
+
+
+def _renamed(name: str, old: str, new: str) -> str:
+    base = name.removesuffix(f"/{old}")
+    return base if new == HTTP1 else f"{base}/{new}"
+
+
+def _protocol(declared: ServicePort | None, tls: UpstreamTls | None) -> str:
+    protocol = APP_PROTOCOLS.get(declared.app_protocol, HTTP1) if declared else HTTP1
+    return H2 if tls is not None and protocol == H2C else protocol
+
+
+def _eds_cluster(
+    path: list[Service], port: int, declared: ServicePort, upstream: UpstreamInputs
+) -> EdsCluster | Unresolved:
+    service = path[-1]
+    tls = upstream_tls(service, port, declared.name, declared.app_protocol, upstream.tls_policies)
+    if isinstance(tls, TlsRefusal):
+        return Unresolved(tls.reason, f"{_describe(path)}: {tls.message}")
+    protocol = _protocol(declared, tls)
+    return EdsCluster(
+        name=cluster_name(service, port, protocol),
+        service=service.key,
+        port=port,
+        target_port=port if declared.target_port is None else declared.target_port,
+        port_name=declared.name,
+        protocol=protocol,
+        tls=tls,
+    )
+
+
+def _external_cluster(
+    path: list[Service],
+    dns: DnsCluster,
+    own_port: ServicePort | None,
+    declared: ServicePort | None,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants,
+    upstream: UpstreamInputs,
+) -> Cluster | Unresolved:
+    """The DNS cluster for an outside host, once the platform policy allows it; wrapped in an
+    aggregate when the Service prefers an in-cluster one."""
+    service = path[-1]
+    policy = options.external_names
+    refusal = policy.domain_refusal(dns.hostname)
+    if refusal is not None:
+        return Unresolved(NOT_ALLOWED_BY_POLICY, f"{_describe(path)}: {refusal}")
+    if options.dns_check:
+        checked = dns_refusal(dns.hostname, upstream.dns.get(dns.hostname), policy)
+        if checked is not None:
+            return Unresolved(checked.reason, f"{_describe(path)}: {checked.message}")
+    tls = upstream_tls(
+        service,
+        dns.port,
+        own_port.name if own_port else "",
+        declared.app_protocol if declared else "",
+        upstream.tls_policies,
+    )
+    if isinstance(tls, TlsRefusal):
+        return Unresolved(tls.reason, f"{_describe(path)}: {tls.message}")
+    protocol = _protocol(declared, tls)
+    external = dataclasses.replace(
+        dns,
+        name=cluster_name(service, dns.port, protocol),
+        protocol=protocol,
+        tls=tls,
+        dns=service_dns_settings(service, options.dns_check).settings,
+    )
+    preferred = _preferred_cluster(service, dns.port, services, options, grants, upstream)
+    if not isinstance(preferred, EdsCluster):
+        return external
+    fallback_name = _renamed(external.name, protocol, HTTP1) + f"/{FALLBACK_SUFFIX}"
+    return AggregateCluster(
+        name=external.name,
+        service=service.key,
+        preferred=preferred,
+        fallback=dataclasses.replace(external, name=_renamed(fallback_name, HTTP1, protocol)),
+        protocol=protocol,
+    )
+
+
+def _preferred_cluster(
+    service: Service,
+    port: int,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants,
+    upstream: UpstreamInputs,
+) -> EdsCluster | str | None:
+    """The in-cluster Service's EDS cluster an ExternalName prefers; a message when the
+    preference cannot be followed; None when it asks for none."""
+    preference = preferred_service(service, services)
+    if preference is None:
+        return None
+    if preference.service is None:
+        return preference.problem
+    preferred = service_cluster(preference.service, port, services, options, grants, upstream)
+    if isinstance(preferred, Unresolved):
+        return (
+            f"Service {service.meta.namespace}/{service.meta.name} annotation "
+            f"{PREFER_SERVICE}: {preferred.message}; serving the external name only"
+        )
+    assert isinstance(preferred, EdsCluster)  # a pod-backed Service yields EDS
+    return preferred
+
+
+def cluster_warnings(
+    cluster: Cluster,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants = NO_GRANTS,
+    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
+) -> tuple[str, ...]:
+    """What was not served as the Service asks (bad DNS annotations, a preferred Service
+    that cannot be used); the cluster is served with defaults instead."""
+    if isinstance(cluster, EdsCluster):
+        return ()
+    service = services.get((cluster.service.namespace, cluster.service.name))
+    if service is None:
+        return ()
+    warnings = list(service_dns_settings(service, options.dns_check).problems)
+    if isinstance(cluster, DnsCluster):
+        preferred = _preferred_cluster(service, cluster.port, services, options, grants, upstream)
+        if isinstance(preferred, str):
+            warnings.append(preferred)
+    return tuple(warnings)
+
+
+def _declared_port(path: list[Service], port: int) -> ServicePort | Unresolved:
+    """The last Service's TCP port numbered `port`."""
+    service = path[-1]
+    numbered = [p for p in service.ports if p.port == port]
+    tcp = next((p for p in numbered if p.protocol == "TCP"), None)
+    if tcp is not None:
+        return tcp
+    # Only the first Service's port is the backendRef's; later ones are an alias's.
+    first_hop = len(path) == 1
+    if numbered:
+        return Unresolved(
+            "UnsupportedProtocol",
+            f"{_describe(path)}: port {port} is {numbered[0].protocol}; HTTP needs TCP",
+            port_at_fault=first_hop,
+        )
+    declared = sorted(p.port for p in service.ports)
+    return Unresolved(
+        "BackendNotFound",
+        f"{_describe(path)} does not declare port {port} (it declares {declared})",
+        port_at_fault=first_hop,
+    )
+
+
+def _external_name_step(
+    path: list[Service],
+    port: int,
+    services: Mapping[NamespacedName, Service],
+    options: BuildOptions,
+    grants: ReferenceGrants,
+) -> DnsCluster | Service | Unresolved:
+    """A DNS cluster for an outside host, the Service an in-cluster name aliases, or why not."""
+    service = path[-1]
+    reason = unsafe_reason(service.external_name)
+    if reason is not None:
+        return Unresolved("UnsafeExternalName", f"{_describe(path)}: {reason}")
+
+    target = in_cluster_target(service.external_name, options.cluster_domain)
+    if target is not None:
+        namespace, name = target
+        # The alias is a reference from this Service to one in the target's namespace.
+        referrer = Referrer("", "Service", service.meta.namespace)
+        aliased_ref = service_target(namespace, name)
+        if not grants.permits(referrer, aliased_ref):
+            return Unresolved(
+                "RefNotPermitted",
+                f"{_describe(path)}: externalName aliases Service {namespace}/{name}: "
+                f"{not_permitted_message(referrer, aliased_ref)}",
+            )
+        aliased = services.get(target)
+        if aliased is None:
+            return Unresolved(
+                "BackendNotFound",
+                f"{_describe(path)}: externalName aliases Service {namespace}/{name}, "
+                "which does not exist",
+            )
+        return aliased
+
+    hostname = normalise(service.external_name)
+    if is_cluster_local(hostname, options.cluster_domain):
+        # Never let Envoy resolve cluster DNS itself: that would bypass namespace checks.
+        return Unresolved(
+            "UnsafeExternalName",
+            f"{_describe(path)}: externalName {hostname!r} is inside the cluster domain but is "
+            f"not a Service name (<service>.<namespace>.svc.{options.cluster_domain})",
+        )
+    return DnsCluster(
+        name=cluster_name(service, port), service=service.key, hostname=hostname, port=port
+    )
+
+
+def _describe(path: list[Service]) -> str:
+    names = " -> ".join(f"{s.meta.namespace}/{s.meta.name}" for s in path)
+    return f"Service {names}"

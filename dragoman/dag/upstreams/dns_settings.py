@@ -1,0 +1,213 @@
+"""Per-backend DNS settings from annotations on an ExternalName Service.
+
+A bad value is reported (naming the Service and the annotation) and the default is used, so
+one typo never takes a backend out of service.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from dragoman.dag.model import DEFAULT_DNS_SETTINGS, DnsSettings
+from dragoman.objects import Service
+from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
+
+PREFIX = "dragoman.dev/"
+LOOKUP_FAMILY = PREFIX + "dns-lookup-family"
+REFRESH_RATE = PREFIX + "dns-refresh-rate"
+RESPECT_TTL = PREFIX + "dns-respect-ttl"
+FAILURE_REFRESH_BASE = PREFIX + "dns-failure-refresh-base"
+FAILURE_REFRESH_MAX = PREFIX + "dns-failure-refresh-max"
+JITTER = PREFIX + "dns-jitter"
+RESOLVERS = PREFIX + "dns-resolvers"
+MODE = PREFIX + "dns-mode"
+
+# Annotation values to Envoy's DnsLookupFamily names.
+LOOKUP_FAMILIES = {
+    "v4": "V4_ONLY",
+    "v6": "V6_ONLY",
+    "v4-preferred": "V4_PREFERRED",
+    "all": "ALL",
+}
+MODES = ("strict", "logical")
+DEFAULT_RESOLVERS = "Envoy's resolver (from its bootstrap)"
+DNS_PORT = 53
+MAX_RESOLVERS = 8
+# Bounds that keep Envoy from hammering a resolver, or from never looking again.
+MIN_REFRESH_S = 1.0
+MAX_REFRESH_S = 86400.0
+MAX_JITTER_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceDnsSettings:
+    settings: DnsSettings
+    problems: tuple[str, ...]  # one message per bad annotation, naming it
+
+
+def service_dns_settings(service: Service, dns_check: bool = False) -> ServiceDnsSettings:
+    """The Service's DNS settings. With the DNS check on, its own resolvers are refused: the
+    check vets the addresses dragoman's resolvers return, and a Service resolving through
+    servers its owner chose could get other ones, never vetted."""
+    annotations = service.meta.annotations
+    if not any(key.startswith(PREFIX + "dns-") for key in annotations):
+        return ServiceDnsSettings(DEFAULT_DNS_SETTINGS, ())
+    problems: list[str] = []
+    reader = _Reader(service, annotations, problems)
+    family = reader.read(LOOKUP_FAMILY, _choice(LOOKUP_FAMILIES), "the server's default")
+    refresh = reader.read(
+        REFRESH_RATE, _duration(MIN_REFRESH_S, MAX_REFRESH_S), "the server's default (30s)"
+    )
+    respect_ttl = reader.read(RESPECT_TTL, _boolean, "the server's default (true)")
+    base = reader.read(
+        FAILURE_REFRESH_BASE, _duration(MIN_REFRESH_S, MAX_REFRESH_S), "the refresh rate"
+    )
+    maximum = reader.read(
+        FAILURE_REFRESH_MAX, _duration(MIN_REFRESH_S, MAX_REFRESH_S), "ten times the base"
+    )
+    if maximum is not None and base is None:
+        reader.report(FAILURE_REFRESH_MAX, f"needs {FAILURE_REFRESH_BASE} too", "the refresh rate")
+        maximum = None
+    elif maximum is not None and base is not None and maximum < base:
+        reader.report(
+            FAILURE_REFRESH_MAX, f"is shorter than {FAILURE_REFRESH_BASE}", "ten times the base"
+        )
+        maximum = None
+    if base is not None and maximum is None:
+        maximum = min(base * 10, MAX_REFRESH_S)
+    jitter = reader.read(JITTER, _duration(0.0, MAX_JITTER_S), "none")
+    resolvers = None
+    if dns_check and RESOLVERS in annotations:
+        reader.report(
+            RESOLVERS,
+            "is not allowed while the DNS check is on (dnsCheck: the check vets the addresses "
+            "dragoman's resolvers return, so Envoy must resolve through the same ones)",
+            DEFAULT_RESOLVERS,
+        )
+    else:
+        resolvers = reader.read(RESOLVERS, _resolvers, DEFAULT_RESOLVERS)
+    mode = reader.read(MODE, _choice({m: m for m in MODES}), "strict")
+    settings = DnsSettings(
+        lookup_family=family,
+        refresh_s=refresh,
+        respect_ttl=respect_ttl,
+        failure_base_s=base,
+        failure_max_s=maximum,
+        jitter_s=jitter or None,
+        resolvers=resolvers or (),
+        logical=mode == "logical",
+    )
+    return ServiceDnsSettings(settings, tuple(problems))
+
+
+def parse_resolver(text: str) -> tuple[str, int] | None:
+    """`ip`, `ip:port`, `[ipv6]:port` or a bare IPv6 address; None if not one of those."""
+    value = text.strip()
+    host, port = value, DNS_PORT
+    if value.startswith("["):
+        inside, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            return None
+        host = inside
+        if rest:
+            if not rest[1:].isdigit():
+                return None
+            port = int(rest[1:])
+    elif value.count(":") == 1:
+        host, _, port_text = value.partition(":")
+        if not port_text.isdigit():
+            return None
+        port = int(port_text)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if value.startswith("[") and address.version != 6:
+        return None
+    return (str(address), port) if 0 < port < 65536 else None
+
+
+T = TypeVar("T")
+# A parsed value, or None and why the text is not one.
+Parsed = tuple[T | None, str | None]
+
+
+class _Reader:
+    def __init__(
+        self, service: Service, annotations: Mapping[str, str], problems: list[str]
+    ) -> None:
+        self._service = service
+        self._annotations = annotations
+        self._problems = problems
+
+    def read(self, name: str, parse: Callable[[str], Parsed[T]], default: str) -> T | None:
+        text = self._annotations.get(name)
+        if text is None:
+            return None
+        value, problem = parse(text)
+        if problem is not None:
+            self.report(name, problem, default)
+            return None
+        return value
+
+    def report(self, name: str, problem: str, default: str) -> None:
+        meta = self._service.meta
+        self._problems.append(
+            f"Service {meta.namespace}/{meta.name} annotation {name}: {problem}; "
+            f"using {default} instead"
+        )
+
+
+def _got(text: str) -> str:
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    return repr(shown)
+
+
+def _choice(values: Mapping[str, str]) -> Callable[[str], Parsed[str]]:
+    def parse(text: str) -> Parsed[str]:
+        value = values.get(text.strip().lower())
+        if value is None:
+            return None, f"expected one of {', '.join(values)}, got {_got(text)}"
+        return value, None
+
+    return parse
+
+
+def _duration(minimum: float, maximum: float) -> Callable[[str], Parsed[float]]:
+    def parse(text: str) -> Parsed[float]:
+        seconds = parse_duration(text)
+        if seconds is None:
+            return None, f"expected {DURATION_EXPECTED}, got {_got(text)}"
+        if not minimum <= seconds <= maximum:
+            return None, f"must be from {minimum:g}s to {maximum:g}s, got {_got(text)}"
+        return seconds, None
+
+    return parse
+
+
+def _boolean(text: str) -> Parsed[bool]:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        return None, f'expected "true" or "false", got {_got(text)}'
+    return value == "true", None
+
+
+def _resolvers(text: str) -> Parsed[tuple[tuple[str, int], ...]]:
+    entries = [entry for entry in text.split(",") if entry.strip()]
+    if not entries:
+        return None, "expected a comma-separated list of resolver addresses, got nothing"
+    if len(entries) > MAX_RESOLVERS:
+        return None, f"lists {len(entries)} resolvers; at most {MAX_RESOLVERS} are allowed"
+    resolvers = []
+    for entry in entries:
+        parsed = parse_resolver(entry)
+        if parsed is None:
+            return None, (
+                f"expected IP addresses with an optional port (10.0.0.10, 10.0.0.10:53, "
+                f"[fd00::10]:53), got {_got(entry.strip())}"
+            )
+        resolvers.append(parsed)
+    return tuple(resolvers), None

@@ -1,0 +1,18 @@
+"""Inputs that shape clusters beyond the Services themselves, built once per DAG build:
+BackendTLSPolicies (from the store) and the DNS check's observations (from outside)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dragoman.dag.upstreams.backend_tls_policy import BackendTlsPolicies
+from dragoman.dag.upstreams.dns_check import DnsObservations
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamInputs:
+    tls_policies: BackendTlsPolicies = field(default_factory=BackendTlsPolicies)
+    dns: DnsObservations = field(default_factory=dict)
+
+
+NO_UPSTREAM_INPUTS = UpstreamInputs()

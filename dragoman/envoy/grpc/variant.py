@@ -1,0 +1,38 @@
+"""The proxyless gRPC clients' side of a controller update: the Service targets of the store
+and their translation, both left to be made when a gRPC client first asks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dragoman.dag.model import Dag
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams.dns_check import DnsObservations
+from dragoman.envoy.grpc.targets import ServiceTargets, refreshed_service_targets, service_targets
+from dragoman.envoy.grpc.translate import GrpcSnapshots
+from dragoman.envoy.options import TranslateOptions
+from dragoman.store import Store
+from dragoman.xds.resources import Snapshot
+
+
+def grpc_snapshots(
+    dag: Dag,
+    envoy: Mapping[str, Snapshot],
+    store: Store,
+    *,
+    build_options: BuildOptions,
+    translate_options: TranslateOptions,
+    dns: DnsObservations,
+    previous: GrpcSnapshots | None = None,
+    previous_store: Store | None = None,
+) -> GrpcSnapshots:
+    """What gRPC clients get for `dag`. With `previous_store` (the store `previous` was made
+    from), only endpoints changed: Service targets already made are refreshed, not rebuilt."""
+    earlier = previous.made_targets if previous is not None else None
+
+    def targets() -> ServiceTargets:
+        if earlier is not None and previous_store is not None:
+            return refreshed_service_targets(earlier, store, previous_store)
+        return service_targets(store, build_options, dns)
+
+    return GrpcSnapshots(dag, envoy, targets, translate_options, reuse=previous)

@@ -1,0 +1,91 @@
+"""From stores to served snapshots: a full build when configuration changes, the EDS fast
+path when only EndpointSlices changed. Pure apart from handing snapshots to the cache."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from dragoman.dag.build import build
+from dragoman.dag.model import Dag, Problem
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams.dns_check import DnsObservations
+from dragoman.dag.upstreams.endpoints import refresh_load_assignments
+from dragoman.envoy.grpc.translate import GrpcSnapshots
+from dragoman.envoy.grpc.variant import grpc_snapshots
+from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.translate import translate, translate_endpoints
+from dragoman.store import Store
+from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
+from dragoman.xds.resources import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateResult:
+    kind: str  # "full", "endpoints" or "unchanged"
+    seconds: float
+    problems: tuple[Problem, ...] = ()
+    new_problems: tuple[Problem, ...] = ()
+
+
+@dataclass
+class Controller:
+    cache: SnapshotCache
+    build_options: BuildOptions = field(default_factory=BuildOptions)
+    translate_options: TranslateOptions = field(default_factory=TranslateOptions)
+    store: Store | None = None
+    dag: Dag | None = None
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    # The DNS check's latest observations, an input of every build.
+    dns: DnsObservations = field(default_factory=dict)
+    # What proxyless gRPC clients get, made when one first asks.
+    grpc: GrpcSnapshots | None = None
+
+    def update(self, store: Store) -> UpdateResult:
+        """Build what `store` means for Envoy and publish it if anything changed."""
+        started = time.perf_counter()
+        previous_store, previous_dag = self.store, self.dag
+        if previous_store is not None and previous_store == store:
+            return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
+        if (
+            previous_store is not None
+            and previous_dag is not None
+            and store.differs_only_in_endpoints(previous_store)
+        ):
+            kind = "endpoints"
+            dag = refresh_load_assignments(previous_dag, store, previous_store)
+            snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
+        else:
+            kind = "full"
+            with cyclic_gc_paused():
+                dag = build(store, self.build_options, self.dns)
+                snapshots = translate(dag, self.translate_options)
+        self.grpc = grpc_snapshots(
+            dag,
+            snapshots,
+            store,
+            build_options=self.build_options,
+            translate_options=self.translate_options,
+            dns=self.dns,
+            previous=self.grpc,
+            previous_store=previous_store if kind == "endpoints" else None,
+        )
+        self.store, self.dag, self.snapshots = store, dag, snapshots
+        self.cache.set_snapshots(snapshots, grpc=self.grpc)
+        old = set(previous_dag.problems) if previous_dag is not None else set()
+        new_problems = tuple(p for p in dag.problems if p not in old)
+        return UpdateResult(kind, time.perf_counter() - started, dag.problems, new_problems)
+
+    def update_dns(self, dns: DnsObservations) -> UpdateResult:
+        """Rebuild from the current store with new DNS check observations."""
+        started = time.perf_counter()
+        if dns == self.dns or self.store is None:
+            self.dns = dict(dns)
+            return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
+        self.dns = dict(dns)
+        store, self.store = self.store, None  # forces a full build of the same store
+        result = self.update(store)
+        return UpdateResult("full", result.seconds, result.problems, result.new_problems)
+
+    def _problems(self) -> tuple[Problem, ...]:
+        return self.dag.problems if self.dag is not None else ()

@@ -1,0 +1,235 @@
+"""The DNS check: dragoman resolves the external names routes forward to, itself, with
+bounded timeouts, and re-checks each when its answer's TTL runs out (kept within a minimum
+and a maximum interval). A change in what a name resolves to rebuilds the configuration.
+
+This is the I/O shell: what the results mean (refusing denied addresses, the DNSResolved
+condition) is decided by the pure build, which takes the observations as an input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import dns.asyncresolver
+import dns.exception
+import dns.nameserver
+import dns.rdatatype
+import dns.resolver
+
+from dragoman.dag.upstreams.dns_check import (
+    NO_ANSWER,
+    NXDOMAIN,
+    SERVFAIL,
+    TIMEOUT,
+    DnsObservation,
+    DnsObservations,
+)
+from dragoman.runtime.controller import Controller, UpdateResult
+from dragoman.runtime.server_config import DnsCheckSettings
+
+log = logging.getLogger("dragoman.dns")
+
+# Names resolved at once; more wait their turn, so a burst never floods the resolver.
+MAX_CONCURRENT = 16
+# How often the loop looks for names added by a rebuild (a new route or Service).
+POLL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """One attempt at resolving a name, both families."""
+
+    addresses: tuple[str, ...] = ()
+    ttl: float | None = None  # of the answers, the shortest; None when nothing was found
+    error: str | None = None  # NXDOMAIN, NoAnswer, Timeout or SERVFAIL
+
+
+Resolve = Callable[[str], Awaitable[Resolution]]
+
+
+class DnsResolver:
+    """A and AAAA lookups of absolute names through dnspython, never the search list."""
+
+    def __init__(self, settings: DnsCheckSettings) -> None:
+        resolver = dns.asyncresolver.Resolver(configure=not settings.resolvers)
+        if settings.resolvers:
+            resolver.nameservers = [
+                dns.nameserver.Do53Nameserver(address, port) for address, port in settings.resolvers
+            ]
+        resolver.timeout = settings.timeout_s
+        resolver.lifetime = settings.timeout_s
+        resolver.cache = None  # every check asks afresh; the TTL decides when to ask again
+        self._resolver = resolver
+
+    async def __call__(self, name: str) -> Resolution:
+        answers = await asyncio.gather(
+            self._query(name, dns.rdatatype.A), self._query(name, dns.rdatatype.AAAA)
+        )
+        addresses = sorted(
+            {address for found, _, _ in answers for address in found}, key=_address_order
+        )
+        if addresses:
+            ttls = [ttl for found, ttl, _ in answers if found and ttl is not None]
+            return Resolution(tuple(addresses), min(ttls) if ttls else None)
+        errors = [error for _, _, error in answers if error is not None]
+        for error in (NXDOMAIN, TIMEOUT, SERVFAIL):
+            if error in errors:
+                return Resolution(error=error)
+        return Resolution(error=NO_ANSWER)
+
+    async def _query(
+        self, name: str, rdtype: dns.rdatatype.RdataType
+    ) -> tuple[list[str], float | None, str | None]:
+        absolute = name.rstrip(".") + "."
+        try:
+            answer = await self._resolver.resolve(
+                absolute, rdtype, search=False, raise_on_no_answer=False
+            )
+        except dns.resolver.NXDOMAIN:
+            return [], None, NXDOMAIN
+        except dns.exception.Timeout:
+            return [], None, TIMEOUT
+        except dns.resolver.NoNameservers:
+            return [], None, SERVFAIL
+        except dns.exception.DNSException as error:
+            log.debug("DNS check of %s (%s) failed: %s", name, rdtype.name, error)
+            return [], None, SERVFAIL
+        if answer.rrset is None:
+            return [], None, None
+        return [item.to_text() for item in answer.rrset], float(answer.rrset.ttl), None
+
+
+class DnsChecker:
+    """The latest observation of each name, and when each is due again."""
+
+    def __init__(
+        self,
+        settings: DnsCheckSettings,
+        resolve: Resolve | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self._resolve = resolve or DnsResolver(settings)
+        self._clock = clock
+        self._observations: dict[str, DnsObservation] = {}
+        self._due: dict[str, float] = {}
+
+    @property
+    def observations(self) -> DnsObservations:
+        return dict(self._observations)
+
+    def seconds_until_due(self) -> float | None:
+        """Until the next name is due; None when there is none."""
+        due = min(self._due.values(), default=None)
+        return None if due is None else max(0.0, due - self._clock())
+
+    async def check(self, names: Iterable[str]) -> list[str]:
+        """Resolve the names that are due (new ones at once); forget names no longer asked
+        for. Returns the names whose observation changed."""
+        wanted = set(names)
+        for gone in set(self._due) - wanted:
+            del self._due[gone]
+            self._observations.pop(gone, None)
+        now = self._clock()
+        due = sorted(name for name in wanted if self._due.get(name, now) <= now)
+        if not due:
+            return []
+        limit = asyncio.Semaphore(MAX_CONCURRENT)
+
+        async def one(name: str) -> Resolution:
+            async with limit:
+                try:
+                    return await self._resolve(name)
+                except Exception:  # a resolver bug must not end the checks
+                    log.exception("DNS check of %s failed", name)
+                    return Resolution(error=SERVFAIL)
+
+        results = await asyncio.gather(*(one(name) for name in due))
+        changed = []
+        now = self._clock()
+        for name, result in zip(due, results, strict=True):
+            before = self._observations.get(name)
+            after = _observed(before, result)
+            self._observations[name] = after
+            self._due[name] = now + self._interval(result)
+            if after != before:
+                changed.append(name)
+        return changed
+
+    def _interval(self, result: Resolution) -> float:
+        settings = self.settings
+        if result.error is not None or result.ttl is None:
+            return settings.min_interval_s
+        return min(max(result.ttl, settings.min_interval_s), settings.max_interval_s)
+
+
+def _observed(before: DnsObservation | None, result: Resolution) -> DnsObservation:
+    if result.error is None:
+        return DnsObservation(addresses=result.addresses)
+    # Keep the last addresses that passed: a resolver outage must not look like a new answer.
+    kept = before.addresses if before is not None else ()
+    return DnsObservation(addresses=kept, error=result.error)
+
+
+def _address_order(text: str) -> tuple[int, int]:
+    address = ipaddress.ip_address(text)
+    return address.version, int(address)
+
+
+def describe(name: str, observation: DnsObservation | None) -> str:
+    if observation is None:
+        return f"{name}: not checked"
+    if observation.error is None:
+        return f"{name}: {', '.join(observation.addresses)}"
+    return f"{name}: {observation.error}"
+
+
+class DnsCheckLoop:
+    """Runs the checker for a controller: the names come from its latest DAG; a change in
+    what they resolve to rebuilds it (and `on_update` hears of the rebuild)."""
+
+    def __init__(
+        self,
+        controller: Controller,
+        checker: DnsChecker,
+        on_update: Callable[[UpdateResult], None] | None = None,
+    ) -> None:
+        self.controller = controller
+        self.checker = checker
+        self._on_update = on_update
+
+    def names(self) -> Sequence[str]:
+        dag = self.controller.dag
+        return dag.dns_hostnames if dag is not None else ()
+
+    async def check_once(self) -> UpdateResult | None:
+        """Check what is due; rebuild when something changed. None: nothing changed."""
+        changed = await self.checker.check(self.names())
+        if not changed:
+            return None
+        observations = self.checker.observations
+        for name in changed:
+            observation = observations.get(name)
+            level = logging.INFO if observation and observation.error is None else logging.WARNING
+            log.log(level, "DNS check: %s", describe(name, observation))
+        result = self.controller.update_dns(observations)
+        if self._on_update is not None:
+            self._on_update(result)
+        return result
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.check_once()
+            except Exception:  # keep checking; the last configuration stays served
+                log.exception("DNS check round failed")
+            due = self.checker.seconds_until_due()
+            wait = POLL_S if due is None else min(POLL_S, due)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(wait, 0.05))

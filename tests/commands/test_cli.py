@@ -1,0 +1,144 @@
+"""The `dragoman` commands as a user runs them: render, bootstrap, demo."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dragoman.cli import main
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def test_render_prints_resources_grouped_by_type(capsys) -> None:
+    assert main(["render", "--manifests", str(EXAMPLES / "manifests")]) == 0
+    out, err = capsys.readouterr()
+    documents = [d for d in yaml.safe_load_all(out) if d]
+    by_group = {d["group"]: d for d in documents}
+    assert set(by_group) >= {"", "default/demo"}
+    demo = by_group["default/demo"]
+    clusters = {c["name"]: c for c in demo["clusters"]}
+    assert clusters["default/api/9080"]["cluster_type"]["name"] == "envoy.cluster.dns"
+    assert clusters["default/web/80"]["type"] == "EDS"
+    assert "default/sneaky/9901" not in clusters  # refused, never a cluster
+    assert [e["cluster_name"] for e in demo["endpoints"]] == ["default/web/80"]
+    assert [listener["name"] for listener in demo["listeners"]] == ["http-8080"]
+    assert [r["name"] for r in demo["routes"]] == ["http-8080"]
+    # The refusal goes to standard error, naming the route, the field and the Service.
+    assert "HTTPRoute/default/demo" in err
+    assert "spec.rules[2].backendRefs[0]" in err
+    assert "default/sneaky" in err
+
+
+def test_render_reports_malformed_files_and_renders_the_rest(tmp_path: Path, capsys) -> None:
+    (tmp_path / "ok.yaml").write_text((EXAMPLES / "manifests" / "external.yaml").read_text())
+    (tmp_path / "bad.yaml").write_text(
+        textwrap.dedent(
+            """
+            apiVersion: v1
+            kind: Service
+            metadata: {name: bad}
+            spec:
+              ports: [{port: seventy}]
+            """
+        )
+    )
+    assert main(["render", "--manifests", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "bad.yaml#1 Service/default/bad" in err and "spec.ports[0].port" in err
+    assert "group:" in out
+
+
+def test_render_rejects_a_missing_directory(tmp_path: Path, capsys) -> None:
+    try:
+        main(["render", "--manifests", str(tmp_path / "nope")])
+    except SystemExit as exit:
+        assert exit.code == 2
+    else:
+        raise AssertionError("a missing directory must be a usage error")
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_bootstrap_names_the_gateway_and_keeps_admin_off_tcp(capsys) -> None:
+    assert (
+        main(
+            [
+                "bootstrap",
+                "--xds-address",
+                "127.0.0.1:18000",
+                "--gateway",
+                "shop/front",
+                "--dns-resolver",
+                "127.0.0.1:5353",
+                "--dns-tcp",
+            ]
+        )
+        == 0
+    )
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config["node"]["cluster"] == "shop/front"
+    assert "pipe" in config["admin"]["address"]
+    assert "socket_address" not in config["admin"]["address"]
+    resolver = config["typed_dns_resolver_config"]["typed_config"]
+    assert resolver["resolvers"][0]["socket_address"]["port_value"] == 5353
+    assert resolver["dns_resolver_options"]["use_tcp_for_dns_lookups"] is True
+
+
+def test_example_bootstraps_are_what_the_command_prints() -> None:
+    # Each example names the command that regenerates it in its header comment.
+    for path in sorted((EXAMPLES / "envoy").glob("*.yaml")):
+        text = path.read_text()
+        command = " ".join(
+            line.lstrip("#").strip().rstrip("\\").strip()
+            for line in text.splitlines()
+            if line.startswith("#")
+            and ("dragoman bootstrap" in line or line.startswith("#     --"))
+        ).split()
+        assert command[:2] == ["dragoman", "bootstrap"], path
+        printed = subprocess.run(
+            [sys.executable, "-m", "dragoman", *command[1:]],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+        assert yaml.safe_load(body) == yaml.safe_load(printed), path
+
+
+def test_demo_check_routes_through_a_real_envoy() -> None:
+    """The README's main command, non-interactively: every demo request behaves."""
+    result = subprocess.run(
+        [sys.executable, "-m", "dragoman", "demo", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert 'backend "api", host "api.demo.test"' in result.stdout
+    assert "HTTP 500" in result.stdout
+    assert "update_rejected counters: 0" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["bootstrap", "--xds-address", "nope"], "expected host:port"),
+        (["bootstrap", "--xds-address", "127.0.0.1:99999"], "port out of range"),
+        (["bootstrap", "--dns-resolver", "dns.google"], "expected an IP address"),
+        (["bootstrap", "--gateway", "demo"], "expected NAMESPACE/NAME"),
+        (["serve", "--manifests", str(EXAMPLES), "--xds-address", "127.0.0.1"], "host:port"),
+        (["clients", "--xds-address", "[::1]:0"], "port out of range"),
+    ],
+)
+def test_bad_arguments_are_usage_errors_naming_the_argument(argv, says, capsys) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {argv[-2]}" in err and says in err
+    assert "Traceback" not in err

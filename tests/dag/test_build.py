@@ -1,0 +1,793 @@
+"""The DAG build: Services, EndpointSlices, Gateways and HTTPRoutes in; a Dag out."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dragoman.dag.build import build
+from dragoman.dag.frontends.hostnames import intersect
+from dragoman.dag.model import (
+    ALL_GATEWAYS,
+    Backend,
+    Dag,
+    DirectResponse,
+    DnsCluster,
+    EdsCluster,
+    Forward,
+    HttpListener,
+    LbEndpoint,
+    LoadAssignment,
+    Locality,
+    Route,
+    RouteMatch,
+    UpstreamTls,
+    VirtualHost,
+)
+from dragoman.dag.options import BuildOptions
+from dragoman.objects import (
+    BackendRef,
+    Endpoint,
+    EndpointPort,
+    EndpointSlice,
+    Gateway,
+    GatewayListener,
+    HTTPRoute,
+    HTTPRouteMatch,
+    HTTPRouteRule,
+    KubeObject,
+    ObjectKey,
+    ObjectMeta,
+    ParentRef,
+    PathMatch,
+    Service,
+    ServicePort,
+)
+from dragoman.objects.core import SERVICE_NAME_LABEL
+from dragoman.store import Store
+from tests.support.dag_invariants import checked
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def service(name: str, *ports: ServicePort, ns: str = "default") -> Service:
+    return Service(meta=ObjectMeta(name, ns), ports=ports, selector={"app": name})
+
+
+def external(name: str, external_name: str, *ports: ServicePort, ns: str = "default") -> Service:
+    return Service(
+        meta=ObjectMeta(name, ns), type="ExternalName", ports=ports, external_name=external_name
+    )
+
+
+def sport(number: int, name: str = "", target: int | str | None = None) -> ServicePort:
+    return ServicePort(port=number, name=name, target_port=target)
+
+
+def listener(
+    name: str = "http",
+    port: int = 80,
+    hostname: str | None = None,
+    protocol: str = "HTTP",
+    allowed: str = "Same",
+) -> GatewayListener:
+    return GatewayListener(name, port, protocol, hostname, allowed)
+
+
+def gateway(name: str = "gw", *listeners: GatewayListener, ns: str = "default") -> Gateway:
+    return Gateway(meta=ObjectMeta(name, ns), listeners=listeners or (listener(),))
+
+
+def prefix(value: str) -> HTTPRouteMatch:
+    return HTTPRouteMatch(PathMatch("PathPrefix", value))
+
+
+def exact(value: str) -> HTTPRouteMatch:
+    return HTTPRouteMatch(PathMatch("Exact", value))
+
+
+def ref(
+    name: str,
+    port: int | None = 80,
+    weight: int = 1,
+    namespace: str | None = None,
+    group: str = "",
+    kind: str = "Service",
+) -> BackendRef:
+    return BackendRef(name, namespace, group, kind, port, weight)
+
+
+def rule(
+    *backends: BackendRef, matches: tuple[HTTPRouteMatch, ...] = (prefix("/"),)
+) -> HTTPRouteRule:
+    return HTTPRouteRule(matches=matches, backend_refs=backends)
+
+
+def route(
+    name: str,
+    *rules: HTTPRouteRule,
+    parents: tuple[ParentRef, ...] = (ParentRef("gw"),),
+    hostnames: tuple[str, ...] = (),
+    ns: str = "default",
+    created: str = "",
+) -> HTTPRoute:
+    return HTTPRoute(
+        meta=ObjectMeta(name, ns, creation_timestamp=created),
+        parent_refs=parents,
+        hostnames=hostnames,
+        rules=rules,
+    )
+
+
+def endpoints(service_name: str, *ready: str, not_ready: tuple[str, ...] = ()) -> EndpointSlice:
+    items = [Endpoint(addresses=(a,)) for a in ready]
+    items += [Endpoint(addresses=(a,), ready=False) for a in not_ready]
+    return EndpointSlice(
+        meta=ObjectMeta(f"{service_name}-x", labels={SERVICE_NAME_LABEL: service_name}),
+        endpoints=tuple(items),
+        ports=(EndpointPort(8080, "http"), EndpointPort(9090, "metrics")),
+    )
+
+
+DEFAULT_OPTIONS = BuildOptions()
+
+
+def dag_of(*objects: KubeObject, options: BuildOptions = DEFAULT_OPTIONS) -> Dag:
+    return checked(build(Store.from_objects(objects), options))
+
+
+def vhosts(dag: Dag, group: str = ALL_GATEWAYS, port: int = 80) -> dict[str, VirtualHost]:
+    table = next(t for t in dag.groups[group].route_tables if t.name == f"http-{port}")
+    return {vhost.name: vhost for vhost in table.virtual_hosts}
+
+
+def routes(dag: Dag, domain: str = "*", group: str = ALL_GATEWAYS, port: int = 80) -> list[Route]:
+    return list(vhosts(dag, group, port)[domain].routes)
+
+
+def action(dag: Dag, domain: str = "*") -> Forward | DirectResponse:
+    (only,) = routes(dag, domain)
+    return only.action
+
+
+def problems(dag: Dag) -> list[tuple[str, str, str]]:
+    return [(str(p.object), p.field, p.reason) for p in dag.problems]
+
+
+GW = gateway()
+ROUTE = ObjectKey("HTTPRoute", "default", "r")
+WEB = service("web", sport(80, "http", 8080))
+
+# --- clusters ------------------------------------------------------------------------------
+
+
+def test_external_name_becomes_a_dns_cluster() -> None:
+    dag = dag_of(
+        GW, external("api", "API.Example.com.", sport(443)), route("r", rule(ref("api", 443)))
+    )
+
+    assert dag.clusters == {
+        "default/api/443": DnsCluster(
+            name="default/api/443",
+            service=ObjectKey("Service", "default", "api"),
+            hostname="api.example.com",
+            port=443,
+            # Port 443 of an external host: TLS verified against the external name.
+            tls=UpstreamTls(),
+        )
+    }
+    assert action(dag) == Forward((Backend("default/api/443", 1),), auto_host_rewrite=True)
+    assert dag.load_assignments == {}  # Envoy resolves DNS clusters itself
+    assert dag.problems == ()
+
+
+def test_external_name_without_ports_uses_the_backend_ref_port() -> None:
+    dag = dag_of(GW, external("api", "api.example.com"), route("r", rule(ref("api", 8443))))
+    assert list(dag.clusters) == ["default/api/8443"]
+    assert dag.problems == ()
+
+
+def test_selector_service_becomes_an_eds_cluster_with_ready_endpoints() -> None:
+    dag = dag_of(
+        GW,
+        WEB,
+        endpoints("web", "10.0.0.2", "10.0.0.1", not_ready=("10.0.0.3",)),
+        route("r", rule(ref("web"))),
+    )
+
+    assert dag.clusters == {
+        "default/web/80": EdsCluster(
+            name="default/web/80",
+            service=ObjectKey("Service", "default", "web"),
+            port=80,
+            target_port=8080,
+            port_name="http",
+        )
+    }
+    endpoints_ = (LbEndpoint("10.0.0.1", 8080), LbEndpoint("10.0.0.2", 8080))
+    assert dag.load_assignments == {
+        "default/web/80": LoadAssignment("default/web/80", (Locality("", endpoints_, 2),))
+    }
+    assert action(dag) == Forward((Backend("default/web/80", 1),), auto_host_rewrite=False)
+
+
+@pytest.mark.parametrize(
+    ("service_port", "target_port", "endpoint_port"),
+    [
+        pytest.param(sport(80, "web", 9090), 9090, 9090, id="numeric targetPort"),
+        pytest.param(sport(80, "web", "metrics"), "metrics", 9090, id="named targetPort"),
+        pytest.param(sport(80, "http", "metrics"), "metrics", 8080, id="port name wins"),
+        pytest.param(sport(8080, "web"), 8080, 8080, id="targetPort defaults to port"),
+    ],
+)
+def test_target_port_selects_the_endpoint_port(
+    service_port: ServicePort, target_port: int | str, endpoint_port: int
+) -> None:
+    dag = dag_of(
+        GW,
+        service("web", service_port),
+        endpoints("web", "10.0.0.1"),
+        route("r", rule(ref("web", service_port.port))),
+    )
+    (cluster,) = dag.clusters.values()
+    assert isinstance(cluster, EdsCluster)
+    assert cluster.target_port == target_port
+    (assignment,) = dag.load_assignments.values()
+    assert assignment.localities[0].endpoints == (LbEndpoint("10.0.0.1", endpoint_port),)
+
+
+# --- weights -------------------------------------------------------------------------------
+
+API = external("api", "api.example.com", sport(80))
+
+WEIGHTS = [
+    pytest.param(
+        [ref("web", weight=3), ref("api", weight=1)],
+        Forward((Backend("default/web/80", 3), Backend("default/api/80", 1)), True),
+        id="pod-backed and external mixed",
+    ),
+    pytest.param(
+        [ref("web", weight=1), ref("missing", weight=2)],
+        Forward((Backend("default/web/80", 1), Backend(None, 2)), False),
+        id="invalid backend keeps its weight",
+    ),
+    pytest.param(
+        [ref("web", weight=1), ref("api", weight=0)],
+        Forward((Backend("default/web/80", 1),), False),
+        id="weight 0 dropped, so no host rewrite",
+    ),
+    pytest.param(
+        [ref("api", weight=2), ref("localhost-svc", weight=1)],
+        Forward((Backend("default/api/80", 2), Backend(None, 1)), True),
+        id="unsafe external keeps its weight",
+    ),
+    pytest.param([ref("missing"), ref("web", port=81)], DirectResponse(500), id="all invalid"),
+    pytest.param([ref("web", weight=0)], DirectResponse(500), id="all weight 0"),
+    pytest.param([], DirectResponse(500), id="no backendRefs"),
+]
+
+
+@pytest.mark.parametrize(("refs", "expected"), WEIGHTS)
+def test_backend_weights(refs: list[BackendRef], expected: Forward | DirectResponse) -> None:
+    localhost = external("localhost-svc", "localhost", sport(80))
+    dag = dag_of(GW, WEB, API, localhost, route("r", rule(*refs)))
+    assert action(dag) == expected
+    referenced = sorted(
+        b.cluster for b in getattr(expected, "backends", ()) if b.cluster is not None
+    )
+    assert sorted(dag.clusters) == referenced
+    assert dag.groups[ALL_GATEWAYS].clusters == tuple(referenced)
+
+
+# --- route precedence ----------------------------------------------------------------------
+
+
+def test_path_precedence_across_routes() -> None:
+    old, new = "2024-01-01T00:00:00Z", "2025-01-01T00:00:00Z"
+    objects = [
+        GW,
+        WEB,
+        route("b-new", rule(ref("web"), matches=(prefix("/"), prefix("/api"))), created=new),
+        route("a-new", rule(ref("web"), matches=(prefix("/api"),)), created=new),
+        route("z-old", rule(ref("web"), matches=(prefix("/api"), exact("/"))), created=old),
+        route(
+            "long",
+            rule(ref("web"), matches=(prefix("/api/v1"),)),
+            rule(ref("web"), matches=(exact("/api/v1/x"), prefix("/api/v1"))),
+            created=new,
+        ),
+        route("m", rule(ref("web"), matches=(prefix("/zz"), prefix("/aa"))), created=new),
+    ]
+    dag = dag_of(*objects)
+    order = [(r.source.name, r.rule_index, r.match.path_type, r.match.path) for r in routes(dag)]
+    assert order == [
+        ("long", 1, "Exact", "/api/v1/x"),
+        ("z-old", 0, "Exact", "/"),
+        ("long", 0, "PathPrefix", "/api/v1"),  # first rule before the second
+        ("long", 1, "PathPrefix", "/api/v1"),
+        ("z-old", 0, "PathPrefix", "/api"),  # oldest route first
+        ("a-new", 0, "PathPrefix", "/api"),  # then namespace/name
+        ("b-new", 0, "PathPrefix", "/api"),
+        ("m", 0, "PathPrefix", "/zz"),  # matches of one rule in list order
+        ("m", 0, "PathPrefix", "/aa"),
+        ("b-new", 0, "PathPrefix", "/"),
+    ]
+
+
+def test_namespace_breaks_ties_before_name() -> None:
+    listeners = listener(allowed="All")
+    objects = [
+        gateway("gw", listeners),
+        service("web", sport(80)),
+        service("web", sport(80), ns="a"),
+        route("z", rule(ref("web")), ns="a", parents=(ParentRef("gw", "default"),)),
+        route("a", rule(ref("web"))),
+    ]
+    assert [(r.source.namespace, r.source.name) for r in routes(dag_of(*objects))] == [
+        ("a", "z"),
+        ("default", "a"),
+    ]
+
+
+def test_empty_match_list_matches_everything() -> None:
+    dag = dag_of(GW, WEB, route("r", HTTPRouteRule(matches=(), backend_refs=(ref("web"),))))
+    assert [r.match for r in routes(dag)] == [RouteMatch("PathPrefix", "/")]
+
+
+def test_regular_expression_matches_rank_after_exact_and_before_prefix() -> None:
+    regex = HTTPRouteMatch(PathMatch("RegularExpression", "/v[0-9]+"))
+    matches = (prefix("/keep/"), regex, exact("/x"))
+    dag = dag_of(GW, WEB, route("r", rule(ref("web"), matches=matches)))
+    assert [r.match for r in routes(dag)] == [
+        RouteMatch("Exact", "/x"),
+        RouteMatch("RegularExpression", "/v[0-9]+"),
+        RouteMatch("PathPrefix", "/keep/"),
+    ]
+    assert problems(dag) == []
+
+
+def test_invalid_regular_expression_match_is_skipped_with_a_problem() -> None:
+    regex = HTTPRouteMatch(PathMatch("RegularExpression", "/v(?!1)"))
+    dag = dag_of(GW, WEB, route("r", rule(ref("web"), matches=(regex, prefix("/keep/")))))
+    assert [r.match for r in routes(dag)] == [RouteMatch("PathPrefix", "/keep/")]
+    assert problems(dag) == [
+        (str(ROUTE), "spec.rules[0].matches[0].path.value", "UnsupportedValue")
+    ]
+
+
+# --- hostnames -----------------------------------------------------------------------------
+
+INTERSECTIONS = [
+    (None, (), ("*",)),
+    ("foo.example.com", (), ("foo.example.com",)),
+    (None, ("b.example.com", "a.example.com"), ("a.example.com", "b.example.com")),
+    ("foo.example.com", ("foo.example.com",), ("foo.example.com",)),
+    ("foo.example.com", ("*.example.com",), ("foo.example.com",)),
+    (
+        "*.example.com",
+        ("foo.example.com", "a.b.example.com"),
+        ("a.b.example.com", "foo.example.com"),
+    ),
+    ("*.example.com", ("example.com", "foo.example.net"), ()),
+    ("*.example.com", ("*.example.com",), ("*.example.com",)),
+    ("*.example.com", ("*.foo.example.com",), ("*.foo.example.com",)),
+    ("*.foo.example.com", ("*.example.com",), ("*.foo.example.com",)),
+    ("foo.example.com", ("bar.example.com",), ()),
+    ("Foo.Example.com", ("FOO.example.COM",), ("foo.example.com",)),
+]
+
+
+@pytest.mark.parametrize(("listener_hostname", "route_hostnames", "expected"), INTERSECTIONS)
+def test_hostname_intersection(
+    listener_hostname: str | None, route_hostnames: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    assert intersect(listener_hostname, route_hostnames) == expected
+
+
+def test_virtual_hosts_merge_by_domain_across_routes_and_listeners() -> None:
+    gw = gateway(
+        "gw",
+        listener("wild", 80, "*.example.com"),
+        listener("exact", 80, "foo.example.com"),
+        listener("any", 80),
+    )
+    objects = [
+        gw,
+        WEB,
+        route("one", rule(ref("web"), matches=(prefix("/one"),)), hostnames=("foo.example.com",)),
+        route("two", rule(ref("web"), matches=(prefix("/two"),)), hostnames=("*.example.com",)),
+        route(
+            "three",
+            rule(ref("web"), matches=(prefix("/three"),)),
+            parents=(ParentRef("gw", section_name="any"),),
+        ),
+    ]
+    dag = dag_of(*objects)
+    by_domain = {name: [r.source.name for r in vhost.routes] for name, vhost in vhosts(dag).items()}
+    assert by_domain == {
+        "*": ["three"],
+        "*.example.com": ["two"],
+        # "one" reaches this domain through three listeners, and is listed once.
+        "foo.example.com": ["one", "two"],
+    }
+    assert list(by_domain) == sorted(by_domain)
+    assert all(v.domains == (v.name,) for v in vhosts(dag).values())
+    assert dag.groups[ALL_GATEWAYS].listeners == (HttpListener("http-80", 80, "http-80"),)
+
+
+# --- problems ------------------------------------------------------------------------------
+
+GW_KEY = "Gateway/default/gw"
+R = str(ROUTE)
+TCP = listener("tcp", 443, protocol="TCP")
+UDP_DNS = Service(
+    meta=ObjectMeta("dns"), ports=(ServicePort(53, "dns", protocol="UDP"),), selector={"a": "b"}
+)
+
+PROBLEMS = [
+    pytest.param(
+        [gateway("gw", listener(), TCP), route("r", rule(ref("web")))],
+        [(GW_KEY, "spec.listeners[1].protocol", "UnsupportedProtocol")],
+        id="unsupported listener protocol",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web")), parents=(ParentRef("nope"),))],
+        [(R, "spec.parentRefs[0]", "NoMatchingParent")],
+        id="missing Gateway",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw"), ParentRef("gw", "other")))],
+        [(R, "spec.parentRefs[1]", "NoMatchingParent")],
+        id="Gateway in another namespace missing",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw", section_name="nope"),))],
+        [(R, "spec.parentRefs[0].sectionName", "NoMatchingParent")],
+        id="no listener with that sectionName",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw", port=8080),))],
+        [(R, "spec.parentRefs[0].port", "NoMatchingParent")],
+        id="no listener on that port",
+    ),
+    pytest.param(
+        [
+            GW,
+            route("r", rule(ref("web")), parents=(ParentRef("gw", section_name="http", port=81),)),
+        ],
+        [(R, "spec.parentRefs[0].port", "NoMatchingParent")],
+        id="named listener on another port",
+    ),
+    pytest.param(
+        [
+            gateway("gw", listener(), TCP),
+            route("r", rule(ref("web")), parents=(ParentRef("gw", section_name="tcp"),)),
+        ],
+        [
+            (GW_KEY, "spec.listeners[1].protocol", "UnsupportedProtocol"),
+            (R, "spec.parentRefs[0]", "NotAllowedByListeners"),
+        ],
+        id="only an unsupported listener selected",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw", kind="Service"),))],
+        [(R, "spec.parentRefs[0].kind", "UnsupportedValue")],
+        id="parentRef kind",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw", group="example.com"),))],
+        [(R, "spec.parentRefs[0].group", "UnsupportedValue")],
+        id="parentRef group",
+    ),
+    pytest.param(
+        [
+            GW,
+            service("web", sport(80), ns="team"),
+            route("r", rule(ref("web")), ns="team", parents=(ParentRef("gw", "default"),)),
+        ],
+        [("HTTPRoute/team/r", "spec.parentRefs[0]", "NotAllowedByListeners")],
+        id="namespace not allowed",
+    ),
+    pytest.param(
+        [
+            gateway("gw", listener(hostname="foo.example.com")),
+            route("r", rule(ref("web")), hostnames=("bar.example.com",)),
+        ],
+        [(R, "spec.hostnames", "NoMatchingListenerHostname")],
+        id="hostnames do not intersect",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web", group="gateway.envoyproxy.io", kind="Backend")))],
+        [(R, "spec.rules[0].backendRefs[0].group", "InvalidKind")],
+        id="backendRef group",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web", kind="ConfigMap")))],
+        [(R, "spec.rules[0].backendRefs[0].kind", "InvalidKind")],
+        id="backendRef kind",
+    ),
+    pytest.param(
+        [
+            GW,
+            service("web", sport(80), ns="other"),
+            route("r", rule(ref("web", namespace="other"))),
+        ],
+        [(R, "spec.rules[0].backendRefs[0].namespace", "RefNotPermitted")],
+        id="cross-namespace backendRef",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("nope")))],
+        [(R, "spec.rules[0].backendRefs[0]", "BackendNotFound")],
+        id="missing Service",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web", port=None)))],
+        [(R, "spec.rules[0].backendRefs[0].port", "BackendNotFound")],
+        id="backendRef without port",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web", port=81)))],
+        [(R, "spec.rules[0].backendRefs[0].port", "BackendNotFound")],
+        id="port the Service does not declare",
+    ),
+    pytest.param(
+        [GW, external("api", "api.example.com", sport(443)), route("r", rule(ref("api", 80)))],
+        [(R, "spec.rules[0].backendRefs[0].port", "BackendNotFound")],
+        id="port an ExternalName Service does not declare",
+    ),
+    pytest.param(
+        [GW, UDP_DNS, route("r", rule(ref("dns", 53)))],
+        [(R, "spec.rules[0].backendRefs[0].port", "UnsupportedProtocol")],
+        id="UDP Service port",
+    ),
+    pytest.param(
+        [GW, external("x", "127.0.0.1", sport(80)), route("r", rule(ref("x")))],
+        [(R, "spec.rules[0].backendRefs[0]", "UnsafeExternalName")],
+        id="unsafe external name",
+    ),
+    pytest.param(
+        [GW, route("r", rule(ref("web")), rule(ref("web"), ref("web", weight=0), ref("nope")))],
+        [(R, "spec.rules[1].backendRefs[2]", "BackendNotFound")],
+        id="indexes in the field path",
+    ),
+]
+
+
+@pytest.mark.parametrize(("objects", "expected"), PROBLEMS)
+def test_problems(objects: list[KubeObject], expected: list[tuple[str, str, str]]) -> None:
+    dag = dag_of(WEB, *objects)
+    assert problems(dag) == expected
+    assert all(p.message for p in dag.problems)
+
+
+def test_a_route_that_attaches_nowhere_adds_no_clusters_but_reports_its_backends() -> None:
+    dag = dag_of(GW, WEB, route("r", rule(ref("web"), ref("nope")), parents=(ParentRef("x"),)))
+    assert dag.clusters == {}
+    assert vhosts(dag) == {}
+    assert problems(dag) == [
+        (R, "spec.parentRefs[0]", "NoMatchingParent"),
+        (R, "spec.rules[0].backendRefs[1]", "BackendNotFound"),
+    ]
+
+
+def test_allowed_routes_all_accepts_other_namespaces() -> None:
+    objects = [
+        gateway("gw", listener(allowed="All")),
+        service("web", sport(80), ns="team"),
+        route("r", rule(ref("web")), ns="team", parents=(ParentRef("gw", "default"),)),
+    ]
+    dag = dag_of(*objects)
+    assert dag.problems == ()
+    assert list(dag.clusters) == ["team/web/80"]
+
+
+# --- ExternalName safety and aliases -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "LOCALHOST.",
+        "127.0.0.1",
+        "::1",
+        "[::ffff:127.0.0.1]",
+        "169.254.169.254",
+        "0.0.0.0",
+        "kubernetes",
+        "10.1.2.3",
+        "pod.web.default.svc.cluster.local",  # cluster-local, but not a Service name
+        "cluster.local",
+    ],
+)
+def test_unsafe_external_names_are_never_built(name: str) -> None:
+    dag = dag_of(GW, external("x", name, sport(80)), route("r", rule(ref("x"))))
+    assert action(dag) == DirectResponse(500)
+    assert dag.clusters == {}
+    (problem,) = dag.problems
+    assert (problem.field, problem.reason) == ("spec.rules[0].backendRefs[0]", "UnsafeExternalName")
+    assert "default/x" in problem.message
+
+
+WEB_EDS = EdsCluster(
+    "default/web/80", ObjectKey("Service", "default", "web"), 80, target_port=8080, port_name="http"
+)
+
+ALIASES = [
+    pytest.param([external("a", "web.default.svc.cluster.local")], WEB_EDS, id="full name"),
+    pytest.param([external("a", "WEB.default.svc.cluster.local.")], WEB_EDS, id="normalised"),
+    pytest.param([external("a", "web.default.svc")], WEB_EDS, id="short name"),
+    pytest.param(
+        [external("a", "web.default.svc", sport(80))], WEB_EDS, id="alias declaring the port"
+    ),
+    pytest.param(
+        [external("a", "b.default.svc.cluster.local"), external("b", "web.default.svc")],
+        WEB_EDS,
+        id="two hops",
+    ),
+    pytest.param(
+        [
+            external("a", "b.default.svc"),
+            external("b", "c.default.svc"),
+            external("c", "web.default.svc"),
+        ],
+        WEB_EDS,
+        id="three hops",
+    ),
+    pytest.param(
+        [external("a", "b.default.svc"), external("b", "api.example.com")],
+        DnsCluster("default/b/80", ObjectKey("Service", "default", "b"), "api.example.com", 80),
+        id="alias of an external host",
+    ),
+]
+
+
+@pytest.mark.parametrize(("services", "cluster"), ALIASES)
+def test_in_cluster_external_name_is_an_alias(
+    services: list[Service], cluster: EdsCluster | DnsCluster
+) -> None:
+    dag = dag_of(GW, WEB, *services, endpoints("web", "10.0.0.1"), route("r", rule(ref("a"))))
+    assert dag.problems == ()
+    assert dag.clusters == {cluster.name: cluster}
+    assert action(dag) == Forward(
+        (Backend(cluster.name, 1),), auto_host_rewrite=isinstance(cluster, DnsCluster)
+    )
+    assert list(dag.load_assignments) == ([cluster.name] if isinstance(cluster, EdsCluster) else [])
+
+
+def test_alias_uses_the_configured_cluster_domain() -> None:
+    options = BuildOptions(cluster_domain="corp.internal")
+    alias = external("a", "web.default.svc.corp.internal")
+    dag = dag_of(GW, WEB, alias, route("r", rule(ref("a"))), options=options)
+    assert dag.clusters == {"default/web/80": WEB_EDS}
+
+
+BAD_ALIASES = [
+    pytest.param([external("a", "web.other.svc.cluster.local")], "RefNotPermitted", id="cross-ns"),
+    pytest.param([external("a", "nope.default.svc")], "BackendNotFound", id="missing target"),
+    pytest.param([external("a", "a.default.svc")], "BackendNotFound", id="loop to itself"),
+    pytest.param(
+        [external("a", "b.default.svc"), external("b", "a.default.svc")],
+        "BackendNotFound",
+        id="loop of two",
+    ),
+    pytest.param(
+        [
+            external("a", "b.default.svc"),
+            external("b", "c.default.svc"),
+            external("c", "d.default.svc"),
+            external("d", "web.default.svc"),
+        ],
+        "BackendNotFound",
+        id="four hops",
+    ),
+    pytest.param(
+        [external("a", "web.default.svc", sport(81))], "BackendNotFound", id="target lacks the port"
+    ),
+    pytest.param(
+        [external("a", "b.default.svc"), external("b", "localhost")],
+        "UnsafeExternalName",
+        id="alias of an unsafe name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("services", "reason"), BAD_ALIASES)
+def test_bad_aliases_are_rejected(services: list[Service], reason: str) -> None:
+    web_elsewhere = service("web", sport(80, "http", 8080), ns="other")
+    port = services[0].ports[0].port if services[0].ports else 80
+    dag = dag_of(GW, WEB, web_elsewhere, *services, route("r", rule(ref("a", port))))
+    assert action(dag) == DirectResponse(500)
+    assert dag.clusters == {}
+    assert problems(dag) == [(R, "spec.rules[0].backendRefs[0]", reason)]
+
+
+# --- groups --------------------------------------------------------------------------------
+
+
+def test_groups_per_gateway_and_all() -> None:
+    gw_a = gateway("gw-a", listener())
+    gw_b = gateway("gw-b", listener(), listener("admin", 8080))
+    gw_c = gateway("gw-c", listener("h", 9000), ns="other")
+    api = external("api", "api.example.com", sport(80))
+    objects = [
+        gw_a,
+        gw_b,
+        gw_c,
+        WEB,
+        api,
+        route("to-a", rule(ref("web")), parents=(ParentRef("gw-a"),), hostnames=("a.example",)),
+        route("to-b", rule(ref("api")), parents=(ParentRef("gw-b", section_name="admin"),)),
+        route(
+            "to-both",
+            rule(ref("web"), matches=(prefix("/both"),)),
+            parents=(ParentRef("gw-a"), ParentRef("gw-b")),
+            hostnames=("a.example",),
+        ),
+    ]
+    dag = dag_of(*objects)
+
+    assert sorted(dag.groups) == [ALL_GATEWAYS, "default/gw-a", "default/gw-b", "other/gw-c"]
+    assert {name: group.name for name, group in dag.groups.items()} == {
+        name: name for name in dag.groups
+    }
+
+    everything = dag.groups[ALL_GATEWAYS]
+    assert [listener.name for listener in everything.listeners] == [
+        "http-80",
+        "http-8080",
+        "http-9000",
+    ]
+    assert everything.clusters == ("default/api/80", "default/web/80")
+    assert [r.source.name for r in routes(dag, "a.example")] == ["to-both", "to-a"]
+    assert [r.source.name for r in routes(dag, "*", port=8080)] == ["to-b"]
+
+    group_a = dag.groups["default/gw-a"]
+    assert [listener.port for listener in group_a.listeners] == [80]
+    assert group_a.clusters == ("default/web/80",)
+    assert [r.source.name for r in routes(dag, "a.example", "default/gw-a")] == ["to-both", "to-a"]
+
+    group_b = dag.groups["default/gw-b"]
+    assert [listener.port for listener in group_b.listeners] == [80, 8080]
+    assert group_b.clusters == ("default/api/80", "default/web/80")
+    assert [r.source.name for r in routes(dag, "a.example", "default/gw-b")] == ["to-both"]
+
+    group_c = dag.groups["other/gw-c"]
+    assert [table.virtual_hosts for table in group_c.route_tables] == [()]
+    assert group_c.clusters == ()
+
+    assert sorted(dag.clusters) == ["default/api/80", "default/web/80"]
+    assert list(dag.load_assignments) == ["default/web/80"]
+
+
+def test_no_gateways_gives_an_empty_all_group() -> None:
+    dag = dag_of(WEB, route("r", rule(ref("web"))))
+    assert list(dag.groups) == [ALL_GATEWAYS]
+    group = dag.groups[ALL_GATEWAYS]
+    assert (group.listeners, group.route_tables, group.clusters) == ((), (), ())
+
+
+# --- determinism ---------------------------------------------------------------------------
+
+
+def test_equal_inputs_give_equal_output_in_any_order() -> None:
+    objects: list[KubeObject] = [
+        gateway("gw", listener(), listener("other", 80, "*.example.com"), TCP),
+        gateway("gw2", listener("x", 8080)),
+        WEB,
+        API,
+        endpoints("web", "10.0.0.2", "10.0.0.1"),
+        route("r", rule(ref("web"), ref("api")), hostnames=("b.example.com", "a.example.com")),
+        route("s", rule(ref("nope")), rule(ref("web")), parents=(ParentRef("gw2"), ParentRef("x"))),
+        route("t", rule(ref("api", port=1)), ns="z", parents=(ParentRef("gw", "default"),)),
+    ]
+    expected = dag_of(*objects)
+    shuffled = list(objects)
+    for seed in range(5):
+        random.Random(seed).shuffle(shuffled)
+        again = dag_of(*shuffled)
+        assert again == expected
+        assert list(again.groups) == list(expected.groups)
+        assert list(again.clusters) == list(expected.clusters)
+        assert again.problems == expected.problems
+    assert [p.object for p in expected.problems] == sorted(p.object for p in expected.problems)

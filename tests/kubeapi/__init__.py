@@ -1,5 +1,0 @@
-"""A Kubernetes API server that runs inside the test process, for the real client."""
-
-from tests.kubeapi.server import DEFAULT_TOKEN, KubeApiServer
-
-__all__ = ["DEFAULT_TOKEN", "KubeApiServer"]

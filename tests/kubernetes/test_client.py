@@ -1,0 +1,133 @@
+"""Client configuration (in-cluster and kubeconfig) and the health endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from dragoman.kubernetes.client import (
+    ClientConfigError,
+    api_client,
+    in_cluster_configuration,
+)
+from dragoman.kubernetes.errors import describe_error
+from dragoman.kubernetes.health import HealthServer
+from tests.support.kubeapi import KubeApiServer
+
+
+@pytest.fixture
+def service_account(tmp_path: Path) -> tuple[Path, Path]:
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("secret-token")
+    ca.write_text("-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n")
+    return token, ca
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("10.96.0.1", "https://10.96.0.1:443"),
+        # KUBERNETES_SERVICE_HOST may be a DNS name (e.g. with a kube-proxy replacement)...
+        ("kubernetes.default.svc", "https://kubernetes.default.svc:443"),
+        # ...or an IPv6 address, which a URL must bracket.
+        ("fd00:10:96::1", "https://[fd00:10:96::1]:443"),
+    ],
+)
+def test_in_cluster_host_names_addresses_and_ipv6(
+    service_account: tuple[Path, Path], host: str, url: str
+) -> None:
+    token, ca = service_account
+    environ = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": "443"}
+    configuration = in_cluster_configuration(environ, token, ca)
+    assert configuration.host == url
+    assert configuration.ssl_ca_cert == str(ca)
+    assert configuration.api_key["BearerToken"] == "bearer secret-token"
+    # The projected token is rotated by the kubelet: the client re-reads it.
+    assert configuration.refresh_api_key_hook is not None
+
+
+def test_in_cluster_without_a_token_says_so(tmp_path: Path) -> None:
+    environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    with pytest.raises(ClientConfigError, match="token"):
+        in_cluster_configuration(environ, tmp_path / "missing", tmp_path / "ca.crt")
+
+
+def test_kubeconfig_client_reaches_the_server(tmp_path: Path) -> None:
+    with KubeApiServer() as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        # A kubeconfig given explicitly wins over the in-cluster environment.
+        environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+        made = api_client(kubeconfig, environ=environ)
+        try:
+            names = [n.metadata.name for n in client.CoreV1Api(made).list_namespace().items]
+            assert "default" in names
+            assert made.configuration.retries == 0  # dragoman retries itself, with backoff
+            assert made.configuration.connection_pool_maxsize >= 32
+        finally:
+            made.close()
+
+
+def test_a_missing_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ClientConfigError, match="nowhere"):
+        api_client(tmp_path / "nowhere", environ={})
+
+
+def _get(port: int, path: str, method: str = "GET") -> tuple[int, str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request(method, path)
+        response = connection.getresponse()
+        return response.status, response.read().decode().strip()
+    finally:
+        connection.close()
+
+
+def test_health_endpoint_answers_probes() -> None:
+    state = {"ready": "waiting for the first list of: Service", "live": ""}
+
+    async def scenario() -> list[tuple[int, str]]:
+        server = HealthServer("127.0.0.1:0", lambda: state["live"], lambda: state["ready"])
+        await server.start()
+        try:
+            answers = []
+            for path in ("/healthz", "/readyz"):
+                answers.append(await asyncio.to_thread(_get, server.port, path))
+            state["ready"] = ""
+            answers.append(await asyncio.to_thread(_get, server.port, "/readyz"))
+            state["live"] = "informers stopped: services"
+            answers.append(await asyncio.to_thread(_get, server.port, "/healthz"))
+            answers.append(await asyncio.to_thread(_get, server.port, "/metrics"))
+            answers.append(await asyncio.to_thread(_get, server.port, "/readyz", "POST"))
+            return answers
+        finally:
+            await server.stop()
+
+    assert asyncio.run(scenario()) == [
+        (200, "ok"),
+        (503, "waiting for the first list of: Service"),
+        (200, "ok"),
+        (503, "informers stopped: services"),
+        (404, "not found: try /healthz or /readyz"),
+        (405, "only GET"),
+    ]
+
+
+def test_errors_are_described_in_one_line(tmp_path: Path) -> None:
+    with KubeApiServer() as api:
+        api.fail_next("GET", "/api/v1/services", 403, message="services is forbidden: no RBAC")
+        made = api_client(api.write_kubeconfig(tmp_path / "kubeconfig"), environ={})
+        try:
+            with pytest.raises(client.ApiException) as forbidden:
+                client.CoreV1Api(made).list_service_for_all_namespaces()
+            assert describe_error(forbidden.value) == "HTTP 403 services is forbidden: no RBAC"
+            api.stop()
+            with pytest.raises(Exception) as refused:
+                client.CoreV1Api(made).list_service_for_all_namespaces()
+            described = describe_error(refused.value)
+            assert "Connection refused" in described and "/api/v1" not in described
+        finally:
+            made.close()

@@ -1,0 +1,532 @@
+"""Every watched kind, added, updated and deleted in the API server, changes what a running
+replica builds: one table, one row per kind, each step checked against the DAG (and checked
+not to hold before the step, so every step is seen to change something)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from dragoman.dag.model import Dag, DnsCluster, EdsCluster, HttpsListener
+from dragoman.kubernetes.kinds import WATCHED_KINDS, served_kinds
+from dragoman.objects import ObjectKey
+from tests.support.certificates import Pem, certificate_authority
+from tests.support.kube_replica import (
+    GATEWAY_V1,
+    Replica,
+    endpoint_slice,
+    eventually,
+    external_service,
+    gateway,
+    gateway_class,
+    http_route,
+    replica_config,
+    service,
+)
+from tests.support.kubeapi import KubeApiServer
+
+pytestmark = pytest.mark.timeout(90)
+
+CA_ONE, CA_TWO = certificate_authority("one"), certificate_authority("two")
+CERT_ONE, CERT_TWO = CA_ONE.issue("tls.example.com"), CA_TWO.issue("tls.example.com")
+
+
+# ------------------------------------------------------------------ objects
+
+
+def namespace(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def in_namespace(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    obj["metadata"]["namespace"] = name
+    return obj
+
+
+def listener_gateway(name: str, port: int, **listener: Any) -> dict[str, Any]:
+    obj = gateway(name, port)
+    obj["spec"]["listeners"][0].update(listener)
+    return obj
+
+
+def tls_secret(pem: Pem) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "cert", "namespace": "default"},
+        "type": "kubernetes.io/tls",
+        "data": {
+            "tls.crt": base64.b64encode(pem.certificate).decode(),
+            "tls.key": base64.b64encode(pem.private_key).decode(),
+        },
+    }
+
+
+def ca_config_map(pem: bytes) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ca", "namespace": "default"},
+        "data": {"ca.crt": pem.decode()},
+    }
+
+
+def backend_tls_policy(**validation: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "BackendTLSPolicy",
+        "metadata": {"name": "web-tls", "namespace": "default"},
+        "spec": {
+            "targetRefs": [{"group": "", "kind": "Service", "name": "web"}],
+            "validation": {"hostname": "web.example.com", **validation},
+        },
+    }
+
+
+def grpc_route(method: str) -> dict[str, Any]:
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "GRPCRoute",
+        "metadata": {"name": "rpc", "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"name": "gw"}],
+            "rules": [
+                {
+                    "matches": [{"method": {"service": "pkg.Echo", "method": method}}],
+                    "backendRefs": [{"name": "web", "port": 80}],
+                }
+            ],
+        },
+    }
+
+
+def reference_grant(from_namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "ReferenceGrant",
+        "metadata": {"name": "routes-from-shop", "namespace": "default"},
+        "spec": {
+            "from": [
+                {
+                    "group": GATEWAY_V1.split("/")[0],
+                    "kind": "HTTPRoute",
+                    "namespace": from_namespace,
+                }
+            ],
+            "to": [{"group": "", "kind": "Service"}],
+        },
+    }
+
+
+def class_with_parameters() -> dict[str, Any]:
+    obj = gateway_class()
+    obj["spec"]["parametersRef"] = {
+        "group": "",
+        "kind": "ConfigMap",
+        "name": "x",
+        "namespace": "default",
+    }
+    return obj
+
+
+def web() -> list[dict[str, Any]]:
+    """A Service with one endpoint."""
+    return [service("web", 80, 8080), endpoint_slice("web", 8080, "10.0.0.1")]
+
+
+def shop_route() -> dict[str, Any]:
+    """A route in namespace shop, attached to Gateway default/open, to Service default/web."""
+    route = http_route("shop", [("/shop", "web", 80)], parents=("open",))
+    route["spec"]["parentRefs"][0]["namespace"] = "default"
+    route["spec"]["rules"][0]["backendRefs"][0]["namespace"] = "default"
+    return in_namespace(route, "shop")
+
+
+# ------------------------------------------------------------ what the DAG says
+
+
+def paths(dag: Dag, group: str = "default/gw") -> set[str]:
+    found = dag.groups.get(group)
+    if found is None:
+        return set()
+    return {
+        route.match.path
+        for table in found.route_tables
+        for host in table.virtual_hosts
+        for route in host.routes
+    }
+
+
+def ports(dag: Dag, group: str) -> list[int]:
+    found = dag.groups.get(group)
+    return [listener.port for listener in found.listeners] if found else []
+
+
+def certificate(dag: Dag) -> bytes | None:
+    found = dag.groups.get("default/tls")
+    for listener in found.listeners if found else ():
+        if isinstance(listener, HttpsListener):
+            return listener.filter_chains[0].certificates[0].certificate_chain
+    return None
+
+
+def service_clusters(dag: Dag, name: str) -> list[Any]:
+    key = ObjectKey("Service", "default", name)
+    return [c for c in dag.clusters.values() if getattr(c, "service", None) == key]
+
+
+def upstream_tls(dag: Dag) -> Any:
+    cluster = dag.clusters.get("default/web/80")
+    return getattr(cluster, "tls", None)
+
+
+def endpoints(dag: Dag) -> list[str]:
+    assignment = dag.load_assignments.get("default/web/80")
+    if assignment is None:
+        return []
+    return sorted(e.address for locality in assignment.localities for e in locality.endpoints)
+
+
+# ----------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Step:
+    what: str
+    apply: dict[str, Any] | None  # None: delete the object of this row
+    holds: Callable[[Dag], bool]
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    name: str  # of the object the steps change
+    namespace: str
+    world: Callable[[], list[dict[str, Any]]]
+    steps: tuple[Step, ...]
+
+
+def deleted(holds: Callable[[Dag], bool], what: str = "deleted") -> Step:
+    return Step(what, None, holds)
+
+
+ROWS = (
+    Row(
+        "Namespace",
+        "shop",
+        "",
+        lambda: [
+            gateway_class(),
+            listener_gateway(
+                "open",
+                8081,
+                allowedRoutes={
+                    "namespaces": {
+                        "from": "Selector",
+                        "selector": {"matchLabels": {"team": "blue"}},
+                    }
+                },
+            ),
+            *web(),
+            shop_route(),
+            {**reference_grant("shop")},
+        ],
+        (
+            Step(
+                "labels match",
+                namespace("shop", team="blue"),
+                lambda d: "/shop" in paths(d, "default/open"),
+            ),
+            Step(
+                "labels changed",
+                namespace("shop", team="red"),
+                lambda d: "/shop" not in paths(d, "default/open") and "default/open" in d.groups,
+            ),
+            Step(
+                "labels back",
+                namespace("shop", team="blue"),
+                lambda d: "/shop" in paths(d, "default/open"),
+            ),
+            deleted(
+                lambda d: "/shop" not in paths(d, "default/open") and "default/open" in d.groups
+            ),
+        ),
+    ),
+    Row(
+        "Service",
+        "api",
+        "default",
+        lambda: [
+            gateway_class(),
+            gateway(),
+            endpoint_slice("api", 9090, "10.0.0.9"),
+            http_route("api", [("/api", "api", 81)]),
+        ],
+        (
+            Step(
+                "pod-backed",
+                service("api", 81, 9090),
+                lambda d: [type(c) for c in service_clusters(d, "api")] == [EdsCluster],
+            ),
+            Step(
+                "turned ExternalName",
+                external_service("api", "api.example.com", 81),
+                lambda d: (
+                    [(type(c), getattr(c, "hostname", "")) for c in service_clusters(d, "api")]
+                    == [(DnsCluster, "api.example.com")]
+                ),
+            ),
+            deleted(lambda d: service_clusters(d, "api") == [] and "/api" in paths(d)),
+        ),
+    ),
+    Row(
+        "EndpointSlice",
+        "web-1",
+        "default",
+        lambda: [
+            gateway_class(),
+            gateway(),
+            service("web", 80, 8080),
+            http_route("web", [("/", "web", 80)]),
+        ],
+        (
+            Step(
+                "one endpoint",
+                endpoint_slice("web", 8080, "10.0.0.1"),
+                lambda d: endpoints(d) == ["10.0.0.1"],
+            ),
+            Step(
+                "two",
+                endpoint_slice("web", 8080, "10.0.0.1", "10.0.0.2"),
+                lambda d: endpoints(d) == ["10.0.0.1", "10.0.0.2"],
+            ),
+            deleted(lambda d: endpoints(d) == [] and "default/web/80" in d.clusters),
+        ),
+    ),
+    Row(
+        "Secret",
+        "cert",
+        "default",
+        lambda: [
+            gateway_class(),
+            {
+                **gateway("tls", 8443),
+                "spec": {
+                    "gatewayClassName": "dragoman",
+                    "listeners": [
+                        {
+                            "name": "https",
+                            "port": 8443,
+                            "protocol": "HTTPS",
+                            "tls": {"certificateRefs": [{"name": "cert"}]},
+                        }
+                    ],
+                },
+            },
+            *web(),
+            http_route("web", [("/", "web", 80)], parents=("tls",)),
+        ],
+        (
+            Step(
+                "certificate one",
+                tls_secret(CERT_ONE),
+                lambda d: certificate(d) == CERT_ONE.certificate,
+            ),
+            Step(
+                "certificate two",
+                tls_secret(CERT_TWO),
+                lambda d: certificate(d) == CERT_TWO.certificate,
+            ),
+            deleted(lambda d: certificate(d) is None),
+        ),
+    ),
+    Row(
+        "ConfigMap",
+        "ca",
+        "default",
+        lambda: [
+            gateway_class(),
+            gateway(),
+            *web(),
+            http_route("web", [("/", "web", 80)]),
+            backend_tls_policy(
+                caCertificateRefs=[{"group": "", "kind": "ConfigMap", "name": "ca"}]
+            ),
+        ],
+        (
+            Step(
+                "CA one",
+                ca_config_map(CA_ONE.pem),
+                lambda d: getattr(upstream_tls(d), "trusted_ca", None) == CA_ONE.pem,
+            ),
+            Step(
+                "CA two",
+                ca_config_map(CA_TWO.pem),
+                lambda d: getattr(upstream_tls(d), "trusted_ca", None) == CA_TWO.pem,
+            ),
+            deleted(lambda d: upstream_tls(d) is None),
+        ),
+    ),
+    Row(
+        "GatewayClass",
+        "dragoman",
+        "",
+        lambda: [gateway(), *web(), http_route("web", [("/", "web", 80)])],
+        (
+            Step("ours", gateway_class(), lambda d: "/" in paths(d)),
+            Step(
+                "given parameters dragoman refuses",
+                class_with_parameters(),
+                lambda d: ports(d, "default/gw") == [],
+            ),
+            Step("parameters removed", gateway_class(), lambda d: "/" in paths(d)),
+            deleted(lambda d: ports(d, "default/gw") == []),
+        ),
+    ),
+    Row(
+        "Gateway",
+        "edge",
+        "default",
+        lambda: [gateway_class(), *web(), http_route("web", [("/", "web", 80)], parents=("edge",))],
+        (
+            Step(
+                "port 9090",
+                gateway("edge", 9090),
+                lambda d: ports(d, "default/edge") == [9090] and "/" in paths(d, "default/edge"),
+            ),
+            Step("port 9091", gateway("edge", 9091), lambda d: ports(d, "default/edge") == [9091]),
+            deleted(lambda d: "default/edge" not in d.groups),
+        ),
+    ),
+    Row(
+        "HTTPRoute",
+        "r",
+        "default",
+        lambda: [gateway_class(), gateway(), *web()],
+        (
+            Step("/r", http_route("r", [("/r", "web", 80)]), lambda d: "/r" in paths(d)),
+            Step(
+                "/s",
+                http_route("r", [("/s", "web", 80)]),
+                lambda d: "/s" in paths(d) and "/r" not in paths(d),
+            ),
+            deleted(lambda d: not paths(d) & {"/r", "/s"} and "default/gw" in d.groups),
+        ),
+    ),
+    Row(
+        "GRPCRoute",
+        "rpc",
+        "default",
+        lambda: [gateway_class(), gateway(), *web()],
+        (
+            Step("Say", grpc_route("Say"), lambda d: "/pkg.Echo/Say" in paths(d)),
+            Step(
+                "Shout",
+                grpc_route("Shout"),
+                lambda d: "/pkg.Echo/Shout" in paths(d) and "/pkg.Echo/Say" not in paths(d),
+            ),
+            deleted(
+                lambda d: (
+                    not any(p.startswith("/pkg.Echo/") for p in paths(d))
+                    and "default/gw" in d.groups
+                )
+            ),
+        ),
+    ),
+    Row(
+        "ReferenceGrant",
+        "routes-from-shop",
+        "default",
+        lambda: [
+            gateway_class(),
+            listener_gateway("open", 8082, allowedRoutes={"namespaces": {"from": "All"}}),
+            namespace("shop"),
+            *web(),
+            shop_route(),
+        ],
+        (
+            Step("granted", reference_grant("shop"), lambda d: "default/web/80" in d.clusters),
+            Step(
+                "granted to another namespace",
+                reference_grant("other"),
+                lambda d: (
+                    "default/web/80" not in d.clusters and "/shop" in paths(d, "default/open")
+                ),
+            ),
+            Step(
+                "granted again", reference_grant("shop"), lambda d: "default/web/80" in d.clusters
+            ),
+            deleted(
+                lambda d: "default/web/80" not in d.clusters and "/shop" in paths(d, "default/open")
+            ),
+        ),
+    ),
+    Row(
+        "BackendTLSPolicy",
+        "web-tls",
+        "default",
+        lambda: [gateway_class(), gateway(), *web(), http_route("web", [("/", "web", 80)])],
+        (
+            Step(
+                "TLS to web.example.com",
+                backend_tls_policy(wellKnownCACertificates="System"),
+                lambda d: getattr(upstream_tls(d), "sni", None) == "web.example.com",
+            ),
+            Step(
+                "TLS to other.example.com",
+                {
+                    **backend_tls_policy(wellKnownCACertificates="System"),
+                    "spec": {
+                        **backend_tls_policy()["spec"],
+                        "validation": {
+                            "hostname": "other.example.com",
+                            "wellKnownCACertificates": "System",
+                        },
+                    },
+                },
+                lambda d: getattr(upstream_tls(d), "sni", None) == "other.example.com",
+            ),
+            deleted(lambda d: upstream_tls(d) is None and "default/web/80" in d.clusters),
+        ),
+    ),
+)
+
+
+def test_the_table_covers_every_watched_kind() -> None:
+    assert sorted(row.kind for row in ROWS) == sorted(kind.kind for kind in served_kinds())
+    assert {kind.kind for kind in served_kinds()} == {kind.kind for kind in WATCHED_KINDS}
+
+
+@pytest.fixture
+def api() -> Iterator[KubeApiServer]:
+    with KubeApiServer(bookmark_interval=0.2) as server:
+        yield server
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.kind for row in ROWS])
+def test_add_update_and_delete_reach_the_build(api: KubeApiServer, row: Row) -> None:
+    for obj in row.world():
+        api.apply(obj)
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config(None)).start()
+        try:
+            await eventually(lambda: replica.server.serving, what="serving")
+            for step in row.steps:
+                assert not step.holds(replica.dag), f"{row.kind}: {step.what} holds already"
+                if step.apply is None:
+                    assert api.delete(row.kind, row.name, row.namespace or "default")
+                else:
+                    api.apply(step.apply)
+                await eventually(
+                    lambda step=step: step.holds(replica.dag), what=f"{row.kind}: {step.what}"
+                )
+        finally:
+            await replica.stop()
+
+    asyncio.run(scenario())

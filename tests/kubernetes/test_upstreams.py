@@ -1,0 +1,166 @@
+"""Kubernetes mode with the upstream features: BackendTLSPolicies are watched, applied and get
+their status written by the leader; the DNS check runs and its DNSResolved reaches the route."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from dragoman.dag.model import EdsCluster
+from dragoman.demo.dns import DnsResponder
+from dragoman.runtime.server_config import DnsCheckSettings
+from tests.support.certificates import certificate_authority
+from tests.support.kube_replica import (
+    GATEWAY_V1,
+    Replica,
+    endpoint_slice,
+    eventually,
+    external_service,
+    gateway,
+    gateway_class,
+    http_route,
+    replica_config,
+    service,
+)
+from tests.support.kubeapi import KubeApiServer
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def api() -> Iterator[KubeApiServer]:
+    with KubeApiServer(bookmark_interval=0.2, too_large_wait=0.2) as server:
+        yield server
+
+
+def policy(ca_map: str) -> dict[str, Any]:
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "BackendTLSPolicy",
+        "metadata": {"name": "web-tls", "namespace": "default"},
+        "spec": {
+            "targetRefs": [{"group": "", "kind": "Service", "name": "web", "sectionName": "http"}],
+            "validation": {
+                "hostname": "web.example.com",
+                "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca_map}],
+            },
+        },
+    }
+
+
+def ancestor_conditions(api: KubeApiServer) -> dict[str, tuple[str, str]] | None:
+    found = api.get("BackendTLSPolicy", "web-tls") or {}
+    ancestors = (found.get("status") or {}).get("ancestors") or []
+    if not ancestors:
+        return None
+    return {c["type"]: (c["status"], c["reason"]) for c in ancestors[0]["conditions"]}
+
+
+def test_backend_tls_policies_are_applied_and_their_status_written(api: KubeApiServer) -> None:
+    ca = certificate_authority()
+    api.apply(gateway_class())
+    api.apply(gateway())
+    api.apply(service("web", 443, 8443))
+    api.apply(endpoint_slice("web", 8443, "10.0.0.1"))
+    api.apply(http_route("web", [("/", "web", 443)]))
+    api.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "web-ca", "namespace": "default"},
+            "data": {"ca.crt": ca.pem.decode()},
+        }
+    )
+    api.apply(policy("missing-ca"))
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config("replica-a")).start()
+        try:
+            await eventually(lambda: replica.server.leading, what="leadership")
+            # A CA reference to nothing: not accepted, and the backend is not served.
+            await eventually(
+                lambda: (
+                    ancestor_conditions(api)
+                    == {
+                        "Accepted": ("False", "NoValidCACertificate"),
+                        "ResolvedRefs": ("False", "InvalidCACertificateRef"),
+                    }
+                ),
+                what="policy status",
+            )
+            assert "default/web/443" not in replica.dag.clusters
+            # Fixed: accepted, and the cluster originates TLS with the policy's name.
+            api.apply(policy("web-ca"))
+            await eventually(
+                lambda: (
+                    ancestor_conditions(api)
+                    == {"Accepted": ("True", "Accepted"), "ResolvedRefs": ("True", "ResolvedRefs")}
+                ),
+                what="policy status after the fix",
+            )
+            cluster = replica.dag.clusters["default/web/443"]
+            assert isinstance(cluster, EdsCluster)
+            assert cluster.tls is not None and cluster.tls.sni == "web.example.com"
+            assert cluster.tls.trusted_ca == ca.pem
+        finally:
+            await replica.stop()
+
+    asyncio.run(scenario())
+
+
+def route_dns_condition(api: KubeApiServer) -> tuple[str, str, str] | None:
+    found = api.get("HTTPRoute", "api") or {}
+    for parent in (found.get("status") or {}).get("parents") or []:
+        for c in parent["conditions"]:
+            if c["type"] == "DNSResolved":
+                return c["status"], c["reason"], c["message"]
+    return None
+
+
+def test_the_dns_check_runs_in_kubernetes_mode(api: KubeApiServer) -> None:
+    api.apply(gateway_class())
+    api.apply(gateway())
+    api.apply(external_service("api", "api.kube.test", 8080))
+    api.apply(http_route("api", [("/", "api", 8080)]))
+
+    async def scenario(dns: DnsResponder) -> None:
+        settings = DnsCheckSettings(
+            enabled=True,
+            resolvers=(dns.address,),
+            timeout_s=1,
+            min_interval_s=1,
+            max_interval_s=2,
+        )
+        config = replica_config("replica-a", dns_check=settings)
+        replica = Replica(api, config).start()
+        try:
+            await eventually(lambda: replica.server.serving, what="serving")
+            # Checked before the first xDS response: served from the start.
+            assert "default/api/8080" in replica.dag.clusters
+            await eventually(
+                lambda: (
+                    route_dns_condition(api) == ("True", "Resolved", "api.kube.test: 203.0.113.8")
+                ),
+                what="DNSResolved written",
+            )
+            dns.set_a("api.kube.test", "169.254.169.254")
+            await eventually(
+                lambda: "default/api/8080" not in replica.dag.clusters,
+                what="a name now resolving to the metadata address is refused",
+            )
+            await eventually(
+                lambda: (
+                    route_dns_condition(api)
+                    == ("True", "Resolved", "api.kube.test: 169.254.169.254")
+                ),
+                what="DNSResolved rewritten",
+            )
+        finally:
+            await replica.stop()
+
+    with DnsResponder() as dns:
+        dns.set_a("api.kube.test", "203.0.113.8")
+        asyncio.run(scenario(dns))

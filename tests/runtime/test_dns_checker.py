@@ -1,0 +1,260 @@
+"""The DNS check's shell: real lookups against DNS responders on loopback, the schedule by
+TTL, and the loop that rebuilds a controller when a name resolves differently."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import textwrap
+import threading
+from collections.abc import Iterator
+
+import dns.message
+import dns.rcode
+import pytest
+
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams.dns_check import DnsObservation
+from dragoman.demo.dns import DnsResponder
+from dragoman.runtime.controller import Controller
+from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop, DnsResolver, Resolution
+from dragoman.runtime.server_config import DnsCheckSettings
+from dragoman.store import Store
+from dragoman.xds.cache import SnapshotCache
+from tests.support.status_builds import objects
+from tests.support.upstream_builds import GATEWAY, external_service, http_route
+
+
+@pytest.fixture(scope="module")
+def responder() -> Iterator[DnsResponder]:
+    with DnsResponder(ttl=30) as server:
+        server.set_a("api.check.test", "192.0.2.20", "192.0.2.10")
+        server.set_aaaa("api.check.test", "2001:db8::1")
+        server.set_a("v4.check.test", "192.0.2.30")
+        server.set_a("empty.check.test")  # the name exists, with no address
+        yield server
+
+
+def settings(*servers: tuple[str, int], timeout: float = 1.0) -> DnsCheckSettings:
+    return DnsCheckSettings(
+        enabled=True, resolvers=servers, timeout_s=timeout, min_interval_s=5, max_interval_s=60
+    )
+
+
+def resolve(server: tuple[str, int], name: str, timeout: float = 1.0) -> Resolution:
+    return asyncio.run(DnsResolver(settings(server, timeout=timeout))(name))
+
+
+def test_a_name_resolves_to_its_addresses_of_both_families(responder: DnsResponder) -> None:
+    result = resolve(responder.address, "api.check.test")
+
+    assert result == Resolution(("192.0.2.10", "192.0.2.20", "2001:db8::1"), ttl=30.0)
+
+
+def test_an_unknown_name_is_nxdomain(responder: DnsResponder) -> None:
+    assert resolve(responder.address, "ghost.check.test") == Resolution(error="NXDOMAIN")
+
+
+def test_a_name_without_addresses_is_no_answer(responder: DnsResponder) -> None:
+    assert resolve(responder.address, "empty.check.test") == Resolution(error="NoAnswer")
+
+
+def test_names_are_asked_as_absolute_names(responder: DnsResponder) -> None:
+    responder.reset_counts()
+    resolve(responder.address, "v4.check.test.")
+    assert responder.query_count("v4.check.test") == 2  # A and AAAA, nothing appended
+
+
+@pytest.fixture
+def silent_server() -> Iterator[tuple[str, int]]:
+    """A UDP socket that reads nothing: every query times out."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()
+
+
+def test_a_silent_resolver_is_a_bounded_timeout(silent_server: tuple[str, int]) -> None:
+    async def timed() -> tuple[Resolution, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        result = await DnsResolver(settings(silent_server, timeout=0.3))("api.check.test")
+        return result, loop.time() - started
+
+    result, elapsed = asyncio.run(timed())
+
+    assert result == Resolution(error="Timeout")
+    assert elapsed < 2.0
+
+
+@pytest.fixture
+def failing_server() -> Iterator[tuple[str, int]]:
+    """Answers every query with SERVFAIL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.1)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                wire, peer = sock.recvfrom(4096)
+            except TimeoutError:
+                continue
+            reply = dns.message.make_response(dns.message.from_wire(wire))
+            reply.set_rcode(dns.rcode.SERVFAIL)
+            sock.sendto(reply.to_wire(), peer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield sock.getsockname()
+    finally:
+        done.set()
+        thread.join(2)
+        sock.close()
+
+
+def test_a_failing_resolver_is_servfail(failing_server: tuple[str, int]) -> None:
+    assert resolve(failing_server, "api.check.test") == Resolution(error="SERVFAIL")
+
+
+# --- the schedule ------------------------------------------------------------------------------
+
+
+class FakeResolve:
+    def __init__(self) -> None:
+        self.answers: dict[str, Resolution] = {}
+        self.asked: list[str] = []
+
+    async def __call__(self, name: str) -> Resolution:
+        self.asked.append(name)
+        return self.answers.get(name, Resolution(error="NXDOMAIN"))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_names_are_checked_again_when_their_ttl_runs_out_within_bounds() -> None:
+    fake, clock = FakeResolve(), Clock()
+    fake.answers = {
+        "short.test": Resolution(("192.0.2.1",), ttl=1),
+        "mid.test": Resolution(("192.0.2.2",), ttl=20),
+        "long.test": Resolution(("192.0.2.3",), ttl=86400),
+    }
+    checker = DnsChecker(settings(), fake, clock)
+    names = ["short.test", "mid.test", "long.test", "ghost.test"]
+
+    changed = asyncio.run(checker.check(names))
+
+    assert sorted(changed) == sorted(names)
+    assert checker.observations["ghost.test"] == DnsObservation(error="NXDOMAIN")
+    due = {name: round(checker._due[name] - clock.now) for name in names}
+    # TTL 1 s: the minimum (5 s); 20 s: its TTL; a day: the maximum (60 s); a failure: minimum.
+    assert due == {"short.test": 5, "mid.test": 20, "long.test": 60, "ghost.test": 5}
+    assert checker.seconds_until_due() == 5
+
+    fake.asked.clear()
+    clock.now += 6
+    assert asyncio.run(checker.check(names)) == []  # due again, but nothing changed
+    assert sorted(fake.asked) == ["ghost.test", "short.test"]
+
+
+def test_a_failure_after_an_answer_keeps_the_checked_addresses() -> None:
+    fake, clock = FakeResolve(), Clock()
+    fake.answers = {"api.test": Resolution(("192.0.2.1",), ttl=5)}
+    checker = DnsChecker(settings(), fake, clock)
+    asyncio.run(checker.check(["api.test"]))
+
+    fake.answers = {"api.test": Resolution(error="Timeout")}
+    clock.now += 10
+    changed = asyncio.run(checker.check(["api.test"]))
+
+    assert changed == ["api.test"]
+    assert checker.observations["api.test"] == DnsObservation(("192.0.2.1",), "Timeout")
+
+
+def test_names_no_longer_asked_for_are_forgotten() -> None:
+    fake = FakeResolve()
+    checker = DnsChecker(settings(), fake, Clock())
+    asyncio.run(checker.check(["a.test", "b.test"]))
+
+    asyncio.run(checker.check(["b.test"]))
+
+    assert set(checker.observations) == {"b.test"}
+
+
+def test_a_resolver_that_raises_is_a_failure_not_a_crash() -> None:
+    async def broken(name: str) -> Resolution:
+        raise RuntimeError("bug")
+
+    checker = DnsChecker(settings(), broken, Clock())
+    asyncio.run(checker.check(["a.test"]))
+
+    assert checker.observations["a.test"] == DnsObservation(error="SERVFAIL")
+
+
+# --- the loop feeding a controller -----------------------------------------------------------
+
+
+def store() -> Store:
+    text = GATEWAY + "---" + external_service("ext", "api.check.test") + "---"
+    text += http_route("r", "ext", 443)
+    return Store.from_objects(objects(textwrap.dedent(text)))
+
+
+def test_the_loop_rebuilds_when_a_name_resolves_differently(responder: DnsResponder) -> None:
+    clock = Clock()
+    controller = Controller(SnapshotCache(), BuildOptions(dns_check=True))
+    controller.update(store())
+    assert controller.dag is not None
+    assert controller.dag.clusters == {}  # not checked yet: not served
+    assert controller.dag.dns_hostnames == ("api.check.test",)
+    updates = []
+    loop = DnsCheckLoop(
+        controller, DnsChecker(settings(responder.address), clock=clock), updates.append
+    )
+
+    first = asyncio.run(loop.check_once())
+
+    assert first is not None and first.kind == "full"
+    assert list(controller.dag.clusters) == ["default/ext/443"]
+    assert controller.dns["api.check.test"].addresses == (
+        "192.0.2.10",
+        "192.0.2.20",
+        "2001:db8::1",
+    )
+    # Nothing due: nothing asked, nothing rebuilt.
+    assert asyncio.run(loop.check_once()) is None
+
+    responder.set_a("api.check.test", "169.254.169.254")
+    try:
+        clock.now += 31
+        moved = asyncio.run(loop.check_once())
+    finally:
+        responder.set_a("api.check.test", "192.0.2.20", "192.0.2.10")
+
+    assert moved is not None and moved.kind == "full"
+    assert controller.dag.clusters == {}  # now resolves to the metadata address: refused
+    assert [p.reason for p in moved.new_problems] == ["NotAllowedByPolicy"]
+    assert updates == [first, moved]
+
+
+def test_the_loop_stops_when_asked() -> None:
+    controller = Controller(SnapshotCache(), BuildOptions(dns_check=True))
+    controller.update(store())
+    loop = DnsCheckLoop(controller, DnsChecker(settings(), FakeResolve(), Clock()))
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(loop.run(stop))
+        await asyncio.sleep(0.1)
+        stop.set()
+        await asyncio.wait_for(task, 2)
+
+    asyncio.run(scenario())
+    assert controller.dns == {"api.check.test": DnsObservation(error="NXDOMAIN")}

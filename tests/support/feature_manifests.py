@@ -1,0 +1,337 @@
+"""One manifest set that uses every feature dragoman serves, and the DAG built from it.
+
+For checks that must hold over real builds rather than hand-made DAGs: DAG invariants, no
+deprecated Envoy field in what is emitted, Envoy accepting the configuration. Each feature
+is here once; a new one belongs here too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dragoman.dag.model import Dag
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams.dns_check import DnsObservation
+from dragoman.objects import KubeObject
+from tests.support.certificates import certificate_authority
+from tests.support.status_builds import build_text, objects
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+_SITE_CA = certificate_authority("feature manifests CA")
+_SITE = _SITE_CA.issue("secure.example.com", "*.secure.example.com")
+_BACKEND_CA = certificate_authority("feature manifests backend CA")
+
+
+def _indented(pem: bytes, spaces: int) -> str:
+    return "\n".join(" " * spaces + line for line in pem.decode().splitlines())
+
+
+_FRONTENDS = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: dragoman}
+spec: {controllerName: dragoman.dev/gateway-controller}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: apps, labels: {team: apps}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: default}
+spec:
+  gatewayClassName: dragoman
+  listeners:
+  - {name: http, protocol: HTTP, port: 80}
+  - {name: wild, protocol: HTTP, port: 80, hostname: "*.example.com"}
+  - {name: exact, protocol: HTTP, port: 80, hostname: api.example.com,
+     allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {team: apps}}}}}
+  - name: https
+    protocol: HTTPS
+    port: 443
+    hostname: secure.example.com
+    tls: {certificateRefs: [{name: site}]}
+  - name: https-any
+    protocol: HTTPS
+    port: 443
+    tls: {certificateRefs: [{name: site}]}
+  - {name: grpc, protocol: HTTP, port: 8081, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}
+  - {name: tcp, protocol: TCP, port: 9000}
+---
+# Shares port 80 with edge: left out of the all-gateways group, served to its own Envoys.
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: second, namespace: default}
+spec:
+  gatewayClassName: dragoman
+  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]
+"""
+
+_SERVICES = """
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  selector: {app: web}
+  ports:
+  - {name: http, port: 80, targetPort: http}
+  - {name: grpc, port: 9090, targetPort: 9090, appProtocol: kubernetes.io/h2c}
+  - {name: ws, port: 8088, targetPort: 8088, appProtocol: kubernetes.io/ws}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}, {name: grpc, port: 9090}, {name: ws, port: 8088}]
+endpoints:
+- {addresses: [10.0.0.1], zone: a, conditions: {ready: true}}
+- {addresses: [10.0.0.2], zone: b, conditions: {ready: true}}
+- {addresses: [10.0.0.3], conditions: {ready: false}}
+---
+# Reached through Gateway second only: its Envoys need the cluster the all-gateways lack.
+apiVersion: v1
+kind: Service
+metadata: {name: second-only, namespace: default}
+spec: {selector: {app: second-only}, ports: [{port: 80, targetPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: secure-pods, namespace: default}
+spec: {selector: {app: secure}, ports: [{name: https, port: 8443}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: apps}
+spec: {selector: {app: api}, ports: [{port: 80, targetPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: external
+  namespace: default
+  annotations:
+    dragoman.dev/dns-lookup-family: v4
+    dragoman.dev/dns-refresh-rate: 10s
+    dragoman.dev/dns-respect-ttl: "false"
+    dragoman.dev/dns-failure-refresh-base: 2s
+    dragoman.dev/dns-failure-refresh-max: 20s
+    dragoman.dev/dns-jitter: 1s
+    dragoman.dev/dns-resolvers: "10.0.0.53, [fd00::53]:5353"
+spec: {type: ExternalName, externalName: api.partner.example, ports: [{port: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: logical
+  namespace: default
+  annotations: {dragoman.dev/dns-mode: logical}
+spec: {type: ExternalName, externalName: one.partner.example, ports: [{port: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: tls-external, namespace: default}
+spec: {type: ExternalName, externalName: secure.partner.example, ports: [{port: 443}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: h2-external, namespace: default}
+spec:
+  type: ExternalName
+  externalName: grpc.partner.example
+  ports: [{port: 443, appProtocol: kubernetes.io/h2c}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: alias, namespace: default}
+spec: {type: ExternalName, externalName: web.default.svc.cluster.local, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: migrating
+  namespace: default
+  annotations: {dragoman.dev/prefer-service: web}
+spec: {type: ExternalName, externalName: legacy.partner.example, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: unsafe, namespace: default}
+spec: {type: ExternalName, externalName: metadata.google.internal, ports: [{port: 80}]}
+"""
+
+_ROUTES = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: features, namespace: default}
+spec:
+  parentRefs: [{name: edge, sectionName: http}, {name: second}]
+  rules:
+  - matches:
+    - path: {type: Exact, value: /exact}
+      headers: [{name: version, value: two}, {type: RegularExpression, name: x-id, value: "[0-9]+"}]
+      queryParams: [{name: q, value: one}, {type: RegularExpression, name: r, value: "a.*"}]
+      method: POST
+    - path: {type: RegularExpression, value: "/re/[a-z]+"}
+    filters:
+    - type: RequestHeaderModifier
+      requestHeaderModifier:
+        set: [{name: x-set, value: s}]
+        add: [{name: x-add, value: a}]
+        remove: [x-remove]
+    - type: ResponseHeaderModifier
+      responseHeaderModifier: {set: [{name: x-served-by, value: dragoman}]}
+    backendRefs:
+    - name: web
+      port: 80
+      weight: 3
+      filters:
+      - {type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-b, value: web}]}}
+    - {name: external, port: 8080, weight: 1}
+    - {name: missing, port: 80, weight: 1}
+  - matches: [{path: {value: /redirect}}]
+    filters:
+    - type: RequestRedirect
+      requestRedirect:
+        scheme: https
+        hostname: secure.example.com
+        statusCode: 301
+        path: {type: ReplacePrefixMatch, replacePrefixMatch: /moved}
+  - matches: [{path: {value: /redirect-port}}]
+    filters:
+    - type: RequestRedirect
+      requestRedirect: {port: 8443, path: {type: ReplaceFullPath, replaceFullPath: /x}}
+  - matches: [{path: {value: /rewrite}}]
+    filters:
+    - type: URLRewrite
+      urlRewrite:
+        hostname: rewritten.example
+        path: {type: ReplacePrefixMatch, replacePrefixMatch: /}
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {value: /full}}]
+    filters:
+    - type: URLRewrite
+      urlRewrite: {path: {type: ReplaceFullPath, replaceFullPath: /replaced}}
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: tls-external, port: 443}, percent: 25}
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: web, port: 80}, fraction: {numerator: 1, denominator: 3}}
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {value: /slow}}]
+    timeouts: {request: 10s, backendRequest: 2s}
+    retry: {codes: [503], attempts: 2}
+    backendRefs: [{name: logical, port: 8080}]
+  - matches: [{path: {value: /unhurried}}]
+    timeouts: {request: 0s}
+    backendRefs: [{name: alias, port: 80}]
+  - matches: [{path: {value: /migrating}}]
+    backendRefs: [{name: migrating, port: 80}]
+  - matches: [{path: {value: /ws}}]
+    backendRefs: [{name: web, port: 8088}]
+  - matches: [{path: {value: /tls}}]
+    backendRefs: [{name: tls-external, port: 443}, {name: secure-pods, port: 8443}]
+  - matches: [{path: {value: /h2}}]
+    backendRefs: [{name: h2-external, port: 443}]
+  - matches: [{path: {value: /unsafe}}]
+    backendRefs: [{name: unsafe, port: 80}]
+  - matches: [{path: {value: /cors}}]
+    filters: [{type: CORS, cors: {allowOrigins: ["*"]}}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: second-only, namespace: default}
+spec:
+  parentRefs: [{name: second}]
+  rules: [{matches: [{path: {value: /second}}], backendRefs: [{name: second-only, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: hosts, namespace: default}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: ["*.example.com", foo.example.com, secure.example.com, other.org]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: cross, namespace: apps}
+spec:
+  parentRefs: [{name: edge, namespace: default, sectionName: exact}]
+  hostnames: [api.example.com]
+  rules:
+  - backendRefs: [{name: api, port: 80}, {name: web, namespace: default, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: apps-to-web, namespace: default}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: apps}]
+  to: [{group: "", kind: Service, name: web}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: grpc, namespace: default}
+spec:
+  parentRefs: [{name: edge, sectionName: grpc}]
+  rules:
+  - matches:
+    - method: {service: pkg.Echo, method: Echo}
+      headers: [{name: version, value: two}]
+    - method: {type: RegularExpression, service: "pkg\\\\.Other.*"}
+    backendRefs: [{name: web, port: 9090, weight: 2}, {name: h2-external, port: 443}]
+  - backendRefs: [{name: missing, port: 9090}]
+"""
+
+
+def _policies() -> str:
+    return f"""
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: backend-ca, namespace: default}}
+data:
+  ca.crt: |
+{_indented(_BACKEND_CA.pem, 4)}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {{name: secure-pods, namespace: default}}
+spec:
+  targetRefs: [{{group: "", kind: Service, name: secure-pods}}]
+  validation:
+    hostname: secure-pods.internal.example
+    caCertificateRefs: [{{group: "", kind: ConfigMap, name: backend-ca}}]
+    subjectAltNames: [{{type: Hostname, hostname: secure-pods.internal.example}},
+                      {{type: URI, uri: "spiffe://cluster.local/ns/default/sa/secure"}}]
+"""
+
+
+def every_feature_manifests() -> str:
+    return "\n---\n".join([_FRONTENDS, _SITE.secret_yaml("site"), _SERVICES, _ROUTES, _policies()])
+
+
+def every_feature_dag(options: BuildOptions = BuildOptions()) -> Dag:
+    """The DAG of every feature: checked against tests/support/dag_invariants.py as it is built."""
+    return build_text(every_feature_manifests(), options=options)
+
+
+def every_feature_dag_with_dns_check() -> Dag:
+    """The same with the DNS check on, each external name resolved (one of them refused)."""
+    from tests.support.upstream_builds import build_yaml
+
+    dns = {
+        "api.partner.example": DnsObservation(("203.0.113.10",)),
+        "one.partner.example": DnsObservation(("203.0.113.11",), error="Timeout"),
+        "secure.partner.example": DnsObservation(("203.0.113.12",)),
+        "grpc.partner.example": DnsObservation(("169.254.169.254",)),
+    }
+    return build_yaml(every_feature_manifests(), options=BuildOptions(dns_check=True), dns=dns)
+
+
+def example_objects() -> list[KubeObject]:
+    """Every manifest under examples/ (the demo's and the compose setup's)."""
+    found: list[KubeObject] = []
+    for directory in (EXAMPLES / "manifests", EXAMPLES / "compose"):
+        for path in sorted(directory.glob("*.yaml")):
+            found.extend(objects(path.read_text()))
+    return found

@@ -1,0 +1,101 @@
+"""An HTTPS echo backend on loopback for the TLS origination tests: it answers with JSON naming
+itself and echoing the Host header and the SNI the client sent."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from tests.support.certificates import Pem
+
+_STOP_TIMEOUT_S = 5.0
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, address: tuple[str, int], name: str, context: ssl.SSLContext) -> None:
+        self.backend_name = name
+        self.context = context
+        self.handshakes = 0
+        self.failed_handshakes = 0
+        self.last_sni: str | None = None
+        super().__init__(address, _Handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # The handshake runs in the connection's own thread, never in the accept loop.
+        try:
+            wrapped = self.context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            self.failed_handshakes += 1
+            return
+        self.handshakes += 1
+        super().finish_request(wrapped, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        body = json.dumps(
+            {
+                "backend": self.server.backend_name,
+                "host": self.headers.get("Host", ""),
+                "sni": self.server.last_sni,
+                "path": self.path,
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class HttpsEchoBackend:
+    def __init__(self, name: str, host: str, pem: Pem, workdir: Path, port: int = 0) -> None:
+        certificate = workdir / f"{name}.crt"
+        key = workdir / f"{name}.key"
+        certificate.write_bytes(pem.certificate)
+        key.write_bytes(pem.private_key)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate, key)
+        context.sni_callback = self._record_sni
+        self._server = _Server((host, port), name, context)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def handshakes(self) -> int:
+        return self._server.handshakes
+
+    @property
+    def failed_handshakes(self) -> int:
+        return self._server.failed_handshakes
+
+    def _record_sni(self, connection: Any, server_name: str | None, context: Any) -> None:
+        self._server.last_sni = server_name
+
+    def start(self) -> HttpsEchoBackend:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(_STOP_TIMEOUT_S)

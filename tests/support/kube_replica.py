@@ -1,0 +1,187 @@
+"""Helpers for tests that run dragoman's Kubernetes mode against the in-process API server:
+object builders and a replica (KubernetesServer) run as an asyncio task."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
+from dragoman.kubernetes.informer import WatchSettings
+from dragoman.kubernetes.leader import LeaseSettings
+from dragoman.kubernetes.runtime import KubernetesConfig, KubernetesServer
+from tests.support.kubeapi import KubeApiServer
+
+GATEWAY_V1 = "gateway.networking.k8s.io/v1"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+FAST_WATCH = WatchSettings(backoff_initial=0.05, backoff_maximum=0.5, not_served_retry=1.0)
+
+
+def gateway_class(name: str = "dragoman", controller: str = DEFAULT_CONTROLLER_NAME) -> dict:
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "GatewayClass",
+        "metadata": {"name": name},
+        "spec": {"controllerName": controller},
+    }
+
+
+def gateway(name: str = "gw", port: int = 8080, class_name: str = "dragoman") -> dict:
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "Gateway",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "gatewayClassName": class_name,
+            "listeners": [{"name": "http", "port": port, "protocol": "HTTP"}],
+        },
+    }
+
+
+def service(name: str, port: int = 80, target_port: int | None = None) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "selector": {"app": name},
+            "ports": [{"name": "http", "port": port, "targetPort": target_port or port}],
+        },
+    }
+
+
+def external_service(name: str, hostname: str, port: int) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": "ExternalName", "externalName": hostname, "ports": [{"port": port}]},
+    }
+
+
+def endpoint_slice(service_name: str, port: int, *addresses: str, ready: bool = True) -> dict:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service_name}-1",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": service_name},
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": port}],
+        "endpoints": [
+            {"addresses": [address], "conditions": {"ready": ready}} for address in addresses
+        ],
+    }
+
+
+def http_route(
+    name: str, rules: list[tuple[str, str, int]], parents: tuple[str, ...] = ("gw",)
+) -> dict:
+    """rules: (path prefix, backend Service, port)."""
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"name": parent} for parent in parents],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                    "backendRefs": [{"name": backend, "port": port}],
+                }
+                for path, backend, port in rules
+            ],
+        },
+    }
+
+
+def replica_config(
+    identity: str | None = "replica-a", xds_address: str = "127.0.0.1:0", **changes: Any
+) -> KubernetesConfig:
+    lease = None
+    if identity is not None:
+        lease = LeaseSettings(
+            identity=identity, lease_duration=2.0, renew_deadline=1.5, retry_period=0.2
+        )
+    settings: dict[str, Any] = {
+        "xds_address": xds_address,
+        "health_address": None,
+        "lease": lease,
+        "watch": FAST_WATCH,
+    }
+    settings.update(changes)
+    return KubernetesConfig(**settings)
+
+
+def api_client_for(api: KubeApiServer) -> client.ApiClient:
+    configuration = api.client_configuration()
+    configuration.retries = 0
+    configuration.connection_pool_maxsize = 32
+    return client.ApiClient(configuration)
+
+
+class Replica:
+    """One dragoman replica, run as a task on the test's event loop."""
+
+    def __init__(self, api: KubeApiServer, config: KubernetesConfig) -> None:
+        self.api_client = api_client_for(api)
+        self.server = KubernetesServer(config, self.api_client)
+        self.stop_event = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> Replica:
+        self.task = asyncio.create_task(self.server.run(self.stop_event))
+        return self
+
+    async def stop(self) -> None:
+        self.stop_event.set()
+        if self.task is not None:
+            await asyncio.wait_for(self.task, 15)
+        self.api_client.close()
+
+    @property
+    def dag(self) -> Any:
+        assert self.server.controller.dag is not None
+        return self.server.controller.dag
+
+
+async def eventually(
+    condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition"
+) -> Any:
+    """Polls `condition` on the loop until it is truthy; fails the test after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout} s (last: {value!r})")
+        await asyncio.sleep(0.02)
+
+
+def deployed_envoy_bootstrap(xds_port: int, ready_port: int, admin_socket: Path) -> str:
+    """deploy/'s Envoy bootstrap, pointed at loopback ports and an admin socket of the
+    test's (and nothing else changed)."""
+    for doc in yaml.safe_load_all((DEPLOY / "04-envoy.yaml").read_text()):
+        if doc and doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "envoy-bootstrap":
+            bootstrap = copy.deepcopy(yaml.safe_load(doc["data"]["bootstrap.yaml"]))
+            break
+    else:
+        raise AssertionError("no envoy-bootstrap ConfigMap in deploy/04-envoy.yaml")
+    [xds] = bootstrap["static_resources"]["clusters"]
+    endpoint = xds["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
+    endpoint["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": xds_port}
+    endpoint["hostname"] = "127.0.0.1"
+    [readiness] = bootstrap["static_resources"]["listeners"]
+    readiness["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": ready_port}
+    bootstrap["admin"]["address"]["pipe"]["path"] = str(admin_socket)
+    return yaml.safe_dump(bootstrap, sort_keys=False)

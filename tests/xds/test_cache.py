@@ -1,0 +1,62 @@
+"""SnapshotCache: node groups and change notification."""
+
+from __future__ import annotations
+
+import asyncio
+
+from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.resources import CLUSTER
+from tests.support.xds_builders import eds_cluster, snapshot
+
+
+def test_node_gets_its_gateway_group_only_once_that_group_exists() -> None:
+    cache = SnapshotCache()
+    everything = snapshot(clusters=[eds_cluster("a"), eds_cluster("b")])
+    cache.set_snapshots({ALL_GATEWAYS: everything})
+    assert cache.group_for("default/gateway") == ALL_GATEWAYS
+    assert cache.group_for("") == ALL_GATEWAYS
+    own = snapshot(clusters=[eds_cluster("b")])
+    cache.set_snapshots({ALL_GATEWAYS: everything, "default/gateway": own})
+    assert cache.group_for("default/gateway") == "default/gateway"
+    assert cache.snapshot_for("default/gateway") is own
+    assert cache.group_for("other/gateway") == ALL_GATEWAYS
+
+
+def test_unknown_group_gets_an_empty_snapshot() -> None:
+    assert SnapshotCache().snapshot_for("nope").of_type(CLUSTER).resources == {}
+
+
+def test_every_waiter_wakes_once_per_change() -> None:
+    async def scenario() -> None:
+        cache = SnapshotCache()
+        assert not cache.ready
+        waiters = [asyncio.ensure_future(cache.wait_for_change(0)) for _ in range(100)]
+        ready = asyncio.ensure_future(cache.wait_ready())
+        await asyncio.sleep(0)
+        assert not any(w.done() for w in waiters) and not ready.done()
+        cache.set_snapshots({ALL_GATEWAYS: snapshot()})
+        assert await asyncio.wait_for(asyncio.gather(*waiters), 5) == [1] * 100
+        await asyncio.wait_for(ready, 5)
+        assert cache.ready
+        # A waiter behind the current generation returns at once: no change is missed.
+        cache.set_snapshots({ALL_GATEWAYS: snapshot()})
+        assert await asyncio.wait_for(cache.wait_for_change(0), 5) == 2
+
+    asyncio.run(scenario())
+
+
+def test_set_snapshot_replaces_one_group_and_wakes_streams() -> None:
+    async def scenario() -> None:
+        cache = SnapshotCache()
+        everything = snapshot(clusters=[eds_cluster("a")])
+        cache.set_snapshots({ALL_GATEWAYS: everything})
+        waiter = asyncio.ensure_future(cache.wait_for_change(cache.generation))
+        own = snapshot(clusters=[eds_cluster("b")])
+        cache.set_snapshot("default/gateway", own)
+        assert await asyncio.wait_for(waiter, 5) == 2
+        assert cache.snapshot_for(ALL_GATEWAYS) is everything
+        assert cache.snapshot_for("default/gateway") is own
+        assert cache.groups == frozenset({ALL_GATEWAYS, "default/gateway"})
+
+    asyncio.run(scenario())

@@ -1,0 +1,58 @@
+"""benchmarks/fanout.py's command line: several S, each run in its own process with exactly
+the options asked for (its figures are printed, never asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fanout.py"
+
+
+def fanout() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fanout_benchmark", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_scenario_runs_with_exactly_its_own_options() -> None:
+    bench = fanout()
+    args = bench.parser().parse_args(
+        ["--streams", "100", "--streams", "1000", "--delta", "--clusters", "50", "--eds"]
+    )
+    wanted = bench.scenarios(args)
+    assert [(s.streams, s.delta, s.eds, s.clusters) for s in wanted] == [
+        (100, True, True, 50),
+        (1000, True, True, 50),
+    ]
+    for scenario in wanted:
+        again = bench.scenarios(bench.parser().parse_args(bench.scenario_args(scenario)))
+        assert again == [scenario]
+
+
+def test_the_matrix_is_every_protocol_with_and_without_eds() -> None:
+    bench = fanout()
+    wanted = bench.scenarios(bench.parser().parse_args(["--matrix", "--streams", "10"]))
+    assert {(s.delta, s.eds) for s in wanted} == {
+        (False, False),
+        (True, False),
+        (False, True),
+        (True, True),
+    }
+
+
+def test_several_stream_counts_run_one_after_the_other() -> None:
+    command = [sys.executable, str(SCRIPT), "--streams", "2", "--streams", "3"]
+    command += ["--clusters", "10", "--updates", "1", "--workers", "1", "--eds"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    headlines = [line for line in done.stdout.splitlines() if line.startswith("S=")]
+    assert len(headlines) == 2, done.stdout
+    assert headlines[0].startswith("S=    2 streams (SotW ADS, CDS + every CLA by name)")
+    assert headlines[1].startswith("S=    3 streams")

@@ -1,0 +1,274 @@
+"""Memory stays small: what a stream holds is shared, not copied, and what the server
+remembers across changes is bounded and lets go of what it no longer serves.
+
+An idle wildcard stream on 1,000 clusters holds references to the snapshot's own mappings
+(SotW) or to one shared digest map (delta), not a copy of its own; so does one subscribed
+to every CLA by name. Measured with tracemalloc (Python allocations);
+benchmarks/fanout.py measures the whole process RSS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import tracemalloc
+from collections.abc import Callable
+
+import pytest
+from envoy.config.core.v3.base_pb2 import Node
+from envoy.config.listener.v3.listener_pb2 import Listener
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
+
+from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.xds import wire
+from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.delta import DeltaStream
+from dragoman.xds.lru import SizedLru
+from dragoman.xds.references import route_config_names
+from dragoman.xds.registry import StreamRegistry
+from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, Resource, Snapshot, TypeSnapshot
+from dragoman.xds.sotw import SotwStream
+from dragoman.xds.variants import ConfigSources, snapshot_for
+from tests.support.xds_builders import (
+    ack,
+    delta_ack,
+    delta_request,
+    eds_cluster,
+    endpoints,
+    listener,
+    request,
+    snapshot,
+)
+from tests.support.xds_client import XdsClient, xds_channel
+
+CLUSTERS = 1000
+STREAMS = 100
+
+
+def many_clusters(timeout_s: int = 1) -> Snapshot:
+    return snapshot(clusters=[eds_cluster(f"c{i:04d}", timeout_s=timeout_s) for i in range(1000)])
+
+
+def retained(work: Callable[[], object]) -> tuple[int, object]:
+    """Python heap bytes still allocated after `work` (its result aside), and the result."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = work()
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return after - before, result
+
+
+def measure(make_streams: Callable[[], list[object]]) -> float:
+    """Python heap bytes per stream that `make_streams` leaves alive."""
+    growth, streams = retained(make_streams)
+    assert isinstance(streams, list) and len(streams) == STREAMS
+    return growth / STREAMS
+
+
+def idle_sotw_streams(first: Snapshot, second: Snapshot) -> list[object]:
+    streams = []
+    for i in range(STREAMS):
+        stream = SotwStream()
+        (cds,) = stream.on_request(request(CLUSTER, node=Node(id=f"n{i}")), first)
+        stream.on_request(ack(cds), first)
+        (cds,) = stream.on_snapshot(second)  # a push, ACKed: idle again
+        stream.on_request(ack(cds), second)
+        stream.take_events()
+        streams.append(stream)
+    return streams
+
+
+def idle_delta_streams(first: Snapshot, second: Snapshot) -> list[object]:
+    streams = []
+    for i in range(STREAMS):
+        stream = DeltaStream()
+        (cds,) = stream.on_request(delta_request(CLUSTER, node=Node(id=f"n{i}")), first)
+        stream.on_request(delta_ack(cds), first)
+        (cds,) = stream.on_snapshot(second)
+        stream.on_request(delta_ack(cds), second)
+        stream.take_events()
+        streams.append(stream)
+    return streams
+
+
+@pytest.mark.parametrize(
+    "idle_streams", [idle_sotw_streams, idle_delta_streams], ids=["sotw", "delta"]
+)
+def test_memory_per_idle_stream_is_small(idle_streams: Callable[..., list[object]]) -> None:
+    first, second = many_clusters(), many_clusters(timeout_s=2)
+    idle_streams(first, second)  # warm the shared bodies and digest maps
+    per_stream = measure(lambda: idle_streams(first, second))
+    # A private copy of what 1,000 clusters map to would be over 36 KiB on its own.
+    assert per_stream < 8 * 1024, f"{per_stream / 1024:.1f} KiB per idle stream"
+
+
+def test_memory_per_idle_grpc_stream_is_small() -> None:
+    """The whole Python side of a served stream: state machine, tasks, gRPC call objects."""
+
+    async def scenario() -> float:
+        cache = SnapshotCache()
+        cache.set_snapshots({ALL_GATEWAYS: many_clusters()})
+        registry = StreamRegistry()
+        async with xds_channel(cache, registry=registry) as channel:
+            warm = XdsClient(channel, Node(id="warm"))
+            await warm.subscribe(CLUSTER)
+            await warm.receive_acked()
+            gc.collect()
+            tracemalloc.start()
+            before = tracemalloc.get_traced_memory()[0]
+            clients = []
+            for i in range(STREAMS):
+                client = XdsClient(channel, Node(id=f"e{i}"))
+                await client.subscribe(CLUSTER)
+                await client.receive_acked()
+                clients.append(client)
+            deadline = asyncio.get_running_loop().time() + 10
+            while any(s.protocol.types[CLUSTER].in_flight for s in registry.streams()):
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.01)
+            gc.collect()
+            after = tracemalloc.get_traced_memory()[0]
+            tracemalloc.stop()
+            for client in [warm, *clients]:
+                client.cancel()
+        # Client and server share this process: the figure counts both sides.
+        return (after - before) / STREAMS
+
+    per_stream = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert per_stream < 64 * 1024, f"{per_stream / 1024:.1f} KiB per idle stream"
+
+
+# Envoy's usual subscription: every cluster (wildcard) and, by name, every cluster's CLA.
+
+EDS_STREAMS = 50
+
+
+def clusters_and_endpoints() -> Snapshot:
+    names = [f"default/service-{i:04d}/8080" for i in range(CLUSTERS)]
+    return snapshot(
+        clusters=[eds_cluster(n) for n in names],
+        assignments=[endpoints(n, "10.0.0.1") for n in names],
+    )
+
+
+def from_the_wire(message: DiscoveryRequest | DeltaDiscoveryRequest) -> object:
+    """The request as a stream gets it: names freshly decoded, as gRPC hands them over."""
+    return type(message).FromString(message.SerializeToString())
+
+
+def idle_sotw_eds_streams(snap: Snapshot) -> list[object]:
+    names = sorted(snap.of_type(ENDPOINT).resources)
+    streams = []
+    for i in range(EDS_STREAMS):
+        stream = SotwStream()
+        (cds,) = stream.on_request(request(CLUSTER, node=Node(id=f"n{i}")), snap)
+        stream.on_request(ack(cds), snap)
+        (eds,) = stream.on_request(from_the_wire(request(ENDPOINT, names)), snap)
+        stream.on_request(from_the_wire(ack(eds, names)), snap)
+        stream.take_events()
+        streams.append(stream)
+    return streams
+
+
+def idle_delta_eds_streams(snap: Snapshot) -> list[object]:
+    names = sorted(snap.of_type(ENDPOINT).resources)
+    streams = []
+    for i in range(EDS_STREAMS):
+        stream = DeltaStream()
+        (cds,) = stream.on_request(delta_request(CLUSTER, node=Node(id=f"n{i}")), snap)
+        stream.on_request(delta_ack(cds), snap)
+        (eds,) = stream.on_request(from_the_wire(delta_request(ENDPOINT, names)), snap)
+        stream.on_request(delta_ack(eds), snap)
+        stream.take_events()
+        streams.append(stream)
+    return streams
+
+
+@pytest.mark.parametrize(
+    "idle_streams", [idle_sotw_eds_streams, idle_delta_eds_streams], ids=["sotw", "delta"]
+)
+def test_memory_per_idle_stream_subscribed_to_every_cla_is_small(
+    idle_streams: Callable[[Snapshot], list[object]],
+) -> None:
+    snap = clusters_and_endpoints()
+    idle_streams(snap)  # warm the shared bodies and maps
+    growth, streams = retained(lambda: idle_streams(snap))
+    assert isinstance(streams, list) and len(streams) == EDS_STREAMS
+    per_stream = growth / EDS_STREAMS
+    # Its own 1,000 decoded names and a private name -> CLA map alone would be over 100 KiB.
+    assert per_stream < 8 * 1024, f"{per_stream / 1024:.1f} KiB per idle stream"
+
+
+# What the server remembers across changes.
+
+
+def test_bodies_of_versions_no_longer_served_are_let_go() -> None:
+    clusters = [eds_cluster(f"c{i:04d}") for i in range(CLUSTERS)]
+
+    def version(update: int) -> Snapshot:
+        changed = list(clusters)
+        changed[update % CLUSTERS] = eds_cluster(f"c{update % CLUSTERS:04d}", timeout_s=update + 2)
+        return snapshot(clusters=changed)
+
+    cache = SnapshotCache()
+    cache.set_snapshots({ALL_GATEWAYS: version(0)})
+    stream = SotwStream()
+    (cds,) = stream.on_request(
+        request(CLUSTER, node=Node(id="n")), cache.snapshot_for(ALL_GATEWAYS)
+    )
+    stream.on_request(ack(cds), cache.snapshot_for(ALL_GATEWAYS))
+
+    def updates(first: int, count: int) -> None:
+        for update in range(first, first + count):
+            cache.set_snapshots({ALL_GATEWAYS: version(update)})
+            current = cache.snapshot_for(ALL_GATEWAYS)
+            for response in stream.on_snapshot(current):
+                stream.on_request(ack(response), current)
+
+    updates(1, 2)
+    growth, _ = retained(lambda: updates(3, 40))
+    # Forty full-state CDS bodies of 1,000 clusters were made; about one is still served.
+    assert growth < 3 * len(cds.body), f"{growth / 1024:.0f} KiB kept"
+
+
+def test_response_bodies_are_bounded_by_bytes() -> None:
+    cache: SizedLru[int, bytes] = SizedLru(10_000, len)
+    for key in range(100):
+        cache.put(key, bytes(1000))
+    assert cache.bytes <= 10_000 and len(cache) == 10
+    assert cache.get(99) is not None and cache.get(0) is None
+    cache.put(100, bytes(50_000))  # one body over the bound still stays: it is in use
+    assert len(cache) == 1 and cache.get(100) is not None
+    assert wire.BODIES.max_bytes <= 64 * 1024 * 1024
+
+
+def big_listener(index: int) -> Resource:
+    """A listener of about 40 KiB: a gateway with many TLS hostnames."""
+    message = Listener.FromString(listener(f"listener-{index}", f"routes-{index}").body)
+    chain = message.filter_chains[0]
+    for host in range(200):
+        added = message.filter_chains.add()
+        added.CopyFrom(chain)
+        added.filter_chain_match.server_names.append(f"h{host}-{index}.example.com")
+    return Resource.of(message.name, message)
+
+
+def test_parsed_references_and_per_type_rewrites_keep_no_old_bodies() -> None:
+    def churn(first: int) -> None:
+        for index in range(first, first + 150):
+            resource = big_listener(index)
+            assert route_config_names(resource) == {f"routes-{index}"}
+            served = Snapshot(types={LISTENER: TypeSnapshot.of([resource])})
+            rewritten = snapshot_for(served, ConfigSources.PER_TYPE_SOTW)
+            assert rewritten.of_type(LISTENER).resources[resource.name] is not resource
+
+    size = len(big_listener(0).body)
+    churn(1000)  # warm, with other listeners
+    growth, _ = retained(lambda: churn(0))
+    # 150 distinct listeners went through; a handful of the last rewritten ones may stay.
+    assert growth < 20 * size, f"{growth / 1024:.0f} KiB kept, listeners of {size / 1024:.0f} KiB"
