@@ -16,7 +16,7 @@ from dragoman.envoy.options import TranslateOptions
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.sources.errors import SourceError
-from dragoman.sources.manifests import ManifestDirectory
+from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.server import start_xds_server
@@ -47,8 +47,13 @@ class ManifestServer:
         self.controller = Controller(self.cache, build_options, config.translate_options)
         self._reported: set[SourceError] = set()
 
-    def reload(self) -> None:
-        result = self.directory.load()
+    async def reload(self) -> None:
+        # Decoding and parsing grow with what the files hold: off the event loop, so every
+        # xDS stream keeps being served while a large (or hostile) file is read.
+        result = await asyncio.to_thread(self.directory.load)
+        self._apply(result)
+
+    def _apply(self, result: LoadResult) -> None:
         errors = set(result.errors)
         for error in sorted(errors - self._reported, key=str):
             log.error("%s", error)
@@ -69,7 +74,7 @@ class ManifestServer:
             )
 
     async def run(self, stop: asyncio.Event) -> None:
-        self.reload()
+        await self.reload()
         server, checking = await start_serving(
             self.controller,
             self.cache,
@@ -88,9 +93,9 @@ class ManifestServer:
             await server.stop(grace=1.0)
             log.info("stopped")
 
-    def _on_change(self) -> None:
+    async def _on_change(self) -> None:
         try:
-            self.reload()
+            await self.reload()
         except Exception:  # a bug must not stop serving the last good snapshot
             log.exception(
                 "reload of %s failed; still serving the previous configuration",

@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dragoman.log_text import quoted
 from dragoman.objects import KubeObject, ObjectKey
-from dragoman.sources.decode import DecodeError, decode_documents
-from dragoman.sources.errors import ObjectError, SourceError
+from dragoman.sources.decode import MAX_FILE_BYTES, DecodeError, decode_documents
+from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.tree import FileStamp, scan_tree
@@ -102,7 +103,9 @@ class ManifestDirectory:
         full = self.path / relative
         try:
             before = os.stat(full)
-            data = full.read_bytes()
+            with open(full, "rb") as file:
+                # Never more than the limit in memory, even if the file grows meanwhile.
+                data = file.read(MAX_FILE_BYTES + 1)
             after = os.stat(full)
         except FileNotFoundError:
             return None
@@ -148,7 +151,10 @@ class ManifestDirectory:
                 continue
             if parsed is None:
                 log.debug(
-                    "%s: ignoring %s %s", item_origin, item.get("apiVersion"), item.get("kind")
+                    "%s: ignoring %s %s",
+                    printable(item_origin),
+                    quoted(item.get("apiVersion")),
+                    quoted(item.get("kind")),
                 )
             else:
                 objects.append(LocatedObject(item_origin, parsed))
