@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dragoman.log_text import quoted
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.decode import MAX_FILE_BYTES, DecodeError, decode_documents
 from dragoman.sources.errors import ObjectError, SourceError, printable
@@ -153,8 +152,8 @@ class ManifestDirectory:
                 log.debug(
                     "%s: ignoring %s %s",
                     printable(item_origin),
-                    quoted(item.get("apiVersion")),
-                    quoted(item.get("kind")),
+                    printable(str(item.get("apiVersion"))),
+                    printable(str(item.get("kind"))),
                 )
             else:
                 objects.append(LocatedObject(item_origin, parsed))
