@@ -134,9 +134,7 @@ def test_render_survives_the_probe_file(tmp_path: Path) -> None:
 
 def test_nesting_up_to_the_limit_is_read() -> None:
     depth = MAX_DEPTH - 1  # the document's own mapping is a level too
-    [document] = decode_documents(
-        ("x: " + "[" * depth + "]" * depth).encode(), is_json=False
-    )
+    [document] = decode_documents(("x: " + "[" * depth + "]" * depth).encode(), is_json=False)
     assert isinstance(document["x"], list)
     [document] = decode_documents(
         ('{"x": ' + "[" * depth + "]" * depth + "}").encode(), is_json=True

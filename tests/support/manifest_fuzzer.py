@@ -38,9 +38,9 @@ from dragoman.envoy import translate
 from dragoman.envoy.bootstrap import bootstrap_config
 from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.parse import parse_object
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.support.dag_invariants import invariant_violations
 from tests.support.envoy_dags import messages
 from tests.support.feature_manifests import every_feature_manifests
