@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -191,9 +192,9 @@ def test_file_over_the_size_limit_is_not_read(tmp_path: Path) -> None:
     assert f"larger than {MAX_FILE_BYTES} bytes" in error.message
 
 
-def test_directories_nested_too_deep_are_reported_and_the_rest_is_served(
-    tmp_path: Path,
-) -> None:
+def test_directories_nested_too_deep_are_reported_and_the_rest_is_served() -> None:
+    # Outside pytest's tmp_path: its clean-up of old runs (shutil.rmtree) recurses per level.
+    tmp_path = Path(tempfile.mkdtemp(prefix="dragoman-deep-"))
     write(tmp_path, "good.yaml", GOOD)
     deep = tmp_path
     for _ in range(1_000):  # one by one: Path.mkdir(parents=True) recurses itself
@@ -203,7 +204,12 @@ def test_directories_nested_too_deep_are_reported_and_the_rest_is_served(
     shallow = tmp_path / "/".join(["d"] * MAX_DIRECTORY_DEPTH)
     write(shallow, "kept.yaml", GOOD.replace("good", "kept"))
 
-    result = ManifestDirectory(tmp_path).load()
+    try:
+        result = ManifestDirectory(tmp_path).load()
+    finally:
+        _remove_chain(tmp_path / "d")
+        (tmp_path / "good.yaml").unlink()
+        tmp_path.rmdir()
 
     assert sorted(str(obj.key) for obj in result.objects) == [
         "Service/default/good",
@@ -212,6 +218,19 @@ def test_directories_nested_too_deep_are_reported_and_the_rest_is_served(
     [error] = result.errors
     assert error.origin == "/".join(["d"] * (MAX_DIRECTORY_DEPTH + 1))
     assert f"nested more than {MAX_DIRECTORY_DEPTH} directories deep" in error.message
+
+
+def _remove_chain(top: Path) -> None:
+    """Removes a chain of nested directories deepest first (shutil.rmtree recurses, and
+    pytest's clean-up of old temporary directories would fail on it)."""
+    chain = [top]
+    while (chain[-1] / "d").is_dir():
+        chain.append(chain[-1] / "d")
+    for directory in reversed(chain):
+        for entry in directory.iterdir():
+            if not entry.is_dir():
+                entry.unlink()
+        directory.rmdir()
 
 
 def test_lists_over_their_item_limit_are_not_read_item_by_item(tmp_path: Path) -> None:
