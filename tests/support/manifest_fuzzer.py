@@ -41,6 +41,7 @@ from dragoman.envoy.yaml_text import dump_yaml
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.parse import parse_object
+from dragoman.store import Store
 from tests.support.dag_invariants import invariant_violations
 from tests.support.envoy_dags import messages
 from tests.support.feature_manifests import every_feature_manifests
@@ -424,7 +425,7 @@ def run_mutant(mutant: Mutant, directory: Path) -> Outcome:
     started = time.perf_counter()
     try:
         result = ManifestDirectory(directory).load()
-        dag = build(result.store())
+        dag = build(Store.from_objects(result.objects))
         outcome.snapshots = translate(dag)
         outcome.result = result
         outcome.problems = len(dag.problems)
