@@ -183,3 +183,23 @@ def test_hostile_files_are_skipped_and_other_edits_keep_arriving(world: World) -
 
 def world_write(world: World, name: str, text: str) -> None:
     write_manifest(world.manifests, name, text)
+
+
+def test_serve_starts_with_hostile_files_present(tmp_path: Path, world: World) -> None:
+    """Before, a deep JSON file or a huge integer made `serve` exit at start."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    for name in ("base.yaml", "good.yaml"):
+        (manifests / name).write_text((world.manifests / name).read_text())
+    for name, text in HOSTILE_FILES.items():
+        (manifests / name).write_text(text)
+    second = DragomanProcess(manifests, f"127.0.0.1:{free_port()}", tmp_path / "second.log")
+    second.start()  # fails the test if the process exits or never listens
+    try:
+        wait_until(lambda: "update from" in second.log(), timeout=10)
+        log = second.log()
+        for name in HOSTILE_FILES:
+            assert f"{name}: invalid" in log, (name, log[-3000:])
+        assert second.process is not None and second.process.poll() is None
+    finally:
+        second.stop()
