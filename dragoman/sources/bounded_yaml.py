@@ -88,6 +88,7 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
         _Parser.__init__(self, stream)
         yaml.constructor.SafeConstructor.__init__(self)
         yaml.resolver.Resolver.__init__(self)
+        self._expanded = 0  # nodes of the documents composed so far, aliases expanded
 
     # The composer interface the constructor calls (replacing the C composer).
 
@@ -120,7 +121,7 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
         assert isinstance(start, DocumentStartEvent)
         anchors: dict[str, tuple[Node, int, int]] = {}  # anchor -> (node, nodes, depth)
         open_: list[_Open] = []
-        nodes = 0
+        nodes = self._expanded  # the limit holds for the whole file, not each document
         root: Node | None = None
 
         while root is None:
@@ -195,6 +196,7 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
 
         end = self.get_event()
         assert isinstance(end, DocumentEndEvent)
+        self._expanded = nodes
         return root
 
     def _scalar(self, event: ScalarEvent) -> ScalarNode:

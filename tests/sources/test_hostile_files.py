@@ -234,8 +234,8 @@ def _remove_chain(top: Path) -> None:
 
 
 def test_lists_over_their_item_limit_are_not_read_item_by_item(tmp_path: Path) -> None:
-    """100,000 bad rules: one problem (the limit), not 100,000 (each rule read)."""
-    rules = ", ".join(["{backendRefs: [{name: x}]}"] * 100_000)  # each lacks a port
+    """20,000 bad rules: one problem (the limit), not 20,000 (each rule read)."""
+    rules = ", ".join(["{backendRefs: [{name: x}]}"] * 20_000)  # each lacks a port
     write(
         tmp_path,
         "route.yaml",
@@ -249,5 +249,13 @@ spec:
     )
     result = ManifestDirectory(tmp_path).load()
     assert [(e.field, e.message) for e in result.errors] == [
-        ("spec.rules", "must have at most 16 items, got 100000")
+        ("spec.rules", "must have at most 16 items, got 20000")
     ]
+
+
+def test_the_expanded_size_limit_holds_for_the_whole_file() -> None:
+    """Documents each under the limit add up: the bound is per file, not per document."""
+    one = alias_bomb(levels=5, width=10)  # about 111,111 values
+    decode_documents(one.encode(), is_json=False)
+    with pytest.raises(DecodeError, match=f"more than {MAX_NODES} values"):
+        decode_documents("---\n".join([one] * 10).encode(), is_json=False)
