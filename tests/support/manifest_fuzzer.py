@@ -180,8 +180,11 @@ def mutants(seed: int, count: int, start: int = 0) -> Iterator[Mutant]:
             description = "; ".join(text for text, _ in edits)
             silent = any(flag for _, flag in edits)
             new_name = name
-            content = yaml.safe_dump(doc, sort_keys=False, allow_unicode=rng.random() < 0.5)
-            content = content.encode("utf-8", "surrogatepass")
+            try:
+                text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=rng.random() < 0.5)
+            except RecursionError:  # PyYAML's dumper recurses; JSON is YAML too
+                text = json.dumps(doc, ensure_ascii=False)
+            content = text.encode("utf-8", "surrogatepass")
         del files[name]
         files[new_name] = content
         yield Mutant(index, files, new_name, f"{name}: {description}", silent)
