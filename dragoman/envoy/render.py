@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,11 +66,27 @@ def _group_document(name: str, snapshot: Snapshot) -> str:
 
 
 def redacted(value: Any) -> Any:
-    """A copy of plain JSON data with every SECRET_FIELDS value replaced by REDACTED."""
+    """A copy of plain JSON data with every SECRET_FIELDS value, and any text that holds a
+    PEM private key wherever it is (an inline data source, a metadata value), replaced by
+    REDACTED."""
     if isinstance(value, dict):
         return {
             key: REDACTED if key in SECRET_FIELDS else redacted(item) for key, item in value.items()
         }
     if isinstance(value, list):
         return [redacted(item) for item in value]
+    if isinstance(value, str) and _holds_private_key(value):
+        return REDACTED
     return value
+
+
+def _holds_private_key(text: str) -> bool:
+    if "PRIVATE KEY" in text:
+        return True
+    # Bytes fields are base64 in the JSON mapping: "-----BEGIN" encodes as "LS0tLS1CRUdJTi".
+    if "LS0tLS1CRUdJTi" in text:
+        try:
+            return b"PRIVATE KEY" in base64.b64decode(text, validate=False)
+        except ValueError:
+            return True  # undecodable but PEM-looking: hide it rather than guess
+    return False

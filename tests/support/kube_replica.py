@@ -114,7 +114,7 @@ def replica_config(
         )
     settings: dict[str, Any] = {
         "xds_address": xds_address,
-        "health_address": None,
+        "ops_address": None,
         "lease": lease,
         "watch": FAST_WATCH,
     }
