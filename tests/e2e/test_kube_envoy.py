@@ -76,7 +76,7 @@ class KubeDragomanProcess:
                     f"--kubeconfig={self.kubeconfig}",
                     f"--xds-address={self.xds_address}",
                     "--listener-address=127.0.0.1",
-                    f"--health-address=127.0.0.1:{self.health_port}",
+                    f"--metrics-address=127.0.0.1:{self.health_port}",
                     "--leader-election-namespace=default",
                     "--leader-election-identity=e2e",
                     "--log-level=debug",
