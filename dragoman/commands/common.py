@@ -35,8 +35,16 @@ def host_port(value: str) -> str:
 
 
 def ops_address(value: str) -> str:
-    """`HOST:PORT` of the operations HTTP server, or "off"."""
-    return value if value == "off" else host_port(value)
+    """`HOST:PORT` of the operations HTTP server (port 0: any free port), or "off"."""
+    from dragoman.runtime.ops_server import split_address
+
+    if value == "off":
+        return value
+    try:
+        split_address(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
 
 
 def gateway_address(value: str) -> str:

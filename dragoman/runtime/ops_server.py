@@ -63,10 +63,8 @@ class OpsServer:
         return int(self._httpd.server_address[1])
 
     async def start(self) -> None:
-        from dragoman.envoy.bootstrap import split_host_port
-
         self._loop = asyncio.get_running_loop()
-        host, port = split_host_port(self.address, default_port=None)
+        host, port = split_address(self.address)
         server_class = _server_class(host)
         try:
             self._httpd = server_class((host, port), _Handler)
@@ -107,6 +105,14 @@ class OpsServer:
 
         self._loop.call_soon_threadsafe(take)
         return future.result(VIEW_TIMEOUT_S)
+
+
+def split_address(value: str) -> tuple[str, int]:
+    """`host:port` or `[v6]:port`; port 0 picks a free port."""
+    host, colon, port = value.rpartition(":")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"expected HOST:PORT (port 0 picks a free one), got {value!r}")
+    return host.strip("[]"), int(port)
 
 
 def _server_class(host: str) -> type[ThreadingHTTPServer]:
