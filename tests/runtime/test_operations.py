@@ -67,7 +67,7 @@ SERVICES = """
 
 
 def endpoints(*addresses: str) -> str:
-    listed = ", ".join(addresses)
+    listed = ", ".join(f"{{addresses: [{address}]}}" for address in addresses)
     return f"""
         apiVersion: discovery.k8s.io/v1
         kind: EndpointSlice
@@ -77,7 +77,7 @@ def endpoints(*addresses: str) -> str:
           labels: {{kubernetes.io/service-name: web}}
         addressType: IPv4
         ports: [{{port: 8080}}]
-        endpoints: [{{addresses: [{listed}]}}]
+        endpoints: [{listed}]
         """
 
 

@@ -96,6 +96,16 @@ def build_graph(view: DebugView) -> Graph:
         )
         where = f"{problem.field}: " if problem.field else ""
         node.problems.append(f"{where}{problem.message} ({problem.reason})")
+        # A backend refused for what it is (an unsafe external name, a policy) carries the
+        # reason on its own node too, linked from the route that asked for it.
+        if problem.message.startswith("Service "):
+            named = problem.message[len("Service ") :].split(":", 1)[0]
+            namespace, _, name = named.partition("/")
+            service = ObjectKey("Service", namespace, name)
+            if service in view.external_names and view.external_names[service] != "served":
+                backend = graph.add(object_id(service), BACKEND, str(service))
+                backend.problems.append(f"{problem.message} ({problem.reason})")
+                graph.link(node_id, object_id(service))
     for key, state in view.external_names.items():
         node = graph.add(object_id(key), BACKEND, str(key))
         node.details.append(f"external name: {state}")
@@ -176,7 +186,8 @@ def _add_endpoints(graph: Graph, view: DebugView, name: str, cluster: Cluster) -
                 for locality in (assignment.localities if assignment else ())
                 for endpoint in locality.endpoints
             ]
-            node = graph.add(endpoints_id, ENDPOINTS, f"{len(addresses)} endpoints")
+            count = f"{len(addresses)} endpoint{'' if len(addresses) == 1 else 's'}"
+            node = graph.add(endpoints_id, ENDPOINTS, count)
             if addresses:
                 node.details.append(_some(addresses))
         graph.link(name, endpoints_id)  # an aggregate's children: drawn as its endpoints
