@@ -4,13 +4,14 @@ kind, external names by state, connected clients by kind. Pure functions of thei
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from dragoman.dag.model import AggregateCluster, Dag, DnsCluster
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.dag.upstreams.external_names import unsafe_reason
 from dragoman.objects import ObjectKey
+from dragoman.sources.kinds import KINDS
 from dragoman.store import Store
 from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.registry import ConnectedStream
@@ -25,26 +26,11 @@ def object_counts(store: Store | None) -> Counter[str]:
     counts: Counter[str] = Counter()
     if store is None:
         return counts
-    for objects in _kinds_of(store):
-        for obj in objects.values():
-            counts[obj.kind] += 1
+    for kind in KINDS:
+        held = len(getattr(store, kind.store_field))
+        if held:
+            counts[kind.kind] = held
     return counts
-
-
-def _kinds_of(store: Store) -> Iterable[Mapping[object, object]]:
-    return (
-        store.services,
-        store.endpoint_slices,
-        store.gateways,
-        store.http_routes,
-        store.grpc_routes,
-        store.gateway_classes,
-        store.reference_grants,
-        store.namespaces,
-        store.secrets,
-        store.config_maps,
-        store.backend_tls_policies,
-    )
 
 
 def invalid_counts(dag: Dag | None, unreadable: Iterable[str] = ()) -> Counter[str]:

@@ -19,7 +19,6 @@ from dragoman.sources.errors import ObjectError, SourceError
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.tree import FileStamp, scan_tree
-from dragoman.store import Store
 
 log = logging.getLogger("dragoman.sources")
 
@@ -31,9 +30,6 @@ class LoadResult:
     files: int  # manifest files found
     # Where each object was defined ("routes.yaml#2"), for messages about it.
     origins: Mapping[ObjectKey, str] = field(default_factory=dict)
-
-    def store(self) -> Store:
-        return Store.from_objects(self.objects)
 
 
 @dataclass(frozen=True, slots=True)
