@@ -30,6 +30,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dragoman.commands.common import checked_build
     from dragoman.sources.manifests import ManifestDirectory
+    from dragoman.store import Store
 
     config = server_config(args)
     if config is None:
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.manifests}: cannot read: {error.strerror or error}", file=sys.stderr)
         return PROBLEMS
     lines = [str(error) for error in result.errors]
-    dag = checked_build(result.store(), config.build_options(), config)
+    dag = checked_build(Store.from_objects(result.objects), config.build_options(), config)
     for problem in dag.problems:
         origin = result.origins.get(problem.object, "")
         where = f"{origin} {problem.object}" if origin else str(problem.object)
