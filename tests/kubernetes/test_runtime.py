@@ -256,6 +256,9 @@ def test_410_gone_after_compaction_relists(api: KubeApiServer) -> None:
             )
             assert api.request_count("list", "services") > lists_before
             await eventually(lambda: "default/web/80" not in replica.dag.clusters)
+            # The watch that broke was started again, and counted for its kind only.
+            restarts = replica.server.metrics.watch_restarts
+            assert restarts.labels("Service")._value.get() >= 1
         finally:
             await replica.stop()
 
