@@ -34,8 +34,8 @@ from dragoman.runtime.summary import (
     invalid_counts,
     object_counts,
 )
+from dragoman.snapshots.resources import SHORT_NAMES
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import SHORT_NAMES
 from dragoman.xds.server import XdsCallbacks
 from dragoman.xds.sotw import Ack, Nack, StreamEvent
 from dragoman.xds.wire import DeltaResponse, Response, SotwResponse

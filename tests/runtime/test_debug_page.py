@@ -15,7 +15,7 @@ import grpc
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
-from dragoman.xds.resources import CLUSTER, LISTENER
+from dragoman.snapshots.resources import CLUSTER, LISTENER
 from tests.runtime.test_operations import GATEWAY, SERVICES, endpoints, until
 from tests.support.harness import free_port
 from tests.support.xds_client import XdsClient

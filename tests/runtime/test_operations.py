@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dragoman import __version__
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
-from dragoman.xds.resources import CLUSTER, LISTENER
+from dragoman.snapshots.resources import CLUSTER, LISTENER
 from tests.support.certificates import certificate_authority
 from tests.support.harness import free_port
 from tests.support.xds_client import XdsClient

@@ -11,10 +11,10 @@ from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.objects import ObjectKey
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.summary import external_name_states
+from dragoman.snapshots.resources import SHORT_NAMES, Snapshot
 from dragoman.store import Store
 from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.resources import SHORT_NAMES, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
