@@ -41,15 +41,17 @@ class JsonFormatter(logging.Formatter):
 
 
 def setup_logging(level: str, log_format: str = "text") -> None:
+    """Like logging.basicConfig: a handler on standard error unless the root logger has one
+    already (a test harness's, an embedding program's), which is then left as it is."""
+    root = logging.getLogger()
+    root.setLevel(getattr(logging, level.upper()))
+    if root.handlers:
+        return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
     )
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(getattr(logging, level.upper()))
 
 
 def problem_fields(problem: Problem) -> dict[str, str]:
