@@ -1,11 +1,14 @@
 """What dragoman's Prometheus metrics cost the controller: full builds and EDS fast-path
-updates of translate.py's store, timed with the metrics observer and without, interleaved.
+updates of translate.py's store, timed with the metrics observer and without.
 
-    python benchmarks/metrics.py                 # N = 10,000 Services, 3 full builds each
-    python benchmarks/metrics.py --size 2000 --repeat 5 --eds-repeat 50
+    python benchmarks/metrics.py                 # N = 10,000 Services, 4 runs of each
+    python benchmarks/metrics.py --size 2000 --repeat 6 --eds-updates 50
 
-The fan-out side (xDS hooks per response and per ACK) and the size of a scrape with 1,000
-streams connected are measured by `fanout.py --metrics`.
+Each run is a fresh process (a full build's heap growth would otherwise slow whichever
+setting runs later), in the order off, on, on, off, off, on, ... so that drift in the
+machine's load hits both settings alike. The fan-out side (xDS hooks per response and per
+ACK) and the size of a scrape with 1,000 streams connected are measured by
+`fanout.py --metrics`.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import json
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable
 
 from translate import endpoint_slice, synthesize
 
@@ -26,51 +30,72 @@ from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
 
 
-def controller(metrics: bool) -> Controller:
-    made = Controller(SnapshotCache())
+def child(size: int, metrics: bool, eds_updates: int) -> None:
+    """One full build, then `eds_updates` EDS fast-path updates; prints seconds as JSON."""
+    store = Store.from_objects(synthesize(size))
+    controller = Controller(SnapshotCache())
     if metrics:
         observer = Metrics()
-        observer.state.controller = made
-        made.observers.append(observer.built)
-    return made
-
-
-def timed(run: Callable[[], object]) -> float:
+        observer.state.controller = controller
+        controller.observers.append(observer.built)
     gc.collect()
     started = time.perf_counter()
-    run()
-    return time.perf_counter() - started
+    controller.update(store)
+    full = time.perf_counter() - started
+    eds = []
+    for generation in range(1, eds_updates + 1):
+        slices = dict(store.endpoint_slices)
+        changed = endpoint_slice(0, generation)
+        slices[(changed.meta.namespace, changed.meta.name)] = changed
+        store = dataclasses.replace(store, endpoint_slices=slices)
+        started = time.perf_counter()
+        result = controller.update(store)
+        eds.append(time.perf_counter() - started)
+        assert result.kind == "endpoints", result.kind
+    print(json.dumps({"full": full, "eds": eds}))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--size", type=int, default=10_000, help="Services (default 10,000)")
-    parser.add_argument("--repeat", type=int, default=3, help="full builds per setting")
-    parser.add_argument("--eds-repeat", type=int, default=30, help="EDS updates per setting")
+    parser.add_argument("--repeat", type=int, default=4, help="runs of each setting")
+    parser.add_argument("--eds-updates", type=int, default=20, help="EDS updates per run")
+    parser.add_argument("--child", choices=["on", "off"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    store = Store.from_objects(synthesize(args.size))
-    full: dict[bool, list[float]] = {False: [], True: []}
-    eds: dict[bool, list[float]] = {False: [], True: []}
-    for _ in range(args.repeat):
-        for metrics in (False, True):  # interleaved: drift in the machine's load hits both
-            made = controller(metrics)
-            full[metrics].append(timed(lambda made=made: made.update(store)))
-            current = store
-            for generation in range(1, args.eds_repeat // args.repeat + 1):
-                slices = dict(current.endpoint_slices)
-                changed = endpoint_slice(0, generation)
-                slices[(changed.meta.namespace, changed.meta.name)] = changed
-                current = dataclasses.replace(current, endpoint_slices=slices)
-                eds[metrics].append(timed(lambda made=made, current=current: made.update(current)))
+    if args.child:
+        child(args.size, args.child == "on", args.eds_updates)
+        return 0
+    full: dict[str, list[float]] = {"off": [], "on": []}
+    eds: dict[str, list[float]] = {"off": [], "on": []}
+    for index in range(args.repeat):
+        for setting in ("off", "on") if index % 2 == 0 else ("on", "off"):
+            output = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    setting,
+                    "--size",
+                    str(args.size),
+                    "--eds-updates",
+                    str(args.eds_updates),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            timings = json.loads(output)
+            full[setting].append(timings["full"])
+            eds[setting].extend(timings["eds"])
     print(f"dragoman metrics cost, N={args.size:,} Services, Python {sys.version.split()[0]}")
     for name, runs in (("full build", full), ("EDS fast path", eds)):
-        off, on = statistics.median(runs[False]), statistics.median(runs[True])
-        best_off, best_on = min(runs[False]), min(runs[True])
+        off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+        best_off, best_on = min(runs["off"]), min(runs["on"])
         print(
             f"  {name:<14} median off {off * 1000:8.1f} ms, on {on * 1000:8.1f} ms "
             f"({(on - off) / off * 100:+.1f}%); best off {best_off * 1000:8.1f} ms, "
             f"on {best_on * 1000:8.1f} ms ({(best_on - best_off) / best_off * 100:+.1f}%); "
-            f"{len(runs[False])} runs each"
+            f"{len(runs['off'])} runs each"
         )
     return 0
 
