@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import urllib.parse
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -140,9 +141,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, head: bool) -> None:
         ops: OpsServer = self.server.ops  # type: ignore[attr-defined]
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         try:
-            status, content_type, body = _route(ops, path)
+            status, content_type, body = _route(ops, path, query)
         except Exception:
             log.exception("operations endpoint: %s failed", path)
             status, content_type, body = 500, "text/plain; charset=utf-8", b"internal error\n"
@@ -167,7 +168,7 @@ def _text(status: int, text: str) -> tuple[int, str, bytes]:
     return status, "text/plain; charset=utf-8", (text + "\n").encode()
 
 
-def _route(ops: OpsServer, path: str) -> tuple[int, str, bytes]:
+def _route(ops: OpsServer, path: str, query: str = "") -> tuple[int, str, bytes]:
     if path in ("/healthz", "/livez"):
         problem = ops.live()
         return _text(503, problem) if problem else _text(200, "ok")
@@ -181,7 +182,8 @@ def _route(ops: OpsServer, path: str) -> tuple[int, str, bytes]:
 
         page = render.PAGES.get(path.rstrip("/") or "/debug")
         if page is not None:
-            content_type, text = page(ops.view())
+            parameters = dict(urllib.parse.parse_qsl(query[:1000]))
+            content_type, text = page(ops.view(), parameters)
             return 200, content_type, text.encode()
     return _text(
         int(HTTPStatus.NOT_FOUND),

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
+import yaml
 from envoy.config.core.v3.base_pb2 import Node
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -266,7 +267,7 @@ def test_debug_dot_and_config_show_what_is_served_with_keys_redacted(tmp_path: P
             assert server.ops is not None
             return {
                 path: await asyncio.to_thread(get, server.ops.port, path)
-                for path in ("/debug/dag", "/debug/config", "/debug")
+                for path in ("/debug/dag", "/debug/config", "/debug", "/debug/config?limit=1")
             }
 
     pages = asyncio.run(scenario())
@@ -282,6 +283,11 @@ def test_debug_dot_and_config_show_what_is_served_with_keys_redacted(tmp_path: P
     assert "shop-tls" in config or "8443" in config
     assert "PRIVATE KEY" not in config
     assert "[redacted]" in config
+    # One resource of each type per group, and how many were left out.
+    limited = yaml.safe_load_all(pages["/debug/config?limit=1"][2])
+    by_group = {document["group"]: document for document in limited}
+    assert len(by_group["default/edge"]["clusters"]) == 1
+    assert by_group["default/edge"]["clusters_omitted"] == 1
     key_body = key.splitlines()[1]
     assert key_body not in config
     for text in (dot, pages["/debug"][2]):

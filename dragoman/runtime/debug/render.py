@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from dragoman import __version__
 from dragoman.dag.model import ALL_GATEWAYS
@@ -46,7 +46,7 @@ def _dot_quote(text: str) -> str:
     return '"' + clean(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def dot(view: DebugView) -> tuple[str, str]:
+def dot(view: DebugView, query: Mapping[str, str] | None = None) -> tuple[str, str]:
     graph = build_graph(view)
     lines = ["digraph dragoman {", "  rankdir=LR;", '  node [shape=box, fontname="sans-serif"];']
     for index, title in enumerate(COLUMNS):
@@ -69,10 +69,43 @@ def dot(view: DebugView) -> tuple[str, str]:
 # ---------------------------------------------------------------------- config
 
 
-def config(view: DebugView) -> tuple[str, str]:
-    from dragoman.envoy.render import render_yaml
+# Resources shown per node group and type unless `?limit=N` asks for more: decoding and
+# printing 10,000 clusters takes seconds of the process' time, which xDS needs too.
+CONFIG_LIMIT = 100
+MAX_CONFIG_LIMIT = 100_000
 
-    return "text/plain; charset=utf-8", render_yaml(view.snapshots)
+
+def config(view: DebugView, query: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The served resources by node group and type, as `dragoman render` prints them (keys
+    redacted), the first `limit` of each type by name."""
+    from dragoman.envoy.json_mapping import to_json_mapping
+    from dragoman.envoy.render import SECTIONS, redacted
+    from dragoman.envoy.yaml_text import dump_yaml
+
+    limit = _limit((query or {}).get("limit"))
+    parts = []
+    for name in sorted(view.snapshots):
+        snapshot = view.snapshots[name]
+        document: dict[str, object] = {"group": name}
+        for section, type_url, message_class in SECTIONS:
+            resources = snapshot.of_type(type_url).resources
+            names = sorted(resources)
+            document[section] = [
+                redacted(to_json_mapping(message_class.FromString(resources[key].body)))
+                for key in names[:limit]
+            ]
+            if len(names) > limit:
+                document[f"{section}_omitted"] = len(names) - limit
+        label = "all gateways" if name == ALL_GATEWAYS else f"gateway {name}"
+        parts.append(f"---\n# node group: {label}\n{dump_yaml(document)}")
+    note = f"# the first {limit} resources of each type; ?limit=N for more\n"
+    return "text/plain; charset=utf-8", note + "".join(parts)
+
+
+def _limit(text: str | None) -> int:
+    if text is None or not text.isdigit():
+        return CONFIG_LIMIT
+    return max(1, min(int(text), MAX_CONFIG_LIMIT))
 
 
 # ------------------------------------------------------------------------ HTML
@@ -163,7 +196,7 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], css: str = "")
     return f'<table class="{css}"><tr>{head}</tr>{body}</table>'
 
 
-def page(view: DebugView) -> tuple[str, str]:
+def page(view: DebugView, query: Mapping[str, str] | None = None) -> tuple[str, str]:
     graph = build_graph(view)
     dag = view.dag
     sections = [
@@ -247,7 +280,8 @@ def page(view: DebugView) -> tuple[str, str]:
     return "text/html; charset=utf-8", "\n".join(sections) + "\n"
 
 
-PAGES: dict[str, Callable[[DebugView], tuple[str, str]]] = {
+# Each page: the view and the query parameters in, (content type, text) out.
+PAGES: dict[str, Callable[[DebugView, Mapping[str, str]], tuple[str, str]]] = {
     "/debug": page,
     "/debug/dag": dot,
     "/debug/config": config,
