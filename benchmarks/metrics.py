@@ -55,6 +55,37 @@ def child(size: int, metrics: bool, eds_updates: int) -> None:
     print(json.dumps({"full": full, "eds": eds}))
 
 
+def hook_costs(calls: int = 200_000) -> dict[str, float]:
+    """Seconds per call of each hook the hot paths call, measured alone: a bound on what the
+    metrics add that the machine's noise cannot hide."""
+    from dragoman.runtime.controller import UpdateResult
+    from dragoman.snapshots.resources import CLUSTER
+    from dragoman.xds.registry import ConnectedStream
+    from dragoman.xds.sotw import Ack, SotwStream
+    from dragoman.xds.wire import SotwResponse
+
+    metrics = Metrics()
+    hooks = metrics.xds_callbacks()
+    assert hooks.on_response is not None and hooks.on_event is not None
+    on_response, on_event = hooks.on_response, hooks.on_event
+    stream = ConnectedStream(1, "ADS", "ipv4:127.0.0.1:1", SotwStream())
+    response = SotwResponse(CLUSTER, "v1", "1", {}, b"")
+    ack = Ack(CLUSTER, "v1", "1")
+    result = UpdateResult("endpoints", 0.001)
+    costs = {}
+    for name, call in (
+        ("per response sent", lambda: on_response(stream, response)),
+        ("per ACK", lambda: (on_response(stream, response), on_event(stream, ack))),
+        ("per build", lambda: metrics.built(result)),
+    ):
+        started = time.perf_counter()
+        for _ in range(calls):
+            call()
+        costs[name] = (time.perf_counter() - started) / calls
+    costs["per ACK"] -= costs["per response sent"]
+    return costs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--size", type=int, default=10_000, help="Services (default 10,000)")
@@ -88,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             full[setting].append(timings["full"])
             eds[setting].extend(timings["eds"])
     print(f"dragoman metrics cost, N={args.size:,} Services, Python {sys.version.split()[0]}")
+    for name, seconds in hook_costs().items():
+        print(f"  hook {name:<18} {seconds * 1e6:6.2f} µs")
     for name, runs in (("full build", full), ("EDS fast path", eds)):
         off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
         best_off, best_on = min(runs["off"]), min(runs["on"])
