@@ -26,6 +26,14 @@ def quoted(value: object, limit: int = MAX_SHOWN) -> str:
     return f"{value[:limit]!r}... ({len(value) - limit} more characters)"
 
 
+def cut(value: str, limit: int = MAX_SHOWN) -> str:
+    """`value` cut to `limit` characters, saying how many more there were: for structured
+    fields (JSON logs), whose encoder escapes what `quoted` would."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}... ({len(value) - limit} more characters)"
+
+
 def quoted_list(values: Sequence[str], shown: int = 5, limit: int = MAX_SHOWN) -> str:
     """The first `shown` values, quoted, and how many more there are ("none" for none)."""
     if not values:

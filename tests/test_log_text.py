@@ -26,3 +26,17 @@ def test_quoted_list_bounds_count_and_length() -> None:
     assert "\n" not in shown
     assert shown.endswith("and 96 more")
     assert len(shown) < 5 * (MAX_SHOWN + 40)
+
+
+def test_json_log_fields_from_clients_are_bounded_and_escaped() -> None:
+    import json
+    import logging
+
+    from dragoman.runtime.logs import JsonFormatter
+
+    record = logging.LogRecord("dragoman.xds", logging.WARNING, __file__, 1, "NACK", (), None)
+    record.node = "n" * 1_000_000 + "\nFORGED"
+    line = JsonFormatter().format(record)
+
+    assert "\n" not in line and len(line) < 1000
+    assert json.loads(line)["node"].endswith(f"... ({1_000_007 - MAX_SHOWN} more characters)")

@@ -5,17 +5,62 @@ were, Envoy refused the whole RouteConfiguration of the listener."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
-from dragoman.dag.model import Backend, DirectResponse, Forward
+from dragoman.dag.model import Backend, Dag, DirectResponse, Forward, Route
 from dragoman.dag.routes.envoy_strings import header_name_problem, header_value_problem
-from tests.dag.test_route_filters import dag_of, served
+from tests.support.routing_sim import Request, route_for
 from tests.support.status_builds import build_text, status
+
+OBJECTS = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: dragoman}
+spec: {controllerName: dragoman.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  gatewayClassName: dragoman
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: shadow}
+spec: {selector: {app: shadow}, ports: [{port: 80}]}
+"""
 
 GOOD_RULE = """
 - matches: [{path: {value: /good}}]
   backendRefs: [{name: web, port: 80}]
 """
+
+
+def dag_of(rules: str) -> Dag:
+    route = f"""
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r}}
+spec:
+  parentRefs: [{{name: gw}}]
+  rules:
+{textwrap.indent(textwrap.dedent(rules).strip(), "  ")}
+"""
+    return build_text(OBJECTS, route)
+
+
+def served(dag: Dag, path: str = "/") -> Route:
+    route = route_for(dag, Request("any", path), 80)
+    assert route is not None
+    return route
 
 
 def rule_with(filter_yaml: str) -> str:
