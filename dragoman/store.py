@@ -18,6 +18,9 @@ from dragoman.objects import (
     ReferenceGrant,
     Secret,
     Service,
+    TCPRoute,
+    TLSRoute,
+    UDPRoute,
 )
 
 NamespacedName = tuple[str, str]
@@ -39,6 +42,9 @@ class Store:
     secrets: Mapping[NamespacedName, Secret] = field(default_factory=dict)
     config_maps: Mapping[NamespacedName, ConfigMap] = field(default_factory=dict)
     backend_tls_policies: Mapping[NamespacedName, BackendTLSPolicy] = field(default_factory=dict)
+    tcp_routes: Mapping[NamespacedName, TCPRoute] = field(default_factory=dict)
+    tls_routes: Mapping[NamespacedName, TLSRoute] = field(default_factory=dict)
+    udp_routes: Mapping[NamespacedName, UDPRoute] = field(default_factory=dict)
 
     @classmethod
     def from_objects(cls, objects: Iterable[KubeObject]) -> Store:
@@ -83,4 +89,7 @@ _FIELD_OF_KIND: dict[type, str] = {
     Secret: "secrets",
     ConfigMap: "config_maps",
     BackendTLSPolicy: "backend_tls_policies",
+    TCPRoute: "tcp_routes",
+    TLSRoute: "tls_routes",
+    UDPRoute: "udp_routes",
 }

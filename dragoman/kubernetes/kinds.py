@@ -93,6 +93,9 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     _gateway_api("GRPCRoute", "grpcroutes", ("v1",)),
     _gateway_api("ReferenceGrant", "referencegrants", ("v1", "v1beta1"), has_status=False),
     _gateway_api("BackendTLSPolicy", "backendtlspolicies", ("v1",)),
+    _gateway_api("TCPRoute", "tcproutes", ("v1",)),
+    _gateway_api("TLSRoute", "tlsroutes", ("v1",)),
+    _gateway_api("UDPRoute", "udproutes", ("v1",)),
 )
 
 KINDS_BY_NAME: dict[str, WatchedKind] = {kind.kind: kind for kind in WATCHED_KINDS}

@@ -49,6 +49,7 @@ from dragoman.objects.gateway_class import (
     ReferenceGrantFrom,
     ReferenceGrantTo,
 )
+from dragoman.objects.l4_routes import L4Route, L4RouteRule, TCPRoute, TLSRoute, UDPRoute
 from dragoman.objects.meta import ObjectKey, ObjectMeta
 from dragoman.objects.secrets import ConfigMap, Namespace, Secret
 from dragoman.objects.selector import LabelSelector, LabelSelectorRequirement
@@ -65,6 +66,9 @@ KubeObject = (
     | Secret
     | ConfigMap
     | BackendTLSPolicy
+    | TCPRoute
+    | TLSRoute
+    | UDPRoute
 )
 
 __all__ = [
@@ -91,6 +95,8 @@ __all__ = [
     "HeaderMatch",
     "HeaderModifier",
     "KubeObject",
+    "L4Route",
+    "L4RouteRule",
     "LabelSelector",
     "LabelSelectorRequirement",
     "ListenerTLS",
@@ -113,5 +119,8 @@ __all__ = [
     "Service",
     "ServicePort",
     "SubjectAltName",
+    "TCPRoute",
+    "TLSRoute",
+    "UDPRoute",
     "URLRewrite",
 ]

@@ -23,6 +23,7 @@ from dragoman.sources.parse_gateway import parse_gateway
 from dragoman.sources.parse_gateway_class import parse_gateway_class, parse_reference_grant
 from dragoman.sources.parse_grpc_route import parse_grpc_route
 from dragoman.sources.parse_http_route import parse_http_route
+from dragoman.sources.parse_l4_routes import parse_tcp_route, parse_tls_route, parse_udp_route
 from dragoman.sources.parse_secrets import parse_config_map, parse_namespace, parse_secret
 
 MAX_INT64 = 2**63 - 1
@@ -57,6 +58,9 @@ _KINDS: dict[tuple[str, str], _Kind] = {
     (GATEWAY_GROUP, "BackendTLSPolicy"): _Kind(
         ("v1",), DNS1123_SUBDOMAIN, parse_backend_tls_policy
     ),
+    (GATEWAY_GROUP, "TCPRoute"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_tcp_route),
+    (GATEWAY_GROUP, "TLSRoute"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_tls_route),
+    (GATEWAY_GROUP, "UDPRoute"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_udp_route),
 }
 
 

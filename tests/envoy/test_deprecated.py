@@ -76,9 +76,17 @@ def field_problems(field: FieldDescriptor) -> list[str]:
         problems.append("deprecated_at_minor_version")
     if options.Extensions[deprecation_pb2.disallowed_by_default]:
         problems.append("disallowed_by_default")
-    if options.Extensions[xds_status_pb2.field_status].work_in_progress:
+    wip = options.Extensions[xds_status_pb2.field_status].work_in_progress
+    if wip and field.full_name not in WORK_IN_PROGRESS_REQUIRED:
         problems.append("work_in_progress")
     return problems
+
+
+# Fields marked work-in-progress that are the only way left to configure something: the UDP
+# proxy names its cluster through `matcher` alone, its `cluster` field being deprecated.
+WORK_IN_PROGRESS_REQUIRED = frozenset(
+    {"envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig.matcher"}
+)
 
 
 def enum_value_problems(value: EnumValueDescriptor) -> list[str]:

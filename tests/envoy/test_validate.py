@@ -12,6 +12,7 @@ from envoy.config.endpoint.v3 import endpoint_pb2
 from dragoman.envoy import TranslateOptions, translate
 from dragoman.envoy.bootstrap import bootstrap_config
 from dragoman.envoy.json_mapping import to_json_mapping
+from dragoman.envoy.listeners import HTTP_CONNECTION_MANAGER
 from dragoman.envoy.yaml_text import dump_yaml
 from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.support.envoy_dags import envoy_binary, every_kind_of_dag, messages, with_inline_routes
@@ -65,7 +66,10 @@ def translated_bootstrap(snapshot: Snapshot, admin_socket: Path) -> dict[str, An
     static["clusters"] += [to_json_mapping(c) for c in messages(snapshot, CLUSTER)]
     static["clusters"] += [static_copy(a) for a in messages(snapshot, ENDPOINT)]
     static["listeners"] = [to_json_mapping(m) for m in listeners] + [
-        to_json_mapping(with_inline_routes(m, tables)) for m in listeners
+        to_json_mapping(with_inline_routes(m, tables))
+        for m in listeners
+        # TCP, TLS and UDP listeners fetch no routes.
+        if m.filter_chains and m.filter_chains[0].filters[0].name == HTTP_CONNECTION_MANAGER
     ]
     return config
 

@@ -25,7 +25,12 @@ HTTP_ROUTE_KINDS = (RouteGroupKind("HTTPRoute"), RouteGroupKind("GRPCRoute"))
 ROUTE_KINDS_BY_PROTOCOL: Mapping[str, tuple[RouteGroupKind, ...]] = {
     "HTTP": HTTP_ROUTE_KINDS,
     "HTTPS": HTTP_ROUTE_KINDS,
+    "TCP": (RouteGroupKind("TCPRoute"),),
+    "TLS": (RouteGroupKind("TLSRoute"),),
+    "UDP": (RouteGroupKind("UDPRoute"),),
 }
+# Protocols whose connections are proxied whole (TCPRoute, TLSRoute) or as datagrams.
+L4_PROTOCOLS = frozenset({"TCP", "TLS", "UDP"})
 SUPPORTED_PROTOCOLS = frozenset(ROUTE_KINDS_BY_PROTOCOL)
 
 
@@ -62,9 +67,17 @@ class ListenerVerdict:
             return self.conflict.message
         if not self.supported_kinds:
             return "the listener admits no route kind dragoman serves"
-        if self.listener.protocol == "HTTPS" and not self.certificates:
+        if self.terminates_tls and not self.certificates:
             return "the listener has no usable TLS certificate"
         return None
+
+    @property
+    def terminates_tls(self) -> bool:
+        """HTTPS, or TLS in Terminate mode: Envoy needs the listener's certificates."""
+        protocol, tls = self.listener.protocol, self.listener.tls
+        return protocol == "HTTPS" or (
+            protocol == "TLS" and tls is not None and tls.mode == "Terminate"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +148,11 @@ def listener_name(port: int) -> str:
     return f"http-{port}"
 
 
+def port_key(listener: GatewayListener) -> tuple[int, str]:
+    """The socket a listener needs: its port number, in the UDP or the TCP space."""
+    return listener.port, "udp" if listener.protocol == "UDP" else "tcp"
+
+
 def _not_ours(gateway: Gateway, store: Store) -> Problem:
     gateway_class = store.gateway_classes[("", gateway.gateway_class_name)]
     return Problem(
@@ -192,7 +210,8 @@ def _listener_verdict(
     unresolved: list[Problem] = []
     kinds = _supported_kinds(gateway, index, protocol_kinds, unresolved)
     certificates: tuple[TlsCertificate, ...] = ()
-    if listener.protocol == "HTTPS":
+    verdict = ListenerVerdict(gateway.key, index, listener, kinds)
+    if verdict.terminates_tls:
         certificates = _certificates(gateway, index, store, grants, unresolved)
     return ListenerVerdict(
         gateway.key,
@@ -244,8 +263,8 @@ def _certificates(
                 gateway.key,
                 at,
                 "InvalidCertificateRef",
-                f"HTTPS listener {listener.name!r} needs tls.certificateRefs naming a "
-                "kubernetes.io/tls Secret",
+                f"{listener.protocol} listener {listener.name!r} needs tls.certificateRefs "
+                "naming a kubernetes.io/tls Secret",
             )
         )
         return ()
@@ -290,14 +309,17 @@ def _with_conflicts(
     gateway: Gateway, verdicts: list[ListenerVerdict]
 ) -> tuple[ListenerVerdict, ...]:
     """An earlier listener wins a port: a later one with another protocol, or with the same
-    protocol and hostname, is conflicted and not served."""
+    protocol and hostname, is conflicted and not served. UDP ports are a space of their own:
+    a UDP listener shares its number with a TCP-based one freely."""
     result: list[ListenerVerdict] = []
     for verdict in verdicts:
         listener = verdict.listener
         earlier = [
             v.listener
             for v in result
-            if v.not_accepted is None and v.conflict is None and v.listener.port == listener.port
+            if v.not_accepted is None
+            and v.conflict is None
+            and port_key(v.listener) == port_key(listener)
         ]
         conflict = None
         if verdict.not_accepted is None:

@@ -44,7 +44,15 @@ def object_statuses(
 
 
 # Classes first, then Gateways, then routes: the order a person reads them in.
-_KIND_ORDER = {"GatewayClass": 0, "Gateway": 1, "HTTPRoute": 2, "GRPCRoute": 3}
+_KIND_ORDER = {
+    "GatewayClass": 0,
+    "Gateway": 1,
+    "HTTPRoute": 2,
+    "GRPCRoute": 3,
+    "TLSRoute": 4,
+    "TCPRoute": 5,
+    "UDPRoute": 6,
+}
 
 
 def _order(status: ObjectStatus) -> tuple[int, ObjectKey]:
