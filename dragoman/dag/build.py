@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from dragoman.dag.context import build_context
 from dragoman.dag.frontends.attachment import Attachment, attach
 from dragoman.dag.frontends.l4_listeners import ServedL4Route
 from dragoman.dag.frontends.listeners import Frontends, frontends
@@ -15,7 +16,6 @@ from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_confl
 from dragoman.dag.routes.l4_conflicts import without_l4_conflicts
 from dragoman.dag.routes.l4_rules import l4_route_rules
 from dragoman.dag.routes.reachable_backends import NO_BACKEND_NAMES, route_backend_names
-from dragoman.dag.routes.reference_grants import ReferenceGrants
 from dragoman.dag.routes.rules import route_rules
 from dragoman.dag.status.objects import object_statuses
 from dragoman.dag.status.routes import RouteOutcome
@@ -23,7 +23,6 @@ from dragoman.dag.upstreams.build import (
     RouteUpstreams,
     checked_hostnames,
     policy_statuses,
-    upstream_inputs,
     with_aggregate_children,
     with_dns_conditions,
 )
@@ -42,11 +41,11 @@ def build(
     `dns`: what the DNS check last observed per external name (used when options.dns_check).
     """
     problems: list[Problem] = []
-    grants = ReferenceGrants(store.reference_grants.values())
-    upstream = upstream_inputs(store, dns)
+    context = build_context(store, options, dns)
+    upstream = context.upstream
     upstreams: list[RouteUpstreams] = []
     # dragoman's GatewayClasses and Gateways, each listener judged (TLS, conflicts, kinds).
-    judged = frontends(store, options, grants)
+    judged = frontends(context)
     problems.extend(judged.problems)
     gateways = judged.ordered()
 
@@ -69,7 +68,7 @@ def build(
         outcomes.append(outcome)
         # Only policies and the DNS check need to know what a route reaches.
         names = (
-            route_backend_names(route, store.services, options, grants)
+            route_backend_names(route, context)
             if upstream.tls_policies or options.dns_check
             else NO_BACKEND_NAMES
         )
@@ -77,7 +76,7 @@ def build(
         problems.extend(parent.problem for parent in parents if parent.problem is not None)
         attachments = [attachment for parent in parents for attachment in parent.attachments]
         # Rules are resolved even for an unattached route, so all its problems show at once.
-        rules = route_rules(route, store.services, options, grants, upstream)
+        rules = route_rules(route, context)
         problems.extend(rules.problems)
         resolved_clusters.update(rules.clusters)
         served.extend(
@@ -100,14 +99,14 @@ def build(
         outcome = RouteOutcome(l4_route, l4_route.meta.generation, parents)
         outcomes.append(outcome)
         names = (
-            route_backend_names(l4_route, store.services, options, grants)
+            route_backend_names(l4_route, context)
             if upstream.tls_policies or options.dns_check
             else NO_BACKEND_NAMES
         )
         upstreams.append(RouteUpstreams(outcome, names))
         problems.extend(parent.problem for parent in parents if parent.problem is not None)
         attachments = [attachment for parent in parents for attachment in parent.attachments]
-        l4_rules = l4_route_rules(l4_route, store.services, options, grants, upstream)
+        l4_rules = l4_route_rules(l4_route, context)
         problems.extend(l4_rules.problems)
         if any(not _terminates(judged, a) for a in attachments if l4_route.kind == "TLSRoute"):
             problems.extend(l4_rules.passthrough_problems)
@@ -149,7 +148,7 @@ def build(
     clusters = {name: resolved_clusters[name] for name in referenced}
     groups, clusters = with_aggregate_children(groups, clusters)
     statuses = object_statuses(judged, outcomes, problems, options.controller_name, shadowed)
-    for status in policy_statuses(upstreams, store, upstream, options.controller_name):
+    for status in policy_statuses(upstreams, context):
         statuses[status.key] = status
     if options.dns_check:
         statuses = with_dns_conditions(statuses, upstreams, upstream.dns)

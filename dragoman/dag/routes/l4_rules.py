@@ -11,14 +11,11 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from dragoman.dag.context import BuildContext
 from dragoman.dag.model import TCP, UDP, AggregateCluster, Backend, Cluster, L4Forward, Problem
-from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.backends import resolve_backend_ref
-from dragoman.dag.routes.reference_grants import NO_GRANTS, ReferenceGrants
 from dragoman.dag.upstreams.clusters import cluster_warnings
-from dragoman.dag.upstreams.inputs import NO_UPSTREAM_INPUTS, UpstreamInputs
-from dragoman.objects import L4Route, Service, UDPRoute
-from dragoman.store import NamespacedName
+from dragoman.objects import L4Route, UDPRoute
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +30,7 @@ class L4Rules:
     passthrough_problems: tuple[Problem, ...] = ()
 
 
-def l4_route_rules(
-    route: L4Route,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants = NO_GRANTS,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
-) -> L4Rules:
+def l4_route_rules(route: L4Route, context: BuildContext) -> L4Rules:
     l4 = UDP if isinstance(route, UDPRoute) else TCP
     backends: list[Backend] = []
     passthrough: list[Backend] = []
@@ -49,9 +40,7 @@ def l4_route_rules(
     for rule_index, rule in enumerate(route.rules):
         for ref_index, ref in enumerate(rule.backend_refs):
             field = f"spec.rules[{rule_index}].backendRefs[{ref_index}]"
-            resolved = resolve_backend_ref(
-                route, field, ref, services, options, None, grants, upstream, l4
-            )
+            resolved = resolve_backend_ref(route, field, ref, context, None, l4)
             if isinstance(resolved, Problem):
                 problems.append(resolved)
             if ref.weight <= 0:
@@ -64,7 +53,7 @@ def l4_route_rules(
             clusters[resolved.name] = resolved
             problems.extend(
                 Problem(route.key, field, "UnsupportedValue", warning)
-                for warning in cluster_warnings(resolved, services, options, grants, upstream)
+                for warning in cluster_warnings(resolved, context)
             )
             backend = Backend(cluster=resolved.name, weight=ref.weight)
             backends.append(backend)
