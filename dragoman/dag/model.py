@@ -246,6 +246,21 @@ class DirectResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class CorsPolicy:
+    """An HTTPRoute CORS filter: Envoy answers preflights and adds the response headers.
+
+    `*` in allow_methods or allow_headers stays `*` unless credentials are allowed, where the
+    Gateway API forbids answering `*`: then every method is listed instead."""
+
+    allow_origins: tuple[str, ...]  # "*", or origins whose host may start with "*."
+    allow_methods: tuple[str, ...] = ()
+    allow_headers: tuple[str, ...] = ()
+    expose_headers: tuple[str, ...] = ()
+    max_age_s: int = 5
+    allow_credentials: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     match: RouteMatch
     action: Forward | Redirect | DirectResponse
@@ -254,6 +269,7 @@ class Route:
     # Rule-level RequestHeaderModifier and ResponseHeaderModifier filters.
     request_headers: HeaderEdits = NO_EDITS
     response_headers: HeaderEdits = NO_EDITS
+    cors: CorsPolicy | None = None  # a rule-level CORS filter
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from google.protobuf.wrappers_pb2 import BoolValue
 
 from dragoman.dag.model import HttpsListener, Listener, TcpListener, TlsFilterChain, UdpListener
 from dragoman.envoy.core import ads_config_source, pack, socket_address
+from dragoman.envoy.cors import CORS_FILTER, cors_filter
 from dragoman.envoy.downstream_tls import (
     downstream_tls_socket,
     tls_inspector,
@@ -57,8 +58,11 @@ def http_connection_manager(stat_prefix: str, route_table: str) -> hcm_pb2.HttpC
         stat_prefix=stat_prefix,
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
         rds=hcm_pb2.Rds(config_source=ads_config_source(), route_config_name=route_table),
-        # The router must be the last (here the only) filter; gRPC clients insist on it too.
-        http_filters=[hcm_pb2.HttpFilter(name=ROUTER, typed_config=pack(router_pb2.Router()))],
+        # CORS acts only on routes that carry a policy; the router must be the last filter.
+        http_filters=[
+            hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=pack(cors_filter())),
+            hcm_pb2.HttpFilter(name=ROUTER, typed_config=pack(router_pb2.Router())),
+        ],
         # WebSocket upgrades pass to whatever backend a route picks: the Gateway API expects
         # them for ports with appProtocol kubernetes.io/ws (and others may speak it too).
         upgrade_configs=[hcm_pb2.HttpConnectionManager.UpgradeConfig(upgrade_type=WEBSOCKET)],
