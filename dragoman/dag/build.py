@@ -26,6 +26,7 @@ from dragoman.dag.upstreams.build import (
     with_aggregate_children,
     with_dns_conditions,
 )
+from dragoman.dag.upstreams.client_certificates import with_client_certificates
 from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.dag.upstreams.endpoints import load_assignments
 from dragoman.objects import ObjectKey
@@ -146,6 +147,11 @@ def build(
 
     # Only clusters some attached route forwards to, in any group.
     clusters = {name: resolved_clusters[name] for name in referenced}
+    if any(verdict.client_certificate is not None for verdict in gateways):
+        groups, clusters = with_client_certificates(groups, clusters, gateways)
+        # Only clusters some group still references (a variant may replace the original).
+        used = {name for group in groups.values() for name in group.clusters}
+        clusters = {name: cluster for name, cluster in clusters.items() if name in used}
     groups, clusters = with_aggregate_children(groups, clusters)
     statuses = object_statuses(judged, outcomes, problems, options.controller_name, shadowed)
     for status in policy_statuses(upstreams, context):

@@ -51,6 +51,9 @@ class UpstreamTls:
     # PEM CA certificates to trust; None: the system CA bundle (a TranslateOptions path).
     trusted_ca: bytes | None = None
     policy: ObjectKey | None = None  # the BackendTLSPolicy that asked for it, if any
+    # What Envoy presents when the upstream asks for a client certificate: the Gateway's
+    # spec.tls.backend.clientCertificateRef.
+    client_certificate: TlsCertificate | None = None
 
     def __post_init__(self) -> None:
         if self.sni is not None and not self.subject_alt_names:

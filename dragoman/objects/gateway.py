@@ -61,6 +61,8 @@ class Gateway:
     listeners: tuple[GatewayListener, ...] = ()
     # spec.infrastructure.parametersRef; dragoman takes no parameters, so any is refused.
     parameters_ref: ParametersRef | None = None
+    # spec.tls.backend.clientCertificateRef: what Envoy presents to backends it reaches by TLS.
+    backend_client_certificate: CertificateRef | None = None
 
     @property
     def key(self) -> ObjectKey:

@@ -59,6 +59,7 @@ def parse_gateway(root: Node, meta: ObjectMeta) -> Gateway:
         gateway_class_name=class_name,
         listeners=listeners,
         parameters_ref=_infrastructure_parameters(spec),
+        backend_client_certificate=_backend_client_certificate(spec),
     )
 
 
@@ -140,3 +141,10 @@ def _infrastructure_parameters(spec: Node) -> ParametersRef | None:
         kind=parameters.string("kind", required=True, format=KIND),
         name=parameters.string("name", required=True, min_length=1, max_length=253),
     )
+
+
+def _backend_client_certificate(spec: Node) -> CertificateRef | None:
+    tls = spec.mapping("tls")
+    backend = tls.mapping("backend") if tls is not None else None
+    ref = backend.mapping("clientCertificateRef") if backend is not None else None
+    return _certificate_ref(ref) if ref is not None else None

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from dragoman.dag.context import BuildContext
 from dragoman.dag.frontends.certificates import tls_certificate
+from dragoman.dag.frontends.client_certificates import client_certificate
 from dragoman.dag.frontends.gateway_classes import ClassVerdict, class_decision, class_verdicts
 from dragoman.dag.model import Problem, TlsCertificate
 from dragoman.dag.routes.reference_grants import (
@@ -86,6 +87,9 @@ class GatewayVerdict:
     # Why the whole Gateway is not accepted (its class or parametersRef); None: it may be.
     rejection: Problem | None = None
     note: str = ""  # about its GatewayClass, for the Accepted message
+    # spec.tls.backend.clientCertificateRef, resolved; or why it cannot be used.
+    client_certificate: TlsCertificate | None = None
+    client_certificate_problem: Problem | None = None
 
     @property
     def accepted(self) -> bool:
@@ -132,6 +136,8 @@ def frontends(context: BuildContext) -> Frontends:
         gateways[key] = verdict
         if verdict.rejection is not None:
             problems.append(verdict.rejection)
+        if verdict.client_certificate_problem is not None:
+            problems.append(verdict.client_certificate_problem)
         for listener in verdict.listeners:
             problems.extend(p for p in (listener.not_accepted, listener.conflict) if p)
             problems.extend(listener.unresolved)
@@ -183,11 +189,14 @@ def _judge(
     verdicts = [
         _listener_verdict(gateway, index, context) for index in range(len(gateway.listeners))
     ]
+    certificate = client_certificate(gateway, context)
     return GatewayVerdict(
         gateway=gateway,
         listeners=_with_conflicts(gateway, verdicts),
         rejection=rejection,
         note="" if class_refused else note,
+        client_certificate=certificate if isinstance(certificate, TlsCertificate) else None,
+        client_certificate_problem=certificate if isinstance(certificate, Problem) else None,
     )
 
 

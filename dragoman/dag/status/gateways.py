@@ -91,7 +91,27 @@ def _gateway_conditions(verdict: GatewayVerdict, generation: int) -> list[Condit
         programmed = condition(
             "Programmed", False, "Invalid", "no listener can be served", generation
         )
-    return [accepted, programmed]
+    if verdict.gateway.backend_client_certificate is None:
+        return [accepted, programmed]
+    # Only a Gateway naming a client certificate has references of its own to report.
+    problem = verdict.client_certificate_problem
+    if problem is not None:
+        resolved = condition(
+            "ResolvedRefs",
+            False,
+            problem.reason,
+            f"{problem.message}; backends that ask for a client certificate get none",
+            generation,
+        )
+    else:
+        resolved = condition(
+            "ResolvedRefs",
+            True,
+            "ResolvedRefs",
+            "the client certificate is presented to backends reached over TLS",
+            generation,
+        )
+    return [accepted, programmed, resolved]
 
 
 def _valid(verdict: ListenerVerdict) -> bool:
