@@ -74,6 +74,8 @@ spec:
   listeners:
   - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
   - {name: udp, protocol: UDP, port: 5353}
+  # Presented to the backends its routes reach over TLS (its own variants of those clusters).
+  tls: {backend: {clientCertificateRef: {name: site}}}
 """
 
 _SERVICES = """
