@@ -14,6 +14,7 @@ from dragoman.objects import (
     GRPCRoute,
     HTTPRoute,
     KubeObject,
+    ListenerSet,
     Namespace,
     ReferenceGrant,
     Secret,
@@ -45,6 +46,7 @@ class Store:
     tcp_routes: Mapping[NamespacedName, TCPRoute] = field(default_factory=dict)
     tls_routes: Mapping[NamespacedName, TLSRoute] = field(default_factory=dict)
     udp_routes: Mapping[NamespacedName, UDPRoute] = field(default_factory=dict)
+    listener_sets: Mapping[NamespacedName, ListenerSet] = field(default_factory=dict)
 
     @classmethod
     def from_objects(cls, objects: Iterable[KubeObject]) -> Store:
@@ -92,4 +94,5 @@ _FIELD_OF_KIND: dict[type, str] = {
     TCPRoute: "tcp_routes",
     TLSRoute: "tls_routes",
     UDPRoute: "udp_routes",
+    ListenerSet: "listener_sets",
 }

@@ -115,18 +115,20 @@ def build(
         served_l4.extend(ServedL4Route(a, l4_route.key, l4_rules) for a in attachments)
 
     served_by_gateway: dict[ObjectKey, list[ServedRoutes]] = {}
+    # Routes on a ListenerSet's listeners are served with its Gateway's.
     for item in served:
-        served_by_gateway.setdefault(item.attachment.gateway, []).append(item)
+        served_by_gateway.setdefault(judged.owner(item.attachment.gateway), []).append(item)
     l4_by_gateway: dict[ObjectKey, list[ServedL4Route]] = {}
     for l4_item in served_l4:
-        l4_by_gateway.setdefault(l4_item.attachment.gateway, []).append(l4_item)
+        owner = judged.owner(l4_item.attachment.gateway)
+        l4_by_gateway.setdefault(owner, []).append(l4_item)
     groups: dict[str, NodeGroup] = {}
     for verdict in gateways:
         gateway = verdict.gateway
         name = f"{gateway.meta.namespace}/{gateway.meta.name}"
         groups[name] = node_group(
             name,
-            [verdict],
+            judged.with_children(verdict),
             served_by_gateway.get(gateway.key, []),
             l4_by_gateway.get(gateway.key, []),
         )
@@ -137,10 +139,11 @@ def build(
         groups[ALL_GATEWAYS] = dataclasses.replace(groups[name], name=ALL_GATEWAYS)
         referenced: Iterable[str] = groups[ALL_GATEWAYS].clusters
     else:
-        groups[ALL_GATEWAYS] = node_group(ALL_GATEWAYS, gateways, served, served_l4)
+        every = [item for verdict in gateways for item in judged.with_children(verdict)]
+        groups[ALL_GATEWAYS] = node_group(ALL_GATEWAYS, every, served, served_l4)
         # Gateways sharing a port: the all-gateways group can serve only one listener per
         # port and hostname, so it may reference fewer clusters than some Gateway's group.
-        shadowed = shadowed_listeners(gateways)
+        shadowed = shadowed_listeners(every)
         problems.extend(shadowed.values())
         referenced = sorted({name for group in groups.values() for name in group.clusters})
     groups = {ALL_GATEWAYS: groups.pop(ALL_GATEWAYS), **groups}
@@ -171,6 +174,7 @@ def build(
 
 def _terminates(judged: Frontends, attachment: Attachment) -> bool:
     """Whether the listener an attachment is on terminates TLS (else: passes it through)."""
-    gateway = judged.gateways.get((attachment.gateway.namespace, attachment.gateway.name))
+    owners = judged.listener_sets if attachment.gateway.kind == "ListenerSet" else judged.gateways
+    gateway = owners.get((attachment.gateway.namespace, attachment.gateway.name))
     verdict = gateway.listener(attachment.listener) if gateway is not None else None
     return verdict is not None and verdict.terminates_tls

@@ -96,6 +96,7 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     _gateway_api("TCPRoute", "tcproutes", ("v1",)),
     _gateway_api("TLSRoute", "tlsroutes", ("v1",)),
     _gateway_api("UDPRoute", "udproutes", ("v1",)),
+    _gateway_api("ListenerSet", "listenersets", ("v1",)),
 )
 
 KINDS_BY_NAME: dict[str, WatchedKind] = {kind.kind: kind for kind in WATCHED_KINDS}

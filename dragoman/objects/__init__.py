@@ -51,6 +51,7 @@ from dragoman.objects.gateway_class import (
     ReferenceGrantTo,
 )
 from dragoman.objects.l4_routes import L4Route, L4RouteRule, TCPRoute, TLSRoute, UDPRoute
+from dragoman.objects.listener_set import ListenerSet, ListenerSetParent
 from dragoman.objects.meta import ObjectKey, ObjectMeta
 from dragoman.objects.secrets import ConfigMap, Namespace, Secret
 from dragoman.objects.selector import LabelSelector, LabelSelectorRequirement
@@ -70,6 +71,7 @@ KubeObject = (
     | TCPRoute
     | TLSRoute
     | UDPRoute
+    | ListenerSet
 )
 
 __all__ = [
@@ -101,6 +103,8 @@ __all__ = [
     "L4RouteRule",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "ListenerSet",
+    "ListenerSetParent",
     "ListenerTLS",
     "Namespace",
     "ObjectKey",

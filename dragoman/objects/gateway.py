@@ -63,6 +63,10 @@ class Gateway:
     parameters_ref: ParametersRef | None = None
     # spec.tls.backend.clientCertificateRef: what Envoy presents to backends it reaches by TLS.
     backend_client_certificate: CertificateRef | None = None
+    # spec.allowedListeners.namespaces: which ListenerSets may add listeners ("None", the
+    # API default, "Same", "All" or "Selector" with `listener_set_selector`).
+    allowed_listener_sets: str = "None"
+    listener_set_selector: LabelSelector | None = None
 
     @property
     def key(self) -> ObjectKey:

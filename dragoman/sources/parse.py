@@ -24,6 +24,7 @@ from dragoman.sources.parse_gateway_class import parse_gateway_class, parse_refe
 from dragoman.sources.parse_grpc_route import parse_grpc_route
 from dragoman.sources.parse_http_route import parse_http_route
 from dragoman.sources.parse_l4_routes import parse_tcp_route, parse_tls_route, parse_udp_route
+from dragoman.sources.parse_listener_set import parse_listener_set
 from dragoman.sources.parse_secrets import parse_config_map, parse_namespace, parse_secret
 
 MAX_INT64 = 2**63 - 1
@@ -61,6 +62,7 @@ _KINDS: dict[tuple[str, str], _Kind] = {
     (GATEWAY_GROUP, "TCPRoute"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_tcp_route),
     (GATEWAY_GROUP, "TLSRoute"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_tls_route),
     (GATEWAY_GROUP, "UDPRoute"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_udp_route),
+    (GATEWAY_GROUP, "ListenerSet"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_listener_set),
 }
 
 

@@ -64,6 +64,17 @@ spec:
   - {name: tls-end, protocol: TLS, port: 8443, hostname: db.example.com,
      tls: {mode: Terminate, certificateRefs: [{name: site}]}}
   - {name: unsupported, protocol: example.com/sctp, port: 9100}
+  allowedListeners: {namespaces: {from: Selector, selector: {matchLabels: {team: apps}}}}
+---
+# Another team's listeners on the edge Gateway, with its own route.
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: apps-listeners, namespace: apps}
+spec:
+  parentRef: {name: edge, namespace: default}
+  listeners:
+  - {name: apps-http, protocol: HTTP, port: 80, hostname: apps.example.org}
+  - {name: apps-tcp, protocol: TCP, port: 9200}
 ---
 # Shares port 80 with edge: left out of the all-gateways group, served to its own Envoys.
 apiVersion: gateway.networking.k8s.io/v1
@@ -296,6 +307,20 @@ spec:
   hostnames: [api.example.com]
   rules:
   - backendRefs: [{name: api, port: 80}, {name: web, namespace: default, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: apps-site, namespace: apps}
+spec:
+  parentRefs: [{kind: ListenerSet, name: apps-listeners}]
+  rules: [{backendRefs: [{name: api, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {name: apps-tcp, namespace: apps}
+spec:
+  parentRefs: [{kind: ListenerSet, name: apps-listeners, sectionName: apps-tcp}]
+  rules: [{backendRefs: [{name: api, port: 80}]}]
 ---
 apiVersion: gateway.networking.k8s.io/v1beta1
 kind: ReferenceGrant

@@ -3,8 +3,8 @@ certificates it terminates with, and so whether dragoman can serve (program) it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from dragoman.dag.context import BuildContext
 from dragoman.dag.frontends.certificates import tls_certificate
@@ -16,7 +16,7 @@ from dragoman.dag.routes.reference_grants import (
     Target,
     not_permitted_message,
 )
-from dragoman.objects import Gateway, GatewayListener, ObjectKey, RouteGroupKind
+from dragoman.objects import Gateway, GatewayListener, ListenerSet, ObjectKey, RouteGroupKind
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.store import NamespacedName, Store
 
@@ -82,7 +82,7 @@ class ListenerVerdict:
 
 @dataclass(frozen=True, slots=True)
 class GatewayVerdict:
-    gateway: Gateway
+    gateway: Gateway | ListenerSet  # a ListenerSet's verdict has the same shape
     listeners: tuple[ListenerVerdict, ...]
     # Why the whole Gateway is not accepted (its class or parametersRef); None: it may be.
     rejection: Problem | None = None
@@ -90,6 +90,7 @@ class GatewayVerdict:
     # spec.tls.backend.clientCertificateRef, resolved; or why it cannot be used.
     client_certificate: TlsCertificate | None = None
     client_certificate_problem: Problem | None = None
+    parent: ObjectKey | None = None  # a ListenerSet's Gateway
 
     @property
     def accepted(self) -> bool:
@@ -115,9 +116,25 @@ class Frontends:
     # Whether a parentRef to a Gateway that does not exist gets a status entry: in manifest
     # mode dragoman is the only controller; in a cluster the Gateway may be another's to be.
     owns_missing_gateways: bool = True
+    # ListenerSets naming one of dragoman's Gateways, judged like Gateways, by (ns, name);
+    # and the accepted ones of each Gateway, in precedence order.
+    listener_sets: Mapping[NamespacedName, GatewayVerdict] = field(default_factory=dict)
+    children: Mapping[ObjectKey, tuple[GatewayVerdict, ...]] = field(default_factory=dict)
 
     def ordered(self) -> list[GatewayVerdict]:
         return [self.gateways[key] for key in sorted(self.gateways)]
+
+    def with_children(self, verdict: GatewayVerdict) -> list[GatewayVerdict]:
+        """A Gateway and the ListenerSets that add listeners to it."""
+        return [verdict, *self.children.get(verdict.gateway.key, ())]
+
+    def owner(self, key: ObjectKey) -> ObjectKey:
+        """The Gateway a listener owner (a Gateway, or one of its ListenerSets) belongs to."""
+        if key.kind == "ListenerSet":
+            verdict = self.listener_sets.get((key.namespace, key.name))
+            if verdict is not None and verdict.parent is not None:
+                return verdict.parent
+        return key
 
 
 def frontends(context: BuildContext) -> Frontends:
@@ -141,11 +158,18 @@ def frontends(context: BuildContext) -> Frontends:
         for listener in verdict.listeners:
             problems.extend(p for p in (listener.not_accepted, listener.conflict) if p)
             problems.extend(listener.unresolved)
+    # Imported here: ListenerSets are judged with this module's listener verdicts.
+    from dragoman.dag.frontends.listener_sets import listener_sets
+
+    judged = listener_sets(context, gateways, not options.require_gateway_class)
+    problems.extend(judged.problems)
     return Frontends(
         classes=classes,
         gateways=gateways,
         problems=tuple(problems),
         owns_missing_gateways=not options.require_gateway_class,
+        listener_sets=judged.verdicts,
+        children=judged.children,
     )
 
 
@@ -187,12 +211,12 @@ def _judge(
             f"{ref.name!r})",
         )
     verdicts = [
-        _listener_verdict(gateway, index, context) for index in range(len(gateway.listeners))
+        listener_verdict(gateway, index, context) for index in range(len(gateway.listeners))
     ]
     certificate = client_certificate(gateway, context)
     return GatewayVerdict(
         gateway=gateway,
-        listeners=_with_conflicts(gateway, verdicts),
+        listeners=with_conflicts(verdicts),
         rejection=rejection,
         note="" if class_refused else note,
         client_certificate=certificate if isinstance(certificate, TlsCertificate) else None,
@@ -200,7 +224,9 @@ def _judge(
     )
 
 
-def _listener_verdict(gateway: Gateway, index: int, context: BuildContext) -> ListenerVerdict:
+def listener_verdict(
+    gateway: Gateway | ListenerSet, index: int, context: BuildContext
+) -> ListenerVerdict:
     listener = gateway.listeners[index]
     at = f"spec.listeners[{index}]"
     protocol_kinds = ROUTE_KINDS_BY_PROTOCOL.get(listener.protocol)
@@ -231,7 +257,7 @@ def _listener_verdict(gateway: Gateway, index: int, context: BuildContext) -> Li
 
 
 def _supported_kinds(
-    gateway: Gateway,
+    gateway: Gateway | ListenerSet,
     index: int,
     protocol_kinds: tuple[RouteGroupKind, ...],
     unresolved: list[Problem],
@@ -256,7 +282,7 @@ def _supported_kinds(
 
 
 def _certificates(
-    gateway: Gateway,
+    gateway: Gateway | ListenerSet,
     index: int,
     context: BuildContext,
     unresolved: list[Problem],
@@ -275,7 +301,7 @@ def _certificates(
         )
         return ()
     usable = []
-    referrer = Referrer(GATEWAY_GROUP, "Gateway", gateway.meta.namespace)
+    referrer = Referrer(GATEWAY_GROUP, gateway.kind, gateway.meta.namespace)
     for ref_index, ref in enumerate(listener.tls.certificate_refs):
         field = f"{at}.certificateRefs[{ref_index}]"
         namespace = ref.namespace or gateway.meta.namespace
@@ -311,18 +337,20 @@ def _certificates(
     return tuple(usable)
 
 
-def _with_conflicts(
-    gateway: Gateway, verdicts: list[ListenerVerdict]
+def with_conflicts(
+    verdicts: Sequence[ListenerVerdict], before: Sequence[ListenerVerdict] = ()
 ) -> tuple[ListenerVerdict, ...]:
     """An earlier listener wins a port: a later one with another protocol, or with the same
     protocol and hostname, is conflicted and not served. UDP ports are a space of their own:
-    a UDP listener shares its number with a TCP-based one freely."""
+    a UDP listener shares its number with a TCP-based one freely.
+
+    `before`: listeners already judged that come first (a Gateway's, for its ListenerSets)."""
     result: list[ListenerVerdict] = []
     for verdict in verdicts:
         listener = verdict.listener
         earlier = [
             v.listener
-            for v in result
+            for v in (*before, *result)
             if v.not_accepted is None
             and v.conflict is None
             and port_key(v.listener) == port_key(listener)
@@ -332,7 +360,7 @@ def _with_conflicts(
             other = next((e for e in earlier if e.protocol != listener.protocol), None)
             if other is not None:
                 conflict = Problem(
-                    gateway.key,
+                    verdict.gateway,
                     f"spec.listeners[{verdict.index}].protocol",
                     "ProtocolConflict",
                     f"listener {listener.name!r} uses {listener.protocol} on port "
@@ -343,7 +371,7 @@ def _with_conflicts(
             if conflict is None and same is not None:
                 hostname = repr(listener.hostname) if listener.hostname else "no hostname"
                 conflict = Problem(
-                    gateway.key,
+                    verdict.gateway,
                     f"spec.listeners[{verdict.index}].hostname",
                     "HostnameConflict",
                     f"listener {listener.name!r} has {hostname} on port {listener.port}, "
