@@ -14,7 +14,7 @@ from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 
 from dragoman.envoy import translate
 from dragoman.envoy.l4_listeners import NO_BACKEND
-from dragoman.xds.resources import CLUSTER, LISTENER
+from dragoman.snapshots.resources import CLUSTER, LISTENER
 from tests.support.certificates import certificate_authority
 from tests.support.proxyless import decoded, grpc_snapshot, serving
 from tests.support.status_builds import DRAGOMAN_CLASS, build_text
