@@ -17,12 +17,14 @@ from dragoman.dag.model import L4Forward, TcpFilterChain, TcpListener, UdpListen
 from dragoman.envoy.core import pack, socket_address
 from dragoman.envoy.downstream_tls import downstream_tls_socket, tls_inspector
 from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.routes import INVALID_BACKEND_CLUSTER
 
 TCP_PROXY = "envoy.filters.network.tcp_proxy"
 UDP_PROXY = "envoy.filters.udp_listener.udp_proxy"
-# A cluster no configuration defines: the share of connections (or datagrams) of a backend
-# whose reference is invalid goes here, and Envoy closes (or drops) it.
-NO_BACKEND = "dragoman/no-backend"
+# A cluster no configuration defines (the one HTTP routes name for the same purpose): the
+# share of connections (or datagrams) of a backend whose reference is invalid goes here, and
+# Envoy closes (or drops) it.
+NO_BACKEND = INVALID_BACKEND_CLUSTER
 
 
 def tcp_listener(value: TcpListener, options: TranslateOptions) -> listener_pb2.Listener:

@@ -6,6 +6,8 @@ partner API by TLS passthrough, or a syslog service.
 - TLS passthrough: the SNI picks one of two external names, and the client sees that
   backend's own certificate (Envoy never terminates);
 - UDP: datagrams echoed through the UDP proxy;
+- a ListenerSet adds a TCP listener to the Gateway, and a TCPRoute attached to the
+  ListenerSet is served there;
 - an unsafe external name (localhost, a loopback literal) on a TCP, TLS or UDP route never
   reaches the local port it names, exactly as for HTTP.
 """
@@ -100,6 +102,21 @@ spec:
   - {{name: logs, protocol: UDP, port: {listeners["udp"]}}}
   - {{name: db-local, protocol: TCP, port: {listeners["tcp-local"]}}}
   - {{name: logs-local, protocol: UDP, port: {listeners["udp-local"]}}}
+  allowedListeners: {{namespaces: {{from: Same}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {{name: team-db, namespace: default}}
+spec:
+  parentRef: {{name: l4}}
+  listeners: [{{name: replica, protocol: TCP, port: {listeners["tcp-set"]}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {{name: replica, namespace: default}}
+spec:
+  parentRefs: [{{kind: ListenerSet, name: team-db}}]
+  rules: [{{backendRefs: [{{name: db-b, port: {ports["db-b"]}}}]}}]
 """
         + external("db-a", "db-a.e2e.test", ports["db-a"])
         + external("db-b", "db-b.e2e.test", ports["db-b"])
@@ -157,6 +174,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "udp": free_udp_port(),
         "tcp-local": free_port(),
         "udp-local": free_udp_port(),
+        "tcp-set": free_port(),
     }
     ports = {
         "db-a": free_port("127.0.0.2"),
@@ -296,3 +314,10 @@ def test_envoy_got_no_cluster_for_an_unsafe_name(world: World) -> None:
         f"default/syslog/{world.ports['udp']}/udp",
     } <= names
     assert not any(name.startswith(("default/sneaky", "default/literal")) for name in names)
+
+
+def test_a_listener_set_adds_a_tcp_listener_to_the_gateway(world: World) -> None:
+    before = world.echoes["db-b"].connections
+    for _ in range(5):
+        assert tcp_round_trip(world.listeners["tcp-set"], b"replica") == b"replica"
+    assert world.echoes["db-b"].connections == before + 5
