@@ -138,7 +138,10 @@ def _attach_one(
         return refused("NoMatchingParent", message, f"{field}{at}")
 
     route_kind = RouteGroupKind(route.kind)
-    admitting = [v for v in selected if v.attachable and route_kind in v.supported_kinds]
+    if parent_ref.section_name is None and parent_ref.port is None:
+        admitting = list(verdict.admitting(route_kind))  # indexed: every listener selected
+    else:
+        admitting = [v for v in selected if v.attachable and route_kind in v.supported_kinds]
     if not admitting:
         return refused(
             "NotAllowedByListeners", _kind_refusal(route.kind, f"{kind} {gateway_name}", selected)
@@ -183,7 +186,8 @@ def _selected_listeners(
     section, port = parent_ref.section_name, parent_ref.port
     selected = list(verdict.listeners)
     if section is not None:
-        selected = [v for v in selected if v.name == section]
+        named = verdict.listener(section)
+        selected = [named] if named is not None else []
         if not selected:
             return ".sectionName", f"{gateway_name} has no listener named {section!r}"
     if port is not None:

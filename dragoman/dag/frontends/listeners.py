@@ -91,13 +91,34 @@ class GatewayVerdict:
     client_certificate: TlsCertificate | None = None
     client_certificate_problem: Problem | None = None
     parent: ObjectKey | None = None  # a ListenerSet's Gateway
+    # Indexes made once: every route attaching looks its listeners up (a Gateway may have
+    # thousands of TCP listeners, each with its route).
+    _by_name: dict[str, ListenerVerdict] = field(init=False, repr=False, compare=False)
+    _by_kind: dict[RouteGroupKind, tuple[ListenerVerdict, ...]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, ListenerVerdict] = {}
+        by_kind: dict[RouteGroupKind, list[ListenerVerdict]] = {}
+        for verdict in self.listeners:
+            by_name.setdefault(verdict.name, verdict)
+            if verdict.attachable:
+                for kind in verdict.supported_kinds:
+                    by_kind.setdefault(kind, []).append(verdict)
+        object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_by_kind", {k: tuple(v) for k, v in by_kind.items()})
 
     @property
     def accepted(self) -> bool:
         return self.rejection is None and any(v.not_accepted is None for v in self.listeners)
 
     def listener(self, name: str) -> ListenerVerdict | None:
-        return next((v for v in self.listeners if v.name == name), None)
+        return self._by_name.get(name)
+
+    def admitting(self, kind: RouteGroupKind) -> tuple[ListenerVerdict, ...]:
+        """The listeners routes of this kind may attach to, in spec order."""
+        return self._by_kind.get(kind, ())
 
     def served(self) -> tuple[ListenerVerdict, ...]:
         """The listeners Envoy gets, in spec order."""
@@ -346,15 +367,18 @@ def with_conflicts(
 
     `before`: listeners already judged that come first (a Gateway's, for its ListenerSets)."""
     result: list[ListenerVerdict] = []
+    # The listeners that hold each port so far, in order: one pass, whatever the count.
+    holding: dict[tuple[int, str], list[GatewayListener]] = {}
+
+    def hold(verdict: ListenerVerdict) -> None:
+        if verdict.not_accepted is None and verdict.conflict is None:
+            holding.setdefault(port_key(verdict.listener), []).append(verdict.listener)
+
+    for verdict in before:
+        hold(verdict)
     for verdict in verdicts:
         listener = verdict.listener
-        earlier = [
-            v.listener
-            for v in (*before, *result)
-            if v.not_accepted is None
-            and v.conflict is None
-            and port_key(v.listener) == port_key(listener)
-        ]
+        earlier = holding.get(port_key(listener), [])
         conflict = None
         if verdict.not_accepted is None:
             other = next((e for e in earlier if e.protocol != listener.protocol), None)
@@ -377,5 +401,7 @@ def with_conflicts(
                     f"listener {listener.name!r} has {hostname} on port {listener.port}, "
                     f"like listener {same.name!r}",
                 )
-        result.append(verdict if conflict is None else replace(verdict, conflict=conflict))
+        judged = verdict if conflict is None else replace(verdict, conflict=conflict)
+        result.append(judged)
+        hold(judged)
     return tuple(result)
