@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from dragoman.dag.model import ALL_GATEWAYS, Dag, TcpListener, UdpListener
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams.dns_check import DnsObservation
 from tests.support.certificates import certificate_authority
 from tests.support.status_builds import (
     DRAGOMAN_CLASS,
@@ -19,6 +21,7 @@ from tests.support.status_builds import (
     listener_condition,
     status,
 )
+from tests.support.upstream_builds import build_yaml
 
 CERT = certificate_authority().issue("terminate.example.com", "tls.example.com")
 
@@ -479,3 +482,62 @@ def test_weighted_backends_keep_their_weights_and_an_invalid_one_its_share() -> 
     assert isinstance(tcp, TcpListener)
     backends = [(b.cluster, b.weight) for b in tcp.filter_chains[0].forward.backends]
     assert backends == [("infra/echo/3000/tcp", 70), ("infra/echo-2/3000/tcp", 30), (None, 10)]
+
+
+def test_udp_weighted_backends_send_everything_to_the_heaviest_and_say_so() -> None:
+    # udproute-weighted-routing: Envoy's UDP proxy has one cluster per listener.
+    dag = build(
+        gateway("gw", UDP),
+        service("udp-2", protocol="UDP"),
+        route(
+            "UDPRoute",
+            "r",
+            "[{name: gw}]",
+            "[{name: udp-echo, port: 3000, weight: 1}, {name: udp-2, port: 3000, weight: 3}]",
+        ),
+    )
+    [udp] = dag.groups[ALL_GATEWAYS].listeners
+    assert isinstance(udp, UdpListener)
+    assert udp.forward.clusters == ("infra/udp-2/3000/udp",)
+    conditions = parent_conditions(dag, "UDPRoute", "r")
+    assert conditions["Accepted"] == ("True", "Accepted")
+    assert conditions["PartiallyInvalid"] == ("True", "UnsupportedValue")
+
+
+def test_the_dns_check_covers_external_names_of_tcp_tls_and_udp_routes() -> None:
+    external = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: db, namespace: infra}\n"
+        "spec: {type: ExternalName, externalName: db.partner.example, ports: [{port: 5432}]}\n"
+        "---\n"
+        "apiVersion: v1\nkind: Service\nmetadata: {name: logs, namespace: infra}\n"
+        "spec: {type: ExternalName, externalName: logs.partner.example,"
+        " ports: [{port: 514, protocol: UDP}]}\n---\n"
+    )
+    texts = (
+        DRAGOMAN_CLASS,
+        external,
+        gateway("gw", TCP, UDP),
+        route("TCPRoute", "db", "[{name: gw}]", "[{name: db, port: 5432}]"),
+        route("UDPRoute", "logs", "[{name: gw}]", "[{name: logs, port: 514}]"),
+    )
+    pending = build_yaml(*texts, options=BuildOptions(dns_check=True), dns={})
+    assert pending.dns_hostnames == ("db.partner.example", "logs.partner.example")
+    assert parent_conditions(pending, "TCPRoute", "db")["ResolvedRefs"] == (
+        "False",
+        "DNSCheckPending",
+    )
+    assert pending.groups[ALL_GATEWAYS].clusters == ()  # nothing served before the check
+    metadata = {
+        "db.partner.example": DnsObservation(("169.254.169.254",)),
+        "logs.partner.example": DnsObservation(("203.0.113.7",)),
+    }
+    checked = build_yaml(*texts, options=BuildOptions(dns_check=True), dns=metadata)
+    assert parent_conditions(checked, "TCPRoute", "db")["ResolvedRefs"] == (
+        "False",
+        "NotAllowedByPolicy",
+    )
+    assert parent_conditions(checked, "UDPRoute", "logs")["ResolvedRefs"] == (
+        "True",
+        "ResolvedRefs",
+    )
+    assert checked.groups[ALL_GATEWAYS].clusters == ("infra/logs/514/udp",)

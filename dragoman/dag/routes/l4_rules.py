@@ -71,6 +71,8 @@ def l4_route_rules(route: L4Route, context: BuildContext) -> L4Rules:
                 )
                 backend = dataclasses.replace(backend, cluster=None)
             passthrough.append(backend)
+    if isinstance(route, UDPRoute):
+        backends, passthrough = _one_udp_backend(route, backends, problems)
     return L4Rules(
         forward=L4Forward(tuple(backends), route.key),
         passthrough=L4Forward(tuple(passthrough), route.key),
@@ -84,3 +86,24 @@ def _originates_tls(cluster: Cluster) -> bool:
     if isinstance(cluster, AggregateCluster):
         return any(child.tls is not None for child in cluster.children)
     return cluster.tls is not None
+
+
+def _one_udp_backend(
+    route: UDPRoute, backends: list[Backend], problems: list[Problem]
+) -> tuple[list[Backend], list[Backend]]:
+    """Envoy's UDP proxy sends every datagram to one cluster: of weighted backends the
+    heaviest (the first of equals) takes them all, and the route says so."""
+    if len(backends) <= 1:
+        return backends, backends
+    chosen = max(backends, key=lambda backend: backend.weight)
+    if chosen.cluster is not None:
+        problems.append(
+            Problem(
+                route.key,
+                "spec.rules[0].backendRefs",
+                "UnsupportedValue",
+                f"Envoy's UDP proxy cannot split datagrams by weight: every datagram goes to "
+                f"{chosen.cluster}, the heaviest backend",
+            )
+        )
+    return [chosen], [chosen]
