@@ -5,6 +5,8 @@ partner API by TLS passthrough, or a syslog service.
 - TCP: bytes in equal bytes out over many connections, split by weight between two hosts;
 - TLS passthrough: the SNI picks one of two external names, and the client sees that
   backend's own certificate (Envoy never terminates);
+- TLS Terminate on the same port, for its own hostname: the client sees the listener's
+  certificate, and the bytes inside reach a plain TCP backend;
 - UDP: datagrams echoed through the UDP proxy;
 - a ListenerSet adds a TCP listener to the Gateway, and a TCPRoute attached to the
   ListenerSet is served there;
@@ -47,6 +49,7 @@ from tests.support.l4_backends import (
 CA = certificate_authority("l4 e2e CA")
 PARTNER_A = CA.issue("a.partner.e2e.test")
 PARTNER_B = CA.issue("b.partner.e2e.test")
+GATEWAY_CERT = CA.issue("db.gateway.e2e.test")
 
 
 def external(name: str, host: str, port: int, protocol: str = "TCP") -> str:
@@ -99,6 +102,8 @@ spec:
   listeners:
   - {{name: db, protocol: TCP, port: {listeners["tcp"]}}}
   - {{name: partners, protocol: TLS, port: {listeners["tls"]}, tls: {{mode: Passthrough}}}}
+  - {{name: terminate, protocol: TLS, port: {listeners["tls"]}, hostname: db.gateway.e2e.test,
+     tls: {{mode: Terminate, certificateRefs: [{{name: gateway-cert}}]}}}}
   - {{name: logs, protocol: UDP, port: {listeners["udp"]}}}
   - {{name: db-local, protocol: TCP, port: {listeners["tcp-local"]}}}
   - {{name: logs-local, protocol: UDP, port: {listeners["udp-local"]}}}
@@ -117,6 +122,16 @@ metadata: {{name: replica, namespace: default}}
 spec:
   parentRefs: [{{kind: ListenerSet, name: team-db}}]
   rules: [{{backendRefs: [{{name: db-b, port: {ports["db-b"]}}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {{name: db-terminate, namespace: default}}
+spec:
+  parentRefs: [{{name: l4, sectionName: terminate}}]
+  hostnames: [db.gateway.e2e.test]
+  rules: [{{backendRefs: [{{name: db-a, port: {ports["db-a"]}}}]}}]
+---
+{GATEWAY_CERT.secret_yaml("gateway-cert")}
 """
         + external("db-a", "db-a.e2e.test", ports["db-a"])
         + external("db-b", "db-b.e2e.test", ports["db-b"])
@@ -321,3 +336,16 @@ def test_a_listener_set_adds_a_tcp_listener_to_the_gateway(world: World) -> None
     for _ in range(5):
         assert tcp_round_trip(world.listeners["tcp-set"], b"replica") == b"replica"
     assert world.echoes["db-b"].connections == before + 5
+
+
+def test_tls_terminate_on_the_passthrough_port_serves_the_listener_certificate(
+    world: World,
+) -> None:
+    before = world.echoes["db-a"].connections
+    echoed, peer = tls_round_trip(
+        world.listeners["tls"], "db.gateway.e2e.test", CA.pem, b"inside the tunnel"
+    )
+    assert echoed == b"inside the tunnel"
+    names = [value for kind, value in peer.get("subjectAltName", ()) if kind == "DNS"]
+    assert names == ["db.gateway.e2e.test"]  # the Gateway's certificate: Envoy terminated
+    assert world.echoes["db-a"].connections == before + 1  # plain TCP behind it
