@@ -17,6 +17,7 @@ from dragoman.dag.routes.l4_conflicts import without_l4_conflicts
 from dragoman.dag.routes.l4_rules import l4_route_rules
 from dragoman.dag.routes.reachable_backends import NO_BACKEND_NAMES, route_backend_names
 from dragoman.dag.routes.rules import route_rules
+from dragoman.dag.status.addresses import with_gateway_addresses
 from dragoman.dag.status.objects import object_statuses
 from dragoman.dag.status.routes import RouteOutcome
 from dragoman.dag.upstreams.build import (
@@ -157,6 +158,7 @@ def build(
         clusters = {name: cluster for name, cluster in clusters.items() if name in used}
     groups, clusters = with_aggregate_children(groups, clusters)
     statuses = object_statuses(judged, outcomes, problems, options.controller_name, shadowed)
+    problems.extend(with_gateway_addresses(statuses, store, options))
     for status in policy_statuses(upstreams, context):
         statuses[status.key] = status
     if options.dns_check:
