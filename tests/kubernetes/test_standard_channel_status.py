@@ -9,15 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.kube_replica import (
-    GATEWAY_V1,
-    Replica,
-    eventually,
-    gateway,
-    gateway_class,
-    replica_config,
-    service,
-)
+from tests.support.builders import GATEWAY_V1, gateway, gateway_class, service
+from tests.support.kube_replica import Replica, eventually, replica_config
 from tests.support.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.timeout(60)
