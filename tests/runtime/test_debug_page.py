@@ -18,7 +18,7 @@ from dragoman.dag.options import BuildOptions
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
 from dragoman.snapshots.resources import CLUSTER, LISTENER
 from tests.support.harness import free_port
-from tests.support.operations import GATEWAY, SERVICES, endpoints, until
+from tests.support.served_world import GATEWAY, SERVICES, endpoints, until
 from tests.support.xds_client import XdsClient
 
 CHROMIUM_TIMEOUT_S = 90

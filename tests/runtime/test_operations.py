@@ -25,7 +25,7 @@ from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
 from dragoman.snapshots.resources import CLUSTER, LISTENER
 from tests.support.certificates import certificate_authority
 from tests.support.harness import free_port
-from tests.support.operations import GATEWAY, SERVICES, endpoints, until
+from tests.support.served_world import GATEWAY, SERVICES, endpoints, until
 from tests.support.xds_client import XdsClient
 
 

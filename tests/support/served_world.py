@@ -1,11 +1,11 @@
-"""Manifests and helpers shared by the tests of the operations endpoint (/metrics, /debug):
-a Gateway whose route reaches a pod-backed Service, a served ExternalName and a refused one."""
+"""A small served world for the operations tests (metrics, health, the debug page): a
+Gateway with routes to a pod-backed Service and to two ExternalNames, its endpoints, and a
+bounded wait."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 GATEWAY = """
     apiVersion: gateway.networking.k8s.io/v1
@@ -62,7 +62,7 @@ def endpoints(*addresses: str) -> str:
         """
 
 
-async def until(check: Callable[[], object], timeout: float = 10.0) -> None:
+async def until(check, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "timed out"
