@@ -16,12 +16,16 @@ from dragoman.dag.model import (
     Forward,
     HttpsListener,
     NodeGroup,
+    ObjectStatus,
+    TcpListener,
+    UdpListener,
 )
 from dragoman.objects import ObjectKey
 from dragoman.runtime.debug.view import DebugView
 
 COLUMNS = ("Gateways", "Listeners", "Routes", "Backends", "Clusters", "Endpoints")
 GATEWAY, LISTENER, ROUTE, BACKEND, CLUSTER, ENDPOINTS = range(len(COLUMNS))
+_SCHEMES = {HttpsListener: "https", TcpListener: "tcp", UdpListener: "udp"}
 # Addresses listed on an endpoints node before "and N more".
 SHOWN_ADDRESSES = 4
 # Nodes drawn per column: a huge configuration still makes a page a browser can open.
@@ -85,7 +89,7 @@ def build_graph(view: DebugView) -> Graph:
     if not groups and ALL_GATEWAYS in dag.groups:
         groups = [dag.groups[ALL_GATEWAYS]]
     for group in groups:
-        _add_group(graph, group, dag.clusters)
+        _add_group(graph, group, dag.clusters, dag.statuses)
     for name, cluster in dag.clusters.items():
         if name in graph.nodes:
             _add_endpoints(graph, view, name, cluster)
@@ -114,20 +118,33 @@ def build_graph(view: DebugView) -> Graph:
     return graph
 
 
-def _add_group(graph: Graph, group: NodeGroup, clusters: Mapping[str, Cluster]) -> None:
+def _add_group(
+    graph: Graph,
+    group: NodeGroup,
+    clusters: Mapping[str, Cluster],
+    statuses: Mapping[ObjectKey, ObjectStatus],
+) -> None:
     if group.name == ALL_GATEWAYS:
         gateway_id = "all Gateways"
         graph.add(gateway_id, GATEWAY, gateway_id)
     else:
         namespace, _, name = group.name.partition("/")
-        gateway_id = object_id(ObjectKey("Gateway", namespace, name))
-        graph.add(gateway_id, GATEWAY, gateway_id)
+        key = ObjectKey("Gateway", namespace, name)
+        gateway_id = object_id(key)
+        node = graph.add(gateway_id, GATEWAY, gateway_id)
+        status = statuses.get(key)
+        addresses = status.status.get("addresses") if status is not None else None
+        if addresses and not node.details:
+            node.details.append("at " + ", ".join(str(a.get("value")) for a in addresses))
     tables = {table.name: table for table in group.route_tables}
     for listener in group.listeners:
         listener_id = f"listener {group.name or '*'} {listener.name}"
-        scheme = "https" if isinstance(listener, HttpsListener) else "http"
+        scheme = _SCHEMES.get(type(listener), "http")
         graph.add(listener_id, LISTENER, f"{listener.name} ({scheme}, port {listener.port})")
         graph.link(gateway_id, listener_id)
+        if isinstance(listener, TcpListener | UdpListener):
+            _add_l4_routes(graph, listener_id, listener, clusters)
+            continue
         names = (
             [chain.route_table for chain in listener.filter_chains]
             if isinstance(listener, HttpsListener)
@@ -148,6 +165,27 @@ def _add_group(graph: Graph, group: NodeGroup, clusters: Mapping[str, Cluster]) 
                     if isinstance(route.action, Forward):
                         for cluster_name in route.action.clusters:
                             _add_backend(graph, route_id, cluster_name, clusters)
+
+
+def _add_l4_routes(
+    graph: Graph,
+    listener_id: str,
+    listener: TcpListener | UdpListener,
+    clusters: Mapping[str, Cluster],
+) -> None:
+    """TCP, TLS and UDP listeners: each route (a TLS one per SNI) and where it sends."""
+    if isinstance(listener, UdpListener):
+        served = [((), listener.forward)]
+    else:
+        served = [(chain.server_names, chain.forward) for chain in listener.filter_chains]
+    for server_names, forward in served:
+        route_id = object_id(forward.source)
+        node = graph.add(route_id, ROUTE, route_id)
+        if server_names and f"SNI: {', '.join(server_names)}" not in node.details:
+            node.details.append(f"SNI: {', '.join(server_names)}")
+        graph.link(listener_id, route_id)
+        for cluster_name in forward.clusters:
+            _add_backend(graph, route_id, cluster_name, clusters)
 
 
 def _add_backend(
