@@ -301,7 +301,7 @@ def _new_field(rng: random.Random, doc: dict[str, Any]) -> tuple[str, bool]:
         container = container[step]
     key = rng.choice(("unknown", "type", "value", "name", "port", "hostname", "path", "x" * 300))
     container[key] = rng.choice(HOSTILE_STRINGS + HOSTILE_NUMBERS)
-    return f"{_show((*path, key))} added", False
+    return f"{_show((*path, key))} added", _silent((*path, key))
 
 
 _DOCUMENT_OPERATIONS = (
