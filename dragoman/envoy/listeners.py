@@ -1,5 +1,6 @@
 """Listeners → envoy.config.listener.v3.Listener: plain HTTP with one HTTP connection manager,
-or HTTPS with one TLS filter chain per server name (SNI), each with its own route table."""
+or HTTPS with one TLS filter chain per server name (SNI), each with its own route table and
+its certificates fetched over SDS (`dragoman.envoy.secrets`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
-from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from google.protobuf.wrappers_pb2 import BoolValue
 
 from dragoman.dag.model import HttpsListener, Listener, TlsFilterChain
 from dragoman.envoy.core import ads_config_source, pack, socket_address
 from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.secrets import sds_secret_config
 
 HTTP_CONNECTION_MANAGER = "envoy.filters.network.http_connection_manager"
 ROUTER = "envoy.filters.http.router"
@@ -79,16 +81,11 @@ def _manager(stat_prefix: str, route_table: str) -> listener_components_pb2.Filt
 
 
 def _tls_chain(listener_name: str, chain: TlsFilterChain) -> listener_components_pb2.FilterChain:
+    # Certificates by SDS name only: the keys never travel inside a Listener.
     context = tls_pb2.DownstreamTlsContext(
         common_tls_context=tls_pb2.CommonTlsContext(
-            tls_certificates=[
-                common_pb2.TlsCertificate(
-                    certificate_chain=base_pb2.DataSource(
-                        inline_bytes=certificate.certificate_chain
-                    ),
-                    private_key=base_pb2.DataSource(inline_bytes=certificate.private_key),
-                )
-                for certificate in chain.certificates
+            tls_certificate_sds_secret_configs=[
+                sds_secret_config(certificate) for certificate in chain.certificates
             ],
             alpn_protocols=list(ALPN_PROTOCOLS),
         )

@@ -15,13 +15,14 @@ from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2,
 )
-from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
+from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2
 from google.protobuf.message import Message
 
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.security.pem import holds_private_key
+from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET, Snapshot
 
 # Every type packed in an Any by the translators: json_format can only expand an Any whose
 # type is registered, and importing a module registers its types.
@@ -33,7 +34,8 @@ ANY_TYPE_MODULES = (
     tls_pb2,
 )
 
-# Fields holding secret material, shown only as this: the output is meant to be shared.
+# Fields holding secret material, shown only as this: the output is meant to be shared. Any
+# other value holding a private key (by its content: PEM, or base64 of PEM or DER) is too.
 SECRET_FIELDS = frozenset({"private_key"})
 REDACTED = "[redacted]"
 
@@ -41,6 +43,7 @@ REDACTED = "[redacted]"
 SECTIONS: tuple[tuple[str, str, type[Message]], ...] = (
     ("clusters", CLUSTER, cluster_pb2.Cluster),
     ("endpoints", ENDPOINT, endpoint_pb2.ClusterLoadAssignment),
+    ("secrets", SECRET, secret_pb2.Secret),
     ("listeners", LISTENER, listener_pb2.Listener),
     ("routes", ROUTE, route_pb2.RouteConfiguration),
 )
@@ -65,11 +68,14 @@ def _group_document(name: str, snapshot: Snapshot) -> str:
 
 
 def redacted(value: Any) -> Any:
-    """A copy of plain JSON data with every SECRET_FIELDS value replaced by REDACTED."""
+    """A copy of plain JSON data with every SECRET_FIELDS value, and every string holding a
+    private key whatever its field, replaced by REDACTED."""
     if isinstance(value, dict):
         return {
             key: REDACTED if key in SECRET_FIELDS else redacted(item) for key, item in value.items()
         }
     if isinstance(value, list):
         return [redacted(item) for item in value]
+    if isinstance(value, str) and holds_private_key(value):
+        return REDACTED
     return value

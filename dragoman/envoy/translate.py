@@ -9,17 +9,28 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from dragoman.dag.model import Dag, EdsCluster, Listener, LoadAssignment, NodeGroup, RouteTable
+from dragoman.dag.model import (
+    Dag,
+    EdsCluster,
+    HttpsListener,
+    Listener,
+    LoadAssignment,
+    NodeGroup,
+    RouteTable,
+    TlsCertificate,
+)
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.endpoints import cluster_load_assignment
 from dragoman.envoy.listeners import listener
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.routes import route_configuration
+from dragoman.envoy.secrets import secret, secret_name
 from dragoman.xds.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,
     ROUTE,
+    SECRET,
     Resource,
     Snapshot,
     TypeSnapshot,
@@ -69,6 +80,7 @@ def translate_endpoints(
             types={
                 CLUSTER: before.of_type(CLUSTER),
                 ENDPOINT: endpoints,
+                SECRET: before.of_type(SECRET),
                 LISTENER: before.of_type(LISTENER),
                 ROUTE: before.of_type(ROUTE),
             }
@@ -103,12 +115,14 @@ class _Translator:
         # route table by value walks its whole tree (thousands of virtual hosts).
         self._listeners: dict[int, tuple[Listener, Resource]] = {}
         self._route_tables: dict[int, tuple[RouteTable, Resource]] = {}
+        self._secrets: dict[str, Resource] = {}
 
     def snapshot(self, group: NodeGroup) -> Snapshot:
         return Snapshot(
             types={
                 CLUSTER: TypeSnapshot.of(self.clusters(group)),
                 ENDPOINT: TypeSnapshot.of(self.endpoints(group)),
+                SECRET: TypeSnapshot.of(self.secrets(group)),
                 LISTENER: TypeSnapshot.of(self.listeners(group)),
                 ROUTE: TypeSnapshot.of(self.route_tables(group)),
             }
@@ -123,6 +137,22 @@ class _Translator:
 
     def listeners(self, group: NodeGroup) -> list[Resource]:
         return [self._listener(value) for value in group.listeners]
+
+    def secrets(self, group: NodeGroup) -> list[Resource]:
+        """The certificates the group's listeners use: no group gets another's keys."""
+        used: dict[str, TlsCertificate] = {}
+        for value in group.listeners:
+            if isinstance(value, HttpsListener):
+                for chain in value.filter_chains:
+                    for certificate in chain.certificates:
+                        used.setdefault(secret_name(certificate.secret), certificate)
+        return [self._secret(name, certificate) for name, certificate in sorted(used.items())]
+
+    def _secret(self, name: str, certificate: TlsCertificate) -> Resource:
+        resource = self._secrets.get(name)
+        if resource is None:
+            resource = self._secrets[name] = Resource.of(name, secret(certificate))
+        return resource
 
     def route_tables(self, group: NodeGroup) -> list[Resource]:
         return [self._route_table(value) for value in group.route_tables]

@@ -2,7 +2,7 @@
 
 Translation emits EDS clusters and RDS connection managers whose config source is `ads {}`.
 A client fetching clusters over StreamClusters (or DeltaClusters) has no ADS stream, so the
-clusters and listeners it is served name a per-type config source instead: its own kind
+clusters and listeners (RDS and SDS) it is served name a per-type config source instead: its own kind
 (SotW or delta) through the bootstrap's `dragoman-xds` cluster. The rewrite is pure, done
 once per distinct resource and variant, and shared by every stream of that variant.
 """
@@ -18,11 +18,15 @@ from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
 )
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from google.protobuf.message import DecodeError
 
 from dragoman.envoy.bootstrap import per_type_config_source
 from dragoman.xds.references import hcm_configs
 from dragoman.xds.resources import CLUSTER, LISTENER, Resource, Snapshot, TypeSnapshot
+
+
+_TLS_TYPE_URL = "type.googleapis.com/" + tls_pb2.DownstreamTlsContext.DESCRIPTOR.full_name
 
 
 class ConfigSources(Enum):
@@ -112,6 +116,18 @@ def _listener(body: bytes, delta: bool) -> bytes | None:
         if manager.HasField("rds") and _is_ads(manager.rds.config_source):
             manager.rds.config_source.CopyFrom(per_type_config_source(delta=delta))
             config.value = manager.SerializeToString(deterministic=True)
+            changed = True
+    for chain in listener.filter_chains:
+        socket = chain.transport_socket
+        if not socket.HasField("typed_config") or socket.typed_config.type_url != _TLS_TYPE_URL:
+            continue
+        context = tls_pb2.DownstreamTlsContext.FromString(socket.typed_config.value)
+        sds = context.common_tls_context.tls_certificate_sds_secret_configs
+        ads = [config for config in sds if _is_ads(config.sds_config)]
+        for config in ads:
+            config.sds_config.CopyFrom(per_type_config_source(delta=delta))
+        if ads:
+            socket.typed_config.value = context.SerializeToString(deterministic=True)
             changed = True
     return listener.SerializeToString(deterministic=True) if changed else None
 

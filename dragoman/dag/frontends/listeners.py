@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from dragoman.dag.frontends.certificates import tls_certificate
+from dragoman.dag.frontends.certificates import dropped_from_chain, tls_certificate
 from dragoman.dag.frontends.gateway_classes import ClassVerdict, class_decision, class_verdicts
 from dragoman.dag.model import Problem, TlsCertificate
 from dragoman.dag.options import BuildOptions
@@ -279,6 +279,9 @@ def _certificates(
             )
             continue
         certificate = tls_certificate(secret)
+        dropped = dropped_from_chain(secret)
+        if dropped is not None:
+            unresolved.append(problem("InvalidCertificateRef", dropped))
         if isinstance(certificate, str):
             unresolved.append(problem("InvalidCertificateRef", certificate))
             continue
