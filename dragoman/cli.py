@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 
 from dragoman import __version__
-from dragoman.commands import bootstrap, clients, demo, render, serve, status
+from dragoman.commands import bootstrap, certgen, clients, demo, render, serve, status
 
 # Each module adds its subparser and sets `run`; the order is the order of `--help`.
-COMMANDS = (serve, render, bootstrap, demo, clients, status)
+COMMANDS = (serve, render, bootstrap, certgen, demo, clients, status)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -12,9 +12,11 @@ from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
     add_config,
     add_logging,
+    add_xds_server_tls,
     host_port,
     manifest_dir,
     server_config,
+    xds_server_tls,
 )
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="IP",
         help="address Envoy binds Gateway listeners to (default: 0.0.0.0)",
     )
+    add_xds_server_tls(parser)
     add_config(parser)
     _add_kubernetes_arguments(parser)
     add_logging(parser)
@@ -116,10 +119,24 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.options import TranslateOptions
+    from dragoman.security.files import TlsFileError
+    from dragoman.xds.server import is_loopback
 
     log = logging.getLogger("dragoman")
     config = server_config(args)
     if config is None:
+        return 2
+    try:
+        args.xds_tls = xds_server_tls(args)
+    except TlsFileError as error:
+        log.error("xDS TLS: %s", error)
+        return 2
+    if args.xds_tls is None and not args.xds_insecure and not is_loopback(args.xds_address):
+        log.error(
+            "refusing to serve xDS in plaintext on %s: give --xds-tls-cert, --xds-tls-key and "
+            "--xds-tls-client-ca (see `dragoman certgen`), or --xds-insecure if this is meant",
+            args.xds_address,
+        )
         return 2
     translate_options = config.translate_options(
         TranslateOptions(listener_address=args.listener_address)
@@ -138,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
         build_options=config.build_options(),
         translate_options=translate_options,
         dns_check=config.dns_check,
+        xds_tls=args.xds_tls,
+        xds_insecure=args.xds_insecure,
     )
     try:
         asyncio.run(serve(serve_config))
@@ -185,6 +204,8 @@ def _run_kubernetes(
         build_options=server.build_options(),
         translate_options=translate_options,
         dns_check=server.dns_check,
+        xds_tls=args.xds_tls,
+        xds_insecure=args.xds_insecure,
     )
     try:
         asyncio.run(serve_kubernetes(config))

@@ -30,6 +30,7 @@ from dragoman.kubernetes.status_writer import PublishResult, StatusClient, Statu
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.manifest_serving import run_until_signalled, start_serving
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
+from dragoman.security.files import TlsFiles
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
 
@@ -59,6 +60,9 @@ class KubernetesConfig:
     holdoff: float = 0.1
     holdoff_max: float = 0.5
     dns_check: DnsCheckSettings = NO_DNS_CHECK
+    # Mutual TLS on the xDS port; None: plaintext, on loopback unless xds_insecure.
+    xds_tls: TlsFiles | None = None
+    xds_insecure: bool = False
 
 
 def kubernetes_build_options(config: KubernetesConfig) -> BuildOptions:
@@ -180,6 +184,8 @@ class KubernetesServer:
                 self.config.dns_check,
                 halt,
                 self._record_update,
+                xds_tls=self.config.xds_tls,
+                xds_insecure=self.config.xds_insecure,
             )
             if checking is not None:
                 tasks.append(checking)

@@ -15,11 +15,13 @@ from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
+from dragoman.security.files import TlsFiles
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.server import start_xds_server
+from dragoman.xds.tls import RotatingServerCredentials
 
 log = logging.getLogger("dragoman.runtime.manifest_serving")
 
@@ -31,6 +33,9 @@ class ServeConfig:
     build_options: BuildOptions = BuildOptions()
     translate_options: TranslateOptions = TranslateOptions()
     dns_check: DnsCheckSettings = NO_DNS_CHECK
+    # Mutual TLS on the xDS port; None: plaintext, on loopback unless xds_insecure.
+    xds_tls: TlsFiles | None = None
+    xds_insecure: bool = False
 
 
 class ManifestServer:
@@ -77,6 +82,8 @@ class ManifestServer:
             self.config.dns_check,
             stop,
             on_dns_update=_log_new_problems,  # a name failing its check is a new problem
+            xds_tls=self.config.xds_tls,
+            xds_insecure=self.config.xds_insecure,
         )
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
         try:
@@ -110,17 +117,24 @@ async def start_serving(
     dns_check: DnsCheckSettings,
     stop: asyncio.Event,
     on_dns_update: Callable[[UpdateResult], None] | None = None,
+    *,
+    xds_tls: TlsFiles | None = None,
+    xds_insecure: bool = False,
 ) -> tuple[Any, asyncio.Task[None] | None]:
     """Starts the xDS server for a controller that has built once, and the DNS check loop
     (until `stop`) when the configuration turns it on. Returns the server and the check
-    loop's task (None: no check)."""
+    loop's task (None: no check).
+
+    `xds_tls`: serve over mutual TLS with these files (TlsFileError if they cannot be used).
+    """
+    credentials = RotatingServerCredentials(xds_tls) if xds_tls is not None else None
     checks = None
     if dns_check.enabled:
         from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop
 
         checks = DnsCheckLoop(controller, DnsChecker(dns_check), on_dns_update)
         await checks.check_once()  # serve checked names from the first response on
-    server = await start_xds_server(snapshots, xds_address)
+    server = await start_xds_server(snapshots, xds_address, tls=credentials, insecure=xds_insecure)
     return server, asyncio.create_task(checks.run(stop)) if checks is not None else None
 
 

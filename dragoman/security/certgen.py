@@ -167,3 +167,98 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
+
+
+# A pair expiring sooner than this is issued again rather than kept.
+RENEW_BEFORE = datetime.timedelta(days=30)
+
+
+def still_good(
+    authority: Authority,
+    certificate_pem: bytes,
+    key_pem: bytes,
+    wanted: Pair,
+    now: datetime.datetime | None = None,
+) -> bool:
+    """Whether an existing pair can be kept instead of `wanted` (freshly made, same purpose):
+    signed by `authority`, the key its own, the same SANs, and not expiring soon."""
+    when = now or datetime.datetime.now(datetime.UTC)
+    try:
+        certificate = x509.load_pem_x509_certificate(certificate_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        certificate.verify_directly_issued_by(authority.certificate)
+        sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        wanted_sans = (
+            x509.load_pem_x509_certificate(wanted.certificate)
+            .extensions.get_extension_for_class(x509.SubjectAlternativeName)
+            .value
+        )
+    except Exception:  # anything unreadable or unverifiable is replaced
+        return False
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    if key.public_key().public_bytes(der, spki) != certificate.public_key().public_bytes(der, spki):
+        return False
+    if set(sans.value) != set(wanted_sans):
+        return False
+    return certificate.not_valid_before_utc <= when < certificate.not_valid_after_utc - RENEW_BEFORE
+
+
+def authority_still_good(
+    certificate_pem: bytes, key_pem: bytes, now: datetime.datetime | None = None
+) -> Authority | None:
+    """The existing CA, if it is usable and not expiring soon; else None (make a new one)."""
+    when = now or datetime.datetime.now(datetime.UTC)
+    try:
+        authority = load_authority(certificate_pem, key_pem)
+    except Exception:  # unreadable: replaced
+        return None
+    certificate = authority.certificate
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    if authority.key.public_key().public_bytes(der, spki) != certificate.public_key().public_bytes(
+        der, spki
+    ):
+        return None
+    if (
+        not certificate.not_valid_before_utc
+        <= when
+        < certificate.not_valid_after_utc - RENEW_BEFORE
+    ):
+        return None
+    return authority
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    """What `renew` decided: the CA and every pair, each new or kept as it was."""
+
+    authority: Authority
+    authority_kept: bool
+    pairs: tuple[tuple[Pair, bool], ...]  # (pair, kept)
+
+
+def renew(
+    existing_authority: tuple[bytes, bytes] | None,
+    existing: dict[str, tuple[bytes, bytes]],
+    server_names: Sequence[str] = DEFAULT_SERVER_NAMES,
+    gateways: Iterable[str] = (),
+    grpc_clients: Iterable[str] = (),
+    days: int = DEFAULT_DAYS,
+) -> Issued:
+    """Keep what is still good, make the rest: the same command run twice changes nothing.
+
+    `existing`: certificate and key PEM by file stem (`server`, `fleet`, `gateway-ns-name`).
+    """
+    authority = authority_still_good(*existing_authority) if existing_authority else None
+    kept_authority = authority is not None
+    if authority is None:
+        authority = new_authority(days=max(days, DEFAULT_DAYS))
+    pairs: list[tuple[Pair, bool]] = []
+    for wanted in standard_pairs(authority, server_names, gateways, grpc_clients, days):
+        found = existing.get(wanted.name)
+        if kept_authority and found is not None and still_good(authority, *found, wanted):
+            pairs.append((Pair(wanted.name, found[0], found[1]), True))
+        else:
+            pairs.append((wanted, False))
+    return Issued(authority, kept_authority, tuple(pairs))

@@ -69,7 +69,9 @@ def load_private_key(path: Path, data: bytes) -> object:
     try:
         return serialization.load_pem_private_key(data, password=None)
     except TypeError:
-        raise TlsFileError(f"{path}: the private key is encrypted; expected an unencrypted key")
+        raise TlsFileError(
+            f"{path}: the private key is encrypted; expected an unencrypted key"
+        ) from None
     except (ValueError, UnsupportedAlgorithm):
         raise TlsFileError(f"{path}: not a PEM private key") from None
 

@@ -2,8 +2,8 @@
 
 Translation emits EDS clusters and RDS connection managers whose config source is `ads {}`.
 A client fetching clusters over StreamClusters (or DeltaClusters) has no ADS stream, so the
-clusters and listeners (RDS and SDS) it is served name a per-type config source instead: its own kind
-(SotW or delta) through the bootstrap's `dragoman-xds` cluster. The rewrite is pure, done
+clusters and listeners (RDS and SDS) it is served name a per-type config source instead: its
+own kind (SotW or delta) through the bootstrap's `dragoman-xds` cluster. The rewrite is pure, done
 once per distinct resource and variant, and shared by every stream of that variant.
 """
 
@@ -24,7 +24,6 @@ from google.protobuf.message import DecodeError
 from dragoman.envoy.bootstrap import per_type_config_source
 from dragoman.xds.references import hcm_configs
 from dragoman.xds.resources import CLUSTER, LISTENER, Resource, Snapshot, TypeSnapshot
-
 
 _TLS_TYPE_URL = "type.googleapis.com/" + tls_pb2.DownstreamTlsContext.DESCRIPTOR.full_name
 

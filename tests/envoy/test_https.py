@@ -15,7 +15,7 @@ from envoy.config.route.v3 import route_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
-from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 
 from dragoman.envoy import translate
 from dragoman.envoy.bootstrap import bootstrap_config
