@@ -63,31 +63,45 @@ def run(args: argparse.Namespace) -> int:
         return 2
     names = tuple(args.server_names or DEFAULT_SERVER_NAMES)
     try:
-        if args.kubernetes:
-            from dragoman.security.secrets_store import write_secrets
-
-            written = write_secrets(
-                args.namespace,
-                server_names=names,
-                gateways=args.gateway,
-                grpc_clients=args.grpc_client,
-                days=args.days,
-                kubeconfig=args.kubeconfig,
-                context=args.context,
-            )
-        else:
-            from dragoman.security.files_store import write_files
-
-            written = write_files(
-                args.out,
-                server_names=names,
-                gateways=args.gateway,
-                grpc_clients=args.grpc_client,
-                days=args.days,
-            )
+        written = _write(args, names)
     except (OSError, ValueError) as error:
         print(f"dragoman certgen: {error}", file=sys.stderr)
         return 1
     for name, action in written:
         print(f"{action:8} {name}")
     return 0
+
+
+def _write(args: argparse.Namespace, names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Raises ValueError (with a message to show) when the Secrets cannot be written."""
+    if not args.kubernetes:
+        from dragoman.security.files_store import write_files
+
+        return write_files(
+            args.out,
+            server_names=names,
+            gateways=args.gateway,
+            grpc_clients=args.grpc_client,
+            days=args.days,
+        )
+    from kubernetes.client.exceptions import ApiException
+
+    from dragoman.kubernetes.client import ClientConfigError
+    from dragoman.security.secrets_store import write_secrets
+
+    try:
+        return write_secrets(
+            args.namespace,
+            server_names=names,
+            gateways=args.gateway,
+            grpc_clients=args.grpc_client,
+            days=args.days,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+        )
+    except ClientConfigError as error:
+        raise ValueError(f"cannot reach Kubernetes: {error}") from None
+    except ApiException as error:
+        raise ValueError(
+            f"writing Secrets in namespace {args.namespace}: {error.status} {error.reason}"
+        ) from None
