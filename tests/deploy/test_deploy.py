@@ -153,6 +153,138 @@ def test_the_lease_role_grants_every_verb_leader_election_uses_and_no_more() -> 
             asyncio.run(campaign())
         finally:
             api_client.close()
+        used = {
+            verb for (verb, resource), n in api.request_counts().items() if resource == "leases"
+        }
+    assert used == {"create", "get", "update"}
+    # create cannot be limited by name in RBAC; everything else is, to our one Lease.
+    by_names = {tuple(r.get("resourceNames") or ()): set(r["verbs"]) for r in rules}
+    assert all(
+        r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in rules
+    )
+    assert by_names == {(): {"create"}, (settings.name,): used - {"create"}}
+
+
+def envoy_bootstrap() -> dict[str, Any]:
+    return yaml.safe_load(find("ConfigMap", "envoy-bootstrap")["data"]["bootstrap.yaml"])
+
+
+def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() -> None:
+    deployed = envoy_bootstrap()
+    [readiness] = deployed["static_resources"].pop("listeners")
+    expected = bootstrap_yaml(
+        XDS_SERVICE,
+        node_id="envoy",
+        node_cluster="dragoman",
+        admin_socket=ADMIN_SOCKET,
+        xds_tls=ENVOY_TLS,
+    )
+    assert deployed == yaml.safe_load(expected), (
+        "regenerate with the command in deploy/04-envoy.yaml's header"
+    )
+    envoy = find("Deployment", "envoy")["spec"]["template"]
+    assert envoy["metadata"]["labels"]["dragoman.dev/envoy"] == "true"
+    [container] = envoy["spec"]["containers"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert str(Path(ADMIN_SOCKET).parent) in mounts
+    # The readiness probe asks the static listener, on the path its health check answers.
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    probe = container["readinessProbe"]["httpGet"]
+    assert readiness["address"]["socket_address"]["port_value"] == ports[probe["port"]]
+    [manager] = readiness["filter_chains"][0]["filters"]
+    health = manager["typed_config"]["http_filters"][0]["typed_config"]
+    assert health["headers"] == [{"name": ":path", "string_match": {"exact": probe["path"]}}]
+    assert health["pass_through_mode"] is False
+    # The readiness port is not one clients reach through the Service.
+    service_ports = {p["targetPort"] for p in find("Service", "envoy")["spec"]["ports"]}
+    assert probe["port"] not in service_ports
+
+
+CERTGEN_SECRETS = tuple(f"dragoman-xds-{stem}" for stem in ("ca", "server", "fleet", "admin"))
+
+
+def _mounted_secrets(template: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+    """Mount path → Secret name of each Secret volume the container mounts."""
+    secrets = {
+        v["name"]: v["secret"]["secretName"] for v in template["spec"]["volumes"] if "secret" in v
+    }
+    return {
+        m["mountPath"]: secrets[m["name"]]
+        for m in container["volumeMounts"]
+        if m["name"] in secrets
+    }
+
+
+def _certgen_args() -> argparse.Namespace:
+    [container] = find("Job", "dragoman-certgen")["spec"]["template"]["spec"]["containers"]
+    return _parser().parse_args(container["args"])
+
+
+def test_dragoman_and_envoy_mount_what_certgen_writes_and_use_it() -> None:
+    certgen = _certgen_args()
+    assert certgen.command == "certgen" and certgen.kubernetes
+    assert certgen.namespace == "dragoman-system"
+
+    deployment = find("Deployment", "dragoman")["spec"]["template"]
+    [container] = deployment["spec"]["containers"]
+    args = _parser().parse_args(container["args"])
+    [(path, secret)] = _mounted_secrets(deployment, container).items()
+    assert secret == "dragoman-xds-server" and secret in CERTGEN_SECRETS
+    assert (args.xds_tls_cert, args.xds_tls_key, args.xds_tls_client_ca) == (
+        Path(path) / "tls.crt",
+        Path(path) / "tls.key",
+        Path(path) / "ca.crt",
+    )
+    assert not args.xds_insecure
+    # The name Envoy checks is one the server certificate carries.
+    assert ENVOY_TLS.server_name in certgen.server_names
+    assert XDS_SERVICE.rsplit(":", 1)[0] in certgen.server_names
+
+    envoy = find("Deployment", "envoy")["spec"]["template"]
+    [envoy_container] = envoy["spec"]["containers"]
+    [(envoy_path, envoy_secret)] = _mounted_secrets(envoy, envoy_container).items()
+    assert envoy_secret == "dragoman-xds-fleet"
+    assert ENVOY_TLS.certificate == f"{envoy_path}/tls.crt"
+    # The key is readable by Envoy's group, and by nobody else.
+    [volume] = [v for v in envoy["spec"]["volumes"] if "secret" in v]
+    assert volume["secret"]["defaultMode"] == 0o440
+    context = envoy["spec"]["securityContext"]
+    assert context["fsGroup"] == context["runAsGroup"]
+
+
+def test_the_certgen_role_grants_what_certgen_uses_and_no_more() -> None:
+    """Run certgen twice (create, then keep) and once more after breaking a Secret (update)
+    against the in-process API server; compare the verbs it used with the Role's."""
+    rules = find("Role", "dragoman-certgen")["rules"]
+    certgen = _certgen_args()
+    with KubeApiServer() as api:
+        api.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dragoman-system"}}
+        )
+        api_client = client.ApiClient(api.client_configuration())
+        core = client.CoreV1Api(api_client)
+        try:
+
+            def run() -> dict[str, str]:
+                return dict(
+                    write_secrets(
+                        certgen.namespace,
+                        server_names=certgen.server_names,
+                        gateways=certgen.gateway,
+                        days=certgen.days,
+                        api=core,
+                    )
+                )
+
+            run()
+            assert set(run().values()) == {"kept"}
+            fleet = core.read_namespaced_secret("dragoman-xds-fleet", "dragoman-system")
+            fleet.data["tls.crt"] = fleet.data["ca.crt"]
+            core.replace_namespaced_secret("dragoman-xds-fleet", "dragoman-system", fleet)
+            assert run()["dragoman-system/dragoman-xds-fleet"] == "written"
+            names = {s.metadata.name for s in core.list_namespaced_secret("dragoman-system").items}
+        finally:
+            api_client.close()
         # Less the test's own read and update of the fleet Secret.
         own = {("get", "secrets"): 1, ("update", "secrets"): 1}
         used = {
@@ -160,26 +292,12 @@ def test_the_lease_role_grants_every_verb_leader_election_uses_and_no_more() -> 
             for (verb, resource), n in api.request_counts().items()
             if resource == "secrets" and n > own.get((verb, resource), 0)
         }
-        assert before[("update", "secrets")] == 1
     assert used == {"list", "create", "update"}
+    assert names == set(CERTGEN_SECRETS)
     by_names = {tuple(r.get("resourceNames") or ()): set(r["verbs"]) for r in rules}
-    assert by_names == {(): {"list", "create"}, tuple(sorted(names, key=_order)): {"update"}}
+    assert by_names == {(): {"list", "create"}, CERTGEN_SECRETS: {"update"}}
     assert all(r["apiGroups"] == [""] and r["resources"] == ["secrets"] for r in rules)
     subjects = find("RoleBinding", "dragoman-certgen")["subjects"]
     job = find("Job", "dragoman-certgen")["spec"]["template"]["spec"]
-    assert subjects == [
-        {
-            "kind": "ServiceAccount",
-            "name": job["serviceAccountName"],
-            "namespace": "dragoman-system",
-        }
-    ]
-
-
-def _order(name: str) -> int:
-    return [
-        "dragoman-xds-ca",
-        "dragoman-xds-server",
-        "dragoman-xds-fleet",
-        "dragoman-xds-admin",
-    ].index(name)
+    account = job["serviceAccountName"]
+    assert subjects == [{"kind": "ServiceAccount", "name": account, "namespace": "dragoman-system"}]
