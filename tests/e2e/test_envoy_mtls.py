@@ -1,4 +1,6 @@
-"""End to end over mutual TLS, ADS state of the world and delta: the real Envoy connects with
+"""End to end over mutual TLS, ADS and per-type streams, each state of the world and delta
+(certificates over SDS on the ADS stream, or SecretDiscoveryService streams): the real Envoy
+connects with
 a `gateway/default/a` certificate and serves Gateway a (HTTP, and HTTPS with its certificate
 over SDS); strangers fail the handshake; a claim to another Gateway is refused; the server's
 files and a listener's Secret rotate while Envoy stays connected, dropping no request and
@@ -131,12 +133,19 @@ def _serial(pem: bytes) -> int:
     return x509.load_pem_x509_certificate(pem).serial_number
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["sotw", "delta"])
+TRANSPORTS = [("ads", False), ("ads", True), ("per-type", False), ("per-type", True)]
+
+
+@pytest.fixture(
+    scope="module",
+    params=TRANSPORTS,
+    ids=["ads-sotw", "ads-delta", "per-type-sotw", "per-type-delta"],
+)
 def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
-    delta: bool = request.param
-    root = tmp_path_factory.mktemp("mtls-delta" if delta else "mtls")
+    transport, delta = request.param
+    root = tmp_path_factory.mktemp(f"mtls-{transport}-{'delta' if delta else 'sotw'}")
     (root / "manifests").mkdir()
     tls = material(root / "tls", gateways=("default/a",))
     listener_ca = certificate_authority("listener CA")
@@ -172,7 +181,13 @@ def world(
     world.write(shop.secret_yaml("shop"))
     dragoman.start()
     envoy = start_envoy(
-        root, xds_address, dns.port, node_cluster="default/a", xds_tls=envoy_tls, delta=delta
+        root,
+        xds_address,
+        dns.port,
+        node_cluster="default/a",
+        xds_tls=envoy_tls,
+        delta=delta,
+        xds_transport=transport,
     )
     world.envoy = envoy
     try:

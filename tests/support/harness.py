@@ -14,7 +14,7 @@ from typing import Any
 
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get
-from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+from dragoman.envoy.bootstrap import XdsClientTls, XdsTransport, bootstrap_yaml
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -98,6 +98,7 @@ def start_envoy(
     *,
     xds_tls: XdsClientTls | None = None,
     delta: bool = False,
+    xds_transport: XdsTransport = "ads",
 ) -> EnvoyProcess:
     admin = workdir / "admin.sock"
     bootstrap = bootstrap_yaml(
@@ -109,6 +110,7 @@ def start_envoy(
         dns_use_tcp=True,
         xds_tls=xds_tls,
         delta=delta,
+        xds_transport=xds_transport,
     )
     envoy = EnvoyProcess(bootstrap, workdir, admin, workdir / "envoy.log")
     envoy.start()
