@@ -86,8 +86,8 @@ def _write(args: argparse.Namespace, names: tuple[str, ...]) -> list[tuple[str, 
         )
     from kubernetes.client.exceptions import ApiException
 
+    from dragoman.kubernetes.certificate_secrets import write_secrets
     from dragoman.kubernetes.client import ClientConfigError
-    from dragoman.security.secrets_store import write_secrets
 
     try:
         return write_secrets(

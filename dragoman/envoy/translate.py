@@ -25,7 +25,7 @@ from dragoman.envoy.listeners import listener
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.routes import route_configuration
 from dragoman.envoy.secrets import secret, secret_name
-from dragoman.xds.resources import (
+from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,

@@ -13,6 +13,7 @@ from typing import Any
 
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.security.files import TlsFiles
@@ -45,7 +46,7 @@ class ManifestServer:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.directory = ManifestDirectory(config.manifests)
-        self.cache = SnapshotCache()
+        self.cache = SnapshotCache(per_type=PerTypeConfigSources())
         # The build uses DNS check results exactly when the check runs.
         build_options = dataclasses.replace(
             config.build_options, dns_check=config.dns_check.enabled

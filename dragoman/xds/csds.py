@@ -24,10 +24,10 @@ from envoy.type.matcher.v3.node_pb2 import NodeMatcher
 from envoy.type.matcher.v3.string_pb2 import StringMatcher
 from google.protobuf.any_pb2 import Any
 
+from dragoman.snapshots.resources import SECRET_TYPES
 from dragoman.xds.access import csds_access
 from dragoman.xds.client_status import ResourceStatus
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import SECRET_TYPES
 from dragoman.xds.tls import peer_identity
 
 logger = logging.getLogger("dragoman.xds")

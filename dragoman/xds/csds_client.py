@@ -16,8 +16,8 @@ from envoy.service.status.v3.csds_pb2 import (
 )
 
 from dragoman.security.files import TlsFiles, read_pem
+from dragoman.snapshots.resources import SHORT_NAMES, ads_ordered
 from dragoman.xds.client_kind import is_grpc_client
-from dragoman.xds.resources import SHORT_NAMES, ads_ordered
 
 
 def fetch_client_status(

@@ -25,13 +25,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
 )
 
-from dragoman.xds import csds
-from dragoman.xds.access import Refusal, xds_access
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, grpc_group, is_grpc_client, split_group
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import (
+from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,
@@ -40,6 +34,12 @@ from dragoman.xds.resources import (
     SHORT_NAMES,
     Snapshot,
 )
+from dragoman.xds import csds
+from dragoman.xds.access import Refusal, xds_access
+from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, grpc_group, is_grpc_client, split_group
+from dragoman.xds.delta import DeltaStream
+from dragoman.xds.registry import ConnectedStream, StreamRegistry
 from dragoman.xds.sotw import Ack, Nack, SotwStream, StaleRequest, StreamError, StreamEvent
 from dragoman.xds.tls import RotatingServerCredentials, peer_identity
 from dragoman.xds.variants import ConfigSources

@@ -19,7 +19,7 @@ from envoy.extensions.transport_sockets.tls.v3 import secret_pb2
 
 from dragoman.envoy import translate
 from dragoman.envoy.render import render_yaml
-from dragoman.xds.resources import SECRET
+from dragoman.snapshots.resources import SECRET
 from tests.dag.test_gateway_status import gateway, https
 from tests.support.envoy_dags import envoy_binary
 from tests.support.status_builds import build_text, listener, listener_condition

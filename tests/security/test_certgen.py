@@ -15,10 +15,10 @@ import pytest
 from cryptography import x509
 
 from dragoman import cli
+from dragoman.kubernetes.certificate_secrets import CA_SECRET, write_secrets
 from dragoman.security.certgen import DEFAULT_SERVER_NAMES, renew
 from dragoman.security.files import TlsFiles, load_material
 from dragoman.security.identities import identity_of
-from dragoman.security.secrets_store import CA_SECRET, write_secrets
 from tests.support.kubeapi import KubeApiServer
 
 EXPECTED = {

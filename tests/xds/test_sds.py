@@ -15,11 +15,12 @@ from envoy.extensions.transport_sockets.tls.v3 import common_pb2, secret_pb2, tl
 
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.core import ads_config_source, pack
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import LISTENER, SECRET, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.delta import DeltaStream
-from dragoman.xds.resources import LISTENER, SECRET, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.sotw import Nack, SotwResponse, SotwStream
-from dragoman.xds.variants import ConfigSources, snapshot_for
+from dragoman.xds.variants import ConfigSources
 from tests.support.xds_builders import (
     ack,
     delta_ack,
@@ -27,6 +28,7 @@ from tests.support.xds_builders import (
     delta_request,
     nack,
     names_in,
+    per_type_snapshot,
     request,
 )
 from tests.support.xds_client import XdsClient, xds_channel
@@ -146,7 +148,7 @@ def test_per_type_clients_fetch_secrets_over_their_own_streams() -> None:
         (ConfigSources.PER_TYPE_SOTW, "GRPC"),
         (ConfigSources.PER_TYPE_DELTA, "DELTA_GRPC"),
     ):
-        made = snapshot_for(snap({"default/a": 1}), sources)
+        made = per_type_snapshot(snap({"default/a": 1}), sources)
         [resource] = made.of_type(LISTENER).resources.values()
         listener = listener_pb2.Listener.FromString(resource.body)
         context = tls_pb2.DownstreamTlsContext()
@@ -160,7 +162,7 @@ def test_per_type_clients_fetch_secrets_over_their_own_streams() -> None:
 
 
 def test_the_secret_discovery_service_serves_sotw_and_delta() -> None:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     cache.set_snapshots({ALL_GATEWAYS: snap({"default/a": 1})})
 
     async def test() -> None:
