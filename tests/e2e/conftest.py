@@ -1,0 +1,31 @@
+"""Every end-to-end run ends with a scan of what it wrote (dragoman's and Envoy's logs, probe
+output, rendered files) for private key material: none may be there."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Files tests write on purpose that may hold keys: manifests with Secrets, certificate and key
+# files, Envoy bootstraps.
+_KEY_FILES = {".key", ".yaml", ".yml", ".json", ".pem", ".crt"}
+
+
+def leaked_keys(root: Path) -> list[str]:
+    """Files under `root` that are not key or manifest files yet hold a private key."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.suffix in _KEY_FILES or path.stat().st_size > 64 << 20:
+            continue
+        if b"PRIVATE KEY" in path.read_bytes():
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_private_key_in_any_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    yield
+    leaked = leaked_keys(tmp_path_factory.getbasetemp())
+    assert leaked == [], f"private key material in: {leaked}"
