@@ -24,8 +24,16 @@ def leaked_keys(root: Path) -> list[str]:
     return found
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def no_private_key_in_any_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Scans the temporary directories each end-to-end module made (tests run one after the
+    other: what appears while a module runs is its own)."""
+    base = tmp_path_factory.getbasetemp()
+    before = set(base.iterdir())
     yield
-    leaked = leaked_keys(tmp_path_factory.getbasetemp())
+    leaked = [
+        found
+        for directory in sorted(set(base.iterdir()) - before)
+        for found in leaked_keys(directory)
+    ]
     assert leaked == [], f"private key material in: {leaked}"
