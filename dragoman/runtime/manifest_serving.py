@@ -11,6 +11,10 @@ from pathlib import Path
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
 from dragoman.runtime.controller import UpdateResult
+from dragoman.runtime.debug.view import DebugView, take_view
+from dragoman.runtime.logs import problem_fields
+from dragoman.runtime.metrics import Metrics
+from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.security.files import TlsFiles
@@ -18,6 +22,7 @@ from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
+from dragoman.xds.registry import StreamRegistry
 
 log = logging.getLogger("dragoman.runtime.manifest_serving")
 
@@ -32,6 +37,8 @@ class ServeConfig:
     # Mutual TLS on the xDS port; None: plaintext, on loopback unless xds_insecure.
     xds_tls: TlsFiles | None = None
     xds_insecure: bool = False
+    # /metrics, /healthz, /readyz and /debug; None: no such server.
+    ops_address: str | None = None
 
 
 class ManifestServer:
@@ -47,6 +54,39 @@ class ManifestServer:
         self.controller = serving_controller(build_options, config.translate_options)
         self.cache = self.controller.cache
         self._reported: set[SourceError] = set()
+        self.streams = StreamRegistry()
+        self.metrics = Metrics()
+        self.controller.observers.append(self.metrics.built)
+        self.metrics.state.controller = self.controller
+        self.metrics.state.streams = self.streams
+        self.metrics.state.unreadable = self._unreadable
+        self.serving = False
+        self.ops: OpsServer | None = None
+
+    def ready(self) -> str:
+        """ "" once the first build is served over xDS, else why not yet."""
+        if self.serving:
+            return ""
+        return "waiting for the first build" if self.controller.dag is None else "starting xDS"
+
+    def _unreadable(self) -> list[str]:
+        return sorted({error.object or error.origin for error in self._reported})
+
+    def debug_view(self) -> DebugView:
+        return take_view(self.controller, self.streams, lambda: sorted(map(str, self._reported)))
+
+    async def start_ops(self) -> None:
+        """The operations HTTP server, before anything is built (/readyz says so)."""
+        if self.ops is None and self.config.ops_address is not None:
+            ops = OpsServer(
+                self.config.ops_address,
+                live=lambda: "",
+                ready=self.ready,
+                metrics=self.metrics,
+                debug_view=self.debug_view,
+            )
+            await ops.start()
+            self.ops = ops
 
     def reload(self) -> None:
         result = self.directory.load()
@@ -70,6 +110,16 @@ class ManifestServer:
             )
 
     async def run(self, stop: asyncio.Event) -> None:
+        await self.start_ops()
+        try:
+            await self._serve(stop)
+        finally:
+            self.serving = False
+            if self.ops is not None:
+                await self.ops.stop()
+                self.ops = None
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         self.reload()
         server, checking = await start_serving(
             self.controller,
@@ -79,7 +129,10 @@ class ManifestServer:
             on_dns_update=_log_new_problems,  # a name failing its check is a new problem
             xds_tls=self.config.xds_tls,
             xds_insecure=self.config.xds_insecure,
+            metrics=self.metrics,
+            streams=self.streams,
         )
+        self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
         try:
             await watch_directory(self.config.manifests, self._on_change, stop)
@@ -102,7 +155,7 @@ class ManifestServer:
 
 def _log_new_problems(update: UpdateResult) -> None:
     for problem in update.new_problems:
-        log.warning("%s", problem)
+        log.warning("%s", problem, extra=problem_fields(problem))
 
 
 async def serve(config: ServeConfig) -> None:

@@ -17,6 +17,8 @@ _BLOCK = re.compile(
     rb"-----BEGIN ([A-Z0-9 ]{1,64})-----\r?\n(.*?)-----END \1-----\r?\n?", re.DOTALL
 )
 CERTIFICATE = "CERTIFICATE"
+# "-----BEGIN" in base64, at the start of an encoded text.
+_PEM_IN_BASE64 = b"LS0tLS1CRUdJTi"
 # Shorter base64 strings are not worth trying as DER keys (the smallest, Ed25519, is 48 bytes).
 _MIN_KEY_BASE64 = 64
 
@@ -47,12 +49,13 @@ def holds_private_key(data: bytes | str) -> bool:
     if b"PRIVATE KEY" in raw:
         return True
     compact = raw.strip()
-    if len(compact) < _MIN_KEY_BASE64 or len(compact) % 4:
+    if len(compact) < _MIN_KEY_BASE64:
         return False
     try:
         decoded = base64.b64decode(compact, validate=True)
     except (binascii.Error, ValueError):
-        return False
+        # Not base64 as a whole, yet holding base64 of a PEM block: hide rather than guess.
+        return _PEM_IN_BASE64 in compact
     if b"PRIVATE KEY" in decoded:
         return True
     return _is_der_private_key(decoded)

@@ -226,7 +226,12 @@ class XdsStreams:
             self.registry.close(stream)
             _call(self.callbacks.on_close, stream)
             if stream.identified:
-                logger.info("xDS %s disconnected: %s", _kind(stream), _describe(stream))
+                logger.info(
+                    "xDS %s disconnected: %s",
+                    _kind(stream),
+                    _describe(stream),
+                    extra={"node": stream.node_id},
+                )
 
     def handler(
         self, service: str, type_url: str | None, *, delta: bool
@@ -278,6 +283,7 @@ class XdsStreams:
             _describe(stream),
             stream.peer,
             f" identity={stream.identity}" if stream.identity is not None else "",
+            extra={"node": stream.node_id},
         )
         return None
 
@@ -363,6 +369,7 @@ def _log_event(stream: ConnectedStream, event: StreamEvent) -> None:
             event.nonce,
             _some(event.resource_names),
             event.message,
+            extra={"node": stream.node_id},
         )
     elif isinstance(event, Ack):
         logger.debug(

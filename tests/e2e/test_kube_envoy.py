@@ -77,7 +77,7 @@ class KubeDragomanProcess:
                     f"--kubeconfig={self.kubeconfig}",
                     f"--xds-address={self.xds_address}",
                     "--listener-address=127.0.0.1",
-                    f"--health-address=127.0.0.1:{self.health_port}",
+                    f"--metrics-address=127.0.0.1:{self.health_port}",
                     "--leader-election-namespace=default",
                     "--leader-election-identity=e2e",
                     "--log-level=debug",
@@ -388,11 +388,11 @@ def tls_secret(name: str, pem: Pem) -> dict[str, Any]:
 def test_the_deployed_envoy_is_ready_only_once_it_has_its_configuration(tmp_path: Path) -> None:
     """deploy/'s bootstrap and readiness probe, with the real Envoy: /ready is refused until
     the first configuration arrives from dragoman, then answers 200."""
-    xds_port, ready_port = free_port(), free_port()
+    xds_port, ready_port, stats_port = free_port(), free_port(), free_port()
     admin = tmp_path / "admin.sock"
     # Over mutual TLS, as deployed: Envoy with the fleet Secret's files.
     envoy_tls, server_flags = deployed_tls(tmp_path)
-    bootstrap = deployed_envoy_bootstrap(xds_port, ready_port, admin, envoy_tls)
+    bootstrap = deployed_envoy_bootstrap(xds_port, ready_port, admin, envoy_tls, stats_port)
     envoy = EnvoyProcess(bootstrap, tmp_path, admin, tmp_path / "envoy.log")
     manifests = tmp_path / "manifests"
     manifests.mkdir()
@@ -409,6 +409,11 @@ def test_the_deployed_envoy_is_ready_only_once_it_has_its_configuration(tmp_path
         control.start()
         wait_until(lambda: http_get(ready)[0] == 200, timeout=20)
         assert http_get(f"http://127.0.0.1:{ready_port}/elsewhere")[0] == 404
+        # The stats listener of deploy/: Prometheus' page, and none of the admin's others.
+        stats = f"http://127.0.0.1:{stats_port}"
+        status, _, body = http_get(stats + "/stats/prometheus")
+        assert status == 200 and b"envoy_server_live" in body
+        assert http_get(stats + "/config_dump")[0] == 404
     finally:
         envoy.stop()
         control.stop()

@@ -17,6 +17,7 @@ from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.kubernetes.informer import WatchSettings
 from dragoman.kubernetes.leader import LeaseSettings
 from dragoman.kubernetes.runtime import KubernetesConfig, KubernetesServer
+from tests.support.harness import free_port
 from tests.support.kubeapi import KubeApiServer
 
 GATEWAY_V1 = "gateway.networking.k8s.io/v1"
@@ -114,7 +115,7 @@ def replica_config(
         )
     settings: dict[str, Any] = {
         "xds_address": xds_address,
-        "health_address": None,
+        "ops_address": None,
         "lease": lease,
         "watch": FAST_WATCH,
     }
@@ -169,7 +170,11 @@ async def eventually(
 
 
 def deployed_envoy_bootstrap(
-    xds_port: int, ready_port: int, admin_socket: Path, tls_dir: Path
+    xds_port: int,
+    ready_port: int,
+    admin_socket: Path,
+    tls_dir: Path,
+    stats_port: int | None = None,
 ) -> str:
     """deploy/'s Envoy bootstrap, pointed at loopback ports, an admin socket and a directory
     holding the mounted Secret's files (`ca.crt`, `tls.crt`, `tls.key`) of the test's (and
@@ -180,12 +185,18 @@ def deployed_envoy_bootstrap(
             break
     else:
         raise AssertionError("no envoy-bootstrap ConfigMap in deploy/04-envoy.yaml")
-    [xds] = bootstrap["static_resources"]["clusters"]
-    endpoint = xds["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
+    clusters = {c["name"]: c for c in bootstrap["static_resources"]["clusters"]}
+    endpoint = clusters["dragoman-xds"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    endpoint = endpoint["endpoint"]
     endpoint["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": xds_port}
     endpoint["hostname"] = "127.0.0.1"
-    [readiness] = bootstrap["static_resources"]["listeners"]
-    readiness["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": ready_port}
+    admin = clusters["dragoman-envoy-admin"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    admin["endpoint"]["address"]["pipe"]["path"] = str(admin_socket)
+    listeners = {item["name"]: item for item in bootstrap["static_resources"]["listeners"]}
+    ports = {"readiness": ready_port, "dragoman-envoy-stats": stats_port or free_port()}
+    assert set(listeners) == set(ports), sorted(listeners)
+    for name, port in ports.items():
+        listeners[name]["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": port}
     bootstrap["admin"]["address"]["pipe"]["path"] = str(admin_socket)
     text = yaml.safe_dump(bootstrap, sort_keys=False)
     assert "/etc/envoy/tls" in text
