@@ -20,9 +20,21 @@ from envoy.extensions.transport_sockets.tls.v3 import secret_pb2
 from dragoman.envoy import translate
 from dragoman.envoy.render import render_yaml
 from dragoman.snapshots.resources import SECRET
-from tests.dag.test_gateway_status import gateway, https
 from tests.support.envoy_dags import envoy_binary
-from tests.support.status_builds import build_text, listener, listener_condition
+from tests.support.status_builds import GW, build_text, listener, listener_condition
+
+
+def gateway_with_https() -> str:
+    return f"""
+apiVersion: {GW}
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  gatewayClassName: dragoman
+  listeners:
+  - {{name: https, port: 443, protocol: HTTPS, tls: {{certificateRefs: [{{name: site}}]}}}}
+---
+"""
 
 
 def pem_pair(key: Any) -> tuple[bytes, bytes]:
@@ -82,7 +94,7 @@ def test_key_types_and_sizes_as_envoy_takes_them(
 ) -> None:
     chain, key = pairs[kind]
     refused_because = KEYS[kind][1]
-    dag = build_text(gateway(https()) + secret(chain, key))
+    dag = build_text(gateway_with_https() + secret(chain, key))
     if refused_because is None:
         assert listener_condition(dag, "gw", "https", "Programmed") == ("True", "Programmed")
         assert listener_condition(dag, "gw", "https", "ResolvedRefs") == ("True", "ResolvedRefs")
@@ -149,7 +161,7 @@ def test_a_key_appended_to_the_chain_is_reported_and_never_served(
     pairs: dict[str, tuple[bytes, bytes]],
 ) -> None:
     chain, key = pairs["P-256"]
-    dag = build_text(gateway(https()) + secret(chain + key, key))
+    dag = build_text(gateway_with_https() + secret(chain + key, key))
     # Served with the certificate alone, and the extra block reported.
     assert listener_condition(dag, "gw", "https", "Programmed") == ("True", "Programmed")
     assert listener_condition(dag, "gw", "https", "ResolvedRefs") == (
@@ -173,7 +185,7 @@ def test_a_key_appended_to_the_chain_is_reported_and_never_served(
 
 def test_a_chain_of_keys_only_is_refused(pairs: dict[str, tuple[bytes, bytes]]) -> None:
     _, key = pairs["P-256"]
-    dag = build_text(gateway(https()) + secret(key, key))
+    dag = build_text(gateway_with_https() + secret(key, key))
     assert listener_condition(dag, "gw", "https", "Programmed") == ("False", "Invalid")
     assert listener_condition(dag, "gw", "https", "ResolvedRefs") == (
         "False",

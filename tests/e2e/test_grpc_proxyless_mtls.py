@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 
-from tests.e2e.test_grpc_proxyless import (
+from tests.support.grpc_e2e import (
     EXTERNAL_ADDRESS,
     EXTERNAL_HOST,
     NODE_ID,

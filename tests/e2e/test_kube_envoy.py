@@ -27,6 +27,14 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
+from tests.support.builders import (
+    endpoint_slice,
+    external_service,
+    gateway,
+    gateway_class,
+    http_route,
+    service,
+)
 from tests.support.certificates import Pem, certificate_authority
 from tests.support.harness import (
     DragomanProcess,
@@ -40,12 +48,6 @@ from tests.support.harness import (
 from tests.support.kube_replica import (
     deployed_envoy_bootstrap,
     deployed_tls,
-    endpoint_slice,
-    external_service,
-    gateway,
-    gateway_class,
-    http_route,
-    service,
 )
 from tests.support.kubeapi import KubeApiServer
 
@@ -157,7 +159,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     api.apply(service("web", 80, web_port))
     api.apply(endpoint_slice("web", web_port, "127.0.0.2"))
     api.apply(external_service("api", EXTERNAL_HOST, api_port))
-    api.apply(http_route("e2e", [("/external", "api", api_port), ("/", "web", 80)], ("e2e",)))
+    api.apply(
+        http_route("e2e", [("/external", "api", api_port), ("/", "web", 80)], parents=("e2e",))
+    )
     kubeconfig = api.write_kubeconfig(root / "kubeconfig")
     xds_address = f"127.0.0.1:{free_port()}"
     dragoman = KubeDragomanProcess(kubeconfig, xds_address, free_port(), root / "dragoman.log")
@@ -229,7 +233,7 @@ def test_endpoint_slice_change_takes_the_fast_path(world: World) -> None:
 def test_a_new_route_is_served_within_seconds(world: World) -> None:
     api_port = world.backends["api"].port
     started = time.monotonic()
-    world.api.apply(http_route("extra", [("/added", "api", api_port)], ("e2e",)))
+    world.api.apply(http_route("extra", [("/added", "api", api_port)], parents=("e2e",)))
     wait_until(lambda: world.backend_of("/added") == "api", timeout=10)
     assert time.monotonic() - started < 5
     world.api.delete("HTTPRoute", "extra")
@@ -240,7 +244,7 @@ def test_api_server_outage_keeps_envoy_serving_and_catches_up(world: World) -> N
     api_port = world.backends["api"].port
     world.api.stop()
     try:
-        world.api.apply(http_route("during", [("/during", "api", api_port)], ("e2e",)))
+        world.api.apply(http_route("during", [("/during", "api", api_port)], parents=("e2e",)))
         for _ in range(10):  # about two seconds without an API server
             assert world.backend_of("/") == "web-1", world.diagnostics()
             assert world.backend_of("/external") == "api"
@@ -271,7 +275,7 @@ def test_service_changes_reach_envoy(world: World) -> None:
     becomes pod-backed, and goes away."""
     api_port = world.backends["api"].port
     web_port = world.backends["web-1"].port
-    world.api.apply(http_route("moving", [("/moving", "moving", api_port)], ("e2e",)))
+    world.api.apply(http_route("moving", [("/moving", "moving", api_port)], parents=("e2e",)))
     try:
         wait_until(lambda: _status_of(world.url + "/moving") >= 500, timeout=10)
         world.api.apply(external_service("moving", EXTERNAL_HOST, api_port))

@@ -16,17 +16,19 @@ import pytest
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.kubernetes.kinds import KINDS_BY_NAME, WatchedKind
 from dragoman.kubernetes.runtime import join_all
-from tests.support.harness import free_port
-from tests.support.kube_replica import (
+from tests.support.builders import (
     GATEWAY_V1,
-    Replica,
     endpoint_slice,
-    eventually,
     gateway,
     gateway_class,
     http_route,
-    replica_config,
     service,
+)
+from tests.support.harness import free_port
+from tests.support.kube_replica import (
+    Replica,
+    eventually,
+    replica_config,
 )
 from tests.support.kubeapi import KubeApiServer
 

@@ -22,8 +22,9 @@ from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop, DnsResolver, 
 from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
+from tests.support.builders import external_service, http_route, typed
 from tests.support.status_builds import objects
-from tests.support.upstream_builds import GATEWAY, external_service, http_route
+from tests.support.upstream_builds import GATEWAY
 
 
 @pytest.fixture(scope="module")
@@ -203,9 +204,8 @@ def test_a_resolver_that_raises_is_a_failure_not_a_crash() -> None:
 
 
 def store() -> Store:
-    text = GATEWAY + "---" + external_service("ext", "api.check.test") + "---"
-    text += http_route("r", "ext", 443)
-    return Store.from_objects(objects(textwrap.dedent(text)))
+    built = typed(external_service("ext", "api.check.test"), http_route("r", "ext", 443))
+    return Store.from_objects([*objects(textwrap.dedent(GATEWAY)), *built])
 
 
 def test_the_loop_rebuilds_when_a_name_resolves_differently(responder: DnsResponder) -> None:

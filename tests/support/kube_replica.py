@@ -13,96 +13,14 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.kubernetes.informer import WatchSettings
 from dragoman.kubernetes.leader import LeaseSettings
 from dragoman.kubernetes.runtime import KubernetesConfig, KubernetesServer
 from tests.support.harness import free_port
 from tests.support.kubeapi import KubeApiServer
 
-GATEWAY_V1 = "gateway.networking.k8s.io/v1"
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 FAST_WATCH = WatchSettings(backoff_initial=0.05, backoff_maximum=0.5, not_served_retry=1.0)
-
-
-def gateway_class(name: str = "dragoman", controller: str = DEFAULT_CONTROLLER_NAME) -> dict:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "GatewayClass",
-        "metadata": {"name": name},
-        "spec": {"controllerName": controller},
-    }
-
-
-def gateway(name: str = "gw", port: int = 8080, class_name: str = "dragoman") -> dict:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "Gateway",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "gatewayClassName": class_name,
-            "listeners": [{"name": "http", "port": port, "protocol": "HTTP"}],
-        },
-    }
-
-
-def service(name: str, port: int = 80, target_port: int | None = None) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "selector": {"app": name},
-            "ports": [{"name": "http", "port": port, "targetPort": target_port or port}],
-        },
-    }
-
-
-def external_service(name: str, hostname: str, port: int) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"type": "ExternalName", "externalName": hostname, "ports": [{"port": port}]},
-    }
-
-
-def endpoint_slice(service_name: str, port: int, *addresses: str, ready: bool = True) -> dict:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service_name}-1",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": service_name},
-        },
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "port": port}],
-        "endpoints": [
-            {"addresses": [address], "conditions": {"ready": ready}} for address in addresses
-        ],
-    }
-
-
-def http_route(
-    name: str, rules: list[tuple[str, str, int]], parents: tuple[str, ...] = ("gw",)
-) -> dict:
-    """rules: (path prefix, backend Service, port)."""
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "HTTPRoute",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"name": parent} for parent in parents],
-            "rules": [
-                {
-                    "matches": [{"path": {"type": "PathPrefix", "value": path}}],
-                    "backendRefs": [{"name": backend, "port": port}],
-                }
-                for path, backend, port in rules
-            ],
-        },
-    }
 
 
 def replica_config(
