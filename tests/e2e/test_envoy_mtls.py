@@ -17,6 +17,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,8 +193,9 @@ def world(
     world.envoy = envoy
     try:
         try:
-            wait_until(lambda: world.http("a") == 200, timeout=20)
-            wait_until(lambda: world.https()[0] == 200, timeout=20)
+            # Generous: the machine running the suite may be busy.
+            wait_until(lambda: world.http("a") == 200, timeout=60)
+            wait_until(lambda: world.https()[0] == 200, timeout=60)
         except (TimeoutError, OSError):
             pytest.fail("Envoy never served over mutual TLS:\n" + world.diagnostics())
         yield world
@@ -276,11 +278,54 @@ def test_a_claim_to_another_gateway_is_refused_and_logged(world: World) -> None:
     assert "cluster='default/b'" in log
 
 
+class Asker:
+    """Sends HTTPS requests through Envoy, one after another, until stopped: every failure
+    is a dropped request."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.failures: list[BaseException] = []
+        self.statuses: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Asker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.statuses.append(self.world.https()[0])
+            except BaseException as error:
+                self.failures.append(error)
+
+
 def test_server_files_rotate_without_dropping_envoy(world: World) -> None:
     connections = world.envoy.stat("cluster.dragoman-xds.upstream_cx_total")
     fresh = server_pair(world.tls.authority, ["localhost", "127.0.0.1"])
-    write_pair(world.tls.directory, fresh)
-    # A new handshake gets the new certificate...
+    with Asker(world) as asker:
+        write_pair(world.tls.directory, fresh)
+        # A new handshake gets the new certificate...
+        assert _served_serial(world) == _serial(fresh.certificate)
+        time.sleep(0.5)  # requests keep flowing through Envoy meanwhile
+    assert asker.failures == [] and set(asker.statuses) == {200}, world.diagnostics()
+    assert len(asker.statuses) > 1
+    # ...while Envoy's stream stays up (no new connection) and keeps receiving changes.
+    world.write(_secret_of(world), path="/moved")
+    wait_until(lambda: world.http("a", "/moved") == 200 and world.http("a", "/") == 404, timeout=20)
+    world.write(_secret_of(world), path="/")
+    wait_until(lambda: world.http("a", "/") == 200, timeout=20)
+    assert world.envoy.stat("cluster.dragoman-xds.upstream_cx_total") == connections
+    assert "xDS TLS files changed" in world.dragoman.log()
+
+
+def _served_serial(world: World) -> int:
+    """The serial of the certificate dragoman's xDS port presents to a new handshake."""
     context = ssl.create_default_context(cadata=world.tls.ca_pem.decode())
     fleet = world.tls.client_files("fleet")
     context.load_cert_chain(fleet.certificate, fleet.private_key)
@@ -291,14 +336,7 @@ def test_server_files_rotate_without_dropping_envoy(world: World) -> None:
     ):
         der = wrapped.getpeercert(binary_form=True)
     assert der is not None
-    assert x509.load_der_x509_certificate(der).serial_number == _serial(fresh.certificate)
-    # ...while Envoy's stream stays up and keeps receiving changes.
-    world.write(_secret_of(world), path="/moved")
-    wait_until(lambda: world.http("a", "/moved") == 200 and world.http("a", "/") == 404, timeout=20)
-    world.write(_secret_of(world), path="/")
-    wait_until(lambda: world.http("a", "/") == 200, timeout=20)
-    assert world.envoy.stat("cluster.dragoman-xds.upstream_cx_total") == connections
-    assert "xDS TLS files changed" in world.dragoman.log()
+    return int(x509.load_der_x509_certificate(der).serial_number)
 
 
 def _secret_of(world: World) -> str:
@@ -309,29 +347,13 @@ def _secret_of(world: World) -> str:
 def test_a_rotated_listener_secret_reaches_envoy_alone(world: World) -> None:
     modified = world.envoy.stat("listener_manager.listener_modified")
     lds_version = world.envoy.stats().get("listener_manager.lds.version")
-    failures: list[BaseException] = []
-    statuses: list[int] = []
-    stop = threading.Event()
-
-    def keep_asking() -> None:
-        while not stop.is_set():
-            try:
-                statuses.append(world.https()[0])
-            except BaseException as error:  # any failure is a dropped request
-                failures.append(error)
-
-    asker = threading.Thread(target=keep_asking, daemon=True)
-    asker.start()
-    try:
+    with Asker(world) as asker:
         renewed = world.listener_ca.issue(SHOP)
         world.shop_serials.append(_serial(renewed.certificate))
         world.write(renewed.secret_yaml("shop"))
         wait_until(lambda: world.https()[1] == world.shop_serials[-1], timeout=20)
-    finally:
-        stop.set()
-        asker.join(timeout=10)
-    assert failures == [] and set(statuses) == {200}, world.diagnostics()
-    assert len(statuses) > 1
+    assert asker.failures == [] and set(asker.statuses) == {200}, world.diagnostics()
+    assert len(asker.statuses) > 1
     assert world.envoy.stat("listener_manager.listener_modified") == modified
     assert world.envoy.stats().get("listener_manager.lds.version") == lds_version
     assert rejected_updates(world.envoy) == {}, world.diagnostics()
