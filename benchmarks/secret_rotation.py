@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--xds-address", f"127.0.0.1:{xds_port}", "--listener-address", "127.0.0.1",
                 "--xds-tls-cert", str(tls / "server.crt"), "--xds-tls-key", str(tls / "server.key"),
                 "--xds-tls-client-ca", str(tls / "ca.crt"), "--log-level", "warning",
+                "--metrics-address", "off",
             ],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
