@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.core.v3.base_pb2 import TransportSocket
 from envoy.config.core.v3.config_source_pb2 import ConfigSource
 from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
@@ -89,18 +90,18 @@ def _rewritten(resource: Resource, delta: bool) -> Resource:
 
 
 def _cluster(body: bytes, delta: bool) -> bytes | None:
-    """The cluster with a per-type EDS config source, or None if it has no ADS one."""
+    """The cluster with per-type EDS and SDS config sources, or None if it has no ADS one."""
     try:
         cluster = Cluster.FromString(body)
     except DecodeError:
         return None
-    if not _is_ads(cluster.eds_cluster_config.eds_config):
-        return None
-    cluster.eds_cluster_config.eds_config.CopyFrom(per_type_config_source(delta=delta))
-    return cluster.SerializeToString(deterministic=True)
-
-
-_TLS_TYPE_URL = "type.googleapis.com/" + tls_pb2.DownstreamTlsContext.DESCRIPTOR.full_name
+    changed = False
+    if _is_ads(cluster.eds_cluster_config.eds_config):
+        cluster.eds_cluster_config.eds_config.CopyFrom(per_type_config_source(delta=delta))
+        changed = True
+    if cluster.HasField("transport_socket"):
+        changed |= _per_type_sds(cluster.transport_socket, tls_pb2.UpstreamTlsContext, delta)
+    return cluster.SerializeToString(deterministic=True) if changed else None
 
 
 def _listener(body: bytes, delta: bool) -> bytes | None:
@@ -117,18 +118,26 @@ def _listener(body: bytes, delta: bool) -> bytes | None:
             config.value = manager.SerializeToString(deterministic=True)
             changed = True
     for chain in listener.filter_chains:
-        socket = chain.transport_socket
-        if not socket.HasField("typed_config") or socket.typed_config.type_url != _TLS_TYPE_URL:
-            continue
-        context = tls_pb2.DownstreamTlsContext.FromString(socket.typed_config.value)
-        sds = context.common_tls_context.tls_certificate_sds_secret_configs
-        ads = [config for config in sds if _is_ads(config.sds_config)]
-        for config in ads:
-            config.sds_config.CopyFrom(per_type_config_source(delta=delta))
-        if ads:
-            socket.typed_config.value = context.SerializeToString(deterministic=True)
-            changed = True
+        changed |= _per_type_sds(chain.transport_socket, tls_pb2.DownstreamTlsContext, delta)
     return listener.SerializeToString(deterministic=True) if changed else None
+
+
+TlsContext = type[tls_pb2.DownstreamTlsContext] | type[tls_pb2.UpstreamTlsContext]
+
+
+def _per_type_sds(socket: TransportSocket, context_type: TlsContext, delta: bool) -> bool:
+    """Point the TLS context's SDS certificate configs at per-type streams; True if any."""
+    type_url = "type.googleapis.com/" + context_type.DESCRIPTOR.full_name
+    if not socket.HasField("typed_config") or socket.typed_config.type_url != type_url:
+        return False
+    context = context_type.FromString(socket.typed_config.value)
+    sds = context.common_tls_context.tls_certificate_sds_secret_configs
+    ads = [config for config in sds if _is_ads(config.sds_config)]
+    for config in ads:
+        config.sds_config.CopyFrom(per_type_config_source(delta=delta))
+    if ads:
+        socket.typed_config.value = context.SerializeToString(deterministic=True)
+    return bool(ads)
 
 
 def _is_ads(source: ConfigSource) -> bool:

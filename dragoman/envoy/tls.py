@@ -12,6 +12,7 @@ from envoy.type.matcher.v3 import string_pb2
 
 from dragoman.dag.model import H2, SubjectAltNameMatch, UpstreamTls
 from dragoman.envoy.core import pack
+from dragoman.envoy.secrets import sds_secret_config
 
 TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
 SAN_TYPES = {
@@ -32,6 +33,10 @@ def upstream_tls_context(
         match_typed_subject_alt_names=[_san_matcher(san) for san in tls.subject_alt_names],
     )
     common = tls_pb2.CommonTlsContext(validation_context=validation)
+    if tls.client_certificate is not None:
+        # Presented when the upstream asks for a client certificate (mutual TLS); named for
+        # SDS, so the key never travels inside a Cluster.
+        common.tls_certificate_sds_secret_configs.append(sds_secret_config(tls.client_certificate))
     if protocol == H2:
         # HTTP/2 only (gRPC): offer nothing else. Otherwise the HTTP protocol options'
         # auto_config offers h2 and http/1.1 and speaks what the upstream picks.

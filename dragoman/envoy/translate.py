@@ -6,7 +6,7 @@ the same Resource object is shared by every group that serves it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from dragoman.dag.model import (
@@ -17,6 +17,7 @@ from dragoman.dag.model import (
     LoadAssignment,
     NodeGroup,
     RouteTable,
+    TcpListener,
     TlsCertificate,
 )
 from dragoman.envoy.clusters import cluster
@@ -139,14 +140,23 @@ class _Translator:
         return [self._listener(value) for value in group.listeners]
 
     def secrets(self, group: NodeGroup) -> list[Resource]:
-        """The certificates the group's listeners use: no group gets another's keys."""
+        """The certificates the group's listeners and clusters use (HTTPS and TLS-terminating
+        listeners, client certificates to backends): no group gets another's keys."""
         used: dict[str, TlsCertificate] = {}
-        for value in group.listeners:
-            if isinstance(value, HttpsListener):
-                for chain in value.filter_chains:
-                    for certificate in chain.certificates:
-                        used.setdefault(secret_name(certificate.secret), certificate)
+        for certificate in self._certificates(group):
+            used.setdefault(secret_name(certificate.secret), certificate)
         return [self._secret(name, certificate) for name, certificate in sorted(used.items())]
+
+    def _certificates(self, group: NodeGroup) -> Iterator[TlsCertificate]:
+        for value in group.listeners:
+            if isinstance(value, HttpsListener | TcpListener):
+                for chain in value.filter_chains:
+                    yield from chain.certificates
+        clusters = self._dag.clusters
+        for name in group.clusters:
+            tls = getattr(clusters.get(name), "tls", None)
+            if tls is not None and tls.client_certificate is not None:
+                yield tls.client_certificate
 
     def _secret(self, name: str, certificate: TlsCertificate) -> Resource:
         resource = self._secrets.get(name)
