@@ -9,7 +9,7 @@ included: a request is answered only by routes of the most specific listener mat
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.frontends.attachment import Attachment
@@ -57,38 +57,61 @@ class ServedRoutes:
 _ByListener = dict[tuple[str, str, str], list[ServedRoutes]]
 
 
+# The virtual hosts of one port's listeners, given the port and its listeners (HTTP ports),
+# or the port, its listeners and the one HTTPS listener whose route table is wanted.
+HttpHosts = Callable[[int, Sequence[ListenerVerdict]], tuple[VirtualHost, ...]]
+HttpsHosts = Callable[[int, Sequence[ListenerVerdict], ListenerVerdict], tuple[VirtualHost, ...]]
+
+
 def node_group(
     name: str, gateways: Sequence[GatewayVerdict], served: Iterable[ServedRoutes]
 ) -> NodeGroup:
     """The group's listeners, route tables and referenced clusters."""
-    ports = _listeners_by_port(gateways)
     by_listener: _ByListener = {}
     for item in served:
         a = item.attachment
         by_listener.setdefault((a.gateway.namespace, a.gateway.name, a.listener), []).append(item)
 
+    def http_hosts(port: int, verdicts: Sequence[ListenerVerdict]) -> tuple[VirtualHost, ...]:
+        hostnames = [v.listener.hostname for v in verdicts]
+        return virtual_hosts(port, hostnames, _listener_routes(verdicts, by_listener, "http"))
+
+    def https_hosts(
+        port: int, verdicts: Sequence[ListenerVerdict], verdict: ListenerVerdict
+    ) -> tuple[VirtualHost, ...]:
+        hostnames = [v.listener.hostname for v in verdicts]
+        return virtual_hosts(port, hostnames, _listener_routes([verdict], by_listener, "https"))
+
+    group = assembled_group(name, listeners_by_port(gateways), http_hosts, https_hosts)
+    return dataclasses.replace(group, clusters=_referenced_clusters(group.route_tables))
+
+
+def assembled_group(
+    name: str,
+    ports: Mapping[int, Sequence[ListenerVerdict]],
+    http_hosts: HttpHosts,
+    https_hosts: HttpsHosts,
+    clusters: tuple[str, ...] = (),
+) -> NodeGroup:
+    """The group of the listeners `ports` holds (see listeners_by_port), their virtual hosts
+    made by `http_hosts` and `https_hosts`."""
     listeners: list[Listener] = []
     route_tables: list[RouteTable] = []
     for port in sorted(ports):
         verdicts = ports[port]
         if verdicts[0].listener.protocol == "HTTPS":
-            https, tables = _https_port(port, verdicts, by_listener)
+            https, tables = _https_port(port, verdicts, https_hosts)
             listeners.append(https)
             route_tables.extend(tables)
         else:
-            hosts = virtual_hosts(
-                port,
-                [v.listener.hostname for v in verdicts],
-                _listener_routes(verdicts, by_listener, "http"),
-            )
-            table = RouteTable(listener_name(port), hosts)
+            table = RouteTable(listener_name(port), http_hosts(port, verdicts))
             listeners.append(HttpListener(name=table.name, port=port, route_table=table.name))
             route_tables.append(table)
     return NodeGroup(
         name=name,
         listeners=tuple(listeners),
         route_tables=tuple(route_tables),
-        clusters=_referenced_clusters(route_tables),
+        clusters=clusters,
     )
 
 
@@ -132,7 +155,8 @@ def shadowed_listeners(gateways: Sequence[GatewayVerdict]) -> dict[tuple[ObjectK
     return problems
 
 
-def _listeners_by_port(gateways: Sequence[GatewayVerdict]) -> dict[int, list[ListenerVerdict]]:
+def listeners_by_port(gateways: Sequence[GatewayVerdict]) -> dict[int, list[ListenerVerdict]]:
+    """The listeners Envoy gets, by port (see _assign_ports)."""
     return _assign_ports(gateways)[0]
 
 
@@ -179,7 +203,7 @@ def _listener_routes(
 
 
 def _https_port(
-    port: int, verdicts: list[ListenerVerdict], by_listener: _ByListener
+    port: int, verdicts: Sequence[ListenerVerdict], https_hosts: HttpsHosts
 ) -> tuple[HttpsListener, list[RouteTable]]:
     hostnames = [v.listener.hostname for v in verdicts]
     chains: list[TlsFilterChain] = []
@@ -195,9 +219,7 @@ def _https_port(
             host
             if host.routes or _owner(host.name, hostnames) == own
             else dataclasses.replace(host, routes=misdirected)
-            for host in virtual_hosts(
-                port, hostnames, _listener_routes([verdict], by_listener, "https")
-            )
+            for host in https_hosts(port, verdicts, verdict)
         ]
         if hostname and not any(host.domains == (ANY_HOST,) for host in hosts):
             hosts.append(VirtualHost(ANY_HOST, (ANY_HOST,), misdirected))
@@ -227,9 +249,17 @@ def _referenced_clusters(route_tables: Iterable[RouteTable]) -> tuple[str, ...]:
                 cluster
                 for table in route_tables
                 for virtual_host in table.virtual_hosts
-                for route in virtual_host.routes
-                if isinstance(route.action, Forward)
-                for cluster in route.action.clusters
+                for cluster in host_clusters(virtual_host)
             }
         )
     )
+
+
+def host_clusters(virtual_host: VirtualHost) -> set[str]:
+    """The clusters a virtual host's routes send requests (or mirrored copies) to."""
+    return {
+        cluster
+        for route in virtual_host.routes
+        if isinstance(route.action, Forward)
+        for cluster in route.action.clusters
+    }
