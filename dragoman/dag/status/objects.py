@@ -24,11 +24,23 @@ def object_statuses(
     shadowed: Mapping[tuple[ObjectKey, int], Problem] | None = None,
 ) -> dict[ObjectKey, ObjectStatus]:
     """`shadowed`: listeners the all-gateways group leaves out, by (Gateway, listener index)."""
-    attached = attached_routes(routes)
+    statuses = [
+        *frontend_statuses(frontends, attached_routes(routes), shadowed),
+        *route_statuses(routes, problems, controller_name),
+    ]
+    return {status.key: status for status in sorted(statuses, key=status_order)}
+
+
+def frontend_statuses(
+    frontends: Frontends,
+    attached: Mapping[ObjectKey, Mapping[str, int]],
+    shadowed: Mapping[tuple[ObjectKey, int], Problem] | None = None,
+) -> list[ObjectStatus]:
+    """The GatewayClasses' and Gateways' statuses; `attached`: see attached_routes."""
     notes: dict[ObjectKey, dict[int, str]] = {}
     for (gateway, index), problem in (shadowed or {}).items():
         notes.setdefault(gateway, {})[index] = problem.message
-    statuses = [
+    return [
         *(gateway_class_status(verdict) for verdict in frontends.classes.values()),
         *(
             gateway_status(
@@ -38,16 +50,14 @@ def object_statuses(
             )
             for verdict in frontends.ordered()
         ),
-        *route_statuses(routes, problems, controller_name),
     ]
-    return {status.key: status for status in sorted(statuses, key=_order)}
 
 
 # Classes first, then Gateways, then routes: the order a person reads them in.
 _KIND_ORDER = {"GatewayClass": 0, "Gateway": 1, "HTTPRoute": 2, "GRPCRoute": 3}
 
 
-def _order(status: ObjectStatus) -> tuple[int, ObjectKey]:
+def status_order(status: ObjectStatus) -> tuple[int, ObjectKey]:
     return _KIND_ORDER.get(status.key.kind, len(_KIND_ORDER)), status.key
 
 

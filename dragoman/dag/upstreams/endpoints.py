@@ -62,9 +62,43 @@ def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = No
     return dataclasses.replace(dag, load_assignments=refreshed)
 
 
+def updated_load_assignments(
+    clusters: Mapping[str, Cluster],
+    store: Store,
+    previous_clusters: Mapping[str, Cluster],
+    previous_assignments: Mapping[str, LoadAssignment],
+    previous_store: Store,
+) -> dict[str, LoadAssignment]:
+    """What load_assignments(clusters, store) gives, keeping every previous LoadAssignment
+    whose cluster and EndpointSlices did not change (the same object)."""
+    changed = _services_with_changed_slices(previous_store, store)
+    kept: dict[str, LoadAssignment] = {}
+    wanted: dict[str, EdsCluster] = {}
+    for name, cluster in clusters.items():
+        if not isinstance(cluster, EdsCluster):
+            continue
+        before = previous_clusters.get(name)
+        assignment = previous_assignments.get(name)
+        if (
+            assignment is not None
+            and (before is cluster or before == cluster)
+            and _service_of(cluster) not in changed
+        ):
+            kept[name] = assignment
+        else:
+            wanted[name] = cluster
+    if wanted:
+        slices = _slices_by_service(store, {_service_of(c) for c in wanted.values()})
+        for name, cluster in wanted.items():
+            kept[name] = load_assignment(cluster, slices.get(_service_of(cluster), []))
+    return kept
+
+
 def _services_with_changed_slices(before: Store, after: Store) -> set[NamespacedName]:
     old, new = before.endpoint_slices, after.endpoint_slices
     changed: set[NamespacedName] = set()
+    if old is new:
+        return changed
     for key in old.keys() | new.keys():
         was, now = old.get(key), new.get(key)
         if was is now or was == now:

@@ -1,0 +1,497 @@
+"""A Dag kept up to date change by change, equal to what `dag.build.build` makes of the same
+store.
+
+Every route is an entry: its parent outcomes, rules, problems, status and served items,
+with what it read (the Services and the namespaces of the ReferenceGrants it consulted).
+A change to routes, Services, EndpointSlices, ReferenceGrants or Secrets recomputes the
+entries it reaches and feeds their served items to each node group's index, which rebuilds
+only the virtual hosts those items reach; everything else is the previous Dag's objects.
+
+A change to Gateways, GatewayClasses or Namespaces is a full build, and so is one to a
+Secret or ReferenceGrant that changes how a Gateway listener is judged: they reach every
+route. So are stores with an HTTPRoute and a GRPCRoute on one listener (which of them is
+accepted depends on both), and the appearance of the first BackendTLSPolicy or the removal
+of the last (from then on every route records the backends it reaches).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from dragoman.dag.context import BuildContext, build_context
+from dragoman.dag.frontends.attachment import ParentOutcome, attach
+from dragoman.dag.frontends.listeners import Frontends, frontends
+from dragoman.dag.frontends.node_group_index import NodeGroupIndex, ServedKey
+from dragoman.dag.frontends.node_groups import ServedRoutes, shadowed_listeners
+from dragoman.dag.incremental.changes import StoreChanges, store_changes
+from dragoman.dag.incremental.reads import RecordingGrants, RecordingServices
+from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, NodeGroup, ObjectStatus, Problem
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_conflicts
+from dragoman.dag.routes.reachable_backends import (
+    NO_BACKEND_NAMES,
+    RouteBackendNames,
+    route_backend_names,
+)
+from dragoman.dag.routes.rules import RouteRules, route_rules
+from dragoman.dag.status.objects import frontend_statuses, status_order
+from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
+from dragoman.dag.upstreams.build import (
+    RouteUpstreams,
+    checked_hostnames,
+    policy_statuses,
+    with_aggregate_children,
+)
+from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
+from dragoman.dag.upstreams.endpoints import load_assignments, updated_load_assignments
+from dragoman.objects import GRPCRoute, HTTPRoute, ObjectKey
+from dragoman.store import NamespacedName, Store
+
+Route = HTTPRoute | GRPCRoute
+_K = TypeVar("_K")
+
+# Store fields whose changes an entry-by-entry update handles; any other change (Gateways,
+# GatewayClasses, Namespaces) is a full build.
+_PATCHABLE_FIELDS = frozenset(
+    {
+        "services",
+        "endpoint_slices",
+        "http_routes",
+        "grpc_routes",
+        "reference_grants",
+        "secrets",
+        "config_maps",
+        "backend_tls_policies",
+    }
+)
+_ROUTE_FIELDS = {HTTPRoute.kind: "http_routes", GRPCRoute.kind: "grpc_routes"}
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    dag: Dag
+    kind: str  # "full", "incremental", "endpoints" (only EndpointSlices changed) or "unchanged"
+
+
+class IncrementalBuild:
+    """Builds Dags for successive stores, each from what changed since the previous one."""
+
+    def __init__(self, options: BuildOptions = BuildOptions()) -> None:
+        self.options = options
+        self._state: _State | None = None
+        self._store: Store | None = None
+        self._dns: DnsObservations = {}
+
+    @property
+    def dag(self) -> Dag | None:
+        return self._state.dag if self._state is not None else None
+
+    def build(self, store: Store, dns: DnsObservations | None = None) -> BuildResult:
+        """The Dag of `store` with `dns` (the DNS check's observations)."""
+        dns = dict(dns or {})
+        previous, state = self._store, self._state
+        if previous is not None and state is not None and dns == self._dns:
+            changes = store_changes(previous, store)
+            if not previous.backend_tls_policies and not store.backend_tls_policies:
+                changes.pop("config_maps", None)  # read only through BackendTLSPolicies
+            if not changes:
+                return self._keep(store, dns, state.dag, "unchanged")
+            dag = state.patch(store, changes)
+            if dag is not None:
+                kind = "endpoints" if changes.keys() == {"endpoint_slices"} else "incremental"
+                return self._keep(store, dns, dag, kind)
+        self._state = _State.made(store, self.options, dns)
+        return self._keep(store, dns, self._state.dag, "full")
+
+    def _keep(self, store: Store, dns: DnsObservations, dag: Dag, kind: str) -> BuildResult:
+        self._store, self._dns = store, dns
+        return BuildResult(dag, kind)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One route's share of the build."""
+
+    route: Route
+    attached: tuple[ParentOutcome, ...]  # as attach() found them
+    rules: RouteRules
+    # What it reaches, for BackendTLSPolicy statuses and the DNS check (when either is on).
+    names: RouteBackendNames
+    services_read: frozenset[NamespacedName] | None  # None: every Service
+    grant_namespaces: frozenset[str]
+    # After kind conflicts (see kind_conflicts.py), and what follows from them.
+    parents: tuple[ParentOutcome, ...] = ()
+    conflicts: tuple[Problem, ...] = ()  # lost listeners of parentRefs that kept some
+    outcome: RouteOutcome | None = None
+    problems: tuple[Problem, ...] = ()  # in the build's order: parentRefs', then rules'
+    status: ObjectStatus | None = None
+    served: Mapping[ServedKey, ServedRoutes] = field(default_factory=dict)
+
+
+class _State:
+    """What a patchable store's Dag is made of, and the indexes from objects to it."""
+
+    def __init__(
+        self, store: Store, options: BuildOptions, dns: DnsObservations, judged: Frontends
+    ) -> None:
+        self.store, self.options, self.dns, self.judged = store, options, dns, judged
+        self.with_names = _needs_names(store, options)
+        self.context: BuildContext = build_context(store, options, dns)
+        self.entries: dict[ObjectKey, _Entry] = {}
+        # Route keys in the build's order (GRPCRoutes then HTTPRoutes, each by key).
+        self.keys: dict[str, list[ObjectKey]] = {kind: [] for kind in _ROUTE_FIELDS}
+        self.readers: dict[NamespacedName, set[ObjectKey]] = {}
+        self.readers_of_all: set[ObjectKey] = set()
+        self.grant_readers: dict[str, set[ObjectKey]] = {}
+        # Per (Gateway, listener): the route kinds attached and the routes, before conflicts.
+        self.listener_kinds: dict[tuple[ObjectKey, str], Counter[str]] = {}
+        self.listener_routes: dict[tuple[ObjectKey, str], set[ObjectKey]] = {}
+        # Routes whose parents kind conflicts changed.
+        self.conflicted: set[ObjectKey] = set()
+        self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
+        self.cluster_sources: dict[str, dict[ObjectKey, Cluster]] = {}
+        self.resolved: dict[str, Cluster] = {}
+        gateways = judged.ordered()
+        self.indexes: dict[str, NodeGroupIndex] = {
+            _group_name(verdict.gateway.key): NodeGroupIndex(
+                _group_name(verdict.gateway.key), [verdict]
+            )
+            for verdict in gateways
+        }
+        # One Gateway: every Envoy gets the same configuration (see dag.build).
+        self.single = len(gateways) == 1
+        self.shadowed: dict[tuple[ObjectKey, int], Problem] = {}
+        if not self.single:
+            self.indexes[ALL_GATEWAYS] = NodeGroupIndex(ALL_GATEWAYS, gateways)
+            self.shadowed = shadowed_listeners(gateways)
+        self.copied: tuple[NodeGroup, NodeGroup] | None = None
+        self.dag: Dag = Dag()
+
+    @classmethod
+    def made(cls, store: Store, options: BuildOptions, dns: DnsObservations) -> _State:
+        """A full build: a state fed every route of `store`."""
+        context = build_context(store, options, dns)
+        state = cls(store, options, dns, frontends(context))
+        every = {
+            **{ObjectKey(HTTPRoute.kind, *key): route for key, route in store.http_routes.items()},
+            **{ObjectKey(GRPCRoute.kind, *key): route for key, route in store.grpc_routes.items()},
+        }
+        state.update(store, context, every, previous_store=None)
+        return state
+
+    def patch(self, store: Store, changes: StoreChanges) -> Dag | None:
+        """The Dag after `changes` (from the state's store to `store`); None when the
+        change needs a full build."""
+        if changes.keys() - _PATCHABLE_FIELDS or _needs_names(store, self.options) != (
+            self.with_names
+        ):
+            return None
+        context = build_context(store, self.options, self.dns)
+        # Listeners read both (certificateRefs); if they judge differently, rebuild.
+        if changes.keys() & {"reference_grants", "secrets"} and frontends(context) != self.judged:
+            return None
+        affected: set[ObjectKey] = set()
+        for kind, name in _ROUTE_FIELDS.items():
+            affected.update(ObjectKey(kind, *key) for key in changes.get(name, ()))
+        if "services" in changes:
+            affected.update(self.readers_of_all)
+            for key in changes["services"]:
+                affected.update(self.readers.get(key, ()))
+        for namespace, _ in changes.get("reference_grants", ()):
+            affected.update(self.grant_readers.get(namespace, ()))
+        if changes.keys() & {"backend_tls_policies", "config_maps", "secrets"} and self.with_names:
+            # Policies (and the CA certificates they name) shape the clusters of the Services
+            # they target: every route reading one of those, before or after.
+            for policy in (
+                *self.store.backend_tls_policies.values(),
+                *store.backend_tls_policies.values(),
+            ):
+                for ref in policy.target_refs:
+                    affected.update(self.readers.get((policy.meta.namespace, ref.name), ()))
+        routes = {key: _route(store, key) for key in affected}
+        return self.update(store, context, routes, previous_store=self.store)
+
+    def update(
+        self,
+        store: Store,
+        context: BuildContext,
+        routes: Mapping[ObjectKey, Route | None],
+        previous_store: Store | None,
+    ) -> Dag:
+        """Replace the entries of `routes` (None: deleted) and make the Dag."""
+        previous_dag = self.dag
+        self.store, self.context = store, context
+        removed: list[ServedKey] = []
+        added: dict[ServedKey, ServedRoutes] = {}
+        for key in sorted(routes):
+            old = self.entries.get(key)
+            if old is not None:
+                self._forget(old)
+                removed.extend(old.served)
+            route = routes[key]
+            if route is not None:
+                entry = self._entry(route)
+                self._remember(entry)
+                added.update(entry.served)
+        for old, entry in self._kind_conflicts():
+            self._forget(old)
+            for served in old.served:
+                # Placed by this update (not yet in the indexes), or by an earlier one.
+                if added.pop(served, None) is None:
+                    removed.append(served)
+            self._remember(entry)
+            added.update(entry.served)
+        for index in self.indexes.values():
+            index.update(removed, added)
+        self.dag = self._dag(store, previous_store, previous_dag)
+        return self.dag
+
+    def _kind_conflicts(self) -> list[tuple[_Entry, _Entry]]:
+        """(entry, replacement) for the routes whose parents kind conflicts change: those on
+        a listener with both route kinds (see kind_conflicts.py), and those that were."""
+        shared = [
+            keys
+            for listener, keys in self.listener_routes.items()
+            if len(self.listener_kinds[listener]) > 1
+        ]
+        involved = sorted(set().union(*shared)) if shared else []
+        entries = self.entries
+        kept, conflicts = without_kind_conflicts(
+            [AttachedRoute(entries[key].route, entries[key].attached) for key in involved]
+        )
+        changed = []
+        by_route: dict[ObjectKey, list[Problem]] = {}
+        for problem in conflicts:
+            by_route.setdefault(problem.object, []).append(problem)
+        outcomes = {key: item.parents for key, item in zip(involved, kept, strict=True)}
+        for key in sorted(self.conflicted | outcomes.keys()):
+            entry = entries[key]
+            parents = outcomes.get(key, entry.attached)
+            lost = tuple(by_route.get(key, ()))
+            if parents != entry.parents or lost != entry.conflicts:
+                changed.append((entry, self._placed(entry, parents, lost)))
+        return changed
+
+    def _entry(self, route: Route) -> _Entry:
+        store, context = self.store, self.context
+        parents = tuple(attach(route, self.judged, store.namespaces, store.gateways))
+        services = RecordingServices(store.services)
+        grants = RecordingGrants(context.grants)
+        recording = dataclasses.replace(
+            context, store=dataclasses.replace(store, services=services), grants=grants
+        )
+        rules = route_rules(route, recording)
+        names = route_backend_names(route, recording) if self.with_names else NO_BACKEND_NAMES
+        entry = _Entry(
+            route=route,
+            attached=parents,
+            rules=rules,
+            names=names,
+            services_read=None if services.every else frozenset(services.keys_read),
+            grant_namespaces=frozenset(grants.namespaces_read),
+        )
+        return self._placed(entry, parents, ())
+
+    def _placed(
+        self, entry: _Entry, parents: tuple[ParentOutcome, ...], conflicts: tuple[Problem, ...]
+    ) -> _Entry:
+        """`entry` with these parents (after kind conflicts) and what follows from them."""
+        route, rules, names = entry.route, entry.rules, entry.names
+        problems = (*(p.problem for p in parents if p.problem is not None), *rules.problems)
+        key = route.key
+        outcome = RouteOutcome(route, route.meta.generation, parents)
+        # The build lists every conflict before the routes' own problems.
+        own = [problem for problem in (*conflicts, *problems) if problem.object == key]
+        status = route_status(outcome, own, self.options.controller_name)
+        if self.options.dns_check and names.hostnames:
+            resolved = dns_resolved_condition(names.hostnames, self.dns, outcome.generation)
+            status = add_route_condition(status, resolved)
+        served = {
+            (key, p, a): ServedRoutes(attachment, rules.ranked, route.hostnames)
+            for p, parent in enumerate(parents)
+            for a, attachment in enumerate(parent.attachments)
+        }
+        return dataclasses.replace(
+            entry,
+            parents=parents,
+            conflicts=conflicts,
+            outcome=outcome,
+            problems=problems,
+            status=status,
+            served=served,
+        )
+
+    def _remember(self, entry: _Entry) -> None:
+        key = entry.route.key
+        self.entries[key] = entry
+        bisect.insort(self.keys[key.kind], key)
+        if entry.parents != entry.attached or entry.conflicts:
+            self.conflicted.add(key)
+        if entry.services_read is None:
+            self.readers_of_all.add(key)
+        else:
+            for service in entry.services_read:
+                self.readers.setdefault(service, set()).add(key)
+        for namespace in entry.grant_namespaces:
+            self.grant_readers.setdefault(namespace, set()).add(key)
+        for name, cluster in entry.rules.clusters.items():
+            self.cluster_sources.setdefault(name, {})[key] = cluster
+            self._resolve(name)
+        for parent in entry.attached:
+            for attachment in parent.attachments:
+                listener = (attachment.gateway, attachment.listener)
+                self.listener_kinds.setdefault(listener, Counter())[key.kind] += 1
+                self.listener_routes.setdefault(listener, set()).add(key)
+        for parent in entry.parents:
+            if parent.accepted:
+                for attachment in parent.attachments:
+                    gateway = self.attached.setdefault(attachment.gateway, {})
+                    gateway.setdefault(attachment.listener, set()).add(key)
+
+    def _forget(self, entry: _Entry) -> None:
+        key = entry.route.key
+        keys = self.keys[key.kind]
+        del keys[bisect.bisect_left(keys, key)]
+        del self.entries[key]
+        self.conflicted.discard(key)
+        self.readers_of_all.discard(key)
+        for service in entry.services_read or ():
+            _discard(self.readers, service, key)
+        for namespace in entry.grant_namespaces:
+            _discard(self.grant_readers, namespace, key)
+        for name in entry.rules.clusters:
+            sources = self.cluster_sources[name]
+            del sources[key]
+            if not sources:
+                del self.cluster_sources[name]
+            self._resolve(name)
+        for parent in entry.attached:
+            for attachment in parent.attachments:
+                listener = (attachment.gateway, attachment.listener)
+                kinds = self.listener_kinds[listener]
+                kinds[key.kind] -= 1
+                if not kinds[key.kind]:
+                    del kinds[key.kind]
+                _discard(self.listener_routes, listener, key)
+        for parent in entry.parents:
+            for attachment in parent.attachments:
+                gateway = self.attached.get(attachment.gateway, {})
+                _discard(gateway, attachment.listener, key)
+
+    def _resolve(self, name: str) -> None:
+        """The build keeps the cluster of the last route (in its order) that resolved it."""
+        sources = self.cluster_sources.get(name)
+        if sources:
+            self.resolved[name] = sources[max(sources)]
+        else:
+            self.resolved.pop(name, None)
+
+    def _dag(self, store: Store, previous_store: Store | None, previous: Dag) -> Dag:
+        groups: dict[str, NodeGroup] = {}
+        for name, index in self.indexes.items():
+            if name != ALL_GATEWAYS:
+                groups[name] = index.group()
+        if self.single:
+            only = next(iter(groups.values()))
+            if self.copied is None or self.copied[0] is not only:
+                self.copied = only, dataclasses.replace(only, name=ALL_GATEWAYS)
+            everyone = self.copied[1]
+            referenced: Iterable[str] = everyone.clusters
+        else:
+            everyone = self.indexes[ALL_GATEWAYS].group()
+            referenced = sorted(
+                {name for group in (everyone, *groups.values()) for name in group.clusters}
+            )
+        groups = {ALL_GATEWAYS: everyone, **groups}
+        resolved = self.resolved
+        clusters = {name: resolved[name] for name in referenced}
+        groups, clusters = with_aggregate_children(groups, clusters)
+        if previous_store is None:
+            assignments = load_assignments(clusters, store)
+        else:
+            assignments = updated_load_assignments(
+                clusters, store, previous.clusters, previous.load_assignments, previous_store
+            )
+        return Dag(
+            groups=groups,
+            clusters=clusters,
+            load_assignments=assignments,
+            problems=self._problems(),
+            statuses=self._statuses(),
+            dns_hostnames=checked_hostnames(self._upstreams()) if self.options.dns_check else (),
+        )
+
+    def _upstreams(self) -> list[RouteUpstreams]:
+        return [
+            RouteUpstreams(entry.outcome, entry.names)
+            for entry in self._ordered_entries()
+            if entry.outcome is not None
+        ]
+
+    def _ordered_entries(self) -> Iterable[_Entry]:
+        entries = self.entries
+        for kind in sorted(self.keys):
+            for key in self.keys[kind]:
+                yield entries[key]
+
+    def _problems(self) -> tuple[Problem, ...]:
+        problems = list(self.judged.problems)
+        for key in sorted(self.conflicted):
+            problems.extend(self.entries[key].conflicts)
+        for entry in self._ordered_entries():
+            if entry.problems:
+                problems.extend(entry.problems)
+        problems.extend(self.shadowed.values())
+        # Stable: an object's problems keep the order of its fields.
+        return tuple(sorted(problems, key=lambda problem: problem.object))
+
+    def _statuses(self) -> dict[ObjectKey, ObjectStatus]:
+        attached = {
+            gateway: {name: len(keys) for name, keys in listeners.items()}
+            for gateway, listeners in self.attached.items()
+        }
+        statuses = {
+            status.key: status
+            for status in sorted(
+                frontend_statuses(self.judged, attached, self.shadowed), key=status_order
+            )
+        }
+        entries = self.entries
+        for kind in (HTTPRoute.kind, GRPCRoute.kind):
+            for key in self.keys[kind]:
+                statuses[key] = entries[key].status
+        if self.store.backend_tls_policies:
+            for status in policy_statuses(self._upstreams(), self.context):
+                statuses[status.key] = status
+        return statuses
+
+
+def _needs_names(store: Store, options: BuildOptions) -> bool:
+    """Whether routes must record the backends they reach (as dag.build decides)."""
+    return bool(store.backend_tls_policies) or options.dns_check
+
+
+def _route(store: Store, key: ObjectKey) -> Route | None:
+    routes: Mapping[NamespacedName, Route] = getattr(store, _ROUTE_FIELDS[key.kind])
+    return routes.get((key.namespace, key.name))
+
+
+def _group_name(gateway: ObjectKey) -> str:
+    return f"{gateway.namespace}/{gateway.name}"
+
+
+def _discard(
+    index: dict[NamespacedName, set[ObjectKey]] | dict[str, set[ObjectKey]],
+    at: object,
+    key: ObjectKey,
+) -> None:
+    keys = index.get(at)  # type: ignore[call-overload]
+    if keys is not None:
+        keys.discard(key)
+        if not keys:
+            del index[at]  # type: ignore[arg-type]

@@ -1,0 +1,199 @@
+"""DAG → snapshots, reusing what the previous translation serialized.
+
+A cluster, CLA, listener or virtual host whose DAG value is unchanged keeps its serialized
+bytes (the same Resource object, so its hash too), and a snapshot type whose resources are
+all unchanged keeps its TypeSnapshot (its version). A route table with one changed virtual
+host serializes that host alone: the RouteConfiguration's bytes are its other fields with
+the virtual hosts' bytes spliced in, as protobuf's deterministic serialization (fields in
+number order, a repeated message field as one length-delimited entry per element) writes
+them. The result is byte for byte what `translate` gives for the same DAG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from envoy.config.route.v3 import route_pb2
+from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
+
+from dragoman.dag.model import (
+    Cluster,
+    Dag,
+    EdsCluster,
+    Listener,
+    LoadAssignment,
+    NodeGroup,
+    RouteTable,
+    VirtualHost,
+)
+from dragoman.envoy.clusters import cluster
+from dragoman.envoy.listeners import listener
+from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
+from dragoman.envoy.routes import route_configuration, virtual_host
+from dragoman.envoy.translate import LoadAssignmentResource, assignment_resource
+from dragoman.xds.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
+
+# RouteConfiguration.virtual_hosts: field 2, length-delimited.
+_VIRTUAL_HOSTS_TAG = bytes([(2 << 3) | 2])
+_ROUTE_CONFIGURATION = "type.googleapis.com/" + route_pb2.RouteConfiguration.DESCRIPTOR.full_name
+
+
+@dataclass(slots=True)
+class _Table:
+    value: RouteTable
+    resource: Resource
+    # Each virtual host's value and its entry in the table's bytes (tag, length, message).
+    hosts: dict[str, tuple[VirtualHost, bytes]] = field(default_factory=dict)
+
+
+class IncrementalTranslation:
+    """Translates successive DAGs, each reusing the previous one's serialized resources."""
+
+    def __init__(self, options: TranslateOptions = DEFAULT_OPTIONS) -> None:
+        self._options = options
+        self._clusters: dict[str, tuple[Cluster, Resource]] = {}
+        self._assignments: dict[str, Resource] = {}
+        self._listeners: dict[str, tuple[Listener, Resource]] = {}
+        self._tables: dict[str, _Table] = {}
+        self._snapshots: dict[str, Snapshot] = {}
+
+    def translate(self, dag: Dag) -> dict[str, Snapshot]:
+        clusters: dict[str, tuple[Cluster, Resource]] = {}
+        assignments: dict[str, Resource] = {}
+        listeners: dict[str, tuple[Listener, Resource]] = {}
+        tables: dict[str, _Table] = {}
+        result: dict[str, Snapshot] = {}
+        for name, group in sorted(dag.groups.items()):
+            result[name] = self._snapshot(
+                name,
+                group,
+                dag,
+                clusters=clusters,
+                assignments=assignments,
+                listeners=listeners,
+                tables=tables,
+            )
+        self._clusters, self._assignments = clusters, assignments
+        self._listeners, self._tables, self._snapshots = listeners, tables, result
+        return result
+
+    def _snapshot(
+        self,
+        name: str,
+        group: NodeGroup,
+        dag: Dag,
+        *,
+        clusters: dict[str, tuple[Cluster, Resource]],
+        assignments: dict[str, Resource],
+        listeners: dict[str, tuple[Listener, Resource]],
+        tables: dict[str, _Table],
+    ) -> Snapshot:
+        defined = dag.clusters
+        cluster_resources = []
+        assignment_resources = []
+        for cluster_name in group.clusters:
+            value = defined.get(cluster_name)
+            if value is None:
+                continue  # its routes answer 503 until it appears (as in translate)
+            cluster_resources.append(self._cluster(cluster_name, value, clusters))
+            if isinstance(value, EdsCluster):
+                assignment = dag.load_assignments.get(cluster_name) or LoadAssignment(
+                    cluster=cluster_name
+                )
+                assignment_resources.append(self._assignment(assignment, assignments))
+        listener_resources = [self._listener(value, listeners) for value in group.listeners]
+        table_resources = [self._table(value, tables) for value in group.route_tables]
+        before = self._snapshots.get(name)
+        return Snapshot(
+            types={
+                CLUSTER: _type_snapshot(cluster_resources, before, CLUSTER),
+                ENDPOINT: _type_snapshot(assignment_resources, before, ENDPOINT),
+                LISTENER: _type_snapshot(listener_resources, before, LISTENER),
+                ROUTE: _type_snapshot(table_resources, before, ROUTE),
+            }
+        )
+
+    def _cluster(
+        self, name: str, value: Cluster, made: dict[str, tuple[Cluster, Resource]]
+    ) -> Resource:
+        known = made.get(name) or self._clusters.get(name)
+        if known is None or not (known[0] is value or known[0] == value):
+            known = value, Resource.of(name, cluster(value, self._options))
+        made[name] = known
+        return known[1]
+
+    def _assignment(self, value: LoadAssignment, made: dict[str, Resource]) -> Resource:
+        name = value.cluster
+        known = made.get(name) or self._assignments.get(name)
+        if not (
+            isinstance(known, LoadAssignmentResource)
+            and (known.source is value or known.source == value)
+        ):
+            known = assignment_resource(value)
+        made[name] = known
+        return known
+
+    def _listener(self, value: Listener, made: dict[str, tuple[Listener, Resource]]) -> Resource:
+        known = made.get(value.name) or self._listeners.get(value.name)
+        if known is None or not (known[0] is value or known[0] == value):
+            known = value, Resource.of(value.name, listener(value, self._options))
+        made[value.name] = known
+        return known[1]
+
+    def _table(self, value: RouteTable, made: dict[str, _Table]) -> Resource:
+        known = made.get(value.name) or self._tables.get(value.name)
+        if known is not None and (
+            known.value is value or known.value.virtual_hosts is value.virtual_hosts
+        ):
+            made[value.name] = known
+            return known.resource
+        hosts: dict[str, tuple[VirtualHost, bytes]] = {}
+        previous = known.hosts if known is not None else {}
+        entries = []
+        for host in value.virtual_hosts:
+            cached = previous.get(host.name)
+            if cached is None or not (cached[0] is host or cached[0] == host):
+                body = virtual_host(host).SerializeToString(deterministic=True)
+                cached = host, _VIRTUAL_HOSTS_TAG + _VarintBytes(len(body)) + body
+            hosts[host.name] = cached
+            entries.append(cached[1])
+        table = _Table(value, spliced_route_table(value, entries), hosts)
+        made[value.name] = table
+        return table.resource
+
+
+def spliced_route_table(value: RouteTable, virtual_hosts: list[bytes]) -> Resource:
+    """`value`'s RouteConfiguration, its virtual hosts given already serialized (each with
+    its field tag and length), as translate serializes it whole."""
+    rest = route_configuration(RouteTable(value.name, ())).SerializeToString(deterministic=True)
+    name = route_pb2.RouteConfiguration(name=value.name).SerializeToString(deterministic=True)
+    if not rest.startswith(name):
+        raise AssertionError("RouteConfiguration does not serialize its name first")
+    body = b"".join((name, *virtual_hosts, rest[len(name) :]))
+    return Resource.of_bytes(value.name, _ROUTE_CONFIGURATION, body)
+
+
+def _type_snapshot(
+    resources: list[Resource], before: Snapshot | None, type_url: str
+) -> TypeSnapshot:
+    """The previous TypeSnapshot when it holds exactly these Resource objects."""
+    if before is not None:
+        previous = before.of_type(type_url)
+        held = previous.resources
+        if len(resources) == len(held) and all(held.get(r.name) is r for r in resources):
+            return previous
+    return TypeSnapshot.of(resources)
+
+
+def unchanged_groups(before: Mapping[str, Snapshot], after: Mapping[str, Snapshot]) -> bool:
+    """True when every group's snapshot is the same object as before."""
+    return before.keys() == after.keys() and all(before[k] is after[k] for k in after)
