@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from envoy.config.route.v3 import route_pb2
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
@@ -55,6 +56,24 @@ class _Table:
     hosts: dict[str, tuple[VirtualHost, bytes]] = field(default_factory=dict)
 
 
+# By the id of a group's clusters tuple: (the tuple, CDS, EDS); by the id of its route
+# tables tuple: ((listeners, route tables), LDS, RDS).
+_Shared = tuple[
+    dict[int, tuple[Any, TypeSnapshot, TypeSnapshot]],
+    dict[int, tuple[Any, TypeSnapshot, TypeSnapshot]],
+]
+
+
+@dataclass(slots=True)
+class _Made:
+    """What one translation made or reused, by name: the next one's to reuse."""
+
+    clusters: dict[str, tuple[Cluster, Resource]] = field(default_factory=dict)
+    assignments: dict[str, Resource] = field(default_factory=dict)
+    listeners: dict[str, tuple[Listener, Resource]] = field(default_factory=dict)
+    tables: dict[str, _Table] = field(default_factory=dict)
+
+
 class IncrementalTranslation:
     """Translates successive DAGs, each reusing the previous one's serialized resources."""
 
@@ -67,23 +86,14 @@ class IncrementalTranslation:
         self._snapshots: dict[str, Snapshot] = {}
 
     def translate(self, dag: Dag) -> dict[str, Snapshot]:
-        clusters: dict[str, tuple[Cluster, Resource]] = {}
-        assignments: dict[str, Resource] = {}
-        listeners: dict[str, tuple[Listener, Resource]] = {}
-        tables: dict[str, _Table] = {}
-        result: dict[str, Snapshot] = {}
-        for name, group in sorted(dag.groups.items()):
-            result[name] = self._snapshot(
-                name,
-                group,
-                dag,
-                clusters=clusters,
-                assignments=assignments,
-                listeners=listeners,
-                tables=tables,
-            )
-        self._clusters, self._assignments = clusters, assignments
-        self._listeners, self._tables, self._snapshots = listeners, tables, result
+        made = _Made()
+        shared: _Shared = ({}, {})
+        result = {
+            name: self._snapshot(name, group, dag, made, shared)
+            for name, group in sorted(dag.groups.items())
+        }
+        self._clusters, self._assignments = made.clusters, made.assignments
+        self._listeners, self._tables, self._snapshots = made.listeners, made.tables, result
         return result
 
     def _snapshot(
@@ -91,12 +101,48 @@ class IncrementalTranslation:
         name: str,
         group: NodeGroup,
         dag: Dag,
-        *,
-        clusters: dict[str, tuple[Cluster, Resource]],
-        assignments: dict[str, Resource],
-        listeners: dict[str, tuple[Listener, Resource]],
-        tables: dict[str, _Table],
+        made: _Made,
+        shared: _Shared,
     ) -> Snapshot:
+        before = self._snapshots.get(name)
+        # Groups sharing the DAG's tuples (one Gateway: its group and every Envoy's) share
+        # their TypeSnapshots too.
+        upstreams, frontends = shared
+        upstream = upstreams.get(id(group.clusters))
+        if upstream is None or upstream[0] is not group.clusters:
+            cluster_resources, assignment_resources = self._upstream(group, dag, made)
+            upstream = (
+                group.clusters,
+                _type_snapshot(cluster_resources, before, CLUSTER),
+                _type_snapshot(assignment_resources, before, ENDPOINT),
+            )
+            upstreams[id(group.clusters)] = upstream
+        frontend = frontends.get(id(group.route_tables))
+        if (
+            frontend is None
+            or frontend[0][0] is not group.listeners
+            or frontend[0][1] is not group.route_tables
+        ):
+            listener_resources = [self._listener(v, made.listeners) for v in group.listeners]
+            table_resources = [self._table(v, made.tables) for v in group.route_tables]
+            frontend = (
+                (group.listeners, group.route_tables),
+                _type_snapshot(listener_resources, before, LISTENER),
+                _type_snapshot(table_resources, before, ROUTE),
+            )
+            frontends[id(group.route_tables)] = frontend
+        return Snapshot(
+            types={
+                CLUSTER: upstream[1],
+                ENDPOINT: upstream[2],
+                LISTENER: frontend[1],
+                ROUTE: frontend[2],
+            }
+        )
+
+    def _upstream(
+        self, group: NodeGroup, dag: Dag, made: _Made
+    ) -> tuple[list[Resource], list[Resource]]:
         defined = dag.clusters
         cluster_resources = []
         assignment_resources = []
@@ -104,23 +150,13 @@ class IncrementalTranslation:
             value = defined.get(cluster_name)
             if value is None:
                 continue  # its routes answer 503 until it appears (as in translate)
-            cluster_resources.append(self._cluster(cluster_name, value, clusters))
+            cluster_resources.append(self._cluster(cluster_name, value, made.clusters))
             if isinstance(value, EdsCluster):
                 assignment = dag.load_assignments.get(cluster_name) or LoadAssignment(
                     cluster=cluster_name
                 )
-                assignment_resources.append(self._assignment(assignment, assignments))
-        listener_resources = [self._listener(value, listeners) for value in group.listeners]
-        table_resources = [self._table(value, tables) for value in group.route_tables]
-        before = self._snapshots.get(name)
-        return Snapshot(
-            types={
-                CLUSTER: _type_snapshot(cluster_resources, before, CLUSTER),
-                ENDPOINT: _type_snapshot(assignment_resources, before, ENDPOINT),
-                LISTENER: _type_snapshot(listener_resources, before, LISTENER),
-                ROUTE: _type_snapshot(table_resources, before, ROUTE),
-            }
-        )
+                assignment_resources.append(self._assignment(assignment, made.assignments))
+        return cluster_resources, assignment_resources
 
     def _cluster(
         self, name: str, value: Cluster, made: dict[str, tuple[Cluster, Resource]]

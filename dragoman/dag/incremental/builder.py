@@ -30,7 +30,15 @@ from dragoman.dag.frontends.node_group_index import NodeGroupIndex, ServedKey
 from dragoman.dag.frontends.node_groups import ServedRoutes, shadowed_listeners
 from dragoman.dag.incremental.changes import StoreChanges, store_changes
 from dragoman.dag.incremental.reads import RecordingGrants, RecordingServices
-from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, NodeGroup, ObjectStatus, Problem
+from dragoman.dag.model import (
+    ALL_GATEWAYS,
+    AggregateCluster,
+    Cluster,
+    Dag,
+    NodeGroup,
+    ObjectStatus,
+    Problem,
+)
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_conflicts
 from dragoman.dag.routes.reachable_backends import (
@@ -151,8 +159,13 @@ class _State:
         # Per (Gateway, listener): the route kinds attached and the routes, before conflicts.
         self.listener_kinds: dict[tuple[ObjectKey, str], Counter[str]] = {}
         self.listener_routes: dict[tuple[ObjectKey, str], set[ObjectKey]] = {}
-        # Routes whose parents kind conflicts changed.
+        # Routes whose parents kind conflicts changed, and routes with problems.
         self.conflicted: set[ObjectKey] = set()
+        self.with_problems: set[ObjectKey] = set()
+        # Names of resolved clusters that are aggregates.
+        self.aggregates: set[str] = set()
+        # Routes whose entries the last update replaced; None when routes came or went.
+        self.replaced: set[ObjectKey] | None = None
         self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
         self.cluster_sources: dict[str, dict[ObjectKey, Cluster]] = {}
         self.resolved: dict[str, Cluster] = {}
@@ -226,6 +239,8 @@ class _State:
         """Replace the entries of `routes` (None: deleted) and make the Dag."""
         previous_dag = self.dag
         self.store, self.context = store, context
+        # Routes whose entries were replaced; None when routes came or went.
+        replaced: set[ObjectKey] | None = set()
         removed: list[ServedKey] = []
         added: dict[ServedKey, ServedRoutes] = {}
         for key in sorted(routes):
@@ -238,6 +253,10 @@ class _State:
                 entry = self._entry(route)
                 self._remember(entry)
                 added.update(entry.served)
+            if replaced is not None and old is not None and route is not None:
+                replaced.add(key)
+            elif old is not None or route is not None:
+                replaced = None
         for old, entry in self._kind_conflicts():
             self._forget(old)
             for served in old.served:
@@ -246,6 +265,10 @@ class _State:
                     removed.append(served)
             self._remember(entry)
             added.update(entry.served)
+            if replaced is not None:
+                replaced.add(entry.route.key)
+        # (The Gateways and classes are those of the previous Dag: patch judged them alike.)
+        self.replaced = replaced if previous_dag.statuses else None
         for index in self.indexes.values():
             index.update(removed, added)
         self.dag = self._dag(store, previous_store, previous_dag)
@@ -332,6 +355,8 @@ class _State:
         bisect.insort(self.keys[key.kind], key)
         if entry.parents != entry.attached or entry.conflicts:
             self.conflicted.add(key)
+        if entry.problems:
+            self.with_problems.add(key)
         if entry.services_read is None:
             self.readers_of_all.add(key)
         else:
@@ -359,6 +384,7 @@ class _State:
         del keys[bisect.bisect_left(keys, key)]
         del self.entries[key]
         self.conflicted.discard(key)
+        self.with_problems.discard(key)
         self.readers_of_all.discard(key)
         for service in entry.services_read or ():
             _discard(self.readers, service, key)
@@ -387,9 +413,14 @@ class _State:
         """The build keeps the cluster of the last route (in its order) that resolved it."""
         sources = self.cluster_sources.get(name)
         if sources:
-            self.resolved[name] = sources[max(sources)]
+            cluster = self.resolved[name] = sources[max(sources)]
+            if isinstance(cluster, AggregateCluster):
+                self.aggregates.add(name)
+            else:
+                self.aggregates.discard(name)
         else:
             self.resolved.pop(name, None)
+            self.aggregates.discard(name)
 
     def _dag(self, store: Store, previous_store: Store | None, previous: Dag) -> Dag:
         groups: dict[str, NodeGroup] = {}
@@ -410,7 +441,8 @@ class _State:
         groups = {ALL_GATEWAYS: everyone, **groups}
         resolved = self.resolved
         clusters = {name: resolved[name] for name in referenced}
-        groups, clusters = with_aggregate_children(groups, clusters)
+        if self.aggregates:
+            groups, clusters = with_aggregate_children(groups, clusters)
         if previous_store is None:
             assignments = load_assignments(clusters, store)
         else:
@@ -422,7 +454,7 @@ class _State:
             clusters=clusters,
             load_assignments=assignments,
             problems=self._problems(),
-            statuses=self._statuses(),
+            statuses=self._statuses(previous),
             dns_hostnames=checked_hostnames(self._upstreams()) if self.options.dns_check else (),
         )
 
@@ -441,31 +473,38 @@ class _State:
 
     def _problems(self) -> tuple[Problem, ...]:
         problems = list(self.judged.problems)
+        entries = self.entries
         for key in sorted(self.conflicted):
-            problems.extend(self.entries[key].conflicts)
-        for entry in self._ordered_entries():
-            if entry.problems:
-                problems.extend(entry.problems)
+            problems.extend(entries[key].conflicts)
+        for key in sorted(self.with_problems):  # the build's order: routes by key
+            problems.extend(entries[key].problems)
         problems.extend(self.shadowed.values())
         # Stable: an object's problems keep the order of its fields.
         return tuple(sorted(problems, key=lambda problem: problem.object))
 
-    def _statuses(self) -> dict[ObjectKey, ObjectStatus]:
+    def _statuses(self, previous: Dag) -> dict[ObjectKey, ObjectStatus]:
         attached = {
             gateway: {name: len(keys) for name, keys in listeners.items()}
             for gateway, listeners in self.attached.items()
         }
-        statuses = {
-            status.key: status
-            for status in sorted(
-                frontend_statuses(self.judged, attached, self.shadowed), key=status_order
-            )
-        }
+        front = sorted(frontend_statuses(self.judged, attached, self.shadowed), key=status_order)
+        replaced, self.replaced = self.replaced, None
+        policies = self.store.backend_tls_policies
+        if replaced is not None and not policies:
+            # The same objects in the same order: the previous statuses with the changed ones
+            # replaced keep the build's order without sorting ten thousand keys again.
+            statuses = dict(previous.statuses)
+            for status in front:
+                statuses[status.key] = status
+            for key in replaced:
+                statuses[key] = self.entries[key].status
+            return statuses
+        statuses = {status.key: status for status in front}
         entries = self.entries
         for kind in (HTTPRoute.kind, GRPCRoute.kind):
             for key in self.keys[kind]:
                 statuses[key] = entries[key].status
-        if self.store.backend_tls_policies:
+        if policies:
             for status in policy_statuses(self._upstreams(), self.context):
                 statuses[status.key] = status
         return statuses
