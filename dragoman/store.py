@@ -3,6 +3,7 @@ the table of kinds (`dragoman.sources.kinds`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
@@ -51,6 +52,17 @@ class Store:
         for obj in objects:
             by_field[_FIELD_OF_KIND[type(obj)]][(obj.meta.namespace, obj.meta.name)] = obj
         return cls(**by_field)  # type: ignore[arg-type]
+
+    def with_object(self, kind: type, key: NamespacedName, obj: KubeObject | None) -> Store:
+        """This store with one object of `kind` (a type) put at `key`, or removed (None).
+        Copies one kind's mapping, not every object."""
+        name = _FIELD_OF_KIND[kind]
+        objects = dict(getattr(self, name))
+        if obj is None:
+            objects.pop(key, None)
+        else:
+            objects[key] = obj
+        return dataclasses.replace(self, **{name: objects})
 
     def slices_of(self, namespace: str, service_name: str) -> list[EndpointSlice]:
         """EndpointSlices labelled as belonging to one Service, in name order."""
