@@ -8,15 +8,19 @@ import random
 from collections.abc import Callable
 
 import pytest
+from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
 from dragoman.dag.build import build
 from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import Dag
-from dragoman.envoy.incremental import IncrementalTranslation
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams.dns_check import DnsObservation, DnsObservations
+from dragoman.envoy.incremental import IncrementalTranslation, spliced_route_table
+from dragoman.envoy.routes import route_configuration, virtual_host
 from dragoman.envoy.translate import translate
 from dragoman.objects import KubeObject
 from dragoman.store import Store
-from dragoman.xds.resources import Snapshot
+from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.support.certificates import certificate_authority
 from tests.support.status_builds import objects
 
@@ -275,23 +279,89 @@ def _assert_same(incremental: Dag, full: Dag) -> None:
     assert incremental == full
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_random_changes_match_a_full_build(seed: int) -> None:
+def _observations(rng: random.Random) -> DnsObservations:
+    """What a DNS check might have seen of the external names the Services use."""
+    seen: dict[str, DnsObservation] = {}
+    for i in range(6):
+        roll = rng.random()
+        if roll < 0.5:
+            seen[f"svc-{i}.example.net"] = DnsObservation((f"192.0.2.{i + 1}",))
+        elif roll < 0.7:
+            seen[f"svc-{i}.example.net"] = DnsObservation(error="NXDOMAIN")
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("seed", "dns_check"), [*((seed, False) for seed in range(12)), (100, True), (101, True)]
+)
+def test_random_changes_match_a_full_build(seed: int, dns_check: bool) -> None:
     rng = random.Random(seed)
+    options = BuildOptions(dns_check=dns_check)
     held = _initial(rng)
-    builder = IncrementalBuild()
+    dns = _observations(rng) if dns_check else None
+    builder = IncrementalBuild(options)
     translation = IncrementalTranslation()
     kinds: dict[str, int] = {}
     for step in range(60):
         store = Store.from_objects(held.values())
-        result = builder.build(store)
+        result = builder.build(store, dns)
         kinds[result.kind] = kinds.get(result.kind, 0) + 1
-        full = build(store)
+        full = build(store, options, dns)
         try:
             _assert_same(result.dag, full)
             assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
         except AssertionError as error:
             raise AssertionError(f"seed {seed}, step {step} ({result.kind})") from error
-        _change(rng, held)
+        if dns_check and rng.random() < 0.1:
+            dns = _observations(rng)  # new observations: a full build
+        else:
+            _change(rng, held)
     # The comparison is only worth something if most steps took the incremental path.
     assert kinds.get("incremental", 0) >= 20, kinds
+    assert kinds.get("full", 0) >= 1, kinds
+
+
+def test_unchanged_parts_keep_their_objects_and_bytes() -> None:
+    """A change to one route re-serializes its virtual host's table and nothing else: every
+    other resource is the same object (bytes and hash), every other TypeSnapshot too."""
+    rng = random.Random(7)
+    held = _initial(rng)
+    held = {k: v for k, v in held.items() if k[0] != "GRPCRoute"}
+    builder, translation = IncrementalBuild(), IncrementalTranslation()
+    store = Store.from_objects(held.values())
+    before = translation.translate(builder.build(store).dag)
+    route = next(k for k in held if k[0] == "HTTPRoute")
+    changed = dict(held)
+    changed[route] = _one(_http_route(rng, route[1], route[2]))
+    result = builder.build(Store.from_objects(changed.values()))
+    after = translation.translate(result.dag)
+    assert result.kind == "incremental"
+    for group, snapshot in after.items():
+        for type_url in (CLUSTER, ENDPOINT, LISTENER):
+            old, new = before[group].of_type(type_url), snapshot.of_type(type_url)
+            same = [
+                name for name in new.resources if old.resources.get(name) is new.resources[name]
+            ]
+            reused = set(same) == set(new.resources) & set(old.resources)
+            assert reused, (group, type_url)
+    # Of the route tables, only those whose virtual hosts the route reaches changed.
+    tables = [
+        name
+        for snapshot, old in ((after[g], before[g]) for g in after)
+        for name, resource in snapshot.of_type(ROUTE).resources.items()
+        if old.of_type(ROUTE).resources.get(name) is not resource
+    ]
+    assert tables
+    assert len(tables) < sum(len(s.of_type(ROUTE).resources) for s in after.values())
+
+
+def test_spliced_route_tables_are_the_bytes_protobuf_writes() -> None:
+    dag = build(Store.from_objects(_initial(random.Random(3)).values()))
+    for group in dag.groups.values():
+        for table in group.route_tables:
+            entries = []
+            for host in table.virtual_hosts:
+                body = virtual_host(host).SerializeToString(deterministic=True)
+                entries.append(b"\x12" + _VarintBytes(len(body)) + body)
+            whole = route_configuration(table).SerializeToString(deterministic=True)
+            assert spliced_route_table(table, entries).body == whole

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -46,12 +46,12 @@ from dragoman.dag.routes.reachable_backends import (
     RouteBackendNames,
     route_backend_names,
 )
+from dragoman.dag.routes.reference_grants import ReferenceGrants, Referrer, Target
 from dragoman.dag.routes.rules import RouteRules, route_rules
 from dragoman.dag.status.objects import frontend_statuses, status_order
 from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
 from dragoman.dag.upstreams.build import (
     RouteUpstreams,
-    checked_hostnames,
     policy_statuses,
     with_aggregate_children,
 )
@@ -131,7 +131,8 @@ class _Entry:
     # What it reaches, for BackendTLSPolicy statuses and the DNS check (when either is on).
     names: RouteBackendNames
     services_read: frozenset[NamespacedName] | None  # None: every Service
-    grant_namespaces: frozenset[str]
+    # The cross-namespace references it asked ReferenceGrants about.
+    grant_questions: frozenset[tuple[Referrer, Target]]
     # After kind conflicts (see kind_conflicts.py), and what follows from them.
     parents: tuple[ParentOutcome, ...] = ()
     conflicts: tuple[Problem, ...] = ()  # lost listeners of parentRefs that kept some
@@ -162,6 +163,8 @@ class _State:
         # Routes whose parents kind conflicts changed, and routes with problems.
         self.conflicted: set[ObjectKey] = set()
         self.with_problems: set[ObjectKey] = set()
+        # Routes attached somewhere that forward to external names (for the DNS check).
+        self.with_hostnames: set[ObjectKey] = set()
         # Names of resolved clusters that are aggregates.
         self.aggregates: set[str] = set()
         # Routes whose entries the last update replaced; None when routes came or went.
@@ -215,8 +218,8 @@ class _State:
             affected.update(self.readers_of_all)
             for key in changes["services"]:
                 affected.update(self.readers.get(key, ()))
-        for namespace, _ in changes.get("reference_grants", ()):
-            affected.update(self.grant_readers.get(namespace, ()))
+        if "reference_grants" in changes:
+            affected.update(self._grant_readers(store, changes["reference_grants"]))
         if changes.keys() & {"backend_tls_policies", "config_maps", "secrets"} and self.with_names:
             # Policies (and the CA certificates they name) shape the clusters of the Services
             # they target: every route reading one of those, before or after.
@@ -228,6 +231,24 @@ class _State:
                     affected.update(self.readers.get((policy.meta.namespace, ref.name), ()))
         routes = {key: _route(store, key) for key in affected}
         return self.update(store, context, routes, previous_store=self.store)
+
+    def _grant_readers(
+        self, store: Store, changed: frozenset[NamespacedName]
+    ) -> Iterator[ObjectKey]:
+        """Routes with a question one of the changed grants permits, before or after: a grant
+        only adds permissions, so no other answer can change."""
+        versions = [
+            grant
+            for key in changed
+            for grant in (self.store.reference_grants.get(key), store.reference_grants.get(key))
+            if grant is not None
+        ]
+        changed_grants = ReferenceGrants(versions)
+        for namespace in {namespace for namespace, _ in changed}:
+            for route in self.grant_readers.get(namespace, ()):
+                questions = self.entries[route].grant_questions
+                if any(changed_grants.permits(r, t) for r, t in questions):
+                    yield route
 
     def update(
         self,
@@ -316,7 +337,7 @@ class _State:
             rules=rules,
             names=names,
             services_read=None if services.every else frozenset(services.keys_read),
-            grant_namespaces=frozenset(grants.namespaces_read),
+            grant_questions=frozenset(grants.asked),
         )
         return self._placed(entry, parents, ())
 
@@ -357,13 +378,15 @@ class _State:
             self.conflicted.add(key)
         if entry.problems:
             self.with_problems.add(key)
+        if entry.names.hostnames and any(parent.attachments for parent in entry.parents):
+            self.with_hostnames.add(key)
         if entry.services_read is None:
             self.readers_of_all.add(key)
         else:
             for service in entry.services_read:
                 self.readers.setdefault(service, set()).add(key)
-        for namespace in entry.grant_namespaces:
-            self.grant_readers.setdefault(namespace, set()).add(key)
+        for _, target in entry.grant_questions:
+            self.grant_readers.setdefault(target.namespace, set()).add(key)
         for name, cluster in entry.rules.clusters.items():
             self.cluster_sources.setdefault(name, {})[key] = cluster
             self._resolve(name)
@@ -385,11 +408,12 @@ class _State:
         del self.entries[key]
         self.conflicted.discard(key)
         self.with_problems.discard(key)
+        self.with_hostnames.discard(key)
         self.readers_of_all.discard(key)
         for service in entry.services_read or ():
             _discard(self.readers, service, key)
-        for namespace in entry.grant_namespaces:
-            _discard(self.grant_readers, namespace, key)
+        for _, target in entry.grant_questions:
+            _discard(self.grant_readers, target.namespace, key)
         for name in entry.rules.clusters:
             sources = self.cluster_sources[name]
             del sources[key]
@@ -454,22 +478,9 @@ class _State:
             clusters=clusters,
             load_assignments=assignments,
             problems=self._problems(),
-            statuses=self._statuses(previous),
-            dns_hostnames=checked_hostnames(self._upstreams()) if self.options.dns_check else (),
+            statuses=self._statuses(previous, previous_store),
+            dns_hostnames=self._checked_hostnames() if self.options.dns_check else (),
         )
-
-    def _upstreams(self) -> list[RouteUpstreams]:
-        return [
-            RouteUpstreams(entry.outcome, entry.names)
-            for entry in self._ordered_entries()
-            if entry.outcome is not None
-        ]
-
-    def _ordered_entries(self) -> Iterable[_Entry]:
-        entries = self.entries
-        for kind in sorted(self.keys):
-            for key in self.keys[kind]:
-                yield entries[key]
 
     def _problems(self) -> tuple[Problem, ...]:
         problems = list(self.judged.problems)
@@ -482,32 +493,59 @@ class _State:
         # Stable: an object's problems keep the order of its fields.
         return tuple(sorted(problems, key=lambda problem: problem.object))
 
-    def _statuses(self, previous: Dag) -> dict[ObjectKey, ObjectStatus]:
+    def _statuses(
+        self, previous: Dag, previous_store: Store | None
+    ) -> dict[ObjectKey, ObjectStatus]:
         attached = {
             gateway: {name: len(keys) for name, keys in listeners.items()}
             for gateway, listeners in self.attached.items()
         }
         front = sorted(frontend_statuses(self.judged, attached, self.shadowed), key=status_order)
-        replaced, self.replaced = self.replaced, None
         policies = self.store.backend_tls_policies
-        if replaced is not None and not policies:
+        made = policy_statuses(self._policy_upstreams(), self.context) if policies else []
+        replaced, self.replaced = self.replaced, None
+        if (
+            replaced is not None
+            and previous_store is not None
+            and previous_store.backend_tls_policies.keys() == policies.keys()
+        ):
             # The same objects in the same order: the previous statuses with the changed ones
             # replaced keep the build's order without sorting ten thousand keys again.
             statuses = dict(previous.statuses)
-            for status in front:
-                statuses[status.key] = status
             for key in replaced:
                 statuses[key] = self.entries[key].status
-            return statuses
-        statuses = {status.key: status for status in front}
-        entries = self.entries
-        for kind in (HTTPRoute.kind, GRPCRoute.kind):
-            for key in self.keys[kind]:
-                statuses[key] = entries[key].status
-        if policies:
-            for status in policy_statuses(self._upstreams(), self.context):
+        else:
+            statuses = {}
+            entries = self.entries
+            for status in front:
                 statuses[status.key] = status
+            for kind in (HTTPRoute.kind, GRPCRoute.kind):
+                for key in self.keys[kind]:
+                    statuses[key] = entries[key].status
+        for status in (*front, *made):
+            statuses[status.key] = status
         return statuses
+
+    def _policy_upstreams(self) -> list[RouteUpstreams]:
+        """The routes that may reach a Service some BackendTLSPolicy targets: the only ones
+        policy_statuses finds anything in."""
+        candidates = set(self.readers_of_all)
+        for policy in self.store.backend_tls_policies.values():
+            for ref in policy.target_refs:
+                candidates.update(self.readers.get((policy.meta.namespace, ref.name), ()))
+        entries = self.entries
+        return [
+            RouteUpstreams(entries[key].outcome, entries[key].names)  # type: ignore[arg-type]
+            for key in sorted(candidates)
+        ]
+
+    def _checked_hostnames(self) -> tuple[str, ...]:
+        """What checked_hostnames gives for every route: the external names of routes
+        attached somewhere."""
+        entries = self.entries
+        return tuple(
+            sorted({name for key in self.with_hostnames for name in entries[key].names.hostnames})
+        )
 
 
 def _needs_names(store: Store, options: BuildOptions) -> bool:

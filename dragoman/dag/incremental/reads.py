@@ -43,15 +43,15 @@ class RecordingServices(Mapping[NamespacedName, Service]):
 
 
 class RecordingGrants(ReferenceGrants):
-    """ReferenceGrants that remember the namespaces of the targets they were asked about
-    (a grant lives in its target's namespace)."""
+    """ReferenceGrants that remember every cross-namespace question they were asked: only a
+    grant that permits one of them (before or after a change) can change an answer."""
 
     def __init__(self, grants: ReferenceGrants) -> None:
         # The index is shared, not rebuilt: it is never modified after construction.
         self._allowed = grants._allowed
-        self.namespaces_read: set[str] = set()
+        self.asked: set[tuple[Referrer, Target]] = set()
 
     def permits(self, referrer: Referrer, target: Target) -> bool:
         if referrer.namespace != target.namespace:
-            self.namespaces_read.add(target.namespace)
+            self.asked.add((referrer, target))
         return super().permits(referrer, target)
