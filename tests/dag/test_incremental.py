@@ -325,15 +325,24 @@ def test_unchanged_parts_keep_their_objects_and_bytes() -> None:
     """A change to one route re-serializes its virtual host's table and nothing else: every
     other resource is the same object (bytes and hash), every other TypeSnapshot too."""
     rng = random.Random(7)
-    held = _initial(rng)
-    held = {k: v for k, v in held.items() if k[0] != "GRPCRoute"}
+    held = {k: v for k, v in _initial(rng).items() if k[0] != "GRPCRoute"}
+
+    def route(path: str) -> KubeObject:
+        return _one(f"""
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: mine, namespace: default}}
+spec:
+  parentRefs: [{{name: edge, namespace: default, sectionName: http}}]
+  hostnames: [mine.example.org]
+  rules: [{{matches: [{{path: {{type: PathPrefix, value: {path}}}}}]}}]
+""")
+
+    held[("HTTPRoute", "default", "mine")] = route("/one")
     builder, translation = IncrementalBuild(), IncrementalTranslation()
-    store = Store.from_objects(held.values())
-    before = translation.translate(builder.build(store).dag)
-    route = next(k for k in held if k[0] == "HTTPRoute")
-    changed = dict(held)
-    changed[route] = _one(_http_route(rng, route[1], route[2]))
-    result = builder.build(Store.from_objects(changed.values()))
+    before = translation.translate(builder.build(Store.from_objects(held.values())).dag)
+    held[("HTTPRoute", "default", "mine")] = route("/two")
+    result = builder.build(Store.from_objects(held.values()))
     after = translation.translate(result.dag)
     assert result.kind == "incremental"
     for group, snapshot in after.items():
