@@ -32,7 +32,7 @@ from dragoman.envoy.clusters import cluster
 from dragoman.envoy.listeners import listener
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.routes import route_configuration, virtual_host
-from dragoman.envoy.translate import LoadAssignmentResource, assignment_resource
+from dragoman.envoy.translate import assignment_resource
 from dragoman.xds.resources import (
     CLUSTER,
     ENDPOINT,
@@ -69,9 +69,13 @@ class _Made:
     """What one translation made or reused, by name: the next one's to reuse."""
 
     clusters: dict[str, tuple[Cluster, Resource]] = field(default_factory=dict)
-    assignments: dict[str, Resource] = field(default_factory=dict)
+    assignments: dict[str, tuple[LoadAssignment, Resource]] = field(default_factory=dict)
     listeners: dict[str, tuple[Listener, Resource]] = field(default_factory=dict)
     tables: dict[str, _Table] = field(default_factory=dict)
+    # By group: what its clusters and CLAs were made of, and their TypeSnapshots.
+    upstreams: dict[str, tuple[Any, Any, Any, TypeSnapshot, TypeSnapshot]] = field(
+        default_factory=dict
+    )
 
 
 class IncrementalTranslation:
@@ -80,9 +84,10 @@ class IncrementalTranslation:
     def __init__(self, options: TranslateOptions = DEFAULT_OPTIONS) -> None:
         self._options = options
         self._clusters: dict[str, tuple[Cluster, Resource]] = {}
-        self._assignments: dict[str, Resource] = {}
+        self._assignments: dict[str, tuple[LoadAssignment, Resource]] = {}
         self._listeners: dict[str, tuple[Listener, Resource]] = {}
         self._tables: dict[str, _Table] = {}
+        self._upstreams: dict[str, tuple[Any, Any, Any, TypeSnapshot, TypeSnapshot]] = {}
         self._snapshots: dict[str, Snapshot] = {}
 
     def translate(self, dag: Dag) -> dict[str, Snapshot]:
@@ -94,6 +99,7 @@ class IncrementalTranslation:
         }
         self._clusters, self._assignments = made.clusters, made.assignments
         self._listeners, self._tables, self._snapshots = made.listeners, made.tables, result
+        self._upstreams = made.upstreams
         return result
 
     def _snapshot(
@@ -109,6 +115,19 @@ class IncrementalTranslation:
         # their TypeSnapshots too.
         upstreams, frontends = shared
         upstream = upstreams.get(id(group.clusters))
+        last = self._upstreams.get(name)
+        if (
+            (upstream is None or upstream[0] is not group.clusters)
+            and last is not None
+            and last[0] is group.clusters
+            and last[1] is dag.clusters
+            and last[2] is dag.load_assignments
+        ):
+            # Nothing a cluster or CLA is made of changed since the last translation: its
+            # resources are all still the ones made before (kept for the next one too).
+            upstream = group.clusters, last[3], last[4]
+            made.clusters = {**self._clusters, **made.clusters}
+            made.assignments = {**self._assignments, **made.assignments}
         if upstream is None or upstream[0] is not group.clusters:
             cluster_resources, assignment_resources = self._upstream(group, dag, made)
             upstream = (
@@ -131,6 +150,13 @@ class IncrementalTranslation:
                 _type_snapshot(table_resources, before, ROUTE),
             )
             frontends[id(group.route_tables)] = frontend
+        made.upstreams[name] = (
+            group.clusters,
+            dag.clusters,
+            dag.load_assignments,
+            upstream[1],
+            upstream[2],
+        )
         return Snapshot(
             types={
                 CLUSTER: upstream[1],
@@ -162,26 +188,30 @@ class IncrementalTranslation:
         self, name: str, value: Cluster, made: dict[str, tuple[Cluster, Resource]]
     ) -> Resource:
         known = made.get(name) or self._clusters.get(name)
-        if known is None or not (known[0] is value or known[0] == value):
-            known = value, Resource.of(name, cluster(value, self._options))
+        if known is None or known[0] is not value:
+            # An equal value (a full build makes new objects) keeps the bytes; the new object
+            # is remembered so the next translation finds it by identity.
+            resource = known[1] if known is not None and known[0] == value else None
+            known = value, resource or Resource.of(name, cluster(value, self._options))
         made[name] = known
         return known[1]
 
-    def _assignment(self, value: LoadAssignment, made: dict[str, Resource]) -> Resource:
+    def _assignment(
+        self, value: LoadAssignment, made: dict[str, tuple[LoadAssignment, Resource]]
+    ) -> Resource:
         name = value.cluster
         known = made.get(name) or self._assignments.get(name)
-        if not (
-            isinstance(known, LoadAssignmentResource)
-            and (known.source is value or known.source == value)
-        ):
-            known = assignment_resource(value)
+        if known is None or known[0] is not value:
+            resource = known[1] if known is not None and known[0] == value else None
+            known = value, resource or assignment_resource(value)
         made[name] = known
-        return known
+        return known[1]
 
     def _listener(self, value: Listener, made: dict[str, tuple[Listener, Resource]]) -> Resource:
         known = made.get(value.name) or self._listeners.get(value.name)
-        if known is None or not (known[0] is value or known[0] == value):
-            known = value, Resource.of(value.name, listener(value, self._options))
+        if known is None or known[0] is not value:
+            resource = known[1] if known is not None and known[0] == value else None
+            known = value, resource or Resource.of(value.name, listener(value, self._options))
         made[value.name] = known
         return known[1]
 
@@ -197,9 +227,12 @@ class IncrementalTranslation:
         entries = []
         for host in value.virtual_hosts:
             cached = previous.get(host.name)
-            if cached is None or not (cached[0] is host or cached[0] == host):
-                body = virtual_host(host).SerializeToString(deterministic=True)
-                cached = host, _VIRTUAL_HOSTS_TAG + _VarintBytes(len(body)) + body
+            if cached is None or cached[0] is not host:
+                if cached is not None and cached[0] == host:
+                    cached = host, cached[1]
+                else:
+                    body = virtual_host(host).SerializeToString(deterministic=True)
+                    cached = host, _VIRTUAL_HOSTS_TAG + _VarintBytes(len(body)) + body
             hosts[host.name] = cached
             entries.append(cached[1])
         table = _Table(value, spliced_route_table(value, entries), hosts)

@@ -335,10 +335,20 @@ metadata: {{name: mine, namespace: default}}
 spec:
   parentRefs: [{{name: edge, namespace: default, sectionName: http}}]
   hostnames: [mine.example.org]
-  rules: [{{matches: [{{path: {{type: PathPrefix, value: {path}}}}}]}}]
+  rules: [{{matches: [{{path: {{type: PathPrefix, value: {path}}}}}],
+           backendRefs: [{{name: mine, port: 80}}]}}]
+""")
+
+    def service(host: str) -> KubeObject:
+        return _one(f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: mine, namespace: default}}
+spec: {{type: ExternalName, externalName: {host}, ports: [{{port: 80}}]}}
 """)
 
     held[("HTTPRoute", "default", "mine")] = route("/one")
+    held[("Service", "default", "mine")] = service("mine.example.net")
     builder, translation = IncrementalBuild(), IncrementalTranslation()
     before = translation.translate(builder.build(Store.from_objects(held.values())).dag)
     held[("HTTPRoute", "default", "mine")] = route("/two")
@@ -362,6 +372,21 @@ spec:
     ]
     assert tables
     assert len(tables) < sum(len(s.of_type(ROUTE).resources) for s in after.values())
+    # Then a Service: its cluster is made again, every other one is still the first made.
+    held[("Service", "default", "mine")] = service("moved.example.net")
+    result = builder.build(Store.from_objects(held.values()))
+    assert result.kind == "incremental"
+    last = translation.translate(result.dag)
+    prefix = "default/mine/"
+    assert (
+        last[""].of_type(CLUSTER).resources["default/mine/80"]
+        is not (before[""].of_type(CLUSTER).resources["default/mine/80"])
+    )
+    for group, snapshot in last.items():
+        old, new = before[group].of_type(CLUSTER), snapshot.of_type(CLUSTER)
+        for name in new.resources.keys() & old.resources.keys():
+            if not name.startswith(prefix):
+                assert old.resources[name] is new.resources[name], name
 
 
 def test_spliced_route_tables_are_the_bytes_protobuf_writes() -> None:

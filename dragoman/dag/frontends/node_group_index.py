@@ -42,6 +42,7 @@ class NodeGroupIndex:
                     self._route(verdict, table, position, "http")
         self._placed: dict[ServedKey, list[tuple[_TableKey, ItemKey]]] = {}
         self._group: NodeGroup | None = None
+        self._clusters: tuple[str, ...] = ()
 
     def _route(
         self, verdict: ListenerVerdict, table: _TableKey, position: int, scheme: str
@@ -89,10 +90,14 @@ class NodeGroupIndex:
             ) -> tuple[VirtualHost, ...]:
                 return tables[("https", port, verdict.gateway, verdict.name)].virtual_hosts()
 
-            clusters: set[str] = set()
+            names: set[str] = set()
             for table in tables.values():
-                clusters.update(table.clusters)
+                names.update(table.clusters)
+            clusters = tuple(sorted(names))
+            if self._clusters == clusters:
+                clusters = self._clusters  # the same object: translation reuses what it made
+            self._clusters = clusters
             self._group = assembled_group(
-                self._name, self._ports, http_hosts, https_hosts, tuple(sorted(clusters))
+                self._name, self._ports, http_hosts, https_hosts, clusters
             )
         return self._group

@@ -473,6 +473,11 @@ class _State:
             assignments = updated_load_assignments(
                 clusters, store, previous.clusters, previous.load_assignments, previous_store
             )
+            # Unchanged mappings stay the same objects: translation then skips them at once.
+            if clusters == previous.clusters:
+                clusters = previous.clusters  # type: ignore[assignment]
+            if assignments == previous.load_assignments:
+                assignments = previous.load_assignments  # type: ignore[assignment]
         return Dag(
             groups=groups,
             clusters=clusters,
