@@ -240,7 +240,8 @@ def changes(n: int, pod_backed: bool) -> dict[str, Change]:
         "Service": lambda k: _parsed(service(spread(k), False, f"v{k}.example.test")),
         "HTTPRoute": lambda k: _parsed(http_route((k * step) % n, f"/v{k}")),
         "GRPCRoute": lambda k: _parsed(grpc_route(k % EXTRA, f"pkg.Echo{k}")),
-        "ReferenceGrant": lambda k: _parsed(reference_grant(k % EXTRA, None)),
+        # Revoked: the one route that used it loses its backend (RefNotPermitted).
+        "ReferenceGrant": lambda k: _parsed(reference_grant(k % EXTRA, "none")),
         "Secret": lambda k: _parsed(secret(k + 1)),
         "Gateway": lambda k: _parsed(gateway(f"secure{k}.example.test")),
     }

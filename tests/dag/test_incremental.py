@@ -336,7 +336,7 @@ spec:
   parentRefs: [{{name: edge, namespace: default, sectionName: http}}]
   hostnames: [mine.example.org]
   rules: [{{matches: [{{path: {{type: PathPrefix, value: {path}}}}}],
-           backendRefs: [{{name: mine, port: 80}}]}}]
+           backendRefs: [{{name: mine, port: 80}}, {{name: kept, port: 80}}]}}]
 """)
 
     def service(host: str) -> KubeObject:
@@ -349,6 +349,12 @@ spec: {{type: ExternalName, externalName: {host}, ports: [{{port: 80}}]}}
 
     held[("HTTPRoute", "default", "mine")] = route("/one")
     held[("Service", "default", "mine")] = service("mine.example.net")
+    held[("Service", "default", "kept")] = _one("""
+apiVersion: v1
+kind: Service
+metadata: {name: kept, namespace: default}
+spec: {type: ExternalName, externalName: kept.example.net, ports: [{port: 80}]}
+""")
     builder, translation = IncrementalBuild(), IncrementalTranslation()
     before = translation.translate(builder.build(Store.from_objects(held.values())).dag)
     held[("HTTPRoute", "default", "mine")] = route("/two")
@@ -378,6 +384,7 @@ spec: {{type: ExternalName, externalName: {host}, ports: [{{port: 80}}]}}
     assert result.kind == "incremental"
     last = translation.translate(result.dag)
     prefix = "default/mine/"
+    assert "default/kept/80" in last[""].of_type(CLUSTER).resources
     assert (
         last[""].of_type(CLUSTER).resources["default/mine/80"]
         is not (before[""].of_type(CLUSTER).resources["default/mine/80"])
