@@ -51,6 +51,16 @@ class NodeGroupIndex:
         where = (table, position, scheme, verdict.listener.hostname)
         self._routing.setdefault(key, []).append(where)
 
+    def rejudged(self, gateways: Sequence[GatewayVerdict]) -> None:
+        """The same listeners judged anew (new certificates): the routes stay where they are."""
+        ports = listeners_by_port(gateways)
+        if [(p, [v.name for v in vs]) for p, vs in ports.items()] != [
+            (p, [v.name for v in vs]) for p, vs in self._ports.items()
+        ]:
+            raise ValueError("rejudged listeners must keep their ports and names")
+        self._ports = ports
+        self._group = None
+
     def update(self, removed: Iterable[ServedKey], added: Mapping[ServedKey, ServedRoutes]) -> None:
         gone: dict[_TableKey, list[ItemKey]] = {}
         for served_key in removed:

@@ -208,9 +208,20 @@ class _State:
         ):
             return None
         context = build_context(store, self.options, self.dns)
-        # Listeners read both (certificateRefs); if they judge differently, rebuild.
-        if changes.keys() & {"reference_grants", "secrets"} and frontends(context) != self.judged:
-            return None
+        if changes.keys() & {"reference_grants", "secrets"}:
+            # Listeners read both (certificateRefs). New certificates alone (a rotation)
+            # change only the HTTPS listeners; a listener judged otherwise reaches every route.
+            judged = frontends(context)
+            if judged != self.judged:
+                if _without_certificates(judged) != _without_certificates(self.judged):
+                    return None
+                self.judged = judged
+                for name, index in self.indexes.items():
+                    index.rejudged(
+                        judged.ordered()
+                        if name == ALL_GATEWAYS
+                        else [judged.gateways[_gateway_of(name)]]
+                    )
         affected: set[ObjectKey] = set()
         for kind, name in _ROUTE_FIELDS.items():
             affected.update(ObjectKey(kind, *key) for key in changes.get(name, ()))
@@ -561,6 +572,32 @@ def _needs_names(store: Store, options: BuildOptions) -> bool:
 def _route(store: Store, key: ObjectKey) -> Route | None:
     routes: Mapping[NamespacedName, Route] = getattr(store, _ROUTE_FIELDS[key.kind])
     return routes.get((key.namespace, key.name))
+
+
+def _without_certificates(judged: Frontends) -> Frontends:
+    """The verdicts with each listener's certificates reduced to whether it has any."""
+    return dataclasses.replace(
+        judged,
+        gateways={
+            key: dataclasses.replace(
+                verdict,
+                listeners=tuple(
+                    dataclasses.replace(v, certificates=_SOME if v.certificates else ())
+                    for v in verdict.listeners
+                ),
+            )
+            for key, verdict in judged.gateways.items()
+        },
+    )
+
+
+# What a listener's certificates become in _without_certificates when it has some.
+_SOME: tuple = (None,)
+
+
+def _gateway_of(group: str) -> NamespacedName:
+    namespace, name = group.split("/", 1)
+    return namespace, name
 
 
 def _group_name(gateway: ObjectKey) -> str:
