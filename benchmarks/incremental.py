@@ -338,8 +338,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average before: {load_average()}")
         started = time.perf_counter()
         store = Store.from_objects(workload(n, args.pod_backed))
+        shape = "half pod-backed" if args.pod_backed else "ExternalName"
         print(
-            f"N = {n:,} Services and HTTPRoutes ({'half pod-backed' if args.pod_backed else 'ExternalName'}), "
+            f"N = {n:,} Services and HTTPRoutes ({shape}), "
             f"{len(store.services):,} Services, {len(store.http_routes):,} HTTPRoutes, "
             f"{len(store.grpc_routes)} GRPCRoutes; made in {time.perf_counter() - started:.1f} s"
         )
