@@ -33,7 +33,7 @@ from dragoman.envoy.listeners import listener
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.routes import route_configuration, virtual_host
 from dragoman.envoy.translate import assignment_resource
-from dragoman.xds.resources import (
+from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,

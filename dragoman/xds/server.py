@@ -24,12 +24,12 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
 )
 
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES, Snapshot
 from dragoman.xds import csds
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, is_grpc_client, split_group
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES, Snapshot
 from dragoman.xds.sotw import Ack, Nack, SotwStream, StaleRequest, StreamError, StreamEvent
 from dragoman.xds.variants import ConfigSources
 from dragoman.xds.wire import DeltaResponse, Response, SotwResponse, serialize
@@ -140,7 +140,9 @@ class XdsStreams:
         delta: bool,
     ) -> AsyncIterator[Response]:
         protocol: SotwStream | DeltaStream = (
-            DeltaStream(type_url) if delta else SotwStream(type_url)
+            DeltaStream(type_url, self.cache.memos)
+            if delta
+            else SotwStream(type_url, self.cache.memos)
         )
         sources = _config_sources(type_url, delta)
         stream = self.registry.open(service, context.peer(), protocol)

@@ -19,8 +19,8 @@ from dragoman.envoy.incremental import IncrementalTranslation, spliced_route_tab
 from dragoman.envoy.routes import route_configuration, virtual_host
 from dragoman.envoy.translate import translate
 from dragoman.objects import KubeObject
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.store import Store
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.support.certificates import certificate_authority
 from tests.support.status_builds import objects
 

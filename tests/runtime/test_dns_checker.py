@@ -16,6 +16,7 @@ import pytest
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_check import DnsObservation
 from dragoman.demo.dns import DnsResponder
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop, DnsResolver, Resolution
 from dragoman.runtime.server_config import DnsCheckSettings
@@ -209,7 +210,9 @@ def store() -> Store:
 
 def test_the_loop_rebuilds_when_a_name_resolves_differently(responder: DnsResponder) -> None:
     clock = Clock()
-    controller = Controller(SnapshotCache(), BuildOptions(dns_check=True))
+    controller = Controller(
+        SnapshotCache(per_type=PerTypeConfigSources()), BuildOptions(dns_check=True)
+    )
     controller.update(store())
     assert controller.dag is not None
     assert controller.dag.clusters == {}  # not checked yet: not served
@@ -245,7 +248,9 @@ def test_the_loop_rebuilds_when_a_name_resolves_differently(responder: DnsRespon
 
 
 def test_the_loop_stops_when_asked() -> None:
-    controller = Controller(SnapshotCache(), BuildOptions(dns_check=True))
+    controller = Controller(
+        SnapshotCache(per_type=PerTypeConfigSources()), BuildOptions(dns_check=True)
+    )
     controller.update(store())
     loop = DnsCheckLoop(controller, DnsChecker(settings(), FakeResolve(), Clock()))
 
