@@ -4,6 +4,7 @@ the table of kinds (`dragoman.sources.kinds`)."""
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
@@ -26,7 +27,7 @@ from dragoman.sources.kinds import KINDS
 NamespacedName = tuple[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Store:
     """An immutable view of every object a source currently holds."""
 
@@ -42,6 +43,11 @@ class Store:
     secrets: Mapping[NamespacedName, Secret] = field(default_factory=dict)
     config_maps: Mapping[NamespacedName, ConfigMap] = field(default_factory=dict)
     backend_tls_policies: Mapping[NamespacedName, BackendTLSPolicy] = field(default_factory=dict)
+    # Set by with_object: the store this one was made from (weakly: a chain of stores must
+    # not keep old objects alive), the field and the key it changed.
+    _made_from: tuple[weakref.ref[Store], str, NamespacedName] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
 
     @classmethod
     def from_objects(cls, objects: Iterable[KubeObject]) -> Store:
@@ -62,7 +68,27 @@ class Store:
             objects.pop(key, None)
         else:
             objects[key] = obj
-        return dataclasses.replace(self, **{name: objects})
+        made = dataclasses.replace(self, **{name: objects})
+        object.__setattr__(made, "_made_from", (weakref.ref(self), name, key))
+        return made
+
+    def keys_changed_since(
+        self, earlier: Store, limit: int = 256
+    ) -> dict[str, set[NamespacedName]] | None:
+        """The fields and keys with_object put or removed on the way from `earlier` to this
+        store (some may hold an equal object again), or None when this store was not made
+        from `earlier` that way (or too many steps ago): compare the fields then."""
+        found: dict[str, set[NamespacedName]] = {}
+        store: Store | None = self
+        for _ in range(limit):
+            if store is earlier:
+                return found
+            if store is None or store._made_from is None:
+                return None
+            previous, name, key = store._made_from
+            found.setdefault(name, set()).add(key)
+            store = previous()
+        return None
 
     def slices_of(self, namespace: str, service_name: str) -> list[EndpointSlice]:
         """EndpointSlices labelled as belonging to one Service, in name order."""
@@ -86,5 +112,7 @@ class Store:
 
 # The Store field that holds each kind, from the table of kinds.
 _FIELD_OF_KIND: dict[type, str] = {kind.type: kind.store_field for kind in KINDS}
-_missing = set(_FIELD_OF_KIND.values()) ^ {f.name for f in fields(Store)}
+# The fields holding objects, one per kind.
+OBJECT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Store) if f.init)
+_missing = set(_FIELD_OF_KIND.values()) ^ set(OBJECT_FIELDS)
 assert not _missing, f"Store fields and dragoman.sources.kinds rows differ: {sorted(_missing)}"

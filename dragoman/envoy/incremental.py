@@ -169,15 +169,20 @@ class IncrementalTranslation:
     def _upstream(
         self, group: NodeGroup, dag: Dag, made: _Made
     ) -> tuple[list[Resource], list[Resource]]:
-        defined = dag.clusters
+        defined, made_clusters, known_clusters = dag.clusters, made.clusters, self._clusters
         cluster_resources = []
         assignment_resources = []
+        # The loop every change runs over every cluster: the unchanged case inline.
         for cluster_name in group.clusters:
             value = defined.get(cluster_name)
             if value is None:
                 continue  # its routes answer 503 until it appears (as in translate)
-            cluster_resources.append(self._cluster(cluster_name, value, made.clusters))
-            if isinstance(value, EdsCluster):
+            known = made_clusters.get(cluster_name) or known_clusters.get(cluster_name)
+            if known is None or known[0] is not value:
+                known = self._cluster(cluster_name, value, known)
+            made_clusters[cluster_name] = known
+            cluster_resources.append(known[1])
+            if type(value) is EdsCluster:
                 assignment = dag.load_assignments.get(cluster_name) or LoadAssignment(
                     cluster=cluster_name
                 )
@@ -185,16 +190,12 @@ class IncrementalTranslation:
         return cluster_resources, assignment_resources
 
     def _cluster(
-        self, name: str, value: Cluster, made: dict[str, tuple[Cluster, Resource]]
-    ) -> Resource:
-        known = made.get(name) or self._clusters.get(name)
-        if known is None or known[0] is not value:
-            # An equal value (a full build makes new objects) keeps the bytes; the new object
-            # is remembered so the next translation finds it by identity.
-            resource = known[1] if known is not None and known[0] == value else None
-            known = value, resource or Resource.of(name, cluster(value, self._options))
-        made[name] = known
-        return known[1]
+        self, name: str, value: Cluster, known: tuple[Cluster, Resource] | None
+    ) -> tuple[Cluster, Resource]:
+        # An equal value (a full build makes new objects) keeps the bytes; the new object is
+        # remembered so the next translation finds it by identity.
+        resource = known[1] if known is not None and known[0] == value else None
+        return value, resource or Resource.of(name, cluster(value, self._options))
 
     def _assignment(
         self, value: LoadAssignment, made: dict[str, tuple[LoadAssignment, Resource]]

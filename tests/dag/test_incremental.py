@@ -237,16 +237,18 @@ def _one(text: str) -> KubeObject:
     return made
 
 
-def _change(rng: random.Random, held: dict[Key, KubeObject], kind: str | None = None) -> None:
-    """Add, replace or delete one object of a random kind (deletions a quarter of the time)."""
+def _change(
+    rng: random.Random, held: dict[Key, KubeObject], kind: str | None = None
+) -> tuple[type, Key]:
+    """Add, replace or delete one object of a random kind; its type and key."""
     if kind is None:
         kind = rng.choices(list(KINDS), weights=[k[3] for k in KINDS.values()])[0]
     make, names, namespaces, _, deleting = KINDS[kind]
     key = (kind, rng.choice(namespaces), rng.choice(names))
     if key in held and rng.random() < deleting:
-        del held[key]
-    else:
-        held[key] = _one(make(rng, key[1], key[2]))
+        return type(held.pop(key)), key
+    held[key] = _one(make(rng, key[1], key[2]))
+    return type(held[key]), key
 
 
 def _initial(rng: random.Random) -> dict[Key, KubeObject]:
@@ -302,8 +304,8 @@ def test_random_changes_match_a_full_build(seed: int, dns_check: bool) -> None:
     builder = IncrementalBuild(options)
     translation = IncrementalTranslation()
     kinds: dict[str, int] = {}
+    store = Store.from_objects(held.values())
     for step in range(60):
-        store = Store.from_objects(held.values())
         result = builder.build(store, dns)
         kinds[result.kind] = kinds.get(result.kind, 0) + 1
         full = build(store, options, dns)
@@ -314,8 +316,15 @@ def test_random_changes_match_a_full_build(seed: int, dns_check: bool) -> None:
             raise AssertionError(f"seed {seed}, step {step} ({result.kind})") from error
         if dns_check and rng.random() < 0.1:
             dns = _observations(rng)  # new observations: a full build
-        else:
-            _change(rng, held)
+            continue
+        kind, key = _change(rng, held)
+        if rng.random() < 0.5:
+            store = Store.from_objects(held.values())  # as a manifest directory makes it
+        else:  # as the Kubernetes cache makes it, changes found from the store's own record
+            store = store.with_object(kind, key[1:], held.get(key))
+            if rng.random() < 0.3:
+                kind, key = _change(rng, held)  # two changes between builds
+                store = store.with_object(kind, key[1:], held.get(key))
     # The comparison is only worth something if most steps took the incremental path.
     assert kinds.get("incremental", 0) >= 20, kinds
     assert kinds.get("full", 0) >= 1, kinds

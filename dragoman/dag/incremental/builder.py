@@ -56,7 +56,11 @@ from dragoman.dag.upstreams.build import (
     with_aggregate_children,
 )
 from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
-from dragoman.dag.upstreams.endpoints import load_assignments, updated_load_assignments
+from dragoman.dag.upstreams.endpoints import (
+    load_assignments,
+    patched_load_assignments,
+    updated_load_assignments,
+)
 from dragoman.objects import GRPCRoute, HTTPRoute, ObjectKey
 from dragoman.store import NamespacedName, Store
 
@@ -165,8 +169,11 @@ class _State:
         self.with_problems: set[ObjectKey] = set()
         # Routes attached somewhere that forward to external names (for the DNS check).
         self.with_hostnames: set[ObjectKey] = set()
-        # Names of resolved clusters that are aggregates.
+        # Names of resolved clusters that are aggregates (now, and at the last Dag), and of
+        # those resolved anew since the last Dag.
         self.aggregates: set[str] = set()
+        self.had_aggregates = False
+        self.changed_resolved: set[str] = set()
         # Routes whose entries the last update replaced; None when routes came or went.
         self.replaced: set[ObjectKey] | None = None
         self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
@@ -448,13 +455,17 @@ class _State:
         """The build keeps the cluster of the last route (in its order) that resolved it."""
         sources = self.cluster_sources.get(name)
         if sources:
-            cluster = self.resolved[name] = sources[max(sources)]
+            cluster = sources[max(sources)]
+            if self.resolved.get(name) is not cluster:
+                self.changed_resolved.add(name)
+            self.resolved[name] = cluster
             if isinstance(cluster, AggregateCluster):
                 self.aggregates.add(name)
             else:
                 self.aggregates.discard(name)
         else:
-            self.resolved.pop(name, None)
+            if self.resolved.pop(name, None) is not None:
+                self.changed_resolved.add(name)
             self.aggregates.discard(name)
 
     def _dag(self, store: Store, previous_store: Store | None, previous: Dag) -> Dag:
@@ -478,12 +489,22 @@ class _State:
         clusters = {name: resolved[name] for name in referenced}
         if self.aggregates:
             groups, clusters = with_aggregate_children(groups, clusters)
+        changed, self.changed_resolved = self.changed_resolved, set()
         if previous_store is None:
             assignments = load_assignments(clusters, store)
-        else:
+        elif self.aggregates or self.had_aggregates:
+            # Children of aggregates are defined beside the clusters resolved: compare all.
             assignments = updated_load_assignments(
                 clusters, store, previous.clusters, previous.load_assignments, previous_store
             )
+        else:
+            # Every cluster is the one resolved: those resolved anew, added or removed changed.
+            changed |= clusters.keys() ^ previous.clusters.keys()
+            assignments = patched_load_assignments(
+                clusters, store, previous.load_assignments, previous_store, changed
+            )
+        self.had_aggregates = bool(self.aggregates)
+        if previous_store is not None:
             # Unchanged mappings stay the same objects: translation then skips them at once.
             if clusters == previous.clusters:
                 clusters = previous.clusters  # type: ignore[assignment]
