@@ -64,6 +64,7 @@ class VirtualHostIndex:
                         del self._sorted[bisect.bisect_left(self._sorted, domain)]
                         self._set_host(domain, None)
                         del self._hosts[domain]
+        new_domains = []
         for key, item in added.items():
             if key in self._items:
                 raise ValueError(f"item {key!r} is already served")
@@ -75,8 +76,13 @@ class VirtualHostIndex:
                     keys = self._by_domain[domain] = set()
                     if domain not in self._domains:
                         self._domains.add(domain)
-                        bisect.insort(self._sorted, domain)
+                        new_domains.append(domain)
                 keys.add(key)
+        if len(new_domains) > 64:
+            self._sorted = sorted(self._domains)  # many at once (a full build): one sort
+        else:
+            for domain in new_domains:
+                bisect.insort(self._sorted, domain)
         affected = self._affected(touched)
         self._refresh(affected)
         return affected

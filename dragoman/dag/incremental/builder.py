@@ -158,6 +158,7 @@ class _State:
         self.entries: dict[ObjectKey, _Entry] = {}
         # Route keys in the build's order (GRPCRoutes then HTTPRoutes, each by key).
         self.keys: dict[str, list[ObjectKey]] = {kind: [] for kind in _ROUTE_FIELDS}
+        self.bulk = False  # within an update of many routes (see update)
         self.readers: dict[NamespacedName, set[ObjectKey]] = {}
         self.readers_of_all: set[ObjectKey] = set()
         self.grant_readers: dict[str, set[ObjectKey]] = {}
@@ -282,20 +283,29 @@ class _State:
         replaced: set[ObjectKey] | None = set()
         removed: list[ServedKey] = []
         added: dict[ServedKey, ServedRoutes] = {}
-        for key in sorted(routes):
+        recording = self._recording()
+        # Many routes (a full build): their keys are sorted once, not inserted one by one.
+        self.bulk = len(routes) > _BULK
+        for key in sorted(routes, key=_sort_key):
             old = self.entries.get(key)
             if old is not None:
                 self._forget(old)
                 removed.extend(old.served)
             route = routes[key]
             if route is not None:
-                entry = self._entry(route)
+                entry = self._entry(route, recording)
                 self._remember(entry)
                 added.update(entry.served)
             if replaced is not None and old is not None and route is not None:
                 replaced.add(key)
             elif old is not None or route is not None:
                 replaced = None
+        if self.bulk:
+            for kind in self.keys:
+                self.keys[kind] = sorted(
+                    (key for key in self.entries if key.kind == kind), key=_sort_key
+                )
+            self.bulk = False
         for old, entry in self._kind_conflicts():
             self._forget(old)
             for served in old.served:
@@ -339,16 +349,14 @@ class _State:
                 changed.append((entry, self._placed(entry, parents, lost)))
         return changed
 
-    def _entry(self, route: Route) -> _Entry:
-        store, context = self.store, self.context
+    def _entry(self, route: Route, recording: _Recording) -> _Entry:
+        store = self.store
         parents = tuple(attach(route, self.judged, store.namespaces, store.gateways))
-        services = RecordingServices(store.services)
-        grants = RecordingGrants(context.grants)
-        recording = dataclasses.replace(
-            context, store=dataclasses.replace(store, services=services), grants=grants
-        )
-        rules = route_rules(route, recording)
-        names = route_backend_names(route, recording) if self.with_names else NO_BACKEND_NAMES
+        services, grants, context = recording
+        services.restart()
+        grants.restart()
+        rules = route_rules(route, context)
+        names = route_backend_names(route, context) if self.with_names else NO_BACKEND_NAMES
         entry = _Entry(
             route=route,
             attached=parents,
@@ -358,6 +366,13 @@ class _State:
             grant_questions=frozenset(grants.asked),
         )
         return self._placed(entry, parents, ())
+
+    def _recording(self) -> _Recording:
+        """The build context with the Services and ReferenceGrants recording what is read."""
+        services = RecordingServices(self.store.services)
+        grants = RecordingGrants(self.context.grants)
+        store = dataclasses.replace(self.store, services=services)
+        return services, grants, dataclasses.replace(self.context, store=store, grants=grants)
 
     def _placed(
         self, entry: _Entry, parents: tuple[ParentOutcome, ...], conflicts: tuple[Problem, ...]
@@ -391,7 +406,8 @@ class _State:
     def _remember(self, entry: _Entry) -> None:
         key = entry.route.key
         self.entries[key] = entry
-        bisect.insort(self.keys[key.kind], key)
+        if not self.bulk:
+            bisect.insort(self.keys[key.kind], key, key=_sort_key)
         if entry.parents != entry.attached or entry.conflicts:
             self.conflicted.add(key)
         if entry.problems:
@@ -421,8 +437,9 @@ class _State:
 
     def _forget(self, entry: _Entry) -> None:
         key = entry.route.key
-        keys = self.keys[key.kind]
-        del keys[bisect.bisect_left(keys, key)]
+        if not self.bulk:
+            keys = self.keys[key.kind]
+            del keys[bisect.bisect_left(keys, _sort_key(key), key=_sort_key)]
         del self.entries[key]
         self.conflicted.discard(key)
         self.with_problems.discard(key)
@@ -522,13 +539,13 @@ class _State:
     def _problems(self) -> tuple[Problem, ...]:
         problems = list(self.judged.problems)
         entries = self.entries
-        for key in sorted(self.conflicted):
+        for key in sorted(self.conflicted, key=_sort_key):
             problems.extend(entries[key].conflicts)
-        for key in sorted(self.with_problems):  # the build's order: routes by key
+        for key in sorted(self.with_problems, key=_sort_key):  # the build's order: by key
             problems.extend(entries[key].problems)
         problems.extend(self.shadowed.values())
         # Stable: an object's problems keep the order of its fields.
-        return tuple(sorted(problems, key=lambda problem: problem.object))
+        return tuple(sorted(problems, key=lambda problem: _sort_key(problem.object)))
 
     def _statuses(
         self, previous: Dag, previous_store: Store | None
@@ -583,6 +600,16 @@ class _State:
         return tuple(
             sorted({name for key in self.with_hostnames for name in entries[key].names.hostnames})
         )
+
+
+# How many routes an update changes before their keys are sorted at once.
+_BULK = 64
+_Recording = tuple[RecordingServices, RecordingGrants, BuildContext]
+
+
+def _sort_key(key: ObjectKey) -> tuple[str, str, str]:
+    """ObjectKey's order, as a tuple compared without calling Python code."""
+    return key.kind, key.namespace, key.name
 
 
 def _needs_names(store: Store, options: BuildOptions) -> bool:

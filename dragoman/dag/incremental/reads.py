@@ -21,6 +21,11 @@ class RecordingServices(Mapping[NamespacedName, Service]):
         self.keys_read: set[NamespacedName] = set()
         self.every = False
 
+    def restart(self) -> None:
+        """Record afresh (for the next route)."""
+        self.keys_read = set()
+        self.every = False
+
     def __getitem__(self, key: NamespacedName) -> Service:
         self.keys_read.add(key)
         return self._services[key]
@@ -50,6 +55,10 @@ class RecordingGrants(ReferenceGrants):
         # The index is shared, not rebuilt: it is never modified after construction.
         self._allowed = grants._allowed
         self.asked: set[tuple[Referrer, Target]] = set()
+
+    def restart(self) -> None:
+        """Record afresh (for the next route)."""
+        self.asked = set()
 
     def permits(self, referrer: Referrer, target: Target) -> bool:
         if referrer.namespace != target.namespace:
