@@ -5,6 +5,7 @@ and re-serializes only what changed. Pure apart from handing snapshots to the ca
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dragoman.dag.incremental import IncrementalBuild
@@ -40,6 +41,8 @@ class Controller:
     dns: DnsObservations = field(default_factory=dict)
     # What proxyless gRPC clients get, made when one first asks.
     grpc: GrpcSnapshots | None = None
+    # Told of every build that published something (metrics): keep them quick.
+    observers: list[Callable[[UpdateResult], None]] = field(default_factory=list)
 
     # Made from the options above on first use; each keeps what the last update made.
     builder: IncrementalBuild | None = None
@@ -73,7 +76,10 @@ class Controller:
         self.cache.set_snapshots(snapshots, grpc=self.grpc)
         old = set(previous_dag.problems) if previous_dag is not None else set()
         new_problems = tuple(p for p in dag.problems if p not in old)
-        return UpdateResult(built.kind, time.perf_counter() - started, dag.problems, new_problems)
+        result = UpdateResult(built.kind, time.perf_counter() - started, dag.problems, new_problems)
+        for observer in self.observers:
+            observer(result)
+        return result
 
     def update_dns(self, dns: DnsObservations) -> UpdateResult:
         """Rebuild from the current store with new DNS check observations."""

@@ -201,7 +201,12 @@ class XdsStreams:
             self.registry.close(stream)
             _call(self.callbacks.on_close, stream)
             if stream.identified:
-                logger.info("xDS %s disconnected: %s", _kind(stream), _describe(stream))
+                logger.info(
+                    "xDS %s disconnected: %s",
+                    _kind(stream),
+                    _describe(stream),
+                    extra={"node": stream.node_id},
+                )
 
     def handler(
         self, service: str, type_url: str | None, *, delta: bool
@@ -230,7 +235,13 @@ class XdsStreams:
         stream.node_id = request.node.id
         stream.node_cluster = request.node.cluster
         stream.group = self.cache.group_for(stream.node_cluster, grpc=is_grpc_client(request.node))
-        logger.info("xDS %s connected: %s peer=%s", _kind(stream), _describe(stream), stream.peer)
+        logger.info(
+            "xDS %s connected: %s peer=%s",
+            _kind(stream),
+            _describe(stream),
+            stream.peer,
+            extra={"node": stream.node_id},
+        )
 
     def _regroup(self, stream: ConnectedStream) -> None:
         # A Gateway created after the node connected takes the node over from the all-group.
@@ -308,6 +319,7 @@ def _log_event(stream: ConnectedStream, event: StreamEvent) -> None:
             event.nonce,
             _some(event.resource_names),
             event.message,
+            extra={"node": stream.node_id},
         )
     elif isinstance(event, Ack):
         logger.debug(
