@@ -27,15 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.kube_replica import (
-    GATEWAY_V1,
-    Replica,
-    eventually,
-    external_service,
-    gateway,
-    gateway_class,
-    replica_config,
-)
+from tests.support.builders import GATEWAY_V1, external_service, gateway, gateway_class
+from tests.support.kube_replica import Replica, eventually, replica_config
 from tests.support.kubeapi import KubeApiServer
 
 TARGET_MS = 50.0
