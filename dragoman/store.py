@@ -26,6 +26,10 @@ from dragoman.sources.kinds import KINDS
 
 NamespacedName = tuple[str, str]
 
+# By id: what with_object made a store from (the store, weakly: a chain of stores must not
+# keep old objects alive), the field and the key it changed. An entry leaves with its store.
+_MADE_FROM: dict[int, tuple[weakref.ref[Store], weakref.ref[Store], str, NamespacedName]] = {}
+
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Store:
@@ -43,11 +47,6 @@ class Store:
     secrets: Mapping[NamespacedName, Secret] = field(default_factory=dict)
     config_maps: Mapping[NamespacedName, ConfigMap] = field(default_factory=dict)
     backend_tls_policies: Mapping[NamespacedName, BackendTLSPolicy] = field(default_factory=dict)
-    # Set by with_object: the store this one was made from (weakly: a chain of stores must
-    # not keep old objects alive), the field and the key it changed.
-    _made_from: tuple[weakref.ref[Store], str, NamespacedName] | None = field(
-        default=None, init=False, compare=False, repr=False
-    )
 
     @classmethod
     def from_objects(cls, objects: Iterable[KubeObject]) -> Store:
@@ -69,7 +68,13 @@ class Store:
         else:
             objects[key] = obj
         made = dataclasses.replace(self, **{name: objects})
-        object.__setattr__(made, "_made_from", (weakref.ref(self), name, key))
+        ident = id(made)
+        _MADE_FROM[ident] = (
+            weakref.ref(made, lambda _: _MADE_FROM.pop(ident, None)),
+            weakref.ref(self),
+            name,
+            key,
+        )
         return made
 
     def keys_changed_since(
@@ -83,9 +88,10 @@ class Store:
         for _ in range(limit):
             if store is earlier:
                 return found
-            if store is None or store._made_from is None:
+            made_from = _MADE_FROM.get(id(store)) if store is not None else None
+            if made_from is None or made_from[0]() is not store:
                 return None
-            previous, name, key = store._made_from
+            _, previous, name, key = made_from
             found.setdefault(name, set()).add(key)
             store = previous()
         return None
@@ -112,7 +118,6 @@ class Store:
 
 # The Store field that holds each kind, from the table of kinds.
 _FIELD_OF_KIND: dict[type, str] = {kind.type: kind.store_field for kind in KINDS}
-# The fields holding objects, one per kind.
-OBJECT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Store) if f.init)
+OBJECT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Store))
 _missing = set(_FIELD_OF_KIND.values()) ^ set(OBJECT_FIELDS)
 assert not _missing, f"Store fields and dragoman.sources.kinds rows differ: {sorted(_missing)}"

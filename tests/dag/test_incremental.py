@@ -86,11 +86,16 @@ def _service(rng: random.Random, namespace: str, name: str) -> str:
         )
     else:
         spec = f"{{type: ExternalName, externalName: 127.0.0.1, ports: [{{port: {port}}}]}}"
+    # A load balancer in front: its address may be a Gateway's (see the address options).
+    status = ""
+    if rng.random() < 0.3:
+        status = f"status: {{loadBalancer: {{ingress: [{{ip: 203.0.113.{rng.randrange(9)}}}]}}}}"
     return f"""
 apiVersion: v1
 kind: Service
 metadata: {{name: {name}, namespace: {namespace}}}
 spec: {spec}
+{status}
 """
 
 
@@ -293,12 +298,25 @@ def _observations(rng: random.Random) -> DnsObservations:
     return seen
 
 
-@pytest.mark.parametrize(
-    ("seed", "dns_check"), [*((seed, False) for seed in range(12)), (100, True), (101, True)]
+# Gateway addresses named by the operator and the load balancer of a Service.
+ADDRESSES = BuildOptions(
+    gateway_addresses=("gw.example.com",), address_service=("default", "svc-0")
 )
-def test_random_changes_match_a_full_build(seed: int, dns_check: bool) -> None:
+
+
+@pytest.mark.parametrize(
+    ("seed", "options"),
+    [
+        *((seed, BuildOptions()) for seed in range(12)),
+        (100, BuildOptions(dns_check=True)),
+        (101, BuildOptions(dns_check=True)),
+        (200, ADDRESSES),
+        (201, ADDRESSES),
+    ],
+)
+def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> None:
     rng = random.Random(seed)
-    options = BuildOptions(dns_check=dns_check)
+    dns_check = options.dns_check
     held = _initial(rng)
     dns = _observations(rng) if dns_check else None
     builder = IncrementalBuild(options)

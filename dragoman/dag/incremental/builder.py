@@ -48,6 +48,7 @@ from dragoman.dag.routes.reachable_backends import (
 )
 from dragoman.dag.routes.reference_grants import ReferenceGrants, Referrer, Target
 from dragoman.dag.routes.rules import RouteRules, route_rules
+from dragoman.dag.status.addresses import with_gateway_addresses
 from dragoman.dag.status.objects import frontend_statuses, status_order
 from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
 from dragoman.dag.upstreams.build import (
@@ -177,6 +178,8 @@ class _State:
         self.changed_resolved: set[str] = set()
         # Routes whose entries the last update replaced; None when routes came or went.
         self.replaced: set[ObjectKey] | None = None
+        # What with_gateway_addresses found in the Gateways' spec.addresses.
+        self.address_problems: list[Problem] = []
         self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
         self.cluster_sources: dict[str, dict[ObjectKey, Cluster]] = {}
         self.resolved: dict[str, Cluster] = {}
@@ -536,8 +539,9 @@ class _State:
             groups=groups,
             clusters=clusters,
             load_assignments=assignments,
-            problems=self._problems(),
+            # Statuses first: the Gateways' addresses add problems.
             statuses=self._statuses(previous, previous_store),
+            problems=self._problems(),
             dns_hostnames=self._checked_hostnames() if self.options.dns_check else (),
         )
 
@@ -549,6 +553,7 @@ class _State:
         for key in sorted(self.with_problems, key=_sort_key):  # the build's order: by key
             problems.extend(entries[key].problems)
         problems.extend(self.shadowed.values())
+        problems.extend(self.address_problems)
         # Stable: an object's problems keep the order of its fields.
         return tuple(sorted(problems, key=lambda problem: _sort_key(problem.object)))
 
@@ -560,6 +565,10 @@ class _State:
             for gateway, listeners in self.attached.items()
         }
         front = sorted(frontend_statuses(self.judged, attached, self.shadowed), key=status_order)
+        # Gateway addresses may follow a Service's load balancer: made again every time.
+        with_addresses = {status.key: status for status in front}
+        self.address_problems = with_gateway_addresses(with_addresses, self.store, self.options)
+        front = list(with_addresses.values())
         policies = self.store.backend_tls_policies
         made = policy_statuses(self._policy_upstreams(), self.context) if policies else []
         replaced, self.replaced = self.replaced, None
