@@ -58,6 +58,8 @@ def _gateway(rng: random.Random, name: str = "edge") -> str:
         listeners.append(
             "{name: grpc, protocol: HTTP, port: 8081, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}"
         )
+    if rng.random() < 0.5:
+        listeners.append("{name: tcp, protocol: TCP, port: 9000}")
     return f"""
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -209,6 +211,17 @@ spec:
 """
 
 
+def _tcp_route(rng: random.Random, namespace: str, name: str) -> str:
+    return f"""
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  parentRefs: [{{name: edge, namespace: default, sectionName: tcp}}]
+  rules: [{{backendRefs: [{{name: svc-{rng.randrange(6)}, port: 80}}]}}]
+"""
+
+
 Maker = Callable[[random.Random, str, str], str]
 # kind -> (how to make one, names it may have, namespaces, weight among changes, how often a
 # change to an existing one deletes it)
@@ -226,9 +239,12 @@ KINDS: dict[str, tuple[Maker, tuple[str, ...], tuple[str, ...], int, float]] = {
     ),
     "Secret": (_secret, ("site",), NAMESPACES, 1, 0.25),
     "ReferenceGrant": (_reference_grant, ("grant-0", "grant-1"), NAMESPACES, 2, 0.25),
-    # Present, it makes every build a full one: mostly short-lived.
-    "BackendTLSPolicy": (_backend_tls_policy, ("policy",), ("default",), 1, 0.8),
+    "BackendTLSPolicy": (_backend_tls_policy, ("policy",), ("default",), 1, 0.5),
+    # Present, it makes every build a full one (dag.build's): seldom made, soon deleted.
+    "TCPRoute": (_tcp_route, ("tcp",), ("default",), 6, 1.0),
 }
+# Of the changes that would make an object that does not exist, the share that do.
+CREATING = {"TCPRoute": 0.1}
 GATEWAY_CLASS = """
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -250,6 +266,8 @@ def _change(
         kind = rng.choices(list(KINDS), weights=[k[3] for k in KINDS.values()])[0]
     make, names, namespaces, _, deleting = KINDS[kind]
     key = (kind, rng.choice(namespaces), rng.choice(names))
+    if key not in held and rng.random() >= CREATING.get(kind, 1.0):
+        return _change(rng, held)  # another change instead
     if key in held and rng.random() < deleting:
         return type(held.pop(key)), key
     held[key] = _one(make(rng, key[1], key[2]))

@@ -4,14 +4,21 @@ virtual hosts it reaches, not the whole table."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dragoman.dag.frontends.listeners import GatewayVerdict, ListenerVerdict
-from dragoman.dag.frontends.node_groups import ServedRoutes, assembled_group, listeners_by_port
+from dragoman.dag.frontends.l4_listeners import l4_listener
+from dragoman.dag.frontends.listeners import L4_PROTOCOLS, GatewayVerdict, ListenerVerdict
+from dragoman.dag.frontends.node_groups import (
+    ServedRoutes,
+    assembled_group,
+    l4_clusters,
+    listeners_by_port,
+)
 from dragoman.dag.frontends.virtual_host_index import ItemKey, VirtualHostIndex
 from dragoman.dag.frontends.virtual_hosts import ListenerRoutes
-from dragoman.dag.model import NodeGroup, VirtualHost
+from dragoman.dag.model import Listener, NodeGroup, VirtualHost
 
 # A served item: (route key, parentRef position, attachment position), the build's order.
 ServedKey = tuple[Any, ...]
@@ -28,8 +35,10 @@ class NodeGroupIndex:
         # (Gateway namespace, name, listener) -> where its routes go: (table, position of the
         # listener among the table's, scheme, listener hostname).
         self._routing: dict[tuple[str, str, str], list[tuple[_TableKey, int, str, Any]]] = {}
-        for port, verdicts in self._ports.items():
+        for (port, _), verdicts in self._ports.items():
             hostnames = [v.listener.hostname for v in verdicts]
+            if verdicts[0].listener.protocol in L4_PROTOCOLS:
+                continue  # TCP, TLS and UDP listeners: no virtual hosts
             if verdicts[0].listener.protocol == "HTTPS":
                 for verdict in verdicts:
                     table = ("https", port, verdict.gateway, verdict.name)
@@ -100,14 +109,17 @@ class NodeGroupIndex:
             ) -> tuple[VirtualHost, ...]:
                 return tables[("https", port, verdict.gateway, verdict.name)].virtual_hosts()
 
-            names: set[str] = set()
+            def l4(port: int, verdicts: Sequence[ListenerVerdict]) -> Listener | None:
+                # Only stores without TCP, TLS and UDP routes are kept up to date this way.
+                return l4_listener(port, verdicts, {})
+
+            group = assembled_group(self._name, self._ports, http_hosts, https_hosts, l4)
+            names = l4_clusters(group.listeners)
             for table in tables.values():
                 names.update(table.clusters)
             clusters = tuple(sorted(names))
             if self._clusters == clusters:
                 clusters = self._clusters  # the same object: translation reuses what it made
             self._clusters = clusters
-            self._group = assembled_group(
-                self._name, self._ports, http_hosts, https_hosts, clusters
-            )
+            self._group = dataclasses.replace(group, clusters=clusters)
         return self._group

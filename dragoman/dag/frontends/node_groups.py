@@ -13,7 +13,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.frontends.attachment import Attachment
-from dragoman.dag.frontends.listeners import GatewayVerdict, ListenerVerdict, listener_name
+from dragoman.dag.frontends.l4_listeners import ServedL4Route, l4_listener
+from dragoman.dag.frontends.listeners import (
+    L4_PROTOCOLS,
+    GatewayVerdict,
+    ListenerVerdict,
+    listener_name,
+    port_key,
+)
 from dragoman.dag.frontends.virtual_hosts import (
     ANY_HOST,
     ListenerRoutes,
@@ -32,7 +39,9 @@ from dragoman.dag.model import (
     Route,
     RouteMatch,
     RouteTable,
+    TcpListener,
     TlsFilterChain,
+    UdpListener,
     VirtualHost,
 )
 from dragoman.dag.routes.ranking import RankedRoute
@@ -58,19 +67,29 @@ _ByListener = dict[tuple[str, str, str], list[ServedRoutes]]
 
 
 # The virtual hosts of one port's listeners, given the port and its listeners (HTTP ports),
-# or the port, its listeners and the one HTTPS listener whose route table is wanted.
+# or the port, its listeners and the one HTTPS listener whose route table is wanted; and the
+# Envoy listener of a TCP, TLS or UDP port (None: nothing to serve there).
 HttpHosts = Callable[[int, Sequence[ListenerVerdict]], tuple[VirtualHost, ...]]
 HttpsHosts = Callable[[int, Sequence[ListenerVerdict], ListenerVerdict], tuple[VirtualHost, ...]]
+L4Listener = Callable[[int, Sequence[ListenerVerdict]], Listener | None]
 
 
 def node_group(
-    name: str, gateways: Sequence[GatewayVerdict], served: Iterable[ServedRoutes]
+    name: str,
+    gateways: Sequence[GatewayVerdict],
+    served: Iterable[ServedRoutes],
+    served_l4: Iterable[ServedL4Route] = (),
 ) -> NodeGroup:
     """The group's listeners, route tables and referenced clusters."""
     by_listener: _ByListener = {}
     for item in served:
         a = item.attachment
         by_listener.setdefault((a.gateway.namespace, a.gateway.name, a.listener), []).append(item)
+    l4_by_listener: dict[tuple[str, str, str], list[ServedL4Route]] = {}
+    for l4_item in served_l4:
+        a = l4_item.attachment
+        key = (a.gateway.namespace, a.gateway.name, a.listener)
+        l4_by_listener.setdefault(key, []).append(l4_item)
 
     def http_hosts(port: int, verdicts: Sequence[ListenerVerdict]) -> tuple[VirtualHost, ...]:
         hostnames = [v.listener.hostname for v in verdicts]
@@ -82,23 +101,34 @@ def node_group(
         hostnames = [v.listener.hostname for v in verdicts]
         return virtual_hosts(port, hostnames, _listener_routes([verdict], by_listener, "https"))
 
-    group = assembled_group(name, listeners_by_port(gateways), http_hosts, https_hosts)
-    return dataclasses.replace(group, clusters=_referenced_clusters(group.route_tables))
+    def l4(port: int, verdicts: Sequence[ListenerVerdict]) -> Listener | None:
+        return l4_listener(port, list(verdicts), l4_by_listener)
+
+    group = assembled_group(name, listeners_by_port(gateways), http_hosts, https_hosts, l4)
+    return dataclasses.replace(
+        group, clusters=_referenced_clusters(group.route_tables, group.listeners)
+    )
 
 
 def assembled_group(
     name: str,
-    ports: Mapping[int, Sequence[ListenerVerdict]],
+    ports: Mapping[tuple[int, str], Sequence[ListenerVerdict]],
     http_hosts: HttpHosts,
     https_hosts: HttpsHosts,
+    l4: L4Listener,
     clusters: tuple[str, ...] = (),
 ) -> NodeGroup:
     """The group of the listeners `ports` holds (see listeners_by_port), their virtual hosts
-    made by `http_hosts` and `https_hosts`."""
+    made by `http_hosts` and `https_hosts`, their TCP, TLS and UDP listeners by `l4`."""
     listeners: list[Listener] = []
     route_tables: list[RouteTable] = []
-    for port in sorted(ports):
-        verdicts = ports[port]
+    for key in sorted(ports):
+        port, verdicts = key[0], ports[key]
+        if verdicts[0].listener.protocol in L4_PROTOCOLS:
+            made = l4(port, verdicts)
+            if made is not None:
+                listeners.append(made)
+            continue
         if verdicts[0].listener.protocol == "HTTPS":
             https, tables = _https_port(port, verdicts, https_hosts)
             listeners.append(https)
@@ -155,22 +185,25 @@ def shadowed_listeners(gateways: Sequence[GatewayVerdict]) -> dict[tuple[ObjectK
     return problems
 
 
-def listeners_by_port(gateways: Sequence[GatewayVerdict]) -> dict[int, list[ListenerVerdict]]:
-    """The listeners Envoy gets, by port (see _assign_ports)."""
+_Ports = dict[tuple[int, str], list[ListenerVerdict]]
+
+
+def listeners_by_port(gateways: Sequence[GatewayVerdict]) -> _Ports:
+    """The listeners Envoy gets, by (port, space) (see _assign_ports)."""
     return _assign_ports(gateways)[0]
 
 
 def _assign_ports(
     gateways: Sequence[GatewayVerdict],
-) -> tuple[dict[int, list[ListenerVerdict]], list[tuple[ListenerVerdict, ListenerVerdict]]]:
-    """Served listeners per port, and (left out, the listener that took its place). Across
-    Gateways the first protocol seen on a port wins it, and of listeners with the same
-    hostname the first: Envoy has one listener per port."""
-    ports: dict[int, list[ListenerVerdict]] = {}
+) -> tuple[_Ports, list[tuple[ListenerVerdict, ListenerVerdict]]]:
+    """Served listeners per port (and space: UDP or TCP), and (left out, the listener that
+    took its place). Across Gateways the first protocol seen on a port wins it, and of
+    listeners with the same hostname the first: Envoy has one listener per port."""
+    ports: _Ports = {}
     shadowed: list[tuple[ListenerVerdict, ListenerVerdict]] = []
     for gateway in gateways:
         for verdict in gateway.served():
-            taken = ports.setdefault(verdict.listener.port, [])
+            taken = ports.setdefault(port_key(verdict.listener), [])
             if taken and taken[0].listener.protocol != verdict.listener.protocol:
                 shadowed.append((verdict, taken[0]))
                 continue
@@ -242,17 +275,16 @@ def _owner(domain: str, hostnames: Iterable[str | None]) -> str:
     return min(matching, key=specificity, default=ANY_HOST)
 
 
-def _referenced_clusters(route_tables: Iterable[RouteTable]) -> tuple[str, ...]:
-    return tuple(
-        sorted(
-            {
-                cluster
-                for table in route_tables
-                for virtual_host in table.virtual_hosts
-                for cluster in host_clusters(virtual_host)
-            }
-        )
-    )
+def _referenced_clusters(
+    route_tables: Iterable[RouteTable], listeners: Iterable[Listener] = ()
+) -> tuple[str, ...]:
+    http = {
+        cluster
+        for table in route_tables
+        for virtual_host in table.virtual_hosts
+        for cluster in host_clusters(virtual_host)
+    }
+    return tuple(sorted(http | l4_clusters(listeners)))
 
 
 def host_clusters(virtual_host: VirtualHost) -> set[str]:
@@ -263,3 +295,14 @@ def host_clusters(virtual_host: VirtualHost) -> set[str]:
         if isinstance(route.action, Forward)
         for cluster in route.action.clusters
     }
+
+
+def l4_clusters(listeners: Iterable[Listener]) -> set[str]:
+    """The clusters TCP, TLS and UDP listeners forward to."""
+    l4 = set()
+    for listener in listeners:
+        if isinstance(listener, UdpListener):
+            l4.update(listener.forward.clusters)
+        elif isinstance(listener, TcpListener):
+            l4.update(c for chain in listener.filter_chains for c in chain.forward.clusters)
+    return l4

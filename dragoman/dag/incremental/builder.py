@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from dragoman.dag.build import build
 from dragoman.dag.context import BuildContext, build_context
 from dragoman.dag.frontends.attachment import ParentOutcome, attach
 from dragoman.dag.frontends.listeners import Frontends, frontends
@@ -96,33 +97,35 @@ class IncrementalBuild:
 
     def __init__(self, options: BuildOptions = BuildOptions()) -> None:
         self.options = options
-        self._state: _State | None = None
+        self._state: _State | None = None  # None: the last store was built in full
         self._store: Store | None = None
+        self._dag: Dag | None = None
         self._dns: DnsObservations = {}
 
     @property
     def dag(self) -> Dag | None:
-        return self._state.dag if self._state is not None else None
+        return self._dag
 
     def build(self, store: Store, dns: DnsObservations | None = None) -> BuildResult:
         """The Dag of `store` with `dns` (the DNS check's observations)."""
         dns = dict(dns or {})
         previous, state = self._store, self._state
-        if previous is not None and state is not None and dns == self._dns:
+        if previous is not None and self._dag is not None and dns == self._dns:
             changes = store_changes(previous, store)
             if not previous.backend_tls_policies and not store.backend_tls_policies:
                 changes.pop("config_maps", None)  # read only through BackendTLSPolicies
             if not changes:
-                return self._keep(store, dns, state.dag, "unchanged")
-            dag = state.patch(store, changes)
+                return self._keep(store, dns, self._dag, "unchanged")
+            dag = state.patch(store, changes) if state is not None else None
             if dag is not None:
                 kind = "endpoints" if changes.keys() == {"endpoint_slices"} else "incremental"
                 return self._keep(store, dns, dag, kind)
         self._state = _State.made(store, self.options, dns)
-        return self._keep(store, dns, self._state.dag, "full")
+        dag = self._state.dag if self._state is not None else build(store, self.options, dns)
+        return self._keep(store, dns, dag, "full")
 
     def _keep(self, store: Store, dns: DnsObservations, dag: Dag, kind: str) -> BuildResult:
-        self._store, self._dns = store, dns
+        self._store, self._dns, self._dag = store, dns, dag
         return BuildResult(dag, kind)
 
 
@@ -186,7 +189,7 @@ class _State:
         gateways = judged.ordered()
         self.indexes: dict[str, NodeGroupIndex] = {
             _group_name(verdict.gateway.key): NodeGroupIndex(
-                _group_name(verdict.gateway.key), [verdict]
+                _group_name(verdict.gateway.key), judged.with_children(verdict)
             )
             for verdict in gateways
         }
@@ -194,16 +197,21 @@ class _State:
         self.single = len(gateways) == 1
         self.shadowed: dict[tuple[ObjectKey, int], Problem] = {}
         if not self.single:
-            self.indexes[ALL_GATEWAYS] = NodeGroupIndex(ALL_GATEWAYS, gateways)
-            self.shadowed = shadowed_listeners(gateways)
+            every = [item for verdict in gateways for item in judged.with_children(verdict)]
+            self.indexes[ALL_GATEWAYS] = NodeGroupIndex(ALL_GATEWAYS, every)
+            self.shadowed = shadowed_listeners(every)
         self.copied: tuple[NodeGroup, NodeGroup] | None = None
         self.dag: Dag = Dag()
 
     @classmethod
-    def made(cls, store: Store, options: BuildOptions, dns: DnsObservations) -> _State:
-        """A full build: a state fed every route of `store`."""
+    def made(cls, store: Store, options: BuildOptions, dns: DnsObservations) -> _State | None:
+        """A full build: a state fed every route of `store`; None for a store whose builds
+        are all full (see _kept_up_to_date)."""
         context = build_context(store, options, dns)
-        state = cls(store, options, dns, frontends(context))
+        judged = frontends(context)
+        if not _kept_up_to_date(store, judged):
+            return None
+        state = cls(store, options, dns, judged)
         every = {
             **{ObjectKey(HTTPRoute.kind, *key): route for key, route in store.http_routes.items()},
             **{ObjectKey(GRPCRoute.kind, *key): route for key, route in store.grpc_routes.items()},
@@ -226,12 +234,14 @@ class _State:
             if judged != self.judged:
                 if _without_certificates(judged) != _without_certificates(self.judged):
                     return None
+                if not _kept_up_to_date(store, judged):
+                    return None
                 self.judged = judged
                 for name, index in self.indexes.items():
                     index.rejudged(
-                        judged.ordered()
+                        [item for v in judged.ordered() for item in judged.with_children(v)]
                         if name == ALL_GATEWAYS
-                        else [judged.gateways[_gateway_of(name)]]
+                        else judged.with_children(judged.gateways[_gateway_of(name)])
                     )
         affected: set[ObjectKey] = set()
         for kind, name in _ROUTE_FIELDS.items():
@@ -624,6 +634,18 @@ _Recording = tuple[RecordingServices, RecordingGrants, BuildContext]
 def _sort_key(key: ObjectKey) -> tuple[str, str, str]:
     """ObjectKey's order, as a tuple compared without calling Python code."""
     return key.kind, key.namespace, key.name
+
+
+def _kept_up_to_date(store: Store, judged: Frontends) -> bool:
+    """Whether builds of `store` can be patched: not yet with TCP, TLS or UDP routes,
+    ListenerSets or Gateway client certificates (dag.build makes those, in full)."""
+    return not (
+        store.tcp_routes
+        or store.tls_routes
+        or store.udp_routes
+        or store.listener_sets
+        or any(verdict.client_certificate is not None for verdict in judged.gateways.values())
+    )
 
 
 def _needs_names(store: Store, options: BuildOptions) -> bool:
