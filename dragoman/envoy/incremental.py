@@ -243,7 +243,8 @@ class IncrementalTranslation:
 
 def spliced_route_table(value: RouteTable, virtual_hosts: list[bytes]) -> Resource:
     """`value`'s RouteConfiguration, its virtual hosts given already serialized (each with
-    its field tag and length), as translate serializes it whole."""
+    its field tag and length), as translate serializes it whole. The table's other fields are
+    those route_configuration gives a table without virtual hosts (none depends on them)."""
     rest = route_configuration(RouteTable(value.name, ())).SerializeToString(deterministic=True)
     name = route_pb2.RouteConfiguration(name=value.name).SerializeToString(deterministic=True)
     if not rest.startswith(name):

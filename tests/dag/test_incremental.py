@@ -22,6 +22,7 @@ from dragoman.objects import KubeObject
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.store import Store
 from tests.support.certificates import certificate_authority
+from tests.support.feature_manifests import every_feature_dag
 from tests.support.status_builds import objects
 
 _CA = certificate_authority("incremental builds CA")
@@ -441,8 +442,14 @@ spec: {type: ExternalName, externalName: kept.example.net, ports: [{port: 80}]}
                 assert old.resources[name] is new.resources[name], name
 
 
-def test_spliced_route_tables_are_the_bytes_protobuf_writes() -> None:
-    dag = build(Store.from_objects(_initial(random.Random(3)).values()))
+@pytest.mark.parametrize("made", ["random", "every feature"])
+def test_spliced_route_tables_are_the_bytes_protobuf_writes(made: str) -> None:
+    dag = (
+        build(Store.from_objects(_initial(random.Random(3)).values()))
+        if made == "random"
+        else every_feature_dag()
+    )
+    assert any(group.route_tables for group in dag.groups.values())
     for group in dag.groups.values():
         for table in group.route_tables:
             entries = []
