@@ -11,7 +11,7 @@ them. The result is byte for byte what `translate` gives for the same DAG.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,22 +22,27 @@ from dragoman.dag.model import (
     Cluster,
     Dag,
     EdsCluster,
+    HttpsListener,
     Listener,
     LoadAssignment,
     NodeGroup,
     RouteTable,
+    TcpListener,
+    TlsCertificate,
     VirtualHost,
 )
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.listeners import listener
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.routes import route_configuration, virtual_host
+from dragoman.envoy.secrets import secret, secret_name
 from dragoman.envoy.translate import assignment_resource
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,
     ROUTE,
+    SECRET,
     Resource,
     Snapshot,
     TypeSnapshot,
@@ -59,8 +64,8 @@ class _Table:
 # By the id of a group's clusters tuple: (the tuple, CDS, EDS); by the id of its route
 # tables tuple: ((listeners, route tables), LDS, RDS).
 _Shared = tuple[
-    dict[int, tuple[Any, TypeSnapshot, TypeSnapshot]],
-    dict[int, tuple[Any, TypeSnapshot, TypeSnapshot]],
+    dict[int, tuple[Any, TypeSnapshot, TypeSnapshot, Any]],
+    dict[int, tuple[Any, TypeSnapshot, TypeSnapshot, Any]],
 ]
 
 
@@ -72,8 +77,9 @@ class _Made:
     assignments: dict[str, tuple[LoadAssignment, Resource]] = field(default_factory=dict)
     listeners: dict[str, tuple[Listener, Resource]] = field(default_factory=dict)
     tables: dict[str, _Table] = field(default_factory=dict)
+    secrets: dict[str, tuple[TlsCertificate, Resource]] = field(default_factory=dict)
     # By group: what its clusters and CLAs were made of, and their TypeSnapshots.
-    upstreams: dict[str, tuple[Any, Any, Any, TypeSnapshot, TypeSnapshot]] = field(
+    upstreams: dict[str, tuple[Any, Any, Any, TypeSnapshot, TypeSnapshot, Any]] = field(
         default_factory=dict
     )
 
@@ -87,7 +93,8 @@ class IncrementalTranslation:
         self._assignments: dict[str, tuple[LoadAssignment, Resource]] = {}
         self._listeners: dict[str, tuple[Listener, Resource]] = {}
         self._tables: dict[str, _Table] = {}
-        self._upstreams: dict[str, tuple[Any, Any, Any, TypeSnapshot, TypeSnapshot]] = {}
+        self._secrets: dict[str, tuple[TlsCertificate, Resource]] = {}
+        self._upstreams: dict[str, tuple[Any, Any, Any, TypeSnapshot, TypeSnapshot, Any]] = {}
         self._snapshots: dict[str, Snapshot] = {}
 
     def translate(self, dag: Dag) -> dict[str, Snapshot]:
@@ -99,7 +106,7 @@ class IncrementalTranslation:
         }
         self._clusters, self._assignments = made.clusters, made.assignments
         self._listeners, self._tables, self._snapshots = made.listeners, made.tables, result
-        self._upstreams = made.upstreams
+        self._upstreams, self._secrets = made.upstreams, made.secrets
         return result
 
     def _snapshot(
@@ -125,15 +132,16 @@ class IncrementalTranslation:
         ):
             # Nothing a cluster or CLA is made of changed since the last translation: its
             # resources are all still the ones made before (kept for the next one too).
-            upstream = group.clusters, last[3], last[4]
+            upstream = group.clusters, last[3], last[4], last[5]
             made.clusters = {**self._clusters, **made.clusters}
             made.assignments = {**self._assignments, **made.assignments}
         if upstream is None or upstream[0] is not group.clusters:
-            cluster_resources, assignment_resources = self._upstream(group, dag, made)
+            cluster_resources, assignment_resources, client = self._upstream(group, dag, made)
             upstream = (
                 group.clusters,
                 _type_snapshot(cluster_resources, before, CLUSTER),
                 _type_snapshot(assignment_resources, before, ENDPOINT),
+                client,
             )
             upstreams[id(group.clusters)] = upstream
         frontend = frontends.get(id(group.route_tables))
@@ -148,6 +156,7 @@ class IncrementalTranslation:
                 (group.listeners, group.route_tables),
                 _type_snapshot(listener_resources, before, LISTENER),
                 _type_snapshot(table_resources, before, ROUTE),
+                tuple(_listener_certificates(group.listeners)),
             )
             frontends[id(group.route_tables)] = frontend
         made.upstreams[name] = (
@@ -156,22 +165,41 @@ class IncrementalTranslation:
             dag.load_assignments,
             upstream[1],
             upstream[2],
+            upstream[3],
         )
+        secrets = self._secrets_of((*frontend[3], *upstream[3]), made)
         return Snapshot(
             types={
                 CLUSTER: upstream[1],
                 ENDPOINT: upstream[2],
+                SECRET: _type_snapshot(secrets, before, SECRET),
                 LISTENER: frontend[1],
                 ROUTE: frontend[2],
             }
         )
 
+    def _secrets_of(self, certificates: Iterable[TlsCertificate], made: _Made) -> list[Resource]:
+        """What translate serves as SDS secrets for these certificates (listeners' first, then
+        clusters' client certificates): one per name, sorted."""
+        used: dict[str, TlsCertificate] = {}
+        for certificate in certificates:
+            used.setdefault(secret_name(certificate.secret), certificate)
+        resources = []
+        for name, certificate in sorted(used.items()):
+            known = made.secrets.get(name) or self._secrets.get(name)
+            if known is None or not (known[0] is certificate or known[0] == certificate):
+                known = certificate, Resource.of(name, secret(certificate))
+            made.secrets[name] = known
+            resources.append(known[1])
+        return resources
+
     def _upstream(
         self, group: NodeGroup, dag: Dag, made: _Made
-    ) -> tuple[list[Resource], list[Resource]]:
+    ) -> tuple[list[Resource], list[Resource], tuple[TlsCertificate, ...]]:
         defined, made_clusters, known_clusters = dag.clusters, made.clusters, self._clusters
         cluster_resources = []
         assignment_resources = []
+        client: list[TlsCertificate] = []
         # The loop every change runs over every cluster: the unchanged case inline.
         for cluster_name in group.clusters:
             value = defined.get(cluster_name)
@@ -182,12 +210,15 @@ class IncrementalTranslation:
                 known = self._cluster(cluster_name, value, known)
             made_clusters[cluster_name] = known
             cluster_resources.append(known[1])
+            tls = getattr(value, "tls", None)
+            if tls is not None and tls.client_certificate is not None:
+                client.append(tls.client_certificate)
             if type(value) is EdsCluster:
                 assignment = dag.load_assignments.get(cluster_name) or LoadAssignment(
                     cluster=cluster_name
                 )
                 assignment_resources.append(self._assignment(assignment, made.assignments))
-        return cluster_resources, assignment_resources
+        return cluster_resources, assignment_resources, tuple(client)
 
     def _cluster(
         self, name: str, value: Cluster, known: tuple[Cluster, Resource] | None
@@ -251,6 +282,13 @@ def spliced_route_table(value: RouteTable, virtual_hosts: list[bytes]) -> Resour
         raise AssertionError("RouteConfiguration does not serialize its name first")
     body = b"".join((name, *virtual_hosts, rest[len(name) :]))
     return Resource.of_bytes(value.name, _ROUTE_CONFIGURATION, body)
+
+
+def _listener_certificates(listeners: Iterable[Listener]) -> Iterator[TlsCertificate]:
+    for value in listeners:
+        if isinstance(value, HttpsListener | TcpListener):
+            for chain in value.filter_chains:
+                yield from chain.certificates
 
 
 def _type_snapshot(
