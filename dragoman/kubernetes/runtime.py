@@ -318,7 +318,7 @@ class KubernetesServer:
         self._remember_served()
         for problem in result.new_problems:
             log.warning("%s", problem, extra=problem_fields(problem))
-        if result.kind == "full":
+        if result.kind in ("full", "incremental"):  # endpoints alone change no status
             self._statuses_due.set()
 
     # -------------------------------------------------------------------- status
