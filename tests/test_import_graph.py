@@ -17,7 +17,7 @@ PACKAGE = Path(dragoman.__file__).parent
 # stay inside its own part). Parts on one layer are independent of each other.
 LAYERS: tuple[frozenset[str], ...] = (
     # log_text: how untrusted strings are shown in logs, for every layer that logs them.
-    frozenset({"objects", "snapshots", "log_text"}),
+    frozenset({"objects", "snapshots", "security", "log_text"}),
     frozenset({"sources"}),
     frozenset({"store"}),
     frozenset({"dag"}),

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dragoman.commands.common import DEFAULT_XDS_ADDRESS, dns_server, gateway_ref, host_port
+from dragoman.commands.common import (
+    DEFAULT_XDS_ADDRESS,
+    add_xds_client_tls,
+    dns_server,
+    gateway_ref,
+    host_port,
+    xds_client_tls,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -56,12 +63,28 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="incremental (delta) xDS instead of state of the world",
     )
+    add_xds_client_tls(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from dragoman.envoy.bootstrap import bootstrap_yaml
+    from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+    from dragoman.security.files import TlsFileError
 
+    try:
+        files = xds_client_tls(args)
+    except TlsFileError as error:
+        print(f"dragoman bootstrap: {error}", file=sys.stderr)
+        return 2
+    tls = None
+    if files is not None:
+        # Paths as given: they name files on Envoy's machine (a mounted Secret, say).
+        tls = XdsClientTls(
+            trusted_ca=str(files.trusted_ca),
+            certificate=str(files.certificate),
+            private_key=str(files.private_key),
+            server_name=args.xds_server_name or "",
+        )
     sys.stdout.write(
         bootstrap_yaml(
             args.xds_address,
@@ -72,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             dns_use_tcp=args.dns_tcp,
             xds_transport=args.xds_transport,
             delta=args.delta,
+            xds_tls=tls,
             stats_address=args.envoy_stats_address,
         )
     )

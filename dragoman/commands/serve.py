@@ -13,12 +13,14 @@ from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
     add_config,
     add_logging,
+    add_xds_server_tls,
     gateway_address,
     host_port,
     manifest_dir,
     namespaced_name,
     ops_address,
     server_config,
+    xds_server_tls,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +61,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "port 0 picks a free port; 'off' for none)",
     )
     parser.add_argument(
+        "--debug-remote",
+        action="store_true",
+        help="answer /debug pages to peers off loopback too (by default only loopback peers, "
+        "such as kubectl port-forward, see them)",
+    )
+    parser.add_argument(
         "--gateway-address",
         action="append",
         dest="gateway_addresses",
@@ -67,6 +75,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="where clients reach the Gateways, written to their status.addresses; repeat "
         "for several",
     )
+    add_xds_server_tls(parser)
     add_config(parser)
     _add_kubernetes_arguments(parser)
     add_logging(parser)
@@ -138,10 +147,24 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.options import TranslateOptions
+    from dragoman.security.files import TlsFileError
+    from dragoman.xds.server import is_loopback
 
     log = logging.getLogger("dragoman")
     config = server_config(args)
     if config is None:
+        return 2
+    try:
+        args.xds_tls = xds_server_tls(args)
+    except TlsFileError as error:
+        log.error("xDS TLS: %s", error)
+        return 2
+    if args.xds_tls is None and not args.xds_insecure and not is_loopback(args.xds_address):
+        log.error(
+            "refusing to serve xDS in plaintext on %s: give --xds-tls-cert, --xds-tls-key and "
+            "--xds-tls-client-ca (see `dragoman certgen`), or --xds-insecure if this is meant",
+            args.xds_address,
+        )
         return 2
     translate_options = config.translate_options(
         TranslateOptions(listener_address=args.listener_address)
@@ -166,7 +189,10 @@ def run(args: argparse.Namespace) -> int:
         build_options=build_options,
         translate_options=translate_options,
         dns_check=config.dns_check,
+        xds_tls=args.xds_tls,
+        xds_insecure=args.xds_insecure,
         ops_address=ops,
+        debug_remote=args.debug_remote,
     )
     try:
         asyncio.run(serve(serve_config))
@@ -209,12 +235,15 @@ def _run_kubernetes(
         context=args.context,
         namespaces=tuple(dict.fromkeys(args.namespaces or ())),
         ops_address=ops,
+        debug_remote=args.debug_remote,
         controller_name=args.controller_name or DEFAULT_CONTROLLER_NAME,
         gateway_class=args.gateway_class,
         lease=lease,
         build_options=build_options,
         translate_options=translate_options,
         dns_check=server.dns_check,
+        xds_tls=args.xds_tls,
+        xds_insecure=args.xds_insecure,
     )
     try:
         asyncio.run(serve_kubernetes(config))
