@@ -26,6 +26,12 @@ def quoted(value: object, limit: int = MAX_SHOWN) -> str:
     return f"{value[:limit]!r}... ({len(value) - limit} more characters)"
 
 
+def plain(text: str, limit: int = MAX_SHOWN) -> str:
+    """text as it is when printable and at most `limit` long, else `quoted`: for values that
+    are normally tame (a certificate's identity, a file name) and read best unquoted."""
+    return text if text.isprintable() and len(text) <= limit else quoted(text, limit)
+
+
 def cut(value: str, limit: int = MAX_SHOWN) -> str:
     """`value` cut to `limit` characters, saying how many more there were: for structured
     fields (JSON logs), whose encoder escapes what `quoted` would."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dragoman.log_text import MAX_SHOWN, quoted
+from dragoman.log_text import plain
 
 # (field path, message), e.g. ("spec.ports[0].port", "expected an integer from 1 to 65535, got 0")
 FieldProblem = tuple[str, str]
@@ -30,7 +30,7 @@ class SourceError:
 
 def printable(text: str) -> str:
     """text itself when it is printable and of a sane length, else a quoted, cut form."""
-    return text if text.isprintable() and len(text) <= MAX_SHOWN else quoted(text)
+    return plain(text)
 
 
 class ObjectError(Exception):

@@ -25,7 +25,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
 )
 
-from dragoman.log_text import quoted, quoted_list
+from dragoman.log_text import plain, quoted, quoted_list
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
@@ -271,7 +271,7 @@ class XdsStreams:
                 _kind(stream),
                 quoted(request.node.id),
                 quoted(request.node.cluster),
-                quoted(stream.identity) if stream.identity else "(none)",
+                plain(str(stream.identity)) if stream.identity else "(none)",
                 stream.peer,
                 quoted(access.message, MAX_NACK_SHOWN),
             )
@@ -286,7 +286,7 @@ class XdsStreams:
             _kind(stream),
             _describe(stream),
             stream.peer,
-            f" identity={quoted(stream.identity)}" if stream.identity is not None else "",
+            f" identity={plain(str(stream.identity))}" if stream.identity is not None else "",
             extra={"node": stream.node_id},
         )
         return None
