@@ -22,16 +22,108 @@ class DecodeError(ValueError):
     """The file is not valid YAML/JSON; the message names the line."""
 
 
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_MERGE = "tag:yaml.org,2002:merge"
+# How many distinct plain scalars keep their resolved tag (keys and common values repeat in
+# every manifest; resolving one means trying several regular expressions).
+_TAG_CACHE_SIZE = 4096
+
+
 class _ManifestLoader(_BaseLoader):
+    """libyaml composes the nodes; mappings, sequences and strings (nearly every node of a
+    manifest) are built here in one recursive pass, without PyYAML's generic per-node
+    machinery (generators, deep-construction state). Merge keys and uncommon tags take
+    PyYAML's own path."""
+
     yaml_implicit_resolvers = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
+    _plain_tags: dict[str, str] = {}
+
+    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
+        if kind is yaml.ScalarNode:
+            if not implicit[0]:
+                return _STR  # quoted: always a string
+            # A plain scalar's tag depends on its text alone.
+            tag = self._plain_tags.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(self._plain_tags) < _TAG_CACHE_SIZE and len(value) <= 64:
+                    self._plain_tags[value] = tag
+            return tag
+        return _MAP if kind is yaml.MappingNode else _SEQ
+
+    # No path resolvers are registered: skip PyYAML's bookkeeping for them on every node.
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        try:
+            return self._build(node, {}, set())
+        finally:
+            self.constructed_objects = {}
+            self.recursive_objects = {}
+
+    def _build(self, node: yaml.Node, built: dict[int, Any], open_: set[int]) -> Any:
+        # `built` holds what an anchored node became, so an alias shares it (as in PyYAML).
+        known = built.get(id(node), _MISSING)
+        if known is not _MISSING:
+            return known
+        tag = node.tag
+        if tag == _STR and isinstance(node, yaml.ScalarNode):
+            return node.value
+        if id(node) in open_:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "found a recursive alias (an anchor used inside itself)",
+                node.start_mark,
+            )
+        if tag == _MAP and isinstance(node, yaml.MappingNode):
+            if any(key.tag == _MERGE for key, _ in node.value):
+                value = self.construct_object(node, deep=True)  # PyYAML applies `<<`
+            else:
+                open_.add(id(node))
+                value = {}
+                for key_node, value_node in node.value:
+                    key = self._build(key_node, built, open_)
+                    if isinstance(key, str) and key in value:
+                        raise yaml.constructor.ConstructorError(
+                            "while reading a mapping",
+                            node.start_mark,
+                            f"found duplicate key {key!r}",
+                            key_node.start_mark,
+                        )
+                    try:
+                        value[key] = self._build(value_node, built, open_)
+                    except TypeError:  # an unhashable key, e.g. a `? [a, b]` complex key
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping",
+                            node.start_mark,
+                            "found unhashable key",
+                            key_node.start_mark,
+                        ) from None
+                open_.discard(id(node))
+        elif tag == _SEQ and isinstance(node, yaml.SequenceNode):
+            open_.add(id(node))
+            value = [self._build(item, built, open_) for item in node.value]
+            open_.discard(id(node))
+        else:
+            value = self.construct_object(node, deep=True)
+        built[id(node)] = value
+        return value
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # PyYAML's own path (a mapping with merge keys): repeated keys are errors there too.
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            if key_node.tag == _MERGE:
                 continue  # `<<: *base` keys may be overridden on purpose
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, str) and key in seen:
@@ -43,6 +135,9 @@ class _ManifestLoader(_BaseLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+_MISSING = object()
 
 
 def decode_documents(data: bytes, *, is_json: bool) -> list[Any]:

@@ -1,14 +1,16 @@
 """A directory of Kubernetes manifests as a complete source of objects.
 
-Every load reads the whole tree again, but a file whose stamp (mtime, size, inode) has not
-changed keeps the objects parsed last time: only edited files are decoded and parsed.
+A full load scans the whole tree, but a file whose stamp (mtime, size, inode) has not
+changed keeps the objects parsed last time: only edited files are decoded and parsed. A
+load told which files changed (by the directory watcher) looks at those files alone.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+import stat
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,9 @@ class LoadResult:
     objects: tuple[KubeObject, ...]  # in file order, then document order; no duplicate keys
     errors: tuple[SourceError, ...]
     files: int  # manifest files found
+    # False when no file's content changed since the previous load (then the objects and
+    # errors are the previous ones).
+    changed: bool = True
 
     def store(self) -> Store:
         return Store.from_objects(self.objects)
@@ -57,29 +62,84 @@ class ManifestDirectory:
     def __init__(self, path: Path, *, default_namespace: str = "default") -> None:
         self.path = path
         self.default_namespace = default_namespace
-        self._parsed: dict[str, _ParsedFile] = {}
+        self._parsed: dict[str, _ParsedFile] = {}  # in scan order (path components)
+        self._unreadable: dict[str, str] = {}  # relative path -> reason
+        self._last: LoadResult | None = None
 
-    def load(self) -> LoadResult:
+    def load(self, changed: Collection[str] | None = None) -> LoadResult:
         """Everything the directory defines now. Problems are returned, not raised, except
-        an OSError when the directory itself cannot be read (keep the last result then)."""
+        an OSError when the directory itself cannot be read (keep the last result then).
+
+        With `changed` (relative paths of manifest files added, edited or removed), only
+        those files are looked at; every other file is taken to be as last loaded.
+        """
+        if changed is None or self._last is None:
+            dirty = self._load_all()
+        else:
+            dirty = self._load_some(changed)
+        if not dirty and self._last is not None:
+            return replace(self._last, changed=False)
+        self._last = self._result()
+        return self._last
+
+    def _load_all(self) -> bool:
         scan = scan_tree(self.path)
+        unreadable = dict(scan.unreadable)
+        dirty = unreadable != self._unreadable or len(scan.files) != len(self._parsed)
+        self._unreadable = unreadable
         parsed: dict[str, _ParsedFile] = {}
-        errors = [
-            SourceError(relative, "", "", f"cannot read: {reason}")
-            for relative, reason in scan.unreadable
-        ]
         for stamp in scan.files:
             cached = self._parsed.get(stamp.path)
             if cached is None or cached.stamp != stamp:
+                dirty = True
                 fresh = self._parse_file(stamp.path)
                 cached = _keeping_last_good(fresh, cached) if fresh is not None else None
             if cached is not None:
                 parsed[stamp.path] = cached
+        dirty = dirty or parsed.keys() != self._parsed.keys()
         self._parsed = parsed
+        return dirty
 
+    def _load_some(self, changed: Collection[str]) -> bool:
+        dirty = False
+        added = False
+        for relative in changed:
+            cached = self._parsed.get(relative)
+            stamp = _stamp_of(self.path, relative)
+            if isinstance(stamp, str):  # cannot be read: report it as a full scan would
+                dirty = dirty or self._unreadable.get(relative) != stamp or cached is not None
+                self._unreadable[relative] = stamp
+                self._parsed.pop(relative, None)
+                continue
+            if self._unreadable.pop(relative, None) is not None:
+                dirty = True
+            if stamp is None:
+                dirty = dirty or self._parsed.pop(relative, None) is not None
+                continue
+            if cached is not None and cached.stamp == stamp:
+                continue
+            dirty = True
+            fresh = self._parse_file(relative)
+            if fresh is None:
+                self._parsed.pop(relative, None)
+                continue
+            self._parsed[relative] = _keeping_last_good(fresh, cached)
+            added = added or cached is None
+        if added:  # keep the scan's order: the first definition of an object wins
+            self._parsed = {
+                path: self._parsed[path]
+                for path in sorted(self._parsed, key=lambda path: path.split("/"))
+            }
+        return dirty
+
+    def _result(self) -> LoadResult:
+        errors = [
+            SourceError(relative, "", "", f"cannot read: {reason}")
+            for relative, reason in sorted(self._unreadable.items())
+        ]
         objects: list[KubeObject] = []
         first_seen: dict[ObjectKey, str] = {}
-        for result in parsed.values():
+        for result in self._parsed.values():
             errors.extend(result.errors)
             for located in result.objects:
                 key = located.object.key
@@ -95,7 +155,7 @@ class ManifestDirectory:
                     continue
                 first_seen[key] = located.origin
                 objects.append(located.object)
-        return LoadResult(tuple(objects), tuple(errors), len(scan.files))
+        return LoadResult(tuple(objects), tuple(errors), len(self._parsed))
 
     def _parse_file(self, relative: str) -> _ParsedFile | None:
         """Decode and parse one file; None when it disappeared since the scan."""
@@ -174,6 +234,20 @@ def _stamp_unchanged(before: os.stat_result, after: os.stat_result) -> bool:
         after.st_size,
         after.st_ino,
     )
+
+
+def _stamp_of(root: Path, relative: str) -> FileStamp | str | None:
+    """The file's stamp; None when it is gone (or no longer a regular file); the reason
+    when it cannot be read."""
+    try:
+        info = os.stat(root / relative)
+    except FileNotFoundError:
+        return "broken symbolic link" if os.path.islink(root / relative) else None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return _stamp(relative, info)
 
 
 def _stamp(relative: str, info: os.stat_result) -> FileStamp:

@@ -352,7 +352,9 @@ def test_unchanged_files_are_not_parsed_again(
 
     second = directory.load()
     assert counter.take() == []
-    assert second == first  # cached errors are reported again too
+    assert second.objects == first.objects
+    assert second.errors == first.errors  # cached errors are reported again too
+    assert (first.changed, second.changed) == (True, False)
     assert len(second.errors) == 1
 
     web.write_text(service("web", port=8080))
@@ -384,3 +386,67 @@ def test_load_result_store_indexes_by_kind(tmp_path: Path) -> None:
     assert isinstance(store.services[("default", "web")], Service)
     assert isinstance(store.http_routes[("default", "web")], HTTPRoute)
     assert isinstance(store.endpoint_slices[("default", "web-1")], EndpointSlice)
+
+
+def test_a_load_told_what_changed_reads_those_files_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = ParseCounter(monkeypatch)
+    write(tmp_path, "b.yaml", service("b"))
+    write(tmp_path, "c.yaml", service("c"))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    counter.take()
+
+    # Edited without being named: not looked at (the watcher names every change).
+    write(tmp_path, "c.yaml", service("c", port=81))
+    write(tmp_path, "b.yaml", service("b", port=82))
+    write(tmp_path, "a.yaml", service("a"))
+    result = directory.load({"b.yaml", "a.yaml"})
+    assert sorted(counter.take()) == ["a", "b"]
+    assert keys(result.objects) == ["Service/default/a", "Service/default/b", "Service/default/c"]
+    ports = {obj.meta.name: obj.ports[0].port for obj in result.objects}
+    assert ports == {"a": 80, "b": 82, "c": 80}
+
+    # A named file whose stamp did not change is not parsed, and nothing changed.
+    again = directory.load({"a.yaml"})
+    assert counter.take() == []
+    assert not again.changed
+    assert again.objects == result.objects
+
+    (tmp_path / "a.yaml").unlink()
+    gone = directory.load({"a.yaml", "never-existed.yaml"})
+    assert keys(gone.objects) == ["Service/default/b", "Service/default/c"]
+    assert gone.files == 2
+
+    # What a later full load finds agrees with the incremental ones.
+    full = ManifestDirectory(tmp_path).load({"ignored.yaml"})  # first load: always full
+    assert keys(full.objects) == keys(directory.load().objects)
+
+
+def test_a_load_told_what_changed_keeps_the_first_definition_rule(tmp_path: Path) -> None:
+    write(tmp_path, "b.yaml", service("web", port=81))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    write(tmp_path, "a.yaml", service("web", port=82))  # sorts first: its definition wins
+    result = directory.load({"a.yaml"})
+    assert [obj.ports[0].port for obj in result.objects] == [82]
+    assert [e.origin for e in result.errors] == ["b.yaml#1"]
+    assert result == ManifestDirectory(tmp_path).load()
+
+
+def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", service("a"))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    (tmp_path / "a.yaml").unlink()
+    (tmp_path / "a.yaml").symlink_to("missing-target.yaml")
+    result = directory.load({"a.yaml"})
+    assert result.objects == ()
+    assert [(e.origin, e.message) for e in result.errors] == [
+        ("a.yaml", "cannot read: broken symbolic link")
+    ]
+    assert result == ManifestDirectory(tmp_path).load()
+    (tmp_path / "a.yaml").unlink()
+    write(tmp_path, "a.yaml", service("a"))
+    assert directory.load({"a.yaml"}).errors == ()
