@@ -89,6 +89,21 @@ def test_bootstrap_names_the_gateway_and_keeps_admin_off_tcp(capsys) -> None:
     assert resolver["dns_resolver_options"]["use_tcp_for_dns_lookups"] is True
 
 
+def test_bootstrap_sets_the_downstream_connection_limit(capsys) -> None:
+    assert main(["bootstrap", "--max-connections", "1000"]) == 0
+    config = yaml.safe_load(capsys.readouterr().out)
+    monitor = config["overload_manager"]["resource_monitors"][0]
+    assert monitor["typed_config"]["max_active_downstream_connections"] == "1000"
+    for bad in ("0", "-3", "many"):
+        try:
+            main(["bootstrap", "--max-connections", bad])
+        except SystemExit as exit:
+            assert exit.code == 2
+        else:
+            raise AssertionError(f"--max-connections {bad} must be a usage error")
+        assert "expected a positive integer" in capsys.readouterr().err
+
+
 def test_example_bootstraps_are_what_the_command_prints() -> None:
     # Each example names the command that regenerates it in its header comment.
     for path in sorted((EXAMPLES / "envoy").glob("*.yaml")):
