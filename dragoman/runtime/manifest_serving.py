@@ -19,6 +19,7 @@ from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.sources.watch import watch_directory
+from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
 from dragoman.xds.server import start_xds_server
 
@@ -61,7 +62,7 @@ class ManifestServer:
         for error in sorted(self._reported - errors, key=str):
             log.info("resolved: %s", error)
         self._reported = errors
-        update = self.controller.update(result.store())
+        update = self.controller.update(Store.from_objects(result.objects))
         _log_new_problems(update)
         if update.kind != "unchanged":
             log.info(

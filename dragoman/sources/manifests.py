@@ -21,7 +21,6 @@ from dragoman.sources.errors import ObjectError, SourceError
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.tree import FileStamp, scan_tree
-from dragoman.store import Store
 
 log = logging.getLogger("dragoman.sources")
 
@@ -34,9 +33,6 @@ class LoadResult:
     # False when no file's content changed since the previous load (then the objects and
     # errors are the previous ones).
     changed: bool = True
-
-    def store(self) -> Store:
-        return Store.from_objects(self.objects)
 
 
 @dataclass(frozen=True, slots=True)
