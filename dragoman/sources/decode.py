@@ -8,6 +8,7 @@ error instead of silently keeping the last value.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -142,28 +143,67 @@ _MISSING = object()
 
 def decode_documents(data: bytes, *, is_json: bool) -> list[Any]:
     """Every document of a file, in order; an empty YAML document decodes to None."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    text = decode_text(data)
     return [_decode_json(text)] if is_json else _decode_yaml(text)
 
 
-def _decode_yaml(text: str) -> list[Any]:
+def decode_text(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+
+
+# A document marker: `---` at the start of a line, alone or followed by a space.
+_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)
+
+
+def split_yaml_documents(text: str) -> list[tuple[int, str]] | None:
+    """The text cut before each `---` marker: (line number of the piece's first line, minus
+    one; the piece). Each piece holds one document (the first may hold none), so a file of
+    many documents can decode only the pieces that changed. None when the text uses
+    directives (`%YAML`, `%TAG`), whose scope a cut could change.
+
+    The cut is safe: a `---` at the start of a line always starts a document in YAML (it
+    ends a block scalar, and is forbidden inside a quoted one)."""
+    if text.startswith("%") or "\n%" in text:
+        return None
+    pieces: list[tuple[int, str]] = []
+    start = 0
+    line = 0
+    for match in _DOCUMENT_START.finditer(text):
+        if match.start() == 0:
+            continue
+        piece = text[start : match.start()]
+        pieces.append((line, piece))
+        line += piece.count("\n")
+        start = match.start()
+    pieces.append((line, text[start:]))
+    return pieces
+
+
+def decode_yaml_piece(text: str, first_line: int) -> list[Any]:
+    """The documents of one piece of `split_yaml_documents`; errors name the file's lines."""
+    return _decode_yaml(text, first_line)
+
+
+def _decode_yaml(text: str, first_line: int = 0) -> list[Any]:
     try:
         return list(yaml.load_all(text, Loader=_ManifestLoader))
     except yaml.MarkedYAMLError as exc:
-        message = "invalid YAML" + _at(exc.problem_mark) + f": {exc.problem or exc.context}"
+        message = (
+            "invalid YAML" + _at(exc.problem_mark, first_line) + f": {exc.problem or exc.context}"
+        )
         if exc.problem and exc.context:
             # Where the unfinished construct began is often the line to fix.
-            message += f" ({exc.context}{_at(exc.context_mark)})"
+            message += f" ({exc.context}{_at(exc.context_mark, first_line)})"
         raise DecodeError(message) from None
     except yaml.YAMLError as exc:
         raise DecodeError(f"invalid YAML: {exc}") from None
 
 
-def _at(mark: yaml.Mark | None) -> str:
-    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+def _at(mark: yaml.Mark | None, first_line: int = 0) -> str:
+    return f" at line {first_line + mark.line + 1}, column {mark.column + 1}" if mark else ""
 
 
 def _decode_json(text: str) -> Any:

@@ -11,12 +11,18 @@ import logging
 import os
 import stat
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dragoman.objects import KubeObject, ObjectKey
-from dragoman.sources.decode import DecodeError, decode_documents
+from dragoman.sources.decode import (
+    DecodeError,
+    decode_documents,
+    decode_text,
+    decode_yaml_piece,
+    split_yaml_documents,
+)
 from dragoman.sources.errors import ObjectError, SourceError
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
@@ -50,6 +56,20 @@ class _ParsedFile:
     # False when the file is not valid YAML/JSON at all (then `objects` are the ones its last
     # decodable version defined: saving a typo must not take every object of a file away).
     decoded: bool = True
+    # A YAML file's pieces (one document each), by text: an edit to one document of a large
+    # file decodes and parses that document alone.
+    pieces: Mapping[str, _Piece] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """What one piece of a file meant, with origins as they were when it was parsed, after
+    `before` documents (renumbered where the piece has moved since)."""
+
+    before: int
+    documents: int
+    objects: tuple[LocatedObject, ...]
+    errors: tuple[SourceError, ...]
 
 
 class ManifestDirectory:
@@ -88,7 +108,7 @@ class ManifestDirectory:
             cached = self._parsed.get(stamp.path)
             if cached is None or cached.stamp != stamp:
                 dirty = True
-                fresh = self._parse_file(stamp.path)
+                fresh = self._parse_file(stamp.path, cached)
                 cached = _keeping_last_good(fresh, cached) if fresh is not None else None
             if cached is not None:
                 parsed[stamp.path] = cached
@@ -115,7 +135,7 @@ class ManifestDirectory:
             if cached is not None and cached.stamp == stamp:
                 continue
             dirty = True
-            fresh = self._parse_file(relative)
+            fresh = self._parse_file(relative, cached)
             if fresh is None:
                 self._parsed.pop(relative, None)
                 continue
@@ -153,7 +173,7 @@ class ManifestDirectory:
                 objects.append(located.object)
         return LoadResult(tuple(objects), tuple(errors), len(self._parsed))
 
-    def _parse_file(self, relative: str) -> _ParsedFile | None:
+    def _parse_file(self, relative: str, previous: _ParsedFile | None) -> _ParsedFile | None:
         """Decode and parse one file; None when it disappeared since the scan."""
         full = self.path / relative
         try:
@@ -167,15 +187,64 @@ class ManifestDirectory:
             return _ParsedFile(None, (), (error,))
         stamp = _stamp(relative, before) if _stamp_unchanged(before, after) else None
         try:
-            documents = decode_documents(data, is_json=relative.endswith(".json"))
+            if relative.endswith(".json"):
+                return self._parse_documents(relative, stamp, decode_documents(data, is_json=True))
+            text = decode_text(data)
+            pieces = split_yaml_documents(text)
+            if pieces is None:
+                return self._parse_documents(relative, stamp, decode_documents(data, is_json=False))
+            return self._parse_pieces(relative, stamp, pieces, previous)
         except DecodeError as exc:
             return _ParsedFile(stamp, (), (SourceError(relative, "", "", str(exc)),), False)
+
+    def _parse_documents(
+        self, relative: str, stamp: FileStamp | None, documents: list[Any]
+    ) -> _ParsedFile:
         objects: list[LocatedObject] = []
         errors: list[SourceError] = []
         for index, document in enumerate(documents, start=1):
             if document is not None:  # an empty document, e.g. after a trailing `---`
                 self._parse_document(f"{relative}#{index}", document, objects, errors)
         return _ParsedFile(stamp, tuple(objects), tuple(errors))
+
+    def _parse_pieces(
+        self,
+        relative: str,
+        stamp: FileStamp | None,
+        pieces: list[tuple[int, str]],
+        previous: _ParsedFile | None,
+    ) -> _ParsedFile:
+        known = previous.pieces if previous is not None else {}
+        parsed: dict[str, _Piece] = {}
+        objects: list[LocatedObject] = []
+        errors: list[SourceError] = []
+        documents = 0  # documents before the current piece
+        for first_line, text in pieces:
+            piece = parsed.get(text) or known.get(text)
+            if piece is None:
+                piece_objects: list[LocatedObject] = []
+                piece_errors: list[SourceError] = []
+                decoded = decode_yaml_piece(text, first_line)
+                for index, document in enumerate(decoded, start=documents + 1):
+                    if document is not None:
+                        origin = f"{relative}#{index}"
+                        self._parse_document(origin, document, piece_objects, piece_errors)
+                piece = _Piece(documents, len(decoded), tuple(piece_objects), tuple(piece_errors))
+            if piece.before != documents:  # the piece moved: other documents came or went
+                shift = documents - piece.before
+                piece = _Piece(
+                    documents,
+                    piece.documents,
+                    tuple(
+                        LocatedObject(_renumbered(o.origin, shift), o.object) for o in piece.objects
+                    ),
+                    tuple(replace(e, origin=_renumbered(e.origin, shift)) for e in piece.errors),
+                )
+            parsed[text] = piece
+            objects.extend(piece.objects)
+            errors.extend(piece.errors)
+            documents += piece.documents
+        return _ParsedFile(stamp, tuple(objects), tuple(errors), pieces=parsed)
 
     def _parse_document(
         self,
@@ -208,6 +277,13 @@ class ManifestDirectory:
                 )
             else:
                 objects.append(LocatedObject(item_origin, parsed))
+
+
+def _renumbered(origin: str, shift: int) -> str:
+    """ "routes.yaml#2.items[0]" shifted by 5 documents: "routes.yaml#7.items[0]"."""
+    path, _, where = origin.rpartition("#")
+    number, dot, rest = where.partition(".")
+    return f"{path}#{int(number) + shift}{dot}{rest}"
 
 
 def _keeping_last_good(fresh: _ParsedFile, previous: _ParsedFile | None) -> _ParsedFile:

@@ -14,6 +14,7 @@ import pytest
 
 from dragoman.objects import EndpointSlice, HTTPRoute, ObjectKey, Service
 from dragoman.sources import manifests, tree
+from dragoman.sources.decode import DecodeError, decode_documents
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.store import Store
@@ -451,3 +452,85 @@ def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> No
     (tmp_path / "a.yaml").unlink()
     write(tmp_path, "a.yaml", service("a"))
     assert directory.load({"a.yaml"}).errors == ()
+
+
+def many_services(names: list[str], port: int = 80) -> str:
+    return "---\n".join(service(name, port=port) for name in names)
+
+
+def test_an_edit_to_one_document_of_a_large_file_parses_that_document_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = ParseCounter(monkeypatch)
+    names = [f"s{i}" for i in range(50)]
+    path = write(tmp_path, "all.yaml", many_services(names))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    assert len(counter.take()) == 50
+
+    path.write_text(many_services(names).replace("name: s7}", "name: s7b}"))
+    edited = directory.load()
+    assert counter.take() == ["s7b"]
+    assert edited == ManifestDirectory(tmp_path).load()
+    counter.take()
+
+    # Documents inserted before the others: every later origin moves, nothing else is parsed.
+    path.write_text(service("first", port=0) + "---\n" + path.read_text())
+    moved = directory.load()
+    assert counter.take() == ["first", "s0"]  # s0 gained the `---` before it
+    assert moved == ManifestDirectory(tmp_path).load()
+    assert [e.origin for e in moved.errors] == ["all.yaml#1"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\n" + service("a") + "---\n" + service("b"),  # a leading marker
+        service("a") + "---\n---\n" + service("b") + "---\n",  # empty documents
+        service("a") + "--- # a comment after the marker\n" + service("b"),
+        service("a") + "...\n---\n" + service("b"),  # an explicit document end
+        # A block scalar holding a line that looks like a marker but is indented.
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  x: |\n    ---\n"
+        "    not a marker\n---\n" + service("b"),
+        service("a") + "---\n" + service("a", port=81),  # a duplicate: the first one wins
+        "%YAML 1.1\n---\n" + service("a") + "---\n" + service("b"),  # a directive
+        "---\n{apiVersion: v1, kind: Service, metadata: {name: x}}\n--- \n" + service("y"),
+    ],
+)
+def test_a_file_cut_into_documents_means_what_the_whole_file_means(
+    tmp_path: Path, text: str
+) -> None:
+    import yaml
+
+    from dragoman.sources.decode import split_yaml_documents
+
+    whole = decode_documents(text.encode(), is_json=False)
+    pieces = split_yaml_documents(text)
+    if pieces is not None:
+        assert "".join(piece for _, piece in pieces) == text
+        decoded = [d for _, piece in pieces for d in yaml.safe_load_all(piece)]
+        assert decoded == list(yaml.safe_load_all(text))
+    assert whole == list(yaml.safe_load_all(text))
+
+    write(tmp_path, "all.yaml", text)
+    directory = ManifestDirectory(tmp_path)
+    first = directory.load()
+    write(tmp_path, "all.yaml", service("new") + "---\n" + text)
+    again = directory.load()
+    assert again == ManifestDirectory(tmp_path).load()
+    assert [o.key for o in again.objects[1:]] == [
+        o.key for o in first.objects if o.key != again.objects[0].key
+    ]
+
+
+def test_a_yaml_error_in_a_later_document_names_the_files_line(tmp_path: Path) -> None:
+    text = many_services(["a", "b"]) + "---\nkind: Service\nmetadata: {name: [oops\n"
+    write(tmp_path, "all.yaml", text)
+    directory = ManifestDirectory(tmp_path)
+    [error] = directory.load().errors
+    with pytest.raises(DecodeError) as whole:
+        decode_documents(text.encode(), is_json=False)
+    assert error.message == f"{whole.value} (file skipped)"
+    assert "line 12" in error.message
+    # The file keeps serving its last good version once it decoded; here it never did.
+    assert directory.load().objects == ()
