@@ -30,6 +30,9 @@ from dragoman.sources.tree import FileStamp, scan_tree
 
 log = logging.getLogger("dragoman.sources")
 
+# Files of at least this many documents keep what each document meant, by its text.
+KEEP_PIECES_FROM = 16
+
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
@@ -244,6 +247,8 @@ class ManifestDirectory:
             objects.extend(piece.objects)
             errors.extend(piece.errors)
             documents += piece.documents
+        if len(pieces) < KEEP_PIECES_FROM:
+            parsed = {}  # re-parsing a small file costs less than the memory to keep its pieces
         return _ParsedFile(stamp, tuple(objects), tuple(errors), pieces=parsed)
 
     def _parse_document(

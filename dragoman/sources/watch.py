@@ -33,7 +33,7 @@ __all__ = ["FileStamp", "OnChange", "fingerprint", "watch_directory"]
 log = logging.getLogger("dragoman.sources")
 # watchfiles logs every batch of paths at debug level: with 10,000 files that floods a debug
 # log; dragoman logs what a change meant instead.
-logging.getLogger("watchfiles").setLevel(logging.INFO)
+logging.getLogger("watchfiles").setLevel(logging.WARNING)
 
 # Relative paths of the manifest files added, edited or removed since the last call.
 OnChange = Callable[[frozenset[str]], Awaitable[None] | None]

@@ -498,8 +498,9 @@ def test_an_edit_to_one_document_of_a_large_file_parses_that_document_alone(
     ],
 )
 def test_a_file_cut_into_documents_means_what_the_whole_file_means(
-    tmp_path: Path, text: str
+    tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(manifests, "KEEP_PIECES_FROM", 1)  # reuse pieces of small files too
     import yaml
 
     from dragoman.sources.decode import split_yaml_documents
