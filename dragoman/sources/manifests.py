@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dragoman.objects import KubeObject, ObjectKey
+from dragoman.objects import KubeObject
 from dragoman.sources.decode import (
     DecodeError,
     decode_documents,
@@ -48,6 +48,14 @@ class LoadResult:
 class LocatedObject:
     origin: str  # "routes.yaml#2", or "list.yaml#1.items[3]" for an item of a List
     object: KubeObject
+    # (kind, namespace, name), made once: a load compares every object's identity, and a
+    # tuple of strings hashes far faster than an ObjectKey built again each time.
+    identity: tuple[str, str, str] = ("", "", "")
+
+    @staticmethod
+    def of(origin: str, obj: KubeObject) -> LocatedObject:
+        key = obj.key
+        return LocatedObject(origin, obj, (key.kind, key.namespace, key.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,25 +164,32 @@ class ManifestDirectory:
             SourceError(relative, "", "", f"cannot read: {reason}")
             for relative, reason in sorted(self._unreadable.items())
         ]
-        objects: list[KubeObject] = []
-        first_seen: dict[ObjectKey, str] = {}
+        located = [o for result in self._parsed.values() for o in result.objects]
+        if len({o.identity for o in located}) == len(located):  # the usual case: no duplicate
+            for result in self._parsed.values():
+                errors.extend(result.errors)
+            objects = tuple(o.object for o in located)
+            return LoadResult(objects, tuple(errors), len(self._parsed))
+
+        kept: list[KubeObject] = []
+        first_seen: dict[tuple[str, str, str], str] = {}
         for result in self._parsed.values():
             errors.extend(result.errors)
-            for located in result.objects:
-                key = located.object.key
-                if key in first_seen:
+            for located_object in result.objects:
+                identity = located_object.identity
+                if identity in first_seen:
                     errors.append(
                         SourceError(
-                            located.origin,
-                            str(key),
+                            located_object.origin,
+                            str(located_object.object.key),
                             "",
-                            f"already defined at {first_seen[key]}; the first definition wins",
+                            f"already defined at {first_seen[identity]}; the first definition wins",
                         )
                     )
                     continue
-                first_seen[key] = located.origin
-                objects.append(located.object)
-        return LoadResult(tuple(objects), tuple(errors), len(self._parsed))
+                first_seen[identity] = located_object.origin
+                kept.append(located_object.object)
+        return LoadResult(tuple(kept), tuple(errors), len(self._parsed))
 
     def _parse_file(self, relative: str, previous: _ParsedFile | None) -> _ParsedFile | None:
         """Decode and parse one file; None when it disappeared since the scan."""
@@ -239,7 +254,8 @@ class ManifestDirectory:
                     documents,
                     piece.documents,
                     tuple(
-                        LocatedObject(_renumbered(o.origin, shift), o.object) for o in piece.objects
+                        LocatedObject(_renumbered(o.origin, shift), o.object, o.identity)
+                        for o in piece.objects
                     ),
                     tuple(replace(e, origin=_renumbered(e.origin, shift)) for e in piece.errors),
                 )
@@ -281,7 +297,7 @@ class ManifestDirectory:
                     "%s: ignoring %s %s", item_origin, item.get("apiVersion"), item.get("kind")
                 )
             else:
-                objects.append(LocatedObject(item_origin, parsed))
+                objects.append(LocatedObject.of(item_origin, parsed))
 
 
 def _renumbered(origin: str, shift: int) -> str:
