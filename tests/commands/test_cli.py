@@ -23,7 +23,7 @@ def test_render_prints_resources_grouped_by_type(capsys) -> None:
     assert set(by_group) >= {"", "default/demo"}
     demo = by_group["default/demo"]
     clusters = {c["name"]: c for c in demo["clusters"]}
-    assert clusters["default/api/9080"]["cluster_type"]["name"] == "envoy.cluster.dns"
+    assert clusters["default/api/http"]["cluster_type"]["name"] == "envoy.cluster.dns"
     assert clusters["default/web/80"]["type"] == "EDS"
     assert "default/sneaky/9901" not in clusters  # refused, never a cluster
     assert [e["cluster_name"] for e in demo["endpoints"]] == ["default/web/80"]
