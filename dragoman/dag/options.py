@@ -24,3 +24,8 @@ class BuildOptions:
     # True: an external name is served only once the DNS check resolved it and every address
     # passed `external_names` (the results are an input of the build).
     dns_check: bool = False
+    # Where clients reach the Gateways (IP addresses or hostnames), written to every served
+    # Gateway's status.addresses: the operator's list, then the load balancer addresses of
+    # `address_service` (namespace, name), the Service in front of Envoy, when one is named.
+    gateway_addresses: tuple[str, ...] = ()
+    address_service: tuple[str, str] | None = None

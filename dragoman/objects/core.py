@@ -30,6 +30,9 @@ class Service:
     ports: tuple[ServicePort, ...] = ()
     selector: Mapping[str, str] | None = None
     external_name: str = ""
+    # status.loadBalancer.ingress: each entry's IP, else its hostname (a Gateway's addresses
+    # may be taken from the Service in front of Envoy).
+    load_balancer_ingress: tuple[str, ...] = ()
 
     @property
     def key(self) -> ObjectKey:

@@ -4,6 +4,7 @@ path when only EndpointSlices changed. Pure apart from handing snapshots to the 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dragoman.dag.build import build
@@ -15,9 +16,9 @@ from dragoman.envoy.grpc.translate import GrpcSnapshots
 from dragoman.envoy.grpc.variant import grpc_snapshots
 from dragoman.envoy.options import TranslateOptions
 from dragoman.envoy.translate import translate, translate_endpoints
+from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
-from dragoman.xds.resources import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,8 @@ class Controller:
     dns: DnsObservations = field(default_factory=dict)
     # What proxyless gRPC clients get, made when one first asks.
     grpc: GrpcSnapshots | None = None
+    # Told of every build that published something (metrics): keep them quick.
+    observers: list[Callable[[UpdateResult], None]] = field(default_factory=list)
 
     def update(self, store: Store) -> UpdateResult:
         """Build what `store` means for Envoy and publish it if anything changed."""
@@ -74,7 +77,10 @@ class Controller:
         self.cache.set_snapshots(snapshots, grpc=self.grpc)
         old = set(previous_dag.problems) if previous_dag is not None else set()
         new_problems = tuple(p for p in dag.problems if p not in old)
-        return UpdateResult(kind, time.perf_counter() - started, dag.problems, new_problems)
+        result = UpdateResult(kind, time.perf_counter() - started, dag.problems, new_problems)
+        for observer in self.observers:
+            observer(result)
+        return result
 
     def update_dns(self, dns: DnsObservations) -> UpdateResult:
         """Rebuild from the current store with new DNS check observations."""

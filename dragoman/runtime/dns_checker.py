@@ -113,10 +113,13 @@ class DnsChecker:
         settings: DnsCheckSettings,
         resolve: Resolve | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_round: Callable[[float], None] | None = None,
     ) -> None:
         self.settings = settings
         self._resolve = resolve or DnsResolver(settings)
         self._clock = clock
+        # Told how long each round that resolved something took (metrics).
+        self.on_round = on_round
         self._observations: dict[str, DnsObservation] = {}
         self._due: dict[str, float] = {}
 
@@ -140,6 +143,7 @@ class DnsChecker:
         due = sorted(name for name in wanted if self._due.get(name, now) <= now)
         if not due:
             return []
+        started = time.perf_counter()
         limit = asyncio.Semaphore(MAX_CONCURRENT)
 
         async def one(name: str) -> Resolution:
@@ -151,6 +155,8 @@ class DnsChecker:
                     return Resolution(error=SERVFAIL)
 
         results = await asyncio.gather(*(one(name) for name in due))
+        if self.on_round is not None:
+            self.on_round(time.perf_counter() - started)
         changed = []
         now = self._clock()
         for name, result in zip(due, results, strict=True):

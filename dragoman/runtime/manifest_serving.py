@@ -6,22 +6,25 @@ import asyncio
 import dataclasses
 import gc
 import logging
-import signal
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
-from dragoman.runtime.controller import Controller, UpdateResult
+from dragoman.runtime.controller import UpdateResult
+from dragoman.runtime.debug.view import DebugView, take_view
+from dragoman.runtime.logs import problem_fields
+from dragoman.runtime.metrics import Metrics
+from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
+from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
-from dragoman.xds.server import start_xds_server
+from dragoman.xds.cache import cyclic_gc_paused
+from dragoman.xds.registry import StreamRegistry
 
 log = logging.getLogger("dragoman.runtime.manifest_serving")
 
@@ -33,6 +36,8 @@ class ServeConfig:
     build_options: BuildOptions = BuildOptions()
     translate_options: TranslateOptions = TranslateOptions()
     dns_check: DnsCheckSettings = NO_DNS_CHECK
+    # /metrics, /healthz, /readyz and /debug; None: no such server.
+    ops_address: str | None = None
 
 
 class ManifestServer:
@@ -41,13 +46,46 @@ class ManifestServer:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.directory = ManifestDirectory(config.manifests)
-        self.cache = SnapshotCache()
         # The build uses DNS check results exactly when the check runs.
         build_options = dataclasses.replace(
             config.build_options, dns_check=config.dns_check.enabled
         )
-        self.controller = Controller(self.cache, build_options, config.translate_options)
+        self.controller = serving_controller(build_options, config.translate_options)
+        self.cache = self.controller.cache
         self._reported: set[SourceError] = set()
+        self.streams = StreamRegistry()
+        self.metrics = Metrics()
+        self.controller.observers.append(self.metrics.built)
+        self.metrics.state.controller = self.controller
+        self.metrics.state.streams = self.streams
+        self.metrics.state.unreadable = self._unreadable
+        self.serving = False
+        self.ops: OpsServer | None = None
+
+    def ready(self) -> str:
+        """ "" once the first build is served over xDS, else why not yet."""
+        if self.serving:
+            return ""
+        return "waiting for the first build" if self.controller.dag is None else "starting xDS"
+
+    def _unreadable(self) -> list[str]:
+        return sorted({error.object or error.origin for error in self._reported})
+
+    def debug_view(self) -> DebugView:
+        return take_view(self.controller, self.streams, lambda: sorted(map(str, self._reported)))
+
+    async def start_ops(self) -> None:
+        """The operations HTTP server, before anything is built (/readyz says so)."""
+        if self.ops is None and self.config.ops_address is not None:
+            ops = OpsServer(
+                self.config.ops_address,
+                live=lambda: "",
+                ready=self.ready,
+                metrics=self.metrics,
+                debug_view=self.debug_view,
+            )
+            await ops.start()
+            self.ops = ops
 
     def reload(self, changed: Collection[str] | None = None) -> None:
         """Loads the directory (only the `changed` files when given) and publishes what it
@@ -76,18 +114,30 @@ class ManifestServer:
             )
 
     async def run(self, stop: asyncio.Event) -> None:
+        await self.start_ops()
+        try:
+            await self._serve(stop)
+        finally:
+            self.serving = False
+            if self.ops is not None:
+                await self.ops.stop()
+                self.ops = None
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         self.reload()
         # What the first load and build made lives as long as the process: keep the cyclic
         # collector from scanning it again on every later collection.
         gc.freeze()
         server, checking = await start_serving(
             self.controller,
-            self.cache,
             self.config.xds_address,
             self.config.dns_check,
             stop,
             on_dns_update=_log_new_problems,  # a name failing its check is a new problem
+            metrics=self.metrics,
+            streams=self.streams,
         )
+        self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
         try:
             await watch_directory(self.config.manifests, self._on_change, stop)
@@ -110,37 +160,7 @@ class ManifestServer:
 
 def _log_new_problems(update: UpdateResult) -> None:
     for problem in update.new_problems:
-        log.warning("%s", problem)
-
-
-async def start_serving(
-    controller: Controller,
-    snapshots: SnapshotCache,
-    xds_address: str,
-    dns_check: DnsCheckSettings,
-    stop: asyncio.Event,
-    on_dns_update: Callable[[UpdateResult], None] | None = None,
-) -> tuple[Any, asyncio.Task[None] | None]:
-    """Starts the xDS server for a controller that has built once, and the DNS check loop
-    (until `stop`) when the configuration turns it on. Returns the server and the check
-    loop's task (None: no check)."""
-    checks = None
-    if dns_check.enabled:
-        from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop
-
-        checks = DnsCheckLoop(controller, DnsChecker(dns_check), on_dns_update)
-        await checks.check_once()  # serve checked names from the first response on
-    server = await start_xds_server(snapshots, xds_address)
-    return server, asyncio.create_task(checks.run(stop)) if checks is not None else None
-
-
-async def run_until_signalled(run: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Runs `run(stop)`, with `stop` set by SIGINT or SIGTERM."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await run(stop)
+        log.warning("%s", problem, extra=problem_fields(problem))
 
 
 async def serve(config: ServeConfig) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Container
 from typing import Any
 
 import yaml
@@ -94,22 +95,8 @@ class _ManifestLoader(_BaseLoader):
                 value = {}
                 for key_node, value_node in node.value:
                     key = self._build(key_node, built, open_)
-                    if isinstance(key, str) and key in value:
-                        raise yaml.constructor.ConstructorError(
-                            "while reading a mapping",
-                            node.start_mark,
-                            f"found duplicate key {key!r}",
-                            key_node.start_mark,
-                        )
-                    try:
-                        value[key] = self._build(value_node, built, open_)
-                    except TypeError:  # an unhashable key, e.g. a `? [a, b]` complex key
-                        raise yaml.constructor.ConstructorError(
-                            "while constructing a mapping",
-                            node.start_mark,
-                            "found unhashable key",
-                            key_node.start_mark,
-                        ) from None
+                    _check_key(key, value, node, key_node)
+                    value[key] = self._build(value_node, built, open_)
                 open_.discard(id(node))
         elif tag == _SEQ and isinstance(node, yaml.SequenceNode):
             open_.add(id(node))
@@ -127,18 +114,30 @@ class _ManifestLoader(_BaseLoader):
             if key_node.tag == _MERGE:
                 continue  # `<<: *base` keys may be overridden on purpose
             key = self.construct_object(key_node, deep=True)
-            if isinstance(key, str) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while reading a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r}",
-                    key_node.start_mark,
-                )
+            _check_key(key, seen, node, key_node)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
 _MISSING = object()
+
+
+def _check_key(key: Any, seen: Container[Any], node: yaml.Node, key_node: yaml.Node) -> None:
+    if isinstance(key, str) and key in seen:
+        raise yaml.constructor.ConstructorError(
+            "while reading a mapping",
+            node.start_mark,
+            f"found duplicate key {key!r}",
+            key_node.start_mark,
+        )
+    if not isinstance(key, str | int | float | bool | None):
+        # `{{a: b}}: c` (a mapping as a key) is valid YAML but no Kubernetes object.
+        raise yaml.constructor.ConstructorError(
+            "while reading a mapping",
+            node.start_mark,
+            f"found a {type(key).__name__} as a key; keys must be strings",
+            key_node.start_mark,
+        )
 
 
 def decode_documents(data: bytes, *, is_json: bool) -> list[Any]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dragoman.objects import KubeObject
+from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.decode import (
     DecodeError,
     decode_documents,
@@ -39,6 +39,8 @@ class LoadResult:
     objects: tuple[KubeObject, ...]  # in file order, then document order; no duplicate keys
     errors: tuple[SourceError, ...]
     files: int  # manifest files found
+    # Where each object was defined ("routes.yaml#2"), for messages about it.
+    origins: Mapping[ObjectKey, str] = field(default_factory=dict)
     # False when no file's content changed since the previous load (then the objects and
     # errors are the previous ones).
     changed: bool = True
@@ -169,7 +171,7 @@ class ManifestDirectory:
             for result in self._parsed.values():
                 errors.extend(result.errors)
             objects = tuple(o.object for o in located)
-            return LoadResult(objects, tuple(errors), len(self._parsed))
+            return LoadResult(objects, tuple(errors), len(self._parsed), _Origins(located))
 
         kept: list[KubeObject] = []
         first_seen: dict[tuple[str, str, str], str] = {}
@@ -189,7 +191,7 @@ class ManifestDirectory:
                     continue
                 first_seen[identity] = located_object.origin
                 kept.append(located_object.object)
-        return LoadResult(tuple(kept), tuple(errors), len(self._parsed))
+        return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
 
     def _parse_file(self, relative: str, previous: _ParsedFile | None) -> _ParsedFile | None:
         """Decode and parse one file; None when it disappeared since the scan."""
@@ -298,6 +300,32 @@ class ManifestDirectory:
                 )
             else:
                 objects.append(LocatedObject.of(item_origin, parsed))
+
+
+class _Origins(Mapping[ObjectKey, str]):
+    """Where each object was defined, by key; made on first use (only messages need it, and
+    10,000 keys are not worth making on every load)."""
+
+    def __init__(self, source: list[LocatedObject] | dict[tuple[str, str, str], str]) -> None:
+        self._source = source
+        self._by_identity: dict[tuple[str, str, str], str] | None = (
+            source if isinstance(source, dict) else None
+        )
+
+    def _table(self) -> dict[tuple[str, str, str], str]:
+        if self._by_identity is None:
+            assert isinstance(self._source, list)
+            self._by_identity = {o.identity: o.origin for o in self._source}
+        return self._by_identity
+
+    def __getitem__(self, key: ObjectKey) -> str:
+        return self._table()[(key.kind, key.namespace, key.name)]
+
+    def __iter__(self) -> Iterator[ObjectKey]:
+        return (ObjectKey(*identity) for identity in self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
 
 
 def _renumbered(origin: str, shift: int) -> str:

@@ -7,13 +7,11 @@ import contextlib
 import gc
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Protocol
 
-from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.snapshots.resources import ADS_ORDER, ALL_GATEWAYS, EMPTY_TYPE, Snapshot
 from dragoman.xds.client_kind import grpc_group, split_group
-from dragoman.xds.resources import ADS_ORDER, EMPTY_TYPE, Snapshot
-from dragoman.xds.variants import ConfigSources, snapshot_for
-from dragoman.xds.wire import forget_versions
+from dragoman.xds.stream_base import StreamMemos
+from dragoman.xds.variants import ConfigSources, GroupSnapshots, PerTypeVariant
 
 # A group with nothing in it: every type present and empty (full-state types delete).
 EMPTY_SNAPSHOT = Snapshot(types={type_url: EMPTY_TYPE for type_url in ADS_ORDER})
@@ -22,12 +20,6 @@ EMPTY_SNAPSHOT = Snapshot(types={type_url: EMPTY_TYPE for type_url in ADS_ORDER}
 UNAVAILABLE = Snapshot()
 
 logger = logging.getLogger("dragoman.xds")
-
-
-class GroupSnapshots(Protocol):
-    """Snapshots made per node group on demand (the gRPC clients' variant)."""
-
-    def snapshot(self, group: str) -> Snapshot: ...
 
 
 class SnapshotCache:
@@ -39,7 +31,12 @@ class SnapshotCache:
     Use it from the event loop's thread (`prepare` runs translations in a worker thread).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, per_type: PerTypeVariant | None = None) -> None:
+        """`per_type` makes what clients on per-type streams are served; without it, only
+        ADS clients can be served."""
+        self._per_type = per_type
+        # What the streams served from this cache compute once and share.
+        self.memos = StreamMemos()
         self._snapshots: dict[str, Snapshot] = {}
         # The proxyless gRPC clients' snapshots (groups `<group>#grpc`), made on first use:
         # this change's (`_grpc_made`), the groups whose translation failed this change, the
@@ -103,7 +100,7 @@ class SnapshotCache:
     def _let_go(self, before: Iterable[Snapshot]) -> None:
         """Drop the shared response bodies of versions no longer served by any group."""
         served = _versions(self._served())
-        forget_versions(_versions(before) - served)
+        self.memos.bodies.forget_versions(_versions(before) - served)
 
     def _wake(self) -> None:
         self._generation += 1
@@ -125,7 +122,10 @@ class SnapshotCache:
         key = (group, sources)
         made = self._variants.get(key)
         if made is None or made[0] is not snapshot:
-            made = self._variants[key] = (snapshot, snapshot_for(snapshot, sources))
+            if self._per_type is None:
+                raise RuntimeError("this SnapshotCache serves ADS clients only")
+            delta = sources is ConfigSources.PER_TYPE_DELTA
+            made = self._variants[key] = (snapshot, self._per_type.per_type(snapshot, delta=delta))
         return made[1]
 
     async def prepare(self, group: str) -> None:

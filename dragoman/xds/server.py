@@ -24,12 +24,12 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
 )
 
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES, Snapshot
 from dragoman.xds import csds
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, is_grpc_client, split_group
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES, Snapshot
 from dragoman.xds.sotw import Ack, Nack, SotwStream, StaleRequest, StreamError, StreamEvent
 from dragoman.xds.variants import ConfigSources
 from dragoman.xds.wire import DeltaResponse, Response, SotwResponse, serialize
@@ -140,7 +140,9 @@ class XdsStreams:
         delta: bool,
     ) -> AsyncIterator[Response]:
         protocol: SotwStream | DeltaStream = (
-            DeltaStream(type_url) if delta else SotwStream(type_url)
+            DeltaStream(type_url, self.cache.memos)
+            if delta
+            else SotwStream(type_url, self.cache.memos)
         )
         sources = _config_sources(type_url, delta)
         stream = self.registry.open(service, context.peer(), protocol)
@@ -199,7 +201,12 @@ class XdsStreams:
             self.registry.close(stream)
             _call(self.callbacks.on_close, stream)
             if stream.identified:
-                logger.info("xDS %s disconnected: %s", _kind(stream), _describe(stream))
+                logger.info(
+                    "xDS %s disconnected: %s",
+                    _kind(stream),
+                    _describe(stream),
+                    extra={"node": stream.node_id},
+                )
 
     def handler(
         self, service: str, type_url: str | None, *, delta: bool
@@ -228,7 +235,13 @@ class XdsStreams:
         stream.node_id = request.node.id
         stream.node_cluster = request.node.cluster
         stream.group = self.cache.group_for(stream.node_cluster, grpc=is_grpc_client(request.node))
-        logger.info("xDS %s connected: %s peer=%s", _kind(stream), _describe(stream), stream.peer)
+        logger.info(
+            "xDS %s connected: %s peer=%s",
+            _kind(stream),
+            _describe(stream),
+            stream.peer,
+            extra={"node": stream.node_id},
+        )
 
     def _regroup(self, stream: ConnectedStream) -> None:
         # A Gateway created after the node connected takes the node over from the all-group.
@@ -306,6 +319,7 @@ def _log_event(stream: ConnectedStream, event: StreamEvent) -> None:
             event.nonce,
             _some(event.resource_names),
             event.message,
+            extra={"node": stream.node_id},
         )
     elif isinstance(event, Ack):
         logger.debug(

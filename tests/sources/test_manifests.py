@@ -535,3 +535,12 @@ def test_a_yaml_error_in_a_later_document_names_the_files_line(tmp_path: Path) -
     assert "line 12" in error.message
     # The file keeps serving its last good version once it decoded; here it never did.
     assert directory.load().objects == ()
+
+
+def test_a_mapping_used_as_a_key_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    """`{{name: x}}` (a mapping as a key) is valid YAML: reported, the other files served."""
+    (tmp_path / "bad.yaml").write_text("kind: Service\nmetadata: {{name: web}}\n")
+    result = ManifestDirectory(tmp_path).load()
+    [error] = result.errors
+    assert error.origin == "bad.yaml"
+    assert "keys must be strings" in error.message

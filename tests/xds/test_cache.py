@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import CLUSTER
 from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.resources import CLUSTER
 from tests.support.xds_builders import eds_cluster, snapshot
 
 
 def test_node_gets_its_gateway_group_only_once_that_group_exists() -> None:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     everything = snapshot(clusters=[eds_cluster("a"), eds_cluster("b")])
     cache.set_snapshots({ALL_GATEWAYS: everything})
     assert cache.group_for("default/gateway") == ALL_GATEWAYS
@@ -24,12 +25,18 @@ def test_node_gets_its_gateway_group_only_once_that_group_exists() -> None:
 
 
 def test_unknown_group_gets_an_empty_snapshot() -> None:
-    assert SnapshotCache().snapshot_for("nope").of_type(CLUSTER).resources == {}
+    assert (
+        SnapshotCache(per_type=PerTypeConfigSources())
+        .snapshot_for("nope")
+        .of_type(CLUSTER)
+        .resources
+        == {}
+    )
 
 
 def test_every_waiter_wakes_once_per_change() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         assert not cache.ready
         waiters = [asyncio.ensure_future(cache.wait_for_change(0)) for _ in range(100)]
         ready = asyncio.ensure_future(cache.wait_ready())
@@ -48,7 +55,7 @@ def test_every_waiter_wakes_once_per_change() -> None:
 
 def test_set_snapshot_replaces_one_group_and_wakes_streams() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         everything = snapshot(clusters=[eds_cluster("a")])
         cache.set_snapshots({ALL_GATEWAYS: everything})
         waiter = asyncio.ensure_future(cache.wait_for_change(cache.generation))

@@ -11,8 +11,8 @@ from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.envoy.grpc.targets import ServiceTargets, refreshed_service_targets, service_targets
 from dragoman.envoy.grpc.translate import GrpcSnapshots
 from dragoman.envoy.options import TranslateOptions
+from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
-from dragoman.xds.resources import Snapshot
 
 
 def grpc_snapshots(

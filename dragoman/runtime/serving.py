@@ -1,0 +1,75 @@
+"""Starting to serve, the same for a manifest directory and for Kubernetes:
+
+    controller = serving_controller(build_options, translate_options)
+    controller.update(store)  # the first build, before any client is answered
+    server, checking = await start_serving(controller, xds_address, dns_check, stop)
+
+then feed `controller.update` as the source changes, until a signal sets `stop`
+(`run_until_signalled`). Each mode adds its own around this: the manifest directory watch
+(`runtime.manifest_serving`), informers, leader election and the status writer
+(`kubernetes.runtime`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from dragoman.dag.options import BuildOptions
+from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.runtime.controller import Controller, UpdateResult
+from dragoman.runtime.metrics import Metrics
+from dragoman.runtime.server_config import DnsCheckSettings
+from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.registry import StreamRegistry
+from dragoman.xds.server import start_xds_server
+
+
+def serving_controller(
+    build_options: BuildOptions, translate_options: TranslateOptions
+) -> Controller:
+    """A controller publishing into a snapshot cache of its own, which serves ADS and
+    per-type clients alike."""
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
+    return Controller(cache, build_options, translate_options)
+
+
+async def start_serving(
+    controller: Controller,
+    xds_address: str,
+    dns_check: DnsCheckSettings,
+    stop: asyncio.Event,
+    on_dns_update: Callable[[UpdateResult], None] | None = None,
+    metrics: Metrics | None = None,
+    streams: StreamRegistry | None = None,
+) -> tuple[Any, asyncio.Task[None] | None]:
+    """Starts the xDS server for a controller that has built once, and the DNS check loop
+    (until `stop`) when the configuration turns it on. Returns the server and the check
+    loop's task (None: no check). `metrics` counts what the server and the check do;
+    `streams` records the connected streams."""
+    checks = None
+    if dns_check.enabled:
+        from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop
+
+        checker = DnsChecker(dns_check, on_round=metrics.dns_checked if metrics else None)
+        checks = DnsCheckLoop(controller, checker, on_dns_update)
+        await checks.check_once()  # serve checked names from the first response on
+    server = await start_xds_server(
+        controller.cache,
+        xds_address,
+        registry=streams,
+        callbacks=metrics.xds_callbacks() if metrics is not None else None,
+    )
+    return server, asyncio.create_task(checks.run(stop)) if checks is not None else None
+
+
+async def run_until_signalled(run: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Runs `run(stop)`, with `stop` set by SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await run(stop)
