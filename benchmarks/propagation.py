@@ -5,7 +5,7 @@
     python benchmarks/propagation.py --delta               # Envoys on delta ADS
     python benchmarks/propagation.py --pod-backed          # half the Services with slices
     python benchmarks/propagation.py --one-file            # every object in one file
-    python benchmarks/propagation.py --compare-sovereign   # sovereign on the same workload
+    python benchmarks/propagation.py --both                # SotW, then delta
 
 The workload: N Services (`svcI`, ExternalName `svcI.example.test`), one Gateway with an HTTP
 listener, one HTTPRoute per Service (hostname `svcI.bench.test`), one file per Service (the
@@ -590,7 +590,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--probe-interval", type=float, default=0.005)
     parser.add_argument("--pause", type=float, default=1.0, help="seconds between changes")
-    parser.add_argument("--compare-sovereign", action="store_true")
     parser.add_argument("--serve-upstreams", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_upstreams:
