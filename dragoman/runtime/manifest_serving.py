@@ -140,7 +140,13 @@ class ManifestServer:
         self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
         try:
-            await watch_directory(self.config.manifests, self._on_change, stop)
+            await watch_directory(
+                self.config.manifests,
+                self._on_change,
+                stop,
+                # What changed since the first load (while xDS started) is reported at once.
+                baseline=self.directory.stamps(),
+            )
         finally:
             if checking is not None:
                 checking.cancel()

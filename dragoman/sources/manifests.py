@@ -95,6 +95,10 @@ class ManifestDirectory:
         self._unreadable: dict[str, str] = {}  # relative path -> reason
         self._last: LoadResult | None = None
 
+    def stamps(self) -> dict[str, FileStamp]:
+        """The stamp of every file as last read (the files a watcher must compare with)."""
+        return {path: f.stamp for path, f in self._parsed.items() if f.stamp is not None}
+
     def load(self, changed: Collection[str] | None = None) -> LoadResult:
         """Everything the directory defines now. Problems are returned, not raised, except
         an OSError when the directory itself cannot be read (keep the last result then).
@@ -143,7 +147,8 @@ class ManifestDirectory:
             if self._unreadable.pop(relative, None) is not None:
                 dirty = True
             if stamp is None:
-                dirty = dirty or self._parsed.pop(relative, None) is not None
+                if self._parsed.pop(relative, None) is not None:
+                    dirty = True
                 continue
             if cached is not None and cached.stamp == stamp:
                 continue

@@ -23,7 +23,7 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 
 from dragoman.sources.tree import MANIFEST_SUFFIXES, FileStamp, fingerprint, scan_tree
@@ -55,11 +55,14 @@ async def watch_directory(
     rescan_interval: float = 60.0,
     poll_interval: float = 1.0,
     use_kernel_events: bool = True,
+    baseline: Mapping[str, FileStamp] | None = None,
 ) -> None:
     """Call on_change with the changed manifest files below path, until stop is set.
 
-    The tree as found on entry is the baseline: nothing is reported for it (a directory
-    missing on entry is reported when it appears). While the directory is missing or
+    `baseline` is the tree as its reader last saw it (relative path -> stamp): what differs
+    from it on entry is reported at once, so nothing changed between that read and the start
+    of the watch is missed. Without one, the tree as found on entry is the baseline (a
+    directory missing on entry is reported when it appears). While the directory is missing or
     unreadable nothing is reported (checked every `poll_interval`); when it returns, it is
     compared with the last tree seen. An exception from on_change is logged and watching
     goes on.
@@ -73,7 +76,7 @@ async def watch_directory(
         rescan_interval=rescan_interval,
         poll_interval=poll_interval,
         use_kernel_events=use_kernel_events,
-    ).run()
+    ).run(baseline)
 
 
 class _Watcher:
@@ -112,14 +115,24 @@ class _Watcher:
         self.last_report = float("-inf")  # loop time the last report ended
         self.last_rescan = 0.0
 
-    async def run(self) -> None:
+    async def run(self, baseline: Mapping[str, FileStamp] | None) -> None:
         if self.path.is_dir():
             self._ensure_kernel_events()  # before the baseline: no change falls in between
         view = await self._scan()
-        self.view = view or {}
         self.missing = view is None
-        self.last_rescan = self.loop.time()
+        self.view = dict(baseline) if baseline is not None else view or {}
+        # The kernel watch may start a moment after the scan: rescan soon once, then at the
+        # interval.
+        self.last_rescan = self.loop.time() - self.rescan_interval + min(1.0, self.rescan_interval)
         try:
+            if view is not None and baseline is not None:
+                changed = {
+                    p for p in view.keys() | baseline.keys() if view.get(p) != baseline.get(p)
+                }
+                self.view = view
+                if changed:
+                    self.pending = set(changed)
+                    await self._report()
             while True:
                 self._ensure_kernel_events()
                 now = self.loop.time()

@@ -544,3 +544,20 @@ def test_a_mapping_used_as_a_key_is_an_error_not_a_crash(tmp_path: Path) -> None
     [error] = result.errors
     assert error.origin == "bad.yaml"
     assert "keys must be strings" in error.message
+
+
+def test_a_load_told_of_edits_and_removals_together_applies_both(tmp_path: Path) -> None:
+    names = [f"s{i}" for i in range(8)]
+    for name in names:
+        write(tmp_path, f"{name}.yaml", service(name))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    # Whatever order the paths come in, every edit and every removal counts.
+    for name in names[:4]:
+        write(tmp_path, f"{name}.yaml", service(name, port=81))
+    for name in names[4:]:
+        (tmp_path / f"{name}.yaml").unlink()
+    result = directory.load({f"{name}.yaml" for name in names})
+    assert {obj.meta.name: obj.ports[0].port for obj in result.objects} == dict.fromkeys(
+        names[:4], 81
+    )
