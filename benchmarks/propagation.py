@@ -402,6 +402,8 @@ def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
                 f"127.0.0.1:{xds_port}",
                 "--listener-address",
                 "127.0.0.1",
+                "--metrics-address",
+                "off",
             ],
             stdout=subprocess.DEVNULL,
             stderr=log_path.open("wb"),

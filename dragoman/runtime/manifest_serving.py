@@ -15,6 +15,7 @@ from dragoman.envoy.options import TranslateOptions
 from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.debug.view import DebugView, take_view
 from dragoman.runtime.logs import problem_fields
+from dragoman.runtime.memory import MemoryTrimmer
 from dragoman.runtime.metrics import Metrics
 from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
@@ -139,6 +140,9 @@ class ManifestServer:
         )
         self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
+        # A build, or a stream come or gone, means large responses were made and freed.
+        trimmer = MemoryTrimmer(lambda: (len(self.streams), id(self.controller.snapshots)))
+        trimming = asyncio.create_task(trimmer.run(stop))
         try:
             await watch_directory(
                 self.config.manifests,
@@ -148,6 +152,8 @@ class ManifestServer:
                 baseline=self.directory.stamps(),
             )
         finally:
+            trimming.cancel()
+            await asyncio.gather(trimming, return_exceptions=True)
             if checking is not None:
                 checking.cancel()
                 await asyncio.gather(checking, return_exceptions=True)
