@@ -326,8 +326,9 @@ class _KernelEvents:
             self.loop.call_soon_threadsafe(self.deliver, batch)
 
     def _relative(self, paths: Iterable[str]) -> frozenset[str] | None:
-        """The changed manifest files, relative to the root; None when anything else changed
-        (the root itself, a directory, a hidden path): then only a rescan can tell."""
+        """The changed manifest files, relative to the root; None when a rescan must tell
+        what changed (the root itself, a directory, a symbolic link: a ConfigMap volume's
+        `..data` swap changes every file behind it)."""
         relative: set[str] = set()
         for full in paths:
             for prefix in self.prefixes:
@@ -336,10 +337,36 @@ class _KernelEvents:
                     break
             else:
                 return None
-            if not rest.endswith(MANIFEST_SUFFIXES) or rest.startswith(".") or "/." in rest:
-                return None
+            parts = rest.split("/")
+            if any(part.startswith(".") for part in parts[:-1]):
+                continue  # inside a hidden directory: never read, except through a link
+            if parts[-1].startswith("."):
+                # An editor's or a tool's temporary file (`.web.yaml.swp`, `.web.yaml.tmp`)
+                # changes nothing; a hidden link or directory (`..data`) may change anything.
+                if _is_link_or_directory(full):
+                    return None
+                continue
+            if not rest.endswith(MANIFEST_SUFFIXES):
+                if not _is_regular_file(full):  # a directory made, moved or removed
+                    return None
+                continue
             relative.add(rest)
         return frozenset(relative)
+
+
+def _is_link_or_directory(path: str) -> bool:
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False  # gone: a renamed temporary file, or a link whose rename shows too
+    return stat.S_ISLNK(mode) or stat.S_ISDIR(mode)
+
+
+def _is_regular_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _prefixes(root: Path) -> tuple[str, ...]:

@@ -444,3 +444,35 @@ async def wait_until(condition: Callable[[], bool]) -> None:
     async with asyncio.timeout(DEADLINE):
         while not condition():
             await asyncio.sleep(POLL)
+
+
+def test_a_save_through_a_temporary_file_needs_no_rescan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dragoman.sources import watch
+
+    scans: list[Path] = []
+    real = watch._scan_with_identity
+
+    def counting(root: Path) -> Any:
+        scans.append(root)
+        return real(root)
+
+    monkeypatch.setattr(watch, "_scan_with_identity", counting)
+    (tmp_path / "a.yaml").write_text(manifest("a"))
+
+    async def test() -> None:
+        changes = Changes()
+        async with watching(tmp_path, changes, rescan_interval=NEVER):
+            await asyncio.sleep(1.2)  # the one early rescan after start
+            before = len(scans)
+            temporary = tmp_path / ".a.yaml.tmp"  # as editors and kubectl cp save
+            temporary.write_text(manifest("a", 7))
+            os.replace(temporary, tmp_path / "a.yaml")
+            (tmp_path / ".a.yaml.swp").write_text("editor state")
+            await changes.next()
+            await asyncio.sleep(SETTLE)
+            assert len(scans) == before  # the kernel named the file: one stat, no scan
+        assert changes.paths == {"a.yaml"}
+
+    run(test)
