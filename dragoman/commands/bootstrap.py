@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dragoman.commands.common import DEFAULT_XDS_ADDRESS, dns_server, gateway_ref, host_port
+from dragoman.commands.common import (
+    DEFAULT_XDS_ADDRESS,
+    add_xds_client_tls,
+    dns_server,
+    gateway_ref,
+    host_port,
+    xds_client_tls,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -64,6 +71,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="most downstream connections Envoy accepts on all its listeners together "
         "(default: 50000)",
     )
+    add_xds_client_tls(parser)
     parser.set_defaults(run=run)
 
 
@@ -78,8 +86,23 @@ def _positive_int(value: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dragoman.envoy.bootstrap import bootstrap_yaml
+    from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+    from dragoman.security.files import TlsFileError
 
+    try:
+        files = xds_client_tls(args)
+    except TlsFileError as error:
+        print(f"dragoman bootstrap: {error}", file=sys.stderr)
+        return 2
+    tls = None
+    if files is not None:
+        # Paths as given: they name files on Envoy's machine (a mounted Secret, say).
+        tls = XdsClientTls(
+            trusted_ca=str(files.trusted_ca),
+            certificate=str(files.certificate),
+            private_key=str(files.private_key),
+            server_name=args.xds_server_name or "",
+        )
     sys.stdout.write(
         bootstrap_yaml(
             args.xds_address,
@@ -91,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
             xds_transport=args.xds_transport,
             delta=args.delta,
             max_downstream_connections=args.max_connections,
+            xds_tls=tls,
             stats_address=args.envoy_stats_address,
         )
     )

@@ -13,12 +13,14 @@ from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
     add_config,
     add_logging,
+    add_xds_server_tls,
     gateway_address,
     host_port,
     manifest_dir,
     namespaced_name,
     ops_address,
     server_config,
+    xds_server_tls,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +69,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="where clients reach the Gateways, written to their status.addresses; repeat "
         "for several",
     )
+    add_xds_server_tls(parser)
     add_config(parser)
     _add_kubernetes_arguments(parser)
     add_logging(parser)
@@ -138,10 +141,24 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.options import TranslateOptions
+    from dragoman.security.files import TlsFileError
+    from dragoman.xds.server import is_loopback
 
     log = logging.getLogger("dragoman")
     config = server_config(args)
     if config is None:
+        return 2
+    try:
+        args.xds_tls = xds_server_tls(args)
+    except TlsFileError as error:
+        log.error("xDS TLS: %s", error)
+        return 2
+    if args.xds_tls is None and not args.xds_insecure and not is_loopback(args.xds_address):
+        log.error(
+            "refusing to serve xDS in plaintext on %s: give --xds-tls-cert, --xds-tls-key and "
+            "--xds-tls-client-ca (see `dragoman certgen`), or --xds-insecure if this is meant",
+            args.xds_address,
+        )
         return 2
     translate_options = config.translate_options(
         TranslateOptions(listener_address=args.listener_address)
@@ -166,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         build_options=build_options,
         translate_options=translate_options,
         dns_check=config.dns_check,
+        xds_tls=args.xds_tls,
+        xds_insecure=args.xds_insecure,
         ops_address=ops,
     )
     try:
@@ -215,6 +234,8 @@ def _run_kubernetes(
         build_options=build_options,
         translate_options=translate_options,
         dns_check=server.dns_check,
+        xds_tls=args.xds_tls,
+        xds_insecure=args.xds_insecure,
     )
     try:
         asyncio.run(serve_kubernetes(config))

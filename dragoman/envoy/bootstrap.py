@@ -1,14 +1,18 @@
 """An Envoy bootstrap that fetches everything else from dragoman over gRPC xDS.
 
 Four transports: ADS (one stream for every type) or one stream per type, each either
-state of the world or incremental (delta). The default is ADS, state of the world.
+state of the world or incremental (delta). The default is ADS, state of the world. With
+`XdsClientTls`, the connection to dragoman is mutual TLS: Envoy checks dragoman's certificate
+name and presents its own certificate, re-reading the files when they change on disk.
 """
 
 from __future__ import annotations
 
 import functools
 import ipaddress
+import posixpath
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from envoy.config.bootstrap.v3 import bootstrap_pb2
@@ -23,7 +27,9 @@ from envoy.config.overload.v3 import overload_pb2
 from envoy.extensions.resource_monitors.downstream_connections.v3 import (
     downstream_connections_pb2,
 )
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
+from envoy.type.matcher.v3 import string_pb2
 
 from dragoman.envoy.core import ads_config_source, pack, seconds
 from dragoman.envoy.dns import cares_resolver, dns_cluster_type
@@ -41,8 +47,24 @@ DNS_PORT = 53
 DEFAULT_MAX_DOWNSTREAM_CONNECTIONS = 50_000
 DOWNSTREAM_CONNECTIONS_MONITOR = "envoy.resource_monitors.global_downstream_max_connections"
 
+TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
+
 XdsTransport = Literal["ads", "per-type"]
 XDS_TRANSPORTS: tuple[XdsTransport, ...] = ("ads", "per-type")
+
+
+@dataclass(frozen=True, slots=True)
+class XdsClientTls:
+    """Files on Envoy's machine (paths, never read here) for mutual TLS to dragoman.
+
+    `server_name`: the name dragoman's certificate must carry (DNS name or IP address);
+    empty: the host of the xDS address.
+    """
+
+    trusted_ca: str
+    certificate: str
+    private_key: str
+    server_name: str = ""
 
 
 def xds_api_config_source(*, delta: bool) -> config_source_pb2.ApiConfigSource:
@@ -82,6 +104,7 @@ def bootstrap_message(
     xds_transport: XdsTransport = "ads",
     delta: bool = False,
     max_downstream_connections: int = DEFAULT_MAX_DOWNSTREAM_CONNECTIONS,
+    xds_tls: XdsClientTls | None = None,
     stats_address: str | None = None,
 ) -> bootstrap_pb2.Bootstrap:
     """`node_cluster` names the Gateway (`namespace/name`) whose configuration this Envoy gets.
@@ -122,7 +145,7 @@ def bootstrap_message(
     bootstrap = bootstrap_pb2.Bootstrap(
         node=base_pb2.Node(id=node_id, cluster=node_cluster),
         static_resources=bootstrap_pb2.Bootstrap.StaticResources(
-            clusters=[xds_cluster(host, port, system_resolver=bool(dns_resolvers))]
+            clusters=[xds_cluster(host, port, system_resolver=bool(dns_resolvers), tls=xds_tls)]
         ),
         dynamic_resources=dynamic,
         overload_manager=overload_pb2.OverloadManager(
@@ -156,7 +179,9 @@ def bootstrap_message(
     return bootstrap
 
 
-def xds_cluster(host: str, port: int, *, system_resolver: bool) -> cluster_pb2.Cluster:
+def xds_cluster(
+    host: str, port: int, *, system_resolver: bool, tls: XdsClientTls | None = None
+) -> cluster_pb2.Cluster:
     http2 = http_protocol_options_pb2.HttpProtocolOptions(
         explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
             http2_protocol_options=protocol_pb2.Http2ProtocolOptions(
@@ -173,6 +198,12 @@ def xds_cluster(host: str, port: int, *, system_resolver: bool) -> cluster_pb2.C
         typed_extension_protocol_options={HTTP_PROTOCOL_OPTIONS: pack(http2)},
         load_assignment=single_host_assignment(XDS_CLUSTER, host, port),
     )
+    if tls is not None:
+        cluster.transport_socket.CopyFrom(
+            base_pb2.TransportSocket(
+                name=TLS_TRANSPORT_SOCKET, typed_config=pack(xds_tls_context(tls, host))
+            )
+        )
     if _is_ip(host):
         cluster.type = cluster_pb2.Cluster.STATIC
         # A STATIC host is an address, not a name.
@@ -191,6 +222,47 @@ def xds_cluster(host: str, port: int, *, system_resolver: bool) -> cluster_pb2.C
             )
         )
     return cluster
+
+
+def xds_tls_context(tls: XdsClientTls, host: str) -> tls_pb2.UpstreamTlsContext:
+    """Mutual TLS to dragoman: its certificate must carry `server_name` (or `host`).
+
+    `watched_directory`: Envoy re-reads the files when their directory changes, which is
+    how a mounted Kubernetes Secret is updated (an atomic swap of the directory's contents).
+    """
+    name = tls.server_name or host
+    san_type = (
+        common_pb2.SubjectAltNameMatcher.IP_ADDRESS
+        if _is_ip(name)
+        else common_pb2.SubjectAltNameMatcher.DNS
+    )
+    certificate = common_pb2.TlsCertificate(
+        certificate_chain=base_pb2.DataSource(filename=tls.certificate),
+        private_key=base_pb2.DataSource(filename=tls.private_key),
+        watched_directory=base_pb2.WatchedDirectory(path=_directory(tls.certificate)),
+    )
+    validation = common_pb2.CertificateValidationContext(
+        trusted_ca=base_pb2.DataSource(filename=tls.trusted_ca),
+        watched_directory=base_pb2.WatchedDirectory(path=_directory(tls.trusted_ca)),
+        match_typed_subject_alt_names=[
+            common_pb2.SubjectAltNameMatcher(
+                san_type=san_type, matcher=string_pb2.StringMatcher(exact=name)
+            )
+        ],
+    )
+    return tls_pb2.UpstreamTlsContext(
+        common_tls_context=tls_pb2.CommonTlsContext(
+            tls_certificates=[certificate],
+            validation_context=validation,
+            # gRPC is HTTP/2; dragoman's server speaks nothing else.
+            alpn_protocols=["h2"],
+        ),
+        sni="" if _is_ip(name) else name,
+    )
+
+
+def _directory(path: str) -> str:
+    return posixpath.dirname(path) or "."
 
 
 def split_host_port(value: str, *, default_port: int | None) -> tuple[str, int]:
