@@ -14,6 +14,7 @@ import pytest
 
 from dragoman.objects import EndpointSlice, HTTPRoute, ObjectKey, Service
 from dragoman.sources import manifests, tree
+from dragoman.sources.decode import DecodeError, decode_documents
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.store import Store
@@ -382,7 +383,9 @@ def test_unchanged_files_are_not_parsed_again(
 
     second = directory.load()
     assert counter.take() == []
-    assert second == first  # cached errors are reported again too
+    assert second.objects == first.objects
+    assert second.errors == first.errors  # cached errors are reported again too
+    assert (first.changed, second.changed) == (True, False)
     assert len(second.errors) == 1
 
     web.write_text(yaml_text(service("web", port=8080, namespace=None)))
@@ -416,6 +419,161 @@ def test_load_result_store_indexes_by_kind(tmp_path: Path) -> None:
     assert isinstance(store.endpoint_slices[("default", "web-1")], EndpointSlice)
 
 
+def test_a_load_told_what_changed_reads_those_files_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = ParseCounter(monkeypatch)
+    write(tmp_path, "b.yaml", flow_service("b"))
+    write(tmp_path, "c.yaml", flow_service("c"))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    counter.take()
+
+    # Edited without being named: not looked at (the watcher names every change).
+    write(tmp_path, "c.yaml", flow_service("c", port=81))
+    write(tmp_path, "b.yaml", flow_service("b", port=82))
+    write(tmp_path, "a.yaml", flow_service("a"))
+    result = directory.load({"b.yaml", "a.yaml"})
+    assert sorted(counter.take()) == ["a", "b"]
+    assert keys(result.objects) == ["Service/default/a", "Service/default/b", "Service/default/c"]
+    ports = {obj.meta.name: obj.ports[0].port for obj in result.objects}
+    assert ports == {"a": 80, "b": 82, "c": 80}
+
+    # A named file whose stamp did not change is not parsed, and nothing changed.
+    again = directory.load({"a.yaml"})
+    assert counter.take() == []
+    assert not again.changed
+    assert again.objects == result.objects
+
+    (tmp_path / "a.yaml").unlink()
+    gone = directory.load({"a.yaml", "never-existed.yaml"})
+    assert keys(gone.objects) == ["Service/default/b", "Service/default/c"]
+    assert gone.files == 2
+
+    # What a later full load finds agrees with the incremental ones.
+    full = ManifestDirectory(tmp_path).load({"ignored.yaml"})  # first load: always full
+    assert keys(full.objects) == keys(directory.load().objects)
+
+
+def test_a_load_told_what_changed_keeps_the_first_definition_rule(tmp_path: Path) -> None:
+    write(tmp_path, "b.yaml", flow_service("web", port=81))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    write(tmp_path, "a.yaml", flow_service("web", port=82))  # sorts first: its definition wins
+    result = directory.load({"a.yaml"})
+    assert [obj.ports[0].port for obj in result.objects] == [82]
+    assert [e.origin for e in result.errors] == ["b.yaml#1"]
+    assert result == ManifestDirectory(tmp_path).load()
+
+
+def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", flow_service("a"))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    (tmp_path / "a.yaml").unlink()
+    (tmp_path / "a.yaml").symlink_to("missing-target.yaml")
+    result = directory.load({"a.yaml"})
+    assert result.objects == ()
+    assert [(e.origin, e.message) for e in result.errors] == [
+        ("a.yaml", "cannot read: broken symbolic link")
+    ]
+    assert result == ManifestDirectory(tmp_path).load()
+    (tmp_path / "a.yaml").unlink()
+    write(tmp_path, "a.yaml", flow_service("a"))
+    assert directory.load({"a.yaml"}).errors == ()
+
+
+def flow_service(name: str, port: int = 80) -> str:
+    """A Service in flow style, one document of a few lines (line numbers are asserted)."""
+    return (
+        f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n"
+        f"spec: {{ports: [{{port: {port}}}]}}\n"
+    )
+
+
+def many_services(names: list[str], port: int = 80) -> str:
+    return "---\n".join(flow_service(name, port=port) for name in names)
+
+
+def test_an_edit_to_one_document_of_a_large_file_parses_that_document_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = ParseCounter(monkeypatch)
+    names = [f"s{i}" for i in range(50)]
+    path = write(tmp_path, "all.yaml", many_services(names))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    assert len(counter.take()) == 50
+
+    path.write_text(many_services(names).replace("name: s7}", "name: s7b}"))
+    edited = directory.load()
+    assert counter.take() == ["s7b"]
+    assert edited == ManifestDirectory(tmp_path).load()
+    counter.take()
+
+    # Documents inserted before the others: every later origin moves, nothing else is parsed.
+    path.write_text(flow_service("first", port=0) + "---\n" + path.read_text())
+    moved = directory.load()
+    assert counter.take() == ["first", "s0"]  # s0 gained the `---` before it
+    assert moved == ManifestDirectory(tmp_path).load()
+    assert [e.origin for e in moved.errors] == ["all.yaml#1"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\n" + flow_service("a") + "---\n" + flow_service("b"),  # a leading marker
+        flow_service("a") + "---\n---\n" + flow_service("b") + "---\n",  # empty documents
+        flow_service("a") + "--- # a comment after the marker\n" + flow_service("b"),
+        flow_service("a") + "...\n---\n" + flow_service("b"),  # an explicit document end
+        # A block scalar holding a line that looks like a marker but is indented.
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  x: |\n    ---\n"
+        "    not a marker\n---\n" + flow_service("b"),
+        flow_service("a") + "---\n" + flow_service("a", port=81),  # a duplicate: the first one wins
+        "%YAML 1.1\n---\n" + flow_service("a") + "---\n" + flow_service("b"),  # a directive
+        "---\n{apiVersion: v1, kind: Service, metadata: {name: x}}\n--- \n" + flow_service("y"),
+    ],
+)
+def test_a_file_cut_into_documents_means_what_the_whole_file_means(
+    tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(manifests, "KEEP_PIECES_FROM", 1)  # reuse pieces of small files too
+    import yaml
+
+    from dragoman.sources.decode import split_yaml_documents
+
+    whole = decode_documents(text.encode(), is_json=False)
+    pieces = split_yaml_documents(text)
+    if pieces is not None:
+        assert "".join(piece for _, piece in pieces) == text
+        decoded = [d for _, piece in pieces for d in yaml.safe_load_all(piece)]
+        assert decoded == list(yaml.safe_load_all(text))
+    assert whole == list(yaml.safe_load_all(text))
+
+    write(tmp_path, "all.yaml", text)
+    directory = ManifestDirectory(tmp_path)
+    first = directory.load()
+    write(tmp_path, "all.yaml", flow_service("new") + "---\n" + text)
+    again = directory.load()
+    assert again == ManifestDirectory(tmp_path).load()
+    assert [o.key for o in again.objects[1:]] == [
+        o.key for o in first.objects if o.key != again.objects[0].key
+    ]
+
+
+def test_a_yaml_error_in_a_later_document_names_the_files_line(tmp_path: Path) -> None:
+    text = many_services(["a", "b"]) + "---\nkind: Service\nmetadata: {name: [oops\n"
+    write(tmp_path, "all.yaml", text)
+    directory = ManifestDirectory(tmp_path)
+    [error] = directory.load().errors
+    with pytest.raises(DecodeError) as whole:
+        decode_documents(text.encode(), is_json=False)
+    assert error.message == f"{whole.value} (file skipped)"
+    assert "line 12" in error.message
+    # The file keeps serving its last good version once it decoded; here it never did.
+    assert directory.load().objects == ()
+
+
 def test_a_mapping_used_as_a_key_is_an_error_not_a_crash(tmp_path: Path) -> None:
     """`{{name: x}}` (a mapping as a key) is valid YAML: reported, the other files served."""
     (tmp_path / "bad.yaml").write_text("kind: Service\nmetadata: {{name: web}}\n")
@@ -423,3 +581,20 @@ def test_a_mapping_used_as_a_key_is_an_error_not_a_crash(tmp_path: Path) -> None
     [error] = result.errors
     assert error.origin == "bad.yaml"
     assert "keys must be strings" in error.message
+
+
+def test_a_load_told_of_edits_and_removals_together_applies_both(tmp_path: Path) -> None:
+    names = [f"s{i}" for i in range(8)]
+    for name in names:
+        write(tmp_path, f"{name}.yaml", flow_service(name))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    # Whatever order the paths come in, every edit and every removal counts.
+    for name in names[:4]:
+        write(tmp_path, f"{name}.yaml", flow_service(name, port=81))
+    for name in names[4:]:
+        (tmp_path / f"{name}.yaml").unlink()
+    result = directory.load({f"{name}.yaml" for name in names})
+    assert {obj.meta.name: obj.ports[0].port for obj in result.objects} == dict.fromkeys(
+        names[:4], 81
+    )
