@@ -26,6 +26,7 @@ from typing import TypeVar
 from dragoman.dag.build import build
 from dragoman.dag.context import BuildContext, build_context
 from dragoman.dag.frontends.attachment import ParentOutcome, attach
+from dragoman.dag.frontends.kind_conflicts import AttachedRoute, without_kind_conflicts
 from dragoman.dag.frontends.listeners import Frontends, frontends
 from dragoman.dag.frontends.node_group_index import NodeGroupIndex, ServedKey
 from dragoman.dag.frontends.node_groups import ServedRoutes, shadowed_listeners
@@ -41,27 +42,26 @@ from dragoman.dag.model import (
     Problem,
 )
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_conflicts
-from dragoman.dag.routes.reachable_backends import (
-    NO_BACKEND_NAMES,
-    RouteBackendNames,
-    route_backend_names,
-)
-from dragoman.dag.routes.reference_grants import ReferenceGrants, Referrer, Target
+from dragoman.dag.reference_grants import ReferenceGrants, Referrer, Target
 from dragoman.dag.routes.rules import RouteRules, route_rules
 from dragoman.dag.status.addresses import with_gateway_addresses
 from dragoman.dag.status.objects import frontend_statuses, status_order
-from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
-from dragoman.dag.upstreams.build import (
+from dragoman.dag.status.route_upstreams import (
     RouteUpstreams,
     policy_statuses,
     with_aggregate_children,
 )
+from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
 from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
 from dragoman.dag.upstreams.endpoints import (
     load_assignments,
     patched_load_assignments,
     updated_load_assignments,
+)
+from dragoman.dag.upstreams.reachable_backends import (
+    NO_BACKEND_NAMES,
+    RouteBackendNames,
+    route_backend_names,
 )
 from dragoman.objects import GRPCRoute, HTTPRoute, ObjectKey
 from dragoman.store import NamespacedName, Store
