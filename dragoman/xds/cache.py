@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.xds.client_kind import grpc_group, split_group
+from dragoman.xds.client_kind import grpc_group, names_gateway, split_group
 from dragoman.xds.resources import ADS_ORDER, EMPTY_TYPE, Snapshot
 from dragoman.xds.variants import ConfigSources, snapshot_for
 from dragoman.xds.wire import forget_versions
@@ -111,10 +111,16 @@ class SnapshotCache:
         changed.set()
 
     def group_for(self, node_cluster: str, *, grpc: bool = False) -> str:
-        """The group a node gets: the one its `node.cluster` names, if it exists, else all;
-        for a proxyless gRPC client, that group's gRPC variant."""
-        group = node_cluster if node_cluster in self._snapshots else ALL_GATEWAYS
+        """The group a node gets: the Gateway its `node.cluster` names (`ns/name`; an empty
+        group until that Gateway exists), else all; for a proxyless gRPC client, that group's
+        gRPC variant."""
+        dedicated = node_cluster in self._snapshots or names_gateway(node_cluster)
+        group = node_cluster if dedicated else ALL_GATEWAYS
         return grpc_group(group) if grpc else group
+
+    def missing_gateway(self, node_cluster: str) -> bool:
+        """True when `node_cluster` names a Gateway (`ns/name`) that has no group (yet)."""
+        return names_gateway(node_cluster) and node_cluster not in self._snapshots
 
     def snapshot_for(self, group: str, sources: ConfigSources = ConfigSources.ADS) -> Snapshot:
         """The group's snapshot as a client fetching EDS/RDS through `sources` must see it."""

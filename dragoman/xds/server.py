@@ -229,6 +229,7 @@ class XdsStreams:
         stream.node_cluster = request.node.cluster
         stream.group = self.cache.group_for(stream.node_cluster, grpc=is_grpc_client(request.node))
         logger.info("xDS %s connected: %s peer=%s", _kind(stream), _describe(stream), stream.peer)
+        self._check_gateway(stream)
 
     def _regroup(self, stream: ConnectedStream) -> None:
         # A Gateway created after the node connected takes the node over from the all-group.
@@ -236,6 +237,27 @@ class XdsStreams:
         if group != stream.group:
             stream.group = group
             logger.info("xDS %s regrouped: %s", _kind(stream), _describe(stream))
+        self._check_gateway(stream)
+
+    def _check_gateway(self, stream: ConnectedStream) -> None:
+        """Warn once when a node's Gateway goes missing (or never existed), and say when it
+        appears: such a node is served no listeners meanwhile, never every Gateway's."""
+        if not self.cache.ready:
+            return
+        missing = self.cache.missing_gateway(stream.node_cluster)
+        if missing == stream.gateway_missing:
+            return
+        stream.gateway_missing = missing
+        if missing:
+            logger.warning(
+                "xDS %s: node.cluster names Gateway %r, which does not exist; the node gets "
+                "no listeners until it does (%s)",
+                _kind(stream),
+                stream.node_cluster,
+                _describe(stream),
+            )
+        else:
+            logger.info("xDS %s: Gateway %r exists now (%s)", _kind(stream), stream.node_cluster, _describe(stream))
 
     def _report_events(self, stream: ConnectedStream) -> None:
         for event in stream.protocol.take_events():

@@ -96,7 +96,8 @@ class GrpcSnapshots:
         return self._made or self._earlier
 
     def _translate(self, group: str) -> Snapshot:
-        node_group = self._dag.groups.get(group) or self._dag.groups.get(ALL_GATEWAYS)
+        # A group naming a Gateway that does not exist gets nothing (cache.group_for).
+        node_group = self._dag.groups.get(group)
         targets = self.targets
         listeners = [
             self._servable(listener, targets)
