@@ -119,6 +119,9 @@ Cluster = EdsCluster | DnsCluster | AggregateCluster
 class LbEndpoint:
     address: str
     port: int
+    # The DNS name the address was checked for (an external name): Envoy's Host rewrite, SNI
+    # and certificate checks use it, never the address. "" for a pod.
+    hostname: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -257,7 +257,12 @@ class XdsStreams:
                 _describe(stream),
             )
         else:
-            logger.info("xDS %s: Gateway %r exists now (%s)", _kind(stream), stream.node_cluster, _describe(stream))
+            logger.info(
+                "xDS %s: Gateway %r exists now (%s)",
+                _kind(stream),
+                stream.node_cluster,
+                _describe(stream),
+            )
 
     def _report_events(self, stream: ConnectedStream) -> None:
         for event in stream.protocol.take_events():

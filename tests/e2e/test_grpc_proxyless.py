@@ -102,12 +102,15 @@ def manifests(pod_port: int, port: int) -> dict[str, str]:
     }
 
 
-def endpoint_slice(address: str, port: int, ready: bool = True) -> str:
+def endpoint_slice(
+    address: str, port: int, ready: bool = True, zone: str = "zone-a", name: str = "web-1"
+) -> str:
+    zone_line = f"zone: {zone}" if zone else ""
     return f"""
         apiVersion: discovery.k8s.io/v1
         kind: EndpointSlice
         metadata:
-          name: web-1
+          name: {name}
           namespace: default
           labels: {{kubernetes.io/service-name: web}}
         addressType: IPv4
@@ -115,7 +118,7 @@ def endpoint_slice(address: str, port: int, ready: bool = True) -> str:
         endpoints:
           - addresses: [{address}]
             conditions: {{ready: {str(ready).lower()}}}
-            zone: zone-a
+            {zone_line}
         """
 
 
@@ -284,3 +287,27 @@ def test_grpc_clients_reach_services_and_route_hostnames_through_xds(world: Worl
     world.write("slices.yaml", endpoint_slice("127.0.0.3", world.pod_port, ready=False))
     assert world.serving(hybrid, "external") == {"status": "SERVING"}
     assert "NACK" not in world.dragoman.log()
+
+
+def test_grpc_clients_take_endpoints_from_zone_less_zoned_and_mixed_slices(world: World) -> None:
+    """Most development clusters (and many real ones) put no zone on their endpoints: gRPC
+    must still accept the CLA (a locality is always present) and follow each change."""
+    web = f"xds:///web.default.svc.cluster.local:{world.port}"
+    assert world.serving(web, "pod-a") == {"status": "SERVING"}  # zoned (zone-a)
+    world.write("slices.yaml", endpoint_slice("127.0.0.3", world.pod_port, zone=""))
+    assert world.serving(web, "pod-b") == {"status": "SERVING"}  # zone-less
+    # Mixed: one zone-less pod, one zoned; calls reach both localities.
+    world.write("slices.yaml", endpoint_slice("127.0.0.2", world.pod_port, zone=""))
+    world.write(
+        "slices-2.yaml", endpoint_slice("127.0.0.3", world.pod_port, zone="zone-b", name="web-2")
+    )
+    reached = set()
+    deadline = time.monotonic() + 20
+    while reached != {"pod-a", "pod-b"} and time.monotonic() < deadline:
+        for name in ("pod-a", "pod-b"):
+            if world.probe.check(web, name, timeout=5).get("status") == "SERVING":
+                reached.add(name)
+        time.sleep(0.1)
+    assert reached == {"pod-a", "pod-b"}, world.dragoman.log()[-3000:]
+    log = world.dragoman.log()
+    assert "NACK" not in log, log[-3000:]
