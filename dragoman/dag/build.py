@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from dragoman.dag.context import build_context
 from dragoman.dag.frontends.attachment import attach
 from dragoman.dag.frontends.listeners import frontends
 from dragoman.dag.frontends.node_groups import ServedRoutes, node_group, shadowed_listeners
@@ -12,7 +13,6 @@ from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, NodeGroup, Problem
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_conflicts
 from dragoman.dag.routes.reachable_backends import NO_BACKEND_NAMES, route_backend_names
-from dragoman.dag.routes.reference_grants import ReferenceGrants
 from dragoman.dag.routes.rules import route_rules
 from dragoman.dag.status.objects import object_statuses
 from dragoman.dag.status.routes import RouteOutcome
@@ -20,7 +20,6 @@ from dragoman.dag.upstreams.build import (
     RouteUpstreams,
     checked_hostnames,
     policy_statuses,
-    upstream_inputs,
     with_aggregate_children,
     with_dns_conditions,
 )
@@ -39,11 +38,11 @@ def build(
     `dns`: what the DNS check last observed per external name (used when options.dns_check).
     """
     problems: list[Problem] = []
-    grants = ReferenceGrants(store.reference_grants.values())
-    upstream = upstream_inputs(store, dns)
+    context = build_context(store, options, dns)
+    upstream = context.upstream
     upstreams: list[RouteUpstreams] = []
     # dragoman's GatewayClasses and Gateways, each listener judged (TLS, conflicts, kinds).
-    judged = frontends(store, options, grants)
+    judged = frontends(context)
     problems.extend(judged.problems)
     gateways = judged.ordered()
 
@@ -66,7 +65,7 @@ def build(
         outcomes.append(outcome)
         # Only policies and the DNS check need to know what a route reaches.
         names = (
-            route_backend_names(route, store.services, options, grants)
+            route_backend_names(route, context)
             if upstream.tls_policies or options.dns_check
             else NO_BACKEND_NAMES
         )
@@ -74,7 +73,7 @@ def build(
         problems.extend(parent.problem for parent in parents if parent.problem is not None)
         attachments = [attachment for parent in parents for attachment in parent.attachments]
         # Rules are resolved even for an unattached route, so all its problems show at once.
-        rules = route_rules(route, store.services, options, grants, upstream)
+        rules = route_rules(route, context)
         problems.extend(rules.problems)
         resolved_clusters.update(rules.clusters)
         served.extend(
@@ -107,7 +106,7 @@ def build(
     clusters = {name: resolved_clusters[name] for name in referenced}
     groups, clusters = with_aggregate_children(groups, clusters)
     statuses = object_statuses(judged, outcomes, problems, options.controller_name, shadowed)
-    for status in policy_statuses(upstreams, store, upstream, options.controller_name):
+    for status in policy_statuses(upstreams, context):
         statuses[status.key] = status
     if options.dns_check:
         statuses = with_dns_conditions(statuses, upstreams, upstream.dns)

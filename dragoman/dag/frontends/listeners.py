@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from dragoman.dag.context import BuildContext
 from dragoman.dag.frontends.certificates import tls_certificate
 from dragoman.dag.frontends.gateway_classes import ClassVerdict, class_decision, class_verdicts
 from dragoman.dag.model import Problem, TlsCertificate
-from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.reference_grants import (
-    ReferenceGrants,
     Referrer,
     Target,
     not_permitted_message,
@@ -104,7 +103,8 @@ class Frontends:
         return [self.gateways[key] for key in sorted(self.gateways)]
 
 
-def frontends(store: Store, options: BuildOptions, grants: ReferenceGrants) -> Frontends:
+def frontends(context: BuildContext) -> Frontends:
+    store, options = context.store, context.options
     classes = class_verdicts(store, options)
     problems = [v.problem for v in classes.values() if v.problem is not None]
     gateways: dict[NamespacedName, GatewayVerdict] = {}
@@ -115,7 +115,7 @@ def frontends(store: Store, options: BuildOptions, grants: ReferenceGrants) -> F
             if not options.require_gateway_class:
                 problems.append(_not_ours(gateway, store))
             continue
-        verdict = _judge(gateway, store, grants, decision.note, decision.refused)
+        verdict = _judge(gateway, context, decision.note, decision.refused)
         gateways[key] = verdict
         if verdict.rejection is not None:
             problems.append(verdict.rejection)
@@ -147,7 +147,7 @@ def _not_ours(gateway: Gateway, store: Store) -> Problem:
 
 
 def _judge(
-    gateway: Gateway, store: Store, grants: ReferenceGrants, note: str, class_refused: bool
+    gateway: Gateway, context: BuildContext, note: str, class_refused: bool
 ) -> GatewayVerdict:
     rejection = None
     if class_refused:
@@ -163,7 +163,7 @@ def _judge(
             f"{ref.name!r})",
         )
     verdicts = [
-        _listener_verdict(gateway, index, store, grants) for index in range(len(gateway.listeners))
+        _listener_verdict(gateway, index, context) for index in range(len(gateway.listeners))
     ]
     return GatewayVerdict(
         gateway=gateway,
@@ -173,9 +173,7 @@ def _judge(
     )
 
 
-def _listener_verdict(
-    gateway: Gateway, index: int, store: Store, grants: ReferenceGrants
-) -> ListenerVerdict:
+def _listener_verdict(gateway: Gateway, index: int, context: BuildContext) -> ListenerVerdict:
     listener = gateway.listeners[index]
     at = f"spec.listeners[{index}]"
     protocol_kinds = ROUTE_KINDS_BY_PROTOCOL.get(listener.protocol)
@@ -193,7 +191,7 @@ def _listener_verdict(
     kinds = _supported_kinds(gateway, index, protocol_kinds, unresolved)
     certificates: tuple[TlsCertificate, ...] = ()
     if listener.protocol == "HTTPS":
-        certificates = _certificates(gateway, index, store, grants, unresolved)
+        certificates = _certificates(gateway, index, context, unresolved)
     return ListenerVerdict(
         gateway.key,
         index,
@@ -232,8 +230,7 @@ def _supported_kinds(
 def _certificates(
     gateway: Gateway,
     index: int,
-    store: Store,
-    grants: ReferenceGrants,
+    context: BuildContext,
     unresolved: list[Problem],
 ) -> tuple[TlsCertificate, ...]:
     listener = gateway.listeners[index]
@@ -269,10 +266,10 @@ def _certificates(
                 )
             )
             continue
-        if not grants.permits(referrer, target):
+        if not context.grants.permits(referrer, target):
             unresolved.append(problem("RefNotPermitted", not_permitted_message(referrer, target)))
             continue
-        secret = store.secrets.get((namespace, ref.name))
+        secret = context.store.secrets.get((namespace, ref.name))
         if secret is None:
             unresolved.append(
                 problem("InvalidCertificateRef", f"Secret {namespace}/{ref.name} not found")

@@ -3,9 +3,10 @@ and timeouts), redirect, or answer an error itself."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dragoman.dag.context import BuildContext
 from dragoman.dag.model import (
     H2C,
     AggregateCluster,
@@ -18,11 +19,8 @@ from dragoman.dag.model import (
     Problem,
     Redirect,
 )
-from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
 from dragoman.dag.routes.filters import RuleFilters, rule_filters
-from dragoman.dag.routes.reference_grants import NO_GRANTS, ReferenceGrants
-from dragoman.dag.upstreams.inputs import NO_UPSTREAM_INPUTS, UpstreamInputs
 from dragoman.objects import (
     BackendRef,
     GRPCRoute,
@@ -31,9 +29,7 @@ from dragoman.objects import (
     HTTPRouteRule,
     HTTPRouteTimeouts,
     RouteFilter,
-    Service,
 )
-from dragoman.store import NamespacedName
 
 # What a rule with no usable backend answers: the Gateway API asks for 500 (HTTPRoute) and
 # UNAVAILABLE (GRPCRoute), which gRPC clients read from HTTP 503.
@@ -54,10 +50,7 @@ def http_rule_action(
     route: HTTPRoute,
     rule_index: int,
     rule: HTTPRouteRule,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants = NO_GRANTS,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
+    context: BuildContext,
 ) -> RuleAction:
     # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule).
     prefix = rule.matches[0].path.value if len(rule.matches) == 1 else ""
@@ -67,12 +60,9 @@ def http_rule_action(
         rule_index,
         rule.filters,
         rule.backend_refs,
-        services,
-        options,
+        context,
         prefix=prefix,
         timeouts=(timeout_ms, per_try_timeout_ms),
-        grants=grants,
-        upstream=upstream,
     )
 
 
@@ -80,10 +70,7 @@ def grpc_rule_action(
     route: GRPCRoute,
     rule_index: int,
     rule: GRPCRouteRule,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants = NO_GRANTS,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
+    context: BuildContext,
 ) -> RuleAction:
     # gRPC calls may stream for as long as the client's deadline allows: no route timeout.
     return _rule_action(
@@ -91,13 +78,10 @@ def grpc_rule_action(
         rule_index,
         rule.filters,
         rule.backend_refs,
-        services,
-        options,
+        context,
         prefix="",
         timeouts=(0, None),
         grpc=True,
-        grants=grants,
-        upstream=upstream,
     )
 
 
@@ -121,23 +105,18 @@ def _rule_action(
     rule_index: int,
     filters: Sequence[RouteFilter],
     refs: Sequence[BackendRef],
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
+    context: BuildContext,
     *,
     prefix: str,
     timeouts: tuple[int | None, int | None],
     grpc: bool = False,
-    grants: ReferenceGrants = NO_GRANTS,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> RuleAction:
     rule_field = f"spec.rules[{rule_index}]"
     # gRPC needs HTTP/2 all the way to the backend.
     protocol = H2C if grpc else None
     no_backend = NO_GRPC_BACKEND if grpc else NO_BACKEND
     parsed = rule_filters(route.key, f"{rule_field}.filters", filters, prefix)
-    resolved = resolve_backends(
-        route, rule_index, refs, services, options, protocol, grants, upstream
-    )
+    resolved = resolve_backends(route, rule_index, refs, context, protocol)
     problems = [*parsed.problems, *resolved.problems]
 
     def done(
@@ -158,9 +137,7 @@ def _rule_action(
     clusters = {cluster.name: cluster for cluster in resolved.clusters}
     if not clusters:
         return done(no_backend, ())
-    mirrors = _mirrors(
-        route, rule_field, parsed, services, options, protocol, problems, clusters, grants, upstream
-    )
+    mirrors = _mirrors(route, rule_field, parsed, context, protocol, problems, clusters)
     external = any(
         isinstance(clusters[b.cluster], DnsCluster | AggregateCluster)
         for b in resolved.backends
@@ -184,21 +161,16 @@ def _mirrors(
     route: HTTPRoute | GRPCRoute,
     rule_field: str,
     parsed: RuleFilters,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
+    context: BuildContext,
     protocol: str | None,
     problems: list[Problem],
     clusters: dict[str, Cluster],
-    grants: ReferenceGrants,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> tuple[Mirror, ...]:
     """Mirrors whose backendRef resolves; an invalid one is dropped and reported."""
     mirrors: list[Mirror] = []
     for index, spec in parsed.mirrors:
         field = f"{rule_field}.filters[{index}].requestMirror.backendRef"
-        resolved = resolve_backend_ref(
-            route, field, spec.backend_ref, services, options, protocol, grants, upstream
-        )
+        resolved = resolve_backend_ref(route, field, spec.backend_ref, context, protocol)
         if isinstance(resolved, Problem):
             problems.append(resolved)
             continue

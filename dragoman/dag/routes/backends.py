@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dragoman.dag.context import BuildContext
 from dragoman.dag.model import Backend, Cluster, HeaderEdits, Problem
-from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.filters import header_edits
 from dragoman.dag.routes.reference_grants import (
-    NO_GRANTS,
-    ReferenceGrants,
     not_permitted_message,
     route_referrer,
     service_target,
@@ -21,9 +19,7 @@ from dragoman.dag.upstreams.clusters import (
     service_cluster,
     with_protocol,
 )
-from dragoman.dag.upstreams.inputs import NO_UPSTREAM_INPUTS, UpstreamInputs
-from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, Service
-from dragoman.store import NamespacedName
+from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +33,8 @@ def resolve_backends(
     route: HTTPRoute | GRPCRoute,
     rule_index: int,
     refs: Sequence[BackendRef],
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
+    context: BuildContext,
     protocol: str | None = None,
-    grants: ReferenceGrants = NO_GRANTS,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> ResolvedBackends:
     """A rule's backendRefs; `protocol` forces the upstream protocol (GRPCRoute: h2c)."""
     backends: list[Backend] = []
@@ -49,9 +42,7 @@ def resolve_backends(
     problems: list[Problem] = []
     for ref_index, ref in enumerate(refs):
         field = f"spec.rules[{rule_index}].backendRefs[{ref_index}]"
-        resolved = resolve_backend_ref(
-            route, field, ref, services, options, protocol, grants, upstream
-        )
+        resolved = resolve_backend_ref(route, field, ref, context, protocol)
         request, response, host, filter_problems = _backend_filters(route, field, ref)
         problems.extend(filter_problems)
         if isinstance(resolved, Problem):
@@ -65,7 +56,7 @@ def resolve_backends(
         clusters[resolved.name] = resolved
         problems.extend(
             Problem(route.key, field, "UnsupportedValue", warning)
-            for warning in cluster_warnings(resolved, services, options, grants, upstream)
+            for warning in cluster_warnings(resolved, context)
         )
         backends.append(
             Backend(
@@ -115,11 +106,8 @@ def resolve_backend_ref(
     route: HTTPRoute | GRPCRoute,
     field: str,
     ref: BackendRef,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
+    context: BuildContext,
     protocol: str | None = None,
-    grants: ReferenceGrants = NO_GRANTS,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
 ) -> Cluster | Problem:
     """The cluster a backendRef names (in `protocol` when given), or why it names none."""
 
@@ -141,7 +129,7 @@ def resolve_backend_ref(
     namespace = ref.namespace or route.meta.namespace
     referrer = route_referrer(route.kind, route.meta.namespace)
     target = service_target(namespace, ref.name)
-    if not grants.permits(referrer, target):
+    if not context.grants.permits(referrer, target):
         return problem(
             "RefNotPermitted", not_permitted_message(referrer, target), f"{field}.namespace"
         )
@@ -151,11 +139,11 @@ def resolve_backend_ref(
             f"backendRef to Service {namespace}/{ref.name} needs a port",
             f"{field}.port",
         )
-    service = services.get((namespace, ref.name))
+    service = context.services.get((namespace, ref.name))
     if service is None:
         return problem("BackendNotFound", f"Service {namespace}/{ref.name} not found")
 
-    resolved = service_cluster(service, ref.port, services, options, grants, upstream)
+    resolved = service_cluster(service, ref.port, context)
     if isinstance(resolved, Unresolved):
         at = f"{field}.port" if resolved.port_at_fault else field
         return problem(resolved.reason, resolved.message, at)

@@ -3,12 +3,11 @@ or not a cluster could be built for them: for BackendTLSPolicy ancestors and the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dragoman.dag.options import BuildOptions
+from dragoman.dag.context import BuildContext
 from dragoman.dag.routes.reference_grants import (
-    ReferenceGrants,
     Referrer,
     route_referrer,
     service_target,
@@ -35,12 +34,7 @@ class RouteBackendNames:
 NO_BACKEND_NAMES = RouteBackendNames(frozenset(), ())
 
 
-def route_backend_names(
-    route: HTTPRoute | GRPCRoute,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants,
-) -> RouteBackendNames:
+def route_backend_names(route: HTTPRoute | GRPCRoute, context: BuildContext) -> RouteBackendNames:
     reached: set[NamespacedName] = set()
     hostnames: set[str] = set()
     referrer = route_referrer(route.kind, route.meta.namespace)
@@ -48,11 +42,11 @@ def route_backend_names(
         if ref.group != "" or ref.kind != "Service":
             continue
         namespace = ref.namespace or route.meta.namespace
-        if not grants.permits(referrer, service_target(namespace, ref.name)):
+        if not context.grants.permits(referrer, service_target(namespace, ref.name)):
             continue
-        service = services.get((namespace, ref.name))
+        service = context.services.get((namespace, ref.name))
         if service is not None:
-            _follow(service, services, options, grants, reached, hostnames)
+            _follow(service, context, reached, hostnames)
     return RouteBackendNames(frozenset(reached), tuple(sorted(hostnames)))
 
 
@@ -65,14 +59,10 @@ def _backend_refs(route: HTTPRoute | GRPCRoute) -> Iterator[BackendRef]:
 
 
 def _follow(
-    service: Service,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants,
-    reached: set[NamespacedName],
-    hostnames: set[str],
+    service: Service, context: BuildContext, reached: set[NamespacedName], hostnames: set[str]
 ) -> None:
     """Adds the Service, the Services its aliases lead to, and the external name it ends at."""
+    services, options = context.services, context.options
     for _ in range(MAX_ALIAS_HOPS + 1):
         key = (service.meta.namespace, service.meta.name)
         if key in reached:
@@ -92,6 +82,6 @@ def _follow(
             return
         referrer = Referrer("", "Service", service.meta.namespace)
         aliased = services.get(target)
-        if aliased is None or not grants.permits(referrer, service_target(*target)):
+        if aliased is None or not context.grants.permits(referrer, service_target(*target)):
             return
         service = aliased

@@ -6,14 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from dragoman.dag.context import BuildContext
 from dragoman.dag.model import Cluster, Problem
-from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.actions import grpc_rule_action, http_rule_action
 from dragoman.dag.routes.ranking import RankedRoute, ranked_grpc_routes, ranked_routes
-from dragoman.dag.routes.reference_grants import NO_GRANTS, ReferenceGrants
-from dragoman.dag.upstreams.inputs import NO_UPSTREAM_INPUTS, UpstreamInputs
-from dragoman.objects import GRPCRoute, HTTPRoute, Service
-from dragoman.store import NamespacedName
+from dragoman.objects import GRPCRoute, HTTPRoute
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,23 +20,15 @@ class RouteRules:
     problems: tuple[Problem, ...]
 
 
-def route_rules(
-    route: HTTPRoute | GRPCRoute,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants = NO_GRANTS,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
-) -> RouteRules:
+def route_rules(route: HTTPRoute | GRPCRoute, context: BuildContext) -> RouteRules:
     if isinstance(route, HTTPRoute):
         actions = [
-            http_rule_action(route, index, rule, services, options, grants, upstream)
-            for index, rule in enumerate(route.rules)
+            http_rule_action(route, index, rule, context) for index, rule in enumerate(route.rules)
         ]
         ranked, match_problems = ranked_routes(route, actions)
     else:
         actions = [
-            grpc_rule_action(route, index, rule, services, options, grants, upstream)
-            for index, rule in enumerate(route.rules)
+            grpc_rule_action(route, index, rule, context) for index, rule in enumerate(route.rules)
         ]
         ranked, match_problems = ranked_grpc_routes(route, actions)
     clusters = {cluster.name: cluster for action in actions for cluster in action.clusters}

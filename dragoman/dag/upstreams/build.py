@@ -7,15 +7,14 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dragoman.dag.context import BuildContext
 from dragoman.dag.model import AggregateCluster, Cluster, NodeGroup, ObjectStatus
 from dragoman.dag.routes.reachable_backends import RouteBackendNames
 from dragoman.dag.status.policies import PolicyAncestor, gateway_ancestor_ref, policy_status
 from dragoman.dag.status.routes import RouteOutcome, add_route_condition
-from dragoman.dag.upstreams.backend_tls_policy import BackendTlsPolicies
 from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
-from dragoman.dag.upstreams.inputs import UpstreamInputs
 from dragoman.objects import ObjectKey
-from dragoman.store import NamespacedName, Store
+from dragoman.store import NamespacedName
 
 # The Gateway API keeps at most this many ancestors in a policy's status.
 MAX_ANCESTORS = 16
@@ -27,13 +26,6 @@ class RouteUpstreams:
 
     outcome: RouteOutcome
     names: RouteBackendNames
-
-
-def upstream_inputs(store: Store, dns: DnsObservations | None) -> UpstreamInputs:
-    policies = BackendTlsPolicies(
-        store.backend_tls_policies.values(), store.config_maps, store.secrets
-    )
-    return UpstreamInputs(tls_policies=policies, dns=dns or {})
 
 
 def with_aggregate_children(
@@ -58,12 +50,10 @@ def with_aggregate_children(
     return served, every
 
 
-def policy_statuses(
-    routes: Sequence[RouteUpstreams], store: Store, upstream: UpstreamInputs, controller: str
-) -> list[ObjectStatus]:
+def policy_statuses(routes: Sequence[RouteUpstreams], context: BuildContext) -> list[ObjectStatus]:
     """A status for every BackendTLSPolicy: one ancestor per Gateway that accepted a route
     reaching a Service the policy targets."""
-    policies = upstream.tls_policies
+    store, policies = context.store, context.upstream.tls_policies
     ancestors: dict[ObjectKey, set[ObjectKey]] = {}
     for item in routes:
         gateways = {a.gateway for parent in item.outcome.parents for a in parent.attachments}
@@ -82,7 +72,7 @@ def policy_statuses(
             PolicyAncestor(gateway_ancestor_ref(gateway), conditions)
             for gateway in sorted(ancestors.get(policy, ()))[:MAX_ANCESTORS]
         ]
-        statuses.append(policy_status(policy, entries, controller))
+        statuses.append(policy_status(policy, entries, context.options.controller_name))
     return statuses
 
 

@@ -4,9 +4,9 @@ in-cluster-first aggregate; with the TLS, DNS settings and platform policy that 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 
+from dragoman.dag.context import BuildContext
 from dragoman.dag.model import (
     H2,
     H2C,
@@ -17,10 +17,7 @@ from dragoman.dag.model import (
     EdsCluster,
     UpstreamTls,
 )
-from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.reference_grants import (
-    NO_GRANTS,
-    ReferenceGrants,
     Referrer,
     not_permitted_message,
     service_target,
@@ -34,10 +31,9 @@ from dragoman.dag.upstreams.external_names import (
     unsafe_reason,
 )
 from dragoman.dag.upstreams.in_cluster_first import PREFER_SERVICE, preferred_service
-from dragoman.dag.upstreams.inputs import NO_UPSTREAM_INPUTS, UpstreamInputs
+from dragoman.dag.upstreams.inputs import UpstreamInputs
 from dragoman.dag.upstreams.tls import TlsRefusal, upstream_tls
 from dragoman.objects import Service, ServicePort
-from dragoman.store import NamespacedName
 
 # ExternalName aliases followed before giving up: enough for a rename or two, and ends loops.
 MAX_ALIAS_HOPS = 3
@@ -65,14 +61,7 @@ def cluster_name(service: Service, port: int, protocol: str = HTTP1) -> str:
     return base if protocol == HTTP1 else f"{base}/{protocol}"
 
 
-def service_cluster(
-    service: Service,
-    port: int,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants = NO_GRANTS,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
-) -> Cluster | Unresolved:
+def service_cluster(service: Service, port: int, context: BuildContext) -> Cluster | Unresolved:
     """The cluster for `port` of `service`, following in-cluster ExternalName aliases
     (into another namespace only where a ReferenceGrant there allows it)."""
     path = [service]
@@ -86,11 +75,11 @@ def service_cluster(
                 return found
             declared = found
             if not current.is_external_name:
-                return _eds_cluster(path, port, declared, upstream)
-        step = _external_name_step(path, port, services, options, grants)
+                return _eds_cluster(path, port, declared, context.upstream)
+        step = _external_name_step(path, port, context)
         if isinstance(step, DnsCluster):
             own = declared if current.ports else None
-            return _external_cluster(path, step, own, declared, services, options, grants, upstream)
+            return _external_cluster(path, step, own, declared, context)
         if not isinstance(step, Service):
             return step
         if any(step.key == seen.key for seen in path):
@@ -163,14 +152,12 @@ def _external_cluster(
     dns: DnsCluster,
     own_port: ServicePort | None,
     declared: ServicePort | None,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants,
-    upstream: UpstreamInputs,
+    context: BuildContext,
 ) -> Cluster | Unresolved:
     """The DNS cluster for an outside host, once the platform policy allows it; wrapped in an
     aggregate when the Service prefers an in-cluster one."""
     service = path[-1]
+    options, upstream = context.options, context.upstream
     policy = options.external_names
     refusal = policy.domain_refusal(dns.hostname)
     if refusal is not None:
@@ -196,7 +183,7 @@ def _external_cluster(
         tls=tls,
         dns=service_dns_settings(service, options.dns_check).settings,
     )
-    preferred = _preferred_cluster(service, dns.port, services, options, grants, upstream)
+    preferred = _preferred_cluster(service, dns.port, context)
     if not isinstance(preferred, EdsCluster):
         return external
     fallback_name = _renamed(external.name, protocol, HTTP1) + f"/{FALLBACK_SUFFIX}"
@@ -210,21 +197,16 @@ def _external_cluster(
 
 
 def _preferred_cluster(
-    service: Service,
-    port: int,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants,
-    upstream: UpstreamInputs,
+    service: Service, port: int, context: BuildContext
 ) -> EdsCluster | str | None:
     """The in-cluster Service's EDS cluster an ExternalName prefers; a message when the
     preference cannot be followed; None when it asks for none."""
-    preference = preferred_service(service, services)
+    preference = preferred_service(service, context.services)
     if preference is None:
         return None
     if preference.service is None:
         return preference.problem
-    preferred = service_cluster(preference.service, port, services, options, grants, upstream)
+    preferred = service_cluster(preference.service, port, context)
     if isinstance(preferred, Unresolved):
         return (
             f"Service {service.meta.namespace}/{service.meta.name} annotation "
@@ -234,23 +216,17 @@ def _preferred_cluster(
     return preferred
 
 
-def cluster_warnings(
-    cluster: Cluster,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants = NO_GRANTS,
-    upstream: UpstreamInputs = NO_UPSTREAM_INPUTS,
-) -> tuple[str, ...]:
+def cluster_warnings(cluster: Cluster, context: BuildContext) -> tuple[str, ...]:
     """What was not served as the Service asks (bad DNS annotations, a preferred Service
     that cannot be used); the cluster is served with defaults instead."""
     if isinstance(cluster, EdsCluster):
         return ()
-    service = services.get((cluster.service.namespace, cluster.service.name))
+    service = context.services.get((cluster.service.namespace, cluster.service.name))
     if service is None:
         return ()
-    warnings = list(service_dns_settings(service, options.dns_check).problems)
+    warnings = list(service_dns_settings(service, context.options.dns_check).problems)
     if isinstance(cluster, DnsCluster):
-        preferred = _preferred_cluster(service, cluster.port, services, options, grants, upstream)
+        preferred = _preferred_cluster(service, cluster.port, context)
         if isinstance(preferred, str):
             warnings.append(preferred)
     return tuple(warnings)
@@ -280,14 +256,11 @@ def _declared_port(path: list[Service], port: int) -> ServicePort | Unresolved:
 
 
 def _external_name_step(
-    path: list[Service],
-    port: int,
-    services: Mapping[NamespacedName, Service],
-    options: BuildOptions,
-    grants: ReferenceGrants,
+    path: list[Service], port: int, context: BuildContext
 ) -> DnsCluster | Service | Unresolved:
     """A DNS cluster for an outside host, the Service an in-cluster name aliases, or why not."""
     service = path[-1]
+    options = context.options
     reason = unsafe_reason(service.external_name)
     if reason is not None:
         return Unresolved("UnsafeExternalName", f"{_describe(path)}: {reason}")
@@ -298,13 +271,13 @@ def _external_name_step(
         # The alias is a reference from this Service to one in the target's namespace.
         referrer = Referrer("", "Service", service.meta.namespace)
         aliased_ref = service_target(namespace, name)
-        if not grants.permits(referrer, aliased_ref):
+        if not context.grants.permits(referrer, aliased_ref):
             return Unresolved(
                 "RefNotPermitted",
                 f"{_describe(path)}: externalName aliases Service {namespace}/{name}: "
                 f"{not_permitted_message(referrer, aliased_ref)}",
             )
-        aliased = services.get(target)
+        aliased = context.services.get(target)
         if aliased is None:
             return Unresolved(
                 "BackendNotFound",

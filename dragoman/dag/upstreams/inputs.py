@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from dragoman.dag.upstreams.backend_tls_policy import BackendTlsPolicies
 from dragoman.dag.upstreams.dns_check import DnsObservations
+from dragoman.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,3 +17,10 @@ class UpstreamInputs:
 
 
 NO_UPSTREAM_INPUTS = UpstreamInputs()
+
+
+def upstream_inputs(store: Store, dns: DnsObservations | None) -> UpstreamInputs:
+    policies = BackendTlsPolicies(
+        store.backend_tls_policies.values(), store.config_maps, store.secrets
+    )
+    return UpstreamInputs(tls_policies=policies, dns=dns or {})

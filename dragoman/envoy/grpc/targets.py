@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from dragoman.dag.context import build_context
 from dragoman.dag.frontends.node_groups import MISDIRECTED
 from dragoman.dag.frontends.virtual_hosts import ANY_HOST
 from dragoman.dag.model import (
@@ -33,8 +34,6 @@ from dragoman.dag.model import (
     VirtualHost,
 )
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.routes.reference_grants import ReferenceGrants
-from dragoman.dag.upstreams.build import upstream_inputs
 from dragoman.dag.upstreams.clusters import Unresolved, service_cluster
 from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.dag.upstreams.endpoints import load_assignments, refresh_load_assignments
@@ -80,15 +79,14 @@ def service_targets(
     A port that does not (an unsafe or refused ExternalName, a missing alias) has no target:
     its listener does not exist, as for a Service that does not exist.
     """
-    grants = ReferenceGrants(store.reference_grants.values())
-    upstream = upstream_inputs(store, dns)
+    context = build_context(store, options, dns)
     listeners: list[ApiListener] = []
     clusters: dict[str, Cluster] = {}
     for key in sorted(store.services):
         service = store.services[key]
         host = service_host(service.meta.namespace, service.meta.name, options.cluster_domain)
         for port in sorted({p.port for p in service.ports if p.protocol == "TCP"}):
-            cluster = service_cluster(service, port, store.services, options, grants, upstream)
+            cluster = service_cluster(service, port, context)
             if isinstance(cluster, Unresolved):
                 continue
             clusters[cluster.name] = cluster
