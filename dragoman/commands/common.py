@@ -119,6 +119,6 @@ def checked_build(store: Store, options: BuildOptions, config: ServerConfig) -> 
     dag = build(store, options)
     if not config.dns_check.enabled or not dag.dns_hostnames:
         return dag
-    checker = DnsChecker(config.dns_check)
+    checker = DnsChecker(config.dns_check, policy=options.external_names)
     asyncio.run(checker.check(dag.dns_hostnames))
     return build(store, options, checker.observations)

@@ -19,12 +19,13 @@ from dragoman.dag.status.routes import RouteOutcome
 from dragoman.dag.upstreams.build import (
     RouteUpstreams,
     checked_hostnames,
+    dns_routes,
     policy_statuses,
     with_aggregate_children,
     with_dns_conditions,
 )
 from dragoman.dag.upstreams.dns_check import DnsObservations
-from dragoman.dag.upstreams.endpoints import load_assignments
+from dragoman.dag.upstreams.endpoints import checked_assignments, load_assignments
 from dragoman.objects import ObjectKey
 from dragoman.store import Store
 
@@ -108,14 +109,19 @@ def build(
     statuses = object_statuses(judged, outcomes, problems, options.controller_name, shadowed)
     for status in policy_statuses(upstreams, context):
         statuses[status.key] = status
+    assignments = load_assignments(clusters, store)
+    routes_to_names = dns_routes(upstreams) if options.dns_check else {}
     if options.dns_check:
-        statuses = with_dns_conditions(statuses, upstreams, upstream.dns)
+        policy = options.external_names
+        statuses = with_dns_conditions(statuses, routes_to_names, upstream.dns, policy)
+        assignments.update(checked_assignments(clusters, upstream.dns, policy))
     return Dag(
         groups=groups,
         clusters=clusters,
-        load_assignments=load_assignments(clusters, store),
+        load_assignments=assignments,
         # Stable: an object's problems keep the order of its fields.
         problems=tuple(sorted(problems, key=lambda problem: problem.object)),
         statuses=statuses,
         dns_hostnames=checked_hostnames(upstreams) if options.dns_check else (),
+        dns_routes=routes_to_names,
     )

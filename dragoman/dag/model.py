@@ -85,7 +85,9 @@ class EdsCluster:
 
 @dataclass(frozen=True, slots=True)
 class DnsCluster:
-    """An ExternalName Service port: Envoy resolves `hostname` itself (STRICT_DNS)."""
+    """An ExternalName Service port: Envoy resolves `hostname` itself (STRICT_DNS); or, when
+    `checked`, dragoman does (the DNS check) and serves the addresses it accepted as the
+    cluster's endpoints over EDS, so a DNS answer nobody checked is never connected to."""
 
     name: str
     service: ObjectKey
@@ -94,6 +96,7 @@ class DnsCluster:
     protocol: str = HTTP1  # HTTP1, H2C or H2; part of the cluster name when not HTTP1
     tls: UpstreamTls | None = None
     dns: DnsSettings = DEFAULT_DNS_SETTINGS
+    checked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,3 +353,6 @@ class Dag:
     statuses: Mapping[ObjectKey, ObjectStatus] = field(default_factory=dict)
     # External names routes forward to, for the DNS check to resolve (only when it is on).
     dns_hostnames: tuple[str, ...] = ()
+    # Routes forwarding to external names (with the check on): their names and generation,
+    # so a DNS change updates their DNSResolved condition without a build.
+    dns_routes: Mapping[ObjectKey, tuple[tuple[str, ...], int]] = field(default_factory=dict)

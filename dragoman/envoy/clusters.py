@@ -34,7 +34,9 @@ def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
     if isinstance(value, AggregateCluster):
         # Protocol and TLS belong to the clusters it aggregates.
         return aggregate_cluster(value, options)
-    if isinstance(value, EdsCluster):
+    if isinstance(value, EdsCluster) or value.checked:
+        # A checked external name's endpoints are the addresses dragoman resolved and
+        # accepted: Envoy never resolves the name itself, so no answer goes unchecked.
         message = eds_cluster(value, options)
     else:
         message = dns_cluster(value, options)
@@ -74,7 +76,7 @@ def upstream_protocol_options(protocol: str, *, tls: bool = False) -> _HttpOptio
     raise ValueError(f"unknown upstream protocol {protocol!r}")
 
 
-def eds_cluster(value: EdsCluster, options: TranslateOptions) -> cluster_pb2.Cluster:
+def eds_cluster(value: EdsCluster | DnsCluster, options: TranslateOptions) -> cluster_pb2.Cluster:
     return cluster_pb2.Cluster(
         name=value.name,
         type=cluster_pb2.Cluster.EDS,

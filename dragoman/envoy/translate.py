@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from dragoman.dag.model import Dag, EdsCluster, Listener, LoadAssignment, NodeGroup, RouteTable
+from dragoman.dag.model import (
+    Cluster,
+    Dag,
+    DnsCluster,
+    EdsCluster,
+    Listener,
+    LoadAssignment,
+    NodeGroup,
+    RouteTable,
+)
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.endpoints import cluster_load_assignment
 from dragoman.envoy.listeners import listener
@@ -129,7 +138,7 @@ class _Translator:
 
     def _eds_cluster_names(self, group: NodeGroup) -> Iterable[str]:
         clusters = self._dag.clusters
-        return (name for name in group.clusters if isinstance(clusters.get(name), EdsCluster))
+        return (name for name in group.clusters if is_eds(clusters.get(name)))
 
     def _cluster(self, name: str) -> Resource:
         resource = self._clusters.get(name)
@@ -170,6 +179,11 @@ class _Translator:
             known = value, Resource.of(value.name, route_configuration(value))
             self._route_tables[id(value)] = known
         return known[1]
+
+
+def is_eds(value: Cluster | None) -> bool:
+    """Whether Envoy takes the cluster's endpoints over EDS: pods, or checked external names."""
+    return isinstance(value, EdsCluster) or (isinstance(value, DnsCluster) and value.checked)
 
 
 def _assignment_resource(value: LoadAssignment) -> LoadAssignmentResource:

@@ -3,14 +3,20 @@ path when only EndpointSlices changed. Pure apart from handing snapshots to the 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
 from dragoman.dag.build import build
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservations
-from dragoman.dag.upstreams.endpoints import refresh_load_assignments
+from dragoman.dag.upstreams.build import with_dns_conditions
+from dragoman.dag.upstreams.dns_check import DnsObservations, dns_refusal, served_addresses
+from dragoman.dag.upstreams.endpoints import (
+    checked_assignment,
+    checked_clusters,
+    refresh_load_assignments,
+)
 from dragoman.envoy.grpc.translate import GrpcSnapshots
 from dragoman.envoy.grpc.variant import grpc_snapshots
 from dragoman.envoy.options import TranslateOptions
@@ -77,15 +83,60 @@ class Controller:
         return UpdateResult(kind, time.perf_counter() - started, dag.problems, new_problems)
 
     def update_dns(self, dns: DnsObservations) -> UpdateResult:
-        """Rebuild from the current store with new DNS check observations."""
+        """Publish new DNS check observations: when only the addresses (or the condition) of
+        names already served changed, as endpoints and route statuses alone (the EDS fast
+        path); else by a full build of the current store."""
         started = time.perf_counter()
         if dns == self.dns or self.store is None:
             self.dns = dict(dns)
             return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
+        changed = {
+            name for name in dns.keys() | self.dns.keys() if dns.get(name) != self.dns.get(name)
+        }
+        if self.dag is not None and self._served_before_and_after(changed, dns):
+            self._update_dns_endpoints(dns, changed)
+            return UpdateResult("endpoints", time.perf_counter() - started, self._problems())
         self.dns = dict(dns)
         store, self.store = self.store, None  # forces a full build of the same store
         result = self.update(store)
         return UpdateResult("full", result.seconds, result.problems, result.new_problems)
+
+    def _served_before_and_after(self, changed: set[str], dns: DnsObservations) -> bool:
+        """True when every changed name had a cluster and keeps it: no build needed."""
+        if not self.build_options.dns_check:
+            return False
+        policy = self.build_options.external_names
+        return all(
+            dns_refusal(name, self.dns.get(name), policy) is None
+            and dns_refusal(name, dns.get(name), policy) is None
+            for name in changed
+        )
+
+    def _update_dns_endpoints(self, dns: DnsObservations, changed: set[str]) -> None:
+        dag, store = self.dag, self.store
+        assert dag is not None and store is not None
+        policy = self.build_options.external_names
+        self.dns = dict(dns)
+        assignments = dict(dag.load_assignments)
+        for value in checked_clusters(dag.clusters):
+            if value.hostname in changed:
+                served = served_addresses(value.hostname, dns.get(value.hostname), policy)
+                assignments[value.name] = checked_assignment(value, served)
+        statuses = with_dns_conditions(dag.statuses, dag.dns_routes, dns, policy, changed)
+        dag = dataclasses.replace(dag, load_assignments=assignments, statuses=statuses)
+        snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
+        self.grpc = grpc_snapshots(
+            dag,
+            snapshots,
+            store,
+            build_options=self.build_options,
+            translate_options=self.translate_options,
+            dns=self.dns,
+            previous=self.grpc,
+            dns_changed=changed,
+        )
+        self.dag, self.snapshots = dag, snapshots
+        self.cache.set_snapshots(snapshots, grpc=self.grpc)
 
     def _problems(self) -> tuple[Problem, ...]:
         return self.dag.problems if self.dag is not None else ()

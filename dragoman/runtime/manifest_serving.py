@@ -118,7 +118,8 @@ async def start_serving(
     if dns_check.enabled:
         from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop
 
-        checks = DnsCheckLoop(controller, DnsChecker(dns_check), on_dns_update)
+        policy = controller.build_options.external_names
+        checks = DnsCheckLoop(controller, DnsChecker(dns_check, policy=policy), on_dns_update)
         await checks.check_once()  # serve checked names from the first response on
     server = await start_xds_server(snapshots, xds_address)
     return server, asyncio.create_task(checks.run(stop)) if checks is not None else None

@@ -13,6 +13,7 @@ DNS check, DNS defaults and the system CA bundle. YAML, every key optional:
         timeout: 2s
         minInterval: 5s
         maxInterval: 5m
+        grace: 30s  # default: the TTL of the last accepted answer
     dnsDefaults: {refreshRate: 30s, respectTTL: true, lookupFamily: v4-preferred}
     upstreamTLS: {systemCABundle: /etc/ssl/certs/ca-certificates.crt}
 
@@ -67,6 +68,9 @@ class DnsCheckSettings:
     # Re-check after the answer's TTL, kept within these bounds; failures after min_interval.
     min_interval_s: float = 5.0
     max_interval_s: float = 300.0
+    # How long the last accepted addresses stay served once an answer is refused (a rebinding
+    # attempt); None: that accepted answer's TTL (clamped as above). Then: no address, 503.
+    grace_s: float | None = None
 
 
 NO_DNS_CHECK = DnsCheckSettings()
@@ -237,7 +241,7 @@ def _networks(node: Node, key: str) -> tuple[Network, ...]:
 
 
 def _dns_check(node: Node) -> DnsCheckSettings:
-    _only_keys(node, ("enabled", "resolvers", "timeout", "minInterval", "maxInterval"))
+    _only_keys(node, ("enabled", "resolvers", "timeout", "minInterval", "maxInterval", "grace"))
     resolvers = []
     for index, entry in enumerate(node.strings("resolvers", max_items=8)):
         parsed = parse_resolver(entry)
@@ -255,7 +259,9 @@ def _dns_check(node: Node) -> DnsCheckSettings:
     maximum = _duration(node, "maxInterval", defaults.max_interval_s, 1, 86400)
     if maximum < minimum:
         node.report(node.at("maxInterval"), "must not be shorter than minInterval")
+    grace = _duration(node, "grace", 0.0, 0, 86400) if node.has("grace") else None
     return DnsCheckSettings(
+        grace_s=grace,
         enabled=node.boolean("enabled", default=False),
         resolvers=tuple(resolvers),
         timeout_s=timeout,

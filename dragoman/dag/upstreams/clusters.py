@@ -182,6 +182,7 @@ def _external_cluster(
         protocol=protocol,
         tls=tls,
         dns=service_dns_settings(service, options.dns_check).settings,
+        checked=options.dns_check,
     )
     preferred = _preferred_cluster(service, dns.port, context)
     if not isinstance(preferred, EdsCluster):

@@ -6,7 +6,18 @@ import dataclasses
 from collections.abc import Callable, Container, Mapping, Sequence
 from itertools import groupby
 
-from dragoman.dag.model import Cluster, Dag, EdsCluster, LbEndpoint, LoadAssignment, Locality
+from dragoman.dag.model import (
+    AggregateCluster,
+    Cluster,
+    Dag,
+    DnsCluster,
+    EdsCluster,
+    LbEndpoint,
+    LoadAssignment,
+    Locality,
+)
+from dragoman.dag.upstreams.dns_check import DnsObservations, served_addresses
+from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy
 from dragoman.objects import EndpointPort, EndpointSlice
 from dragoman.store import NamespacedName, Store
 
@@ -50,7 +61,9 @@ def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = No
     translation reuse its serialized resource without comparing anything.
     """
     if previous is None:
-        return dataclasses.replace(dag, load_assignments=load_assignments(dag.clusters, store))
+        # Checked external names' assignments come from the DNS check, not from slices.
+        refreshed = {**dag.load_assignments, **load_assignments(dag.clusters, store)}
+        return dataclasses.replace(dag, load_assignments=refreshed)
     changed = _services_with_changed_slices(previous, store)
     if not changed:
         return dag
@@ -123,3 +136,54 @@ def _first(
     ports: Sequence[EndpointPort], wanted: Callable[[EndpointPort], bool]
 ) -> EndpointPort | None:
     return next((p for p in ports if wanted(p)), None)
+
+
+def checked_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:
+    """The external-name clusters whose endpoints are the DNS check's addresses."""
+    found = []
+    for value in clusters.values():
+        if isinstance(value, AggregateCluster):
+            value = value.fallback
+        if isinstance(value, DnsCluster) and value.checked:
+            found.append(value)
+    return found
+
+
+def checked_assignments(
+    clusters: Mapping[str, Cluster], dns: DnsObservations, policy: ExternalNamePolicy
+) -> dict[str, LoadAssignment]:
+    """A load assignment for each checked external-name cluster, by cluster name."""
+    return {
+        value.name: checked_assignment(
+            value, served_addresses(value.hostname, dns.get(value.hostname), policy)
+        )
+        for value in checked_clusters(clusters)
+    }
+
+
+def checked_assignment(cluster: DnsCluster, addresses: Sequence[str]) -> LoadAssignment:
+    """The addresses the DNS check accepted for the cluster's name, each an endpoint that keeps
+    the name as its hostname (Host rewrite, SNI and certificate checks use it). No address:
+    no endpoint, and Envoy answers 503."""
+    chosen = _of_family(addresses, cluster.dns.lookup_family)
+    if not chosen:
+        return LoadAssignment(cluster=cluster.name)
+    endpoints = tuple(LbEndpoint(a, cluster.port, hostname=cluster.hostname) for a in chosen)
+    return LoadAssignment(
+        cluster=cluster.name, localities=(Locality("", endpoints, weight=len(endpoints)),)
+    )
+
+
+def _of_family(addresses: Sequence[str], family: str | None) -> tuple[str, ...]:
+    """The addresses a lookup family lets Envoy use (None or ALL: every one)."""
+    v4 = tuple(a for a in addresses if ":" not in a)
+    v6 = tuple(a for a in addresses if ":" in a)
+    if family == "V4_ONLY":
+        return v4
+    if family == "V6_ONLY":
+        return v6
+    if family in ("V4_PREFERRED", "AUTO"):
+        return v4 or v6
+    if family == "V6_PREFERRED":
+        return v6 or v4
+    return tuple(addresses)

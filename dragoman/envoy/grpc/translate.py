@@ -32,7 +32,7 @@ from dragoman.envoy.grpc.clients import (
 )
 from dragoman.envoy.grpc.targets import ApiListener, ServiceTargets, group_targets
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
-from dragoman.envoy.translate import LoadAssignmentResource
+from dragoman.envoy.translate import LoadAssignmentResource, is_eds
 from dragoman.xds.resources import (
     CLUSTER,
     ENDPOINT,
@@ -227,10 +227,10 @@ class GrpcSnapshots:
 def _eds_names(clusters: Iterable[Cluster]) -> list[str]:
     names: set[str] = set()
     for value in clusters:
-        if isinstance(value, EdsCluster):
+        if is_eds(value):
             names.add(value.name)
         elif isinstance(value, AggregateCluster):
-            names.add(value.preferred.name)
+            names.update(child.name for child in value.children if is_eds(child))
     return sorted(names)
 
 
