@@ -38,6 +38,7 @@ externalNames:
     timeout: 1500ms
     minInterval: 10s
     maxInterval: 10m
+    grace: 45s
 dnsDefaults: {refreshRate: 1m, respectTTL: false, lookupFamily: all}
 upstreamTLS: {systemCABundle: /etc/pki/tls/certs/ca-bundle.crt}
 """
@@ -62,6 +63,7 @@ def test_a_full_file() -> None:
         timeout_s=1.5,
         min_interval_s=10,
         max_interval_s=600,
+        grace_s=45,
     )
     build = config.build_options(BuildOptions(controller_name="x/y"))
     assert (build.cluster_domain, build.dns_check, build.controller_name) == (
@@ -116,6 +118,8 @@ PROBLEMS = [
     ("externalNames: {dnsCheck: {timeout: 5x}}", "externalNames.dnsCheck.timeout", "a duration"),
     ("externalNames: {dnsCheck: {timeout: 2m}}", "externalNames.dnsCheck.timeout",
      "must be from 0.1s to 60s"),
+    ("externalNames: {dnsCheck: {grace: 25h}}", "externalNames.dnsCheck.grace",
+     "must be from 0s to 86400s"),
     ("externalNames: {dnsCheck: {minInterval: 1m, maxInterval: 30s}}",
      "externalNames.dnsCheck.maxInterval", "not be shorter than minInterval"),
     # Address rules need the DNS check: without it they would look in force, and refuse nothing.
