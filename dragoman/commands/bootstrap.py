@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dragoman.commands.common import DEFAULT_XDS_ADDRESS, dns_server, gateway_ref, host_port
+from dragoman.commands.common import (
+    DEFAULT_XDS_ADDRESS,
+    dns_server,
+    gateway_ref,
+    host_port,
+    xds_cluster_name,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -45,6 +51,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="one ADS stream for every type, or a stream per type (default: ads)",
     )
     parser.add_argument(
+        "--xds-cluster-name",
+        type=xds_cluster_name,
+        default="dragoman-xds",
+        metavar="NAME",
+        help="the name of the bootstrap's cluster for dragoman; give serve the same "
+        "--xds-cluster-name (default: dragoman-xds)",
+    )
+    parser.add_argument(
         "--delta",
         action="store_true",
         help="incremental (delta) xDS instead of state of the world",
@@ -65,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             dns_use_tcp=args.dns_tcp,
             xds_transport=args.xds_transport,
             delta=args.delta,
+            xds_cluster_name=args.xds_cluster_name,
         )
     )
     return 0

@@ -50,6 +50,16 @@ def dns_server(value: str) -> str:
     return value
 
 
+def xds_cluster_name(value: str) -> str:
+    """The name of a bootstrap's cluster for dragoman."""
+    from dragoman.envoy.bootstrap import xds_cluster_name_problem
+
+    problem = xds_cluster_name_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"a cluster name {problem}, got {value!r}")
+    return value
+
+
 def gateway_ref(value: str) -> str:
     """`NAMESPACE/NAME` of a Gateway, or "" for every Gateway."""
     import re

@@ -36,7 +36,18 @@ XdsTransport = Literal["ads", "per-type"]
 XDS_TRANSPORTS: tuple[XdsTransport, ...] = ("ads", "per-type")
 
 
-def xds_api_config_source(*, delta: bool) -> config_source_pb2.ApiConfigSource:
+def xds_cluster_name_problem(name: str) -> str | None:
+    """Why `name` cannot name the bootstrap's cluster for dragoman (None: it can)."""
+    if not 1 <= len(name) <= 255:
+        return "must be 1 to 255 characters long"
+    if not all("!" <= character <= "~" for character in name):
+        return "must be printable ASCII without spaces"
+    return None
+
+
+def xds_api_config_source(
+    *, delta: bool, cluster_name: str = XDS_CLUSTER
+) -> config_source_pb2.ApiConfigSource:
     """Streams to dragoman through the bootstrap's xDS cluster, SotW or delta."""
     return config_source_pb2.ApiConfigSource(
         api_type=(
@@ -47,17 +58,20 @@ def xds_api_config_source(*, delta: bool) -> config_source_pb2.ApiConfigSource:
         transport_api_version=config_source_pb2.V3,
         grpc_services=[
             grpc_service_pb2.GrpcService(
-                envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=XDS_CLUSTER)
+                envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=cluster_name)
             )
         ],
         set_node_on_first_message_only=True,
     )
 
 
-def per_type_config_source(*, delta: bool) -> config_source_pb2.ConfigSource:
-    """A config source with its own stream for the resource's type (no ADS)."""
+def per_type_config_source(
+    *, delta: bool, cluster_name: str = XDS_CLUSTER
+) -> config_source_pb2.ConfigSource:
+    """A config source with its own stream for the resource's type (no ADS), through the
+    bootstrap's cluster for dragoman named `cluster_name`."""
     return config_source_pb2.ConfigSource(
-        api_config_source=xds_api_config_source(delta=delta),
+        api_config_source=xds_api_config_source(delta=delta, cluster_name=cluster_name),
         resource_api_version=config_source_pb2.V3,
     )
 
@@ -72,6 +86,7 @@ def bootstrap_message(
     dns_use_tcp: bool = False,
     xds_transport: XdsTransport = "ads",
     delta: bool = False,
+    xds_cluster_name: str = XDS_CLUSTER,
 ) -> bootstrap_pb2.Bootstrap:
     """`node_cluster` names the Gateway (`namespace/name`) whose configuration this Envoy gets.
 
@@ -80,8 +95,12 @@ def bootstrap_message(
 
     `xds_transport` "ads" fetches every type over one stream; "per-type" opens a stream per
     type (dragoman then points the EDS and RDS config sources it serves at per-type streams
-    through the `dragoman-xds` cluster). `delta` selects incremental xDS for either.
+    through the `dragoman-xds` cluster, or `xds_cluster_name`: serve with the same
+    `--xds-cluster-name`). `delta` selects incremental xDS for either.
     """
+    problem = xds_cluster_name_problem(xds_cluster_name)
+    if problem is not None:
+        raise ValueError(f"xds_cluster_name {problem}, got {xds_cluster_name!r}")
     if xds_transport not in XDS_TRANSPORTS:
         raise ValueError(f"xds_transport must be one of {XDS_TRANSPORTS}, got {xds_transport!r}")
     if xds_transport == "per-type" and not node_cluster:
@@ -90,19 +109,21 @@ def bootstrap_message(
     host, port = split_host_port(xds_address, default_port=None)
     if xds_transport == "ads":
         dynamic = bootstrap_pb2.Bootstrap.DynamicResources(
-            ads_config=xds_api_config_source(delta=delta),
+            ads_config=xds_api_config_source(delta=delta, cluster_name=xds_cluster_name),
             cds_config=ads_config_source(),
             lds_config=ads_config_source(),
         )
     else:
         dynamic = bootstrap_pb2.Bootstrap.DynamicResources(
-            cds_config=per_type_config_source(delta=delta),
-            lds_config=per_type_config_source(delta=delta),
+            cds_config=per_type_config_source(delta=delta, cluster_name=xds_cluster_name),
+            lds_config=per_type_config_source(delta=delta, cluster_name=xds_cluster_name),
         )
     bootstrap = bootstrap_pb2.Bootstrap(
         node=base_pb2.Node(id=node_id, cluster=node_cluster),
         static_resources=bootstrap_pb2.Bootstrap.StaticResources(
-            clusters=[xds_cluster(host, port, system_resolver=bool(dns_resolvers))]
+            clusters=[
+                xds_cluster(host, port, system_resolver=bool(dns_resolvers), name=xds_cluster_name)
+            ]
         ),
         dynamic_resources=dynamic,
     )
@@ -118,7 +139,9 @@ def bootstrap_message(
     return bootstrap
 
 
-def xds_cluster(host: str, port: int, *, system_resolver: bool) -> cluster_pb2.Cluster:
+def xds_cluster(
+    host: str, port: int, *, system_resolver: bool, name: str = XDS_CLUSTER
+) -> cluster_pb2.Cluster:
     http2 = http_protocol_options_pb2.HttpProtocolOptions(
         explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
             http2_protocol_options=protocol_pb2.Http2ProtocolOptions(
@@ -130,10 +153,10 @@ def xds_cluster(host: str, port: int, *, system_resolver: bool) -> cluster_pb2.C
         )
     )
     cluster = cluster_pb2.Cluster(
-        name=XDS_CLUSTER,
+        name=name,
         connect_timeout=seconds(5),
         typed_extension_protocol_options={HTTP_PROTOCOL_OPTIONS: pack(http2)},
-        load_assignment=single_host_assignment(XDS_CLUSTER, host, port),
+        load_assignment=single_host_assignment(name, host, port),
     )
     if _is_ip(host):
         cluster.type = cluster_pb2.Cluster.STATIC

@@ -115,7 +115,7 @@ class KubernetesServer:
         self.config = config
         self.client = client
         self.cache = ObjectCache()
-        self.snapshots = SnapshotCache()
+        self.snapshots = SnapshotCache(config.translate_options.xds_cluster_name)
         self.controller = Controller(
             self.snapshots, kubernetes_build_options(config), config.translate_options
         )

@@ -39,7 +39,7 @@ class ManifestServer:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.directory = ManifestDirectory(config.manifests)
-        self.cache = SnapshotCache()
+        self.cache = SnapshotCache(config.translate_options.xds_cluster_name)
         # The build uses DNS check results exactly when the check runs.
         build_options = dataclasses.replace(
             config.build_options, dns_check=config.dns_check.enabled

@@ -12,7 +12,7 @@ from typing import Protocol
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.xds.client_kind import grpc_group, names_gateway, split_group
 from dragoman.xds.resources import ADS_ORDER, EMPTY_TYPE, Snapshot
-from dragoman.xds.variants import ConfigSources, snapshot_for
+from dragoman.xds.variants import XDS_CLUSTER, ConfigSources, snapshot_for
 from dragoman.xds.wire import forget_versions
 
 # A group with nothing in it: every type present and empty (full-state types delete).
@@ -39,7 +39,10 @@ class SnapshotCache:
     Use it from the event loop's thread (`prepare` runs translations in a worker thread).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, xds_cluster_name: str = XDS_CLUSTER) -> None:
+        # What per-type clients' bootstraps call their cluster for dragoman: the EDS and RDS
+        # config sources they are served name it.
+        self.xds_cluster_name = xds_cluster_name
         self._snapshots: dict[str, Snapshot] = {}
         # The proxyless gRPC clients' snapshots (groups `<group>#grpc`), made on first use:
         # this change's (`_grpc_made`), the groups whose translation failed this change, the
@@ -131,7 +134,10 @@ class SnapshotCache:
         key = (group, sources)
         made = self._variants.get(key)
         if made is None or made[0] is not snapshot:
-            made = self._variants[key] = (snapshot, snapshot_for(snapshot, sources))
+            made = self._variants[key] = (
+                snapshot,
+                snapshot_for(snapshot, sources, self.xds_cluster_name),
+            )
         return made[1]
 
     async def prepare(self, group: str) -> None:

@@ -24,7 +24,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
 )
 
-from dragoman.xds import csds
+from dragoman.xds import csds, dependent_streams
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, is_grpc_client, split_group
 from dragoman.xds.delta import DeltaStream
@@ -126,10 +126,14 @@ class XdsStreams:
         cache: SnapshotCache,
         registry: StreamRegistry,
         callbacks: XdsCallbacks | None = None,
+        dependent_stream_timeout_s: float = dependent_streams.DEFAULT_TIMEOUT_S,
     ) -> None:
         self.cache = cache
         self.registry = registry
         self.callbacks = callbacks if callbacks is not None else XdsCallbacks()
+        self.dependent_streams = dependent_streams.DependentStreamWatch(
+            registry, lambda: cache.xds_cluster_name, dependent_stream_timeout_s
+        )
 
     async def serve(
         self,
@@ -197,6 +201,7 @@ class XdsStreams:
                     with contextlib.suppress(BaseException):
                         await task
             self.registry.close(stream)
+            self.dependent_streams.forget(stream)
             _call(self.callbacks.on_close, stream)
             if stream.identified:
                 logger.info("xDS %s disconnected: %s", _kind(stream), _describe(stream))
@@ -267,6 +272,11 @@ class XdsStreams:
     def _report_events(self, stream: ConnectedStream) -> None:
         for event in stream.protocol.take_events():
             _log_event(stream, event)
+            if isinstance(event, Ack):
+                snapshot = self.cache.snapshot_for(stream.group)
+                self.dependent_streams.on_ack(stream, event.type_url, snapshot)
+            elif isinstance(event, Nack):
+                self.dependent_streams.on_nack(stream, event.message)
             _call(self.callbacks.on_event, stream, event)
 
 
@@ -441,15 +451,18 @@ async def start_xds_server(
     *,
     registry: StreamRegistry | None = None,
     callbacks: XdsCallbacks | None = None,
+    dependent_stream_timeout_s: float = dependent_streams.DEFAULT_TIMEOUT_S,
 ) -> grpc.aio.Server:
     """Serve xDS (ADS and per-type, SotW and delta) and CSDS on `address` ("host:port").
 
     `registry` receives the connected streams (CSDS reports them). Raises XdsAddressError if
     the address is in use or cannot be bound. Stop the server with `await server.stop(grace)`.
+    A per-type client that ACKs clusters (listeners) but opens no EDS (RDS) stream within
+    `dependent_stream_timeout_s` is logged: its bootstrap names dragoman's cluster otherwise.
     """
     server = grpc.aio.server(options=SERVER_OPTIONS)
     registry = registry if registry is not None else StreamRegistry()
-    streams = XdsStreams(cache, registry, callbacks)
+    streams = XdsStreams(cache, registry, callbacks, dependent_stream_timeout_s)
     server.add_generic_rpc_handlers(xds_handlers(streams))
     csds.add_to_server(server, registry)
     try:
