@@ -67,9 +67,10 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 )
 
 from dragoman.envoy.core import ads_config_source, seconds
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.server import XdsCallbacks, bound_port, start_xds_server
 from dragoman.xds.sotw import Ack, StreamEvent
 
@@ -213,7 +214,7 @@ class Result:
 async def run_scenario(scenario: Scenario) -> Result:
     streams = scenario.streams
     type_url = measured_type(scenario.eds)
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     snapshots = [
         bench_snapshot(scenario.clusters, u, scenario.eds) for u in range(scenario.updates + 1)
     ]
@@ -433,7 +434,7 @@ async def grpc_translation(services: int) -> None:
     endpoints_changed = dataclasses.replace(store, endpoint_slices=slices)
     group = grpc_group(ALL_GATEWAYS)
     for mode in ("inline", "off the loop"):
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         controller = Controller(cache)
         controller.update(store)
         for step in ("first", "after one EndpointSlice changed"):

@@ -64,8 +64,8 @@ from dragoman.objects import (
 )
 from dragoman.objects.core import SERVICE_NAME_LABEL
 from dragoman.runtime.controller import cyclic_gc_paused
+from dragoman.snapshots.resources import ENDPOINT, Snapshot
 from dragoman.store import Store
-from dragoman.xds.resources import ENDPOINT, Snapshot
 
 NAMESPACE = "bench"
 GATEWAY = "gw"

@@ -1,9 +1,10 @@
-"""The typed objects a DAG build reads, by kind and `namespace/name`."""
+"""The typed objects a DAG build reads, by kind and `namespace/name`: one field per row of
+the table of kinds (`dragoman.sources.kinds`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from dragoman.objects import (
     BackendTLSPolicy,
@@ -19,6 +20,7 @@ from dragoman.objects import (
     Secret,
     Service,
 )
+from dragoman.sources.kinds import KINDS
 
 NamespacedName = tuple[str, str]
 
@@ -70,17 +72,7 @@ class Store:
         )
 
 
-# The Store field that holds each kind.
-_FIELD_OF_KIND: dict[type, str] = {
-    Service: "services",
-    EndpointSlice: "endpoint_slices",
-    Gateway: "gateways",
-    HTTPRoute: "http_routes",
-    GRPCRoute: "grpc_routes",
-    GatewayClass: "gateway_classes",
-    ReferenceGrant: "reference_grants",
-    Namespace: "namespaces",
-    Secret: "secrets",
-    ConfigMap: "config_maps",
-    BackendTLSPolicy: "backend_tls_policies",
-}
+# The Store field that holds each kind, from the table of kinds.
+_FIELD_OF_KIND: dict[type, str] = {kind.type: kind.store_field for kind in KINDS}
+_missing = set(_FIELD_OF_KIND.values()) ^ {f.name for f in fields(Store)}
+assert not _missing, f"Store fields and dragoman.sources.kinds rows differ: {sorted(_missing)}"

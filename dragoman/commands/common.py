@@ -111,11 +111,12 @@ def server_config(args: argparse.Namespace) -> ServerConfig | None:
 def loaded_store(directory: Path) -> Store:
     """A manifest directory's objects, each error printed to standard error."""
     from dragoman.sources.manifests import ManifestDirectory
+    from dragoman.store import Store
 
     result = ManifestDirectory(directory).load()
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
-    return result.store()
+    return Store.from_objects(result.objects)
 
 
 def checked_build(store: Store, options: BuildOptions, config: ServerConfig) -> Dag:

@@ -88,13 +88,7 @@ def status_document(status: ObjectStatus, store: Store, now: str) -> dict[str, A
 
 
 def _lookup(store: Store, kind: str, namespace: str, name: str) -> Any:
-    by_kind: dict[str, Any] = {
-        "GatewayClass": store.gateway_classes,
-        "Gateway": store.gateways,
-        "HTTPRoute": store.http_routes,
-        "GRPCRoute": store.grpc_routes,
-        "ReferenceGrant": store.reference_grants,
-        "BackendTLSPolicy": store.backend_tls_policies,
-    }
-    objects = by_kind.get(kind)
-    return objects.get((namespace, name)) if objects is not None else None
+    from dragoman.sources.kinds import KINDS_BY_NAME
+
+    known = KINDS_BY_NAME.get(kind)
+    return getattr(store, known.store_field).get((namespace, name)) if known else None

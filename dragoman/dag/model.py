@@ -10,9 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dragoman.objects import ObjectKey
-
-# Node group served to an Envoy whose `node.cluster` names no Gateway: every Gateway.
-ALL_GATEWAYS = ""
+from dragoman.snapshots.resources import ALL_GATEWAYS as ALL_GATEWAYS
 
 # Upstream protocols a cluster speaks. Plain HTTP/1.1 is the default (over TLS: HTTP/2 when
 # the upstream offers it by ALPN, else HTTP/1.1); "h2c" is HTTP/2 over cleartext (GRPCRoute

@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 
 # Every type packed in an Any by the translators: json_format can only expand an Any whose
 # type is registered, and importing a module registers its types.

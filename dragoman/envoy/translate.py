@@ -24,7 +24,7 @@ from dragoman.envoy.endpoints import cluster_load_assignment
 from dragoman.envoy.listeners import listener
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.routes import route_configuration
-from dragoman.xds.resources import (
+from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,

@@ -1,8 +1,5 @@
-"""The kinds dragoman lists and watches, one line each, and how the client reaches them.
-
-A kind is watched only once the parser reads it (`dragoman.sources.parse.parse_object`
-returns a typed object for it): until then its line here costs nothing, not even RBAC.
-"""
+"""The kinds dragoman lists and watches (every row of `dragoman.sources.kinds`), and how the
+client reaches them."""
 
 from __future__ import annotations
 
@@ -11,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.errors import ObjectError
+from dragoman.sources.kinds import KINDS, Kind
 from dragoman.sources.parse import parse_object
 
 
@@ -62,38 +59,21 @@ class WatchedKind:
         )
 
 
-def _builtin(
-    kind: str, group: str, plural: str, api_class: str, stem: str, namespaced: bool = True
-) -> WatchedKind:
-    return WatchedKind(kind, group, ("v1",), plural, namespaced, api_class, stem)
+def watched_kind(kind: Kind) -> WatchedKind:
+    return WatchedKind(
+        kind.kind,
+        kind.group,
+        kind.versions,
+        kind.plural,
+        kind.namespaced,
+        kind.api_class,
+        kind.stem,
+        kind.has_status,
+    )
 
 
-def _gateway_api(
-    kind: str,
-    plural: str,
-    versions: tuple[str, ...],
-    namespaced: bool = True,
-    has_status: bool = True,
-) -> WatchedKind:
-    return WatchedKind(kind, GATEWAY_GROUP, versions, plural, namespaced, has_status=has_status)
-
-
-# Adding a kind is one line here (and a parser for it in dragoman.sources.parse).
-WATCHED_KINDS: tuple[WatchedKind, ...] = (
-    _builtin("Namespace", "", "namespaces", "CoreV1Api", "namespace", namespaced=False),
-    _builtin("Service", "", "services", "CoreV1Api", "service"),
-    _builtin(
-        "EndpointSlice", "discovery.k8s.io", "endpointslices", "DiscoveryV1Api", "endpoint_slice"
-    ),
-    _builtin("Secret", "", "secrets", "CoreV1Api", "secret"),
-    _builtin("ConfigMap", "", "configmaps", "CoreV1Api", "config_map"),
-    _gateway_api("GatewayClass", "gatewayclasses", ("v1", "v1beta1"), namespaced=False),
-    _gateway_api("Gateway", "gateways", ("v1", "v1beta1")),
-    _gateway_api("HTTPRoute", "httproutes", ("v1", "v1beta1")),
-    _gateway_api("GRPCRoute", "grpcroutes", ("v1",)),
-    _gateway_api("ReferenceGrant", "referencegrants", ("v1", "v1beta1"), has_status=False),
-    _gateway_api("BackendTLSPolicy", "backendtlspolicies", ("v1",)),
-)
+# One per row of the table of kinds, in its order.
+WATCHED_KINDS: tuple[WatchedKind, ...] = tuple(watched_kind(kind) for kind in KINDS)
 
 KINDS_BY_NAME: dict[str, WatchedKind] = {kind.kind: kind for kind in WATCHED_KINDS}
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME, BuildOptions
 from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.kubernetes.backoff import Backoff
 from dragoman.kubernetes.cache import CacheChange, LoopSink, ObjectCache, partition_of
 from dragoman.kubernetes.health import HealthServer
@@ -115,7 +116,9 @@ class KubernetesServer:
         self.config = config
         self.client = client
         self.cache = ObjectCache()
-        self.snapshots = SnapshotCache(config.translate_options.xds_cluster_name)
+        self.snapshots = SnapshotCache(
+            per_type=PerTypeConfigSources(config.translate_options.xds_cluster_name)
+        )
         self.controller = Controller(
             self.snapshots, kubernetes_build_options(config), config.translate_options
         )

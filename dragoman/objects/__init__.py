@@ -3,6 +3,8 @@
 Sources turn YAML/JSON into these once, at the boundary; nothing deeper parses dicts.
 """
 
+from typing import ClassVar, Protocol
+
 from dragoman.objects.backend_tls import (
     BackendTLSPolicy,
     CACertificateRef,
@@ -53,19 +55,15 @@ from dragoman.objects.meta import ObjectKey, ObjectMeta
 from dragoman.objects.secrets import ConfigMap, Namespace, Secret
 from dragoman.objects.selector import LabelSelector, LabelSelectorRequirement
 
-KubeObject = (
-    Service
-    | EndpointSlice
-    | Gateway
-    | HTTPRoute
-    | GRPCRoute
-    | GatewayClass
-    | ReferenceGrant
-    | Namespace
-    | Secret
-    | ConfigMap
-    | BackendTLSPolicy
-)
+
+class KubeObject(Protocol):
+    """Any object a source reads. The kinds: `dragoman.sources.kinds.KINDS`."""
+
+    kind: ClassVar[str]
+
+    @property
+    def meta(self) -> ObjectMeta: ...
+
 
 __all__ = [
     "BackendRef",

@@ -21,9 +21,9 @@ from dragoman.envoy.grpc.translate import GrpcSnapshots
 from dragoman.envoy.grpc.variant import grpc_snapshots
 from dragoman.envoy.options import TranslateOptions
 from dragoman.envoy.translate import translate, translate_endpoints
+from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
-from dragoman.xds.resources import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,13 @@ from typing import Any
 
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.sources.watch import watch_directory
+from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.server import start_xds_server
 
@@ -39,7 +41,9 @@ class ManifestServer:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.directory = ManifestDirectory(config.manifests)
-        self.cache = SnapshotCache(config.translate_options.xds_cluster_name)
+        self.cache = SnapshotCache(
+            per_type=PerTypeConfigSources(config.translate_options.xds_cluster_name)
+        )
         # The build uses DNS check results exactly when the check runs.
         build_options = dataclasses.replace(
             config.build_options, dns_check=config.dns_check.enabled
@@ -55,7 +59,7 @@ class ManifestServer:
         for error in sorted(self._reported - errors, key=str):
             log.info("resolved: %s", error)
         self._reported = errors
-        update = self.controller.update(result.store())
+        update = self.controller.update(Store.from_objects(result.objects))
         _log_new_problems(update)
         if update.kind != "unchanged":
             log.info(

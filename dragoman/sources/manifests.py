@@ -19,7 +19,6 @@ from dragoman.sources.errors import ObjectError, SourceError
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.tree import FileStamp, scan_tree
-from dragoman.store import Store
 
 log = logging.getLogger("dragoman.sources")
 
@@ -29,9 +28,6 @@ class LoadResult:
     objects: tuple[KubeObject, ...]  # in file order, then document order; no duplicate keys
     errors: tuple[SourceError, ...]
     files: int  # manifest files found
-
-    def store(self) -> Store:
-        return Store.from_objects(self.objects)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,63 +1,23 @@
 """One decoded manifest document becomes one typed object, or an ObjectError naming every
 problem with its field path.
 
-Only the kinds dragoman reads are parsed; anything else (Namespace, Deployment, a Knative
+Only the kinds in `dragoman.sources.kinds` are parsed; anything else (a Deployment, a Knative
 `Service` in another API group, ...) is not an error: `parse_object` returns None.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dragoman.objects import KubeObject, ObjectMeta
-from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.errors import FieldProblem, ObjectError
 from dragoman.sources.fields import Node, describe
-from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
-from dragoman.sources.parse_backend_tls import parse_backend_tls_policy
-from dragoman.sources.parse_core import parse_endpoint_slice, parse_service
-from dragoman.sources.parse_gateway import parse_gateway
-from dragoman.sources.parse_gateway_class import parse_gateway_class, parse_reference_grant
-from dragoman.sources.parse_grpc_route import parse_grpc_route
-from dragoman.sources.parse_http_route import parse_http_route
-from dragoman.sources.parse_secrets import parse_config_map, parse_namespace, parse_secret
+from dragoman.sources.formats import DNS1123_LABEL, Format
+from dragoman.sources.kinds import KINDS_BY_GROUP_KIND
 
 MAX_INT64 = 2**63 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Kind:
-    versions: tuple[str, ...]
-    name_format: Format
-    parse: Callable[[Node, ObjectMeta], KubeObject]
-    # Cluster-scoped kinds (Namespace, GatewayClass) have no namespace: meta.namespace is "".
-    cluster_scoped: bool = False
-
-
-# (API group, kind) → how to read it. Service names are DNS-1035 labels (they become DNS
-# labels themselves); the other kinds allow DNS-1123 subdomains.
-_KINDS: dict[tuple[str, str], _Kind] = {
-    ("", "Service"): _Kind(("v1",), DNS1035_LABEL, parse_service),
-    ("discovery.k8s.io", "EndpointSlice"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_endpoint_slice),
-    (GATEWAY_GROUP, "Gateway"): _Kind(("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_gateway),
-    (GATEWAY_GROUP, "HTTPRoute"): _Kind(("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_http_route),
-    (GATEWAY_GROUP, "GRPCRoute"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_grpc_route),
-    (GATEWAY_GROUP, "GatewayClass"): _Kind(
-        ("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_gateway_class, cluster_scoped=True
-    ),
-    (GATEWAY_GROUP, "ReferenceGrant"): _Kind(
-        ("v1", "v1beta1"), DNS1123_SUBDOMAIN, parse_reference_grant
-    ),
-    ("", "Namespace"): _Kind(("v1",), DNS1123_LABEL, parse_namespace, cluster_scoped=True),
-    ("", "Secret"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_secret),
-    ("", "ConfigMap"): _Kind(("v1",), DNS1123_SUBDOMAIN, parse_config_map),
-    (GATEWAY_GROUP, "BackendTLSPolicy"): _Kind(
-        ("v1",), DNS1123_SUBDOMAIN, parse_backend_tls_policy
-    ),
-}
 
 
 def parse_object(
@@ -77,16 +37,16 @@ def parse_object(
     group, _, version = api_version.rpartition("/")
     if (group, kind) == ("", "List"):
         raise ObjectError([("kind", "a List cannot be nested inside another List")])
-    known = _KINDS.get((group, kind))
+    known = KINDS_BY_GROUP_KIND.get((group, kind))
     if known is None:
         return None
     if version not in known.versions:
-        supported = ", ".join(f"{group}/{v}" if group else v for v in known.versions)
+        supported = ", ".join(known.api_version(v) for v in known.versions)
         raise ObjectError(
             [("apiVersion", f"expected {supported} for {kind}, got {describe(api_version)}")],
             describe_object(doc, default_namespace),
         )
-    meta = _parse_meta(root, "" if known.cluster_scoped else default_namespace, known.name_format)
+    meta = _parse_meta(root, default_namespace if known.namespaced else "", known.name_format)
     parsed = known.parse(root, meta)
     if problems:
         raise ObjectError(problems, describe_object(doc, default_namespace))
@@ -111,8 +71,8 @@ def describe_object(doc: Mapping[str, Any], default_namespace: str = "default") 
 def _is_cluster_scoped(doc: Mapping[str, Any], kind: str) -> bool:
     api_version = doc.get("apiVersion")
     group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
-    known = _KINDS.get((group, kind))
-    return known is not None and known.cluster_scoped
+    known = KINDS_BY_GROUP_KIND.get((group, kind))
+    return known is not None and not known.namespaced
 
 
 def iter_documents(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
@@ -130,7 +90,7 @@ def iter_documents(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     group = api_version.rpartition("/")[0]
     item_kind = kind.removesuffix("List")
     is_plain_list = (group, kind) == ("", "List")
-    if not is_plain_list and (kind == item_kind or (group, item_kind) not in _KINDS):
+    if not is_plain_list and (kind == item_kind or (group, item_kind) not in KINDS_BY_GROUP_KIND):
         return iter([("", doc)])
     items = doc.get("items")
     if items is None:

@@ -7,12 +7,10 @@ import contextlib
 import gc
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Protocol
 
-from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.snapshots.resources import ADS_ORDER, ALL_GATEWAYS, EMPTY_TYPE, Snapshot
 from dragoman.xds.client_kind import grpc_group, names_gateway, split_group
-from dragoman.xds.resources import ADS_ORDER, EMPTY_TYPE, Snapshot
-from dragoman.xds.variants import XDS_CLUSTER, ConfigSources, snapshot_for
+from dragoman.xds.variants import ConfigSources, GroupSnapshots, PerTypeVariant
 from dragoman.xds.wire import forget_versions
 
 # A group with nothing in it: every type present and empty (full-state types delete).
@@ -24,12 +22,6 @@ UNAVAILABLE = Snapshot()
 logger = logging.getLogger("dragoman.xds")
 
 
-class GroupSnapshots(Protocol):
-    """Snapshots made per node group on demand (the gRPC clients' variant)."""
-
-    def snapshot(self, group: str) -> Snapshot: ...
-
-
 class SnapshotCache:
     """Holds one Snapshot per node group; streams wait on `wait_for_change`.
 
@@ -39,10 +31,10 @@ class SnapshotCache:
     Use it from the event loop's thread (`prepare` runs translations in a worker thread).
     """
 
-    def __init__(self, xds_cluster_name: str = XDS_CLUSTER) -> None:
-        # What per-type clients' bootstraps call their cluster for dragoman: the EDS and RDS
-        # config sources they are served name it.
-        self.xds_cluster_name = xds_cluster_name
+    def __init__(self, per_type: PerTypeVariant | None = None) -> None:
+        """`per_type` makes what clients on per-type streams are served; without it, only
+        ADS clients can be served."""
+        self._per_type = per_type
         self._snapshots: dict[str, Snapshot] = {}
         # The proxyless gRPC clients' snapshots (groups `<group>#grpc`), made on first use:
         # this change's (`_grpc_made`), the groups whose translation failed this change, the
@@ -125,6 +117,11 @@ class SnapshotCache:
         """True when `node_cluster` names a Gateway (`ns/name`) that has no group (yet)."""
         return names_gateway(node_cluster) and node_cluster not in self._snapshots
 
+    @property
+    def per_type_cluster_name(self) -> str | None:
+        """The bootstrap cluster per-type clients are told to fetch EDS and RDS through."""
+        return self._per_type.cluster_name if self._per_type is not None else None
+
     def snapshot_for(self, group: str, sources: ConfigSources = ConfigSources.ADS) -> Snapshot:
         """The group's snapshot as a client fetching EDS/RDS through `sources` must see it."""
         base, grpc = split_group(group)
@@ -134,10 +131,10 @@ class SnapshotCache:
         key = (group, sources)
         made = self._variants.get(key)
         if made is None or made[0] is not snapshot:
-            made = self._variants[key] = (
-                snapshot,
-                snapshot_for(snapshot, sources, self.xds_cluster_name),
-            )
+            if self._per_type is None:
+                raise RuntimeError("this SnapshotCache serves ADS clients only")
+            delta = sources is ConfigSources.PER_TYPE_DELTA
+            made = self._variants[key] = (snapshot, self._per_type.per_type(snapshot, delta=delta))
         return made[1]
 
     async def prepare(self, group: str) -> None:

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from dragoman.snapshots.resources import FULL_STATE_TYPES, Resource, TypeSnapshot, ads_ordered
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.delta_state import DeltaTypeState
-from dragoman.xds.resources import FULL_STATE_TYPES, Resource, TypeSnapshot, ads_ordered
 from dragoman.xds.sotw import Nack, SotwStream, TypeState
 
 

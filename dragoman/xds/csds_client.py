@@ -15,8 +15,8 @@ from envoy.service.status.v3.csds_pb2 import (
     ClientStatusResponse,
 )
 
+from dragoman.snapshots.resources import SHORT_NAMES, ads_ordered
 from dragoman.xds.client_kind import is_grpc_client
-from dragoman.xds.resources import SHORT_NAMES, ads_ordered
 
 
 def fetch_client_status(

@@ -15,6 +15,17 @@ from collections.abc import Iterable
 
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 
+from dragoman.snapshots.references import eds_service_name, route_config_names
+from dragoman.snapshots.resources import (
+    CLUSTER,
+    ENDPOINT,
+    FULL_STATE_TYPES,
+    LISTENER,
+    ROUTE,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
 from dragoman.xds.delta_state import (
     MAX_PENDING,
     UNKNOWN,
@@ -25,17 +36,6 @@ from dragoman.xds.delta_state import (
     shared_diff,
     shared_map_version,
     writable,
-)
-from dragoman.xds.references import eds_service_name, route_config_names
-from dragoman.xds.resources import (
-    CLUSTER,
-    ENDPOINT,
-    FULL_STATE_TYPES,
-    LISTENER,
-    ROUTE,
-    Resource,
-    Snapshot,
-    TypeSnapshot,
 )
 from dragoman.xds.sotw_state import (
     WILDCARD,

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from dragoman.xds.resources import TypeSnapshot
+from dragoman.snapshots.resources import TypeSnapshot
 from dragoman.xds.sotw_state import Nack
 
 # `held` value for a name whose state on the client is unknown: the next response carries

@@ -14,8 +14,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 
 logger = logging.getLogger("dragoman.xds")
 

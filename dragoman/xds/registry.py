@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from envoy.config.core.v3.base_pb2 import Node
 
-from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.snapshots.resources import ALL_GATEWAYS
 from dragoman.xds.client_status import ResourceStatus, resource_statuses
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.delta_state import DeltaTypeState

@@ -24,12 +24,12 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
 )
 
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES, Snapshot
 from dragoman.xds import csds, dependent_streams
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, is_grpc_client, split_group
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES, Snapshot
 from dragoman.xds.sotw import Ack, Nack, SotwStream, StaleRequest, StreamError, StreamEvent
 from dragoman.xds.variants import ConfigSources
 from dragoman.xds.wire import DeltaResponse, Response, SotwResponse, serialize
@@ -132,7 +132,7 @@ class XdsStreams:
         self.registry = registry
         self.callbacks = callbacks if callbacks is not None else XdsCallbacks()
         self.dependent_streams = dependent_streams.DependentStreamWatch(
-            registry, lambda: cache.xds_cluster_name, dependent_stream_timeout_s
+            registry, lambda: cache.per_type_cluster_name or "?", dependent_stream_timeout_s
         )
 
     async def serve(

@@ -13,8 +13,8 @@ from collections.abc import Collection, Iterable, Mapping
 
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
-from dragoman.xds.references import eds_service_name, route_config_names
-from dragoman.xds.resources import (
+from dragoman.snapshots.references import eds_service_name, route_config_names
+from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     FULL_STATE_TYPES,

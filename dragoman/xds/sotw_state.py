@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
-from dragoman.xds.resources import Resource, TypeSnapshot
+from dragoman.snapshots.resources import Resource, TypeSnapshot
 
 WILDCARD = "*"
 

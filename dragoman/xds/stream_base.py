@@ -9,8 +9,8 @@ from typing import Generic, TypeVar
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
+from dragoman.snapshots.resources import Snapshot, TypeSnapshot, ads_ordered
 from dragoman.xds.client_kind import is_grpc_client
-from dragoman.xds.resources import Snapshot, TypeSnapshot, ads_ordered
 from dragoman.xds.sotw_state import MissingTypeUrl, StreamEvent, WrongTypeUrl
 
 S = TypeVar("S")  # what the protocol remembers per type

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse, DiscoveryResponse
 
+from dragoman.snapshots.resources import Resource
 from dragoman.xds.lru import SizedLru
-from dragoman.xds.resources import Resource
 
 # Field numbers shared by DiscoveryResponse and DeltaDiscoveryResponse.
 _VERSION = 1  # version_info / system_version_info

@@ -10,6 +10,7 @@ import pytest
 from dragoman.dag.build import build
 from dragoman.objects import ObjectKey
 from dragoman.sources.manifests import ManifestDirectory
+from dragoman.store import Store
 
 ROUTE = """
 apiVersion: gateway.networking.k8s.io/v1
@@ -56,7 +57,7 @@ def test_unsafe_external_name_is_refused_on_the_route_with_its_reason(
     result = ManifestDirectory(tmp_path).load()
     assert result.errors == ()  # the Service itself is a valid object
 
-    dag = build(result.store())
+    dag = build(Store.from_objects(result.objects))
 
     assert dag.clusters == {}
     [problem] = [p for p in dag.problems if p.object == ObjectKey("HTTPRoute", "default", "r")]

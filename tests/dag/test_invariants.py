@@ -9,8 +9,8 @@ from dragoman.dag.build import build
 from dragoman.dag.frontends.node_groups import SHADOWED_LISTENER
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy import translate
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER
 from dragoman.store import Store
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER
 from tests.support.certificates import certificate_authority
 from tests.support.dag_invariants import invariant_violations
 from tests.support.feature_manifests import (

@@ -22,8 +22,8 @@ from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
 from dragoman.envoy.bootstrap import XdsTransport, bootstrap_yaml
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.csds_client import fetch_client_status
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from tests.support.harness import DragomanProcess, free_port, rejected_updates, write_manifest
 
 EXTERNAL_HOST = "api.transports.test"

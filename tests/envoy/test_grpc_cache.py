@@ -12,9 +12,10 @@ import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import CLUSTER, LISTENER, Snapshot
 from dragoman.xds.cache import UNAVAILABLE, SnapshotCache
 from dragoman.xds.client_kind import grpc_group
-from dragoman.xds.resources import CLUSTER, LISTENER, Snapshot
 from dragoman.xds.sotw import SotwStream
 from tests.support.xds_builders import ack, eds_cluster, listener, names_in, request, snapshot
 
@@ -51,7 +52,7 @@ def test_a_failing_translation_keeps_the_last_good_snapshot_and_is_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     good = grpc_view()
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     cache.set_snapshots({ALL_GATEWAYS: snapshot()}, grpc=Translation(good))
     assert cache.snapshot_for(GRPC) is good
     broken = Translation()
@@ -69,7 +70,7 @@ def test_a_failing_translation_keeps_the_last_good_snapshot_and_is_logged_once(
 
 
 def test_a_failing_translation_pushes_nothing_to_connected_grpc_clients() -> None:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     cache.set_snapshots({ALL_GATEWAYS: snapshot()}, grpc=Translation(grpc_view()))
     stream = SotwStream()
     lds = stream.on_request(request(LISTENER, [TARGET], node=GRPC_NODE), cache.snapshot_for(GRPC))
@@ -80,7 +81,7 @@ def test_a_failing_translation_pushes_nothing_to_connected_grpc_clients() -> Non
 
 
 def test_a_translation_that_never_worked_serves_nothing_not_an_empty_listener_set() -> None:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     cache.set_snapshots({ALL_GATEWAYS: snapshot()}, grpc=Translation())
     assert cache.snapshot_for(GRPC) is UNAVAILABLE
     stream = SotwStream()
@@ -94,7 +95,7 @@ def test_prepare_translates_off_the_event_loop_once_for_every_waiting_stream() -
     async def scenario() -> None:
         made = grpc_view()
         translation = Translation(made, delay=0.3)
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: snapshot()}, grpc=translation)
         ticks = 0
 
@@ -121,7 +122,7 @@ def test_prepare_translates_off_the_event_loop_once_for_every_waiting_stream() -
 def test_prepare_made_for_replaced_snapshots_is_done_again_for_the_new_ones() -> None:
     async def scenario() -> None:
         old = Translation(grpc_view(), delay=0.2)
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: snapshot()}, grpc=old)
         waiting = asyncio.ensure_future(cache.prepare(GRPC))
         await asyncio.sleep(0.05)

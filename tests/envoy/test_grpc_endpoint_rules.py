@@ -20,7 +20,7 @@ import pytest
 from envoy.config.core.v3 import health_check_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 
-from dragoman.xds.resources import ENDPOINT
+from dragoman.snapshots.resources import ENDPOINT
 from tests.support.proxyless import decoded, grpc_snapshot, serving
 
 UINT32_MAX = (1 << 32) - 1

@@ -26,10 +26,11 @@ from dragoman.dag.model import (
 from dragoman.envoy.grpc.clients import grpc_route, grpc_route_configuration
 from dragoman.envoy.grpc.targets import NO_SERVICE_TARGETS, ApiListener, ServiceTargets
 from dragoman.envoy.grpc.translate import GrpcSnapshots
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.objects import ObjectKey
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.client_kind import grpc_group, is_grpc_client, split_group
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.envoy.test_deprecated import problems_in
 from tests.support.proxyless import (
     API,
@@ -370,7 +371,7 @@ def test_endpoint_changes_take_the_fast_path_to_grpc_clients_too() -> None:
 
 
 def test_without_a_grpc_translation_grpc_clients_get_the_group_as_it_is() -> None:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     plain = Snapshot()
     cache.set_snapshots({ALL_GATEWAYS: plain})
     assert cache.snapshot_for(cache.group_for("", grpc=True)) is plain

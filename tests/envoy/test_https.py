@@ -23,7 +23,7 @@ from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.render import REDACTED, render_yaml
 from dragoman.envoy.yaml_text import dump_yaml
 from dragoman.objects import Secret
-from dragoman.xds.resources import CLUSTER, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import CLUSTER, LISTENER, ROUTE, Snapshot
 from tests.envoy.test_deprecated import problems_in
 from tests.support.certificates import certificate_authority
 from tests.support.envoy_dags import envoy_binary, messages

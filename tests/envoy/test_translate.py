@@ -41,7 +41,7 @@ from dragoman.envoy.endpoints import cluster_load_assignment
 from dragoman.envoy.listeners import listener
 from dragoman.envoy.routes import INVALID_BACKEND_CLUSTER, route
 from dragoman.objects import ObjectKey
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 
 WEB = ObjectKey("Service", "default", "web")
 EXT = ObjectKey("Service", "default", "ext")

@@ -19,7 +19,7 @@ from dragoman.envoy import TranslateOptions, translate
 from dragoman.envoy.clusters import HTTP_PROTOCOL_OPTIONS
 from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
-from dragoman.xds.resources import CLUSTER
+from dragoman.snapshots.resources import CLUSTER
 from tests.envoy.test_validate import translated_bootstrap, validate
 from tests.support.certificates import certificate_authority
 from tests.support.envoy_dags import envoy_binary, messages

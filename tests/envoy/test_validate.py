@@ -13,7 +13,7 @@ from dragoman.envoy import TranslateOptions, translate
 from dragoman.envoy.bootstrap import bootstrap_config
 from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.support.envoy_dags import envoy_binary, every_kind_of_dag, messages, with_inline_routes
 from tests.support.feature_manifests import every_feature_dag, every_feature_dag_with_dns_check
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.objects import (
     BackendRef,
     Endpoint,
@@ -21,9 +22,9 @@ from dragoman.objects import (
     ServicePort,
 )
 from dragoman.runtime.controller import Controller
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 
 
 def _slice(service: str, *addresses: str, name: str | None = None) -> EndpointSlice:
@@ -61,7 +62,7 @@ def _store(*slices: EndpointSlice, route_path_services: tuple[str, ...] = ("a", 
 
 
 def test_first_update_is_a_full_build_published_to_the_cache() -> None:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     result = Controller(cache).update(_store(_slice("a", "10.0.0.1"), _slice("b", "10.0.0.2")))
     assert result.kind == "full"
     snapshot = cache.snapshot_for(ALL_GATEWAYS)
@@ -72,7 +73,7 @@ def test_first_update_is_a_full_build_published_to_the_cache() -> None:
 
 
 def test_equal_store_changes_nothing() -> None:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     controller = Controller(cache)
     controller.update(_store(_slice("a", "10.0.0.1")))
     generation = cache.generation
@@ -82,7 +83,7 @@ def test_equal_store_changes_nothing() -> None:
 
 
 def test_endpoint_only_change_takes_the_fast_path_and_touches_one_cla() -> None:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     controller = Controller(cache)
     controller.update(_store(_slice("a", "10.0.0.1"), _slice("b", "10.0.0.2")))
     before = cache.snapshot_for(ALL_GATEWAYS)
@@ -98,7 +99,7 @@ def test_endpoint_only_change_takes_the_fast_path_and_touches_one_cla() -> None:
 
 
 def test_configuration_change_rebuilds_and_reports_new_problems_once() -> None:
-    controller = Controller(SnapshotCache())
+    controller = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
     store = _store(_slice("a", "10.0.0.1"), route_path_services=("a",))
     controller.update(store)
     broken = dataclasses.replace(

@@ -18,6 +18,7 @@ from dragoman.dag.build import build
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_check import DnsObservation
 from dragoman.demo.dns import DnsResponder
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop, DnsResolver, Resolution
 from dragoman.runtime.server_config import DnsCheckSettings
@@ -228,7 +229,9 @@ def test_the_loop_serves_checked_addresses_and_refuses_a_rebinding(
     responder: DnsResponder,
 ) -> None:
     clock = Clock()
-    controller = Controller(SnapshotCache(), BuildOptions(dns_check=True))
+    controller = Controller(
+        SnapshotCache(per_type=PerTypeConfigSources()), BuildOptions(dns_check=True)
+    )
     controller.update(store())
     assert controller.dag is not None
     assert controller.dag.clusters == {}  # not checked yet: not served
@@ -330,7 +333,9 @@ def test_a_configured_grace_bounds_how_long_accepted_addresses_stay() -> None:
 
 
 def test_the_loop_stops_when_asked() -> None:
-    controller = Controller(SnapshotCache(), BuildOptions(dns_check=True))
+    controller = Controller(
+        SnapshotCache(per_type=PerTypeConfigSources()), BuildOptions(dns_check=True)
+    )
     controller.update(store())
     loop = DnsCheckLoop(controller, DnsChecker(settings(), FakeResolve(), Clock()))
 

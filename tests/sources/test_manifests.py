@@ -16,6 +16,7 @@ from dragoman.objects import EndpointSlice, HTTPRoute, ObjectKey, Service
 from dragoman.sources import manifests, tree
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
+from dragoman.store import Store
 
 GW = "gateway.networking.k8s.io/v1"
 
@@ -72,7 +73,7 @@ def test_loads_every_manifest_file_below_the_directory_in_sorted_order(tmp_path:
         "Service/default/b",
         "EndpointSlice/default/b-1",
     ]
-    store = result.store()
+    store = Store.from_objects(result.objects)
     assert set(store.services) == {("default", "ayx"), ("default", "az"), ("default", "b")}
     assert [s.meta.name for s in store.slices_of("default", "b")] == ["b-1"]
 
@@ -201,7 +202,7 @@ def test_duplicate_object_first_in_path_order_wins(tmp_path: Path) -> None:
         "Service/default/other",
         "Service/shop/web",
     ]
-    web = result.store().services[("default", "web")]
+    web = Store.from_objects(result.objects).services[("default", "web")]
     assert web.ports[0].port == 80
     assert [str(e) for e in result.errors] == [
         "b.yaml#2 Service/default/web: already defined at a/web.yaml#1; the first definition wins"
@@ -358,7 +359,7 @@ def test_unchanged_files_are_not_parsed_again(
     web.write_text(service("web", port=8080))
     third = directory.load()
     assert counter.take() == ["web"]
-    assert third.store().services[("default", "web")].ports[0].port == 8080
+    assert Store.from_objects(third.objects).services[("default", "web")].ports[0].port == 8080
 
     os.replace(web, tmp_path / "renamed.yaml")  # same inode, new path: parsed under its name
     fourth = directory.load()
@@ -380,7 +381,7 @@ def test_load_result_store_indexes_by_kind(tmp_path: Path) -> None:
         + "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"
         + "metadata: {name: web-1}\naddressType: FQDN\nendpoints: [{addresses: [a.example]}]\n",
     )
-    store = ManifestDirectory(tmp_path).load().store()
+    store = Store.from_objects(ManifestDirectory(tmp_path).load().objects)
     assert isinstance(store.services[("default", "web")], Service)
     assert isinstance(store.http_routes[("default", "web")], HTTPRoute)
     assert isinstance(store.endpoint_slices[("default", "web-1")], EndpointSlice)

@@ -41,7 +41,7 @@ from dragoman.dag.model import (
 from dragoman.envoy.core import pack
 from dragoman.envoy.render import SECTIONS
 from dragoman.objects import ObjectKey
-from dragoman.xds.resources import Snapshot
+from dragoman.snapshots.resources import Snapshot
 
 # Where validation copies of listeners go, so they never share an address with the originals.
 INLINE_PORT_OFFSET = 10000

@@ -5,11 +5,12 @@ from __future__ import annotations
 from envoy.config.core.v3.base_pb2 import Node
 from google.protobuf.message import Message
 
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.envoy.render import SECTIONS
 from dragoman.runtime.controller import Controller
+from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.resources import Snapshot
 from tests.support.status_builds import objects
 
 # What grpcio 1.85 sends (logged from a real client), and what Envoy sends.
@@ -120,7 +121,7 @@ spec:
 
 
 def serving(*texts: str) -> tuple[Controller, SnapshotCache]:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     controller = Controller(cache)
     controller.update(store_of(*texts))
     return controller, cache

@@ -33,7 +33,8 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 from google.protobuf.any_pb2 import Any
 from google.rpc.status_pb2 import Status
 
-from dragoman.xds.resources import (
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,
@@ -42,6 +43,7 @@ from dragoman.xds.resources import (
     Snapshot,
     TypeSnapshot,
 )
+from dragoman.xds.variants import ConfigSources
 from dragoman.xds.wire import DeltaResponse, SotwResponse
 
 
@@ -221,3 +223,14 @@ def delta_nack(response: DeltaResponse, error: str) -> DeltaDiscoveryRequest:
 def versions_in(response: DeltaResponse) -> dict[str, str]:
     """name -> version of the resources a delta response carries, from its bytes."""
     return {r.name: r.version for r in response.message().resources}
+
+
+# One per test process, as one per server: the per-type rewrites it remembers are shared.
+_PER_TYPE = PerTypeConfigSources()
+
+
+def per_type_snapshot(snapshot: Snapshot, sources: ConfigSources) -> Snapshot:
+    """`snapshot` as a client whose streams fetch through `sources` is served it."""
+    if sources is ConfigSources.ADS:
+        return snapshot
+    return _PER_TYPE.per_type(snapshot, delta=sources is ConfigSources.PER_TYPE_DELTA)

@@ -28,9 +28,9 @@ from envoy.service.listener.v3 import lds_pb2_grpc
 from envoy.service.route.v3 import rds_pb2_grpc
 from google.rpc.status_pb2 import Status
 
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.server import XdsCallbacks, bound_port, start_xds_server
 from tests.support.xds_builders import packed_name
 

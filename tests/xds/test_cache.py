@@ -7,13 +7,14 @@ import asyncio
 import pytest
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import CLUSTER
 from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.resources import CLUSTER
 from tests.support.xds_builders import eds_cluster, snapshot
 
 
 def test_node_naming_a_gateway_gets_that_group_alone_and_nothing_while_it_is_missing() -> None:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     everything = snapshot(clusters=[eds_cluster("a"), eds_cluster("b")])
     cache.set_snapshots({ALL_GATEWAYS: everything})
     # Dedicated to a Gateway that does not exist (yet): an empty group, never everything.
@@ -37,12 +38,18 @@ def test_only_a_node_cluster_not_naming_a_gateway_selects_every_gateway(node_clu
 
 
 def test_unknown_group_gets_an_empty_snapshot() -> None:
-    assert SnapshotCache().snapshot_for("nope").of_type(CLUSTER).resources == {}
+    assert (
+        SnapshotCache(per_type=PerTypeConfigSources())
+        .snapshot_for("nope")
+        .of_type(CLUSTER)
+        .resources
+        == {}
+    )
 
 
 def test_every_waiter_wakes_once_per_change() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         assert not cache.ready
         waiters = [asyncio.ensure_future(cache.wait_for_change(0)) for _ in range(100)]
         ready = asyncio.ensure_future(cache.wait_ready())
@@ -61,7 +68,7 @@ def test_every_waiter_wakes_once_per_change() -> None:
 
 def test_set_snapshot_replaces_one_group_and_wakes_streams() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         everything = snapshot(clusters=[eds_cluster("a")])
         cache.set_snapshots({ALL_GATEWAYS: everything})
         waiter = asyncio.ensure_future(cache.wait_for_change(cache.generation))

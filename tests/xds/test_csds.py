@@ -22,12 +22,13 @@ from envoy.type.matcher.v3.string_pb2 import StringMatcher
 
 from dragoman import cli
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Snapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.client_status import ClientStatus, resource_statuses
 from dragoman.xds.client_status import ConfigStatus as ClientConfigStatus
 from dragoman.xds.csds_client import client_rows, format_table
 from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, Snapshot
 from dragoman.xds.sotw import SotwStream
 from tests.support.xds_builders import (
     ack,
@@ -55,7 +56,7 @@ def base() -> Snapshot:
 
 
 def cache_with(snap: Snapshot) -> SnapshotCache:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     cache.set_snapshots({ALL_GATEWAYS: snap})
     return cache
 

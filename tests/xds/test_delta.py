@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.delta import DeltaStream
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.sotw_state import Ack, MissingTypeUrl, Nack, StaleRequest, WrongTypeUrl
 from dragoman.xds.wire import DeltaResponse
 from tests.support.xds_builders import (

@@ -14,9 +14,10 @@ from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.server import bound_port, start_xds_server
 from dragoman.xds.variants import ConfigSources
 from tests.support.xds_builders import eds_cluster, endpoints, listener, routes, snapshot
@@ -31,7 +32,7 @@ def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 
 def served() -> SnapshotCache:
-    cache = SnapshotCache(xds_cluster_name="xds_cluster")
+    cache = SnapshotCache(per_type=PerTypeConfigSources("xds_cluster"))
     cache.set_snapshots(
         {
             ALL_GATEWAYS: snapshot(

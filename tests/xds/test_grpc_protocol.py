@@ -12,10 +12,11 @@ from envoy.service.status.v3 import csds_pb2_grpc
 from envoy.service.status.v3.csds_pb2 import ClientStatusRequest, ClientStatusResponse
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.csds_client import client_rows
 from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.support.proxyless import (
     API,
     ENVOY_NODE,
@@ -198,7 +199,7 @@ def test_a_failing_grpc_translation_pushes_no_empty_listener_set() -> None:
     async def scenario() -> None:
         target = "svc.default.svc.cluster.local:80"
         good = snapshot(listeners=[listener(target, target)])
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: snapshot()}, grpc=_Translation(good))
         async with xds_endpoint(cache) as (_, channel):
             client = XdsClient(channel, GRPC_NODE)

@@ -20,15 +20,23 @@ from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.references import route_config_names
+from dragoman.snapshots.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
 from dragoman.xds import wire
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.lru import SizedLru
-from dragoman.xds.references import route_config_names
 from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.sotw import SotwStream
-from dragoman.xds.variants import ConfigSources, snapshot_for
+from dragoman.xds.variants import ConfigSources
 from tests.support.xds_builders import (
     ack,
     delta_ack,
@@ -36,6 +44,7 @@ from tests.support.xds_builders import (
     eds_cluster,
     endpoints,
     listener,
+    per_type_snapshot,
     request,
     snapshot,
 )
@@ -111,7 +120,7 @@ def test_memory_per_idle_grpc_stream_is_small() -> None:
     """The whole Python side of a served stream: state machine, tasks, gRPC call objects."""
 
     async def scenario() -> float:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: many_clusters()})
         registry = StreamRegistry()
         async with xds_channel(cache, registry=registry) as channel:
@@ -215,7 +224,7 @@ def test_bodies_of_versions_no_longer_served_are_let_go() -> None:
         changed[update % CLUSTERS] = eds_cluster(f"c{update % CLUSTERS:04d}", timeout_s=update + 2)
         return snapshot(clusters=changed)
 
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     cache.set_snapshots({ALL_GATEWAYS: version(0)})
     stream = SotwStream()
     (cds,) = stream.on_request(
@@ -264,7 +273,7 @@ def test_parsed_references_and_per_type_rewrites_keep_no_old_bodies() -> None:
             resource = big_listener(index)
             assert route_config_names(resource) == {f"routes-{index}"}
             served = Snapshot(types={LISTENER: TypeSnapshot.of([resource])})
-            rewritten = snapshot_for(served, ConfigSources.PER_TYPE_SOTW)
+            rewritten = per_type_snapshot(served, ConfigSources.PER_TYPE_SOTW)
             assert rewritten.of_type(LISTENER).resources[resource.name] is not resource
 
     size = len(big_listener(0).body)

@@ -19,13 +19,14 @@ from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.server import XdsCallbacks
 from dragoman.xds.sotw import Ack, Nack, SotwStream
-from dragoman.xds.variants import ConfigSources, snapshot_for
+from dragoman.xds.variants import ConfigSources
 from dragoman.xds.wire import Response
 from tests.support.xds_builders import (
     delta_request,
@@ -33,6 +34,7 @@ from tests.support.xds_builders import (
     endpoints,
     listener,
     names_in,
+    per_type_snapshot,
     request,
     routes,
     snapshot,
@@ -58,7 +60,7 @@ def base() -> Snapshot:
 
 
 def cache_with(snap: Snapshot) -> SnapshotCache:
-    cache = SnapshotCache()
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
     cache.set_snapshots({ALL_GATEWAYS: snap})
     return cache
 
@@ -348,7 +350,7 @@ def test_concurrent_snapshot_sets_converge(delta: bool) -> None:
 @PROTOCOLS
 def test_snapshot_groups_per_node_cluster(delta: bool) -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots(
             {
                 ALL_GATEWAYS: snapshot(clusters=[eds_cluster("a"), eds_cluster("b")]),
@@ -588,7 +590,7 @@ def test_lds_cds_update_of_one_resource(delta: bool) -> None:
             assert received.names == (["b"] if delta else ["a", "b"])
             # A per-type client gets clusters whose EDS config source is a per-type stream.
             sources = ConfigSources.PER_TYPE_DELTA if delta else ConfigSources.PER_TYPE_SOTW
-            served = snapshot_for(changed, sources)
+            served = per_type_snapshot(changed, sources)
             assert received.resources["b"] == digest(served, CLUSTER, "b")
             assert digest(served, CLUSTER, "b") != digest(changed, CLUSTER, "b")
             client.cancel()

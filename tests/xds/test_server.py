@@ -20,9 +20,10 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 )
 
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, Snapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, Snapshot
 from dragoman.xds.server import XdsAddressError, bound_port, start_xds_server
 from tests.support.xds_builders import (
     ack,
@@ -94,7 +95,7 @@ def ads(channel: grpc.aio.Channel) -> grpc.aio.StreamStreamCall:
 
 def test_ads_initial_request_gets_nonce_version_and_resources() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         snap = first_snapshot()
         cache.set_snapshots({ALL_GATEWAYS: snap})
         async with serving(cache) as (_, registry, channel):
@@ -119,7 +120,7 @@ def test_ads_initial_request_gets_nonce_version_and_resources() -> None:
 
 def test_ads_ack_gets_no_response_and_is_recorded() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: with_clusters("a")})
         async with serving(cache) as (_, registry, channel):
             call = ads(channel)
@@ -139,7 +140,7 @@ def test_ads_ack_gets_no_response_and_is_recorded() -> None:
 
 def test_set_snapshots_pushes_update_without_client_request() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: first_snapshot()})
         async with serving(cache) as (_, _, channel):
             call = ads(channel)
@@ -159,7 +160,7 @@ def test_set_snapshots_pushes_update_without_client_request() -> None:
 
 def test_nack_is_logged_and_rejected_content_not_resent(caplog: pytest.LogCaptureFixture) -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: with_clusters("a")})
         async with serving(cache) as (_, registry, channel):
             call = ads(channel)
@@ -187,7 +188,7 @@ def test_nack_is_logged_and_rejected_content_not_resent(caplog: pytest.LogCaptur
 
 def test_ads_empty_type_url_is_invalid_argument() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: first_snapshot()})
         async with serving(cache) as (_, registry, channel):
             call = ads(channel)
@@ -203,7 +204,7 @@ def test_ads_empty_type_url_is_invalid_argument() -> None:
 
 def test_client_disconnect_cleans_up_registry(caplog: pytest.LogCaptureFixture) -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: first_snapshot()})
         async with serving(cache) as (_, registry, channel):
             call = ads(channel)
@@ -231,7 +232,7 @@ def test_client_disconnect_cleans_up_registry(caplog: pytest.LogCaptureFixture) 
 
 def test_server_stop_ends_open_streams_cleanly(caplog: pytest.LogCaptureFixture) -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: first_snapshot()})
         registry = StreamRegistry()
         server = await start_xds_server(cache, "127.0.0.1:0", registry=registry)
@@ -253,7 +254,7 @@ def test_server_stop_ends_open_streams_cleanly(caplog: pytest.LogCaptureFixture)
 
 def test_per_type_cluster_stream_serves_and_pushes() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: with_clusters("a")})
         async with serving(cache) as (_, registry, channel):
             call = cds_pb2_grpc.ClusterDiscoveryServiceStub(channel).StreamClusters()
@@ -275,7 +276,7 @@ def test_per_type_cluster_stream_serves_and_pushes() -> None:
 
 def test_stream_waits_for_the_first_snapshot() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         async with serving(cache) as (_, _, channel):
             call = ads(channel)
             await call.write(request(CLUSTER, node=NODE))
@@ -293,7 +294,7 @@ def test_node_naming_a_missing_gateway_gets_nothing_until_it_appears(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: with_clusters("a", "b")})
         async with serving(cache) as (_, registry, channel):
             call = ads(channel)
@@ -324,7 +325,7 @@ def test_node_naming_a_missing_gateway_gets_nothing_until_it_appears(
 
 def test_delta_ads_serves_and_pushes() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: with_clusters("a")})
         async with serving(cache) as (_, registry, channel):
             stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
@@ -348,7 +349,7 @@ def test_delta_ads_serves_and_pushes() -> None:
 
 def test_fetch_is_unimplemented_with_a_clear_message() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: first_snapshot()})
         async with serving(cache) as (_, _, channel):
             stub = cds_pb2_grpc.ClusterDiscoveryServiceStub(channel)
@@ -362,7 +363,7 @@ def test_fetch_is_unimplemented_with_a_clear_message() -> None:
 
 def test_address_in_use_is_a_clear_error() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         server = await start_xds_server(cache, "127.0.0.1:0")
         try:
             with pytest.raises(XdsAddressError, match="in use"):
@@ -377,7 +378,7 @@ def test_quiet_stream_survives_client_keepalive_pings() -> None:
     # Envoy pings its xDS connection; gRPC's default server policy would answer an idle
     # stream's pings with a "too_many_pings" GOAWAY after about five of them.
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: with_clusters("a")})
         server = await start_xds_server(cache, "127.0.0.1:0")
         pinging = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.sotw import (
     Ack,
     MissingTypeUrl,

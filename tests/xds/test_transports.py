@@ -19,10 +19,11 @@ from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy import translate
 from dragoman.envoy.bootstrap import XDS_CLUSTER, bootstrap_config, bootstrap_message
 from dragoman.envoy.json_mapping import to_json_mapping
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.envoy.yaml_text import dump_yaml
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
-from dragoman.xds.variants import ConfigSources, snapshot_for
+from dragoman.xds.variants import ConfigSources
 from tests.envoy.test_deprecated import problems_in
 from tests.envoy.test_validate import validate
 from tests.support.envoy_dags import envoy_binary, every_kind_of_dag
@@ -31,6 +32,7 @@ from tests.support.xds_builders import (
     eds_cluster,
     endpoints,
     listener,
+    per_type_snapshot,
     routes,
     snapshot,
 )
@@ -151,7 +153,7 @@ def test_per_type_clients_get_eds_config_sources_on_their_own_streams(
         listeners=[listener("http", "routes-http")],
         route_configs=[routes("routes-http", "a")],
     )
-    served = snapshot_for(original, sources)
+    served = per_type_snapshot(original, sources)
     clusters = served.of_type(CLUSTER).resources
     eds = Cluster.FromString(clusters["a"].body)
     assert to_json_mapping(eds.eds_cluster_config.eds_config) == per_type_source(api_type)
@@ -161,7 +163,7 @@ def test_per_type_clients_get_eds_config_sources_on_their_own_streams(
         assert served.of_type(type_url) is original.of_type(type_url)
     # Versions stay content hashes of what is actually sent.
     assert served.of_type(CLUSTER).version != original.of_type(CLUSTER).version
-    assert snapshot_for(original, sources).of_type(CLUSTER) is served.of_type(CLUSTER)
+    assert per_type_snapshot(original, sources).of_type(CLUSTER) is served.of_type(CLUSTER)
 
 
 @PER_TYPE
@@ -169,7 +171,7 @@ def test_per_type_clients_get_rds_config_sources_on_their_own_streams(
     sources: ConfigSources, api_type: str
 ) -> None:
     original = snapshot(listeners=[listener("http", "routes-http")])
-    served = snapshot_for(original, sources)
+    served = per_type_snapshot(original, sources)
     body = served.of_type(LISTENER).resources["http"].body
     chain = Listener.FromString(body).filter_chains[0]
     manager = hcm.HttpConnectionManager.FromString(chain.filters[0].typed_config.value)
@@ -178,8 +180,24 @@ def test_per_type_clients_get_rds_config_sources_on_their_own_streams(
 
 
 def test_ads_clients_get_the_snapshot_as_translated() -> None:
-    original = snapshot(clusters=[eds_cluster("a")])
-    assert snapshot_for(original, ConfigSources.ADS) is original
+    async def scenario() -> None:
+        original = snapshot(clusters=[eds_cluster("a")])
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
+        cache.set_snapshots({ALL_GATEWAYS: original})
+        assert cache.snapshot_for(ALL_GATEWAYS, ConfigSources.ADS) is original
+        assert cache.snapshot_for(ALL_GATEWAYS) is original
+
+    asyncio.run(scenario())
+
+
+def test_a_cache_without_a_per_type_variant_refuses_per_type_clients() -> None:
+    async def scenario() -> None:
+        cache = SnapshotCache()
+        cache.set_snapshots({ALL_GATEWAYS: snapshot(clusters=[eds_cluster("a")])})
+        with pytest.raises(RuntimeError, match="ADS clients only"):
+            cache.snapshot_for(ALL_GATEWAYS, ConfigSources.PER_TYPE_SOTW)
+
+    asyncio.run(scenario())
 
 
 @PER_TYPE
@@ -192,7 +210,7 @@ def test_per_type_translated_resources_have_nothing_deprecated_and_envoy_accepts
 
     classes = {CLUSTER: Cluster, ENDPOINT: ClusterLoadAssignment}
     for group, translated in translate(every_kind_of_dag()).items():
-        served = snapshot_for(translated, sources)
+        served = per_type_snapshot(translated, sources)
         config = bootstrap_config(
             "127.0.0.1:18000",
             node_id="e",
@@ -217,7 +235,7 @@ def test_per_type_translated_resources_have_nothing_deprecated_and_envoy_accepts
 
 def test_cache_makes_each_variant_once_per_snapshot() -> None:
     async def scenario() -> None:
-        cache = SnapshotCache()
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: snapshot(clusters=[eds_cluster("a")])})
         first = cache.snapshot_for(ALL_GATEWAYS, ConfigSources.PER_TYPE_SOTW)
         assert cache.snapshot_for(ALL_GATEWAYS, ConfigSources.PER_TYPE_SOTW) is first

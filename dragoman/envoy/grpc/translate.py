@@ -33,7 +33,7 @@ from dragoman.envoy.grpc.clients import (
 from dragoman.envoy.grpc.targets import ApiListener, ServiceTargets, group_targets
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.translate import LoadAssignmentResource, is_eds
-from dragoman.xds.resources import (
+from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,

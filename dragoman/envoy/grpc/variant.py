@@ -16,8 +16,8 @@ from dragoman.envoy.grpc.targets import (
 )
 from dragoman.envoy.grpc.translate import GrpcSnapshots
 from dragoman.envoy.options import TranslateOptions
+from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
-from dragoman.xds.resources import Snapshot
 
 
 def grpc_snapshots(

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from google.protobuf.any_pb2 import Any
 from google.protobuf.message import Message
 
+# Node group served to an Envoy whose `node.cluster` names no Gateway: every Gateway. The DAG
+# builds it; serving falls back to it.
+ALL_GATEWAYS = ""
+
 CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 ENDPOINT = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"

@@ -21,7 +21,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from google.protobuf.any_pb2 import Any
 from google.protobuf.message import DecodeError
 
-from dragoman.xds.resources import Resource
+from dragoman.snapshots.resources import Resource
 
 _HCM_TYPE_URL = "type.googleapis.com/" + hcm.HttpConnectionManager.DESCRIPTOR.full_name
 

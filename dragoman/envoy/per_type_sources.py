@@ -1,0 +1,126 @@
+"""Resources for clients on per-type streams: ADS config sources pointed at per-type streams.
+
+Serving hands each such client `PerTypeConfigSources.per_type` of its group's snapshot.
+
+Translation emits EDS clusters and RDS connection managers whose config source is `ads {}`.
+A client fetching clusters over StreamClusters (or DeltaClusters) has no ADS stream, so the
+clusters and listeners it is served name a per-type config source instead: its own kind
+(SotW or delta) through the bootstrap's cluster for dragoman (`dragoman-xds`, or the name
+`serve --xds-cluster-name` gives). The rewrite is pure, done
+once per distinct resource and variant, and shared by every stream of that variant.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.core.v3.config_source_pb2 import ConfigSource
+from envoy.config.listener.v3.listener_pb2 import Listener
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm,
+)
+from google.protobuf.message import DecodeError
+
+from dragoman.envoy.bootstrap import XDS_CLUSTER, per_type_config_source
+from dragoman.snapshots.references import hcm_configs
+from dragoman.snapshots.resources import CLUSTER, LISTENER, Resource, Snapshot, TypeSnapshot
+
+# Rewritten types kept: CDS and LDS of a few groups and both per-type variants. Each comes
+# with its resources by original digest, so that the next version of the type rewrites only
+# what changed; nothing else keeps rewritten resources alive.
+TYPE_CACHE_ENTRIES = 8
+
+_Key = tuple[str, str, bool]  # type URL, original version, delta
+_Made = tuple[TypeSnapshot, dict[str, Resource]]  # and rewritten resources by original digest
+
+
+class PerTypeConfigSources:
+    """Makes the snapshots per-type clients see; each instance remembers its own rewrites."""
+
+    def __init__(self, cluster_name: str = XDS_CLUSTER, entries: int = TYPE_CACHE_ENTRIES) -> None:
+        # What per-type clients' bootstraps call their cluster for dragoman.
+        self.cluster_name = cluster_name
+        self._entries = entries
+        self._rewritten_types: OrderedDict[_Key, _Made] = OrderedDict()
+
+    def per_type(self, snapshot: Snapshot, *, delta: bool) -> Snapshot:
+        """`snapshot` as a client on per-type streams (SotW, or delta) must see it."""
+        types = dict(snapshot.types)
+        for type_url in (CLUSTER, LISTENER):
+            if type_url in types:
+                types[type_url] = self._rewritten_type(type_url, types[type_url], delta)
+        return Snapshot(types=types)
+
+    def __len__(self) -> int:
+        """How many rewritten types are remembered."""
+        return len(self._rewritten_types)
+
+    def _rewritten_type(self, type_url: str, original: TypeSnapshot, delta: bool) -> TypeSnapshot:
+        made_types = self._rewritten_types
+        key = (type_url, original.version, delta)
+        found = made_types.get(key)
+        if found is not None:
+            made_types.move_to_end(key)
+            return found[0]
+        # Most recent first: the version this one most likely replaces.
+        earlier = [
+            made
+            for (kind, _, variant), (_, made) in reversed(made_types.items())
+            if kind == type_url and variant is delta
+        ]
+        by_digest: dict[str, Resource] = {}
+        resources: list[Resource] = []
+        for resource in original.resources.values():
+            rewritten = next((m[resource.digest] for m in earlier if resource.digest in m), None)
+            if rewritten is None or rewritten.name != resource.name:
+                rewritten = _rewritten(resource, delta, self.cluster_name)
+            by_digest[resource.digest] = rewritten
+            resources.append(rewritten)
+        result = TypeSnapshot.of(resources)
+        made_types[key] = (result, by_digest)
+        if len(made_types) > self._entries:
+            made_types.popitem(last=False)
+        return result
+
+
+def _rewritten(resource: Resource, delta: bool, cluster_name: str) -> Resource:
+    rewrite = _cluster if resource.type_url == CLUSTER else _listener
+    body = rewrite(resource.body, delta, cluster_name)
+    return resource if body is None else Resource.of_bytes(resource.name, resource.type_url, body)
+
+
+def _cluster(body: bytes, delta: bool, cluster_name: str) -> bytes | None:
+    """The cluster with a per-type EDS config source, or None if it has no ADS one."""
+    try:
+        cluster = Cluster.FromString(body)
+    except DecodeError:
+        return None
+    if not _is_ads(cluster.eds_cluster_config.eds_config):
+        return None
+    cluster.eds_cluster_config.eds_config.CopyFrom(
+        per_type_config_source(delta=delta, cluster_name=cluster_name)
+    )
+    return cluster.SerializeToString(deterministic=True)
+
+
+def _listener(body: bytes, delta: bool, cluster_name: str) -> bytes | None:
+    """The listener with per-type RDS config sources, or None if it has no ADS one."""
+    try:
+        listener = Listener.FromString(body)
+    except DecodeError:
+        return None
+    changed = False
+    for config in hcm_configs(listener):
+        manager = hcm.HttpConnectionManager.FromString(config.value)
+        if manager.HasField("rds") and _is_ads(manager.rds.config_source):
+            manager.rds.config_source.CopyFrom(
+                per_type_config_source(delta=delta, cluster_name=cluster_name)
+            )
+            config.value = manager.SerializeToString(deterministic=True)
+            changed = True
+    return listener.SerializeToString(deterministic=True) if changed else None
+
+
+def _is_ads(source: ConfigSource) -> bool:
+    return source.WhichOneof("config_source_specifier") == "ads"

@@ -1,0 +1,135 @@
+"""The package's import graph: printed (run with -s to see it), acyclic, and never running from
+a lower layer to a higher one. Every import counts, including those inside functions and
+under TYPE_CHECKING: a lazy import is still a dependency."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import dragoman
+
+PACKAGE = Path(dragoman.__file__).parent
+
+# Each top-level part of the package, by layer: an import may only reach a lower layer (or
+# stay inside its own part). Parts on one layer are independent of each other.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"objects", "snapshots"}),
+    frozenset({"sources"}),
+    frozenset({"store"}),
+    frozenset({"dag"}),
+    frozenset({"envoy", "xds"}),
+    frozenset({"runtime"}),
+    frozenset({"kubernetes", "demo"}),
+    frozenset({"commands"}),
+    frozenset({"cli"}),
+    frozenset({"__main__"}),
+)
+RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
+
+
+def module_imports(root: Path) -> Iterator[tuple[str, str]]:
+    """(importing module, imported dragoman module) for every import in the package."""
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                raise AssertionError(f"{module}: relative import; the package uses absolute ones")
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            yield from ((module, name) for name in names if name.split(".")[0] == "dragoman")
+
+
+def part_of(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def part_graph(root: Path) -> Counter[tuple[str, str]]:
+    """Imports between top-level parts of the package, counted."""
+    edges: Counter[tuple[str, str]] = Counter()
+    for importer, imported in module_imports(root):
+        a, b = part_of(importer), part_of(imported)
+        if a and b and a != b:
+            edges[(a, b)] += 1
+    return edges
+
+
+def cycle(edges: Mapping[tuple[str, str], int]) -> list[str]:
+    """One cycle of the graph (its nodes, first repeated last), or [] when it has none."""
+    graph: dict[str, list[str]] = {}
+    for a, b in sorted(edges):
+        graph.setdefault(a, []).append(b)
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return []
+        for successor in graph.get(node, []):
+            found = visit(successor, [*path, node])
+            if found:
+                return found
+        done.add(node)
+        return []
+
+    for start in sorted(graph):
+        found = visit(start, [])
+        if found:
+            return found
+    return []
+
+
+def upward(edges: Mapping[tuple[str, str], int]) -> list[str]:
+    """Imports that do not run to a lower layer."""
+    return [
+        f"{a} imports {b}"
+        for a, b in sorted(edges)
+        if a not in RANK or b not in RANK or RANK[a] <= RANK[b]
+    ]
+
+
+def test_the_package_import_graph_is_layered_and_acyclic() -> None:
+    edges = part_graph(PACKAGE)
+    print("\ndragoman import graph (importer -> imported: imports)")
+    for rank, parts in enumerate(LAYERS):
+        for part in sorted(parts):
+            targets = ", ".join(f"{b} {n}" for (a, b), n in sorted(edges.items()) if a == part)
+            print(f"  {rank} {part:<10} -> {targets or '(nothing of dragoman)'}")
+    assert cycle(edges) == []
+    assert upward(edges) == []
+    # The rules the layout names, spelled out.
+    assert not {b for a, b in edges if a == "xds"} & {"dag", "envoy"}
+    assert ("envoy", "xds") not in edges
+    # Every part of the package is placed on a layer.
+    parts = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()}
+    parts -= {"__init__", "__pycache__", "py"}
+    assert parts <= set(RANK), sorted(parts - set(RANK))
+
+
+def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
+    """The same checks on a package made to break both rules."""
+    root = tmp_path / "dragoman"
+    for folder, source in {
+        "xds": "from dragoman.envoy.translate import translate\n",
+        "envoy": "from dragoman.xds.cache import SnapshotCache\n",
+        "objects": "import dragoman.store\n",
+    }.items():
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+        (root / folder / "mod.py").write_text(source)
+    edges = part_graph(root)
+    assert set(edges) == {("xds", "envoy"), ("envoy", "xds"), ("objects", "store")}
+    assert cycle(edges) == ["envoy", "xds", "envoy"]
+    assert upward(edges) == [
+        "envoy imports xds",
+        "objects imports store",
+        "xds imports envoy",
+    ]
