@@ -59,7 +59,9 @@ class Controller:
             and store.differs_only_in_endpoints(previous_store)
         ):
             kind = "endpoints"
-            dag = refresh_load_assignments(previous_dag, store, previous_store)
+            dag = refresh_load_assignments(
+                previous_dag, store, previous_store, self.build_options.endpoint_networks
+            )
             snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
         else:
             kind = "full"

@@ -16,6 +16,7 @@ DNS check, DNS defaults and the system CA bundle. YAML, every key optional:
         grace: 30s  # default: the TTL of the last accepted answer
     dnsDefaults: {refreshRate: 30s, respectTTL: true, lookupFamily: v4-preferred}
     upstreamTLS: {systemCABundle: /etc/ssl/certs/ca-certificates.crt}
+    endpoints: {allowedNetworks: [127.0.0.0/8]}  # a lab whose pods run on loopback
 
 A file with problems is refused as a whole, every problem named by its field path, so the
 server never starts with half a policy: allowedNetworks and deniedNetworks without the DNS
@@ -34,6 +35,7 @@ import yaml
 
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_settings import LOOKUP_FAMILIES, parse_resolver
+from dragoman.dag.upstreams.endpoint_addresses import exception_problem
 from dragoman.dag.upstreams.external_name_policy import (
     NO_POLICY,
     ExternalNamePolicy,
@@ -86,6 +88,8 @@ class ServerConfig:
     dns_respect_ttl: bool | None = None
     dns_lookup_family: str | None = None
     system_ca_file: str = DEFAULT_SYSTEM_CA_FILE
+    # endpoints.allowedNetworks: EndpointSlice addresses in always-denied ranges still used.
+    endpoint_networks: tuple[Network, ...] = ()
     source: str = ""  # the file it came from
 
     def build_options(self, base: BuildOptions = BuildOptions()) -> BuildOptions:
@@ -94,6 +98,7 @@ class ServerConfig:
             cluster_domain=self.cluster_domain,
             external_names=self.external_names,
             dns_check=self.dns_check.enabled,
+            endpoint_networks=self.endpoint_networks,
         )
 
     def translate_options(self, base: TranslateOptions = TranslateOptions()) -> TranslateOptions:
@@ -157,7 +162,7 @@ def parse_config(document: Any, source: str = "the configuration") -> ServerConf
     if not isinstance(document, dict):
         raise ConfigError(source, [("", f"expected a mapping, got {describe(document)}")])
     root = Node(document, "", problems)
-    _only_keys(root, ("clusterDomain", "externalNames", "dnsDefaults", "upstreamTLS"))
+    _only_keys(root, ("clusterDomain", "externalNames", "dnsDefaults", "upstreamTLS", "endpoints"))
     cluster_domain = root.string("clusterDomain", default="cluster.local", format=DNS1123_SUBDOMAIN)
     policy, dns_check = _external_names(root.mapping("externalNames"), source)
     config = ServerConfig(
@@ -165,6 +170,7 @@ def parse_config(document: Any, source: str = "the configuration") -> ServerConf
         external_names=policy,
         dns_check=dns_check,
         system_ca_file=_system_ca_file(root.mapping("upstreamTLS")),
+        endpoint_networks=_endpoint_networks(root.mapping("endpoints")),
         source=source,
     )
     defaults = root.mapping("dnsDefaults")
@@ -173,6 +179,18 @@ def parse_config(document: Any, source: str = "the configuration") -> ServerConf
     if problems:
         raise ConfigError(source, problems)
     return config
+
+
+def _endpoint_networks(node: Node | None) -> tuple[Network, ...]:
+    if node is None:
+        return ()
+    _only_keys(node, ("allowedNetworks",))
+    networks = _networks(node, "allowedNetworks")
+    for index, network in enumerate(networks):
+        problem = exception_problem(network)
+        if problem is not None:
+            node.report(f"{node.at('allowedNetworks')}[{index}]", f"{network}: {problem}")
+    return networks
 
 
 def _only_keys(node: Node, known: tuple[str, ...]) -> None:

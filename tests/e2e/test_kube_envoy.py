@@ -29,6 +29,7 @@ from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
 from tests.support.certificates import Pem, certificate_authority
 from tests.support.harness import (
+    LAB_CONFIG,
     DragomanProcess,
     backend_of,
     diagnostics,
@@ -80,6 +81,7 @@ class KubeDragomanProcess:
                     "--leader-election-namespace=default",
                     "--leader-election-identity=e2e",
                     "--log-level=debug",
+                    f"--config={self._lab_config()}",
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -88,6 +90,12 @@ class KubeDragomanProcess:
         if self._exited():
             raise RuntimeError("dragoman exited:\n" + self.log())
         return self
+
+    def _lab_config(self) -> Path:
+        """The tests' pods listen on loopback: an explicit exception for 127.0.0.0/8."""
+        path = self.log_path.parent / "dragoman-lab.yaml"
+        path.write_text(LAB_CONFIG)
+        return path
 
     def probe(self, path: str) -> int:
         try:

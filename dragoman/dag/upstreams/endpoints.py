@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from itertools import groupby
 
 from dragoman.dag.model import (
@@ -15,15 +15,20 @@ from dragoman.dag.model import (
     LbEndpoint,
     LoadAssignment,
     Locality,
+    Problem,
 )
 from dragoman.dag.upstreams.dns_check import DnsObservations, served_addresses
-from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy
+from dragoman.dag.upstreams.endpoint_addresses import endpoint_address_refusal, slice_problems
+from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy, Network
 from dragoman.objects import EndpointPort, EndpointSlice
 from dragoman.store import NamespacedName, Store
 
 
-def load_assignment(cluster: EdsCluster, slices: Sequence[EndpointSlice]) -> LoadAssignment:
-    """The ready endpoints of a Service port, one locality per zone."""
+def load_assignment(
+    cluster: EdsCluster, slices: Sequence[EndpointSlice], allowed: Sequence[Network] = ()
+) -> LoadAssignment:
+    """The ready endpoints of a Service port, one locality per zone; addresses in loopback,
+    link-local, unspecified or cloud-metadata ranges (outside `allowed`) are dropped."""
     zoned: set[tuple[str, str, int]] = set()
     for endpoint_slice in slices:
         if endpoint_slice.address_type == "FQDN":
@@ -32,9 +37,15 @@ def load_assignment(cluster: EdsCluster, slices: Sequence[EndpointSlice]) -> Loa
         if slice_port is None:
             continue
         for endpoint in endpoint_slice.endpoints:
-            if endpoint.ready and endpoint.addresses:
-                # The addresses of one endpoint are fungible (one pod): the first is enough.
-                zoned.add((endpoint.zone, endpoint.addresses[0], slice_port.port))
+            if not endpoint.ready:
+                continue
+            # The addresses of one endpoint are fungible (one pod): the first usable is enough.
+            usable = next(
+                (a for a in endpoint.addresses if endpoint_address_refusal(a, allowed) is None),
+                None,
+            )
+            if usable is not None:
+                zoned.add((endpoint.zone, usable, slice_port.port))
 
     # An address listed twice (in two slices, or under two zones while a slice is rewritten)
     # is one endpoint; keep it in its first zone so the result does not depend on input order.
@@ -53,7 +64,9 @@ def load_assignment(cluster: EdsCluster, slices: Sequence[EndpointSlice]) -> Loa
     return LoadAssignment(cluster=cluster.name, localities=tuple(localities))
 
 
-def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = None) -> Dag:
+def refresh_load_assignments(
+    dag: Dag, store: Store, previous: Store | None = None, allowed: Sequence[Network] = ()
+) -> Dag:
     """The EDS fast path: new load assignments from the store's slices, the rest of `dag` kept.
 
     Given the `previous` store the DAG was built from, only the Services whose slices changed
@@ -62,8 +75,9 @@ def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = No
     """
     if previous is None:
         # Checked external names' assignments come from the DNS check, not from slices.
-        refreshed = {**dag.load_assignments, **load_assignments(dag.clusters, store)}
-        return dataclasses.replace(dag, load_assignments=refreshed)
+        refreshed = {**dag.load_assignments, **load_assignments(dag.clusters, store, allowed)}
+        problems = with_slice_problems(dag.problems, store.endpoint_slices.values(), allowed)
+        return dataclasses.replace(dag, load_assignments=refreshed, problems=problems)
     changed = _services_with_changed_slices(previous, store)
     if not changed:
         return dag
@@ -71,8 +85,20 @@ def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = No
     slices = _slices_by_service(store, changed)
     for name, cluster in dag.clusters.items():
         if isinstance(cluster, EdsCluster) and _service_of(cluster) in changed:
-            refreshed[name] = load_assignment(cluster, slices.get(_service_of(cluster), []))
-    return dataclasses.replace(dag, load_assignments=refreshed)
+            refreshed[name] = load_assignment(
+                cluster, slices.get(_service_of(cluster), []), allowed
+            )
+    problems = with_slice_problems(dag.problems, store.endpoint_slices.values(), allowed)
+    return dataclasses.replace(dag, load_assignments=refreshed, problems=problems)
+
+
+def with_slice_problems(
+    problems: Sequence[Problem], slices: Iterable[EndpointSlice], allowed: Sequence[Network] = ()
+) -> tuple[Problem, ...]:
+    """`problems` with those of EndpointSlices recomputed from `slices` (sorted by object,
+    as a build sorts them)."""
+    kept = [p for p in problems if p.object.kind != "EndpointSlice"]
+    return tuple(sorted([*kept, *slice_problems(slices, allowed)], key=lambda p: p.object))
 
 
 def _services_with_changed_slices(before: Store, after: Store) -> set[NamespacedName]:
@@ -88,11 +114,13 @@ def _services_with_changed_slices(before: Store, after: Store) -> set[Namespaced
     return changed
 
 
-def load_assignments(clusters: Mapping[str, Cluster], store: Store) -> dict[str, LoadAssignment]:
+def load_assignments(
+    clusters: Mapping[str, Cluster], store: Store, allowed: Sequence[Network] = ()
+) -> dict[str, LoadAssignment]:
     """A load assignment for each EDS cluster, by cluster name."""
     slices = _slices_by_service(store)
     return {
-        name: load_assignment(cluster, slices.get(_service_of(cluster), []))
+        name: load_assignment(cluster, slices.get(_service_of(cluster), []), allowed)
         for name, cluster in sorted(clusters.items())
         if isinstance(cluster, EdsCluster)
     }

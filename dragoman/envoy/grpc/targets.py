@@ -107,7 +107,7 @@ def service_targets(
             route = Route(RouteMatch("PathPrefix", "/"), forward, source=service.key)
             name = target_name(host, port)
             listeners.append(ApiListener(name=name, host=host, routes=(route,)))
-    assignments = load_assignments(clusters, store)
+    assignments = load_assignments(clusters, store, options.endpoint_networks)
     if options.dns_check:
         assignments.update(checked_assignments(clusters, dns or {}, options.external_names))
     return ServiceTargets(
@@ -116,11 +116,14 @@ def service_targets(
 
 
 def refreshed_service_targets(
-    targets: ServiceTargets, store: Store, previous: Store
+    targets: ServiceTargets, store: Store, previous: Store, options: BuildOptions
 ) -> ServiceTargets:
     """The EDS fast path: the same targets with the endpoints of changed Services refreshed."""
     refreshed = refresh_load_assignments(
-        Dag(clusters=targets.clusters, load_assignments=targets.load_assignments), store, previous
+        Dag(clusters=targets.clusters, load_assignments=targets.load_assignments),
+        store,
+        previous,
+        options.endpoint_networks,
     )
     if refreshed.load_assignments is targets.load_assignments:
         return targets

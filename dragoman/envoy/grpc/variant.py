@@ -39,7 +39,7 @@ def grpc_snapshots(
 
     def targets() -> ServiceTargets:
         if earlier is not None and previous_store is not None:
-            return refreshed_service_targets(earlier, store, previous_store)
+            return refreshed_service_targets(earlier, store, previous_store, build_options)
         if earlier is not None and dns_changed is not None:
             return dns_refreshed_targets(
                 earlier, dns, build_options.external_names, set(dns_changed)
