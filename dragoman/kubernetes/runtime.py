@@ -273,7 +273,7 @@ class KubernetesServer:
         self._remember_served()
         for problem in result.new_problems:
             log.warning("%s", problem)
-        if result.kind == "full":
+        if result.kind == "full" or result.statuses_changed:
             self._statuses_due.set()
 
     # -------------------------------------------------------------------- status

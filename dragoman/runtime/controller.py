@@ -32,6 +32,9 @@ class UpdateResult:
     seconds: float
     problems: tuple[Problem, ...] = ()
     new_problems: tuple[Problem, ...] = ()
+    # An endpoints-only update that changed object statuses (a DNS check's DNSResolved); a
+    # full update may always have.
+    statuses_changed: bool = False
 
 
 @dataclass
@@ -96,8 +99,13 @@ class Controller:
             name for name in dns.keys() | self.dns.keys() if dns.get(name) != self.dns.get(name)
         }
         if self.dag is not None and self._served_before_and_after(changed, dns):
-            self._update_dns_endpoints(dns, changed)
-            return UpdateResult("endpoints", time.perf_counter() - started, self._problems())
+            statuses_changed = self._update_dns_endpoints(dns, changed)
+            return UpdateResult(
+                "endpoints",
+                time.perf_counter() - started,
+                self._problems(),
+                statuses_changed=statuses_changed,
+            )
         self.dns = dict(dns)
         store, self.store = self.store, None  # forces a full build of the same store
         result = self.update(store)
@@ -114,7 +122,8 @@ class Controller:
             for name in changed
         )
 
-    def _update_dns_endpoints(self, dns: DnsObservations, changed: set[str]) -> None:
+    def _update_dns_endpoints(self, dns: DnsObservations, changed: set[str]) -> bool:
+        """Endpoints and route statuses from new observations; True if statuses changed."""
         dag, store = self.dag, self.store
         assert dag is not None and store is not None
         policy = self.build_options.external_names
@@ -125,6 +134,7 @@ class Controller:
                 served = served_addresses(value.hostname, dns.get(value.hostname), policy)
                 assignments[value.name] = checked_assignment(value, served)
         statuses = with_dns_conditions(dag.statuses, dag.dns_routes, dns, policy, changed)
+        statuses_changed = statuses != dag.statuses
         dag = dataclasses.replace(dag, load_assignments=assignments, statuses=statuses)
         snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
         self.grpc = grpc_snapshots(
@@ -139,6 +149,7 @@ class Controller:
         )
         self.dag, self.snapshots = dag, snapshots
         self.cache.set_snapshots(snapshots, grpc=self.grpc)
+        return statuses_changed
 
     def _problems(self) -> tuple[Problem, ...]:
         return self.dag.problems if self.dag is not None else ()

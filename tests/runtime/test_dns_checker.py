@@ -267,6 +267,7 @@ def test_the_loop_serves_checked_addresses_and_refuses_a_rebinding(
         clock.now += 31
         refused = asyncio.run(loop.check_once())
         assert refused is not None and refused.kind == "endpoints"
+        assert refused.statuses_changed  # a status writer publishes the new DNSResolved
         assert served(controller, "default/ext/443") == ["192.0.2.30", "2001:db8::1"]
         condition = dns_condition(controller)
         assert (condition["status"], condition["reason"]) == ("False", "DNSCheckFailed")
