@@ -40,6 +40,8 @@ ADDRESS_RULES = [
     ((), (), "::ffff:169.254.169.254", "cloud metadata"),
     ((), (), "fd00:ec2::254", "cloud metadata"),
     ((), (), "100.100.100.200", "cloud metadata"),
+    ((), (), "168.63.129.16", "cloud metadata"),
+    ((), (), "fd00:ec2::23", "cloud metadata"),
     ((), (), "127.0.0.1", "loopback"),
     ((), (), "127.9.9.9", "loopback"),
     ((), (), "::1", "loopback"),
