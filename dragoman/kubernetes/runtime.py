@@ -18,7 +18,6 @@ from typing import Any
 
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME, BuildOptions
 from dragoman.envoy.options import TranslateOptions
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.kubernetes.backoff import Backoff
 from dragoman.kubernetes.cache import CacheChange, LoopSink, ObjectCache, partition_of
 from dragoman.kubernetes.health import HealthServer
@@ -28,11 +27,10 @@ from dragoman.kubernetes.kinds import WATCHED_KINDS, WatchedKind, readable_versi
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.kubernetes.status_fallback import ServedGateways, unreadable_statuses
 from dragoman.kubernetes.status_writer import PublishResult, StatusClient, StatusWriter
-from dragoman.runtime.controller import Controller, UpdateResult
-from dragoman.runtime.manifest_serving import run_until_signalled, start_serving
+from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
+from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache
 
 log = logging.getLogger("dragoman.kubernetes")
 
@@ -116,12 +114,10 @@ class KubernetesServer:
         self.config = config
         self.client = client
         self.cache = ObjectCache()
-        self.snapshots = SnapshotCache(
-            per_type=PerTypeConfigSources(config.translate_options.xds_cluster_name)
+        self.controller = serving_controller(
+            kubernetes_build_options(config), config.translate_options
         )
-        self.controller = Controller(
-            self.snapshots, kubernetes_build_options(config), config.translate_options
-        )
+        self.snapshots = self.controller.cache
         self.informers: list[Informer] = []
         self.serving = False
         self.leading = False
@@ -178,7 +174,6 @@ class KubernetesServer:
             self._update()
             self.xds_server, checking = await start_serving(
                 self.controller,
-                self.snapshots,
                 self.config.xds_address,
                 self.config.dns_check,
                 halt,

@@ -1,7 +1,7 @@
 """Merging a computed status into the one the API server holds. Pure: no I/O, no clock.
 
-- Conditions get `lastTransitionTime`: the old time when a condition of that type had the
-  same `status` before, `now` otherwise.
+- Conditions get `lastTransitionTime` by the one stamping rule (`dag.status.stamp`): the
+  old time when a condition of that type had the same `status` before, `now` otherwise.
 - `parents[]` (routes) and `ancestors[]` (policies) are shared by every controller that
   serves the object: only the entries whose `controllerName` is ours are replaced or
   removed; the others stay as they are, where they are.
@@ -15,13 +15,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from dragoman.dag.status.stamp import TRANSITION_TIME, stamp_conditions
 from dragoman.objects.gateway import GATEWAY_GROUP
 
 # Lists of entries that several controllers write into, each entry naming its controller.
 SHARED_LISTS = {"parents": "parentRef", "ancestors": "ancestorRef"}
 REF_FIELDS = frozenset(SHARED_LISTS.values())
 REF_DEFAULTS = {"group": GATEWAY_GROUP, "kind": "Gateway"}
-TRANSITION_TIME = "lastTransitionTime"
 
 
 def merge_status(
@@ -107,7 +107,7 @@ def _merge_shared(
 
 def _stamp(field: str, value: Any, old: Any, now: str) -> Any:
     if field == "conditions" and isinstance(value, list):
-        return _stamp_conditions(value, old if isinstance(old, list) else [], now)
+        return stamp_conditions(value, old if isinstance(old, list) else [], now)
     if isinstance(value, Mapping):
         old_map = old if isinstance(old, Mapping) else {}
         return {k: _stamp(k, v, old_map.get(k), now) for k, v in value.items()}
@@ -126,23 +126,6 @@ def _counterpart(item: Any, old: list[Any], index: int) -> Any:
             (o for o in old if isinstance(o, Mapping) and o.get("name") == item["name"]), None
         )
     return old[index] if index < len(old) else None
-
-
-def _stamp_conditions(conditions: list[Any], old: list[Any], now: str) -> list[Any]:
-    previous = {c.get("type"): c for c in old if isinstance(c, Mapping)}
-    stamped = []
-    for condition in conditions:
-        if not isinstance(condition, Mapping):
-            stamped.append(copy.deepcopy(condition))
-            continue
-        result = copy.deepcopy(dict(condition))
-        if TRANSITION_TIME not in result:
-            before = previous.get(result.get("type"))
-            unchanged = before is not None and before.get("status") == result.get("status")
-            kept = before.get(TRANSITION_TIME) if unchanged and before is not None else None
-            result[TRANSITION_TIME] = kept or now
-        stamped.append(result)
-    return stamped
 
 
 def _ours(entry: Any, controller_name: str) -> bool:

@@ -5,23 +5,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import signal
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
-from dragoman.runtime.controller import Controller, UpdateResult
+from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
+from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.server import start_xds_server
 
 log = logging.getLogger("dragoman.runtime.manifest_serving")
 
@@ -41,14 +36,12 @@ class ManifestServer:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.directory = ManifestDirectory(config.manifests)
-        self.cache = SnapshotCache(
-            per_type=PerTypeConfigSources(config.translate_options.xds_cluster_name)
-        )
         # The build uses DNS check results exactly when the check runs.
         build_options = dataclasses.replace(
             config.build_options, dns_check=config.dns_check.enabled
         )
-        self.controller = Controller(self.cache, build_options, config.translate_options)
+        self.controller = serving_controller(build_options, config.translate_options)
+        self.cache = self.controller.cache
         self._reported: set[SourceError] = set()
 
     def reload(self) -> None:
@@ -76,7 +69,6 @@ class ManifestServer:
         self.reload()
         server, checking = await start_serving(
             self.controller,
-            self.cache,
             self.config.xds_address,
             self.config.dns_check,
             stop,
@@ -105,37 +97,6 @@ class ManifestServer:
 def _log_new_problems(update: UpdateResult) -> None:
     for problem in update.new_problems:
         log.warning("%s", problem)
-
-
-async def start_serving(
-    controller: Controller,
-    snapshots: SnapshotCache,
-    xds_address: str,
-    dns_check: DnsCheckSettings,
-    stop: asyncio.Event,
-    on_dns_update: Callable[[UpdateResult], None] | None = None,
-) -> tuple[Any, asyncio.Task[None] | None]:
-    """Starts the xDS server for a controller that has built once, and the DNS check loop
-    (until `stop`) when the configuration turns it on. Returns the server and the check
-    loop's task (None: no check)."""
-    checks = None
-    if dns_check.enabled:
-        from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop
-
-        policy = controller.build_options.external_names
-        checks = DnsCheckLoop(controller, DnsChecker(dns_check, policy=policy), on_dns_update)
-        await checks.check_once()  # serve checked names from the first response on
-    server = await start_xds_server(snapshots, xds_address)
-    return server, asyncio.create_task(checks.run(stop)) if checks is not None else None
-
-
-async def run_until_signalled(run: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Runs `run(stop)`, with `stop` set by SIGINT or SIGTERM."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await run(stop)
 
 
 async def serve(config: ServeConfig) -> None:

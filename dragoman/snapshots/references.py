@@ -3,8 +3,9 @@
 The stream state machine needs two links to order ADS make-before-break: the
 ClusterLoadAssignment an EDS Cluster reads, and the RouteConfigurations a
 Listener reads. Both are parsed from the shared bytes and remembered by the
-resource's digest, so thousands of streams pay for one parse per distinct
-resource, and the memo holds only the small answers, never the bodies.
+resource's digest (in a `ResourceReferences` the streams of one cache share), so
+thousands of streams pay for one parse per distinct resource, and the memo holds only the
+small answers, never the bodies.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ T = TypeVar("T")
 class _DigestMemo(Generic[T]):
     """`compute(body)` remembered by the resource's digest, least recently used dropped first."""
 
-    def __init__(self, compute: Callable[[bytes], T]) -> None:
+    def __init__(self, compute: Callable[[bytes], T], entries: int) -> None:
         self._compute = compute
+        self._entries = entries
         self._answers: OrderedDict[str, T] = OrderedDict()
 
     def __call__(self, resource: Resource) -> T:
@@ -44,7 +46,7 @@ class _DigestMemo(Generic[T]):
             answers.move_to_end(resource.digest)
             return answers[resource.digest]
         answer = answers[resource.digest] = self._compute(resource.body)
-        if len(answers) > _MEMO_ENTRIES:
+        if len(answers) > self._entries:
             answers.popitem(last=False)
         return answer
 
@@ -75,11 +77,24 @@ def _route_config_names(listener_body: bytes) -> frozenset[str]:
     return frozenset(names)
 
 
-eds_service_name = _DigestMemo(_eds_service_name)
-"""The CLA name an EDS Cluster subscribes to, or None for any other kind of cluster."""
+class ResourceReferences:
+    """The two links, each answer remembered by the resource's digest in this object."""
 
-route_config_names = _DigestMemo(_route_config_names)
-"""Names of the RouteConfigurations a Listener's HTTP connection managers fetch over RDS."""
+    def __init__(self, entries: int = _MEMO_ENTRIES) -> None:
+        self._eds_service_name = _DigestMemo(_eds_service_name, entries)
+        self._route_config_names = _DigestMemo(_route_config_names, entries)
+
+    def eds_service_name(self, cluster: Resource) -> str | None:
+        """The CLA name an EDS Cluster subscribes to, or None for any other kind of cluster."""
+        return self._eds_service_name(cluster)
+
+    def route_config_names(self, listener: Resource) -> frozenset[str]:
+        """Names of the RouteConfigurations a Listener's HTTP connection managers fetch over
+        RDS."""
+        return self._route_config_names(listener)
+
+    def __len__(self) -> int:
+        return len(self._eds_service_name) + len(self._route_config_names)
 
 
 def hcm_configs(listener: Listener) -> list[Any]:

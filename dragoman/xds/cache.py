@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from dragoman.snapshots.resources import ADS_ORDER, ALL_GATEWAYS, EMPTY_TYPE, Snapshot
 from dragoman.xds.client_kind import grpc_group, names_gateway, split_group
+from dragoman.xds.stream_base import StreamMemos
 from dragoman.xds.variants import ConfigSources, GroupSnapshots, PerTypeVariant
-from dragoman.xds.wire import forget_versions
 
 # A group with nothing in it: every type present and empty (full-state types delete).
 EMPTY_SNAPSHOT = Snapshot(types={type_url: EMPTY_TYPE for type_url in ADS_ORDER})
@@ -35,6 +35,8 @@ class SnapshotCache:
         """`per_type` makes what clients on per-type streams are served; without it, only
         ADS clients can be served."""
         self._per_type = per_type
+        # What the streams served from this cache compute once and share.
+        self.memos = StreamMemos()
         self._snapshots: dict[str, Snapshot] = {}
         # The proxyless gRPC clients' snapshots (groups `<group>#grpc`), made on first use:
         # this change's (`_grpc_made`), the groups whose translation failed this change, the
@@ -98,7 +100,7 @@ class SnapshotCache:
     def _let_go(self, before: Iterable[Snapshot]) -> None:
         """Drop the shared response bodies of versions no longer served by any group."""
         served = _versions(self._served())
-        forget_versions(_versions(before) - served)
+        self.memos.bodies.forget_versions(_versions(before) - served)
 
     def _wake(self) -> None:
         self._generation += 1

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 
-from dragoman.snapshots.references import eds_service_name, route_config_names
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
@@ -30,11 +29,9 @@ from dragoman.xds.delta_state import (
     MAX_PENDING,
     UNKNOWN,
     DeltaTypeState,
+    DigestMaps,
     Pending,
-    digests_of,
     share_if_equal,
-    shared_diff,
-    shared_map_version,
     writable,
 )
 from dragoman.xds.sotw_state import (
@@ -45,7 +42,7 @@ from dragoman.xds.sotw_state import (
     subscription_names,
 )
 from dragoman.xds.stream_base import StreamProtocol
-from dragoman.xds.wire import DeltaResponse, delta_response
+from dragoman.xds.wire import DeltaResponse
 
 # Removals go after every addition, referrers before what they refer to.
 REMOVAL_ORDER: tuple[str, ...] = (LISTENER, ROUTE, CLUSTER, ENDPOINT)
@@ -146,7 +143,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             state.acked_system_version = pending.system_version
             if not state.pending and self._serves(state.type_url):
                 # Idle again: share the snapshot's digest map when the client holds exactly it.
-                digests = digests_of(self._current(state.type_url))
+                digests = self.memos.digest_maps.digests_of(self._current(state.type_url))
                 state.held = share_if_equal(state.held, digests)
                 state.acked = share_if_equal(state.acked, digests)
             self._events.append(Ack(state.type_url, pending.system_version, nonce))
@@ -178,7 +175,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         current = self._current(state.type_url)
         state.seen_version = current.version
         available = current.resources
-        shared = _plan_from_shared_map(state, current)
+        shared = _plan_from_shared_map(state, current, self.memos.digest_maps)
         if shared is not None:
             return shared
         held = state.held
@@ -231,7 +228,9 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         while len(state.pending) > MAX_PENDING:
             state.pending.popitem(last=False)
         state.last_nonce = nonce
-        return delta_response(state.type_url, system_version, updates, removed, nonce)
+        return self.memos.bodies.delta_response(
+            state.type_url, system_version, updates, removed, nonce
+        )
 
     def _resend_endpoints(self, clusters: Iterable[Resource]) -> list[DeltaResponse]:
         """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
@@ -240,7 +239,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             return []
         forced = False
         for cluster in clusters:
-            service = eds_service_name(cluster)
+            service = self.memos.references.eds_service_name(cluster)
             if service is not None and service in state.held and state.subscribes(service):
                 state.held = writable(state.held)
                 state.held[service] = UNKNOWN
@@ -288,7 +287,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             listener = current_listeners.get(name)
             if listener is None or listener.digest != version:
                 continue
-            for route_name in route_config_names(listener):
+            for route_name in self.memos.references.route_config_names(listener):
                 route = current_routes.get(route_name)
                 if route is not None and routes.held.get(route_name) != route.digest:
                     return False
@@ -303,7 +302,9 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         return False
 
 
-def _plan_from_shared_map(state: DeltaTypeState, current: TypeSnapshot) -> Plan | None:
+def _plan_from_shared_map(
+    state: DeltaTypeState, current: TypeSnapshot, digest_maps: DigestMaps
+) -> Plan | None:
     """The usual push to an idle wildcard stream: a diff computed once for all such streams.
 
     Applies when the stream holds exactly a shared digest map (`digests_of` an earlier
@@ -311,11 +312,11 @@ def _plan_from_shared_map(state: DeltaTypeState, current: TypeSnapshot) -> Plan 
     """
     if not state.wildcard or state.names or state.rejected:
         return None
-    old_version = shared_map_version(state.held)
+    old_version = digest_maps.shared_map_version(state.held)
     if old_version is None:
         return None
     try:
-        changed, removed = shared_diff(old_version, current)
+        changed, removed = digest_maps.shared_diff(old_version, current)
     except KeyError:
         return None
     available = current.resources

@@ -78,26 +78,6 @@ def writable(mapping: Mapping[str, str]) -> dict[str, str]:
     return mapping if isinstance(mapping, dict) else dict(mapping)
 
 
-_DIGEST_MAPS = 64
-_digest_maps: OrderedDict[str, Mapping[str, str]] = OrderedDict()
-
-
-def digests_of(current: TypeSnapshot) -> Mapping[str, str]:
-    """name -> digest of a type snapshot, read-only and shared by every stream.
-
-    Keyed by the type version alone: that version is a hash of these very pairs.
-    """
-    found = _digest_maps.get(current.version)
-    if found is None:
-        found = MappingProxyType({n: r.digest for n, r in current.resources.items()})
-        _digest_maps[current.version] = found
-        if len(_digest_maps) > _DIGEST_MAPS:
-            _digest_maps.popitem(last=False)
-    else:
-        _digest_maps.move_to_end(current.version)
-    return found
-
-
 def share_if_equal(mapping: Mapping[str, str], digests: Mapping[str, str]) -> Mapping[str, str]:
     """The shared `digests` in place of an equal private map (an idle stream's usual state)."""
     if mapping is digests or len(mapping) != len(digests):
@@ -105,34 +85,63 @@ def share_if_equal(mapping: Mapping[str, str], digests: Mapping[str, str]) -> Ma
     return digests if mapping == digests else mapping
 
 
-_DIFFS = 64
-_diffs: OrderedDict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = OrderedDict()
+# Shared digest maps and diffs kept: one per type of a few recent versions.
+DIGEST_MAPS = 64
+DIFFS = 64
 
 
-def shared_diff(old_version: str, current: TypeSnapshot) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(changed or added names, removed names) from the digest map of `old_version` to
-    `current`'s, computed once for every stream holding exactly the old map.
+class DigestMaps:
+    """Read-only name -> digest maps of type snapshots, and the diffs between them, shared by
+    the delta streams of one SnapshotCache (which owns this)."""
 
-    Raises KeyError if the old map is no longer cached.
-    """
-    key = (old_version, current.version)
-    found = _diffs.get(key)
-    if found is None:
-        old = _digest_maps[old_version]
-        new = current.resources
-        changed = tuple(n for n, r in new.items() if old.get(n) != r.digest)
-        removed = tuple(sorted(n for n in old if n not in new))
-        found = _diffs[key] = (changed, removed)
-        if len(_diffs) > _DIFFS:
-            _diffs.popitem(last=False)
-    return found
+    def __init__(self, maps: int = DIGEST_MAPS, diffs: int = DIFFS) -> None:
+        self._max_maps, self._max_diffs = maps, diffs
+        self._maps: OrderedDict[str, Mapping[str, str]] = OrderedDict()
+        self._diffs: OrderedDict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = (
+            OrderedDict()
+        )
 
+    def digests_of(self, current: TypeSnapshot) -> Mapping[str, str]:
+        """name -> digest of a type snapshot, read-only and shared by every stream.
 
-def shared_map_version(mapping: Mapping[str, str]) -> str | None:
-    """The type version whose shared digest map `mapping` is, if it is one."""
-    if isinstance(mapping, dict):
+        Keyed by the type version alone: that version is a hash of these very pairs.
+        """
+        maps = self._maps
+        found = maps.get(current.version)
+        if found is None:
+            found = MappingProxyType({n: r.digest for n, r in current.resources.items()})
+            maps[current.version] = found
+            if len(maps) > self._max_maps:
+                maps.popitem(last=False)
+        else:
+            maps.move_to_end(current.version)
+        return found
+
+    def shared_diff(
+        self, old_version: str, current: TypeSnapshot
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(changed or added names, removed names) from the digest map of `old_version` to
+        `current`'s, computed once for every stream holding exactly the old map.
+
+        Raises KeyError if the old map is no longer kept.
+        """
+        key = (old_version, current.version)
+        found = self._diffs.get(key)
+        if found is None:
+            old = self._maps[old_version]
+            new = current.resources
+            changed = tuple(n for n, r in new.items() if old.get(n) != r.digest)
+            removed = tuple(sorted(n for n in old if n not in new))
+            found = self._diffs[key] = (changed, removed)
+            if len(self._diffs) > self._max_diffs:
+                self._diffs.popitem(last=False)
+        return found
+
+    def shared_map_version(self, mapping: Mapping[str, str]) -> str | None:
+        """The type version whose shared digest map `mapping` is, if it is one."""
+        if isinstance(mapping, dict):
+            return None
+        for version, shared in reversed(self._maps.items()):
+            if shared is mapping:
+                return version
         return None
-    for version, shared in reversed(_digest_maps.items()):
-        if shared is mapping:
-            return version
-    return None

@@ -144,7 +144,9 @@ class XdsStreams:
         delta: bool,
     ) -> AsyncIterator[Response]:
         protocol: SotwStream | DeltaStream = (
-            DeltaStream(type_url) if delta else SotwStream(type_url)
+            DeltaStream(type_url, self.cache.memos)
+            if delta
+            else SotwStream(type_url, self.cache.memos)
         )
         sources = _config_sources(type_url, delta)
         stream = self.registry.open(service, context.peer(), protocol)

@@ -13,7 +13,6 @@ from collections.abc import Collection, Iterable, Mapping
 
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
-from dragoman.snapshots.references import eds_service_name, route_config_names
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
@@ -37,7 +36,7 @@ from dragoman.xds.sotw_state import (
     subscription_names,
 )
 from dragoman.xds.stream_base import StreamProtocol
-from dragoman.xds.wire import SotwResponse, sotw_response
+from dragoman.xds.wire import SotwResponse
 
 __all__ = [
     "WILDCARD",
@@ -225,7 +224,9 @@ class SotwStream(StreamProtocol[TypeState]):
         state.sent_snapshot_version = current.version
         state.sent_batch = resources
         whole_type = resources is current.resources and version == current.version
-        return sotw_response(state.type_url, version, resources, nonce, whole_type=whole_type)
+        return self.memos.bodies.sotw_response(
+            state.type_url, version, resources, nonce, whole_type=whole_type
+        )
 
     def _resend_endpoints(self, changed_clusters: Iterable[str]) -> list[SotwResponse]:
         """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
@@ -234,7 +235,9 @@ class SotwStream(StreamProtocol[TypeState]):
         force = set()
         for name in changed_clusters:
             cluster = clusters.get(name)
-            service = eds_service_name(cluster) if cluster is not None else None
+            service = (
+                self.memos.references.eds_service_name(cluster) if cluster is not None else None
+            )
             if service is not None and state.subscribes(service):
                 force.add(service)
         if not force:
@@ -278,7 +281,7 @@ class SotwStream(StreamProtocol[TypeState]):
             return True  # this stream does not fetch routes: nothing to wait for
         current_routes = self._current(ROUTE).resources
         for listener in listeners.sent.values():
-            for name in route_config_names(listener):
+            for name in self.memos.references.route_config_names(listener):
                 route = current_routes.get(name)
                 if route is None:
                     continue  # not served at all: nothing to wait for

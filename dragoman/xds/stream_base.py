@@ -4,23 +4,39 @@ about. What to send, and when, is each protocol's own (`dragoman.xds.sotw`, `.de
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
+from dragoman.snapshots.references import ResourceReferences
 from dragoman.snapshots.resources import Snapshot, TypeSnapshot, ads_ordered
 from dragoman.xds.client_kind import is_grpc_client
+from dragoman.xds.delta_state import DigestMaps
 from dragoman.xds.sotw_state import MissingTypeUrl, StreamEvent, WrongTypeUrl
+from dragoman.xds.wire import ResponseBodies
 
 S = TypeVar("S")  # what the protocol remembers per type
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StreamMemos:
+    """What the streams of one SnapshotCache compute once and share: encoded response
+    bodies, what resources reference, and (delta) digest maps and their diffs. Owned by the
+    cache; a stream made without one gets its own."""
+
+    bodies: ResponseBodies = field(default_factory=ResponseBodies)
+    references: ResourceReferences = field(default_factory=ResourceReferences)
+    digest_maps: DigestMaps = field(default_factory=DigestMaps)
 
 
 class StreamProtocol(Generic[S]):
     """Protocol state of one stream. `type_url` None: ADS, else the only type served."""
 
-    def __init__(self, type_url: str | None = None) -> None:
+    def __init__(self, type_url: str | None = None, memos: StreamMemos | None = None) -> None:
         self.type_url = type_url
+        self.memos = memos if memos is not None else StreamMemos()
         self.node: Node | None = None  # from the first request that carries one
         # An empty first LDS/CDS request means "everything", except from proxyless gRPC
         # clients, which always name what they want (an empty list then means nothing).

@@ -31,9 +31,8 @@ _ANY_TYPE_URL = 1
 _ANY_VALUE = 2
 
 # Bytes of bodies kept for reuse: every type of several node groups and their variants
-# (a full-state CDS body is about 150 bytes per cluster). Bodies of versions no longer
-# served are dropped sooner, by `forget_versions`.
-_BODY_CACHE_BYTES = 64 * 1024 * 1024
+# (a full-state CDS body is about 150 bytes per cluster).
+BODY_CACHE_BYTES = 64 * 1024 * 1024
 
 
 def _varint(value: int) -> bytes:
@@ -126,74 +125,80 @@ def _body_bytes(value: _Encoded) -> int:
     return len(value.head) + len(value.tail)
 
 
-# Keys: (kind, type URL, version, ...), the version being the TypeSnapshot's (SotW responses
-# that retain removed clusters add "+<digest>" to it).
-BODIES: SizedLru[Hashable, _Encoded] = SizedLru(_BODY_CACHE_BYTES, _body_bytes)
+class ResponseBodies:
+    """Encoded bodies, shared by every stream of one SnapshotCache (which owns this), bounded
+    by bytes; the bodies of versions no longer served are dropped sooner (`forget_versions`).
 
+    Keys: (kind, type URL, version, ...), the version being the TypeSnapshot's (SotW
+    responses that retain removed clusters add "+<digest>" to it).
+    """
 
-def forget_versions(versions: Collection[str]) -> int:
-    """Drop the bodies made for these TypeSnapshot versions (no longer served); return how many."""
-    if not versions or not len(BODIES):
-        return 0
-    return BODIES.drop_where(lambda key: _base_version(key) in versions)
+    def __init__(self, max_bytes: int = BODY_CACHE_BYTES) -> None:
+        self.lru: SizedLru[Hashable, _Encoded] = SizedLru(max_bytes, _body_bytes)
+
+    def forget_versions(self, versions: Collection[str]) -> int:
+        """Drop the bodies made for these TypeSnapshot versions; return how many."""
+        if not versions or not len(self.lru):
+            return 0
+        return self.lru.drop_where(lambda key: _base_version(key) in versions)
+
+    def sotw_response(
+        self,
+        type_url: str,
+        version: str,
+        resources: Mapping[str, Resource],
+        nonce: str,
+        *,
+        whole_type: bool = False,
+    ) -> SotwResponse:
+        """A DiscoveryResponse carrying `resources` in order.
+
+        `whole_type`: `resources` is every resource of the type snapshot whose version is
+        `version`, so the version alone identifies the body (no per-call key of all names).
+        """
+        key = ("sotw", type_url, version, None if whole_type else tuple(resources))
+        cached = self.lru.get(key)
+        if cached is None:
+            body = (
+                _text(_VERSION, version)
+                + b"".join(_field(_RESOURCES, _any(r)) for r in resources.values())
+                + _text(_TYPE_URL, type_url)
+            )
+            cached = _Encoded(body)
+            self.lru.put(key, cached)
+        return SotwResponse(type_url, version, nonce, resources, cached.head)
+
+    def delta_response(
+        self,
+        type_url: str,
+        system_version: str,
+        resources: Iterable[Resource],
+        removed: Iterable[str],
+        nonce: str,
+    ) -> DeltaResponse:
+        """A DeltaDiscoveryResponse; each resource's version is its content digest."""
+        carried = tuple(resources)
+        gone = tuple(removed)
+        key = ("delta", type_url, system_version, tuple((r.name, r.digest) for r in carried), gone)
+        cached = self.lru.get(key)
+        if cached is None:
+            head = (
+                _text(_VERSION, system_version)
+                + b"".join(_field(_RESOURCES, _delta_wrapper(r)) for r in carried)
+                + _text(_TYPE_URL, type_url)
+            )
+            tail = b"".join(_element(_REMOVED, name) for name in gone)
+            cached = _Encoded(head, tail, tuple(r.name for r in carried), gone)
+            self.lru.put(key, cached)
+        return DeltaResponse(
+            type_url, system_version, nonce, cached.names, cached.removed, cached.head, cached.tail
+        )
 
 
 def _base_version(key: Hashable) -> str:
     assert isinstance(key, tuple)
     version: str = key[2]
     return version.split("+", 1)[0]
-
-
-def sotw_response(
-    type_url: str,
-    version: str,
-    resources: Mapping[str, Resource],
-    nonce: str,
-    *,
-    whole_type: bool = False,
-) -> SotwResponse:
-    """A DiscoveryResponse carrying `resources` in order.
-
-    `whole_type`: `resources` is every resource of the type snapshot whose version is
-    `version`, so the version alone identifies the body (no per-call key of all names).
-    """
-    key = ("sotw", type_url, version, None if whole_type else tuple(resources))
-    cached = BODIES.get(key)
-    if cached is None:
-        body = (
-            _text(_VERSION, version)
-            + b"".join(_field(_RESOURCES, _any(r)) for r in resources.values())
-            + _text(_TYPE_URL, type_url)
-        )
-        cached = _Encoded(body)
-        BODIES.put(key, cached)
-    return SotwResponse(type_url, version, nonce, resources, cached.head)
-
-
-def delta_response(
-    type_url: str,
-    system_version: str,
-    resources: Iterable[Resource],
-    removed: Iterable[str],
-    nonce: str,
-) -> DeltaResponse:
-    """A DeltaDiscoveryResponse; each resource's version is its content digest."""
-    carried = tuple(resources)
-    gone = tuple(removed)
-    key = ("delta", type_url, system_version, tuple((r.name, r.digest) for r in carried), gone)
-    cached = BODIES.get(key)
-    if cached is None:
-        head = (
-            _text(_VERSION, system_version)
-            + b"".join(_field(_RESOURCES, _delta_wrapper(r)) for r in carried)
-            + _text(_TYPE_URL, type_url)
-        )
-        tail = b"".join(_element(_REMOVED, name) for name in gone)
-        cached = _Encoded(head, tail, tuple(r.name for r in carried), gone)
-        BODIES.put(key, cached)
-    return DeltaResponse(
-        type_url, system_version, nonce, cached.names, cached.removed, cached.head, cached.tail
-    )
 
 
 def _delta_wrapper(resource: Resource) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dragoman.dag.status.stamp import stamp
 from dragoman.kubernetes.status_merge import merge_status, same_status, without_our_entries
 
 OURS = "dragoman.dev/gateway-controller"
@@ -137,3 +138,25 @@ def test_withdrawing_only_touches_objects_holding_our_entries() -> None:
     assert withdrawn == {"parents": []}
     stored = {"parents": [parent(OURS, "gw"), parent(THEIRS, "x")]}
     assert merge_status(stored, withdrawn, OURS, T0) == {"parents": [parent(THEIRS, "x")]}
+
+
+def test_the_status_writer_and_the_status_command_stamp_by_the_same_rule() -> None:
+    """One stamper: what the writer sends equals what `dragoman status` prints, times and key
+    order included, for a status that is new, then unchanged, then flipped."""
+    first = {
+        "conditions": [condition("Accepted", "True"), condition("Programmed", "True")],
+        "listeners": [{"name": "http", "conditions": [condition("Programmed", "True")]}],
+    }
+    flipped = {
+        "conditions": [condition("Accepted", "True"), condition("Programmed", "False")],
+        "listeners": [{"name": "http", "conditions": [condition("Programmed", "False")]}],
+    }
+    written = merge_status(None, first, OURS, T0)
+    assert written == stamp(first, T0)
+    assert list(written["conditions"][0]) == list(stamp(first, T0)["conditions"][0])
+    for later, at in ((first, T1), (flipped, T1)):
+        assert merge_status(written, later, OURS, at) == stamp(later, at, previous=written)
+    times = [
+        c["lastTransitionTime"] for c in merge_status(written, flipped, OURS, T1)["conditions"]
+    ]
+    assert times == [T0, T1]

@@ -12,6 +12,7 @@ from envoy.config.core.v3.base_pb2 import Node
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.sotw_state import Ack, MissingTypeUrl, Nack, StaleRequest, WrongTypeUrl
+from dragoman.xds.stream_base import StreamMemos
 from dragoman.xds.wire import DeltaResponse
 from tests.support.xds_builders import (
     delta_ack,
@@ -120,8 +121,9 @@ def test_delta_response_bytes_equal_protobuf_deterministic_encoding() -> None:
 
 def test_delta_streams_share_the_encoded_body() -> None:
     snap = base_snapshot()
-    first = only(DeltaStream().on_request(delta_request(CLUSTER, node=NODE), snap))
-    second = only(DeltaStream().on_request(delta_request(CLUSTER, node=NODE), snap))
+    memos = StreamMemos()  # one cache's, which its server's streams share
+    first = only(DeltaStream(memos=memos).on_request(delta_request(CLUSTER, node=NODE), snap))
+    second = only(DeltaStream(memos=memos).on_request(delta_request(CLUSTER, node=NODE), snap))
     assert first.head is second.head  # one encoding, shared; only the nonce is per stream
 
 
@@ -523,7 +525,8 @@ def test_delta_unchanged_snapshot_pushes_nothing() -> None:
 
 def test_delta_idle_wildcard_streams_share_the_snapshot_digest_map_and_diff() -> None:
     snap = snapshot(clusters=[eds_cluster("a"), eds_cluster("b"), eds_cluster("c")])
-    streams = [DeltaStream(CLUSTER) for _ in range(3)]
+    memos = StreamMemos()
+    streams = [DeltaStream(CLUSTER, memos) for _ in range(3)]
     for stream in streams:
         stream.on_request(delta_ack(only(stream.on_request(delta_request(CLUSTER), snap))), snap)
     held = [stream.types[CLUSTER].held for stream in streams]

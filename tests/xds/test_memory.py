@@ -21,7 +21,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, Disc
 
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
-from dragoman.snapshots.references import route_config_names
+from dragoman.snapshots.references import ResourceReferences
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
@@ -30,13 +30,12 @@ from dragoman.snapshots.resources import (
     Snapshot,
     TypeSnapshot,
 )
-from dragoman.xds import wire
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.lru import SizedLru
 from dragoman.xds.registry import StreamRegistry
 from dragoman.xds.sotw import SotwStream
-from dragoman.xds.variants import ConfigSources
+from dragoman.xds.stream_base import StreamMemos
 from tests.support.xds_builders import (
     ack,
     delta_ack,
@@ -44,7 +43,6 @@ from tests.support.xds_builders import (
     eds_cluster,
     endpoints,
     listener,
-    per_type_snapshot,
     request,
     snapshot,
 )
@@ -52,6 +50,8 @@ from tests.support.xds_client import XdsClient, xds_channel
 
 CLUSTERS = 1000
 STREAMS = 100
+# What the streams of one cache share, as a server's streams do.
+MEMOS = StreamMemos()
 
 
 def many_clusters(timeout_s: int = 1) -> Snapshot:
@@ -82,7 +82,7 @@ def measure(make_streams: Callable[[], list[object]]) -> float:
 def idle_sotw_streams(first: Snapshot, second: Snapshot) -> list[object]:
     streams = []
     for i in range(STREAMS):
-        stream = SotwStream()
+        stream = SotwStream(memos=MEMOS)
         (cds,) = stream.on_request(request(CLUSTER, node=Node(id=f"n{i}")), first)
         stream.on_request(ack(cds), first)
         (cds,) = stream.on_snapshot(second)  # a push, ACKed: idle again
@@ -95,7 +95,7 @@ def idle_sotw_streams(first: Snapshot, second: Snapshot) -> list[object]:
 def idle_delta_streams(first: Snapshot, second: Snapshot) -> list[object]:
     streams = []
     for i in range(STREAMS):
-        stream = DeltaStream()
+        stream = DeltaStream(memos=MEMOS)
         (cds,) = stream.on_request(delta_request(CLUSTER, node=Node(id=f"n{i}")), first)
         stream.on_request(delta_ack(cds), first)
         (cds,) = stream.on_snapshot(second)
@@ -174,7 +174,7 @@ def idle_sotw_eds_streams(snap: Snapshot) -> list[object]:
     names = sorted(snap.of_type(ENDPOINT).resources)
     streams = []
     for i in range(EDS_STREAMS):
-        stream = SotwStream()
+        stream = SotwStream(memos=MEMOS)
         (cds,) = stream.on_request(request(CLUSTER, node=Node(id=f"n{i}")), snap)
         stream.on_request(ack(cds), snap)
         (eds,) = stream.on_request(from_the_wire(request(ENDPOINT, names)), snap)
@@ -188,7 +188,7 @@ def idle_delta_eds_streams(snap: Snapshot) -> list[object]:
     names = sorted(snap.of_type(ENDPOINT).resources)
     streams = []
     for i in range(EDS_STREAMS):
-        stream = DeltaStream()
+        stream = DeltaStream(memos=MEMOS)
         (cds,) = stream.on_request(delta_request(CLUSTER, node=Node(id=f"n{i}")), snap)
         stream.on_request(delta_ack(cds), snap)
         (eds,) = stream.on_request(from_the_wire(delta_request(ENDPOINT, names)), snap)
@@ -226,7 +226,7 @@ def test_bodies_of_versions_no_longer_served_are_let_go() -> None:
 
     cache = SnapshotCache(per_type=PerTypeConfigSources())
     cache.set_snapshots({ALL_GATEWAYS: version(0)})
-    stream = SotwStream()
+    stream = SotwStream(memos=cache.memos)
     (cds,) = stream.on_request(
         request(CLUSTER, node=Node(id="n")), cache.snapshot_for(ALL_GATEWAYS)
     )
@@ -253,7 +253,7 @@ def test_response_bodies_are_bounded_by_bytes() -> None:
     assert cache.get(99) is not None and cache.get(0) is None
     cache.put(100, bytes(50_000))  # one body over the bound still stays: it is in use
     assert len(cache) == 1 and cache.get(100) is not None
-    assert wire.BODIES.max_bytes <= 64 * 1024 * 1024
+    assert SnapshotCache().memos.bodies.lru.max_bytes <= 64 * 1024 * 1024
 
 
 def big_listener(index: int) -> Resource:
@@ -268,12 +268,15 @@ def big_listener(index: int) -> Resource:
 
 
 def test_parsed_references_and_per_type_rewrites_keep_no_old_bodies() -> None:
+    references = ResourceReferences()
+    rewrites = PerTypeConfigSources()
+
     def churn(first: int) -> None:
         for index in range(first, first + 150):
             resource = big_listener(index)
-            assert route_config_names(resource) == {f"routes-{index}"}
+            assert references.route_config_names(resource) == {f"routes-{index}"}
             served = Snapshot(types={LISTENER: TypeSnapshot.of([resource])})
-            rewritten = per_type_snapshot(served, ConfigSources.PER_TYPE_SOTW)
+            rewritten = rewrites.per_type(served, delta=False)
             assert rewritten.of_type(LISTENER).resources[resource.name] is not resource
 
     size = len(big_listener(0).body)

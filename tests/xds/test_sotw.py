@@ -18,6 +18,7 @@ from dragoman.xds.sotw import (
     StaleRequest,
     WrongTypeUrl,
 )
+from dragoman.xds.stream_base import StreamMemos
 from tests.support.xds_builders import (
     ack,
     dns_cluster,
@@ -808,7 +809,8 @@ def test_response_bytes_equal_protobuf_deterministic_encoding() -> None:
 
 def test_streams_share_one_encoded_body_only_the_nonce_differs() -> None:
     snap = base_snapshot()
-    first, second = SotwStream(), SotwStream()
+    memos = StreamMemos()  # one cache's, which its server's streams share
+    first, second = SotwStream(memos=memos), SotwStream(memos=memos)
     second.on_request(request(ROUTE, ["routes-http"], node=NODE), snap)  # moves its nonces on
     a = only(first.on_request(request(CLUSTER, node=NODE), snap))
     b = only(second.on_request(request(CLUSTER), snap))

@@ -1,4 +1,5 @@
-"""Stamping lastTransitionTime on a computed status, as a status writer must.
+"""Stamping lastTransitionTime on a computed status, as a status writer must: the one rule,
+used by `dragoman status` and by the Kubernetes status writer (`kubernetes.status_merge`).
 
 A condition keeps the time it had in the previous status when its status value did not
 change; a new or changed condition gets `now`. Pure: the caller passes the clock reading.
@@ -6,8 +7,11 @@ change; a new or changed condition gets `now`. Pure: the caller passes the clock
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+TRANSITION_TIME = "lastTransitionTime"
 
 # Lists of entries that carry their own conditions, and the key that identifies an entry.
 _NESTED = (
@@ -24,7 +28,9 @@ def stamp(
     previous = previous or {}
     result = dict(status)
     if "conditions" in status:
-        result["conditions"] = _stamped(status["conditions"], previous.get("conditions", ()), now)
+        result["conditions"] = stamp_conditions(
+            status["conditions"], previous.get("conditions", ()), now
+        )
     for field, identity in _NESTED:
         if field not in status:
             continue
@@ -32,7 +38,7 @@ def stamp(
         result[field] = [
             {
                 **entry,
-                "conditions": _stamped(
+                "conditions": stamp_conditions(
                     entry.get("conditions", ()),
                     before.get(_identity(entry, identity), {}).get("conditions", ()),
                     now,
@@ -53,16 +59,20 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _stamped(
-    conditions: Sequence[Mapping[str, Any]], previous: Sequence[Mapping[str, Any]], now: str
-) -> list[dict[str, Any]]:
-    before = {c.get("type"): c for c in previous}
-    stamped = []
+def stamp_conditions(conditions: Sequence[Any], previous: Sequence[Any], now: str) -> list[Any]:
+    """Copies of `conditions`, each with the lastTransitionTime its type had in `previous`
+    when its status is unchanged, else `now`. What is not a condition (a status someone else
+    wrote by hand) is copied as it is."""
+    before = {c.get("type"): c for c in previous if isinstance(c, Mapping)}
+    stamped: list[Any] = []
     for c in conditions:
-        old = before.get(c["type"])
-        unchanged = old is not None and old.get("status") == c["status"]
-        time = old.get("lastTransitionTime") if unchanged and old is not None else None
-        entry = {key: value for key, value in c.items() if key != "lastTransitionTime"}
+        if not isinstance(c, Mapping):
+            stamped.append(copy.deepcopy(c))
+            continue
+        old = before.get(c.get("type"))
+        unchanged = old is not None and old.get("status") == c.get("status")
+        time = old.get(TRANSITION_TIME) if unchanged and old is not None else None
+        entry = {key: copy.deepcopy(value) for key, value in c.items() if key != TRANSITION_TIME}
         stamped.append(_ordered(entry, time or now))
     return stamped
 

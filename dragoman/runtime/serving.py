@@ -1,0 +1,66 @@
+"""Starting to serve, the same for a manifest directory and for Kubernetes:
+
+    controller = serving_controller(build_options, translate_options)
+    controller.update(store)  # the first build, before any client is answered
+    server, checking = await start_serving(controller, xds_address, dns_check, stop)
+
+then feed `controller.update` as the source changes, until a signal sets `stop`
+(`run_until_signalled`). Each mode adds its own around this: the manifest directory watch
+(`runtime.manifest_serving`), informers, leader election and the status writer
+(`kubernetes.runtime`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from dragoman.dag.options import BuildOptions
+from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.runtime.controller import Controller, UpdateResult
+from dragoman.runtime.server_config import DnsCheckSettings
+from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.server import start_xds_server
+
+
+def serving_controller(
+    build_options: BuildOptions, translate_options: TranslateOptions
+) -> Controller:
+    """A controller publishing into a snapshot cache of its own, which serves ADS and
+    per-type clients alike."""
+    # Per-type clients fetch EDS and RDS through their bootstrap's cluster for dragoman.
+    cache = SnapshotCache(per_type=PerTypeConfigSources(translate_options.xds_cluster_name))
+    return Controller(cache, build_options, translate_options)
+
+
+async def start_serving(
+    controller: Controller,
+    xds_address: str,
+    dns_check: DnsCheckSettings,
+    stop: asyncio.Event,
+    on_dns_update: Callable[[UpdateResult], None] | None = None,
+) -> tuple[Any, asyncio.Task[None] | None]:
+    """Starts the xDS server for a controller that has built once, and the DNS check loop
+    (until `stop`) when the configuration turns it on. Returns the server and the check
+    loop's task (None: no check)."""
+    checks = None
+    if dns_check.enabled:
+        from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop
+
+        policy = controller.build_options.external_names
+        checks = DnsCheckLoop(controller, DnsChecker(dns_check, policy=policy), on_dns_update)
+        await checks.check_once()  # serve checked names from the first response on
+    server = await start_xds_server(controller.cache, xds_address)
+    return server, asyncio.create_task(checks.run(stop)) if checks is not None else None
+
+
+async def run_until_signalled(run: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Runs `run(stop)`, with `stop` set by SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await run(stop)
