@@ -27,6 +27,7 @@ from dragoman.dag.upstreams.build import (
 from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.dag.upstreams.endpoint_addresses import slice_problems
 from dragoman.dag.upstreams.endpoints import checked_assignments, load_assignments
+from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
 from dragoman.objects import ObjectKey
 from dragoman.store import Store
 
@@ -110,6 +111,7 @@ def build(
     statuses = object_statuses(judged, outcomes, problems, options.controller_name, shadowed)
     for status in policy_statuses(upstreams, context):
         statuses[status.key] = status
+    problems.extend(affinity_timeout_problems(clusters.values(), store.services))
     assignments = load_assignments(clusters, store, options.endpoint_networks)
     problems.extend(slice_problems(store.endpoint_slices.values(), options.endpoint_networks))
     routes_to_names = dns_routes(upstreams) if options.dns_check else {}

@@ -79,6 +79,8 @@ class EdsCluster:
     port_name: str = ""
     protocol: str = HTTP1  # HTTP1, H2C or H2; part of the cluster name when not HTTP1
     tls: UpstreamTls | None = None  # a BackendTLSPolicy's; None: cleartext
+    # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
+    client_ip_affinity: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,7 @@ class DnsCluster:
     tls: UpstreamTls | None = None
     dns: DnsSettings = DEFAULT_DNS_SETTINGS
     checked: bool = False
+    client_ip_affinity: bool = False  # as EdsCluster's
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,13 @@ class AggregateCluster:
 
 
 Cluster = EdsCluster | DnsCluster | AggregateCluster
+
+
+def has_client_ip_affinity(cluster: Cluster) -> bool:
+    """Whether requests to the cluster must carry a hash of the client's address."""
+    if isinstance(cluster, AggregateCluster):
+        return any(child.client_ip_affinity for child in cluster.children)
+    return cluster.client_ip_affinity
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +227,8 @@ class Forward:
     # A GRPCRoute action: a share with no valid backend answers 503 (gRPC UNAVAILABLE), and
     # the client's grpc-timeout header bounds each call.
     grpc: bool = False
+    # Hash the downstream client's address (a backend Service with sessionAffinity ClientIP).
+    hash_client_ip: bool = False
 
     @property
     def clusters(self) -> tuple[str, ...]:

@@ -40,6 +40,11 @@ def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
         message = eds_cluster(value, options)
     else:
         message = dns_cluster(value, options)
+    if value.client_ip_affinity:
+        # sessionAffinity ClientIP: the route hashes the client's address (hash_policy
+        # source_ip) onto a ring of the endpoints, so one client keeps reaching one endpoint
+        # while the set is stable (timeoutSeconds has no Envoy counterpart).
+        message.lb_policy = cluster_pb2.Cluster.RING_HASH
     protocol_options = upstream_protocol_options(value.protocol, tls=value.tls is not None)
     if protocol_options is not None:
         message.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(

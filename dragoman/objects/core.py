@@ -30,6 +30,12 @@ class Service:
     ports: tuple[ServicePort, ...] = ()
     selector: Mapping[str, str] | None = None
     external_name: str = ""
+    # spec.sessionAffinity: "None" or "ClientIP"; and sessionAffinityConfig.clientIP
+    # .timeoutSeconds, None when absent.
+    session_affinity: str = "None"
+    session_affinity_timeout_s: int | None = None
+    # spec.externalIPs, as written.
+    external_ips: tuple[str, ...] = ()
 
     @property
     def key(self) -> ObjectKey:
@@ -38,6 +44,10 @@ class Service:
     @property
     def is_external_name(self) -> bool:
         return self.type == "ExternalName"
+
+    @property
+    def client_ip_affinity(self) -> bool:
+        return self.session_affinity == "ClientIP"
 
 
 @dataclass(frozen=True, slots=True)

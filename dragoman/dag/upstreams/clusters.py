@@ -144,6 +144,7 @@ def _eds_cluster(
         port_name=declared.name,
         protocol=protocol,
         tls=tls,
+        client_ip_affinity=service.client_ip_affinity,
     )
 
 
@@ -183,6 +184,7 @@ def _external_cluster(
         tls=tls,
         dns=service_dns_settings(service, options.dns_check).settings,
         checked=options.dns_check,
+        client_ip_affinity=service.client_ip_affinity,
     )
     preferred = _preferred_cluster(service, dns.port, context)
     if not isinstance(preferred, EdsCluster):
