@@ -118,7 +118,8 @@ def build(
     if options.dns_check:
         policy = options.external_names
         statuses = with_dns_conditions(statuses, routes_to_names, upstream.dns, policy)
-        assignments.update(checked_assignments(clusters, upstream.dns, policy))
+    # Checked external names' addresses, and ExternalNames' externalIPs.
+    assignments.update(checked_assignments(clusters, upstream.dns, options.external_names))
     return Dag(
         groups=groups,
         clusters=clusters,

@@ -98,6 +98,14 @@ class DnsCluster:
     dns: DnsSettings = DEFAULT_DNS_SETTINGS
     checked: bool = False
     client_ip_affinity: bool = False  # as EdsCluster's
+    # The Service's spec.externalIPs that passed the address rules: the cluster's endpoints
+    # (over EDS, the name kept as their hostname), and nothing is resolved.
+    addresses: tuple[str, ...] = ()
+
+    @property
+    def served_over_eds(self) -> bool:
+        """Endpoints from dragoman (checked or fixed addresses), not Envoy's resolver."""
+        return self.checked or bool(self.addresses)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
     if isinstance(value, AggregateCluster):
         # Protocol and TLS belong to the clusters it aggregates.
         return aggregate_cluster(value, options)
-    if isinstance(value, EdsCluster) or value.checked:
+    if isinstance(value, EdsCluster) or value.served_over_eds:
         # A checked external name's endpoints are the addresses dragoman resolved and
         # accepted: Envoy never resolves the name itself, so no answer goes unchecked.
         message = eds_cluster(value, options)

@@ -182,8 +182,11 @@ class _Translator:
 
 
 def is_eds(value: Cluster | None) -> bool:
-    """Whether Envoy takes the cluster's endpoints over EDS: pods, or checked external names."""
-    return isinstance(value, EdsCluster) or (isinstance(value, DnsCluster) and value.checked)
+    """Whether Envoy takes the cluster's endpoints over EDS: pods, checked external names, or
+    an ExternalName's externalIPs."""
+    return isinstance(value, EdsCluster) or (
+        isinstance(value, DnsCluster) and value.served_over_eds
+    )
 
 
 def _assignment_resource(value: LoadAssignment) -> LoadAssignmentResource:

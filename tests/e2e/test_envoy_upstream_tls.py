@@ -36,7 +36,9 @@ from tests.support.https_backend import HttpsEchoBackend
 
 SECURE = "secure.e2e.test"  # a name the backend's certificate carries
 # The master-service case: `default/kubernetes` as an ExternalName naming the API server.
-API_SERVER = "api.cluster.e2e.test"  # the other name the certificate carries
+API_SERVER = "api.cluster.e2e.test"  # another name the certificate carries
+# An ExternalName whose spec.externalIPs name the backend; the DNS responder does not know it.
+BY_IPS = "ips.e2e.test"
 BACKEND_IP = "127.0.0.7"
 
 
@@ -73,7 +75,7 @@ spec:
     rules = "\n".join(
         f"    - matches: [{{path: {{type: PathPrefix, value: /{name}}}}}]\n"
         f"      backendRefs: [{{name: {name}, port: {port}}}]"
-        for name in ("secure", "wrong", "pinned", "pinned-san", "untrusted", "kubernetes")
+        for name in ("secure", "wrong", "pinned", "pinned-san", "untrusted", "kubernetes", "ips")
     )
     return f"""
 apiVersion: gateway.networking.k8s.io/v1
@@ -102,6 +104,15 @@ data:
 {external("pinned-san", "pinned.e2e.test", app_protocol="")}
 {external("untrusted", SECURE, app_protocol="")}
 {external("kubernetes", API_SERVER)}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: ips, namespace: default}}
+spec:
+  type: ExternalName
+  externalName: {BY_IPS}
+  externalIPs: [{BACKEND_IP}]
+  ports: [{{name: https, port: {port}, appProtocol: https}}]
 {policy("pinned", "pinned", "test-ca")}
 {
         policy(
@@ -150,7 +161,9 @@ def world(
     checked: bool = request.param
     root: Path = tmp_path_factory.mktemp("upstream-tls")
     ca, other = certificate_authority("e2e upstream CA"), certificate_authority("unrelated CA")
-    backend = HttpsEchoBackend("secure", BACKEND_IP, ca.issue(SECURE, API_SERVER), root).start()
+    backend = HttpsEchoBackend(
+        "secure", BACKEND_IP, ca.issue(SECURE, API_SERVER, BY_IPS), root
+    ).start()
     listener = free_port()
     manifest_dir = root / "manifests"
     manifest_dir.mkdir()
@@ -242,7 +255,9 @@ def test_the_clusters_envoy_runs_carry_the_tls_contexts(world: World) -> None:
         socket = cluster.get("transport_socket")
         if socket is not None:
             contexts[cluster["name"].split("/")[1]] = socket["typed_config"]
-    assert set(contexts) == {"secure", "wrong", "pinned", "pinned-san", "untrusted", "kubernetes"}
+    expected = {"secure", "wrong", "pinned", "pinned-san", "untrusted", "kubernetes"}
+    # externalIPs on loopback need an allowedNetworks exception, which needs the DNS check.
+    assert set(contexts) == expected | ({"ips"} if world.checked else set())
     assert contexts["secure"]["auto_host_sni"] is True
     assert contexts["secure"]["auto_sni_san_validation"] is True
     assert contexts["pinned"]["sni"] == SECURE
@@ -279,3 +294,16 @@ def test_with_the_dns_check_envoy_never_resolves_an_external_name(world: World) 
         }
         assert hosts["secure"] == [(BACKEND_IP, SECURE)]
         assert hosts["kubernetes"] == [(BACKEND_IP, API_SERVER)]
+
+
+def test_external_ips_are_used_with_the_external_name_as_sni_and_host(world: World) -> None:
+    status, data = world.get("/ips/x")
+
+    if not world.checked:
+        # 127.0.0.7 is a loopback address: denied, and reported on the route.
+        assert status == 500
+        assert "spec.externalIPs: [0] 127.0.0.7 is a loopback address" in world.dragoman.log()
+        return
+    # Nothing resolves ips.e2e.test: the address came from spec.externalIPs alone.
+    assert status == 200, world.diagnostics()
+    assert (data["sni"], data["host"]) == (BY_IPS, BY_IPS)

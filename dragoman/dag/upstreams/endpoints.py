@@ -168,11 +168,15 @@ def _first(
 
 def checked_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:
     """The external-name clusters whose endpoints are the DNS check's addresses."""
+    return [value for value in _dns_clusters(clusters) if value.checked and not value.addresses]
+
+
+def _dns_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:
     found = []
     for value in clusters.values():
         if isinstance(value, AggregateCluster):
             value = value.fallback
-        if isinstance(value, DnsCluster) and value.checked:
+        if isinstance(value, DnsCluster):
             found.append(value)
     return found
 
@@ -180,13 +184,16 @@ def checked_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:
 def checked_assignments(
     clusters: Mapping[str, Cluster], dns: DnsObservations, policy: ExternalNamePolicy
 ) -> dict[str, LoadAssignment]:
-    """A load assignment for each checked external-name cluster, by cluster name."""
-    return {
-        value.name: checked_assignment(
-            value, served_addresses(value.hostname, dns.get(value.hostname), policy)
-        )
-        for value in checked_clusters(clusters)
-    }
+    """A load assignment for each external-name cluster dragoman gives its endpoints: its
+    externalIPs, or the DNS check's addresses. By cluster name."""
+    assignments = {}
+    for value in _dns_clusters(clusters):
+        if value.addresses:
+            assignments[value.name] = checked_assignment(value, value.addresses)
+        elif value.checked:
+            served = served_addresses(value.hostname, dns.get(value.hostname), policy)
+            assignments[value.name] = checked_assignment(value, served)
+    return assignments
 
 
 def checked_assignment(cluster: DnsCluster, addresses: Sequence[str]) -> LoadAssignment:

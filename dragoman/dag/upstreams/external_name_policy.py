@@ -126,6 +126,10 @@ class ExternalNamePolicy:
                 return f"externalName {hostname!r} resolves to {text}, {reason}"
         return None
 
+    def address_reason(self, text: str) -> str | None:
+        """None when the address may be reached, else why not ("a loopback address ...")."""
+        return self._address_reason(ipaddress.ip_address(text))
+
     def _address_reason(self, address: Address) -> str | None:
         # An IPv4-mapped IPv6 address reaches the IPv4 host: judge that one.
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:

@@ -206,7 +206,7 @@ def grpc_clusters(value: Cluster, options: TranslateOptions) -> list[cluster_pb2
     """
     if isinstance(value, EdsCluster):
         return [cluster(value, options)]
-    if isinstance(value, DnsCluster) and value.checked:
+    if isinstance(value, DnsCluster) and value.served_over_eds:
         # The DNS check's addresses, over EDS as for Envoy: the client resolves nothing.
         return [cluster(value, options)]
     if isinstance(value, DnsCluster):
@@ -220,6 +220,6 @@ def grpc_clusters(value: Cluster, options: TranslateOptions) -> list[cluster_pb2
         grpc_aggregate_cluster(value.name, [preferred.name, fallback.name], options),
         cluster(preferred, options),
         cluster(fallback, options)
-        if fallback.checked
+        if fallback.served_over_eds
         else logical_dns_cluster(fallback.name, fallback, options),
     ]

@@ -108,8 +108,7 @@ def service_targets(
             name = target_name(host, port)
             listeners.append(ApiListener(name=name, host=host, routes=(route,)))
     assignments = load_assignments(clusters, store, options.endpoint_networks)
-    if options.dns_check:
-        assignments.update(checked_assignments(clusters, dns or {}, options.external_names))
+    assignments.update(checked_assignments(clusters, dns or {}, options.external_names))
     return ServiceTargets(
         listeners=tuple(listeners), clusters=clusters, load_assignments=assignments
     )
