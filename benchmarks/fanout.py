@@ -68,6 +68,8 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 
 from dragoman.envoy.core import ads_config_source, seconds
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.runtime.controller import UpdateResult
+from dragoman.runtime.metrics import Metrics
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
@@ -194,6 +196,8 @@ class Scenario:
     workers: int
     delta: bool
     eds: bool
+    metrics: bool = False  # the server counts with dragoman's Prometheus metrics hooks
+    metrics_services: int = 10_000  # Services in the store behind the reported scrape
 
 
 @dataclass
@@ -209,6 +213,7 @@ class Result:
     trimmed_idle_kib: int
     peak_kib: int
     response_bytes: int
+    scrape: str = ""  # with --metrics: the /metrics scrape with every stream connected
 
 
 async def run_scenario(scenario: Scenario) -> Result:
@@ -221,9 +226,20 @@ async def run_scenario(scenario: Scenario) -> Result:
     cache.set_snapshots({GROUP: snapshots[0]})
     progress = Progress(type_url)
     registry = StreamRegistry()
-    server = await start_xds_server(
-        cache, "127.0.0.1:0", registry=registry, callbacks=XdsCallbacks(on_event=progress.on_event)
-    )
+    metrics = Metrics() if scenario.metrics else None
+    callbacks = XdsCallbacks(on_event=progress.on_event)
+    if metrics is not None:
+        metrics.state.streams = registry
+        hooks = metrics.xds_callbacks()
+        assert hooks.on_event is not None
+        on_event = hooks.on_event
+
+        def both(stream: ConnectedStream, event: StreamEvent) -> None:
+            on_event(stream, event)
+            progress.on_event(stream, event)
+
+        callbacks = dataclasses.replace(hooks, on_event=both)
+    server = await start_xds_server(cache, "127.0.0.1:0", registry=registry, callbacks=callbacks)
     address = f"127.0.0.1:{bound_port(server)}"
     gc.collect()
     rss_before = rss_kib()
@@ -269,6 +285,8 @@ async def run_scenario(scenario: Scenario) -> Result:
             progress.expect(version, streams)
             cpu_before = time.process_time()
             started = time.monotonic()
+            if metrics is not None:  # what the controller's observer does on each publication
+                metrics.built(UpdateResult("full", 0.0))
             cache.set_snapshots({GROUP: snap})
             await asyncio.wait_for(progress.done.wait(), SETTLE_TIMEOUT_S)
             acked_s.append(time.monotonic() - started)
@@ -291,6 +309,7 @@ async def run_scenario(scenario: Scenario) -> Result:
                 raise RuntimeError(f"only {len(latencies)} of {streams} streams got {version}")
             received_s.append(latencies[-1])
             stream_p50_s.append(latencies[len(latencies) // 2])
+        scrape = scraped(metrics, scenario.metrics_services) if metrics is not None else ""
     finally:
         for proc in procs:
             if proc.returncode is None:
@@ -309,7 +328,26 @@ async def run_scenario(scenario: Scenario) -> Result:
         trimmed_idle,
         peak_rss_kib(),
         response_bytes=_full_response_bytes(snapshots[-1]),
+        scrape=scrape,
     )
+
+
+def scraped(metrics: Metrics, services: int) -> str:
+    """A scrape while every stream is connected, with a controller holding `services`
+    Services (translate.py's store) built: what Prometheus would read."""
+    from translate import synthesize
+
+    from dragoman.runtime.controller import Controller
+    from dragoman.store import Store
+
+    controller = Controller(SnapshotCache())
+    controller.update(Store.from_objects(synthesize(services)))
+    metrics.state.controller = controller
+    started = time.perf_counter()
+    text = metrics.exposition().decode()
+    elapsed = time.perf_counter() - started
+    print(f"  (scrape computed in {elapsed * 1000:.1f} ms)", file=sys.stderr)
+    return text
 
 
 def _full_response_bytes(snap: Snapshot) -> int:
@@ -517,6 +555,14 @@ def report(result: Result) -> None:
         f"{per_stream:.1f} KiB per idle stream"
     )
     print(f"  after malloc_trim (memory in use): {in_use:.1f} KiB per idle stream")
+    if result.scrape:
+        families = sum(1 for line in result.scrape.splitlines() if line.startswith("# TYPE"))
+        series = sum(1 for line in result.scrape.splitlines() if not line.startswith("#"))
+        print(
+            f"  /metrics with {scenario.streams} streams connected and "
+            f"{scenario.metrics_services:,} Services: {len(result.scrape.encode()):,} bytes, "
+            f"{families} families, {series} samples"
+        )
 
 
 def scenario_args(scenario: Scenario) -> list[str]:
@@ -532,6 +578,11 @@ def scenario_args(scenario: Scenario) -> list[str]:
         str(scenario.workers),
         *(["--delta"] if scenario.delta else []),
         *(["--eds"] if scenario.eds else []),
+        *(
+            ["--metrics", "--metrics-services", str(scenario.metrics_services)]
+            if scenario.metrics
+            else []
+        ),
     ]
 
 
@@ -546,6 +597,17 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("--eds", action="store_true", help="streams also subscribe every CLA")
     made.add_argument(
         "--matrix", action="store_true", help="every combination of --delta and --eds"
+    )
+    made.add_argument(
+        "--metrics",
+        action="store_true",
+        help="count with dragoman's Prometheus metrics hooks, and report a /metrics scrape",
+    )
+    made.add_argument(
+        "--metrics-services",
+        type=int,
+        default=10_000,
+        help="Services in the store behind the scrape (default 10,000)",
     )
     made.add_argument(
         "--grpc-services",
@@ -565,7 +627,16 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
     if not args.matrix:
         modes = [(args.delta, args.eds)]
     return [
-        Scenario(streams, args.clusters, args.updates, args.workers, delta, eds)
+        Scenario(
+            streams,
+            args.clusters,
+            args.updates,
+            args.workers,
+            delta,
+            eds,
+            args.metrics,
+            args.metrics_services,
+        )
         for delta, eds in modes
         for streams in args.streams or [100, 1000]
     ]

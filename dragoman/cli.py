@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from collections.abc import Sequence
 
 from dragoman import __version__
-from dragoman.commands import bootstrap, clients, demo, render, serve, status
+from dragoman.commands import bootstrap, check, clients, demo, render, serve, status
 
 # Each module adds its subparser and sets `run`; the order is the order of `--help`.
-COMMANDS = (serve, render, bootstrap, demo, clients, status)
+COMMANDS = (serve, render, check, bootstrap, demo, clients, status)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,15 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    from dragoman.runtime.logs import setup_logging
+
     args = _parser().parse_args(argv)
-    _setup_logging(getattr(args, "log_level", "warning"))
+    setup_logging(getattr(args, "log_level", "warning"), getattr(args, "log_format", "text"))
     return int(args.run(args))

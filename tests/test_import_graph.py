@@ -133,3 +133,24 @@ def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
         "objects imports store",
         "xds imports envoy",
     ]
+
+
+def test_no_test_file_imports_another() -> None:
+    """Shared test code lives in tests/support/, never in a test module."""
+    tests = Path(__file__).parent
+    offenders = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            offenders += [
+                f"{path.relative_to(tests)} imports {name}"
+                for name in names
+                if name.startswith("tests.") and name.rpartition(".")[2].startswith("test_")
+            ]
+    assert offenders == []

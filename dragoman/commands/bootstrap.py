@@ -34,6 +34,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="unix socket for Envoy's admin interface (never a TCP port a route could reach)",
     )
     parser.add_argument(
+        "--envoy-stats-address",
+        type=host_port,
+        metavar="HOST:PORT",
+        help="a listener exposing only Envoy's /stats/prometheus and /ready (for Prometheus "
+        "and probes); the admin interface stays on its unix socket",
+    )
+    parser.add_argument(
         "--dns-resolver",
         type=dns_server,
         action="append",
@@ -80,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             xds_transport=args.xds_transport,
             delta=args.delta,
             xds_cluster_name=args.xds_cluster_name,
+            stats_address=args.envoy_stats_address,
         )
     )
     return 0

@@ -34,6 +34,50 @@ def host_port(value: str) -> str:
     return value
 
 
+def ops_address(value: str) -> str:
+    """`HOST:PORT` of the operations HTTP server (port 0: any free port), or "off"."""
+    from dragoman.runtime.ops_server import split_address
+
+    if value == "off":
+        return value
+    try:
+        split_address(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
+
+
+def gateway_address(value: str) -> str:
+    """An IP address or a DNS hostname, as Gateway status.addresses holds them."""
+    import ipaddress
+    import re
+
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    label = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    if len(value) > 253 or not re.fullmatch(rf"{label}(\.{label})*", value):
+        raise argparse.ArgumentTypeError(
+            f"expected an IP address or a lowercase DNS hostname, such as 203.0.113.10 or "
+            f"gateway.example.com, got {value!r}"
+        )
+    return value
+
+
+def namespaced_name(value: str) -> tuple[str, str]:
+    """`NAMESPACE/NAME` of an object."""
+    import re
+
+    label = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    if not re.fullmatch(rf"{label}/{label}(\.{label})*", value):
+        raise argparse.ArgumentTypeError(
+            f"expected NAMESPACE/NAME, such as dragoman-system/envoy, got {value!r}"
+        )
+    namespace, name = value.split("/")
+    return namespace, name
+
+
 def dns_server(value: str) -> str:
     """A DNS server: an IP address, with an optional port (53 by default)."""
     import ipaddress
@@ -80,6 +124,13 @@ def add_logging(parser: argparse.ArgumentParser) -> None:
         default="info",
         choices=["debug", "info", "warning", "error"],
         help="log verbosity (default: info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text (default), or json: one object per line (time, level, logger, message, "
+        "object, node)",
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,17 +13,21 @@ from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
     add_config,
     add_logging,
+    gateway_address,
     host_port,
     manifest_dir,
+    namespaced_name,
+    ops_address,
     server_config,
     xds_cluster_name,
 )
 
 if TYPE_CHECKING:
+    from dragoman.dag.options import BuildOptions
     from dragoman.envoy.options import TranslateOptions
     from dragoman.runtime.server_config import ServerConfig
 
-DEFAULT_HEALTH_ADDRESS = "0.0.0.0:8081"
+DEFAULT_METRICS_ADDRESS = "127.0.0.1:8002"
 DEFAULT_LEASE_NAME = "dragoman-leader"
 
 
@@ -53,6 +58,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default="0.0.0.0",
         metavar="IP",
         help="address Envoy binds Gateway listeners to (default: 0.0.0.0)",
+    )
+    parser.add_argument(
+        "--metrics-address",
+        type=ops_address,
+        default=DEFAULT_METRICS_ADDRESS,
+        metavar="HOST:PORT",
+        help=f"HTTP /metrics, /healthz, /readyz and /debug (default: {DEFAULT_METRICS_ADDRESS}; "
+        "port 0 picks a free port; 'off' for none)",
+    )
+    parser.add_argument(
+        "--gateway-address",
+        action="append",
+        dest="gateway_addresses",
+        type=gateway_address,
+        metavar="IP_OR_HOSTNAME",
+        help="where clients reach the Gateways, written to their status.addresses; repeat "
+        "for several",
     )
     add_config(parser)
     _add_kubernetes_arguments(parser)
@@ -90,11 +112,11 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: dragoman.dev/gateway-controller)",
     )
     kube.add_argument(
-        "--health-address",
-        default=DEFAULT_HEALTH_ADDRESS,
-        metavar="HOST:PORT",
-        help=f"HTTP /healthz and /readyz for probes (default: {DEFAULT_HEALTH_ADDRESS}; "
-        "'off' for none)",
+        "--envoy-service",
+        type=namespaced_name,
+        metavar="NS/NAME",
+        help="the Service in front of Envoy: its status.loadBalancer.ingress addresses become "
+        "the Gateways' status.addresses (followed as they change)",
     )
     kube.add_argument(
         "--no-leader-election",
@@ -135,10 +157,16 @@ def run(args: argparse.Namespace) -> int:
             listener_address=args.listener_address, xds_cluster_name=args.xds_cluster_name
         )
     )
+    build_options = dataclasses.replace(
+        config.build_options(),
+        gateway_addresses=tuple(dict.fromkeys(args.gateway_addresses or ())),
+        address_service=args.envoy_service,
+    )
+    ops = None if args.metrics_address == "off" else args.metrics_address
     if args.kubernetes:
-        return _run_kubernetes(args, config, translate_options, log)
-    if args.kubeconfig is not None or args.namespaces or args.context:
-        log.error("--kubeconfig, --context and --namespace need --kubernetes")
+        return _run_kubernetes(args, config, build_options, translate_options, ops, log)
+    if args.kubeconfig is not None or args.namespaces or args.context or args.envoy_service:
+        log.error("--kubeconfig, --context, --namespace and --envoy-service need --kubernetes")
         return 2
 
     from dragoman.runtime.manifest_serving import ServeConfig, serve
@@ -146,9 +174,10 @@ def run(args: argparse.Namespace) -> int:
     serve_config = ServeConfig(
         manifests=args.manifests,
         xds_address=args.xds_address,
-        build_options=config.build_options(),
+        build_options=build_options,
         translate_options=translate_options,
         dns_check=config.dns_check,
+        ops_address=ops,
     )
     try:
         asyncio.run(serve(serve_config))
@@ -161,7 +190,9 @@ def run(args: argparse.Namespace) -> int:
 def _run_kubernetes(
     args: argparse.Namespace,
     server: ServerConfig,
+    build_options: BuildOptions,
     translate_options: TranslateOptions,
+    ops: str | None,
     log: logging.Logger,
 ) -> int:
     from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
@@ -183,17 +214,16 @@ def _run_kubernetes(
         if problems:
             log.error("leader election: %s", "; ".join(problems))
             return 2
-    health = None if args.health_address == "off" else args.health_address
     config = KubernetesConfig(
         xds_address=args.xds_address,
         kubeconfig=args.kubeconfig,
         context=args.context,
         namespaces=tuple(dict.fromkeys(args.namespaces or ())),
-        health_address=health,
+        ops_address=ops,
         controller_name=args.controller_name or DEFAULT_CONTROLLER_NAME,
         gateway_class=args.gateway_class,
         lease=lease,
-        build_options=server.build_options(),
+        build_options=build_options,
         translate_options=translate_options,
         dns_check=server.dns_check,
     )

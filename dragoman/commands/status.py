@@ -12,6 +12,7 @@ from dragoman.commands.common import (
     add_config,
     add_logging,
     checked_build,
+    gateway_address,
     loaded_store,
     manifest_dir,
     server_config,
@@ -43,6 +44,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help=f"the GatewayClass controllerName dragoman answers to (default: "
         f"{DEFAULT_CONTROLLER_NAME})",
     )
+    parser.add_argument(
+        "--gateway-address",
+        action="append",
+        dest="gateway_addresses",
+        type=gateway_address,
+        metavar="IP_OR_HOSTNAME",
+        help="where clients reach the Gateways, shown in their status.addresses (repeatable)",
+    )
     add_config(parser)
     add_logging(parser)
     parser.set_defaults(run=run)
@@ -56,7 +65,12 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     store = loaded_store(args.manifests)
-    options = config.build_options(BuildOptions(controller_name=args.controller_name))
+    options = config.build_options(
+        BuildOptions(
+            controller_name=args.controller_name,
+            gateway_addresses=tuple(dict.fromkeys(args.gateway_addresses or ())),
+        )
+    )
     dag = checked_build(store, options, config)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     documents = [status_document(status, store, now) for status in dag.statuses.values()]

@@ -14,6 +14,7 @@ from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_conflicts
 from dragoman.dag.routes.reachable_backends import NO_BACKEND_NAMES, route_backend_names
 from dragoman.dag.routes.rules import route_rules
+from dragoman.dag.status.addresses import with_gateway_addresses
 from dragoman.dag.status.objects import object_statuses
 from dragoman.dag.status.routes import RouteOutcome
 from dragoman.dag.upstreams.build import (
@@ -109,6 +110,7 @@ def build(
     clusters = {name: resolved_clusters[name] for name in referenced}
     groups, clusters = with_aggregate_children(groups, clusters)
     statuses = object_statuses(judged, outcomes, problems, options.controller_name, shadowed)
+    problems.extend(with_gateway_addresses(statuses, store, options))
     for status in policy_statuses(upstreams, context):
         statuses[status.key] = status
     problems.extend(affinity_timeout_problems(clusters.values(), store.services))

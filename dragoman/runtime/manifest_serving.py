@@ -11,12 +11,17 @@ from pathlib import Path
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
 from dragoman.runtime.controller import UpdateResult
+from dragoman.runtime.debug.view import DebugView, take_view
+from dragoman.runtime.logs import problem_fields
+from dragoman.runtime.metrics import Metrics
+from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
+from dragoman.xds.registry import StreamRegistry
 
 log = logging.getLogger("dragoman.runtime.manifest_serving")
 
@@ -28,6 +33,8 @@ class ServeConfig:
     build_options: BuildOptions = BuildOptions()
     translate_options: TranslateOptions = TranslateOptions()
     dns_check: DnsCheckSettings = NO_DNS_CHECK
+    # /metrics, /healthz, /readyz and /debug; None: no such server.
+    ops_address: str | None = None
 
 
 class ManifestServer:
@@ -43,6 +50,39 @@ class ManifestServer:
         self.controller = serving_controller(build_options, config.translate_options)
         self.cache = self.controller.cache
         self._reported: set[SourceError] = set()
+        self.streams = StreamRegistry()
+        self.metrics = Metrics()
+        self.controller.observers.append(self.metrics.built)
+        self.metrics.state.controller = self.controller
+        self.metrics.state.streams = self.streams
+        self.metrics.state.unreadable = self._unreadable
+        self.serving = False
+        self.ops: OpsServer | None = None
+
+    def ready(self) -> str:
+        """ "" once the first build is served over xDS, else why not yet."""
+        if self.serving:
+            return ""
+        return "waiting for the first build" if self.controller.dag is None else "starting xDS"
+
+    def _unreadable(self) -> list[str]:
+        return sorted({error.object or error.origin for error in self._reported})
+
+    def debug_view(self) -> DebugView:
+        return take_view(self.controller, self.streams, lambda: sorted(map(str, self._reported)))
+
+    async def start_ops(self) -> None:
+        """The operations HTTP server, before anything is built (/readyz says so)."""
+        if self.ops is None and self.config.ops_address is not None:
+            ops = OpsServer(
+                self.config.ops_address,
+                live=lambda: "",
+                ready=self.ready,
+                metrics=self.metrics,
+                debug_view=self.debug_view,
+            )
+            await ops.start()
+            self.ops = ops
 
     def reload(self) -> None:
         result = self.directory.load()
@@ -66,6 +106,16 @@ class ManifestServer:
             )
 
     async def run(self, stop: asyncio.Event) -> None:
+        await self.start_ops()
+        try:
+            await self._serve(stop)
+        finally:
+            self.serving = False
+            if self.ops is not None:
+                await self.ops.stop()
+                self.ops = None
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         self.reload()
         server, checking = await start_serving(
             self.controller,
@@ -73,7 +123,10 @@ class ManifestServer:
             self.config.dns_check,
             stop,
             on_dns_update=_log_new_problems,  # a name failing its check is a new problem
+            metrics=self.metrics,
+            streams=self.streams,
         )
+        self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
         try:
             await watch_directory(self.config.manifests, self._on_change, stop)
@@ -96,7 +149,7 @@ class ManifestServer:
 
 def _log_new_problems(update: UpdateResult) -> None:
     for problem in update.new_problems:
-        log.warning("%s", problem)
+        log.warning("%s", problem, extra=problem_fields(problem))
 
 
 async def serve(config: ServeConfig) -> None:

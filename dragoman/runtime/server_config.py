@@ -17,6 +17,7 @@ DNS check, DNS defaults and the system CA bundle. YAML, every key optional:
     dnsDefaults: {refreshRate: 30s, respectTTL: true, lookupFamily: v4-preferred}
     upstreamTLS: {systemCABundle: /etc/ssl/certs/ca-certificates.crt}
     endpoints: {allowedNetworks: [127.0.0.0/8]}  # a lab whose pods run on loopback
+    accessLog: {format: json, enabled: true}   # Gateway listeners, on Envoy's stdout
 
 A file with problems is refused as a whole, every problem named by its field path, so the
 server never starts with half a policy: allowedNetworks and deniedNetworks without the DNS
@@ -90,6 +91,7 @@ class ServerConfig:
     system_ca_file: str = DEFAULT_SYSTEM_CA_FILE
     # endpoints.allowedNetworks: EndpointSlice addresses in always-denied ranges still used.
     endpoint_networks: tuple[Network, ...] = ()
+    access_log: str = "json"  # json, text or off
     source: str = ""  # the file it came from
 
     def build_options(self, base: BuildOptions = BuildOptions()) -> BuildOptions:
@@ -102,7 +104,10 @@ class ServerConfig:
         )
 
     def translate_options(self, base: TranslateOptions = TranslateOptions()) -> TranslateOptions:
-        changes: dict[str, Any] = {"system_ca_file": self.system_ca_file}
+        changes: dict[str, Any] = {
+            "system_ca_file": self.system_ca_file,
+            "access_log": self.access_log,
+        }
         if self.dns_refresh_s is not None:
             changes["dns_refresh_s"] = self.dns_refresh_s
         if self.dns_respect_ttl is not None:
@@ -162,7 +167,10 @@ def parse_config(document: Any, source: str = "the configuration") -> ServerConf
     if not isinstance(document, dict):
         raise ConfigError(source, [("", f"expected a mapping, got {describe(document)}")])
     root = Node(document, "", problems)
-    _only_keys(root, ("clusterDomain", "externalNames", "dnsDefaults", "upstreamTLS", "endpoints"))
+    _only_keys(
+        root,
+        ("clusterDomain", "externalNames", "dnsDefaults", "upstreamTLS", "accessLog", "endpoints"),
+    )
     cluster_domain = root.string("clusterDomain", default="cluster.local", format=DNS1123_SUBDOMAIN)
     policy, dns_check = _external_names(root.mapping("externalNames"), source)
     config = ServerConfig(
@@ -171,6 +179,7 @@ def parse_config(document: Any, source: str = "the configuration") -> ServerConf
         dns_check=dns_check,
         system_ca_file=_system_ca_file(root.mapping("upstreamTLS")),
         endpoint_networks=_endpoint_networks(root.mapping("endpoints")),
+        access_log=_access_log(root.mapping("accessLog")),
         source=source,
     )
     defaults = root.mapping("dnsDefaults")
@@ -298,6 +307,14 @@ def _dns_defaults(node: Node, config: ServerConfig) -> ServerConfig:
         dns_respect_ttl=node.optional_boolean("respectTTL"),
         dns_lookup_family=LOOKUP_FAMILIES[family] if family is not None else None,
     )
+
+
+def _access_log(node: Node | None) -> str:
+    if node is None:
+        return "json"
+    _only_keys(node, ("format", "enabled"))
+    log_format = node.string("format", default="json", choices=("json", "text"))
+    return log_format if node.boolean("enabled", default=True) else "off"
 
 
 def _system_ca_file(node: Node | None) -> str:

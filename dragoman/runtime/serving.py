@@ -21,8 +21,10 @@ from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.runtime.controller import Controller, UpdateResult
+from dragoman.runtime.metrics import Metrics
 from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.registry import StreamRegistry
 from dragoman.xds.server import start_xds_server
 
 
@@ -42,18 +44,30 @@ async def start_serving(
     dns_check: DnsCheckSettings,
     stop: asyncio.Event,
     on_dns_update: Callable[[UpdateResult], None] | None = None,
+    metrics: Metrics | None = None,
+    streams: StreamRegistry | None = None,
 ) -> tuple[Any, asyncio.Task[None] | None]:
     """Starts the xDS server for a controller that has built once, and the DNS check loop
     (until `stop`) when the configuration turns it on. Returns the server and the check
-    loop's task (None: no check)."""
+    loop's task (None: no check). `metrics` counts what the server and the check do;
+    `streams` records the connected streams."""
     checks = None
     if dns_check.enabled:
         from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop
 
-        policy = controller.build_options.external_names
-        checks = DnsCheckLoop(controller, DnsChecker(dns_check, policy=policy), on_dns_update)
+        checker = DnsChecker(
+            dns_check,
+            on_round=metrics.dns_checked if metrics else None,
+            policy=controller.build_options.external_names,
+        )
+        checks = DnsCheckLoop(controller, checker, on_dns_update)
         await checks.check_once()  # serve checked names from the first response on
-    server = await start_xds_server(controller.cache, xds_address)
+    server = await start_xds_server(
+        controller.cache,
+        xds_address,
+        registry=streams,
+        callbacks=metrics.xds_callbacks() if metrics is not None else None,
+    )
     return server, asyncio.create_task(checks.run(stop)) if checks is not None else None
 
 

@@ -41,6 +41,14 @@ class _ManifestLoader(_BaseLoader):
                     f"found duplicate key {key!r}",
                     key_node.start_mark,
                 )
+            if not isinstance(key, str | int | float | bool | None):
+                # `{{a: b}}: c` (a mapping as a key) is valid YAML but no Kubernetes object.
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found a {type(key).__name__} as a key; keys must be strings",
+                    key_node.start_mark,
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ class LoadResult:
     objects: tuple[KubeObject, ...]  # in file order, then document order; no duplicate keys
     errors: tuple[SourceError, ...]
     files: int  # manifest files found
+    # Where each object was defined ("routes.yaml#2"), for messages about it.
+    origins: Mapping[ObjectKey, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,7 @@ class ManifestDirectory:
                     continue
                 first_seen[key] = located.origin
                 objects.append(located.object)
-        return LoadResult(tuple(objects), tuple(errors), len(scan.files))
+        return LoadResult(tuple(objects), tuple(errors), len(scan.files), first_seen)
 
     def _parse_file(self, relative: str) -> _ParsedFile | None:
         """Decode and parse one file; None when it disappeared since the scan."""

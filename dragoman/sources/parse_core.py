@@ -7,6 +7,7 @@ would reject is rejected here too, with the same field path.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from dragoman.objects import Endpoint, EndpointPort, EndpointSlice, ObjectMeta, Service, ServicePort
 from dragoman.sources.fields import Node, describe, is_integer
@@ -59,6 +60,7 @@ def parse_service(root: Node, meta: ObjectMeta) -> Service:
         session_affinity_timeout_s=_affinity_timeout(spec, affinity),
         # Any strings: the build judges them (IP syntax, the address rules) on the routes.
         external_ips=tuple(spec.strings("externalIPs", max_items=MAX_EXTERNAL_IPS)),
+        load_balancer_ingress=_load_balancer_ingress(root),
     )
 
 
@@ -73,6 +75,23 @@ def _affinity_timeout(spec: Node, affinity: str) -> int | None:
         spec.report(client_ip.at("timeoutSeconds"), "may only be set for ClientIP affinity")
         return None
     return timeout
+
+
+def _load_balancer_ingress(root: Node) -> tuple[str, ...]:
+    """status.loadBalancer.ingress as the API server wrote it: read leniently (a status is
+    not the user's input), each entry's ip, else its hostname."""
+    status = root.data.get("status")
+    balancer = status.get("loadBalancer") if isinstance(status, Mapping) else None
+    ingress = balancer.get("ingress") if isinstance(balancer, Mapping) else None
+    if not isinstance(ingress, list):
+        return ()
+    found = []
+    for entry in ingress[:16]:
+        if isinstance(entry, Mapping):
+            value = entry.get("ip") or entry.get("hostname")
+            if isinstance(value, str) and value and len(value) <= 253:
+                found.append(value)
+    return tuple(dict.fromkeys(found))
 
 
 def _service_ports(spec: Node, *, required: bool) -> tuple[ServicePort, ...]:

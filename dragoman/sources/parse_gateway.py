@@ -7,11 +7,13 @@ not a parse error: the DAG reports it in the Gateway's status, listener by liste
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 
 from dragoman.objects import (
     CertificateRef,
     Gateway,
+    GatewayAddress,
     GatewayListener,
     ListenerTLS,
     ObjectMeta,
@@ -58,8 +60,25 @@ def parse_gateway(root: Node, meta: ObjectMeta) -> Gateway:
         meta=meta,
         gateway_class_name=class_name,
         listeners=listeners,
+        addresses=_addresses(spec),
         parameters_ref=_infrastructure_parameters(spec),
     )
+
+
+def _addresses(spec: Node) -> tuple[GatewayAddress, ...]:
+    """spec.addresses, typed as the CRD checks them; whether dragoman can honour each is
+    the build's to say (in the Gateway's status)."""
+    found = []
+    for node in spec.mappings("addresses", max_items=16) or []:
+        address_type = node.string("type", default="IPAddress", min_length=1, max_length=253)
+        value = node.string("value", max_length=253)
+        if address_type == "IPAddress" and value:
+            try:
+                ipaddress.ip_address(value)
+            except ValueError:
+                node.report(node.at("value"), f"expected an IP address, got {describe(value)}")
+        found.append(GatewayAddress(address_type, value))
+    return tuple(found)
 
 
 def _listener(node: Node) -> GatewayListener:

@@ -206,7 +206,12 @@ class XdsStreams:
             self.dependent_streams.forget(stream)
             _call(self.callbacks.on_close, stream)
             if stream.identified:
-                logger.info("xDS %s disconnected: %s", _kind(stream), _describe(stream))
+                logger.info(
+                    "xDS %s disconnected: %s",
+                    _kind(stream),
+                    _describe(stream),
+                    extra={"node": stream.node_id},
+                )
 
     def handler(
         self, service: str, type_url: str | None, *, delta: bool
@@ -235,7 +240,13 @@ class XdsStreams:
         stream.node_id = request.node.id
         stream.node_cluster = request.node.cluster
         stream.group = self.cache.group_for(stream.node_cluster, grpc=is_grpc_client(request.node))
-        logger.info("xDS %s connected: %s peer=%s", _kind(stream), _describe(stream), stream.peer)
+        logger.info(
+            "xDS %s connected: %s peer=%s",
+            _kind(stream),
+            _describe(stream),
+            stream.peer,
+            extra={"node": stream.node_id},
+        )
         self._check_gateway(stream)
 
     def _regroup(self, stream: ConnectedStream) -> None:
@@ -345,6 +356,7 @@ def _log_event(stream: ConnectedStream, event: StreamEvent) -> None:
             event.nonce,
             _some(event.resource_names),
             event.message,
+            extra={"node": stream.node_id},
         )
     elif isinstance(event, Ack):
         logger.debug(

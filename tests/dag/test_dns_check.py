@@ -15,15 +15,8 @@ from dragoman.dag.upstreams.dns_settings import LOOKUP_FAMILY, RESOLVERS
 from dragoman.dag.upstreams.endpoints import checked_assignment
 from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy, domain_rule
 from dragoman.objects import ObjectKey
-from tests.support.upstream_builds import (
-    GATEWAY,
-    build_yaml,
-    external_service,
-    http_route,
-    parent_conditions,
-    pod_service,
-    route_problems,
-)
+from tests.support.builders import external_service, http_route, service
+from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
 
 # --- address rules ---------------------------------------------------------------------------
 
@@ -165,10 +158,10 @@ def test_without_the_check_a_metadata_service_name_still_gets_no_cluster() -> No
 
 
 def test_only_external_names_of_attached_routes_are_checked() -> None:
-    detached = http_route("lost", "ext2", 443).replace("name: gw", "name: nowhere")
+    detached = http_route("lost", "ext2", 443, parents=("nowhere",))
     dag = build_yaml(
         GATEWAY,
-        pod_service("web", 443),
+        service("web", 443),
         external_service("ext", "api.example.com"),
         external_service("ext2", "other.example.com"),
         external_service("alias", "web.default.svc.cluster.local"),

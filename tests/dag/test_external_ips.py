@@ -12,13 +12,8 @@ from dragoman.dag.model import DnsCluster
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.options import DEFAULT_OPTIONS
-from tests.support.upstream_builds import (
-    GATEWAY,
-    build_yaml,
-    http_route,
-    parent_conditions,
-    route_problems,
-)
+from tests.support.builders import http_route
+from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
 
 
 def service(*ips: str) -> str:

@@ -18,15 +18,8 @@ from dragoman.dag.model import (
 )
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy, domain_rule
-from tests.support.upstream_builds import (
-    GATEWAY,
-    build_yaml,
-    external_service,
-    http_route,
-    parent_conditions,
-    pod_service,
-    route_problems,
-)
+from tests.support.builders import external_service, http_route, service
+from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
 
 ROUTE_TO_EXT = http_route("r", "ext", 443)
 
@@ -45,7 +38,7 @@ ALIASES = [
 def test_in_cluster_names_alias_the_eds_cluster_never_dns(external_name: str, domain: str) -> None:
     dag = build_yaml(
         GATEWAY,
-        pod_service("web", 443),
+        service("web", 443),
         external_service("ext", external_name),
         ROUTE_TO_EXT,
         options=BuildOptions(cluster_domain=domain),
@@ -69,7 +62,7 @@ spec:
 def test_an_alias_into_another_namespace_needs_a_reference_grant() -> None:
     objects = (
         GATEWAY,
-        pod_service("web", 443, namespace="shop"),
+        service("web", 443, namespace="shop"),
         external_service("ext", "web.shop.svc.cluster.local"),
         ROUTE_TO_EXT,
     )
@@ -163,7 +156,7 @@ def test_domain_policy(
 def test_the_domain_policy_does_not_apply_to_in_cluster_aliases() -> None:
     dag = build_yaml(
         GATEWAY,
-        pod_service("web", 443),
+        service("web", 443),
         external_service("ext", "web.default.svc.cluster.local"),
         ROUTE_TO_EXT,
         options=policy(allowed=("example.com",)),
@@ -319,7 +312,7 @@ def test_automatic_tls_never_checks_the_chain_without_the_name() -> None:
 
 def test_pods_with_app_protocol_https_need_a_backend_tls_policy() -> None:
     dag = build_yaml(
-        GATEWAY, pod_service("web", 443, app_protocol="https"), http_route("r", "web", 443)
+        GATEWAY, service("web", 443, app_protocol="https"), http_route("r", "web", 443)
     )
 
     assert dag.clusters == {}
@@ -329,7 +322,7 @@ def test_pods_with_app_protocol_https_need_a_backend_tls_policy() -> None:
 
 
 def test_pods_on_port_443_without_app_protocol_stay_cleartext() -> None:
-    dag = build_yaml(GATEWAY, pod_service("web", 443), http_route("r", "web", 443))
+    dag = build_yaml(GATEWAY, service("web", 443), http_route("r", "web", 443))
 
     cluster = dag.clusters["default/web/443"]
     assert isinstance(cluster, EdsCluster) and cluster.tls is None
@@ -380,7 +373,7 @@ def test_a_backend_tls_policy_wins_over_the_automatic_tls() -> None:
 def test_a_backend_tls_policy_gives_pods_tls() -> None:
     dag = build_yaml(
         GATEWAY,
-        pod_service("web", 443, app_protocol="https"),
+        service("web", 443, app_protocol="https"),
         http_route("r", "web", 443),
         POLICY.replace("TARGET", "web"),
     )
@@ -398,7 +391,7 @@ PREFER = {"dragoman.dev/prefer-service": "web"}
 def test_an_external_name_preferring_a_pod_backed_service_is_an_aggregate() -> None:
     dag = build_yaml(
         GATEWAY,
-        pod_service("web", 443),
+        service("web", 443),
         external_service("ext", "api.example.com", annotations=PREFER),
         ROUTE_TO_EXT,
     )
@@ -421,7 +414,7 @@ def test_an_external_name_preferring_a_pod_backed_service_is_an_aggregate() -> N
 def test_the_aggregate_follows_a_forced_protocol() -> None:
     dag = build_yaml(
         GATEWAY,
-        pod_service("web", 443),
+        service("web", 443),
         external_service("ext", "api.example.com", annotations=PREFER),
         http_route("r", "ext", 443, kind="GRPCRoute"),
     )
@@ -446,7 +439,7 @@ def test_a_preference_that_cannot_be_followed_serves_the_external_name_and_says_
 ) -> None:
     dag = build_yaml(
         GATEWAY,
-        pod_service("web80", 80),
+        service("web80", 80),
         external_service("other", "other.example.com"),
         external_service(
             "ext", "api.example.com", annotations={"dragoman.dev/prefer-service": preferred}

@@ -5,6 +5,9 @@ grants exactly the verbs the code uses, the probes point at what serves them."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +32,60 @@ KUBERNETES_VERSIONS = ("1.30", kubernetes_validate.utils.latest_version())
 # What the bootstrap ConfigMap holds (the command is quoted in deploy/04-envoy.yaml).
 XDS_SERVICE = "dragoman.dragoman-system.svc.cluster.local:18000"
 ADMIN_SOCKET = "/var/run/envoy/admin.sock"
+ENVOY_STATS_ADDRESS = "0.0.0.0:8002"
 
 
-def documents() -> list[tuple[str, dict[str, Any]]]:
-    found = []
-    for path in sorted(DEPLOY.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc:
-                found.append((path.name, doc))
-    return found
+EXAMPLE_OVERLAY = DEPLOY.parent / "examples" / "kustomize"
+
+
+@functools.cache
+def kustomize(directory: Path) -> tuple[dict[str, Any], ...]:
+    """What `kubectl kustomize DIR` renders (Debian's kubectl; no cluster, no network)."""
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None, "kubectl is needed (.ci/run installs it)"
+    result = subprocess.run(
+        [kubectl, "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+def documents(directory: Path = DEPLOY) -> list[tuple[str, dict[str, Any]]]:
+    return [(directory.name, doc) for doc in kustomize(directory)]
+
+
+def test_the_base_lists_every_manifest_of_deploy() -> None:
+    listed = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    present = sorted(p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(listed) == present
+
+
+def test_the_example_overlay_renders_valid_objects_with_the_prometheus_component() -> None:
+    rendered = documents(EXAMPLE_OVERLAY)
+    for _, doc in rendered:
+        if not doc["apiVersion"].startswith(f"{GATEWAY_GROUP}/"):
+            kubernetes_validate.validate(doc, KUBERNETES_VERSIONS[-1], strict=True)
+    by_name = {(doc["kind"], doc["metadata"]["name"]): doc for _, doc in rendered}
+    control = by_name[("Deployment", "dragoman")]["spec"]["template"]
+    annotations = control["metadata"]["annotations"]
+    [container] = control["spec"]["containers"]
+    args = _parser().parse_args(container["args"])
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert annotations["prometheus.io/port"] == str(ports["metrics"])
+    assert annotations["prometheus.io/path"] == "/metrics"
+    assert args.envoy_service == ("dragoman-system", "envoy")
+    assert container["image"].startswith("registry.example.com/")
+    envoy = by_name[("Deployment", "envoy")]["spec"]["template"]
+    envoy_ports = {p["name"]: p["containerPort"] for p in envoy["spec"]["containers"][0]["ports"]}
+    assert envoy["metadata"]["annotations"]["prometheus.io/path"] == "/stats/prometheus"
+    assert envoy["metadata"]["annotations"]["prometheus.io/port"] == str(envoy_ports["metrics"])
+    # The base alone carries no scrape annotations: the component is optional.
+    base = {(d["kind"], d["metadata"]["name"]): d for _, d in documents()}
+    assert "annotations" not in base[("Deployment", "dragoman")]["spec"]["template"]["metadata"]
 
 
 def find(kind: str, name: str) -> dict[str, Any]:
@@ -79,9 +127,9 @@ def test_the_control_plane_command_line_is_one_dragoman_accepts() -> None:
     assert args.kubernetes and args.leader_election
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert args.xds_address.endswith(f":{ports['xds']}")
-    assert args.health_address.endswith(f":{ports['health']}")
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert args.metrics_address == f"0.0.0.0:{ports['metrics']}"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     assert deployment["spec"]["replicas"] == 2
@@ -163,13 +211,20 @@ def envoy_bootstrap() -> dict[str, Any]:
 
 def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() -> None:
     deployed = envoy_bootstrap()
-    [readiness] = deployed["static_resources"].pop("listeners")
+    listeners = deployed["static_resources"]["listeners"]
+    [readiness] = [listener for listener in listeners if listener["name"] == "readiness"]
+    listeners.remove(readiness)
     expected = bootstrap_yaml(
-        XDS_SERVICE, node_id="envoy", node_cluster="dragoman", admin_socket=ADMIN_SOCKET
+        XDS_SERVICE,
+        node_id="envoy",
+        node_cluster="dragoman",
+        admin_socket=ADMIN_SOCKET,
+        stats_address=ENVOY_STATS_ADDRESS,
     )
     assert deployed == yaml.safe_load(expected), (
         "regenerate with: dragoman bootstrap --xds-address "
-        f"{XDS_SERVICE} --admin-socket {ADMIN_SOCKET} --node-id envoy"
+        f"{XDS_SERVICE} --admin-socket {ADMIN_SOCKET} --node-id envoy "
+        f"--envoy-stats-address {ENVOY_STATS_ADDRESS}"
     )
     envoy = find("Deployment", "envoy")["spec"]["template"]
     assert envoy["metadata"]["labels"]["dragoman.dev/envoy"] == "true"

@@ -27,6 +27,14 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
+from tests.support.builders import (
+    endpoint_slice,
+    external_service,
+    gateway,
+    gateway_class,
+    http_route,
+    service,
+)
 from tests.support.certificates import Pem, certificate_authority
 from tests.support.harness import (
     LAB_CONFIG,
@@ -40,12 +48,6 @@ from tests.support.harness import (
 )
 from tests.support.kube_replica import (
     deployed_envoy_bootstrap,
-    endpoint_slice,
-    external_service,
-    gateway,
-    gateway_class,
-    http_route,
-    service,
 )
 from tests.support.kubeapi import KubeApiServer
 
@@ -77,7 +79,7 @@ class KubeDragomanProcess:
                     f"--kubeconfig={self.kubeconfig}",
                     f"--xds-address={self.xds_address}",
                     "--listener-address=127.0.0.1",
-                    f"--health-address=127.0.0.1:{self.health_port}",
+                    f"--metrics-address=127.0.0.1:{self.health_port}",
                     "--leader-election-namespace=default",
                     "--leader-election-identity=e2e",
                     "--log-level=debug",
@@ -164,7 +166,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     api.apply(service("web", 80, web_port))
     api.apply(endpoint_slice("web", web_port, "127.0.0.2"))
     api.apply(external_service("api", EXTERNAL_HOST, api_port))
-    api.apply(http_route("e2e", [("/external", "api", api_port), ("/", "web", 80)], ("e2e",)))
+    api.apply(
+        http_route("e2e", [("/external", "api", api_port), ("/", "web", 80)], parents=("e2e",))
+    )
     kubeconfig = api.write_kubeconfig(root / "kubeconfig")
     xds_address = f"127.0.0.1:{free_port()}"
     dragoman = KubeDragomanProcess(kubeconfig, xds_address, free_port(), root / "dragoman.log")
@@ -236,7 +240,7 @@ def test_endpoint_slice_change_takes_the_fast_path(world: World) -> None:
 def test_a_new_route_is_served_within_seconds(world: World) -> None:
     api_port = world.backends["api"].port
     started = time.monotonic()
-    world.api.apply(http_route("extra", [("/added", "api", api_port)], ("e2e",)))
+    world.api.apply(http_route("extra", [("/added", "api", api_port)], parents=("e2e",)))
     wait_until(lambda: world.backend_of("/added") == "api", timeout=10)
     assert time.monotonic() - started < 5
     world.api.delete("HTTPRoute", "extra")
@@ -247,7 +251,7 @@ def test_api_server_outage_keeps_envoy_serving_and_catches_up(world: World) -> N
     api_port = world.backends["api"].port
     world.api.stop()
     try:
-        world.api.apply(http_route("during", [("/during", "api", api_port)], ("e2e",)))
+        world.api.apply(http_route("during", [("/during", "api", api_port)], parents=("e2e",)))
         for _ in range(10):  # about two seconds without an API server
             assert world.backend_of("/") == "web-1", world.diagnostics()
             assert world.backend_of("/external") == "api"
@@ -278,7 +282,7 @@ def test_service_changes_reach_envoy(world: World) -> None:
     becomes pod-backed, and goes away."""
     api_port = world.backends["api"].port
     web_port = world.backends["web-1"].port
-    world.api.apply(http_route("moving", [("/moving", "moving", api_port)], ("e2e",)))
+    world.api.apply(http_route("moving", [("/moving", "moving", api_port)], parents=("e2e",)))
     try:
         wait_until(lambda: _status_of(world.url + "/moving") >= 500, timeout=10)
         world.api.apply(external_service("moving", EXTERNAL_HOST, api_port))
@@ -395,9 +399,9 @@ def tls_secret(name: str, pem: Pem) -> dict[str, Any]:
 def test_the_deployed_envoy_is_ready_only_once_it_has_its_configuration(tmp_path: Path) -> None:
     """deploy/'s bootstrap and readiness probe, with the real Envoy: /ready is refused until
     the first configuration arrives from dragoman, then answers 200."""
-    xds_port, ready_port = free_port(), free_port()
+    xds_port, ready_port, stats_port = free_port(), free_port(), free_port()
     admin = tmp_path / "admin.sock"
-    bootstrap = deployed_envoy_bootstrap(xds_port, ready_port, admin)
+    bootstrap = deployed_envoy_bootstrap(xds_port, ready_port, admin, stats_port)
     envoy = EnvoyProcess(bootstrap, tmp_path, admin, tmp_path / "envoy.log")
     manifests = tmp_path / "manifests"
     manifests.mkdir()
@@ -412,6 +416,11 @@ def test_the_deployed_envoy_is_ready_only_once_it_has_its_configuration(tmp_path
         control.start()
         wait_until(lambda: http_get(ready)[0] == 200, timeout=20)
         assert http_get(f"http://127.0.0.1:{ready_port}/elsewhere")[0] == 404
+        # The stats listener of deploy/: Prometheus' page, and none of the admin's others.
+        stats = f"http://127.0.0.1:{stats_port}"
+        status, _, body = http_get(stats + "/stats/prometheus")
+        assert status == 200 and b"envoy_server_live" in body
+        assert http_get(stats + "/config_dump")[0] == 404
     finally:
         envoy.stop()
         control.stop()

@@ -34,7 +34,7 @@ from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.client_kind import grpc_group, is_grpc_client, split_group
-from tests.envoy.test_deprecated import problems_in
+from tests.support.envoy_checks import problems_in
 from tests.support.proxyless import (
     API,
     ENVOY_NODE,

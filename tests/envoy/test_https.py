@@ -24,8 +24,8 @@ from dragoman.envoy.render import REDACTED, render_yaml
 from dragoman.envoy.yaml_text import dump_yaml
 from dragoman.objects import Secret
 from dragoman.snapshots.resources import CLUSTER, LISTENER, ROUTE, Snapshot
-from tests.envoy.test_deprecated import problems_in
 from tests.support.certificates import certificate_authority
+from tests.support.envoy_checks import problems_in
 from tests.support.envoy_dags import envoy_binary, messages
 from tests.support.status_builds import GW, build_text, objects
 

@@ -20,8 +20,8 @@ from dragoman.envoy.clusters import HTTP_PROTOCOL_OPTIONS
 from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
 from dragoman.snapshots.resources import CLUSTER
-from tests.envoy.test_validate import translated_bootstrap, validate
 from tests.support.certificates import certificate_authority
+from tests.support.envoy_checks import translated_bootstrap, validate
 from tests.support.envoy_dags import envoy_binary, messages
 from tests.support.upstream_dags import INLINE_CA, upstream_kinds_dag
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from envoy.config.endpoint.v3 import endpoint_pb2
 
 from dragoman.envoy import TranslateOptions, translate
 from dragoman.envoy.bootstrap import bootstrap_config
 from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import LISTENER, ROUTE
+from tests.support.envoy_checks import translated_bootstrap, validate
 from tests.support.envoy_dags import envoy_binary, every_kind_of_dag, messages, with_inline_routes
 from tests.support.feature_manifests import every_feature_dag, every_feature_dag_with_dns_check
 
@@ -24,50 +22,6 @@ VALIDATE_TIMEOUT_S = 60
 @pytest.fixture(scope="module")
 def envoy() -> str:
     return envoy_binary()
-
-
-def validate(envoy: str, config_path: Path) -> str:
-    result = subprocess.run(
-        [envoy, "--mode", "validate", "--disable-hot-restart", "-c", str(config_path)],
-        capture_output=True,
-        text=True,
-        timeout=VALIDATE_TIMEOUT_S,
-        check=False,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    assert "deprecated option" not in output.lower(), output
-    return output
-
-
-def static_copy(assignment: endpoint_pb2.ClusterLoadAssignment) -> dict[str, Any]:
-    """A STATIC cluster around a CLA, so Envoy validates the CLA without an EDS fetch."""
-    name = assignment.cluster_name + "/static"
-    load_assignment = to_json_mapping(assignment)
-    load_assignment["cluster_name"] = name
-    return {"name": name, "type": "STATIC", "load_assignment": load_assignment}
-
-
-def translated_bootstrap(snapshot: Snapshot, admin_socket: Path) -> dict[str, Any]:
-    """The dragoman bootstrap plus one group's resources as static resources.
-
-    The bootstrap's ADS config lets the EDS clusters and RDS listeners validate as they are.
-    """
-    config = bootstrap_config(
-        "127.0.0.1:18000",
-        node_id="validate",
-        node_cluster="default/demo",
-        admin_socket=str(admin_socket),
-    )
-    tables = {t.name: t for t in messages(snapshot, ROUTE)}
-    listeners = messages(snapshot, LISTENER)
-    static = config["static_resources"]
-    static["clusters"] += [to_json_mapping(c) for c in messages(snapshot, CLUSTER)]
-    static["clusters"] += [static_copy(a) for a in messages(snapshot, ENDPOINT)]
-    static["listeners"] = [to_json_mapping(m) for m in listeners] + [
-        to_json_mapping(with_inline_routes(m, tables)) for m in listeners
-    ]
-    return config
 
 
 @pytest.mark.parametrize(

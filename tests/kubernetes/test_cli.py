@@ -46,7 +46,9 @@ def test_every_kubernetes_flag_reaches_the_configuration(
         "--namespace=a",
         "--gateway-class=internal",
         "--controller-name=example.com/edge",
-        "--health-address=127.0.0.1:9999",
+        "--metrics-address=127.0.0.1:9999",
+        "--envoy-service=edge/envoy",
+        "--gateway-address=203.0.113.7",
         "--leader-election-name=edge-leader",
         "--leader-election-namespace=edge",
         "--leader-election-identity=me",
@@ -60,7 +62,9 @@ def test_every_kubernetes_flag_reaches_the_configuration(
     assert (config.kubeconfig, config.context) == (kubeconfig, "staging")
     assert config.namespaces == ("a", "b")  # each once, in order
     assert (config.gateway_class, config.controller_name) == ("internal", "example.com/edge")
-    assert config.health_address == "127.0.0.1:9999"
+    assert config.ops_address == "127.0.0.1:9999"
+    assert config.build_options.address_service == ("edge", "envoy")
+    assert config.build_options.gateway_addresses == ("203.0.113.7",)
     assert config.xds_address == "127.0.0.1:18000"
     assert config.translate_options.listener_address == "127.0.0.2"
     assert config.lease == LeaseSettings(
@@ -78,7 +82,7 @@ def test_defaults(started: list[KubernetesConfig]) -> None:
     [config] = started
     assert config.controller_name == DEFAULT_CONTROLLER_NAME
     assert (config.namespaces, config.gateway_class, config.kubeconfig) == ((), None, None)
-    assert config.health_address == "0.0.0.0:8081"
+    assert config.ops_address == "127.0.0.1:8002"
     lease = config.lease
     assert lease is not None
     assert (lease.name, lease.namespace) == ("dragoman-leader", "from-pod")
@@ -86,10 +90,10 @@ def test_defaults(started: list[KubernetesConfig]) -> None:
     assert lease.identity  # hostname_pid outside a pod
 
 
-def test_no_leader_election_and_no_health_endpoint(started: list[KubernetesConfig]) -> None:
-    assert serve("--no-leader-election", "--health-address=off") == 0
+def test_no_leader_election_and_no_operations_endpoint(started: list[KubernetesConfig]) -> None:
+    assert serve("--no-leader-election", "--metrics-address=off") == 0
     [config] = started
-    assert config.lease is None and config.health_address is None
+    assert config.lease is None and config.ops_address is None
 
 
 @pytest.mark.parametrize(

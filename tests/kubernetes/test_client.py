@@ -1,9 +1,7 @@
-"""Client configuration (in-cluster and kubeconfig) and the health endpoint."""
+"""Client configuration (in-cluster and kubeconfig)."""
 
 from __future__ import annotations
 
-import asyncio
-import http.client
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,6 @@ from dragoman.kubernetes.client import (
     in_cluster_configuration,
 )
 from dragoman.kubernetes.errors import describe_error
-from dragoman.kubernetes.health import HealthServer
 from tests.support.kubeapi import KubeApiServer
 
 
@@ -74,46 +71,6 @@ def test_kubeconfig_client_reaches_the_server(tmp_path: Path) -> None:
 def test_a_missing_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ClientConfigError, match="nowhere"):
         api_client(tmp_path / "nowhere", environ={})
-
-
-def _get(port: int, path: str, method: str = "GET") -> tuple[int, str]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        connection.request(method, path)
-        response = connection.getresponse()
-        return response.status, response.read().decode().strip()
-    finally:
-        connection.close()
-
-
-def test_health_endpoint_answers_probes() -> None:
-    state = {"ready": "waiting for the first list of: Service", "live": ""}
-
-    async def scenario() -> list[tuple[int, str]]:
-        server = HealthServer("127.0.0.1:0", lambda: state["live"], lambda: state["ready"])
-        await server.start()
-        try:
-            answers = []
-            for path in ("/healthz", "/readyz"):
-                answers.append(await asyncio.to_thread(_get, server.port, path))
-            state["ready"] = ""
-            answers.append(await asyncio.to_thread(_get, server.port, "/readyz"))
-            state["live"] = "informers stopped: services"
-            answers.append(await asyncio.to_thread(_get, server.port, "/healthz"))
-            answers.append(await asyncio.to_thread(_get, server.port, "/metrics"))
-            answers.append(await asyncio.to_thread(_get, server.port, "/readyz", "POST"))
-            return answers
-        finally:
-            await server.stop()
-
-    assert asyncio.run(scenario()) == [
-        (200, "ok"),
-        (503, "waiting for the first list of: Service"),
-        (200, "ok"),
-        (503, "informers stopped: services"),
-        (404, "not found: try /healthz or /readyz"),
-        (405, "only GET"),
-    ]
 
 
 def test_errors_are_described_in_one_line(tmp_path: Path) -> None:

@@ -15,18 +15,20 @@ import pytest
 from dragoman.dag.model import Dag, DnsCluster, EdsCluster, HttpsListener
 from dragoman.kubernetes.kinds import WATCHED_KINDS, served_kinds
 from dragoman.objects import ObjectKey
-from tests.support.certificates import Pem, certificate_authority
-from tests.support.kube_replica import (
+from tests.support.builders import (
     GATEWAY_V1,
-    Replica,
     endpoint_slice,
-    eventually,
     external_service,
     gateway,
     gateway_class,
     http_route,
-    replica_config,
     service,
+)
+from tests.support.certificates import Pem, certificate_authority
+from tests.support.kube_replica import (
+    Replica,
+    eventually,
+    replica_config,
 )
 from tests.support.kubeapi import KubeApiServer
 

@@ -15,6 +15,7 @@ from kubernetes import client
 
 from dragoman.kubernetes.informer import Informer, WatchSettings
 from dragoman.kubernetes.kinds import KINDS_BY_NAME, WatchedKind
+from tests.support.builders import service
 from tests.support.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -97,15 +98,6 @@ def start(api_client: client.ApiClient) -> Iterator[Callable[..., tuple[Informer
         assert not informer.is_alive()
 
 
-def service(name: str, namespace: str = "default", port: int = 80) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"selector": {"app": name}, "ports": [{"port": port}]},
-    }
-
-
 def names(objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects)
 
@@ -113,7 +105,7 @@ def names(objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
 def test_first_list_hands_over_every_object_typed(api: KubeApiServer, start: Any) -> None:
     api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}})
     api.apply(service("web"))
-    api.apply(service("cart", "shop"))
+    api.apply(service("cart", namespace="shop"))
     informer, recorder = start()
     [listed] = recorder.replaces()
     assert names(listed) == [("default", "web"), ("shop", "cart")]
@@ -125,11 +117,11 @@ def test_first_list_hands_over_every_object_typed(api: KubeApiServer, start: Any
 def test_one_namespace_only(api: KubeApiServer, start: Any) -> None:
     api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}})
     api.apply(service("web"))
-    api.apply(service("cart", "shop"))
+    api.apply(service("cart", namespace="shop"))
     _, recorder = start(namespace="shop")
     assert names(recorder.replaces()[0]) == [("shop", "cart")]
     api.apply(service("other"))
-    api.apply(service("till", "shop"))
+    api.apply(service("till", namespace="shop"))
     recorder.wait_for(lambda: len(recorder.events()) == 1)
     time.sleep(0.3)
     assert [(t, n) for t, n, _ in recorder.events()] == [("ADDED", "till")]

@@ -16,17 +16,19 @@ import pytest
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.kubernetes.kinds import KINDS_BY_NAME, WatchedKind
 from dragoman.kubernetes.runtime import join_all
-from tests.support.harness import free_port
-from tests.support.kube_replica import (
+from tests.support.builders import (
     GATEWAY_V1,
-    Replica,
     endpoint_slice,
-    eventually,
     gateway,
     gateway_class,
     http_route,
-    replica_config,
     service,
+)
+from tests.support.harness import free_port
+from tests.support.kube_replica import (
+    Replica,
+    eventually,
+    replica_config,
 )
 from tests.support.kubeapi import KubeApiServer
 
@@ -256,6 +258,9 @@ def test_410_gone_after_compaction_relists(api: KubeApiServer) -> None:
             )
             assert api.request_count("list", "services") > lists_before
             await eventually(lambda: "default/web/80" not in replica.dag.clusters)
+            # The watch that broke was started again, and counted for its kind only.
+            restarts = replica.server.metrics.watch_restarts
+            assert restarts.labels("Service")._value.get() >= 1
         finally:
             await replica.stop()
 
@@ -646,3 +651,65 @@ def test_shutdown_waits_for_every_informer_at_once_within_one_bound() -> None:
         for informer in stuck:
             informer.release.set()
     assert join_all(stuck, 1.0) == []  # type: ignore[arg-type]
+
+
+def test_gateway_addresses_follow_the_envoy_services_load_balancer(api: KubeApiServer) -> None:
+    """--gateway-address and --envoy-service: the Gateway's written status.addresses are the
+    operator's, then the load balancer's; they follow the Service's status as it changes."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from dragoman.dag.options import BuildOptions
+
+    seed(api)
+    envoy = service("envoy", 80, 8080)
+    envoy["spec"]["type"] = "LoadBalancer"
+    api.apply(envoy)  # no load balancer address yet
+    options = BuildOptions(
+        gateway_addresses=("gw.example.com",), address_service=("default", "envoy")
+    )
+
+    def addresses() -> list[dict[str, str]] | None:
+        status = (api.get("Gateway", "gw") or {}).get("status") or {}
+        return status.get("addresses")
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config("replica-a", build_options=options)).start()
+        try:
+            await eventually(lambda: addresses() is not None, what="addresses written")
+            assert addresses() == [{"type": "Hostname", "value": "gw.example.com"}]
+            envoy["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}}
+            api.apply(envoy)
+            await eventually(lambda: len(addresses() or ()) == 2, what="the IP follows")
+            assert addresses() == [
+                {"type": "Hostname", "value": "gw.example.com"},
+                {"type": "IPAddress", "value": "203.0.113.10"},
+            ]
+            envoy["status"] = {"loadBalancer": {"ingress": [{"hostname": "lb.example.net"}]}}
+            api.apply(envoy)
+            await eventually(
+                lambda: (addresses() or [{}])[-1].get("value") == "lb.example.net",
+                what="the hostname replaces the IP",
+            )
+            assert addresses() == [
+                {"type": "Hostname", "value": "gw.example.com"},
+                {"type": "Hostname", "value": "lb.example.net"},
+            ]
+            gateway_status = (api.get("Gateway", "gw") or {})["status"]
+            assert {c["type"]: c["status"] for c in gateway_status["conditions"]} == {
+                "Accepted": "True",
+                "Programmed": "True",
+            }
+            # Kubernetes mode's metrics: leadership and the status writes made.
+            scraped = {
+                family.name: family.samples[0].value
+                for family in text_string_to_metric_families(
+                    replica.server.metrics.exposition().decode()
+                )
+                if family.samples
+            }
+            assert scraped["dragoman_leader"] == 1
+            assert replica.server.metrics.status_writes.labels("written")._value.get() >= 3
+        finally:
+            await replica.stop()
+
+    run(scenario)

@@ -12,18 +12,20 @@ import pytest
 from dragoman.dag.model import EdsCluster
 from dragoman.demo.dns import DnsResponder
 from dragoman.runtime.server_config import DnsCheckSettings
-from tests.support.certificates import certificate_authority
-from tests.support.kube_replica import (
+from tests.support.builders import (
     GATEWAY_V1,
-    Replica,
     endpoint_slice,
-    eventually,
     external_service,
     gateway,
     gateway_class,
     http_route,
-    replica_config,
     service,
+)
+from tests.support.certificates import certificate_authority
+from tests.support.kube_replica import (
+    Replica,
+    eventually,
+    replica_config,
 )
 from tests.support.kubeapi import KubeApiServer
 

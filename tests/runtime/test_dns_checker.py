@@ -24,8 +24,9 @@ from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop, DnsResolver, 
 from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
+from tests.support.builders import external_service, http_route, typed
 from tests.support.status_builds import objects
-from tests.support.upstream_builds import GATEWAY, external_service, http_route
+from tests.support.upstream_builds import GATEWAY
 
 
 @pytest.fixture(scope="module")
@@ -205,9 +206,8 @@ def test_a_resolver_that_raises_is_a_failure_not_a_crash() -> None:
 
 
 def store() -> Store:
-    text = GATEWAY + "---" + external_service("ext", "api.check.test") + "---"
-    text += http_route("r", "ext", 443)
-    return Store.from_objects(objects(textwrap.dedent(text)))
+    built = typed(external_service("ext", "api.check.test"), http_route("r", "ext", 443))
+    return Store.from_objects([*objects(textwrap.dedent(GATEWAY)), *built])
 
 
 def served(controller: Controller, cluster: str) -> list[str]:
@@ -349,3 +349,25 @@ def test_the_loop_stops_when_asked() -> None:
 
     asyncio.run(scenario())
     assert controller.dns == {"api.check.test": DnsObservation(error="NXDOMAIN")}
+
+
+def test_each_round_that_resolves_is_timed_into_the_metrics() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from dragoman.runtime.metrics import Metrics
+
+    fake, clock = FakeResolve(), Clock()
+    fake.answers = {"api.test": Resolution(("192.0.2.1",), ttl=30)}
+    metrics = Metrics()
+    checker = DnsChecker(settings(), fake, clock, on_round=metrics.dns_checked)
+    asyncio.run(checker.check(["api.test"]))
+    asyncio.run(checker.check(["api.test"]))  # nothing due: no round, nothing timed
+    clock.now += 31
+    asyncio.run(checker.check(["api.test"]))
+    [family] = [
+        f
+        for f in text_string_to_metric_families(metrics.exposition().decode())
+        if f.name == "dragoman_dns_check_duration_seconds"
+    ]
+    counts = [s.value for s in family.samples if s.name.endswith("_count")]
+    assert counts == [2]

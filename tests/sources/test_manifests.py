@@ -385,3 +385,12 @@ def test_load_result_store_indexes_by_kind(tmp_path: Path) -> None:
     assert isinstance(store.services[("default", "web")], Service)
     assert isinstance(store.http_routes[("default", "web")], HTTPRoute)
     assert isinstance(store.endpoint_slices[("default", "web-1")], EndpointSlice)
+
+
+def test_a_mapping_used_as_a_key_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    """`{{name: x}}` (a mapping as a key) is valid YAML: reported, the other files served."""
+    (tmp_path / "bad.yaml").write_text("kind: Service\nmetadata: {{name: web}}\n")
+    result = ManifestDirectory(tmp_path).load()
+    [error] = result.errors
+    assert error.origin == "bad.yaml"
+    assert "keys must be strings" in error.message

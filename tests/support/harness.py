@@ -41,6 +41,9 @@ class DragomanProcess:
         self.xds_address = xds_address
         self.log_path = log_path
         self.extra_args = tuple(extra_args)  # e.g. ("--config", FILE)
+        if not any(arg.startswith("--metrics-address") for arg in self.extra_args):
+            # Never the fixed default port: tests run side by side.
+            self.extra_args += ("--metrics-address", "127.0.0.1:0")
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> DragomanProcess:

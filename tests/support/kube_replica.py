@@ -13,95 +13,14 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.kubernetes.informer import WatchSettings
 from dragoman.kubernetes.leader import LeaseSettings
 from dragoman.kubernetes.runtime import KubernetesConfig, KubernetesServer
+from tests.support.harness import free_port
 from tests.support.kubeapi import KubeApiServer
 
-GATEWAY_V1 = "gateway.networking.k8s.io/v1"
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 FAST_WATCH = WatchSettings(backoff_initial=0.05, backoff_maximum=0.5, not_served_retry=1.0)
-
-
-def gateway_class(name: str = "dragoman", controller: str = DEFAULT_CONTROLLER_NAME) -> dict:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "GatewayClass",
-        "metadata": {"name": name},
-        "spec": {"controllerName": controller},
-    }
-
-
-def gateway(name: str = "gw", port: int = 8080, class_name: str = "dragoman") -> dict:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "Gateway",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "gatewayClassName": class_name,
-            "listeners": [{"name": "http", "port": port, "protocol": "HTTP"}],
-        },
-    }
-
-
-def service(name: str, port: int = 80, target_port: int | None = None) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "selector": {"app": name},
-            "ports": [{"name": "http", "port": port, "targetPort": target_port or port}],
-        },
-    }
-
-
-def external_service(name: str, hostname: str, port: int) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"type": "ExternalName", "externalName": hostname, "ports": [{"port": port}]},
-    }
-
-
-def endpoint_slice(service_name: str, port: int, *addresses: str, ready: bool = True) -> dict:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service_name}-1",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": service_name},
-        },
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "port": port}],
-        "endpoints": [
-            {"addresses": [address], "conditions": {"ready": ready}} for address in addresses
-        ],
-    }
-
-
-def http_route(
-    name: str, rules: list[tuple[str, str, int]], parents: tuple[str, ...] = ("gw",)
-) -> dict:
-    """rules: (path prefix, backend Service, port)."""
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "HTTPRoute",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"name": parent} for parent in parents],
-            "rules": [
-                {
-                    "matches": [{"path": {"type": "PathPrefix", "value": path}}],
-                    "backendRefs": [{"name": backend, "port": port}],
-                }
-                for path, backend, port in rules
-            ],
-        },
-    }
 
 
 def replica_config(
@@ -114,7 +33,7 @@ def replica_config(
         )
     settings: dict[str, Any] = {
         "xds_address": xds_address,
-        "health_address": None,
+        "ops_address": None,
         "lease": lease,
         "watch": FAST_WATCH,
     }
@@ -168,7 +87,9 @@ async def eventually(
         await asyncio.sleep(0.02)
 
 
-def deployed_envoy_bootstrap(xds_port: int, ready_port: int, admin_socket: Path) -> str:
+def deployed_envoy_bootstrap(
+    xds_port: int, ready_port: int, admin_socket: Path, stats_port: int | None = None
+) -> str:
     """deploy/'s Envoy bootstrap, pointed at loopback ports and an admin socket of the
     test's (and nothing else changed)."""
     for doc in yaml.safe_load_all((DEPLOY / "04-envoy.yaml").read_text()):
@@ -177,11 +98,17 @@ def deployed_envoy_bootstrap(xds_port: int, ready_port: int, admin_socket: Path)
             break
     else:
         raise AssertionError("no envoy-bootstrap ConfigMap in deploy/04-envoy.yaml")
-    [xds] = bootstrap["static_resources"]["clusters"]
-    endpoint = xds["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
+    clusters = {c["name"]: c for c in bootstrap["static_resources"]["clusters"]}
+    endpoint = clusters["dragoman-xds"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    endpoint = endpoint["endpoint"]
     endpoint["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": xds_port}
     endpoint["hostname"] = "127.0.0.1"
-    [readiness] = bootstrap["static_resources"]["listeners"]
-    readiness["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": ready_port}
+    admin = clusters["dragoman-envoy-admin"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    admin["endpoint"]["address"]["pipe"]["path"] = str(admin_socket)
+    listeners = {item["name"]: item for item in bootstrap["static_resources"]["listeners"]}
+    ports = {"readiness": ready_port, "dragoman-envoy-stats": stats_port or free_port()}
+    assert set(listeners) == set(ports), sorted(listeners)
+    for name, port in ports.items():
+        listeners[name]["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": port}
     bootstrap["admin"]["address"]["pipe"]["path"] = str(admin_socket)
     return yaml.safe_dump(bootstrap, sort_keys=False)

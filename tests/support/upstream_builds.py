@@ -1,8 +1,10 @@
-"""Manifest text in, DAG out, for the upstream tests (ExternalName, policy, DNS, TLS)."""
+"""Manifests in, DAG out, for the upstream tests (ExternalName, policy, DNS, TLS); the objects
+themselves come from `tests.support.builders`."""
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
 from dragoman.dag.build import build
@@ -10,6 +12,7 @@ from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.store import Store
+from tests.support.builders import typed
 from tests.support.dag_invariants import checked
 from tests.support.status_builds import objects
 
@@ -23,64 +26,19 @@ spec:
 """
 
 
-def external_service(
-    name: str,
-    external_name: str,
-    port: int = 443,
-    *,
-    namespace: str = "default",
-    annotations: dict[str, str] | None = None,
-    app_protocol: str = "",
-    port_name: str = "",
-) -> str:
-    port_fields = [f"port: {port}"]
-    if app_protocol:
-        port_fields.append(f"appProtocol: {app_protocol}")
-    if port_name:
-        port_fields.append(f"name: {port_name}")
-    notes = ""
-    if annotations:
-        notes = ", annotations: {" + ", ".join(f'"{k}": "{v}"' for k, v in annotations.items())
-        notes += "}"
-    return f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: {namespace}{notes}}}
-spec: {{type: ExternalName, externalName: "{external_name}", ports: [{{{", ".join(port_fields)}}}]}}
-"""
-
-
-def pod_service(
-    name: str, port: int = 80, *, namespace: str = "default", app_protocol: str = "", **extra: str
-) -> str:
-    fields = [f"port: {port}", "targetPort: 8080", f"name: {extra.get('port_name', 'web')}"]
-    if app_protocol:
-        fields.append(f"appProtocol: {app_protocol}")
-    return f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: {namespace}}}
-spec: {{selector: {{app: {name}}}, ports: [{{{", ".join(fields)}}}]}}
-"""
-
-
-def http_route(
-    name: str, backend: str, port: int, *, namespace: str = "default", kind: str = "HTTPRoute"
-) -> str:
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: {kind}
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  parentRefs: [{{name: gw, namespace: default}}]
-  rules: [{{backendRefs: [{{name: {backend}, port: {port}}}]}}]
-"""
-
-
 def build_yaml(
-    *texts: str, options: BuildOptions = BuildOptions(), dns: DnsObservations | None = None
+    *documents: str | Mapping[str, Any],
+    options: BuildOptions = BuildOptions(),
+    dns: DnsObservations | None = None,
 ) -> Dag:
-    found = [obj for text in texts for obj in objects(textwrap.dedent(text))]
+    """The DAG of manifest texts and objects (from `tests.support.builders`)."""
+    found = [
+        obj
+        for document in documents
+        for obj in (
+            objects(textwrap.dedent(document)) if isinstance(document, str) else typed(document)
+        )
+    ]
     return checked(build(Store.from_objects(found), options, dns))
 
 

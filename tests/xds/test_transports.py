@@ -24,8 +24,7 @@ from dragoman.envoy.yaml_text import dump_yaml
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.variants import ConfigSources
-from tests.envoy.test_deprecated import problems_in
-from tests.envoy.test_validate import validate
+from tests.support.envoy_checks import problems_in, validate
 from tests.support.envoy_dags import envoy_binary, every_kind_of_dag
 from tests.support.xds_builders import (
     dns_cluster,
@@ -206,7 +205,7 @@ def test_per_type_translated_resources_have_nothing_deprecated_and_envoy_accepts
 ) -> None:
     from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment
 
-    from tests.envoy.test_validate import static_copy
+    from tests.support.envoy_checks import static_copy
 
     classes = {CLUSTER: Cluster, ENDPOINT: ClusterLoadAssignment}
     for group, translated in translate(every_kind_of_dag()).items():

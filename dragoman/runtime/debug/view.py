@@ -1,0 +1,95 @@
+"""One consistent view of what a serving process holds, taken on its event loop: immutable
+values (the store, the DAG, the snapshots) and a copy of each connected stream's state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from dragoman.dag.model import Dag
+from dragoman.dag.upstreams.dns_check import DnsObservations
+from dragoman.objects import ObjectKey
+from dragoman.runtime.controller import Controller
+from dragoman.runtime.summary import external_name_states
+from dragoman.snapshots.resources import SHORT_NAMES, Snapshot
+from dragoman.store import Store
+from dragoman.xds.client_kind import is_grpc_client
+from dragoman.xds.registry import StreamRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class TypeView:
+    type: str  # CDS, EDS, LDS, RDS
+    sent_version: str
+    acked_version: str
+    nack: str  # the client's reason for its last NACK, "" if none
+
+
+@dataclass(frozen=True, slots=True)
+class StreamView:
+    node_id: str
+    node_cluster: str
+    peer: str
+    service: str  # ADS, CDS, ...
+    delta: bool
+    client: str  # envoy or grpc
+    group: str
+    types: tuple[TypeView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DebugView:
+    store: Store | None = None
+    dag: Dag | None = None
+    snapshots: Mapping[str, Snapshot] = field(default_factory=dict)
+    dns: DnsObservations = field(default_factory=dict)
+    dns_check: bool = False
+    external_names: Mapping[ObjectKey, str] = field(default_factory=dict)
+    streams: tuple[StreamView, ...] = ()
+    # What the source could not read (file, object, field, reason), as text.
+    source_errors: tuple[str, ...] = ()
+
+
+def take_view(
+    controller: Controller,
+    streams: StreamRegistry | None,
+    source_errors: Callable[[], Iterable[str]] = lambda: (),
+) -> DebugView:
+    """Call on the event loop."""
+    return DebugView(
+        store=controller.store,
+        dag=controller.dag,
+        snapshots=dict(controller.snapshots),
+        dns=dict(controller.dns),
+        dns_check=controller.build_options.dns_check,
+        external_names=external_name_states(
+            controller.store, controller.dag, controller.build_options, controller.dns
+        ),
+        streams=tuple(_streams(streams)) if streams is not None else (),
+        source_errors=tuple(source_errors()),
+    )
+
+
+def _streams(registry: StreamRegistry) -> Iterable[StreamView]:
+    for stream in registry.streams():
+        if not stream.identified:
+            continue
+        types = tuple(
+            TypeView(
+                type=SHORT_NAMES.get(status.type_url, status.type_url.rsplit(".", 1)[-1]),
+                sent_version=status.sent_version,
+                acked_version=status.acked_version,
+                nack=status.last_nack.message if status.last_nack is not None else "",
+            )
+            for status in stream.type_statuses()
+        )
+        yield StreamView(
+            node_id=stream.node_id,
+            node_cluster=stream.node_cluster,
+            peer=stream.peer,
+            service=stream.service,
+            delta=stream.delta,
+            client="grpc" if is_grpc_client(stream.node) else "envoy",
+            group=stream.group,
+            types=types,
+        )

@@ -1,0 +1,143 @@
+"""`dragoman check` for CI pipelines, and the exit codes of check, render and status:
+0 when every object is served as written, 1 when any is invalid or refused (check only),
+2 on usage errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+GATEWAY = """
+    apiVersion: gateway.networking.k8s.io/v1
+    kind: Gateway
+    metadata: {name: edge, namespace: default}
+    spec:
+      gatewayClassName: dragoman
+      listeners: [{name: http, protocol: HTTP, port: 8080}]
+    ---
+    apiVersion: v1
+    kind: Service
+    metadata: {name: web, namespace: default}
+    spec: {selector: {app: web}, ports: [{port: 80}]}
+    """
+ROUTE = """
+    apiVersion: gateway.networking.k8s.io/v1
+    kind: HTTPRoute
+    metadata: {name: shop, namespace: default}
+    spec:
+      parentRefs: [{name: edge}]
+      rules: [{backendRefs: [{name: BACKEND, port: 80}]}]
+    """
+SNEAKY = """
+    apiVersion: v1
+    kind: Service
+    metadata: {name: sneaky, namespace: default}
+    spec: {type: ExternalName, externalName: localhost, ports: [{port: 80}]}
+    """
+
+
+def dragoman(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dragoman", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def directory(tmp_path: Path, **files: str) -> Path:
+    for name, text in files.items():
+        (tmp_path / name.replace("_", ".")).write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def test_a_valid_directory_passes(tmp_path: Path) -> None:
+    manifests = directory(
+        tmp_path, gateway_yaml=GATEWAY, route_yaml=ROUTE.replace("BACKEND", "web")
+    )
+    result = dragoman("check", "--manifests", str(manifests))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert "ok: 3 objects in 2 files" in result.stderr
+
+
+def test_a_refused_backend_fails_naming_file_object_field_and_reason(tmp_path: Path) -> None:
+    manifests = directory(
+        tmp_path,
+        gateway_yaml=GATEWAY,
+        route_yaml=ROUTE.replace("BACKEND", "sneaky"),
+        sneaky_yaml=SNEAKY,
+    )
+    result = dragoman("check", "--manifests", str(manifests))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "route.yaml#1 HTTPRoute/default/shop: spec.rules[0].backendRefs[0]: Service "
+        "default/sneaky: externalName 'localhost' points to localhost (UnsafeExternalName)"
+    ]
+    assert "1 problems; 4 objects in 3 files" in result.stderr
+
+
+def test_an_invalid_object_fails_naming_its_field(tmp_path: Path) -> None:
+    broken = ROUTE.replace("BACKEND", "web").replace("port: 80", "port: 0")
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, route_yaml=broken)
+    result = dragoman("check", "--manifests", str(manifests))
+    assert result.returncode == 1
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("route.yaml")]
+    assert "HTTPRoute/default/shop" in line and "spec.rules[0].backendRefs[0].port" in line
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"kind: [unclosed\n", b"\xff\xfe not text", b"{{a: b}}: c\n"],
+    ids=["yaml", "encoding", "mapping-key"],
+)
+def test_an_unreadable_file_fails(tmp_path: Path, content: bytes) -> None:
+    directory(tmp_path, gateway_yaml=GATEWAY)
+    (tmp_path / "bad.yaml").write_bytes(content)
+    result = dragoman("check", "--manifests", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stdout.startswith("bad.yaml: ")
+
+
+@pytest.mark.parametrize("command", ["check", "render", "status"])
+def test_usage_errors_exit_2_and_valid_runs_exit_0(command: str, tmp_path: Path) -> None:
+    assert dragoman(command, "--manifests", str(tmp_path / "missing")).returncode == 2
+    assert dragoman(command, "--manifests", str(tmp_path), "--no-such-flag").returncode == 2
+    config = tmp_path / "config.yaml"
+    config.write_text("accessLog: {format: xml}\n")
+    bad = dragoman(command, "--manifests", str(tmp_path), "--config", str(config))
+    assert bad.returncode == 2
+    assert "accessLog.format" in bad.stderr
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    directory(manifests, gateway_yaml=GATEWAY)
+    assert dragoman(command, "--manifests", str(manifests)).returncode == 0
+
+
+def test_status_shows_the_gateway_addresses(tmp_path: Path) -> None:
+    directory(tmp_path, gateway_yaml=GATEWAY)
+    result = dragoman(
+        "status",
+        "--manifests",
+        str(tmp_path),
+        "--gateway-address",
+        "203.0.113.10",
+        "--gateway-address",
+        "gw.example.com",
+        "-o",
+        "json",
+    )
+    assert result.returncode == 0, result.stderr
+    [gateway] = [o for o in yaml.safe_load(result.stdout)["items"] if o["kind"] == "Gateway"]
+    assert gateway["status"]["addresses"] == [
+        {"type": "IPAddress", "value": "203.0.113.10"},
+        {"type": "Hostname", "value": "gw.example.com"},
+    ]
+    refused = dragoman("status", "--manifests", str(tmp_path), "--gateway-address", "not_a_host")
+    assert refused.returncode == 2 and "--gateway-address" in refused.stderr
