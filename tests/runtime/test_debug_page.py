@@ -16,8 +16,8 @@ from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
 from dragoman.snapshots.resources import CLUSTER, LISTENER
-from tests.runtime.test_operations import GATEWAY, SERVICES, endpoints, until
 from tests.support.harness import free_port
+from tests.support.served_world import GATEWAY, SERVICES, endpoints, until
 from tests.support.xds_client import XdsClient
 
 CHROMIUM_TIMEOUT_S = 90

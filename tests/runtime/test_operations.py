@@ -25,61 +25,8 @@ from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
 from dragoman.snapshots.resources import CLUSTER, LISTENER
 from tests.support.certificates import certificate_authority
 from tests.support.harness import free_port
+from tests.support.served_world import GATEWAY, SERVICES, endpoints, until
 from tests.support.xds_client import XdsClient
-
-GATEWAY = """
-    apiVersion: gateway.networking.k8s.io/v1
-    kind: Gateway
-    metadata: {name: edge, namespace: default}
-    spec:
-      gatewayClassName: dragoman
-      listeners: [{name: http, protocol: HTTP, port: 8080}]
-    ---
-    apiVersion: gateway.networking.k8s.io/v1
-    kind: HTTPRoute
-    metadata: {name: shop, namespace: default}
-    spec:
-      parentRefs: [{name: edge}]
-      rules:
-        - matches: [{path: {type: PathPrefix, value: /api}}]
-          backendRefs: [{name: partner, port: 443}]
-        - matches: [{path: {type: PathPrefix, value: /local}}]
-          backendRefs: [{name: sneaky, port: 80}]
-        - backendRefs: [{name: web, port: 80}]
-    """
-SERVICES = """
-    apiVersion: v1
-    kind: Service
-    metadata: {name: web, namespace: default}
-    spec:
-      selector: {app: web}
-      ports: [{port: 80, targetPort: 8080}]
-    ---
-    apiVersion: v1
-    kind: Service
-    metadata: {name: partner, namespace: default}
-    spec: {type: ExternalName, externalName: api.partner.example, ports: [{port: 443}]}
-    ---
-    apiVersion: v1
-    kind: Service
-    metadata: {name: sneaky, namespace: default}
-    spec: {type: ExternalName, externalName: localhost, ports: [{port: 80}]}
-    """
-
-
-def endpoints(*addresses: str) -> str:
-    listed = ", ".join(f"{{addresses: [{address}]}}" for address in addresses)
-    return f"""
-        apiVersion: discovery.k8s.io/v1
-        kind: EndpointSlice
-        metadata:
-          name: web-1
-          namespace: default
-          labels: {{kubernetes.io/service-name: web}}
-        addressType: IPv4
-        ports: [{{port: 8080}}]
-        endpoints: [{listed}]
-        """
 
 
 def write(directory: Path, name: str, text: str) -> None:
@@ -125,13 +72,6 @@ async def serving(directory: Path) -> AsyncIterator[ManifestServer]:
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
-
-
-async def until(check, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 def test_scraped_metrics_are_exactly_what_happened(tmp_path: Path) -> None:
