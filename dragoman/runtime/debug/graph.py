@@ -16,6 +16,7 @@ from dragoman.dag.model import (
     Forward,
     HttpsListener,
     NodeGroup,
+    ObjectStatus,
 )
 from dragoman.objects import ObjectKey
 from dragoman.runtime.debug.view import DebugView
@@ -85,7 +86,7 @@ def build_graph(view: DebugView) -> Graph:
     if not groups and ALL_GATEWAYS in dag.groups:
         groups = [dag.groups[ALL_GATEWAYS]]
     for group in groups:
-        _add_group(graph, group, dag.clusters)
+        _add_group(graph, group, dag.clusters, dag.statuses)
     for name, cluster in dag.clusters.items():
         if name in graph.nodes:
             _add_endpoints(graph, view, name, cluster)
@@ -114,14 +115,24 @@ def build_graph(view: DebugView) -> Graph:
     return graph
 
 
-def _add_group(graph: Graph, group: NodeGroup, clusters: Mapping[str, Cluster]) -> None:
+def _add_group(
+    graph: Graph,
+    group: NodeGroup,
+    clusters: Mapping[str, Cluster],
+    statuses: Mapping[ObjectKey, ObjectStatus],
+) -> None:
     if group.name == ALL_GATEWAYS:
         gateway_id = "all Gateways"
         graph.add(gateway_id, GATEWAY, gateway_id)
     else:
         namespace, _, name = group.name.partition("/")
-        gateway_id = object_id(ObjectKey("Gateway", namespace, name))
-        graph.add(gateway_id, GATEWAY, gateway_id)
+        key = ObjectKey("Gateway", namespace, name)
+        gateway_id = object_id(key)
+        node = graph.add(gateway_id, GATEWAY, gateway_id)
+        status = statuses.get(key)
+        addresses = status.status.get("addresses") if status is not None else None
+        if addresses and not node.details:
+            node.details.append("at " + ", ".join(str(a.get("value")) for a in addresses))
     tables = {table.name: table for table in group.route_tables}
     for listener in group.listeners:
         listener_id = f"listener {group.name or '*'} {listener.name}"
