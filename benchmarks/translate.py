@@ -6,7 +6,11 @@ floor measured in the same run: the same protobuf messages (same shapes, same fi
 byte-identical output, checked) built and serialized directly, with no DAG and no dragoman
 code. It also times the EDS fast path for the largest N.
 
-    python benchmarks/translate.py [--sizes 1000,10000] [--repeat 3] [--profile] [--check]
+With --l4, half the routes are TCPRoutes and TLSRoutes instead of HTTPRoutes: a quarter of
+them a TCPRoute on a TCP listener of its own (to a pod-backed Service), a quarter a
+TLSRoute on the one TLS passthrough listener (SNI, to an ExternalName).
+
+    python benchmarks/translate.py [--sizes 1000,10000] [--repeat 3] [--l4] [--profile] [--check]
 """
 
 from __future__ import annotations
@@ -35,10 +39,13 @@ from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.clusters.common.dns.v3 import dns_pb2
 from envoy.extensions.clusters.dns.v3 import dns_cluster_pb2
+from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
+from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
@@ -56,11 +63,15 @@ from dragoman.objects import (
     HTTPRouteMatch,
     HTTPRouteRule,
     KubeObject,
+    L4RouteRule,
+    ListenerTLS,
     ObjectMeta,
     ParentRef,
     PathMatch,
     Service,
     ServicePort,
+    TCPRoute,
+    TLSRoute,
 )
 from dragoman.objects.core import SERVICE_NAME_LABEL
 from dragoman.runtime.controller import cyclic_gc_paused
@@ -70,6 +81,8 @@ from dragoman.store import Store
 NAMESPACE = "bench"
 GATEWAY = "gw"
 LISTENER_PORT = 8080
+TLS_PORT = 8443
+TCP_BASE_PORT = 20000  # TCPRoute i gets a TCP listener on TCP_BASE_PORT + i
 SERVICE_PORT = 80
 TARGET_PORT = 8080
 ENDPOINTS_PER_SLICE = 3
@@ -118,14 +131,33 @@ def endpoint_slice(i: int, generation: int = 0) -> EndpointSlice:
     )
 
 
-def synthesize(n: int) -> list[KubeObject]:
+def route_kind(i: int, l4: bool) -> str:
+    """Which kind route i is: every other one a TCPRoute or TLSRoute with --l4."""
+    if not l4 or i % 2 == 0:
+        return "HTTPRoute"
+    return "TCPRoute" if i % 4 == 1 else "TLSRoute"
+
+
+def synthesize(n: int, l4: bool = False) -> list[KubeObject]:
     """N Services (half pod-backed with a 3-endpoint slice, half ExternalName), N/2 routes."""
     half = n // 2
+    listeners = [GatewayListener(name="http", port=LISTENER_PORT, protocol="HTTP")]
+    if l4:
+        listeners.append(
+            GatewayListener(
+                name="tls", port=TLS_PORT, protocol="TLS", tls=ListenerTLS(mode="Passthrough")
+            )
+        )
+        listeners.extend(
+            GatewayListener(name=f"tcp-{i}", port=TCP_BASE_PORT + i, protocol="TCP")
+            for i in range(half)
+            if route_kind(i, l4) == "TCPRoute"
+        )
     objects: list[KubeObject] = [
         Gateway(
             meta=ObjectMeta(name=GATEWAY, namespace=NAMESPACE),
             gateway_class_name="dragoman",
-            listeners=(GatewayListener(name="http", port=LISTENER_PORT, protocol="HTTP"),),
+            listeners=tuple(listeners),
         )
     ]
     for i in range(half):
@@ -145,6 +177,36 @@ def synthesize(n: int) -> list[KubeObject]:
                 ports=(ServicePort(port=SERVICE_PORT, name="http"),),
             )
         )
+        kind = route_kind(i, l4)
+        if kind == "TCPRoute":
+            objects.append(
+                TCPRoute(
+                    meta=ObjectMeta(name=f"route-{i}", namespace=NAMESPACE),
+                    parent_refs=(ParentRef(name=GATEWAY, section_name=f"tcp-{i}"),),
+                    rules=(
+                        L4RouteRule(
+                            backend_refs=(BackendRef(name=pod_service_name(i), port=SERVICE_PORT),)
+                        ),
+                    ),
+                )
+            )
+            continue
+        if kind == "TLSRoute":
+            objects.append(
+                TLSRoute(
+                    meta=ObjectMeta(name=f"route-{i}", namespace=NAMESPACE),
+                    parent_refs=(ParentRef(name=GATEWAY, section_name="tls"),),
+                    hostnames=(route_hostname(i),),
+                    rules=(
+                        L4RouteRule(
+                            backend_refs=(
+                                BackendRef(name=external_service_name(i), port=SERVICE_PORT),
+                            )
+                        ),
+                    ),
+                )
+            )
+            continue
         objects.append(
             HTTPRoute(
                 meta=ObjectMeta(name=f"route-{i}", namespace=NAMESPACE),
@@ -224,7 +286,7 @@ def _lb_endpoint(host: str, port: int, hostname: str = "") -> endpoint_component
     )
 
 
-def floor(n: int) -> tuple[float, dict[tuple[str, str], str]]:
+def floor(n: int, l4: bool = False) -> tuple[float, dict[tuple[str, str], str]]:
     """Seconds to build, serialize and sha256 every resource; and the digests, for checking."""
     half = n // 2
     digests: dict[tuple[str, str], str] = {}
@@ -239,74 +301,156 @@ def floor(n: int) -> tuple[float, dict[tuple[str, str], str]]:
         digests[(type_url, name)] = hashlib.sha256(body).hexdigest()
 
     start = time.perf_counter()
+    tls_chains: list[tuple[str, listener_components_pb2.FilterChain]] = []
     for i in range(half):
-        # EDS cluster over ADS, and its CLA (3 ready endpoints, no zone, weight 3).
-        eds_name = f"{NAMESPACE}/{pod_service_name(i)}/{SERVICE_PORT}"
+        kind = route_kind(i, l4)
+        # TCP and TLS routes use one Service each, through a cluster named for the protocol.
+        suffix = "" if kind == "HTTPRoute" else "/tcp"
+        if kind == "TCPRoute":
+            port = TCP_BASE_PORT + i
+            name = f"tcp-{port}"
+            emit(
+                listener_url,
+                name,
+                listener_pb2.Listener(
+                    name=name,
+                    address=_address("0.0.0.0", port),
+                    filter_chains=[
+                        listener_components_pb2.FilterChain(
+                            name=name,
+                            filters=[_tcp_proxy(name, f"{NAMESPACE}/{pod_service_name(i)}/80/tcp")],
+                        )
+                    ],
+                ),
+            )
+        elif kind == "TLSRoute":
+            chain = listener_components_pb2.FilterChain(
+                name=f"tls-{TLS_PORT}/tls/{NAMESPACE}/route-{i}",
+                filter_chain_match=listener_components_pb2.FilterChainMatch(
+                    server_names=[route_hostname(i)]
+                ),
+                filters=[
+                    _tcp_proxy(f"tls-{TLS_PORT}", f"{NAMESPACE}/{external_service_name(i)}/80/tcp")
+                ],
+            )
+            tls_chains.append((f"route-{i}", chain))
+        if kind != "TLSRoute":
+            _emit_eds(emit, cluster_url, cla_url, i, suffix)
+        if kind != "TCPRoute":
+            _emit_dns(emit, cluster_url, i, suffix)
+    if tls_chains:
+        # Routes in name order, as the DAG serves them; the TLS inspector reads the SNI.
         emit(
-            cluster_url,
-            eds_name,
-            cluster_pb2.Cluster(
-                name=eds_name,
-                type=cluster_pb2.Cluster.EDS,
-                eds_cluster_config=cluster_pb2.Cluster.EdsClusterConfig(eds_config=_ads()),
-                lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-                connect_timeout=duration_pb2.Duration(seconds=5),
-            ),
-        )
-        addresses = endpoint_addresses(i)
-        emit(
-            cla_url,
-            eds_name,
-            endpoint_pb2.ClusterLoadAssignment(
-                cluster_name=eds_name,
-                endpoints=[
-                    endpoint_components_pb2.LocalityLbEndpoints(
-                        load_balancing_weight=wrappers_pb2.UInt32Value(value=len(addresses)),
-                        lb_endpoints=[_lb_endpoint(a, TARGET_PORT) for a in addresses],
+            listener_url,
+            f"tls-{TLS_PORT}",
+            listener_pb2.Listener(
+                name=f"tls-{TLS_PORT}",
+                address=_address("0.0.0.0", TLS_PORT),
+                filter_chains=[chain for _, chain in sorted(tls_chains, key=lambda c: c[0])],
+                listener_filters=[
+                    listener_components_pb2.ListenerFilter(
+                        name="envoy.filters.listener.tls_inspector",
+                        typed_config=_pack(tls_inspector_pb2.TlsInspector()),
                     )
                 ],
             ),
         )
-        # STRICT_DNS through the envoy.cluster.dns extension, with an inline load assignment.
-        dns_name = f"{NAMESPACE}/{external_service_name(i)}/{SERVICE_PORT}"
-        host = external_host(i)
-        settings = dns_cluster_pb2.DnsCluster(
-            dns_refresh_rate=duration_pb2.Duration(seconds=30),
-            respect_dns_ttl=True,
-            dns_lookup_family=dns_pb2.V4_PREFERRED,
-            all_addresses_in_single_endpoint=False,
-        )
-        emit(
-            cluster_url,
-            dns_name,
-            cluster_pb2.Cluster(
-                name=dns_name,
-                cluster_type=cluster_pb2.Cluster.CustomClusterType(
-                    name="envoy.cluster.dns", typed_config=_pack(settings)
-                ),
-                lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-                connect_timeout=duration_pb2.Duration(seconds=5),
-                load_assignment=endpoint_pb2.ClusterLoadAssignment(
-                    cluster_name=dns_name,
-                    endpoints=[
-                        endpoint_components_pb2.LocalityLbEndpoints(
-                            # Resolved as an absolute name (trailing dot): no search list.
-                            lb_endpoints=[_lb_endpoint(f"{host}.", SERVICE_PORT, hostname=host)]
-                        )
-                    ],
-                ),
-            ),
-        )
+    _emit_http(emit, listener_url, route_url, listener_name, half, l4)
+    return time.perf_counter() - start, digests
 
+
+def _tcp_proxy(stat_prefix: str, cluster: str) -> listener_components_pb2.Filter:
+    return listener_components_pb2.Filter(
+        name="envoy.filters.network.tcp_proxy",
+        typed_config=_pack(tcp_proxy_pb2.TcpProxy(stat_prefix=stat_prefix, cluster=cluster)),
+    )
+
+
+def _emit_eds(
+    emit: Callable[[str, str, Message], None], cluster_url: str, cla_url: str, i: int, suffix: str
+) -> None:
+    # EDS cluster over ADS, and its CLA (3 ready endpoints, no zone, weight 3).
+    eds_name = f"{NAMESPACE}/{pod_service_name(i)}/{SERVICE_PORT}{suffix}"
+    emit(
+        cluster_url,
+        eds_name,
+        cluster_pb2.Cluster(
+            name=eds_name,
+            type=cluster_pb2.Cluster.EDS,
+            eds_cluster_config=cluster_pb2.Cluster.EdsClusterConfig(eds_config=_ads()),
+            lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
+            connect_timeout=duration_pb2.Duration(seconds=5),
+        ),
+    )
+    addresses = endpoint_addresses(i)
+    emit(
+        cla_url,
+        eds_name,
+        endpoint_pb2.ClusterLoadAssignment(
+            cluster_name=eds_name,
+            endpoints=[
+                endpoint_components_pb2.LocalityLbEndpoints(
+                    load_balancing_weight=wrappers_pb2.UInt32Value(value=len(addresses)),
+                    lb_endpoints=[_lb_endpoint(a, TARGET_PORT) for a in addresses],
+                )
+            ],
+        ),
+    )
+
+
+def _emit_dns(
+    emit: Callable[[str, str, Message], None], cluster_url: str, i: int, suffix: str
+) -> None:
+    # STRICT_DNS through the envoy.cluster.dns extension, with an inline load assignment.
+    dns_name = f"{NAMESPACE}/{external_service_name(i)}/{SERVICE_PORT}{suffix}"
+    host = external_host(i)
+    settings = dns_cluster_pb2.DnsCluster(
+        dns_refresh_rate=duration_pb2.Duration(seconds=30),
+        respect_dns_ttl=True,
+        dns_lookup_family=dns_pb2.V4_PREFERRED,
+        all_addresses_in_single_endpoint=False,
+    )
+    emit(
+        cluster_url,
+        dns_name,
+        cluster_pb2.Cluster(
+            name=dns_name,
+            cluster_type=cluster_pb2.Cluster.CustomClusterType(
+                name="envoy.cluster.dns", typed_config=_pack(settings)
+            ),
+            lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
+            connect_timeout=duration_pb2.Duration(seconds=5),
+            load_assignment=endpoint_pb2.ClusterLoadAssignment(
+                cluster_name=dns_name,
+                endpoints=[
+                    endpoint_components_pb2.LocalityLbEndpoints(
+                        # Resolved as an absolute name (trailing dot): no search list.
+                        lb_endpoints=[_lb_endpoint(f"{host}.", SERVICE_PORT, hostname=host)]
+                    )
+                ],
+            ),
+        ),
+    )
+
+
+def _emit_http(
+    emit: Callable[[str, str, Message], None],
+    listener_url: str,
+    route_url: str,
+    listener_name: str,
+    half: int,
+    l4: bool,
+) -> None:
     # The one listener: HTTP connection manager fetching its routes over ADS.
     manager = hcm_pb2.HttpConnectionManager(
         stat_prefix=listener_name,
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
         rds=hcm_pb2.Rds(config_source=_ads(), route_config_name=listener_name),
         http_filters=[
+            hcm_pb2.HttpFilter(name="envoy.filters.http.cors", typed_config=_pack(cors_pb2.Cors())),
             hcm_pb2.HttpFilter(
                 name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router())
-            )
+            ),
         ],
         upgrade_configs=[hcm_pb2.HttpConnectionManager.UpgradeConfig(upgrade_type="websocket")],
         strip_any_host_port=True,
@@ -334,7 +478,8 @@ def floor(n: int) -> tuple[float, dict[tuple[str, str], str]]:
 
     # One route table: a virtual host per route hostname (sorted), Exact before PathPrefix.
     virtual_hosts = []
-    for domain, i in sorted((route_hostname(i), i) for i in range(half)):
+    http = (i for i in range(half) if route_kind(i, l4) == "HTTPRoute")
+    for domain, i in sorted((route_hostname(i), i) for i in http):
         source = f"{NAMESPACE}/route-{i}/rule"
         virtual_hosts.append(
             route_components_pb2.VirtualHost(
@@ -368,7 +513,6 @@ def floor(n: int) -> tuple[float, dict[tuple[str, str], str]]:
             validate_clusters=wrappers_pb2.BoolValue(value=False),
         ),
     )
-    return time.perf_counter() - start, digests
 
 
 def floor_mismatch(
@@ -433,13 +577,13 @@ def traced_peak_mib(phase: Callable[[], object]) -> float:
     return (peak - baseline) / MIB
 
 
-def rss_growth_mib(n: int) -> float:
+def rss_growth_mib(n: int, l4: bool = False) -> float:
     """ru_maxrss growth over build+translate, in a fresh process so earlier runs do not mask it.
 
     Linux carries ru_maxrss across fork and exec, so call this before this process grows.
     """
     completed = subprocess.run(
-        [sys.executable, __file__, "--rss-child", str(n)],
+        [sys.executable, __file__, "--rss-child", str(n), *(["--l4"] if l4 else [])],
         capture_output=True,
         text=True,
         check=True,
@@ -447,8 +591,8 @@ def rss_growth_mib(n: int) -> float:
     return float(json.loads(completed.stdout)["rss_growth_mib"])
 
 
-def rss_child(n: int) -> None:
-    store = Store.from_objects(synthesize(n))
+def rss_child(n: int, l4: bool = False) -> None:
+    store = Store.from_objects(synthesize(n, l4))
     gc.collect()
     # Linux reports ru_maxrss in KiB.
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -458,14 +602,14 @@ def rss_child(n: int) -> None:
     print(json.dumps({"rss_growth_mib": (after - before) / 1024}))
 
 
-def measure_size(n: int, repeat: int, rss_mib: float) -> SizeResult:
-    store = Store.from_objects(synthesize(n))
+def measure_size(n: int, repeat: int, rss_mib: float, l4: bool = False) -> SizeResult:
+    store = Store.from_objects(synthesize(n, l4))
     mismatch: str | None = None
     floor_t, build_t, translate_t, total_t = Timings(), Timings(), Timings(), Timings()
     for attempt in range(repeat):
         # Interleaved, so drift on a shared machine hits both sides alike.
         gc.collect()
-        seconds, digests = floor(n)
+        seconds, digests = floor(n, l4)
         floor_t.samples.append(seconds)
         del digests
         gc.collect()
@@ -474,18 +618,18 @@ def measure_size(n: int, repeat: int, rss_mib: float) -> SizeResult:
         translate_t.samples.append(translate_s)
         total_t.samples.append(build_s + translate_s)
         if attempt == 0:
-            mismatch = floor_mismatch(n, floor(n)[1], snapshots)
+            mismatch = floor_mismatch(n, floor(n, l4)[1], snapshots)
         del snapshots
     peak = traced_peak_mib(lambda: dragoman_phases(store))
-    floor_peak = traced_peak_mib(lambda: floor(n))
+    floor_peak = traced_peak_mib(lambda: floor(n, l4))
     return SizeResult(
         n, floor_t, build_t, translate_t, total_t, peak, floor_peak, rss_mib, mismatch
     )
 
 
-def measure_eds(n: int, repeat: int) -> tuple[Timings, Timings, int]:
+def measure_eds(n: int, repeat: int, l4: bool = False) -> tuple[Timings, Timings, int]:
     """One EndpointSlice changes: refresh the DAG's load assignments, re-translate endpoints."""
-    store = Store.from_objects(synthesize(n))
+    store = Store.from_objects(synthesize(n, l4))
     dag = build(store)
     previous = translate(dag)
     changed = endpoint_slice(0, generation=1)
@@ -516,9 +660,9 @@ def _changed_resources(
     return sum(1 for key, digest in new.items() if key[0] == type_url and old.get(key) != digest)
 
 
-def profile(n: int) -> None:
+def profile(n: int, l4: bool = False) -> None:
     """cProfile to stderr, then the cyclic GC's share, which cProfile charges to whatever ran."""
-    store = Store.from_objects(synthesize(n))
+    store = Store.from_objects(synthesize(n, l4))
     gc.collect()
     profiler = cProfile.Profile()
     profiler.enable()
@@ -605,17 +749,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per size (best and median)")
     parser.add_argument("--profile", action="store_true", help="cProfile the largest size")
     parser.add_argument("--check", action="store_true", help="exit 1 if the target is missed")
+    parser.add_argument("--l4", action="store_true", help="half the routes TCPRoutes and TLSRoutes")
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rss_child is not None:
-        rss_child(args.rss_child)
+        rss_child(args.rss_child, args.l4)
         return 0
 
     sizes = sorted(int(s.replace("_", "")) for s in args.sizes.split(","))
     repeat = max(1, args.repeat)
     # First, while this process is small: a child inherits its ru_maxrss.
-    rss = {n: rss_growth_mib(n) for n in sizes}
-    results = [measure_size(n, repeat, rss[n]) for n in sizes]
+    rss = {n: rss_growth_mib(n, args.l4) for n in sizes}
+    results = [measure_size(n, repeat, rss[n], args.l4) for n in sizes]
+    if args.l4:
+        print("routes: half HTTPRoutes, a quarter TCPRoutes, a quarter TLSRoutes (--l4)")
     print_table(results, repeat)
     mismatches = [r.floor_mismatch for r in results if r.floor_mismatch is not None]
     print(
@@ -631,7 +778,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     largest = sizes[-1]
-    refresh_t, eds_t, changed = measure_eds(largest, repeat)
+    refresh_t, eds_t, changed = measure_eds(largest, repeat, args.l4)
     full = next(r for r in results if r.n == largest).total
     print(
         f"EDS fast path, N={largest:,}, one EndpointSlice changed ({changed} CLA re-serialized): "
@@ -642,7 +789,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     if args.profile:
-        profile(largest)
+        profile(largest, args.l4)
 
     target = next((r for r in results if r.n == 10_000), results[-1])
     ratio = target.total.best / target.floor.best

@@ -15,10 +15,14 @@ from dragoman.objects import (
     GRPCRoute,
     HTTPRoute,
     KubeObject,
+    ListenerSet,
     Namespace,
     ReferenceGrant,
     Secret,
     Service,
+    TCPRoute,
+    TLSRoute,
+    UDPRoute,
 )
 from dragoman.sources.kinds import KINDS
 
@@ -41,6 +45,10 @@ class Store:
     secrets: Mapping[NamespacedName, Secret] = field(default_factory=dict)
     config_maps: Mapping[NamespacedName, ConfigMap] = field(default_factory=dict)
     backend_tls_policies: Mapping[NamespacedName, BackendTLSPolicy] = field(default_factory=dict)
+    tcp_routes: Mapping[NamespacedName, TCPRoute] = field(default_factory=dict)
+    tls_routes: Mapping[NamespacedName, TLSRoute] = field(default_factory=dict)
+    udp_routes: Mapping[NamespacedName, UDPRoute] = field(default_factory=dict)
+    listener_sets: Mapping[NamespacedName, ListenerSet] = field(default_factory=dict)
 
     @classmethod
     def from_objects(cls, objects: Iterable[KubeObject]) -> Store:

@@ -19,6 +19,11 @@ from dragoman.snapshots.resources import ALL_GATEWAYS as ALL_GATEWAYS
 HTTP1 = "http1"
 H2C = "h2c"
 H2 = "h2"
+# Whole connections (TCPRoute, TLSRoute) and datagrams (UDPRoute): bytes passed as they come,
+# with TLS only where a BackendTLSPolicy asks for it (TCP).
+TCP = "tcp"
+UDP = "udp"
+L4_PROTOCOLS = (TCP, UDP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,9 @@ class UpstreamTls:
     # PEM CA certificates to trust; None: the system CA bundle (a TranslateOptions path).
     trusted_ca: bytes | None = None
     policy: ObjectKey | None = None  # the BackendTLSPolicy that asked for it, if any
+    # What Envoy presents when the upstream asks for a client certificate: the Gateway's
+    # spec.tls.backend.clientCertificateRef.
+    client_certificate: TlsCertificate | None = None
 
     def __post_init__(self) -> None:
         if self.sni is not None and not self.subject_alt_names:
@@ -77,7 +85,7 @@ class EdsCluster:
     # The ServicePort's targetPort (number or name) and name, for matching EndpointSlice ports.
     target_port: int | str
     port_name: str = ""
-    protocol: str = HTTP1  # HTTP1, H2C or H2; part of the cluster name when not HTTP1
+    protocol: str = HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
     tls: UpstreamTls | None = None  # a BackendTLSPolicy's; None: cleartext
     # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
     client_ip_affinity: bool = False
@@ -93,7 +101,7 @@ class DnsCluster:
     service: ObjectKey
     hostname: str
     port: int
-    protocol: str = HTTP1  # HTTP1, H2C or H2; part of the cluster name when not HTTP1
+    protocol: str = HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
     tls: UpstreamTls | None = None
     dns: DnsSettings = DEFAULT_DNS_SETTINGS
     checked: bool = False
@@ -265,6 +273,21 @@ class DirectResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class CorsPolicy:
+    """An HTTPRoute CORS filter: Envoy answers preflights and adds the response headers.
+
+    `*` in allow_methods or allow_headers stays `*` unless credentials are allowed, where the
+    Gateway API forbids answering `*`: then every method is listed instead."""
+
+    allow_origins: tuple[str, ...]  # "*", or origins whose host may start with "*."
+    allow_methods: tuple[str, ...] = ()
+    allow_headers: tuple[str, ...] = ()
+    expose_headers: tuple[str, ...] = ()
+    max_age_s: int = 5
+    allow_credentials: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     match: RouteMatch
     action: Forward | Redirect | DirectResponse
@@ -273,6 +296,7 @@ class Route:
     # Rule-level RequestHeaderModifier and ResponseHeaderModifier filters.
     request_headers: HeaderEdits = NO_EDITS
     response_headers: HeaderEdits = NO_EDITS
+    cors: CorsPolicy | None = None  # a rule-level CORS filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +345,48 @@ class HttpsListener:
     filter_chains: tuple[TlsFilterChain, ...]  # the chain without server_names comes last
 
 
-Listener = HttpListener | HttpsListener
+@dataclass(frozen=True, slots=True)
+class L4Forward:
+    """Where a TCPRoute, TLSRoute or UDPRoute sends a connection (or datagrams): weighted
+    backends; a backend whose cluster is None takes its share and closes it."""
+
+    backends: tuple[Backend, ...]
+    source: ObjectKey  # the route
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        return tuple(b.cluster for b in self.backends if b.cluster is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class TcpFilterChain:
+    """Connections on a TCP or TLS port whose SNI is one of `server_names` (() any or none),
+    proxied whole to `forward`. With `certificates`, TLS is terminated first (TLS listener
+    in Terminate mode); without, the client's TLS passes through untouched."""
+
+    name: str
+    server_names: tuple[str, ...]
+    forward: L4Forward
+    certificates: tuple[TlsCertificate, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TcpListener:
+    name: str
+    port: int
+    filter_chains: tuple[TcpFilterChain, ...]  # the chain without server_names comes last
+    # Read the SNI of the ClientHello (TLS listeners): chains match on it.
+    inspect_tls: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UdpListener:
+    name: str
+    port: int
+    forward: L4Forward
+
+
+Listener = HttpListener | HttpsListener | TcpListener | UdpListener
 
 
 @dataclass(frozen=True, slots=True)

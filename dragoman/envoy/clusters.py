@@ -13,6 +13,7 @@ from dragoman.dag.model import (
     H2,
     H2C,
     HTTP1,
+    L4_PROTOCOLS,
     AggregateCluster,
     Cluster,
     DnsCluster,
@@ -71,6 +72,8 @@ def upstream_protocol_options(protocol: str, *, tls: bool = False) -> _HttpOptio
                 http2_protocol_options=protocol_pb2.Http2ProtocolOptions(),
             )
         )
+    if protocol in L4_PROTOCOLS:
+        return None  # whole connections or datagrams: Envoy speaks no HTTP to the cluster
     if protocol in (H2C, H2):
         # HTTP/2 only: with prior knowledge over cleartext (h2c), or by ALPN h2 over TLS.
         return _HttpOptions(

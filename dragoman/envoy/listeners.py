@@ -3,25 +3,26 @@ or HTTPS with one TLS filter chain per server name (SNI), each with its own rout
 
 from __future__ import annotations
 
-from envoy.config.core.v3 import base_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
-from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
-from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from google.protobuf.wrappers_pb2 import BoolValue
 
-from dragoman.dag.model import HttpsListener, Listener, TlsFilterChain
+from dragoman.dag.model import HttpsListener, Listener, TcpListener, TlsFilterChain, UdpListener
 from dragoman.envoy.access_log import access_logs
 from dragoman.envoy.core import ads_config_source, pack, socket_address
+from dragoman.envoy.cors import CORS_FILTER, cors_filter
+from dragoman.envoy.downstream_tls import (
+    downstream_tls_socket,
+    tls_inspector,
+)
+from dragoman.envoy.l4_listeners import tcp_listener, udp_listener
 from dragoman.envoy.options import TranslateOptions
 
 HTTP_CONNECTION_MANAGER = "envoy.filters.network.http_connection_manager"
 ROUTER = "envoy.filters.http.router"
-TLS_INSPECTOR = "envoy.filters.listener.tls_inspector"
-TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
 # HTTP/2 first, so gRPC clients (and browsers) get it; the connection manager speaks both.
 ALPN_PROTOCOLS = ("h2", "http/1.1")
 WEBSOCKET = "websocket"
@@ -30,6 +31,10 @@ WEBSOCKET = "websocket"
 def listener(value: Listener, options: TranslateOptions) -> listener_pb2.Listener:
     if isinstance(value, HttpsListener):
         return https_listener(value, options)
+    if isinstance(value, TcpListener):
+        return tcp_listener(value, options)
+    if isinstance(value, UdpListener):
+        return udp_listener(value, options)
     return listener_pb2.Listener(
         name=value.name,
         address=socket_address(options.listener_address, value.port),
@@ -46,11 +51,7 @@ def https_listener(value: HttpsListener, options: TranslateOptions) -> listener_
         name=value.name,
         address=socket_address(options.listener_address, value.port),
         # Reads the SNI from the ClientHello so filter chains can match on it.
-        listener_filters=[
-            listener_components_pb2.ListenerFilter(
-                name=TLS_INSPECTOR, typed_config=pack(tls_inspector_pb2.TlsInspector())
-            )
-        ],
+        listener_filters=[tls_inspector()],
         filter_chains=[_tls_chain(value.name, chain, options) for chain in value.filter_chains],
     )
 
@@ -63,8 +64,11 @@ def http_connection_manager(
         stat_prefix=stat_prefix,
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
         rds=hcm_pb2.Rds(config_source=ads_config_source(), route_config_name=route_table),
-        # The router must be the last (here the only) filter; gRPC clients insist on it too.
-        http_filters=[hcm_pb2.HttpFilter(name=ROUTER, typed_config=pack(router_pb2.Router()))],
+        # CORS acts only on routes that carry a policy; the router must be the last filter.
+        http_filters=[
+            hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=pack(cors_filter())),
+            hcm_pb2.HttpFilter(name=ROUTER, typed_config=pack(router_pb2.Router())),
+        ],
         # WebSocket upgrades pass to whatever backend a route picks: the Gateway API expects
         # them for ports with appProtocol kubernetes.io/ws (and others may speak it too).
         upgrade_configs=[hcm_pb2.HttpConnectionManager.UpgradeConfig(upgrade_type=WEBSOCKET)],
@@ -89,20 +93,6 @@ def _manager(
 def _tls_chain(
     listener_name: str, chain: TlsFilterChain, options: TranslateOptions
 ) -> listener_components_pb2.FilterChain:
-    context = tls_pb2.DownstreamTlsContext(
-        common_tls_context=tls_pb2.CommonTlsContext(
-            tls_certificates=[
-                common_pb2.TlsCertificate(
-                    certificate_chain=base_pb2.DataSource(
-                        inline_bytes=certificate.certificate_chain
-                    ),
-                    private_key=base_pb2.DataSource(inline_bytes=certificate.private_key),
-                )
-                for certificate in chain.certificates
-            ],
-            alpn_protocols=list(ALPN_PROTOCOLS),
-        )
-    )
     match = None
     if chain.server_names:
         match = listener_components_pb2.FilterChainMatch(server_names=list(chain.server_names))
@@ -110,7 +100,5 @@ def _tls_chain(
         name=chain.route_table,
         filter_chain_match=match,
         filters=[_manager(listener_name, chain.route_table, options)],
-        transport_socket=base_pb2.TransportSocket(
-            name=TLS_TRANSPORT_SOCKET, typed_config=pack(context)
-        ),
+        transport_socket=downstream_tls_socket(chain.certificates, ALPN_PROTOCOLS),
     )

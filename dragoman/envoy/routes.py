@@ -25,7 +25,8 @@ from dragoman.dag.model import (
     ValueMatch,
     VirtualHost,
 )
-from dragoman.envoy.core import seconds
+from dragoman.envoy.core import pack, seconds
+from dragoman.envoy.cors import CORS_FILTER, cors_policy
 
 # Weighted share of traffic for backends whose reference is invalid. The `dragoman:` prefix is
 # reserved: no cluster ever has this name, so Envoy answers that share with
@@ -79,6 +80,8 @@ def route(value: Route) -> rc_pb2.Route:
     else:
         message.direct_response.CopyFrom(direct_response(action))
     _add_header_edits(message, value.request_headers, value.response_headers)
+    if value.cors is not None:
+        message.typed_per_filter_config[CORS_FILTER].CopyFrom(pack(cors_policy(value.cors)))
     return message
 
 

@@ -32,6 +32,16 @@ def upstream_tls_context(
         match_typed_subject_alt_names=[_san_matcher(san) for san in tls.subject_alt_names],
     )
     common = tls_pb2.CommonTlsContext(validation_context=validation)
+    if tls.client_certificate is not None:
+        # Presented when the upstream asks for a client certificate (mutual TLS).
+        common.tls_certificates.append(
+            common_pb2.TlsCertificate(
+                certificate_chain=base_pb2.DataSource(
+                    inline_bytes=tls.client_certificate.certificate_chain
+                ),
+                private_key=base_pb2.DataSource(inline_bytes=tls.client_certificate.private_key),
+            )
+        )
     if protocol == H2:
         # HTTP/2 only (gRPC): offer nothing else. Otherwise the HTTP protocol options'
         # auto_config offers h2 and http/1.1 and speaks what the upstream picks.

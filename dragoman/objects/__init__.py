@@ -30,6 +30,7 @@ from dragoman.objects.gateway import (
     GRPCRouteRule,
     HeaderMatch,
     HeaderModifier,
+    HTTPCORSFilter,
     HTTPHeader,
     HTTPRoute,
     HTTPRouteMatch,
@@ -52,6 +53,8 @@ from dragoman.objects.gateway_class import (
     ReferenceGrantFrom,
     ReferenceGrantTo,
 )
+from dragoman.objects.l4_routes import L4Route, L4RouteRule, TCPRoute, TLSRoute, UDPRoute
+from dragoman.objects.listener_set import ListenerSet, ListenerSetParent
 from dragoman.objects.meta import ObjectKey, ObjectMeta
 from dragoman.objects.secrets import ConfigMap, Namespace, Secret
 from dragoman.objects.selector import LabelSelector, LabelSelectorRequirement
@@ -83,6 +86,7 @@ __all__ = [
     "GatewayAddress",
     "GatewayClass",
     "GatewayListener",
+    "HTTPCORSFilter",
     "HTTPHeader",
     "HTTPRoute",
     "HTTPRouteMatch",
@@ -91,8 +95,12 @@ __all__ = [
     "HeaderMatch",
     "HeaderModifier",
     "KubeObject",
+    "L4Route",
+    "L4RouteRule",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "ListenerSet",
+    "ListenerSetParent",
     "ListenerTLS",
     "Namespace",
     "ObjectKey",
@@ -113,5 +121,8 @@ __all__ = [
     "Service",
     "ServicePort",
     "SubjectAltName",
+    "TCPRoute",
+    "TLSRoute",
+    "UDPRoute",
     "URLRewrite",
 ]

@@ -70,6 +70,12 @@ class Gateway:
     addresses: tuple[GatewayAddress, ...] = ()
     # spec.infrastructure.parametersRef; dragoman takes no parameters, so any is refused.
     parameters_ref: ParametersRef | None = None
+    # spec.tls.backend.clientCertificateRef: what Envoy presents to backends it reaches by TLS.
+    backend_client_certificate: CertificateRef | None = None
+    # spec.allowedListeners.namespaces: which ListenerSets may add listeners ("None", the
+    # API default, "Same", "All" or "Selector" with `listener_set_selector`).
+    allowed_listener_sets: str = "None"
+    listener_set_selector: LabelSelector | None = None
 
     @property
     def key(self) -> ObjectKey:
@@ -168,10 +174,22 @@ class RequestMirror:
 
 
 @dataclass(frozen=True, slots=True)
+class HTTPCORSFilter:
+    """The CORS filter of an HTTPRoute rule: which cross-origin requests the route answers."""
+
+    allow_origins: tuple[str, ...] = ()  # "*", or "<scheme>://<host>[:<port>]", host may be "*.x"
+    allow_methods: tuple[str, ...] = ()  # method names, or "*"
+    allow_headers: tuple[str, ...] = ()
+    expose_headers: tuple[str, ...] = ()
+    max_age_s: int = 5
+    allow_credentials: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class RouteFilter:
     """One HTTPRoute or GRPCRoute filter: `type` says which of the fields is set.
 
-    CORS and ExtensionRef filters keep only their type: dragoman reports them as unsupported.
+    ExtensionRef filters keep only their type: dragoman reports them as unsupported.
     """
 
     type: str
@@ -180,6 +198,7 @@ class RouteFilter:
     request_redirect: RequestRedirect | None = None
     url_rewrite: URLRewrite | None = None
     request_mirror: RequestMirror | None = None
+    cors: HTTPCORSFilter | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,15 @@ from dragoman.objects import (
     GRPCRoute,
     HTTPRoute,
     KubeObject,
+    ListenerSet,
     Namespace,
     ObjectMeta,
     ReferenceGrant,
     Secret,
     Service,
+    TCPRoute,
+    TLSRoute,
+    UDPRoute,
 )
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.fields import Node
@@ -34,6 +38,8 @@ from dragoman.sources.parse_gateway import parse_gateway
 from dragoman.sources.parse_gateway_class import parse_gateway_class, parse_reference_grant
 from dragoman.sources.parse_grpc_route import parse_grpc_route
 from dragoman.sources.parse_http_route import parse_http_route
+from dragoman.sources.parse_l4_routes import parse_tcp_route, parse_tls_route, parse_udp_route
+from dragoman.sources.parse_listener_set import parse_listener_set
 from dragoman.sources.parse_secrets import parse_config_map, parse_namespace, parse_secret
 
 
@@ -95,6 +101,14 @@ KINDS: tuple[Kind, ...] = (
          "referencegrants"),
     Kind(BackendTLSPolicy, GATEWAY_GROUP, V1, parse_backend_tls_policy, "backend_tls_policies",
          "backendtlspolicies", has_status=True),
+    Kind(ListenerSet, GATEWAY_GROUP, V1, parse_listener_set, "listener_sets", "listenersets",
+         has_status=True),
+    Kind(TCPRoute, GATEWAY_GROUP, V1, parse_tcp_route, "tcp_routes", "tcproutes",
+         has_status=True, route=True),
+    Kind(TLSRoute, GATEWAY_GROUP, V1, parse_tls_route, "tls_routes", "tlsroutes",
+         has_status=True, route=True),
+    Kind(UDPRoute, GATEWAY_GROUP, V1, parse_udp_route, "udp_routes", "udproutes",
+         has_status=True, route=True),
 )
 # fmt: on
 

@@ -15,6 +15,7 @@ from dragoman.objects import (
     Gateway,
     GatewayAddress,
     GatewayListener,
+    LabelSelector,
     ListenerTLS,
     ObjectMeta,
     ParametersRef,
@@ -45,6 +46,22 @@ def parse_gateway(root: Node, meta: ObjectMeta) -> Gateway:
         return Gateway(meta=meta)
     class_name = spec.string("gatewayClassName", required=True, min_length=1, max_length=253)
     nodes = spec.mappings("listeners", required=True, min_items=1, max_items=64) or []
+    listeners = listeners_of(nodes)
+    allowed_from, allowed_selector = _allowed_listeners(spec)
+    return Gateway(
+        meta=meta,
+        gateway_class_name=class_name,
+        listeners=listeners,
+        addresses=_addresses(spec),
+        parameters_ref=_infrastructure_parameters(spec),
+        backend_client_certificate=_backend_client_certificate(spec),
+        allowed_listener_sets=allowed_from,
+        listener_set_selector=allowed_selector,
+    )
+
+
+def listeners_of(nodes: list[Node]) -> tuple[GatewayListener, ...]:
+    """Listeners as a Gateway or a ListenerSet lists them: names and bindings unique."""
     listeners = tuple(_listener(node) for node in nodes)
     names: Counter[str] = Counter()
     bindings: Counter[tuple[int, str, str | None]] = Counter()
@@ -56,13 +73,7 @@ def parse_gateway(root: Node, meta: ObjectMeta) -> Gateway:
         bindings[binding] += 1
         if listener.port and listener.protocol and bindings[binding] > 1:
             node.report(node.path, "another listener has the same port, protocol and hostname")
-    return Gateway(
-        meta=meta,
-        gateway_class_name=class_name,
-        listeners=listeners,
-        addresses=_addresses(spec),
-        parameters_ref=_infrastructure_parameters(spec),
-    )
+    return listeners
 
 
 def _addresses(spec: Node) -> tuple[GatewayAddress, ...]:
@@ -159,3 +170,26 @@ def _infrastructure_parameters(spec: Node) -> ParametersRef | None:
         kind=parameters.string("kind", required=True, format=KIND),
         name=parameters.string("name", required=True, min_length=1, max_length=253),
     )
+
+
+def _backend_client_certificate(spec: Node) -> CertificateRef | None:
+    tls = spec.mapping("tls")
+    backend = tls.mapping("backend") if tls is not None else None
+    ref = backend.mapping("clientCertificateRef") if backend is not None else None
+    return _certificate_ref(ref) if ref is not None else None
+
+
+ALLOWED_LISTENER_SETS = ("All", "Selector", "Same", "None")
+
+
+def _allowed_listeners(spec: Node) -> tuple[str, LabelSelector | None]:
+    allowed = spec.mapping("allowedListeners")
+    namespaces = allowed.mapping("namespaces") if allowed is not None else None
+    if namespaces is None:
+        return "None", None
+    source = namespaces.string("from", default="None", choices=ALLOWED_LISTENER_SETS)
+    selector_node = namespaces.mapping("selector")
+    selector = parse_label_selector(selector_node) if selector_node is not None else None
+    if source == "Selector" and selector is None:
+        namespaces.report(namespaces.at("selector"), 'is required when from is "Selector"')
+    return source, selector

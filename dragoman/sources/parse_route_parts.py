@@ -11,6 +11,7 @@ from dragoman.objects import (
     BackendRef,
     HeaderMatch,
     HeaderModifier,
+    HTTPCORSFilter,
     HTTPHeader,
     ParentRef,
     PathModifier,
@@ -170,7 +171,9 @@ def _route_filter(node: Node, allowed_types: Sequence[str]) -> RouteFilter:
         return RouteFilter(filter_type, url_rewrite=_url_rewrite(config))
     if filter_type == "RequestMirror":
         return RouteFilter(filter_type, request_mirror=_request_mirror(config))
-    # CORS and ExtensionRef: read no further; the DAG reports them as unsupported.
+    if filter_type == "CORS":
+        return RouteFilter(filter_type, cors=_cors(config))
+    # ExtensionRef: read no further; the DAG reports it as unsupported.
     return RouteFilter(type=filter_type)
 
 
@@ -250,6 +253,47 @@ def _request_mirror(node: Node) -> RequestMirror:
             fraction.report(fraction.path, "numerator must be less than or equal to denominator")
     # weight and filters have no meaning for a mirror's backendRef
     return RequestMirror(backend_ref=ref, numerator=numerator, denominator=denominator)
+
+
+# An allowed origin as the CRD writes it: "*", or scheme://host[:port] with "*." allowed in
+# front of the host (or a host that is "*" alone).
+_ORIGIN = re.compile(r"\*|https?://((\*\.)?([a-zA-Z0-9-]+\.)*[a-zA-Z0-9-]+|\*)(:[0-9]{1,5})?")
+ORIGIN = Format(
+    'an origin such as "https://example.com", "https://*.example.com:8443" or "*"',
+    lambda value: len(value) <= 253 and _ORIGIN.fullmatch(value) is not None,
+)
+CORS_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "*")
+
+
+def _cors(node: Node) -> HTTPCORSFilter:
+    origins = node.strings("allowOrigins", format=ORIGIN, max_items=64)
+    methods = node.strings("allowMethods", max_items=9)
+    for index, method in enumerate(methods):
+        if method not in CORS_METHODS:
+            node.report(
+                f"{node.at('allowMethods')}[{index}]",
+                f"must be one of {', '.join(CORS_METHODS)}, got {describe(method)}",
+            )
+    allow_headers = node.strings("allowHeaders", format=HEADER_NAME, max_items=64)
+    expose_headers = node.strings("exposeHeaders", format=HEADER_NAME, max_items=64)
+    for key, values in (
+        ("allowOrigins", origins),
+        ("allowMethods", methods),
+        ("allowHeaders", allow_headers),
+        ("exposeHeaders", expose_headers),
+    ):
+        if len(set(values)) != len(values):
+            node.report(node.at(key), "must not list a value twice")
+        if key != "exposeHeaders" and "*" in values and len(values) > 1:
+            node.report(node.at(key), "cannot contain '*' alongside other values")
+    return HTTPCORSFilter(
+        allow_origins=origins,
+        allow_methods=methods,
+        allow_headers=allow_headers,
+        expose_headers=expose_headers,
+        max_age_s=node.integer("maxAge", default=5, minimum=1, maximum=2**31 - 1),
+        allow_credentials=node.boolean("allowCredentials", default=False),
+    )
 
 
 def _report_duplicates(nodes: Sequence[Node], values: Sequence[str], key: str) -> None:

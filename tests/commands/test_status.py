@@ -29,7 +29,7 @@ spec:
   gatewayClassName: dragoman
   listeners:
   - {{name: http, port: 8080, protocol: HTTP}}
-  - {{name: ssh, port: 22, protocol: TCP}}
+  - {{name: ssh, port: 22, protocol: example.com/ssh}}
 ---
 apiVersion: v1
 kind: Service

@@ -420,7 +420,7 @@ def test_virtual_hosts_merge_by_domain_across_routes_and_listeners() -> None:
 
 GW_KEY = "Gateway/default/gw"
 R = str(ROUTE)
-TCP = listener("tcp", 443, protocol="TCP")
+TCP = listener("tcp", 443, protocol="example.com/sctp")
 UDP_DNS = Service(
     meta=ObjectMeta("dns"), ports=(ServicePort(53, "dns", protocol="UDP"),), selector={"a": "b"}
 )

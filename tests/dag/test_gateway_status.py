@@ -91,7 +91,7 @@ LISTENERS = [
     pytest.param(gateway(HTTP), "http", *VALID, id="plain HTTP"),
     pytest.param(gateway(https()) + SECRETS, "https", *VALID, id="HTTPS with its Secret"),
     pytest.param(
-        gateway(HTTP, "{name: tcp, port: 9000, protocol: TCP}"),
+        gateway(HTTP, "{name: tcp, port: 9000, protocol: example.com/sctp}"),
         "tcp",
         ("False", "UnsupportedProtocol"),
         ("False", "Invalid"),
@@ -310,7 +310,7 @@ def test_supported_kinds() -> None:
             HTTP,
             "{name: grpc-only, port: 81, protocol: HTTP,"
             " allowedRoutes: {kinds: [{kind: GRPCRoute}]}}",
-            "{name: tcp, port: 82, protocol: TCP}",
+            "{name: tcp, port: 82, protocol: example.com/sctp}",
         )
     )
     kinds = {
@@ -326,13 +326,13 @@ def test_supported_kinds() -> None:
 GATEWAYS = [
     pytest.param(gateway(HTTP), ("True", "Accepted"), ("True", "Programmed"), id="valid"),
     pytest.param(
-        gateway(HTTP, "{name: tcp, port: 9000, protocol: TCP}"),
+        gateway(HTTP, "{name: tcp, port: 9000, protocol: example.com/sctp}"),
         ("True", "ListenersNotValid"),
         ("True", "Programmed"),
         id="some listeners not valid",
     ),
     pytest.param(
-        gateway("{name: tcp, port: 9000, protocol: TCP}"),
+        gateway("{name: tcp, port: 9000, protocol: example.com/sctp}"),
         ("False", "ListenersNotValid"),
         ("False", "Invalid"),
         id="no listener valid",

@@ -12,6 +12,7 @@ from dragoman.dag.build import build
 from dragoman.dag.frontends.virtual_hosts import placed_redirect
 from dragoman.dag.model import (
     Backend,
+    CorsPolicy,
     Dag,
     DirectResponse,
     Forward,
@@ -203,20 +204,45 @@ def test_redirects_are_placed_per_listener_port() -> None:
 def test_unsupported_filters_make_the_rule_answer_500() -> None:
     dag = dag_of(
         """
-        - matches: [{path: {value: /cors}}]
-          filters: [{type: CORS, cors: {allowOrigins: ["*"]}}]
-          backendRefs: [{name: web, port: 80}]
         - matches: [{path: {value: /ext}}]
           filters: [{type: ExtensionRef, extensionRef: {group: x.io, kind: Auth, name: a}}]
           backendRefs: [{name: web, port: 80}]
         """
     )
-    assert served(dag, "/cors").action == DirectResponse(500)
     assert served(dag, "/ext").action == DirectResponse(500)
-    assert problems(dag) == [
-        ("spec.rules[0].filters[0].type", "UnsupportedValue"),
-        ("spec.rules[1].filters[0].type", "UnsupportedValue"),
-    ]
+    assert problems(dag) == [("spec.rules[0].filters[0].type", "UnsupportedValue")]
+
+
+def test_a_cors_filter_gives_the_route_its_policy_and_forwards() -> None:
+    dag = dag_of(
+        """
+        - matches: [{path: {value: /cors}}]
+          filters:
+          - type: CORS
+            cors:
+              allowOrigins: ["https://www.foo.com", "https://*.bar.com"]
+              allowMethods: [GET, OPTIONS]
+              allowHeaders: [x-header-1]
+              exposeHeaders: [x-header-3]
+              maxAge: 3600
+              allowCredentials: true
+          backendRefs: [{name: web, port: 80}]
+        - matches: [{path: {value: /plain}}]
+          backendRefs: [{name: web, port: 80}]
+        """
+    )
+    route = served(dag, "/cors")
+    assert isinstance(route.action, Forward)
+    assert route.cors == CorsPolicy(
+        allow_origins=("https://www.foo.com", "https://*.bar.com"),
+        allow_methods=("GET", "OPTIONS"),
+        allow_headers=("x-header-1",),
+        expose_headers=("x-header-3",),
+        max_age_s=3600,
+        allow_credentials=True,
+    )
+    assert served(dag, "/plain").cors is None
+    assert problems(dag) == []
 
 
 def test_experimental_retry_is_reported_and_the_rule_served_without_it() -> None:

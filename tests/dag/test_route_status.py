@@ -211,7 +211,7 @@ ROUTES = [
         id="listener admits only another kind",
     ),
     pytest.param(
-        gateway("{name: tcp, port: 9000, protocol: TCP}") + route(),
+        gateway("{name: tcp, port: 9000, protocol: example.com/sctp}") + route(),
         ("False", "NotAllowedByListeners"),
         RESOLVED,
         id="listener of an unsupported protocol",

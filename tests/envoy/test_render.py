@@ -43,7 +43,7 @@ def test_any_values_are_expanded() -> None:
     manager = document["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     assert manager["@type"].endswith("HttpConnectionManager")
     assert manager["rds"]["route_config_name"] == "default/demo/http"
-    assert manager["http_filters"][0]["typed_config"]["@type"].endswith("router.v3.Router")
+    assert manager["http_filters"][-1]["typed_config"]["@type"].endswith("router.v3.Router")
 
 
 def test_output_is_deterministic() -> None:

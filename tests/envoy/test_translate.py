@@ -253,7 +253,8 @@ def test_listener_serves_routes_from_rds_over_ads() -> None:
     assert manager.rds.route_config_name == "default/demo/http-routes"
     assert manager.rds.config_source.WhichOneof("config_source_specifier") == "ads"
     assert manager.rds.config_source.resource_api_version == config_source_pb2.V3
-    (router,) = manager.http_filters
+    cors, router = manager.http_filters
+    assert cors.name == "envoy.filters.http.cors"
     assert router.name == "envoy.filters.http.router"
     assert router.typed_config.Is(router_pb2.Router.DESCRIPTOR)
     assert manager.strip_any_host_port is True

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dragoman.dag.model import Dag, DnsCluster, EdsCluster, HttpsListener
+from dragoman.dag.model import Dag, DnsCluster, EdsCluster, HttpsListener, TcpListener, UdpListener
 from dragoman.kubernetes.kinds import WATCHED_KINDS, served_kinds
 from dragoman.objects import ObjectKey
 from tests.support.builders import (
@@ -149,6 +149,48 @@ def shop_route() -> dict[str, Any]:
     return in_namespace(route, "shop")
 
 
+def l4_gateway() -> dict[str, Any]:
+    obj = gateway("l4", 9000)
+    obj["spec"]["listeners"] = [
+        {"name": "tcp", "port": 9000, "protocol": "TCP"},
+        {"name": "tls", "port": 9443, "protocol": "TLS", "tls": {"mode": "Passthrough"}},
+        {"name": "udp", "port": 9053, "protocol": "UDP"},
+    ]
+    obj["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
+    return obj
+
+
+def l4_route(kind: str, name: str, port: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"name": "l4"}],
+            "rules": [{"backendRefs": [{"name": "web", "port": port}]}],
+            **spec,
+        },
+    }
+
+
+def udp_service() -> dict[str, Any]:
+    obj = service("dns", 53, 5353)
+    obj["spec"]["ports"][0]["protocol"] = "UDP"
+    return obj
+
+
+def listener_set(port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "ListenerSet",
+        "metadata": {"name": "extra", "namespace": "default"},
+        "spec": {
+            "parentRef": {"name": "l4"},
+            "listeners": [{"name": "extra", "port": port, "protocol": "HTTP"}],
+        },
+    }
+
+
 # ------------------------------------------------------------ what the DAG says
 
 
@@ -162,6 +204,20 @@ def paths(dag: Dag, group: str = "default/gw") -> set[str]:
         for host in table.virtual_hosts
         for route in host.routes
     }
+
+
+def l4_sources(dag: Dag) -> dict[str, tuple[str, ...]]:
+    """Envoy listener name -> the clusters its connections go to, in Gateway l4's group."""
+    found = dag.groups.get("default/l4")
+    result: dict[str, tuple[str, ...]] = {}
+    for listener in found.listeners if found else ():
+        if isinstance(listener, TcpListener):
+            result[listener.name] = tuple(
+                c for chain in listener.filter_chains for c in chain.forward.clusters
+            )
+        elif isinstance(listener, UdpListener):
+            result[listener.name] = listener.forward.clusters
+    return result
 
 
 def ports(dag: Dag, group: str) -> list[int]:
@@ -494,6 +550,80 @@ ROWS = (
                 lambda d: getattr(upstream_tls(d), "sni", None) == "other.example.com",
             ),
             deleted(lambda d: upstream_tls(d) is None and "default/web/80" in d.clusters),
+        ),
+    ),
+    Row(
+        "TCPRoute",
+        "db",
+        "default",
+        lambda: [gateway_class(), l4_gateway(), *web(), service("web2", 81, 8081)],
+        (
+            Step(
+                "to web",
+                l4_route("TCPRoute", "db", 80),
+                lambda d: l4_sources(d).get("tcp-9000") == ("default/web/80/tcp",),
+            ),
+            Step(
+                "to web2",
+                {
+                    **l4_route("TCPRoute", "db", 81),
+                    "spec": {
+                        "parentRefs": [{"name": "l4"}],
+                        "rules": [{"backendRefs": [{"name": "web2", "port": 81}]}],
+                    },
+                },
+                lambda d: l4_sources(d).get("tcp-9000") == ("default/web2/81/tcp",),
+            ),
+            deleted(lambda d: "tcp-9000" not in l4_sources(d) and "default/l4" in d.groups),
+        ),
+    ),
+    Row(
+        "TLSRoute",
+        "partner",
+        "default",
+        lambda: [gateway_class(), l4_gateway(), *web()],
+        (
+            Step(
+                "a.example.com",
+                l4_route("TLSRoute", "partner", 80, hostnames=["a.example.com"]),
+                lambda d: l4_sources(d).get("tls-9443") == ("default/web/80/tcp",),
+            ),
+            deleted(lambda d: "tls-9443" not in l4_sources(d) and "default/l4" in d.groups),
+        ),
+    ),
+    Row(
+        "UDPRoute",
+        "dns",
+        "default",
+        lambda: [gateway_class(), l4_gateway(), udp_service()],
+        (
+            Step(
+                "to dns",
+                {
+                    **l4_route("UDPRoute", "dns", 53),
+                    "spec": {
+                        "parentRefs": [{"name": "l4"}],
+                        "rules": [{"backendRefs": [{"name": "dns", "port": 53}]}],
+                    },
+                },
+                lambda d: l4_sources(d).get("udp-9053") == ("default/dns/53/udp",),
+            ),
+            deleted(lambda d: "udp-9053" not in l4_sources(d) and "default/l4" in d.groups),
+        ),
+    ),
+    Row(
+        "ListenerSet",
+        "extra",
+        "default",
+        lambda: [gateway_class(), l4_gateway()],
+        (
+            Step("port 9100", listener_set(9100), lambda d: 9100 in ports(d, "default/l4")),
+            Step(
+                "port 9101",
+                listener_set(9101),
+                lambda d: 9101 in ports(d, "default/l4") and 9100 not in ports(d, "default/l4"),
+            ),
+            deleted(lambda d: 9101 not in ports(d, "default/l4") and "default/l4" in d.groups),
         ),
     ),
 )

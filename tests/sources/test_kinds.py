@@ -43,6 +43,20 @@ MINIMAL_SPEC: dict[str, dict[str, object]] = {
             "validation": {"hostname": "s.example", "wellKnownCACertificates": "System"},
         }
     },
+    "TCPRoute": {"spec": {"rules": [{"backendRefs": [{"name": "s", "port": 5432}]}]}},
+    "TLSRoute": {
+        "spec": {
+            "hostnames": ["s.example"],
+            "rules": [{"backendRefs": [{"name": "s", "port": 443}]}],
+        }
+    },
+    "UDPRoute": {"spec": {"rules": [{"backendRefs": [{"name": "s", "port": 53}]}]}},
+    "ListenerSet": {
+        "spec": {
+            "parentRef": {"name": "one"},
+            "listeners": [{"name": "extra", "port": 8080, "protocol": "HTTP"}],
+        }
+    },
 }
 
 
@@ -91,7 +105,7 @@ def test_kubernetes_watches_every_row_in_table_order() -> None:
     assert [
         (w.kind, w.group, w.versions, w.plural, w.namespaced, w.has_status) for w in WATCHED_KINDS
     ] == [(k.kind, k.group, k.versions, k.plural, k.namespaced, k.has_status) for k in KINDS]
-    assert sorted(ROUTE_KINDS) == ["GRPCRoute", "HTTPRoute"]
+    assert sorted(ROUTE_KINDS) == ["GRPCRoute", "HTTPRoute", "TCPRoute", "TLSRoute", "UDPRoute"]
 
 
 def test_status_command_reads_generation_of_every_kind_with_a_status(

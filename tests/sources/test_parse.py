@@ -272,7 +272,11 @@ def test_metadata_namespace_default_and_fields() -> None:
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "c"}},
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}},
         {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": "k"}},
-        {"apiVersion": GW, "kind": "TLSRoute", "metadata": {"name": "c"}},
+        {
+            "apiVersion": "gateway.networking.x-k8s.io/v1alpha1",
+            "kind": "XBackendTrafficPolicy",
+            "metadata": {"name": "c"},
+        },
     ],
     ids=lambda d: f"{d['apiVersion']} {d['kind']}",
 )

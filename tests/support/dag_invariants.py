@@ -3,7 +3,15 @@ every build they make, and by test_dag_invariants.py over whole manifest sets.""
 
 from __future__ import annotations
 
-from dragoman.dag.model import AggregateCluster, Dag, Forward, HttpListener
+from dragoman.dag.model import (
+    AggregateCluster,
+    Dag,
+    Forward,
+    HttpListener,
+    HttpsListener,
+    TcpListener,
+    UdpListener,
+)
 
 
 def invariant_violations(dag: Dag) -> list[str]:
@@ -26,6 +34,21 @@ def invariant_violations(dag: Dag) -> list[str]:
                 [listener.route_table]
                 if isinstance(listener, HttpListener)
                 else [chain.route_table for chain in listener.filter_chains]
+                if isinstance(listener, HttpsListener)
+                else []
+            )
+            l4 = (
+                [c for chain in listener.filter_chains for c in chain.forward.clusters]
+                if isinstance(listener, TcpListener)
+                else list(listener.forward.clusters)
+                if isinstance(listener, UdpListener)
+                else []
+            )
+            found.extend(
+                f"group {label} listener {listener.name!r} sends to {cluster!r}, which the "
+                "group does not serve"
+                for cluster in l4
+                if cluster not in served
             )
             found.extend(
                 f"group {label} listener {listener.name!r} names missing route table {table!r}"

@@ -20,6 +20,7 @@ from xds.annotations.v3 import status_pb2 as xds_status_pb2
 
 from dragoman.envoy.bootstrap import bootstrap_config
 from dragoman.envoy.json_mapping import to_json_mapping
+from dragoman.envoy.listeners import HTTP_CONNECTION_MANAGER
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.support.envoy_dags import messages, with_inline_routes
 
@@ -44,9 +45,17 @@ def field_problems(field: FieldDescriptor) -> list[str]:
         problems.append("deprecated_at_minor_version")
     if options.Extensions[deprecation_pb2.disallowed_by_default]:
         problems.append("disallowed_by_default")
-    if options.Extensions[xds_status_pb2.field_status].work_in_progress:
+    wip = options.Extensions[xds_status_pb2.field_status].work_in_progress
+    if wip and field.full_name not in WORK_IN_PROGRESS_REQUIRED:
         problems.append("work_in_progress")
     return problems
+
+
+# Fields marked work-in-progress that are the only way left to configure something: the UDP
+# proxy names its cluster through `matcher` alone, its `cluster` field being deprecated.
+WORK_IN_PROGRESS_REQUIRED = frozenset(
+    {"envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig.matcher"}
+)
 
 
 def enum_value_problems(value: EnumValueDescriptor) -> list[str]:
@@ -160,6 +169,9 @@ def translated_bootstrap(snapshot: Snapshot, admin_socket: Path) -> dict[str, Js
     static["clusters"] += [to_json_mapping(c) for c in messages(snapshot, CLUSTER)]
     static["clusters"] += [static_copy(a) for a in messages(snapshot, ENDPOINT)]
     static["listeners"] = [to_json_mapping(m) for m in listeners] + [
-        to_json_mapping(with_inline_routes(m, tables)) for m in listeners
+        to_json_mapping(with_inline_routes(m, tables))
+        for m in listeners
+        # TCP, TLS and UDP listeners fetch no routes.
+        if m.filter_chains and m.filter_chains[0].filters[0].name == HTTP_CONNECTION_MANAGER
     ]
     return config

@@ -58,6 +58,23 @@ spec:
     tls: {certificateRefs: [{name: site}]}
   - {name: grpc, protocol: HTTP, port: 8081, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}
   - {name: tcp, protocol: TCP, port: 9000}
+  - {name: udp, protocol: UDP, port: 9000}
+  - {name: tls-pass, protocol: TLS, port: 8443, hostname: "*.partner.example",
+     tls: {mode: Passthrough}}
+  - {name: tls-end, protocol: TLS, port: 8443, hostname: db.example.com,
+     tls: {mode: Terminate, certificateRefs: [{name: site}]}}
+  - {name: unsupported, protocol: example.com/sctp, port: 9100}
+  allowedListeners: {namespaces: {from: Selector, selector: {matchLabels: {team: apps}}}}
+---
+# Another team's listeners on the edge Gateway, with its own route.
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: apps-listeners, namespace: apps}
+spec:
+  parentRef: {name: edge, namespace: default}
+  listeners:
+  - {name: apps-http, protocol: HTTP, port: 80, hostname: apps.example.org}
+  - {name: apps-tcp, protocol: TCP, port: 9200}
 ---
 # Shares port 80 with edge: left out of the all-gateways group, served to its own Envoys.
 apiVersion: gateway.networking.k8s.io/v1
@@ -65,7 +82,11 @@ kind: Gateway
 metadata: {name: second, namespace: default}
 spec:
   gatewayClassName: dragoman
-  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]
+  listeners:
+  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
+  - {name: udp, protocol: UDP, port: 5353}
+  # Presented to the backends its routes reach over TLS (its own variants of those clusters).
+  tls: {backend: {clientCertificateRef: {name: site}}}
 """
 
 _SERVICES = """
@@ -153,6 +174,31 @@ metadata:
   namespace: default
   annotations: {dragoman.dev/prefer-service: web}
 spec: {type: ExternalName, externalName: legacy.partner.example, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: database, namespace: default}
+spec: {type: ExternalName, externalName: db.partner.example, ports: [{port: 5432}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: syslog, namespace: default}
+spec:
+  type: ExternalName
+  externalName: logs.partner.example
+  ports: [{port: 514, protocol: UDP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: dns, namespace: default}
+spec: {selector: {app: dns}, ports: [{name: dns, port: 53, protocol: UDP}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: dns-1, namespace: default, labels: {kubernetes.io/service-name: dns}}
+addressType: IPv4
+ports: [{name: dns, port: 5353, protocol: UDP}]
+endpoints: [{addresses: [10.0.0.53], conditions: {ready: true}}]
 ---
 apiVersion: v1
 kind: Service
@@ -262,6 +308,20 @@ spec:
   rules:
   - backendRefs: [{name: api, port: 80}, {name: web, namespace: default, port: 80}]
 ---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: apps-site, namespace: apps}
+spec:
+  parentRefs: [{kind: ListenerSet, name: apps-listeners}]
+  rules: [{backendRefs: [{name: api, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {name: apps-tcp, namespace: apps}
+spec:
+  parentRefs: [{kind: ListenerSet, name: apps-listeners, sectionName: apps-tcp}]
+  rules: [{backendRefs: [{name: api, port: 80}]}]
+---
 apiVersion: gateway.networking.k8s.io/v1beta1
 kind: ReferenceGrant
 metadata: {name: apps-to-web, namespace: default}
@@ -281,6 +341,47 @@ spec:
     - method: {type: RegularExpression, service: "pkg\\\\.Other.*"}
     backendRefs: [{name: web, port: 9090, weight: 2}, {name: h2-external, port: 443}]
   - backendRefs: [{name: missing, port: 9090}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {name: database, namespace: default}
+spec:
+  parentRefs: [{name: edge, sectionName: tcp}]
+  rules:
+  - backendRefs:
+    - {name: database, port: 5432, weight: 3}
+    - {name: web, port: 80, weight: 1}
+    - {name: missing, port: 5432, weight: 1}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: partner, namespace: default}
+spec:
+  parentRefs: [{name: edge, sectionName: tls-pass}]
+  hostnames: [api.partner.example, "*.partner.example"]
+  rules: [{backendRefs: [{name: tls-external, port: 443}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: database-tls, namespace: default}
+spec:
+  parentRefs: [{name: edge, sectionName: tls-end}]
+  hostnames: [db.example.com]
+  rules: [{backendRefs: [{name: database, port: 5432}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: UDPRoute
+metadata: {name: logs, namespace: default}
+spec:
+  parentRefs: [{name: edge, sectionName: udp}]
+  rules: [{backendRefs: [{name: syslog, port: 514}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: UDPRoute
+metadata: {name: dns, namespace: default}
+spec:
+  parentRefs: [{name: second, sectionName: udp}]
+  rules: [{backendRefs: [{name: dns, port: 53}]}]
 """
 
 

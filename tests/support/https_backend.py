@@ -1,5 +1,6 @@
 """An HTTPS echo backend on loopback for the TLS origination tests: it answers with JSON naming
-itself and echoing the Host header and the SNI the client sent."""
+itself and echoing the Host header, the SNI the client sent and, when it demands a client
+certificate, the common name of the one presented."""
 
 from __future__ import annotations
 
@@ -44,12 +45,15 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
+        peer = self.connection.getpeercert() if hasattr(self.connection, "getpeercert") else None
+        subject = dict(item[0] for item in (peer or {}).get("subject", ()))
         body = json.dumps(
             {
                 "backend": self.server.backend_name,
                 "host": self.headers.get("Host", ""),
                 "sni": self.server.last_sni,
                 "path": self.path,
+                "client": subject.get("commonName"),
             }
         ).encode()
         self.send_response(200)
@@ -63,13 +67,25 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class HttpsEchoBackend:
-    def __init__(self, name: str, host: str, pem: Pem, workdir: Path, port: int = 0) -> None:
+    def __init__(
+        self,
+        name: str,
+        host: str,
+        pem: Pem,
+        workdir: Path,
+        port: int = 0,
+        client_ca: bytes | None = None,
+    ) -> None:
+        """`client_ca`: demand a client certificate that this CA signed."""
         certificate = workdir / f"{name}.crt"
         key = workdir / f"{name}.key"
         certificate.write_bytes(pem.certificate)
         key.write_bytes(pem.private_key)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(certificate, key)
+        if client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cadata=client_ca.decode())
         context.sni_callback = self._record_sni
         self._server = _Server((host, port), name, context)
         self._thread: threading.Thread | None = None

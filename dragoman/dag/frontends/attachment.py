@@ -104,24 +104,32 @@ def _attach_one(
             f"parentRef group {parent_ref.group!r} is not supported; use {GATEWAY_GROUP!r}",
             f"{field}.group",
         )
-    if parent_ref.kind != "Gateway":
+    if parent_ref.kind not in ("Gateway", "ListenerSet"):
         return refused(
             "UnsupportedValue",
-            f"parentRef kind {parent_ref.kind!r} is not supported; use 'Gateway'",
+            f"parentRef kind {parent_ref.kind!r} is not supported; use 'Gateway' or 'ListenerSet'",
             f"{field}.kind",
         )
     namespace = parent_ref.namespace or route.meta.namespace
-    verdict = frontends.gateways.get((namespace, parent_ref.name))
+    kind = parent_ref.kind
+    if kind == "ListenerSet":
+        verdict = frontends.listener_sets.get((namespace, parent_ref.name))
+        if verdict is None:
+            # A ListenerSet of another controller's Gateway is not dragoman's to judge.
+            return ParentOutcome(index, parent_ref, ours=False)
+    else:
+        verdict = frontends.gateways.get((namespace, parent_ref.name))
     if verdict is None:
         if (namespace, parent_ref.name) in gateway_exists:
             return ParentOutcome(index, parent_ref, ours=False)
         missing = refused("NoMatchingParent", f"Gateway {namespace}/{parent_ref.name} not found")
         return replace(missing, ours=frontends.owns_missing_gateways)
+    # "Gateway ns/name" or "ListenerSet ns/name", as messages name the parent.
     gateway_name = f"{namespace}/{parent_ref.name}"
     if verdict.rejection is not None:
         return refused(
             "NoMatchingParent",
-            f"Gateway {gateway_name} is not accepted: {verdict.rejection.message}",
+            f"{kind} {gateway_name} is not accepted: {verdict.rejection.message}",
         )
 
     selected = _selected_listeners(verdict, parent_ref)
@@ -129,16 +137,21 @@ def _attach_one(
         at, message = selected
         return refused("NoMatchingParent", message, f"{field}{at}")
 
-    kind = RouteGroupKind(route.kind)
-    admitting = [v for v in selected if v.attachable and kind in v.supported_kinds]
+    route_kind = RouteGroupKind(route.kind)
+    if parent_ref.section_name is None and parent_ref.port is None:
+        admitting = list(verdict.admitting(route_kind))  # indexed: every listener selected
+    else:
+        admitting = [v for v in selected if v.attachable and route_kind in v.supported_kinds]
     if not admitting:
-        return refused("NotAllowedByListeners", _kind_refusal(route.kind, gateway_name, selected))
+        return refused(
+            "NotAllowedByListeners", _kind_refusal(route.kind, f"{kind} {gateway_name}", selected)
+        )
     labels = namespace_labels(namespaces, route.meta.namespace)
     allowed = [v for v in admitting if _allows_namespace(v, route.meta.namespace, labels)]
     if not allowed:
         return refused(
             "NotAllowedByListeners",
-            f"no listener of Gateway {gateway_name} that this parentRef selects allows "
+            f"no listener of {kind} {gateway_name} that this parentRef selects allows "
             f"{route.kind}s from namespace {route.meta.namespace!r} ({_allowances(admitting)})",
         )
 
@@ -158,7 +171,7 @@ def _attach_one(
         return refused(
             "NoMatchingListenerHostname",
             f"{field}: no route hostname intersects the listener hostnames "
-            f"{listener_hostnames} of Gateway {gateway_name}",
+            f"{listener_hostnames} of {kind} {gateway_name}",
             "spec.hostnames",
         )
     return ParentOutcome(index, parent_ref, attachments=attachments)
@@ -169,20 +182,21 @@ def _selected_listeners(
 ) -> list[ListenerVerdict] | tuple[str, str]:
     """The listeners a parentRef names, or (field suffix, message) when it names none."""
     gateway = verdict.gateway
-    gateway_name = f"{gateway.meta.namespace}/{gateway.meta.name}"
+    gateway_name = f"{gateway.kind} {gateway.meta.namespace}/{gateway.meta.name}"
     section, port = parent_ref.section_name, parent_ref.port
     selected = list(verdict.listeners)
     if section is not None:
-        selected = [v for v in selected if v.name == section]
+        named = verdict.listener(section)
+        selected = [named] if named is not None else []
         if not selected:
-            return ".sectionName", f"Gateway {gateway_name} has no listener named {section!r}"
+            return ".sectionName", f"{gateway_name} has no listener named {section!r}"
     if port is not None:
         selected = [v for v in selected if v.listener.port == port]
         if not selected:
             named = f" named {section!r}" if section is not None else ""
-            return ".port", f"Gateway {gateway_name} has no listener{named} on port {port}"
+            return ".port", f"{gateway_name} has no listener{named} on port {port}"
     if not selected:
-        return "", f"Gateway {gateway_name} has no listeners"
+        return "", f"{gateway_name} has no listeners"
     return selected
 
 
@@ -192,10 +206,7 @@ def _kind_refusal(kind: str, gateway_name: str, selected: list[ListenerVerdict])
         f"{', '.join(k.kind for k in v.supported_kinds) if v.attachable else 'no route kinds'})"
         for v in selected
     )
-    return (
-        f"no listener of Gateway {gateway_name} that this parentRef selects admits "
-        f"{kind}s: {described}"
-    )
+    return f"no listener of {gateway_name} that this parentRef selects admits {kind}s: {described}"
 
 
 def _allows_namespace(

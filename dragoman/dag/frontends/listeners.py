@@ -3,11 +3,12 @@ certificates it terminates with, and so whether dragoman can serve (program) it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from dragoman.dag.context import BuildContext
 from dragoman.dag.frontends.certificates import tls_certificate
+from dragoman.dag.frontends.client_certificates import client_certificate
 from dragoman.dag.frontends.gateway_classes import ClassVerdict, class_decision, class_verdicts
 from dragoman.dag.model import Problem, TlsCertificate
 from dragoman.dag.routes.reference_grants import (
@@ -15,7 +16,7 @@ from dragoman.dag.routes.reference_grants import (
     Target,
     not_permitted_message,
 )
-from dragoman.objects import Gateway, GatewayListener, ObjectKey, RouteGroupKind
+from dragoman.objects import Gateway, GatewayListener, ListenerSet, ObjectKey, RouteGroupKind
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.store import NamespacedName, Store
 
@@ -24,7 +25,12 @@ HTTP_ROUTE_KINDS = (RouteGroupKind("HTTPRoute"), RouteGroupKind("GRPCRoute"))
 ROUTE_KINDS_BY_PROTOCOL: Mapping[str, tuple[RouteGroupKind, ...]] = {
     "HTTP": HTTP_ROUTE_KINDS,
     "HTTPS": HTTP_ROUTE_KINDS,
+    "TCP": (RouteGroupKind("TCPRoute"),),
+    "TLS": (RouteGroupKind("TLSRoute"),),
+    "UDP": (RouteGroupKind("UDPRoute"),),
 }
+# Protocols whose connections are proxied whole (TCPRoute, TLSRoute) or as datagrams.
+L4_PROTOCOLS = frozenset({"TCP", "TLS", "UDP"})
 SUPPORTED_PROTOCOLS = frozenset(ROUTE_KINDS_BY_PROTOCOL)
 
 
@@ -61,25 +67,58 @@ class ListenerVerdict:
             return self.conflict.message
         if not self.supported_kinds:
             return "the listener admits no route kind dragoman serves"
-        if self.listener.protocol == "HTTPS" and not self.certificates:
+        if self.terminates_tls and not self.certificates:
             return "the listener has no usable TLS certificate"
         return None
+
+    @property
+    def terminates_tls(self) -> bool:
+        """HTTPS, or TLS in Terminate mode: Envoy needs the listener's certificates."""
+        protocol, tls = self.listener.protocol, self.listener.tls
+        return protocol == "HTTPS" or (
+            protocol == "TLS" and tls is not None and tls.mode == "Terminate"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayVerdict:
-    gateway: Gateway
+    gateway: Gateway | ListenerSet  # a ListenerSet's verdict has the same shape
     listeners: tuple[ListenerVerdict, ...]
     # Why the whole Gateway is not accepted (its class or parametersRef); None: it may be.
     rejection: Problem | None = None
     note: str = ""  # about its GatewayClass, for the Accepted message
+    # spec.tls.backend.clientCertificateRef, resolved; or why it cannot be used.
+    client_certificate: TlsCertificate | None = None
+    client_certificate_problem: Problem | None = None
+    parent: ObjectKey | None = None  # a ListenerSet's Gateway
+    # Indexes made once: every route attaching looks its listeners up (a Gateway may have
+    # thousands of TCP listeners, each with its route).
+    _by_name: dict[str, ListenerVerdict] = field(init=False, repr=False, compare=False)
+    _by_kind: dict[RouteGroupKind, tuple[ListenerVerdict, ...]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, ListenerVerdict] = {}
+        by_kind: dict[RouteGroupKind, list[ListenerVerdict]] = {}
+        for verdict in self.listeners:
+            by_name.setdefault(verdict.name, verdict)
+            if verdict.attachable:
+                for kind in verdict.supported_kinds:
+                    by_kind.setdefault(kind, []).append(verdict)
+        object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_by_kind", {k: tuple(v) for k, v in by_kind.items()})
 
     @property
     def accepted(self) -> bool:
         return self.rejection is None and any(v.not_accepted is None for v in self.listeners)
 
     def listener(self, name: str) -> ListenerVerdict | None:
-        return next((v for v in self.listeners if v.name == name), None)
+        return self._by_name.get(name)
+
+    def admitting(self, kind: RouteGroupKind) -> tuple[ListenerVerdict, ...]:
+        """The listeners routes of this kind may attach to, in spec order."""
+        return self._by_kind.get(kind, ())
 
     def served(self) -> tuple[ListenerVerdict, ...]:
         """The listeners Envoy gets, in spec order."""
@@ -98,9 +137,25 @@ class Frontends:
     # Whether a parentRef to a Gateway that does not exist gets a status entry: in manifest
     # mode dragoman is the only controller; in a cluster the Gateway may be another's to be.
     owns_missing_gateways: bool = True
+    # ListenerSets naming one of dragoman's Gateways, judged like Gateways, by (ns, name);
+    # and the accepted ones of each Gateway, in precedence order.
+    listener_sets: Mapping[NamespacedName, GatewayVerdict] = field(default_factory=dict)
+    children: Mapping[ObjectKey, tuple[GatewayVerdict, ...]] = field(default_factory=dict)
 
     def ordered(self) -> list[GatewayVerdict]:
         return [self.gateways[key] for key in sorted(self.gateways)]
+
+    def with_children(self, verdict: GatewayVerdict) -> list[GatewayVerdict]:
+        """A Gateway and the ListenerSets that add listeners to it."""
+        return [verdict, *self.children.get(verdict.gateway.key, ())]
+
+    def owner(self, key: ObjectKey) -> ObjectKey:
+        """The Gateway a listener owner (a Gateway, or one of its ListenerSets) belongs to."""
+        if key.kind == "ListenerSet":
+            verdict = self.listener_sets.get((key.namespace, key.name))
+            if verdict is not None and verdict.parent is not None:
+                return verdict.parent
+        return key
 
 
 def frontends(context: BuildContext) -> Frontends:
@@ -119,20 +174,34 @@ def frontends(context: BuildContext) -> Frontends:
         gateways[key] = verdict
         if verdict.rejection is not None:
             problems.append(verdict.rejection)
+        if verdict.client_certificate_problem is not None:
+            problems.append(verdict.client_certificate_problem)
         for listener in verdict.listeners:
             problems.extend(p for p in (listener.not_accepted, listener.conflict) if p)
             problems.extend(listener.unresolved)
+    # Imported here: ListenerSets are judged with this module's listener verdicts.
+    from dragoman.dag.frontends.listener_sets import listener_sets
+
+    judged = listener_sets(context, gateways, not options.require_gateway_class)
+    problems.extend(judged.problems)
     return Frontends(
         classes=classes,
         gateways=gateways,
         problems=tuple(problems),
         owns_missing_gateways=not options.require_gateway_class,
+        listener_sets=judged.verdicts,
+        children=judged.children,
     )
 
 
 def listener_name(port: int) -> str:
     """The Envoy listener, and its route table, for one plain-HTTP port."""
     return f"http-{port}"
+
+
+def port_key(listener: GatewayListener) -> tuple[int, str]:
+    """The socket a listener needs: its port number, in the UDP or the TCP space."""
+    return listener.port, "udp" if listener.protocol == "UDP" else "tcp"
 
 
 def _not_ours(gateway: Gateway, store: Store) -> Problem:
@@ -163,17 +232,22 @@ def _judge(
             f"{ref.name!r})",
         )
     verdicts = [
-        _listener_verdict(gateway, index, context) for index in range(len(gateway.listeners))
+        listener_verdict(gateway, index, context) for index in range(len(gateway.listeners))
     ]
+    certificate = client_certificate(gateway, context)
     return GatewayVerdict(
         gateway=gateway,
-        listeners=_with_conflicts(gateway, verdicts),
+        listeners=with_conflicts(verdicts),
         rejection=rejection,
         note="" if class_refused else note,
+        client_certificate=certificate if isinstance(certificate, TlsCertificate) else None,
+        client_certificate_problem=certificate if isinstance(certificate, Problem) else None,
     )
 
 
-def _listener_verdict(gateway: Gateway, index: int, context: BuildContext) -> ListenerVerdict:
+def listener_verdict(
+    gateway: Gateway | ListenerSet, index: int, context: BuildContext
+) -> ListenerVerdict:
     listener = gateway.listeners[index]
     at = f"spec.listeners[{index}]"
     protocol_kinds = ROUTE_KINDS_BY_PROTOCOL.get(listener.protocol)
@@ -190,7 +264,8 @@ def _listener_verdict(gateway: Gateway, index: int, context: BuildContext) -> Li
     unresolved: list[Problem] = []
     kinds = _supported_kinds(gateway, index, protocol_kinds, unresolved)
     certificates: tuple[TlsCertificate, ...] = ()
-    if listener.protocol == "HTTPS":
+    verdict = ListenerVerdict(gateway.key, index, listener, kinds)
+    if verdict.terminates_tls:
         certificates = _certificates(gateway, index, context, unresolved)
     return ListenerVerdict(
         gateway.key,
@@ -203,7 +278,7 @@ def _listener_verdict(gateway: Gateway, index: int, context: BuildContext) -> Li
 
 
 def _supported_kinds(
-    gateway: Gateway,
+    gateway: Gateway | ListenerSet,
     index: int,
     protocol_kinds: tuple[RouteGroupKind, ...],
     unresolved: list[Problem],
@@ -228,7 +303,7 @@ def _supported_kinds(
 
 
 def _certificates(
-    gateway: Gateway,
+    gateway: Gateway | ListenerSet,
     index: int,
     context: BuildContext,
     unresolved: list[Problem],
@@ -241,13 +316,13 @@ def _certificates(
                 gateway.key,
                 at,
                 "InvalidCertificateRef",
-                f"HTTPS listener {listener.name!r} needs tls.certificateRefs naming a "
-                "kubernetes.io/tls Secret",
+                f"{listener.protocol} listener {listener.name!r} needs tls.certificateRefs "
+                "naming a kubernetes.io/tls Secret",
             )
         )
         return ()
     usable = []
-    referrer = Referrer(GATEWAY_GROUP, "Gateway", gateway.meta.namespace)
+    referrer = Referrer(GATEWAY_GROUP, gateway.kind, gateway.meta.namespace)
     for ref_index, ref in enumerate(listener.tls.certificate_refs):
         field = f"{at}.certificateRefs[{ref_index}]"
         namespace = ref.namespace or gateway.meta.namespace
@@ -283,25 +358,33 @@ def _certificates(
     return tuple(usable)
 
 
-def _with_conflicts(
-    gateway: Gateway, verdicts: list[ListenerVerdict]
+def with_conflicts(
+    verdicts: Sequence[ListenerVerdict], before: Sequence[ListenerVerdict] = ()
 ) -> tuple[ListenerVerdict, ...]:
     """An earlier listener wins a port: a later one with another protocol, or with the same
-    protocol and hostname, is conflicted and not served."""
+    protocol and hostname, is conflicted and not served. UDP ports are a space of their own:
+    a UDP listener shares its number with a TCP-based one freely.
+
+    `before`: listeners already judged that come first (a Gateway's, for its ListenerSets)."""
     result: list[ListenerVerdict] = []
+    # The listeners that hold each port so far, in order: one pass, whatever the count.
+    holding: dict[tuple[int, str], list[GatewayListener]] = {}
+
+    def hold(verdict: ListenerVerdict) -> None:
+        if verdict.not_accepted is None and verdict.conflict is None:
+            holding.setdefault(port_key(verdict.listener), []).append(verdict.listener)
+
+    for verdict in before:
+        hold(verdict)
     for verdict in verdicts:
         listener = verdict.listener
-        earlier = [
-            v.listener
-            for v in result
-            if v.not_accepted is None and v.conflict is None and v.listener.port == listener.port
-        ]
+        earlier = holding.get(port_key(listener), [])
         conflict = None
         if verdict.not_accepted is None:
             other = next((e for e in earlier if e.protocol != listener.protocol), None)
             if other is not None:
                 conflict = Problem(
-                    gateway.key,
+                    verdict.gateway,
                     f"spec.listeners[{verdict.index}].protocol",
                     "ProtocolConflict",
                     f"listener {listener.name!r} uses {listener.protocol} on port "
@@ -312,11 +395,13 @@ def _with_conflicts(
             if conflict is None and same is not None:
                 hostname = repr(listener.hostname) if listener.hostname else "no hostname"
                 conflict = Problem(
-                    gateway.key,
+                    verdict.gateway,
                     f"spec.listeners[{verdict.index}].hostname",
                     "HostnameConflict",
                     f"listener {listener.name!r} has {hostname} on port {listener.port}, "
                     f"like listener {same.name!r}",
                 )
-        result.append(verdict if conflict is None else replace(verdict, conflict=conflict))
+        judged = verdict if conflict is None else replace(verdict, conflict=conflict)
+        result.append(judged)
+        hold(judged)
     return tuple(result)

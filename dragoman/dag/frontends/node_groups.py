@@ -13,7 +13,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.frontends.attachment import Attachment
-from dragoman.dag.frontends.listeners import GatewayVerdict, ListenerVerdict, listener_name
+from dragoman.dag.frontends.l4_listeners import ServedL4Route, l4_listener
+from dragoman.dag.frontends.listeners import (
+    L4_PROTOCOLS,
+    GatewayVerdict,
+    ListenerVerdict,
+    listener_name,
+    port_key,
+)
 from dragoman.dag.frontends.virtual_hosts import (
     ANY_HOST,
     ListenerRoutes,
@@ -32,7 +39,9 @@ from dragoman.dag.model import (
     Route,
     RouteMatch,
     RouteTable,
+    TcpListener,
     TlsFilterChain,
+    UdpListener,
     VirtualHost,
 )
 from dragoman.dag.routes.ranking import RankedRoute
@@ -58,7 +67,10 @@ _ByListener = dict[tuple[str, str, str], list[ServedRoutes]]
 
 
 def node_group(
-    name: str, gateways: Sequence[GatewayVerdict], served: Iterable[ServedRoutes]
+    name: str,
+    gateways: Sequence[GatewayVerdict],
+    served: Iterable[ServedRoutes],
+    served_l4: Iterable[ServedL4Route] = (),
 ) -> NodeGroup:
     """The group's listeners, route tables and referenced clusters."""
     ports = _listeners_by_port(gateways)
@@ -66,11 +78,21 @@ def node_group(
     for item in served:
         a = item.attachment
         by_listener.setdefault((a.gateway.namespace, a.gateway.name, a.listener), []).append(item)
+    l4_by_listener: dict[tuple[str, str, str], list[ServedL4Route]] = {}
+    for l4_item in served_l4:
+        a = l4_item.attachment
+        key = (a.gateway.namespace, a.gateway.name, a.listener)
+        l4_by_listener.setdefault(key, []).append(l4_item)
 
     listeners: list[Listener] = []
     route_tables: list[RouteTable] = []
-    for port in sorted(ports):
-        verdicts = ports[port]
+    for key in sorted(ports):
+        port, verdicts = key[0], ports[key]
+        if verdicts[0].listener.protocol in L4_PROTOCOLS:
+            l4 = l4_listener(port, verdicts, l4_by_listener)
+            if l4 is not None:
+                listeners.append(l4)
+            continue
         if verdicts[0].listener.protocol == "HTTPS":
             https, tables = _https_port(port, verdicts, by_listener)
             listeners.append(https)
@@ -88,7 +110,7 @@ def node_group(
         name=name,
         listeners=tuple(listeners),
         route_tables=tuple(route_tables),
-        clusters=_referenced_clusters(route_tables),
+        clusters=_referenced_clusters(route_tables, listeners),
     )
 
 
@@ -132,21 +154,24 @@ def shadowed_listeners(gateways: Sequence[GatewayVerdict]) -> dict[tuple[ObjectK
     return problems
 
 
-def _listeners_by_port(gateways: Sequence[GatewayVerdict]) -> dict[int, list[ListenerVerdict]]:
+_Ports = dict[tuple[int, str], list[ListenerVerdict]]
+
+
+def _listeners_by_port(gateways: Sequence[GatewayVerdict]) -> _Ports:
     return _assign_ports(gateways)[0]
 
 
 def _assign_ports(
     gateways: Sequence[GatewayVerdict],
-) -> tuple[dict[int, list[ListenerVerdict]], list[tuple[ListenerVerdict, ListenerVerdict]]]:
-    """Served listeners per port, and (left out, the listener that took its place). Across
-    Gateways the first protocol seen on a port wins it, and of listeners with the same
-    hostname the first: Envoy has one listener per port."""
-    ports: dict[int, list[ListenerVerdict]] = {}
+) -> tuple[_Ports, list[tuple[ListenerVerdict, ListenerVerdict]]]:
+    """Served listeners per port (and space: UDP or TCP), and (left out, the listener that
+    took its place). Across Gateways the first protocol seen on a port wins it, and of
+    listeners with the same hostname the first: Envoy has one listener per port."""
+    ports: _Ports = {}
     shadowed: list[tuple[ListenerVerdict, ListenerVerdict]] = []
     for gateway in gateways:
         for verdict in gateway.served():
-            taken = ports.setdefault(verdict.listener.port, [])
+            taken = ports.setdefault(port_key(verdict.listener), [])
             if taken and taken[0].listener.protocol != verdict.listener.protocol:
                 shadowed.append((verdict, taken[0]))
                 continue
@@ -220,16 +245,21 @@ def _owner(domain: str, hostnames: Iterable[str | None]) -> str:
     return min(matching, key=specificity, default=ANY_HOST)
 
 
-def _referenced_clusters(route_tables: Iterable[RouteTable]) -> tuple[str, ...]:
-    return tuple(
-        sorted(
-            {
-                cluster
-                for table in route_tables
-                for virtual_host in table.virtual_hosts
-                for route in virtual_host.routes
-                if isinstance(route.action, Forward)
-                for cluster in route.action.clusters
-            }
-        )
-    )
+def _referenced_clusters(
+    route_tables: Iterable[RouteTable], listeners: Iterable[Listener] = ()
+) -> tuple[str, ...]:
+    http = {
+        cluster
+        for table in route_tables
+        for virtual_host in table.virtual_hosts
+        for route in virtual_host.routes
+        if isinstance(route.action, Forward)
+        for cluster in route.action.clusters
+    }
+    l4 = set()
+    for listener in listeners:
+        if isinstance(listener, UdpListener):
+            l4.update(listener.forward.clusters)
+        elif isinstance(listener, TcpListener):
+            l4.update(c for chain in listener.filter_chains for c in chain.forward.clusters)
+    return tuple(sorted(http | l4))

@@ -11,6 +11,7 @@ from dragoman.dag.model import (
     H2C,
     AggregateCluster,
     Cluster,
+    CorsPolicy,
     DirectResponse,
     DnsCluster,
     Forward,
@@ -45,6 +46,7 @@ class RuleAction:
     response_headers: HeaderEdits
     clusters: tuple[Cluster, ...]  # every valid cluster the action sends requests to
     problems: tuple[Problem, ...]
+    cors: CorsPolicy | None = None
 
 
 def http_rule_action(
@@ -129,6 +131,7 @@ def _rule_action(
             response_headers=parsed.response_headers,
             clusters=tuple(clusters),
             problems=tuple(problems),
+            cors=parsed.cors,
         )
 
     if parsed.invalid:

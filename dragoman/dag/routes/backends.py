@@ -19,7 +19,7 @@ from dragoman.dag.upstreams.clusters import (
     service_cluster,
     with_protocol,
 )
-from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute
+from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +103,16 @@ def _backend_filters(
 
 
 def resolve_backend_ref(
-    route: HTTPRoute | GRPCRoute,
+    route: HTTPRoute | GRPCRoute | L4Route,
     field: str,
     ref: BackendRef,
     context: BuildContext,
     protocol: str | None = None,
+    l4: str | None = None,
 ) -> Cluster | Problem:
-    """The cluster a backendRef names (in `protocol` when given), or why it names none."""
+    """The cluster a backendRef names (in `protocol` when given), or why it names none.
+
+    `l4` (TCP or UDP): a cluster for a TCPRoute, TLSRoute or UDPRoute (see service_cluster)."""
 
     def problem(reason: str, message: str, at: str = field) -> Problem:
         return Problem(object=route.key, field=at, reason=reason, message=message)
@@ -143,7 +146,7 @@ def resolve_backend_ref(
     if service is None:
         return problem("BackendNotFound", f"Service {namespace}/{ref.name} not found")
 
-    resolved = service_cluster(service, ref.port, context)
+    resolved = service_cluster(service, ref.port, context, l4)
     if isinstance(resolved, Unresolved):
         at = f"{field}.port" if resolved.port_at_fault else field
         return problem(resolved.reason, resolved.message, at)

@@ -1,6 +1,6 @@
 """Route filters to what a rule does: header edits, a redirect, rewrites, mirrors.
 
-Filters that dragoman cannot honour (CORS, ExtensionRef) or that cannot be combined (a
+Filters that dragoman cannot honour (ExtensionRef) or that cannot be combined (a
 redirect with a mirror) make the rule invalid: it answers 500 rather than silently skipping
 the filter, as the Gateway API asks, and a Problem names the filter.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dragoman.dag.model import NO_EDITS, HeaderEdits, PathRewrite, Problem, Redirect
+from dragoman.dag.model import NO_EDITS, CorsPolicy, HeaderEdits, PathRewrite, Problem, Redirect
 from dragoman.objects import HeaderModifier, ObjectKey, RequestMirror, RouteFilter
 
 HOST = "host"
@@ -27,6 +27,7 @@ class RuleFilters:
     mirrors: tuple[tuple[int, RequestMirror], ...] = ()
     invalid: bool = False  # the rule must answer an error instead of forwarding
     problems: tuple[Problem, ...] = ()
+    cors: CorsPolicy | None = None
 
 
 def rule_filters(
@@ -42,6 +43,7 @@ def rule_filters(
     host_rewrite: str | None = None
     path_rewrite: PathRewrite | None = None
     mirrors: list[tuple[int, RequestMirror]] = []
+    cors: CorsPolicy | None = None
     invalid = False
 
     def problem(at: str, reason: str, message: str) -> None:
@@ -78,6 +80,27 @@ def rule_filters(
                 path_rewrite = _path_rewrite(rewrite.path.type, rewrite.path.value, prefix)
         elif route_filter.request_mirror is not None:
             mirrors.append((index, route_filter.request_mirror))
+        elif route_filter.cors is not None:
+            spec = route_filter.cors
+            cors = CorsPolicy(
+                allow_origins=spec.allow_origins,
+                allow_methods=spec.allow_methods,
+                allow_headers=spec.allow_headers,
+                expose_headers=spec.expose_headers,
+                max_age_s=spec.max_age_s,
+                allow_credentials=spec.allow_credentials,
+            )
+            for field, values in (
+                ("allowHeaders", spec.allow_headers),
+                ("exposeHeaders", spec.expose_headers),
+            ):
+                if spec.allow_credentials and "*" in values:
+                    problem(
+                        f"{at}.cors.{field}",
+                        "UnsupportedValue",
+                        f"{field} '*' with allowCredentials: Envoy answers '*', which browsers "
+                        "do not honour for requests with credentials; list the header names",
+                    )
         else:
             invalid = True
             problem(
@@ -102,6 +125,7 @@ def rule_filters(
         mirrors=tuple(mirrors),
         invalid=invalid,
         problems=tuple(problems),
+        cors=cors,
     )
 
 

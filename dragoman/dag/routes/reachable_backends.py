@@ -20,7 +20,7 @@ from dragoman.dag.upstreams.external_names import (
     unsafe_reason,
 )
 from dragoman.dag.upstreams.in_cluster_first import preferred_service
-from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, Service
+from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route, L4RouteRule, Service
 from dragoman.store import NamespacedName
 
 
@@ -34,7 +34,9 @@ class RouteBackendNames:
 NO_BACKEND_NAMES = RouteBackendNames(frozenset(), ())
 
 
-def route_backend_names(route: HTTPRoute | GRPCRoute, context: BuildContext) -> RouteBackendNames:
+def route_backend_names(
+    route: HTTPRoute | GRPCRoute | L4Route, context: BuildContext
+) -> RouteBackendNames:
     reached: set[NamespacedName] = set()
     hostnames: set[str] = set()
     referrer = route_referrer(route.kind, route.meta.namespace)
@@ -50,9 +52,11 @@ def route_backend_names(route: HTTPRoute | GRPCRoute, context: BuildContext) -> 
     return RouteBackendNames(frozenset(reached), tuple(sorted(hostnames)))
 
 
-def _backend_refs(route: HTTPRoute | GRPCRoute) -> Iterator[BackendRef]:
+def _backend_refs(route: HTTPRoute | GRPCRoute | L4Route) -> Iterator[BackendRef]:
     for rule in route.rules:
         yield from rule.backend_refs
+        if isinstance(rule, L4RouteRule):
+            continue
         for route_filter in rule.filters:
             if route_filter.request_mirror is not None:
                 yield route_filter.request_mirror.backend_ref

@@ -28,10 +28,17 @@ def gateway_class_status(verdict: ClassVerdict) -> ObjectStatus:
 
 
 def gateway_status(
-    verdict: GatewayVerdict, attached: Mapping[str, int], notes: Mapping[int, str] | None = None
+    verdict: GatewayVerdict,
+    attached: Mapping[str, int],
+    notes: Mapping[int, str] | None = None,
+    listener_sets: int | None = None,
 ) -> ObjectStatus:
     """`attached`: how many routes each listener (by name) accepted; `notes`: a remark for
-    the Programmed message of listeners (by index), such as being left out of a shared port."""
+    the Programmed message of listeners (by index), such as being left out of a shared port;
+    `listener_sets`: how many ListenerSets the Gateway took (None: it allows none).
+
+    A ListenerSet's status has the same shape (conditions and listeners), and is made here
+    from its verdict too."""
     gateway = verdict.gateway
     generation = gateway.meta.generation
     notes = notes or {}
@@ -49,6 +56,8 @@ def gateway_status(
         "conditions": _gateway_conditions(verdict, generation),
         "listeners": listeners,
     }
+    if listener_sets is not None:
+        status["attachedListenerSets"] = listener_sets
     return ObjectStatus(key=gateway.key, api_version=GATEWAY_API_VERSION, status=status)
 
 
@@ -91,7 +100,27 @@ def _gateway_conditions(verdict: GatewayVerdict, generation: int) -> list[Condit
         programmed = condition(
             "Programmed", False, "Invalid", "no listener can be served", generation
         )
-    return [accepted, programmed]
+    if getattr(verdict.gateway, "backend_client_certificate", None) is None:
+        return [accepted, programmed]
+    # Only a Gateway naming a client certificate has references of its own to report.
+    problem = verdict.client_certificate_problem
+    if problem is not None:
+        resolved = condition(
+            "ResolvedRefs",
+            False,
+            problem.reason,
+            f"{problem.message}; backends that ask for a client certificate get none",
+            generation,
+        )
+    else:
+        resolved = condition(
+            "ResolvedRefs",
+            True,
+            "ResolvedRefs",
+            "the client certificate is presented to backends reached over TLS",
+            generation,
+        )
+    return [accepted, programmed, resolved]
 
 
 def _valid(verdict: ListenerVerdict) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dragoman.dag.frontends.listeners import Frontends
+from dragoman.dag.frontends.listeners import Frontends, GatewayVerdict
 from dragoman.dag.model import ObjectStatus, Problem
 from dragoman.dag.status.gateways import gateway_class_status, gateway_status
 from dragoman.dag.status.routes import RouteOutcome, route_statuses
@@ -35,8 +35,17 @@ def object_statuses(
                 verdict,
                 attached.get(verdict.gateway.key, {}),
                 notes.get(verdict.gateway.key, {}),
+                _listener_set_count(verdict, frontends),
             )
             for verdict in frontends.ordered()
+        ),
+        *(
+            gateway_status(
+                verdict,
+                attached.get(verdict.gateway.key, {}),
+                notes.get(verdict.gateway.key, {}),
+            )
+            for _, verdict in sorted(frontends.listener_sets.items())
         ),
         *route_statuses(routes, problems, controller_name),
     ]
@@ -44,7 +53,16 @@ def object_statuses(
 
 
 # Classes first, then Gateways, then routes: the order a person reads them in.
-_KIND_ORDER = {"GatewayClass": 0, "Gateway": 1, "HTTPRoute": 2, "GRPCRoute": 3}
+_KIND_ORDER = {
+    "GatewayClass": 0,
+    "Gateway": 1,
+    "ListenerSet": 1,
+    "HTTPRoute": 2,
+    "GRPCRoute": 3,
+    "TLSRoute": 4,
+    "TCPRoute": 5,
+    "UDPRoute": 6,
+}
 
 
 def _order(status: ObjectStatus) -> tuple[int, ObjectKey]:
@@ -65,3 +83,10 @@ def attached_routes(routes: Sequence[RouteOutcome]) -> dict[ObjectKey, dict[str,
         gateway: {name: len(keys) for name, keys in listeners.items()}
         for gateway, listeners in seen.items()
     }
+
+
+def _listener_set_count(verdict: GatewayVerdict, frontends: Frontends) -> int | None:
+    gateway = verdict.gateway
+    if getattr(gateway, "allowed_listener_sets", "None") == "None":
+        return None  # the field stays out of the status of a Gateway that allows none
+    return len(frontends.children.get(gateway.key, ()))

@@ -12,6 +12,8 @@ from dragoman.dag.model import (
     H2,
     H2C,
     HTTP1,
+    L4_PROTOCOLS,
+    UDP,
     AggregateCluster,
     Cluster,
     DnsCluster,
@@ -63,25 +65,31 @@ def cluster_name(service: Service, port: int, protocol: str = HTTP1) -> str:
     return base if protocol == HTTP1 else f"{base}/{protocol}"
 
 
-def service_cluster(service: Service, port: int, context: BuildContext) -> Cluster | Unresolved:
+def service_cluster(
+    service: Service, port: int, context: BuildContext, l4: str | None = None
+) -> Cluster | Unresolved:
     """The cluster for `port` of `service`, following in-cluster ExternalName aliases
-    (into another namespace only where a ReferenceGrant there allows it)."""
+    (into another namespace only where a ReferenceGrant there allows it).
+
+    `l4` (TCP or UDP): the cluster carries whole connections or datagrams, not HTTP: the
+    Service port must use that protocol, and TLS is originated only where a
+    BackendTLSPolicy asks for it (never over UDP)."""
     path = [service]
     declared: ServicePort | None = None
     while True:
         current = path[-1]
         # A bare CNAME (an ExternalName that declares no ports) takes the backendRef's port.
         if current.ports or not current.is_external_name:
-            found = _declared_port(path, port)
+            found = _declared_port(path, port, l4)
             if isinstance(found, Unresolved):
                 return found
             declared = found
             if not current.is_external_name:
-                return _eds_cluster(path, port, declared, context.upstream)
+                return _eds_cluster(path, port, declared, context.upstream, l4)
         step = _external_name_step(path, port, context)
         if isinstance(step, DnsCluster):
             own = declared if current.ports else None
-            return _external_cluster(path, step, own, declared, context)
+            return _external_cluster(path, step, own, declared, context, l4)
         if not isinstance(step, Service):
             return step
         if any(step.key == seen.key for seen in path):
@@ -125,19 +133,25 @@ def _renamed(name: str, old: str, new: str) -> str:
     return base if new == HTTP1 else f"{base}/{new}"
 
 
-def _protocol(declared: ServicePort | None, tls: UpstreamTls | None) -> str:
+def _protocol(declared: ServicePort | None, tls: UpstreamTls | None, l4: str | None) -> str:
+    if l4 is not None:
+        return l4
     protocol = APP_PROTOCOLS.get(declared.app_protocol, HTTP1) if declared else HTTP1
     return H2 if tls is not None and protocol == H2C else protocol
 
 
 def _eds_cluster(
-    path: list[Service], port: int, declared: ServicePort, upstream: UpstreamInputs
+    path: list[Service],
+    port: int,
+    declared: ServicePort,
+    upstream: UpstreamInputs,
+    l4: str | None = None,
 ) -> EdsCluster | Unresolved:
     service = path[-1]
-    tls = upstream_tls(service, port, declared.name, declared.app_protocol, upstream.tls_policies)
+    tls = _tls(service, port, declared.name, declared.app_protocol, upstream, l4)
     if isinstance(tls, TlsRefusal):
         return Unresolved(tls.reason, f"{_describe(path)}: {tls.message}")
-    protocol = _protocol(declared, tls)
+    protocol = _protocol(declared, tls, l4)
     return EdsCluster(
         name=cluster_name(service, port, protocol),
         service=service.key,
@@ -156,6 +170,7 @@ def _external_cluster(
     own_port: ServicePort | None,
     declared: ServicePort | None,
     context: BuildContext,
+    l4: str | None = None,
 ) -> Cluster | Unresolved:
     """The DNS cluster for an outside host, once the platform policy allows it; wrapped in an
     aggregate when the Service prefers an in-cluster one."""
@@ -179,16 +194,17 @@ def _external_cluster(
         checked = dns_refusal(dns.hostname, upstream.dns.get(dns.hostname), policy)
         if checked is not None:
             return Unresolved(checked.reason, f"{_describe(path)}: {checked.message}")
-    tls = upstream_tls(
+    tls = _tls(
         service,
         dns.port,
         own_port.name if own_port else "",
         declared.app_protocol if declared else "",
-        upstream.tls_policies,
+        upstream,
+        l4,
     )
     if isinstance(tls, TlsRefusal):
         return Unresolved(tls.reason, f"{_describe(path)}: {tls.message}")
-    protocol = _protocol(declared, tls)
+    protocol = _protocol(declared, tls, l4)
     external = dataclasses.replace(
         dns,
         name=cluster_name(service, dns.port, protocol),
@@ -199,7 +215,7 @@ def _external_cluster(
         client_ip_affinity=service.client_ip_affinity,
         addresses=fixed,
     )
-    preferred = _preferred_cluster(service, dns.port, context)
+    preferred = _preferred_cluster(service, dns.port, context, l4)
     if not isinstance(preferred, EdsCluster):
         return external
     fallback_name = _renamed(external.name, protocol, HTTP1) + f"/{FALLBACK_SUFFIX}"
@@ -213,7 +229,7 @@ def _external_cluster(
 
 
 def _preferred_cluster(
-    service: Service, port: int, context: BuildContext
+    service: Service, port: int, context: BuildContext, l4: str | None = None
 ) -> EdsCluster | str | None:
     """The in-cluster Service's EDS cluster an ExternalName prefers; a message when the
     preference cannot be followed; None when it asks for none."""
@@ -222,7 +238,7 @@ def _preferred_cluster(
         return None
     if preference.service is None:
         return preference.problem
-    preferred = service_cluster(preference.service, port, context)
+    preferred = service_cluster(preference.service, port, context, l4)
     if isinstance(preferred, Unresolved):
         return (
             f"Service {service.meta.namespace}/{service.meta.name} annotation "
@@ -249,7 +265,8 @@ def cluster_warnings(cluster: Cluster, context: BuildContext) -> tuple[str, ...]
             for message in refused
         )
     if isinstance(cluster, DnsCluster):
-        preferred = _preferred_cluster(service, cluster.port, context)
+        l4 = cluster.protocol if cluster.protocol in L4_PROTOCOLS else None
+        preferred = _preferred_cluster(service, cluster.port, context, l4)
         if isinstance(preferred, str):
             warnings.append(preferred)
     return tuple(warnings)
@@ -276,19 +293,21 @@ def external_ip_verdicts(
     return tuple(usable), refused
 
 
-def _declared_port(path: list[Service], port: int) -> ServicePort | Unresolved:
-    """The last Service's TCP port numbered `port`."""
+def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePort | Unresolved:
+    """The last Service's port numbered `port`, of protocol TCP (UDP for UDP clusters)."""
     service = path[-1]
+    wanted = "UDP" if l4 == UDP else "TCP"
     numbered = [p for p in service.ports if p.port == port]
-    tcp = next((p for p in numbered if p.protocol == "TCP"), None)
-    if tcp is not None:
-        return tcp
+    found = next((p for p in numbered if p.protocol == wanted), None)
+    if found is not None:
+        return found
     # Only the first Service's port is the backendRef's; later ones are an alias's.
     first_hop = len(path) == 1
     if numbered:
+        carried = {None: "HTTP", UDP: "UDP"}.get(l4, "TCP")
         return Unresolved(
             "UnsupportedProtocol",
-            f"{_describe(path)}: port {port} is {numbered[0].protocol}; HTTP needs TCP",
+            f"{_describe(path)}: port {port} is {numbered[0].protocol}; {carried} needs {wanted}",
             port_at_fault=first_hop,
         )
     declared = sorted(p.port for p in service.ports)
@@ -341,6 +360,28 @@ def _external_name_step(
     return DnsCluster(
         name=cluster_name(service, port), service=service.key, hostname=hostname, port=port
     )
+
+
+def _tls(
+    service: Service,
+    port: int,
+    port_name: str,
+    app_protocol: str,
+    upstream: UpstreamInputs,
+    l4: str | None,
+) -> UpstreamTls | TlsRefusal | None:
+    """HTTP: the policy or dragoman's TLS defaults. TCP: the policy alone (the bytes are the
+    client's own, perhaps TLS already). UDP: never; a policy on the port is refused."""
+    tls = upstream_tls(
+        service, port, port_name, app_protocol, upstream.tls_policies, automatic=l4 is None
+    )
+    if l4 == UDP and isinstance(tls, UpstreamTls):
+        return TlsRefusal(
+            "UnsupportedProtocol",
+            f"port {port} is governed by a BackendTLSPolicy, but UDP datagrams cannot be "
+            "sent over TLS",
+        )
+    return tls
 
 
 def _describe(path: list[Service]) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from itertools import groupby
 
 from dragoman.dag.model import (
+    UDP,
     AggregateCluster,
     Cluster,
     Dag,
@@ -147,8 +148,9 @@ def _service_of(cluster: EdsCluster) -> NamespacedName:
 
 
 def _slice_port(cluster: EdsCluster, ports: Sequence[EndpointPort]) -> EndpointPort | None:
-    # HTTP needs a TCP port; a UDP port may share the number.
-    ports = [p for p in ports if p.protocol == "TCP"]
+    # HTTP and TCP clusters need a TCP port, UDP clusters a UDP one; both may share a number.
+    wanted = "UDP" if cluster.protocol == UDP else "TCP"
+    ports = [p for p in ports if p.protocol == wanted]
     # The EndpointSlice controller names each slice port after the Service port it serves.
     by_name = _first(ports, lambda p: p.name == cluster.port_name)
     if by_name is not None:

@@ -36,8 +36,12 @@ def upstream_tls(
     port_name: str,
     app_protocol: str,
     policies: BackendTlsPolicies,
+    *,
+    automatic: bool = True,
 ) -> UpstreamTls | TlsRefusal | None:
-    """The TLS Envoy uses to reach `port` of `service`; None for cleartext."""
+    """The TLS Envoy uses to reach `port` of `service`; None for cleartext.
+
+    `automatic` False: only a BackendTLSPolicy turns TLS on (connections proxied whole)."""
     meta = service.meta
     verdict = policies.for_port(meta.namespace, meta.name, port_name) if policies else None
     if verdict is not None:
@@ -50,6 +54,8 @@ def upstream_tls(
             f"port {port} is governed by BackendTLSPolicy {key.namespace}/{key.name}, which "
             f"cannot be used ({reason}); requests to it fail",
         )
+    if not automatic:
+        return None
     app = app_protocol.lower()
     if app in TLS_APP_PROTOCOLS:
         if service.is_external_name:

@@ -24,6 +24,7 @@ from dragoman.dag.model import (
     Dag,
     DnsCluster,
     Forward,
+    HttpListener,
     HttpsListener,
     Listener,
     LoadAssignment,
@@ -170,9 +171,13 @@ def group_targets(group: NodeGroup, services: ServiceTargets) -> tuple[ApiListen
 
 
 def _route_table_names(listener: Listener) -> tuple[str, ...]:
+    """The route tables of an HTTP or HTTPS port; none for TCP, TLS and UDP ports, whose
+    connections a gRPC client cannot dial by name (it sees none of them)."""
     if isinstance(listener, HttpsListener):
         return tuple(chain.route_table for chain in listener.filter_chains)
-    return (listener.route_table,)
+    if isinstance(listener, HttpListener):
+        return (listener.route_table,)
+    return ()
 
 
 def _served_hosts(table: RouteTable) -> Iterable[VirtualHost]:

@@ -17,12 +17,15 @@ from dragoman.dag.model import (
     HttpsListener,
     NodeGroup,
     ObjectStatus,
+    TcpListener,
+    UdpListener,
 )
 from dragoman.objects import ObjectKey
 from dragoman.runtime.debug.view import DebugView
 
 COLUMNS = ("Gateways", "Listeners", "Routes", "Backends", "Clusters", "Endpoints")
 GATEWAY, LISTENER, ROUTE, BACKEND, CLUSTER, ENDPOINTS = range(len(COLUMNS))
+_SCHEMES = {HttpsListener: "https", TcpListener: "tcp", UdpListener: "udp"}
 # Addresses listed on an endpoints node before "and N more".
 SHOWN_ADDRESSES = 4
 # Nodes drawn per column: a huge configuration still makes a page a browser can open.
@@ -136,9 +139,12 @@ def _add_group(
     tables = {table.name: table for table in group.route_tables}
     for listener in group.listeners:
         listener_id = f"listener {group.name or '*'} {listener.name}"
-        scheme = "https" if isinstance(listener, HttpsListener) else "http"
+        scheme = _SCHEMES.get(type(listener), "http")
         graph.add(listener_id, LISTENER, f"{listener.name} ({scheme}, port {listener.port})")
         graph.link(gateway_id, listener_id)
+        if isinstance(listener, TcpListener | UdpListener):
+            _add_l4_routes(graph, listener_id, listener, clusters)
+            continue
         names = (
             [chain.route_table for chain in listener.filter_chains]
             if isinstance(listener, HttpsListener)
@@ -159,6 +165,27 @@ def _add_group(
                     if isinstance(route.action, Forward):
                         for cluster_name in route.action.clusters:
                             _add_backend(graph, route_id, cluster_name, clusters)
+
+
+def _add_l4_routes(
+    graph: Graph,
+    listener_id: str,
+    listener: TcpListener | UdpListener,
+    clusters: Mapping[str, Cluster],
+) -> None:
+    """TCP, TLS and UDP listeners: each route (a TLS one per SNI) and where it sends."""
+    if isinstance(listener, UdpListener):
+        served = [((), listener.forward)]
+    else:
+        served = [(chain.server_names, chain.forward) for chain in listener.filter_chains]
+    for server_names, forward in served:
+        route_id = object_id(forward.source)
+        node = graph.add(route_id, ROUTE, route_id)
+        if server_names and f"SNI: {', '.join(server_names)}" not in node.details:
+            node.details.append(f"SNI: {', '.join(server_names)}")
+        graph.link(listener_id, route_id)
+        for cluster_name in forward.clusters:
+            _add_backend(graph, route_id, cluster_name, clusters)
 
 
 def _add_backend(

@@ -135,6 +135,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     _gateway("grpcroutes", "GRPCRoute", ("v1",)),
     _gateway("tcproutes", "TCPRoute", ("v1",)),
     _gateway("tlsroutes", "TLSRoute", ("v1",)),
+    _gateway("udproutes", "UDPRoute", ("v1",)),
+    _gateway("listenersets", "ListenerSet", ("v1",), ("lset",)),
     _gateway(
         "referencegrants",
         "ReferenceGrant",

@@ -1,0 +1,351 @@
+"""End to end through a real Envoy: TCPRoute, TLSRoute and UDPRoute to external names that a
+DNS responder on loopback resolves, the way a platform team reaches a managed database, a
+partner API by TLS passthrough, or a syslog service.
+
+- TCP: bytes in equal bytes out over many connections, split by weight between two hosts;
+- TLS passthrough: the SNI picks one of two external names, and the client sees that
+  backend's own certificate (Envoy never terminates);
+- TLS Terminate on the same port, for its own hostname: the client sees the listener's
+  certificate, and the bytes inside reach a plain TCP backend;
+- UDP: datagrams echoed through the UDP proxy;
+- a ListenerSet adds a TCP listener to the Gateway, and a TCPRoute attached to the
+  ListenerSet is served there;
+- an unsafe external name (localhost, a loopback literal) on a TCP, TLS or UDP route never
+  reaches the local port it names, exactly as for HTTP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import ssl
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dragoman.demo.dns import DnsResponder
+from dragoman.demo.envoy import EnvoyProcess
+from dragoman.demo.http import wait_until
+from tests.support.certificates import certificate_authority
+from tests.support.harness import (
+    DragomanProcess,
+    diagnostics,
+    free_port,
+    rejected_updates,
+    start_envoy,
+)
+from tests.support.l4_backends import (
+    TcpEcho,
+    UdpEcho,
+    free_udp_port,
+    tcp_round_trip,
+    tls_round_trip,
+    udp_round_trip,
+)
+
+CA = certificate_authority("l4 e2e CA")
+PARTNER_A = CA.issue("a.partner.e2e.test")
+PARTNER_B = CA.issue("b.partner.e2e.test")
+GATEWAY_CERT = CA.issue("db.gateway.e2e.test")
+
+
+def external(name: str, host: str, port: int, protocol: str = "TCP") -> str:
+    return f"""
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: default}}
+spec:
+  type: ExternalName
+  externalName: {host}
+  ports: [{{port: {port}, protocol: {protocol}}}]
+"""
+
+
+def route(kind: str, name: str, section: str, backends: str, hostnames: str = "") -> str:
+    hosts = f"\n  hostnames: {hostnames}" if hostnames else ""
+    return f"""
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: {kind}
+metadata: {{name: {name}, namespace: default}}
+spec:
+  parentRefs: [{{name: l4, sectionName: {section}}}]{hosts}
+  rules: [{{backendRefs: {backends}}}]
+"""
+
+
+@dataclass
+class World:
+    listeners: dict[str, int]
+    ports: dict[str, int]
+    echoes: dict[str, TcpEcho]
+    udp: dict[str, UdpEcho]
+    dragoman: DragomanProcess
+    envoy: EnvoyProcess
+
+    def diagnostics(self) -> str:
+        return diagnostics(self.dragoman.log(), self.envoy)
+
+
+def manifests(listeners: dict[str, int], ports: dict[str, int]) -> str:
+    return (
+        f"""
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: l4, namespace: default}}
+spec:
+  gatewayClassName: dragoman
+  listeners:
+  - {{name: db, protocol: TCP, port: {listeners["tcp"]}}}
+  - {{name: partners, protocol: TLS, port: {listeners["tls"]}, tls: {{mode: Passthrough}}}}
+  - {{name: terminate, protocol: TLS, port: {listeners["tls"]}, hostname: db.gateway.e2e.test,
+     tls: {{mode: Terminate, certificateRefs: [{{name: gateway-cert}}]}}}}
+  - {{name: logs, protocol: UDP, port: {listeners["udp"]}}}
+  - {{name: db-local, protocol: TCP, port: {listeners["tcp-local"]}}}
+  - {{name: logs-local, protocol: UDP, port: {listeners["udp-local"]}}}
+  allowedListeners: {{namespaces: {{from: Same}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {{name: team-db, namespace: default}}
+spec:
+  parentRef: {{name: l4}}
+  listeners: [{{name: replica, protocol: TCP, port: {listeners["tcp-set"]}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {{name: replica, namespace: default}}
+spec:
+  parentRefs: [{{kind: ListenerSet, name: team-db}}]
+  rules: [{{backendRefs: [{{name: db-b, port: {ports["db-b"]}}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {{name: db-terminate, namespace: default}}
+spec:
+  parentRefs: [{{name: l4, sectionName: terminate}}]
+  hostnames: [db.gateway.e2e.test]
+  rules: [{{backendRefs: [{{name: db-a, port: {ports["db-a"]}}}]}}]
+---
+{GATEWAY_CERT.secret_yaml("gateway-cert")}
+"""
+        + external("db-a", "db-a.e2e.test", ports["db-a"])
+        + external("db-b", "db-b.e2e.test", ports["db-b"])
+        + external("partner-a", "a.partner.e2e.test", ports["tls-a"])
+        + external("partner-b", "b.partner.e2e.test", ports["tls-b"])
+        + external("syslog", "logs.e2e.test", ports["udp"], "UDP")
+        + external("sneaky", "localhost", ports["local"])
+        + external("literal", "127.0.0.1", ports["local"])
+        + external("sneaky-udp", "localhost", ports["udp-local"], "UDP")
+        + route(
+            "TCPRoute",
+            "db",
+            "db",
+            f"[{{name: db-a, port: {ports['db-a']}, weight: 3}},"
+            f" {{name: db-b, port: {ports['db-b']}, weight: 1}}]",
+        )
+        + route(
+            "TLSRoute",
+            "partner-a",
+            "partners",
+            f"[{{name: partner-a, port: {ports['tls-a']}}}]",
+            "[a.partner.e2e.test]",
+        )
+        + route(
+            "TLSRoute",
+            "partner-b",
+            "partners",
+            f"[{{name: partner-b, port: {ports['tls-b']}}}]",
+            "[b.partner.e2e.test]",
+        )
+        + route(
+            "TLSRoute",
+            "partner-local",
+            "partners",
+            f"[{{name: literal, port: {ports['local']}}}]",
+            "[local.partner.e2e.test]",
+        )
+        + route("UDPRoute", "logs", "logs", f"[{{name: syslog, port: {ports['udp']}}}]")
+        + route("TCPRoute", "db-local", "db-local", f"[{{name: sneaky, port: {ports['local']}}}]")
+        + route(
+            "UDPRoute",
+            "logs-local",
+            "logs-local",
+            f"[{{name: sneaky-udp, port: {ports['udp-local']}}}]",
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root: Path = tmp_path_factory.mktemp("l4")
+    listeners = {
+        "tcp": free_port(),
+        "tls": free_port(),
+        "udp": free_udp_port(),
+        "tcp-local": free_port(),
+        "udp-local": free_udp_port(),
+        "tcp-set": free_port(),
+    }
+    ports = {
+        "db-a": free_port("127.0.0.2"),
+        "db-b": free_port("127.0.0.3"),
+        "tls-a": free_port("127.0.0.4"),
+        "tls-b": free_port("127.0.0.5"),
+        "udp": free_udp_port("127.0.0.6"),
+        "local": free_port(),
+        "udp-local": free_udp_port(),
+    }
+    echoes = {
+        "db-a": TcpEcho("127.0.0.2", ports["db-a"]),
+        "db-b": TcpEcho("127.0.0.3", ports["db-b"]),
+        "tls-a": TcpEcho("127.0.0.4", ports["tls-a"], PARTNER_A),
+        "tls-b": TcpEcho("127.0.0.5", ports["tls-b"], PARTNER_B),
+        # Listens where the refused names point: must never be reached.
+        "local": TcpEcho("127.0.0.1", ports["local"]),
+    }
+    udp = {
+        "syslog": UdpEcho("127.0.0.6", ports["udp"]),
+        "local": UdpEcho("127.0.0.1", ports["udp-local"]),
+    }
+    for server in [*echoes.values(), *udp.values()]:
+        server.start()
+    dns = DnsResponder().start()
+    for name, address in {
+        "db-a.e2e.test": "127.0.0.2",
+        "db-b.e2e.test": "127.0.0.3",
+        "a.partner.e2e.test": "127.0.0.4",
+        "b.partner.e2e.test": "127.0.0.5",
+        "logs.e2e.test": "127.0.0.6",
+    }.items():
+        dns.set_a(name, address)
+    manifest_dir = root / "manifests"
+    manifest_dir.mkdir()
+    (manifest_dir / "l4.yaml").write_text(textwrap.dedent(manifests(listeners, ports)))
+    xds = f"127.0.0.1:{free_port()}"
+    dragoman = DragomanProcess(manifest_dir, xds, root / "dragoman.log").start()
+    envoy = start_envoy(root, xds, dns.port, node_cluster="default/l4")
+    w = World(listeners, ports, echoes, udp, dragoman, envoy)
+    try:
+        try:
+            wait_until(lambda: _echoes(listeners["tcp"]), timeout=20)
+            wait_until(lambda: udp_round_trip(listeners["udp"], b"ping", 0.5) == b"ping", 20)
+        except TimeoutError:
+            pytest.fail("Envoy never proxied the routes:\n" + w.diagnostics())
+        yield w
+    finally:
+        envoy.stop()
+        dragoman.stop()
+        dns.stop()
+        for server in [*echoes.values(), *udp.values()]:
+            server.stop()
+
+
+def _echoes(port: int) -> bool:
+    try:
+        return tcp_round_trip(port, b"hello", timeout=1) == b"hello"
+    except OSError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def no_rejected_updates(world: World) -> Iterator[None]:
+    yield
+    assert rejected_updates(world.envoy) == {}, world.diagnostics()
+
+
+def test_tcp_bytes_in_equal_bytes_out_over_many_connections(world: World) -> None:
+    payloads = [os.urandom(size) for size in (1, 100, 4096, 200_000)] * 10
+    for payload in payloads:
+        assert tcp_round_trip(world.listeners["tcp"], payload) == payload, world.diagnostics()
+
+
+def test_tcp_connections_split_by_weight_between_external_names(world: World) -> None:
+    before = {name: world.echoes[name].connections for name in ("db-a", "db-b")}
+    for _ in range(80):
+        assert tcp_round_trip(world.listeners["tcp"], b"x") == b"x"
+    got = {name: world.echoes[name].connections - before[name] for name in before}
+    assert sum(got.values()) == 80, got
+    # 3:1 -> about 60:20; both are used, and the heavier one clearly more.
+    assert got["db-b"] >= 8 and got["db-a"] >= 2 * got["db-b"], got
+
+
+@pytest.mark.parametrize(("server_name", "backend"), [("a", "tls-a"), ("b", "tls-b")])
+def test_tls_passthrough_sni_selects_the_external_name(
+    world: World, server_name: str, backend: str
+) -> None:
+    host = f"{server_name}.partner.e2e.test"
+    before = world.echoes[backend].connections
+    echoed, peer = tls_round_trip(world.listeners["tls"], host, CA.pem, b"secret bytes")
+    assert echoed == b"secret bytes"
+    # The backend's own certificate: Envoy passed the client's TLS through untouched.
+    names = [value for kind, value in peer.get("subjectAltName", ()) if kind == "DNS"]
+    assert names == [host]
+    assert world.echoes[backend].connections == before + 1
+
+
+def test_tls_with_an_sni_no_route_has_is_refused(world: World) -> None:
+    with pytest.raises((ssl.SSLError, OSError)):
+        tls_round_trip(world.listeners["tls"], "c.partner.e2e.test", CA.pem, b"x", timeout=3)
+
+
+def test_udp_datagrams_are_echoed_through_an_external_name(world: World) -> None:
+    before = world.udp["syslog"].datagrams
+    for index in range(20):
+        payload = f"<14>message {index}".encode()
+        assert udp_round_trip(world.listeners["udp"], payload) == payload
+    assert world.udp["syslog"].datagrams - before == 20
+
+
+def test_unsafe_external_names_never_reach_a_local_port(world: World) -> None:
+    local = world.echoes["local"]
+    before = local.connections
+    # TCP to `localhost`: Envoy has no cluster for it; the connection is closed, empty.
+    for _ in range(3):
+        with contextlib.suppress(OSError):  # reset or not connected rather than closed: refused
+            assert tcp_round_trip(world.listeners["tcp-local"], b"x", timeout=3) == b""
+    # TLS with the SNI of a route to the literal 127.0.0.1.
+    with pytest.raises((ssl.SSLError, OSError)):
+        tls_round_trip(world.listeners["tls"], "local.partner.e2e.test", CA.pem, b"x", 3)
+    # UDP to `localhost`: datagrams are dropped.
+    assert udp_round_trip(world.listeners["udp-local"], b"x", timeout=1) is None
+    assert local.connections == before
+    assert world.udp["local"].datagrams == 0
+    log = world.dragoman.log()
+    for service in ("sneaky", "literal", "sneaky-udp"):
+        assert f"default/{service}" in log
+    assert "UnsafeExternalName" in log
+
+
+def test_envoy_got_no_cluster_for_an_unsafe_name(world: World) -> None:
+    dump = world.envoy.config_dump("dynamic_active_clusters")
+    names = {entry["cluster"]["name"] for entry in dump.get("configs", [])}
+    assert {
+        f"default/db-a/{world.ports['db-a']}/tcp",
+        f"default/syslog/{world.ports['udp']}/udp",
+    } <= names
+    assert not any(name.startswith(("default/sneaky", "default/literal")) for name in names)
+
+
+def test_a_listener_set_adds_a_tcp_listener_to_the_gateway(world: World) -> None:
+    before = world.echoes["db-b"].connections
+    for _ in range(5):
+        assert tcp_round_trip(world.listeners["tcp-set"], b"replica") == b"replica"
+    assert world.echoes["db-b"].connections == before + 5
+
+
+def test_tls_terminate_on_the_passthrough_port_serves_the_listener_certificate(
+    world: World,
+) -> None:
+    before = world.echoes["db-a"].connections
+    echoed, peer = tls_round_trip(
+        world.listeners["tls"], "db.gateway.e2e.test", CA.pem, b"inside the tunnel"
+    )
+    assert echoed == b"inside the tunnel"
+    names = [value for kind, value in peer.get("subjectAltName", ()) if kind == "DNS"]
+    assert names == ["db.gateway.e2e.test"]  # the Gateway's certificate: Envoy terminated
+    assert world.echoes["db-a"].connections == before + 1  # plain TCP behind it

@@ -1,0 +1,229 @@
+"""Parsing the rest of the standard channel: TCPRoute, TLSRoute, UDPRoute, ListenerSet, the
+HTTPRoute CORS filter and the Gateway's clientCertificateRef and allowedListeners, with the
+validation their CRDs apply (schema and CEL rules) and the field paths kubectl would name."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import pytest
+import yaml
+
+from dragoman.objects import (
+    BackendRef,
+    CertificateRef,
+    Gateway,
+    HTTPCORSFilter,
+    HTTPRoute,
+    ListenerSet,
+    ListenerSetParent,
+    TCPRoute,
+    TLSRoute,
+    UDPRoute,
+)
+from dragoman.sources.errors import ObjectError
+from dragoman.sources.parse import parse_object
+
+GW = "gateway.networking.k8s.io/v1"
+
+
+def parse(text: str) -> Any:
+    return parse_object(yaml.safe_load(textwrap.dedent(text)))
+
+
+def problems(text: str) -> list[tuple[str, str]]:
+    with pytest.raises(ObjectError) as caught:
+        parse(text)
+    return caught.value.problems
+
+
+def route(kind: str, spec: str) -> str:
+    return f"apiVersion: {GW}\nkind: {kind}\nmetadata: {{name: r, namespace: apps}}\nspec: {spec}\n"
+
+
+@pytest.mark.parametrize(("kind", "cls"), [("TCPRoute", TCPRoute), ("UDPRoute", UDPRoute)])
+def test_tcp_and_udp_routes(kind: str, cls: type) -> None:
+    found = parse(
+        route(
+            kind,
+            "{parentRefs: [{name: gw, sectionName: db, port: 5432}],"
+            " rules: [{name: only, backendRefs: [{name: db, port: 5432, weight: 3}]}]}",
+        )
+    )
+    assert isinstance(found, cls)
+    assert found.hostnames == ()
+    [rule] = found.rules
+    assert rule.name == "only"
+    assert rule.backend_refs == (BackendRef(name="db", port=5432, weight=3),)
+    assert found.parent_refs[0].section_name == "db" and found.parent_refs[0].port == 5432
+
+
+def test_tls_route_needs_hostnames() -> None:
+    found = parse(
+        route(
+            "TLSRoute",
+            "{hostnames: [a.example.com, '*.example.com'],"
+            " rules: [{backendRefs: [{name: s, port: 443}]}]}",
+        )
+    )
+    assert isinstance(found, TLSRoute)
+    assert found.hostnames == ("a.example.com", "*.example.com")
+    assert ("spec.hostnames", "is required") in problems(
+        route("TLSRoute", "{rules: [{backendRefs: [{name: s, port: 443}]}]}")
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ("{}", "spec.rules"),
+        ("{rules: []}", "spec.rules"),
+        (
+            "{rules: [{backendRefs: [{name: a, port: 1}]}, {backendRefs: [{name: b, port: 1}]}]}",
+            "spec.rules",
+        ),  # v1 allows exactly one rule
+        ("{rules: [{}]}", "spec.rules[0].backendRefs"),
+        ("{rules: [{backendRefs: []}]}", "spec.rules[0].backendRefs"),
+        ("{rules: [{backendRefs: [{name: s}]}]}", "spec.rules[0].backendRefs[0].port"),
+        ("{rules: [{backendRefs: [{name: s, port: 70000}]}]}", "spec.rules[0].backendRefs[0].port"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["TCPRoute", "UDPRoute"])
+def test_l4_rules_are_validated_as_the_crds_do(kind: str, spec: str, field: str) -> None:
+    assert field in [path for path, _ in problems(route(kind, spec))]
+
+
+def test_tls_route_hostnames_are_bounded_and_unique() -> None:
+    many = ", ".join(f"h{i}.example.com" for i in range(1025))
+    rules = "rules: [{backendRefs: [{name: s, port: 443}]}]"
+    assert "spec.hostnames" in [
+        p for p, _ in problems(route("TLSRoute", f"{{hostnames: [{many}], {rules}}}"))
+    ]
+    assert ("spec.hostnames", "must not list a hostname twice") in problems(
+        route("TLSRoute", f"{{hostnames: [a.example.com, a.example.com], {rules}}}")
+    )
+    assert "spec.hostnames[0]" in [
+        p for p, _ in problems(route("TLSRoute", f"{{hostnames: ['a b\\x00c'], {rules}}}"))
+    ]
+
+
+def test_cors_filter() -> None:
+    found = parse(
+        route(
+            "HTTPRoute",
+            """
+            rules:
+            - filters:
+              - type: CORS
+                cors:
+                  allowOrigins: ["https://www.foo.com", "https://*.bar.com:8443"]
+                  allowMethods: [GET, OPTIONS]
+                  allowHeaders: [x-header-1]
+                  exposeHeaders: ["*"]
+                  maxAge: 3600
+                  allowCredentials: true
+            """,
+        ).replace("spec: \n", "spec:\n")
+    )
+    assert isinstance(found, HTTPRoute)
+    assert found.rules[0].filters[0].cors == HTTPCORSFilter(
+        allow_origins=("https://www.foo.com", "https://*.bar.com:8443"),
+        allow_methods=("GET", "OPTIONS"),
+        allow_headers=("x-header-1",),
+        expose_headers=("*",),
+        max_age_s=3600,
+        allow_credentials=True,
+    )
+    default = parse(route("HTTPRoute", "{rules: [{filters: [{type: CORS, cors: {}}]}]}"))
+    assert default.rules[0].filters[0].cors == HTTPCORSFilter()  # maxAge 5 by default
+
+
+@pytest.mark.parametrize(
+    ("cors", "field"),
+    [
+        ("{allowOrigins: ['*', 'https://a.example']}", "allowOrigins"),
+        ("{allowOrigins: ['ftp://a.example']}", "allowOrigins[0]"),
+        ("{allowOrigins: ['https://a.example/path']}", "allowOrigins[0]"),
+        ("{allowMethods: [GET, '*']}", "allowMethods"),
+        ("{allowMethods: [FETCH]}", "allowMethods[0]"),
+        ("{allowHeaders: ['x y']}", "allowHeaders[0]"),
+        ("{allowHeaders: [a, a]}", "allowHeaders"),
+        ("{maxAge: 0}", "maxAge"),
+        ("{allowCredentials: 'yes'}", "allowCredentials"),
+    ],
+)
+def test_cors_filter_is_validated_as_the_crd_does(cors: str, field: str) -> None:
+    found = problems(
+        route("HTTPRoute", f"{{rules: [{{filters: [{{type: CORS, cors: {cors}}}]}}]}}")
+    )
+    assert f"spec.rules[0].filters[0].cors.{field}" in [path for path, _ in found]
+
+
+def gateway(extra: str) -> str:
+    return (
+        f"apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: gw, namespace: infra}}\n"
+        "spec:\n  gatewayClassName: dragoman\n"
+        "  listeners: [{name: http, port: 80, protocol: HTTP}]\n" + extra
+    )
+
+
+def test_gateway_client_certificate_and_allowed_listeners() -> None:
+    found = parse(
+        gateway(
+            "  tls: {backend: {clientCertificateRef: {name: client, namespace: certs}}}\n"
+            "  allowedListeners: {namespaces: {from: Selector, selector: {matchLabels: {a: b}}}}\n"
+        )
+    )
+    assert isinstance(found, Gateway)
+    assert found.backend_client_certificate == CertificateRef(name="client", namespace="certs")
+    assert found.allowed_listener_sets == "Selector"
+    assert found.listener_set_selector is not None
+    plain = parse(gateway(""))
+    assert (plain.backend_client_certificate, plain.allowed_listener_sets) == (None, "None")
+    assert "spec.allowedListeners.namespaces.selector" in [
+        p for p, _ in problems(gateway("  allowedListeners: {namespaces: {from: Selector}}\n"))
+    ]
+
+
+def test_listener_set() -> None:
+    found = parse(
+        f"""
+        apiVersion: {GW}
+        kind: ListenerSet
+        metadata: {{name: extra, namespace: team}}
+        spec:
+          parentRef: {{name: gw, namespace: infra}}
+          listeners:
+          - {{name: db, port: 5432, protocol: TCP}}
+          - {{name: site, port: 443, protocol: HTTPS, hostname: team.example.com,
+              tls: {{certificateRefs: [{{name: cert}}]}}}}
+        """
+    )
+    assert isinstance(found, ListenerSet)
+    assert found.parent_ref == ListenerSetParent(name="gw", namespace="infra")
+    assert [listener.name for listener in found.listeners] == ["db", "site"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ("{listeners: [{name: a, port: 80, protocol: HTTP}]}", "spec.parentRef"),
+        ("{parentRef: {name: gw}}", "spec.listeners"),
+        (
+            "{parentRef: {name: gw}, listeners: [{name: a, port: 80, protocol: HTTP},"
+            " {name: a, port: 81, protocol: HTTP}]}",
+            "spec.listeners[1].name",
+        ),
+        (
+            "{parentRef: {name: gw}, listeners: [{name: a, port: 80, protocol: TCP,"
+            " hostname: a.example.com}]}",
+            "spec.listeners[0].hostname",
+        ),
+    ],
+)
+def test_listener_set_is_validated_as_the_crd_does(spec: str, field: str) -> None:
+    text = (
+        f"apiVersion: {GW}\nkind: ListenerSet\nmetadata: {{name: s, namespace: t}}\nspec: {spec}\n"
+    )
+    assert field in [path for path, _ in problems(text)]
