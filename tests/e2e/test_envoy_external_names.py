@@ -28,6 +28,7 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from tests.support.builders import external_service, yaml_text
 from tests.support.harness import (
     DragomanProcess,
     diagnostics,
@@ -39,16 +40,6 @@ from tests.support.harness import (
 )
 
 ROUTES = ("api", "alias", "forbidden", "meta", "ghost", "legacy")
-
-
-def service(name: str, host: str, port: int) -> str:
-    return f"""
----
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: default}}
-spec: {{type: ExternalName, externalName: {host}, ports: [{{port: {port}}}]}}
-"""
 
 
 def slice_of(service: str, namespace: str, address: str | None, port: int) -> str:
@@ -93,11 +84,13 @@ spec:
   listeners: [{{name: http, protocol: HTTP, port: {listener}}}]
 {routes}
 """,
-        "external.yaml": service("api", "api.e2e.test", api)
-        + service("forbidden", "x.forbidden.e2e.test", api)
-        + service("meta", "meta.e2e.test", api)
-        + service("ghost", "ghost.e2e.test", api)
-        + service("alias", "store.backend.svc.cluster.local", store)
+        "external.yaml": yaml_text(
+            external_service("api", "api.e2e.test", api),
+            external_service("forbidden", "x.forbidden.e2e.test", api),
+            external_service("meta", "meta.e2e.test", api),
+            external_service("ghost", "ghost.e2e.test", api),
+            external_service("alias", "store.backend.svc.cluster.local", store),
+        )
         + f"""
 ---
 apiVersion: gateway.networking.k8s.io/v1
