@@ -361,7 +361,35 @@ def test_with_the_dns_check_grpc_clients_connect_to_the_checked_addresses(tmp_pa
         assert world.serving(outside_target, "external") == {"status": "SERVING"}, dragoman.log()[
             -3000:
         ]
-        # The client resolved nothing: the name is unknown to its own resolver.
+        # sessionAffinity ClientIP: gRPC accepts the ring-hash cluster (it hashes each call
+        # itself, source_ip being a proxy's notion).
+        (directory / "sticky.yaml").write_text(
+            textwrap.dedent(
+                f"""
+                apiVersion: v1
+                kind: Service
+                metadata: {{name: sticky, namespace: default}}
+                spec:
+                  selector: {{app: sticky}}
+                  sessionAffinity: ClientIP
+                  ports: [{{name: grpc, port: {port}, targetPort: {pod_port}}}]
+                ---
+                apiVersion: discovery.k8s.io/v1
+                kind: EndpointSlice
+                metadata:
+                  name: sticky-1
+                  namespace: default
+                  labels: {{kubernetes.io/service-name: sticky}}
+                addressType: IPv4
+                ports: [{{name: grpc, port: {pod_port}}}]
+                endpoints: [{{addresses: [127.0.0.2]}}]
+                """
+            )
+        )
+        sticky = f"xds:///sticky.default.svc.cluster.local:{port}"
+        assert world.serving(sticky, "pod-a") == {"status": "SERVING"}, dragoman.log()[-3000:]
+        # The client resolved nothing (the name is unknown to its own resolver), and gRPC
+        # accepted every resource.
         assert "NACK" not in dragoman.log()
     finally:
         if probe is not None:
