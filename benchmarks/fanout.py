@@ -4,6 +4,7 @@
     python benchmarks/fanout.py --streams 1000 --delta # the same over delta ADS
     python benchmarks/fanout.py --eds                  # each stream also subscribes every CLA
     python benchmarks/fanout.py --matrix               # CDS-only and EDS, SotW and delta
+    python benchmarks/fanout.py --matrix --tls both    # each of those plaintext, then mTLS
     python benchmarks/fanout.py --streams 300 --clusters 5000 --updates 5
     python benchmarks/fanout.py --grpc-services 2000 --grpc-services 10000
 
@@ -20,6 +21,10 @@ EDS, which ADS sends after CDS) and until every ACK is back at the server (clien
 CLOCK_MONOTONIC is shared by the processes). Reported: median and p99 over the updates, the
 server's peak RSS, RSS per idle stream (RSS growth from before the clients connected to all
 of them connected and idle, divided by S) and server CPU seconds per update.
+
+`--tls on` serves over mutual TLS (certificates from `dragoman.security.certgen`, every client
+with the fleet identity, each stream its own TLS connection); `--tls both` runs every scenario
+in plaintext and then over mutual TLS, so the two can be read side by side.
 
 `--grpc-services N` instead times the proxyless gRPC clients' translation of N Services (the
 synthetic store of benchmarks/translate.py) and how long the event loop stalls while it
@@ -38,9 +43,11 @@ import gc
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -70,11 +77,14 @@ from dragoman.envoy.core import ads_config_source, seconds
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.metrics import Metrics
+from dragoman.security.files import TlsFiles
+from dragoman.security.files_store import write_files
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
 from dragoman.xds.server import XdsCallbacks, bound_port, start_xds_server
 from dragoman.xds.sotw import Ack, StreamEvent
+from dragoman.xds.tls import RotatingServerCredentials
 
 GROUP = "bench/gateway"
 SETTLE_TIMEOUT_S = 120.0
@@ -198,6 +208,7 @@ class Scenario:
     eds: bool
     metrics: bool = False  # the server counts with dragoman's Prometheus metrics hooks
     metrics_services: int = 10_000  # Services in the store behind the reported scrape
+    tls: bool = False
 
 
 @dataclass
@@ -239,8 +250,18 @@ async def run_scenario(scenario: Scenario) -> Result:
             progress.on_event(stream, event)
 
         callbacks = dataclasses.replace(hooks, on_event=both)
-    server = await start_xds_server(cache, "127.0.0.1:0", registry=registry, callbacks=callbacks)
-    address = f"127.0.0.1:{bound_port(server)}"
+    tls_dir = tempfile.mkdtemp(prefix="dragoman-fanout-") if scenario.tls else ""
+    credentials = None
+    if tls_dir:
+        write_files(Path(tls_dir), server_names=("localhost",), days=1)
+        credentials = RotatingServerCredentials(
+            TlsFiles(*(Path(tls_dir) / name for name in ("server.crt", "server.key", "ca.crt")))
+        )
+    server = await start_xds_server(
+        cache, "127.0.0.1:0", registry=registry, callbacks=callbacks, tls=credentials
+    )
+    # With TLS, the name the server certificate carries.
+    address = f"{'localhost' if tls_dir else '127.0.0.1'}:{bound_port(server)}"
     gc.collect()
     rss_before = rss_kib()
     trimmed_before = trimmed_rss_kib()
@@ -256,6 +277,7 @@ async def run_scenario(scenario: Scenario) -> Result:
             address,
             "--worker-id",
             str(w),
+            *(["--tls-dir", tls_dir] if tls_dir else []),
             *scenario_args(
                 Scenario(
                     count,
@@ -264,6 +286,7 @@ async def run_scenario(scenario: Scenario) -> Result:
                     1,
                     scenario.delta,
                     scenario.eds,
+                    tls=scenario.tls,
                 )
             ),
             stdin=asyncio.subprocess.PIPE,
@@ -316,6 +339,8 @@ async def run_scenario(scenario: Scenario) -> Result:
                 proc.kill()
             await proc.wait()
         await server.stop(None)
+        if tls_dir:
+            shutil.rmtree(tls_dir, ignore_errors=True)
     return Result(
         scenario,
         received_s,
@@ -374,10 +399,24 @@ class Recorder:
         self.times.setdefault(version, []).append(time.monotonic())
 
 
+def client_channel(address: str, tls_dir: str) -> grpc.aio.Channel:
+    # A subchannel pool per channel: one connection (and TLS session) per stream, as Envoys.
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    if not tls_dir:
+        return grpc.aio.insecure_channel(address, options=options)
+    files = [(Path(tls_dir) / name).read_bytes() for name in ("ca.crt", "fleet.key", "fleet.crt")]
+    return grpc.aio.secure_channel(address, grpc.ssl_channel_credentials(*files), options=options)
+
+
 async def sotw_client(
-    address: str, node: Node, eds_names: list[str], recorder: Recorder, ready: asyncio.Event
+    address: str,
+    node: Node,
+    eds_names: list[str],
+    recorder: Recorder,
+    ready: asyncio.Event,
+    tls_dir: str = "",
 ) -> None:
-    channel = grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+    channel = client_channel(address, tls_dir)
     stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
     call = stub.StreamAggregatedResources()
     measured = measured_type(bool(eds_names))
@@ -404,9 +443,14 @@ async def sotw_client(
 
 
 async def delta_client(
-    address: str, node: Node, eds_names: list[str], recorder: Recorder, ready: asyncio.Event
+    address: str,
+    node: Node,
+    eds_names: list[str],
+    recorder: Recorder,
+    ready: asyncio.Event,
+    tls_dir: str = "",
 ) -> None:
-    channel = grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+    channel = client_channel(address, tls_dir)
     stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
     call = stub.DeltaAggregatedResources()
     measured = measured_type(bool(eds_names))
@@ -427,7 +471,7 @@ async def delta_client(
         ready.set()
 
 
-async def worker(address: str, scenario: Scenario, worker_id: int) -> None:
+async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str = "") -> None:
     recorder = Recorder()
     client = delta_client if scenario.delta else sotw_client
     eds_names = [cluster_name(i) for i in range(scenario.clusters)] if scenario.eds else []
@@ -440,6 +484,7 @@ async def worker(address: str, scenario: Scenario, worker_id: int) -> None:
                 eds_names,
                 recorder,
                 ready,
+                tls_dir,
             )
         )
         for i, ready in enumerate(readies)
@@ -526,7 +571,7 @@ def p99(values: list[float]) -> float:
 
 def report(result: Result) -> None:
     scenario = result.scenario
-    kind = "delta ADS" if scenario.delta else "SotW ADS"
+    kind = ("delta ADS" if scenario.delta else "SotW ADS") + (", mTLS" if scenario.tls else "")
     subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
     per_stream = (result.rss_idle_kib - result.rss_before_kib) / scenario.streams
     in_use = (result.trimmed_idle_kib - result.trimmed_before_kib) / scenario.streams
@@ -583,6 +628,7 @@ def scenario_args(scenario: Scenario) -> list[str]:
             if scenario.metrics
             else []
         ),
+        *(["--tls", "on"] if scenario.tls else []),
     ]
 
 
@@ -615,7 +661,14 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         help="time the gRPC clients' translation of N Services instead (repeatable)",
     )
+    made.add_argument(
+        "--tls",
+        choices=["off", "on", "both"],
+        default="off",
+        help="mutual TLS: off (default), on, or both (each scenario plaintext, then TLS)",
+    )
     made.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    made.add_argument("--tls-dir", default="", help=argparse.SUPPRESS)
     made.add_argument("--address", help=argparse.SUPPRESS)
     made.add_argument("--worker-id", type=int, default=0, help=argparse.SUPPRESS)
     return made
@@ -626,6 +679,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
     modes = [(d, e) for e in (False, True) for d in (False, True)]
     if not args.matrix:
         modes = [(args.delta, args.eds)]
+    securities = {"off": [False], "on": [True], "both": [False, True]}[args.tls]
     return [
         Scenario(
             streams,
@@ -636,9 +690,11 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
             eds,
             args.metrics,
             args.metrics_services,
+            tls,
         )
         for delta, eds in modes
         for streams in args.streams or [100, 1000]
+        for tls in securities
     ]
 
 
@@ -650,7 +706,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     wanted = scenarios(args)
     if args.worker:
-        asyncio.run(worker(args.address, wanted[0], args.worker_id))
+        asyncio.run(worker(args.address, wanted[0], args.worker_id, args.tls_dir))
         return 0
     if len(wanted) == 1:
         report(asyncio.run(run_scenario(wanted[0])))

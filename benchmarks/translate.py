@@ -32,11 +32,13 @@ import tracemalloc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from envoy.config.accesslog.v3 import accesslog_pb2
 from envoy.config.cluster.v3 import cluster_pb2
-from envoy.config.core.v3 import address_pb2, config_source_pb2
+from envoy.config.core.v3 import address_pb2, config_source_pb2, substitution_format_string_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
+from envoy.extensions.access_loggers.stream.v3 import stream_pb2
 from envoy.extensions.clusters.common.dns.v3 import dns_pb2
 from envoy.extensions.clusters.dns.v3 import dns_cluster_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
@@ -46,11 +48,12 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
-from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
+from google.protobuf import any_pb2, duration_pb2, struct_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
 from dragoman.dag.build import build
 from dragoman.dag.upstreams.endpoints import refresh_load_assignments
+from dragoman.envoy.access_log import JSON_FIELDS as ACCESS_LOG_JSON_FIELDS
 from dragoman.envoy.translate import translate, translate_endpoints
 from dragoman.objects import (
     BackendRef,
@@ -441,8 +444,17 @@ def _emit_http(
     half: int,
     l4: bool,
 ) -> None:
-    # The one listener: HTTP connection manager fetching its routes over ADS.
+    # The one listener: HTTP connection manager fetching its routes over ADS, with the
+    # default access log (JSON lines on standard output).
+    log_fields = struct_pb2.Struct()
+    log_fields.update(ACCESS_LOG_JSON_FIELDS)
+    stdout = stream_pb2.StdoutAccessLog(
+        log_format=substitution_format_string_pb2.SubstitutionFormatString(json_format=log_fields)
+    )
     manager = hcm_pb2.HttpConnectionManager(
+        access_log=[
+            accesslog_pb2.AccessLog(name="envoy.access_loggers.stdout", typed_config=_pack(stdout))
+        ],
         stat_prefix=listener_name,
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
         rds=hcm_pb2.Rds(config_source=_ads(), route_config_name=listener_name),

@@ -6,10 +6,10 @@ import argparse
 from collections.abc import Sequence
 
 from dragoman import __version__
-from dragoman.commands import bootstrap, check, clients, demo, render, serve, status
+from dragoman.commands import bootstrap, certgen, check, clients, demo, render, serve, status
 
 # Each module adds its subparser and sets `run`; the order is the order of `--help`.
-COMMANDS = (serve, render, check, bootstrap, demo, clients, status)
+COMMANDS = (serve, render, check, bootstrap, certgen, demo, clients, status)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -7,9 +7,11 @@ import sys
 
 from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
+    add_xds_client_tls,
     dns_server,
     gateway_ref,
     host_port,
+    xds_client_tls,
     xds_cluster_name,
 )
 
@@ -70,12 +72,28 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="incremental (delta) xDS instead of state of the world",
     )
+    add_xds_client_tls(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from dragoman.envoy.bootstrap import bootstrap_yaml
+    from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+    from dragoman.security.files import TlsFileError
 
+    try:
+        files = xds_client_tls(args)
+    except TlsFileError as error:
+        print(f"dragoman bootstrap: {error}", file=sys.stderr)
+        return 2
+    tls = None
+    if files is not None:
+        # Paths as given: they name files on Envoy's machine (a mounted Secret, say).
+        tls = XdsClientTls(
+            trusted_ca=str(files.trusted_ca),
+            certificate=str(files.certificate),
+            private_key=str(files.private_key),
+            server_name=args.xds_server_name or "",
+        )
     sys.stdout.write(
         bootstrap_yaml(
             args.xds_address,
@@ -87,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             xds_transport=args.xds_transport,
             delta=args.delta,
             xds_cluster_name=args.xds_cluster_name,
+            xds_tls=tls,
             stats_address=args.envoy_stats_address,
         )
     )

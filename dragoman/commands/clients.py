@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dragoman.commands.common import DEFAULT_XDS_ADDRESS, host_port
+from dragoman.commands.common import (
+    DEFAULT_XDS_ADDRESS,
+    add_xds_client_tls,
+    host_port,
+    xds_client_tls,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -19,16 +24,26 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--resources", action="store_true", help="one row per resource instead of per type"
     )
     parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="default: 5")
+    add_xds_client_tls(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import grpc
 
+    from dragoman.security.files import TlsFileError
     from dragoman.xds.csds_client import client_rows, fetch_client_status, format_table
 
     try:
-        response = fetch_client_status(args.xds_address, timeout=args.timeout)
+        response = fetch_client_status(
+            args.xds_address,
+            timeout=args.timeout,
+            tls=xds_client_tls(args),
+            server_name=args.xds_server_name or "",
+        )
+    except TlsFileError as error:
+        print(f"dragoman clients: {error}", file=sys.stderr)
+        return 2
     except grpc.RpcError as error:
         code = error.code() if isinstance(error, grpc.Call) else None
         detail = error.details() if isinstance(error, grpc.Call) else str(error)

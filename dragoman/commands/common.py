@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from dragoman.dag.model import Dag
     from dragoman.dag.options import BuildOptions
     from dragoman.runtime.server_config import ServerConfig
+    from dragoman.security.files import TlsFiles
     from dragoman.store import Store
 
 DEFAULT_XDS_ADDRESS = "127.0.0.1:18000"
@@ -184,3 +185,88 @@ def checked_build(store: Store, options: BuildOptions, config: ServerConfig) -> 
     checker = DnsChecker(config.dns_check, policy=options.external_names)
     asyncio.run(checker.check(dag.dns_hostnames))
     return build(store, options, checker.observations)
+
+
+def add_xds_server_tls(parser: argparse.ArgumentParser) -> None:
+    tls = parser.add_argument_group(
+        "xDS security (mutual TLS; without it, plaintext on a loopback address only)"
+    )
+    tls.add_argument("--xds-tls-cert", type=Path, metavar="FILE", help="server certificate (PEM)")
+    tls.add_argument("--xds-tls-key", type=Path, metavar="FILE", help="its private key (PEM)")
+    tls.add_argument(
+        "--xds-tls-client-ca",
+        type=Path,
+        metavar="FILE",
+        help="CA that signs client certificates (PEM); clients without one are refused",
+    )
+    tls.add_argument(
+        "--xds-insecure",
+        action="store_true",
+        help="allow plaintext xDS on an address other than loopback (anyone who can connect "
+        "receives every private key served)",
+    )
+
+
+def xds_server_tls(args: argparse.Namespace) -> TlsFiles | None:
+    """The server's TLS files, read and checked; None without the flags.
+
+    Raises TlsFileError naming the file with a problem, or the flag missing.
+    """
+    from dragoman.security.files import TlsFileError, TlsFiles, load_material
+
+    given = {
+        "--xds-tls-cert": args.xds_tls_cert,
+        "--xds-tls-key": args.xds_tls_key,
+        "--xds-tls-client-ca": args.xds_tls_client_ca,
+    }
+    if not any(given.values()):
+        return None
+    missing = [flag for flag, value in given.items() if value is None]
+    if missing:
+        raise TlsFileError(
+            f"mutual TLS needs --xds-tls-cert, --xds-tls-key and --xds-tls-client-ca; "
+            f"missing {', '.join(missing)}"
+        )
+    files = TlsFiles(args.xds_tls_cert, args.xds_tls_key, args.xds_tls_client_ca)
+    load_material(files)
+    return files
+
+
+def add_xds_client_tls(parser: argparse.ArgumentParser) -> None:
+    tls = parser.add_argument_group("xDS security (mutual TLS to dragoman)")
+    tls.add_argument(
+        "--xds-tls-ca", type=Path, metavar="FILE", help="CA that signed dragoman's certificate"
+    )
+    tls.add_argument(
+        "--xds-tls-cert", type=Path, metavar="FILE", help="this client's certificate (PEM)"
+    )
+    tls.add_argument("--xds-tls-key", type=Path, metavar="FILE", help="its private key (PEM)")
+    tls.add_argument(
+        "--xds-server-name",
+        metavar="NAME",
+        help="name dragoman's certificate must carry (default: the host of --xds-address)",
+    )
+
+
+def xds_client_tls(args: argparse.Namespace) -> TlsFiles | None:
+    """The client's TLS files; None without the flags. Raises TlsFileError if incomplete."""
+    from dragoman.security.files import TlsFileError, TlsFiles
+
+    given = {
+        "--xds-tls-ca": args.xds_tls_ca,
+        "--xds-tls-cert": args.xds_tls_cert,
+        "--xds-tls-key": args.xds_tls_key,
+    }
+    if not any(given.values()):
+        if args.xds_server_name:
+            raise TlsFileError(
+                "--xds-server-name needs --xds-tls-ca, --xds-tls-cert, --xds-tls-key"
+            )
+        return None
+    missing = [flag for flag, value in given.items() if value is None]
+    if missing:
+        raise TlsFileError(
+            f"mutual TLS needs --xds-tls-ca, --xds-tls-cert and --xds-tls-key; "
+            f"missing {', '.join(missing)}"
+        )
+    return TlsFiles(args.xds_tls_cert, args.xds_tls_key, args.xds_tls_ca)

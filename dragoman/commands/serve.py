@@ -13,6 +13,7 @@ from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
     add_config,
     add_logging,
+    add_xds_server_tls,
     gateway_address,
     host_port,
     manifest_dir,
@@ -20,6 +21,7 @@ from dragoman.commands.common import (
     ops_address,
     server_config,
     xds_cluster_name,
+    xds_server_tls,
 )
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="where clients reach the Gateways, written to their status.addresses; repeat "
         "for several",
     )
+    add_xds_server_tls(parser)
     add_config(parser)
     _add_kubernetes_arguments(parser)
     add_logging(parser)
@@ -147,10 +150,24 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.options import TranslateOptions
+    from dragoman.security.files import TlsFileError
+    from dragoman.xds.server import is_loopback
 
     log = logging.getLogger("dragoman")
     config = server_config(args)
     if config is None:
+        return 2
+    try:
+        args.xds_tls = xds_server_tls(args)
+    except TlsFileError as error:
+        log.error("xDS TLS: %s", error)
+        return 2
+    if args.xds_tls is None and not args.xds_insecure and not is_loopback(args.xds_address):
+        log.error(
+            "refusing to serve xDS in plaintext on %s: give --xds-tls-cert, --xds-tls-key and "
+            "--xds-tls-client-ca (see `dragoman certgen`), or --xds-insecure if this is meant",
+            args.xds_address,
+        )
         return 2
     translate_options = config.translate_options(
         TranslateOptions(
@@ -177,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
         build_options=build_options,
         translate_options=translate_options,
         dns_check=config.dns_check,
+        xds_tls=args.xds_tls,
+        xds_insecure=args.xds_insecure,
         ops_address=ops,
     )
     try:
@@ -226,6 +245,8 @@ def _run_kubernetes(
         build_options=build_options,
         translate_options=translate_options,
         dns_check=server.dns_check,
+        xds_tls=args.xds_tls,
+        xds_insecure=args.xds_insecure,
     )
     try:
         asyncio.run(serve_kubernetes(config))

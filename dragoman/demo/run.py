@@ -18,12 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dragoman.envoy.bootstrap import bootstrap_yaml
+from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+from dragoman.security.files_store import write_files
 
 log = logging.getLogger("dragoman.demo")
 
 BUNDLED_MANIFESTS = (Path(__file__).parent / "manifests").resolve()
 LISTENER_URL = "http://127.0.0.1:8080"
+DEMO_GATEWAY = "default/demo"
 # What the bundled manifests name: EndpointSlice addresses of `web`, the ExternalName target.
 WEB_BACKENDS = (("web-1", "127.0.0.2", 9001), ("web-2", "127.0.0.3", 9001))
 EXTERNAL_HOST, EXTERNAL_ADDRESS, EXTERNAL_PORT = "api.demo.test", "127.0.0.4", 9080
@@ -120,7 +122,7 @@ def _require_free(host: str, port: int) -> None:
 
 @contextlib.contextmanager
 def _dragoman(
-    manifests: Path, xds_address: str, log_path: Path, metrics_port: int
+    manifests: Path, xds_address: str, log_path: Path, metrics_port: int, tls: Path
 ) -> Iterator[subprocess.Popen[bytes]]:
     # The demo's pods are processes on 127.0.0.x: loopback endpoint addresses are dropped
     # unless the configuration makes an exception for them.
@@ -141,6 +143,12 @@ def _dragoman(
                 "127.0.0.1",
                 "--config",
                 str(config),
+                "--xds-tls-cert",
+                str(tls / "server.crt"),
+                "--xds-tls-key",
+                str(tls / "server.key"),
+                "--xds-tls-client-ca",
+                str(tls / "ca.crt"),
                 "--metrics-address",
                 f"127.0.0.1:{metrics_port}",
             ],
@@ -197,14 +205,23 @@ def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
 
         xds_address = f"127.0.0.1:{_free_port()}"
         dragoman_log = workdir / "dragoman.log"
-        stack.enter_context(_dragoman(manifests, xds_address, dragoman_log, metrics_port))
+        # Mutual TLS on xDS, as everywhere: a throwaway CA, gone with the directory.
+        tls = workdir / "tls"
+        write_files(tls, server_names=("127.0.0.1",), gateways=[DEMO_GATEWAY], days=1)
+        stack.enter_context(_dragoman(manifests, xds_address, dragoman_log, metrics_port, tls))
+        client = "gateway-" + DEMO_GATEWAY.replace("/", "-")
         bootstrap = bootstrap_yaml(
             xds_address,
             node_id="demo-envoy",
-            node_cluster="default/demo",
+            node_cluster=DEMO_GATEWAY,
             admin_socket=str(workdir / "admin.sock"),
             dns_resolvers=[f"127.0.0.1:{dns.port}"],
             dns_use_tcp=True,
+            xds_tls=XdsClientTls(
+                trusted_ca=str(tls / "ca.crt"),
+                certificate=str(tls / f"{client}.crt"),
+                private_key=str(tls / f"{client}.key"),
+            ),
         )
         envoy = stack.enter_context(
             EnvoyProcess(bootstrap, workdir, workdir / "admin.sock", workdir / "envoy.log")

@@ -1,14 +1,18 @@
 """An Envoy bootstrap that fetches everything else from dragoman over gRPC xDS.
 
 Four transports: ADS (one stream for every type) or one stream per type, each either
-state of the world or incremental (delta). The default is ADS, state of the world.
+state of the world or incremental (delta). The default is ADS, state of the world. With
+`XdsClientTls`, the connection to dragoman is mutual TLS: Envoy checks dragoman's certificate
+name and presents its own certificate, re-reading the files when they change on disk.
 """
 
 from __future__ import annotations
 
 import functools
 import ipaddress
+import posixpath
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from envoy.config.bootstrap.v3 import bootstrap_pb2
@@ -19,7 +23,9 @@ from envoy.config.core.v3 import (
     grpc_service_pb2,
     protocol_pb2,
 )
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
+from envoy.type.matcher.v3 import string_pb2
 
 from dragoman.envoy.core import ads_config_source, pack, seconds
 from dragoman.envoy.dns import cares_resolver, dns_cluster_type
@@ -33,8 +39,24 @@ DEFAULT_ADMIN_SOCKET = "/tmp/dragoman-envoy-admin.sock"
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 DNS_PORT = 53
 
+TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
+
 XdsTransport = Literal["ads", "per-type"]
 XDS_TRANSPORTS: tuple[XdsTransport, ...] = ("ads", "per-type")
+
+
+@dataclass(frozen=True, slots=True)
+class XdsClientTls:
+    """Files on Envoy's machine (paths, never read here) for mutual TLS to dragoman.
+
+    `server_name`: the name dragoman's certificate must carry (DNS name or IP address);
+    empty: the host of the xDS address.
+    """
+
+    trusted_ca: str
+    certificate: str
+    private_key: str
+    server_name: str = ""
 
 
 def xds_cluster_name_problem(name: str) -> str | None:
@@ -88,6 +110,7 @@ def bootstrap_message(
     xds_transport: XdsTransport = "ads",
     delta: bool = False,
     xds_cluster_name: str = XDS_CLUSTER,
+    xds_tls: XdsClientTls | None = None,
     stats_address: str | None = None,
 ) -> bootstrap_pb2.Bootstrap:
     """`node_cluster` names the Gateway (`namespace/name`) whose configuration this Envoy gets.
@@ -127,7 +150,13 @@ def bootstrap_message(
         node=base_pb2.Node(id=node_id, cluster=node_cluster),
         static_resources=bootstrap_pb2.Bootstrap.StaticResources(
             clusters=[
-                xds_cluster(host, port, system_resolver=bool(dns_resolvers), name=xds_cluster_name)
+                xds_cluster(
+                    host,
+                    port,
+                    system_resolver=bool(dns_resolvers),
+                    name=xds_cluster_name,
+                    tls=xds_tls,
+                )
             ]
         ),
         dynamic_resources=dynamic,
@@ -151,7 +180,12 @@ def bootstrap_message(
 
 
 def xds_cluster(
-    host: str, port: int, *, system_resolver: bool, name: str = XDS_CLUSTER
+    host: str,
+    port: int,
+    *,
+    system_resolver: bool,
+    name: str = XDS_CLUSTER,
+    tls: XdsClientTls | None = None,
 ) -> cluster_pb2.Cluster:
     http2 = http_protocol_options_pb2.HttpProtocolOptions(
         explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
@@ -169,6 +203,12 @@ def xds_cluster(
         typed_extension_protocol_options={HTTP_PROTOCOL_OPTIONS: pack(http2)},
         load_assignment=single_host_assignment(name, host, port),
     )
+    if tls is not None:
+        cluster.transport_socket.CopyFrom(
+            base_pb2.TransportSocket(
+                name=TLS_TRANSPORT_SOCKET, typed_config=pack(xds_tls_context(tls, host))
+            )
+        )
     if _is_ip(host):
         cluster.type = cluster_pb2.Cluster.STATIC
         # A STATIC host is an address, not a name.
@@ -187,6 +227,47 @@ def xds_cluster(
             )
         )
     return cluster
+
+
+def xds_tls_context(tls: XdsClientTls, host: str) -> tls_pb2.UpstreamTlsContext:
+    """Mutual TLS to dragoman: its certificate must carry `server_name` (or `host`).
+
+    `watched_directory`: Envoy re-reads the files when their directory changes, which is
+    how a mounted Kubernetes Secret is updated (an atomic swap of the directory's contents).
+    """
+    name = tls.server_name or host
+    san_type = (
+        common_pb2.SubjectAltNameMatcher.IP_ADDRESS
+        if _is_ip(name)
+        else common_pb2.SubjectAltNameMatcher.DNS
+    )
+    certificate = common_pb2.TlsCertificate(
+        certificate_chain=base_pb2.DataSource(filename=tls.certificate),
+        private_key=base_pb2.DataSource(filename=tls.private_key),
+        watched_directory=base_pb2.WatchedDirectory(path=_directory(tls.certificate)),
+    )
+    validation = common_pb2.CertificateValidationContext(
+        trusted_ca=base_pb2.DataSource(filename=tls.trusted_ca),
+        watched_directory=base_pb2.WatchedDirectory(path=_directory(tls.trusted_ca)),
+        match_typed_subject_alt_names=[
+            common_pb2.SubjectAltNameMatcher(
+                san_type=san_type, matcher=string_pb2.StringMatcher(exact=name)
+            )
+        ],
+    )
+    return tls_pb2.UpstreamTlsContext(
+        common_tls_context=tls_pb2.CommonTlsContext(
+            tls_certificates=[certificate],
+            validation_context=validation,
+            # gRPC is HTTP/2; dragoman's server speaks nothing else.
+            alpn_protocols=["h2"],
+        ),
+        sni="" if _is_ip(name) else name,
+    )
+
+
+def _directory(path: str) -> str:
+    return posixpath.dirname(path) or "."
 
 
 def split_host_port(value: str, *, default_port: int | None) -> tuple[str, int]:

@@ -1,5 +1,6 @@
 """What listeners that read or terminate clients' TLS share: the TLS inspector (it reads the
-SNI so filter chains can match on it) and the downstream TLS transport socket."""
+SNI so filter chains can match on it) and the downstream TLS transport socket, which names
+its certificates for SDS (`dragoman.envoy.secrets`) and never holds a key."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from collections.abc import Sequence
 from envoy.config.core.v3 import base_pb2
 from envoy.config.listener.v3 import listener_components_pb2
 from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
-from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 
 from dragoman.dag.model import TlsCertificate
 from dragoman.envoy.core import pack
+from dragoman.envoy.secrets import sds_secret_config
 
 TLS_INSPECTOR = "envoy.filters.listener.tls_inspector"
 TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
@@ -28,14 +30,8 @@ def downstream_tls_socket(
 ) -> base_pb2.TransportSocket:
     context = tls_pb2.DownstreamTlsContext(
         common_tls_context=tls_pb2.CommonTlsContext(
-            tls_certificates=[
-                common_pb2.TlsCertificate(
-                    certificate_chain=base_pb2.DataSource(
-                        inline_bytes=certificate.certificate_chain
-                    ),
-                    private_key=base_pb2.DataSource(inline_bytes=certificate.private_key),
-                )
-                for certificate in certificates
+            tls_certificate_sds_secret_configs=[
+                sds_secret_config(certificate) for certificate in certificates
             ],
             alpn_protocols=list(alpn),
         )

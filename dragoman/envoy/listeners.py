@@ -1,5 +1,6 @@
 """Listeners → envoy.config.listener.v3.Listener: plain HTTP with one HTTP connection manager,
-or HTTPS with one TLS filter chain per server name (SNI), each with its own route table."""
+or HTTPS with one TLS filter chain per server name (SNI), each with its own route table and
+its certificates fetched over SDS (`dragoman.envoy.secrets`)."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ Serving hands each such client `PerTypeConfigSources.per_type` of its group's sn
 
 Translation emits EDS clusters and RDS connection managers whose config source is `ads {}`.
 A client fetching clusters over StreamClusters (or DeltaClusters) has no ADS stream, so the
-clusters and listeners it is served name a per-type config source instead: its own kind
-(SotW or delta) through the bootstrap's cluster for dragoman (`dragoman-xds`, or the name
-`serve --xds-cluster-name` gives). The rewrite is pure, done
+clusters and listeners (RDS and SDS) it is served name a per-type config source instead: its
+own kind (SotW or delta) through the bootstrap's cluster for dragoman (`dragoman-xds`, or the
+name `serve --xds-cluster-name` gives). The rewrite is pure, done
 once per distinct resource and variant, and shared by every stream of that variant.
 """
 
@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.core.v3.base_pb2 import TransportSocket
 from envoy.config.core.v3.config_source_pb2 import ConfigSource
 from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
 )
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from google.protobuf.message import DecodeError
 
 from dragoman.envoy.bootstrap import XDS_CLUSTER, per_type_config_source
@@ -91,21 +93,26 @@ def _rewritten(resource: Resource, delta: bool, cluster_name: str) -> Resource:
 
 
 def _cluster(body: bytes, delta: bool, cluster_name: str) -> bytes | None:
-    """The cluster with a per-type EDS config source, or None if it has no ADS one."""
+    """The cluster with per-type EDS and SDS config sources, or None if it has no ADS one."""
     try:
         cluster = Cluster.FromString(body)
     except DecodeError:
         return None
-    if not _is_ads(cluster.eds_cluster_config.eds_config):
-        return None
-    cluster.eds_cluster_config.eds_config.CopyFrom(
-        per_type_config_source(delta=delta, cluster_name=cluster_name)
-    )
-    return cluster.SerializeToString(deterministic=True)
+    changed = False
+    if _is_ads(cluster.eds_cluster_config.eds_config):
+        cluster.eds_cluster_config.eds_config.CopyFrom(
+            per_type_config_source(delta=delta, cluster_name=cluster_name)
+        )
+        changed = True
+    if cluster.HasField("transport_socket"):
+        changed |= _per_type_sds(
+            cluster.transport_socket, tls_pb2.UpstreamTlsContext, delta, cluster_name
+        )
+    return cluster.SerializeToString(deterministic=True) if changed else None
 
 
 def _listener(body: bytes, delta: bool, cluster_name: str) -> bytes | None:
-    """The listener with per-type RDS config sources, or None if it has no ADS one."""
+    """The listener with per-type RDS and SDS config sources, or None if it has no ADS one."""
     try:
         listener = Listener.FromString(body)
     except DecodeError:
@@ -119,7 +126,31 @@ def _listener(body: bytes, delta: bool, cluster_name: str) -> bytes | None:
             )
             config.value = manager.SerializeToString(deterministic=True)
             changed = True
+    for chain in listener.filter_chains:
+        changed |= _per_type_sds(
+            chain.transport_socket, tls_pb2.DownstreamTlsContext, delta, cluster_name
+        )
     return listener.SerializeToString(deterministic=True) if changed else None
+
+
+TlsContext = type[tls_pb2.DownstreamTlsContext] | type[tls_pb2.UpstreamTlsContext]
+
+
+def _per_type_sds(
+    socket: TransportSocket, context_type: TlsContext, delta: bool, cluster_name: str
+) -> bool:
+    """Point the TLS context's SDS certificate configs at per-type streams; True if any."""
+    type_url = "type.googleapis.com/" + context_type.DESCRIPTOR.full_name
+    if not socket.HasField("typed_config") or socket.typed_config.type_url != type_url:
+        return False
+    context = context_type.FromString(socket.typed_config.value)
+    sds = context.common_tls_context.tls_certificate_sds_secret_configs
+    ads = [config for config in sds if _is_ads(config.sds_config)]
+    for config in ads:
+        config.sds_config.CopyFrom(per_type_config_source(delta=delta, cluster_name=cluster_name))
+    if ads:
+        socket.typed_config.value = context.SerializeToString(deterministic=True)
+    return bool(ads)
 
 
 def _is_ads(source: ConfigSource) -> bool:

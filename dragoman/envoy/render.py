@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,13 +16,14 @@ from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2,
 )
-from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
+from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2
 from google.protobuf.message import Message
 
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.security.pem import holds_private_key
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET, Snapshot
 
 # Every type packed in an Any by the translators: json_format can only expand an Any whose
 # type is registered, and importing a module registers its types.
@@ -36,7 +36,8 @@ ANY_TYPE_MODULES = (
     tls_pb2,
 )
 
-# Fields holding secret material, shown only as this: the output is meant to be shared.
+# Fields holding secret material, shown only as this: the output is meant to be shared. Any
+# other value holding a private key (by its content: PEM, or base64 of PEM or DER) is too.
 SECRET_FIELDS = frozenset({"private_key"})
 REDACTED = "[redacted]"
 
@@ -44,6 +45,7 @@ REDACTED = "[redacted]"
 SECTIONS: tuple[tuple[str, str, type[Message]], ...] = (
     ("clusters", CLUSTER, cluster_pb2.Cluster),
     ("endpoints", ENDPOINT, endpoint_pb2.ClusterLoadAssignment),
+    ("secrets", SECRET, secret_pb2.Secret),
     ("listeners", LISTENER, listener_pb2.Listener),
     ("routes", ROUTE, route_pb2.RouteConfiguration),
 )
@@ -77,18 +79,6 @@ def redacted(value: Any) -> Any:
         }
     if isinstance(value, list):
         return [redacted(item) for item in value]
-    if isinstance(value, str) and _holds_private_key(value):
+    if isinstance(value, str) and holds_private_key(value):
         return REDACTED
     return value
-
-
-def _holds_private_key(text: str) -> bool:
-    if "PRIVATE KEY" in text:
-        return True
-    # Bytes fields are base64 in the JSON mapping: "-----BEGIN" encodes as "LS0tLS1CRUdJTi".
-    if "LS0tLS1CRUdJTi" in text:
-        try:
-            return b"PRIVATE KEY" in base64.b64decode(text, validate=False)
-        except ValueError:
-            return True  # undecodable but PEM-looking: hide it rather than guess
-    return False

@@ -12,6 +12,7 @@ from envoy.type.matcher.v3 import string_pb2
 
 from dragoman.dag.model import H2, SubjectAltNameMatch, UpstreamTls
 from dragoman.envoy.core import pack
+from dragoman.envoy.secrets import sds_secret_config
 
 TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
 SAN_TYPES = {
@@ -33,15 +34,9 @@ def upstream_tls_context(
     )
     common = tls_pb2.CommonTlsContext(validation_context=validation)
     if tls.client_certificate is not None:
-        # Presented when the upstream asks for a client certificate (mutual TLS).
-        common.tls_certificates.append(
-            common_pb2.TlsCertificate(
-                certificate_chain=base_pb2.DataSource(
-                    inline_bytes=tls.client_certificate.certificate_chain
-                ),
-                private_key=base_pb2.DataSource(inline_bytes=tls.client_certificate.private_key),
-            )
-        )
+        # Presented when the upstream asks for a client certificate (mutual TLS); named for
+        # SDS, so the key never travels inside a Cluster.
+        common.tls_certificate_sds_secret_configs.append(sds_secret_config(tls.client_certificate))
     if protocol == H2:
         # HTTP/2 only (gRPC): offer nothing else. Otherwise the HTTP protocol options'
         # auto_config offers h2 and http/1.1 and speaks what the upstream picks.

@@ -6,7 +6,7 @@ the same Resource object is shared by every group that serves it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from dragoman.dag.model import (
@@ -14,21 +14,26 @@ from dragoman.dag.model import (
     Dag,
     DnsCluster,
     EdsCluster,
+    HttpsListener,
     Listener,
     LoadAssignment,
     NodeGroup,
     RouteTable,
+    TcpListener,
+    TlsCertificate,
 )
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.endpoints import cluster_load_assignment
 from dragoman.envoy.listeners import listener
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.routes import route_configuration
+from dragoman.envoy.secrets import secret, secret_name
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,
     ROUTE,
+    SECRET,
     Resource,
     Snapshot,
     TypeSnapshot,
@@ -78,6 +83,7 @@ def translate_endpoints(
             types={
                 CLUSTER: before.of_type(CLUSTER),
                 ENDPOINT: endpoints,
+                SECRET: before.of_type(SECRET),
                 LISTENER: before.of_type(LISTENER),
                 ROUTE: before.of_type(ROUTE),
             }
@@ -112,12 +118,14 @@ class _Translator:
         # route table by value walks its whole tree (thousands of virtual hosts).
         self._listeners: dict[int, tuple[Listener, Resource]] = {}
         self._route_tables: dict[int, tuple[RouteTable, Resource]] = {}
+        self._secrets: dict[str, Resource] = {}
 
     def snapshot(self, group: NodeGroup) -> Snapshot:
         return Snapshot(
             types={
                 CLUSTER: TypeSnapshot.of(self.clusters(group)),
                 ENDPOINT: TypeSnapshot.of(self.endpoints(group)),
+                SECRET: TypeSnapshot.of(self.secrets(group)),
                 LISTENER: TypeSnapshot.of(self.listeners(group)),
                 ROUTE: TypeSnapshot.of(self.route_tables(group)),
             }
@@ -132,6 +140,31 @@ class _Translator:
 
     def listeners(self, group: NodeGroup) -> list[Resource]:
         return [self._listener(value) for value in group.listeners]
+
+    def secrets(self, group: NodeGroup) -> list[Resource]:
+        """The certificates the group's listeners and clusters use (HTTPS and TLS-terminating
+        listeners, client certificates to backends): no group gets another's keys."""
+        used: dict[str, TlsCertificate] = {}
+        for certificate in self._certificates(group):
+            used.setdefault(secret_name(certificate.secret), certificate)
+        return [self._secret(name, certificate) for name, certificate in sorted(used.items())]
+
+    def _certificates(self, group: NodeGroup) -> Iterator[TlsCertificate]:
+        for value in group.listeners:
+            if isinstance(value, HttpsListener | TcpListener):
+                for chain in value.filter_chains:
+                    yield from chain.certificates
+        clusters = self._dag.clusters
+        for name in group.clusters:
+            tls = getattr(clusters.get(name), "tls", None)
+            if tls is not None and tls.client_certificate is not None:
+                yield tls.client_certificate
+
+    def _secret(self, name: str, certificate: TlsCertificate) -> Resource:
+        resource = self._secrets.get(name)
+        if resource is None:
+            resource = self._secrets[name] = Resource.of(name, secret(certificate))
+        return resource
 
     def route_tables(self, group: NodeGroup) -> list[Resource]:
         return [self._route_table(value) for value in group.route_tables]

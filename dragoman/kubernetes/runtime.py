@@ -33,6 +33,7 @@ from dragoman.runtime.metrics import Metrics
 from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
+from dragoman.security.files import TlsFiles
 from dragoman.store import Store
 from dragoman.xds.registry import StreamRegistry
 
@@ -63,6 +64,9 @@ class KubernetesConfig:
     holdoff: float = 0.1
     holdoff_max: float = 0.5
     dns_check: DnsCheckSettings = NO_DNS_CHECK
+    # Mutual TLS on the xDS port; None: plaintext, on loopback unless xds_insecure.
+    xds_tls: TlsFiles | None = None
+    xds_insecure: bool = False
 
 
 def kubernetes_build_options(config: KubernetesConfig) -> BuildOptions:
@@ -205,6 +209,8 @@ class KubernetesServer:
                 self.config.dns_check,
                 halt,
                 self._record_update,
+                xds_tls=self.config.xds_tls,
+                xds_insecure=self.config.xds_insecure,
                 metrics=self.metrics,
                 streams=self.streams,
             )

@@ -17,6 +17,7 @@ from dragoman.runtime.metrics import Metrics
 from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
+from dragoman.security.files import TlsFiles
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.sources.watch import watch_directory
@@ -33,6 +34,9 @@ class ServeConfig:
     build_options: BuildOptions = BuildOptions()
     translate_options: TranslateOptions = TranslateOptions()
     dns_check: DnsCheckSettings = NO_DNS_CHECK
+    # Mutual TLS on the xDS port; None: plaintext, on loopback unless xds_insecure.
+    xds_tls: TlsFiles | None = None
+    xds_insecure: bool = False
     # /metrics, /healthz, /readyz and /debug; None: no such server.
     ops_address: str | None = None
 
@@ -123,6 +127,8 @@ class ManifestServer:
             self.config.dns_check,
             stop,
             on_dns_update=_log_new_problems,  # a name failing its check is a new problem
+            xds_tls=self.config.xds_tls,
+            xds_insecure=self.config.xds_insecure,
             metrics=self.metrics,
             streams=self.streams,
         )

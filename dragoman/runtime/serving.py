@@ -23,9 +23,11 @@ from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.metrics import Metrics
 from dragoman.runtime.server_config import DnsCheckSettings
+from dragoman.security.files import TlsFiles
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import StreamRegistry
 from dragoman.xds.server import start_xds_server
+from dragoman.xds.tls import RotatingServerCredentials
 
 
 def serving_controller(
@@ -46,11 +48,19 @@ async def start_serving(
     on_dns_update: Callable[[UpdateResult], None] | None = None,
     metrics: Metrics | None = None,
     streams: StreamRegistry | None = None,
+    *,
+    xds_tls: TlsFiles | None = None,
+    xds_insecure: bool = False,
 ) -> tuple[Any, asyncio.Task[None] | None]:
     """Starts the xDS server for a controller that has built once, and the DNS check loop
     (until `stop`) when the configuration turns it on. Returns the server and the check
     loop's task (None: no check). `metrics` counts what the server and the check do;
-    `streams` records the connected streams."""
+    `streams` records the connected streams.
+
+    `xds_tls`: serve over mutual TLS with these files (TlsFileError if they cannot be used);
+    without, plaintext on loopback only unless `xds_insecure`.
+    """
+    credentials = RotatingServerCredentials(xds_tls) if xds_tls is not None else None
     checks = None
     if dns_check.enabled:
         from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop
@@ -67,6 +77,8 @@ async def start_serving(
         xds_address,
         registry=streams,
         callbacks=metrics.xds_callbacks() if metrics is not None else None,
+        tls=credentials,
+        insecure=xds_insecure,
     )
     return server, asyncio.create_task(checks.run(stop)) if checks is not None else None
 

@@ -17,14 +17,19 @@ CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 ENDPOINT = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
 ROUTE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+SECRET = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 
-# Make-before-break order for ADS: clusters, their endpoints, listeners, then routes.
-ADS_ORDER: tuple[str, ...] = (CLUSTER, ENDPOINT, LISTENER, ROUTE)
+# Make-before-break order for ADS: clusters, their endpoints, the secrets listeners use (Envoy
+# warms a listener until its secrets arrive), listeners, then routes.
+ADS_ORDER: tuple[str, ...] = (CLUSTER, ENDPOINT, SECRET, LISTENER, ROUTE)
 
 # SotW responses for these types carry the full subscribed set (absence means deletion).
 FULL_STATE_TYPES = frozenset({CLUSTER, LISTENER})
 
-SHORT_NAMES = {CLUSTER: "CDS", ENDPOINT: "EDS", LISTENER: "LDS", ROUTE: "RDS"}
+SHORT_NAMES = {CLUSTER: "CDS", ENDPOINT: "EDS", LISTENER: "LDS", ROUTE: "RDS", SECRET: "SDS"}
+
+# Types whose bodies hold private keys: served to entitled nodes only, never shown (CSDS).
+SECRET_TYPES = frozenset({SECRET})
 
 
 def ads_ordered(type_urls: Collection[str]) -> list[str]:

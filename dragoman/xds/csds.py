@@ -24,8 +24,11 @@ from envoy.type.matcher.v3.node_pb2 import NodeMatcher
 from envoy.type.matcher.v3.string_pb2 import StringMatcher
 from google.protobuf.any_pb2 import Any
 
+from dragoman.snapshots.resources import SECRET_TYPES
+from dragoman.xds.access import csds_access
 from dragoman.xds.client_status import ResourceStatus
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
+from dragoman.xds.tls import peer_identity
 
 logger = logging.getLogger("dragoman.xds")
 
@@ -76,7 +79,8 @@ def _generic(status: ResourceStatus, include_contents: bool) -> ClientConfig.Gen
         config_status=ConfigStatusProto.Value(status.config_status.value),
         client_status=ClientResourceStatus.Value(status.client_status.value),
     )
-    if include_contents and status.resource is not None:
+    # A Secret's body holds a private key: CSDS says only its name and version.
+    if include_contents and status.resource is not None and status.type_url not in SECRET_TYPES:
         entry.xds_config.CopyFrom(Any(type_url=status.type_url, value=status.resource.body))
     if status.error is not None:
         entry.error_state.CopyFrom(
@@ -148,6 +152,11 @@ class ClientStatusService(csds_pb2_grpc.ClientStatusDiscoveryServiceServicer):
     async def _answer(
         self, request: ClientStatusRequest, context: grpc.aio.ServicerContext
     ) -> ClientStatusResponse:
+        authenticated, identity = peer_identity(context)
+        refusal = csds_access(identity, authenticated)
+        if refusal is not None:
+            logger.warning("CSDS refused: peer=%s: %s", context.peer(), refusal.message)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
         try:
             return client_status_response(self._registry, request)
         except UnsupportedMatcher as error:

@@ -15,22 +15,42 @@ from envoy.service.status.v3.csds_pb2 import (
     ClientStatusResponse,
 )
 
+from dragoman.security.files import TlsFiles, read_pem
 from dragoman.snapshots.resources import SHORT_NAMES, ads_ordered
 from dragoman.xds.client_kind import is_grpc_client
 
 
 def fetch_client_status(
-    address: str, *, timeout: float = 5.0, include_contents: bool = False
+    address: str,
+    *,
+    timeout: float = 5.0,
+    include_contents: bool = False,
+    tls: TlsFiles | None = None,
+    server_name: str = "",
 ) -> ClientStatusResponse:
     """FetchClientStatus from the xDS server at `address` ("host:port").
 
-    Raises grpc.RpcError when the server cannot be reached or refuses.
+    `tls`: mutual TLS with these files (`trusted_ca` verifies the server, whose certificate
+    must name `server_name`, else the host of `address`). Raises grpc.RpcError when the server
+    cannot be reached or refuses, TlsFileError when a file cannot be read.
     """
     request = ClientStatusRequest(exclude_resource_contents=not include_contents)
-    with grpc.insecure_channel(address) as channel:
+    with _channel(address, tls, server_name) as channel:
         stub = csds_pb2_grpc.ClientStatusDiscoveryServiceStub(channel)
         response: ClientStatusResponse = stub.FetchClientStatus(request, timeout=timeout)
     return response
+
+
+def _channel(address: str, tls: TlsFiles | None, server_name: str) -> grpc.Channel:
+    if tls is None:
+        return grpc.insecure_channel(address)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=read_pem(tls.trusted_ca),
+        private_key=read_pem(tls.private_key),
+        certificate_chain=read_pem(tls.certificate),
+    )
+    options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+    return grpc.secure_channel(address, credentials, options=options)
 
 
 @dataclass(frozen=True, slots=True)

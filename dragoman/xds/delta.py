@@ -21,6 +21,7 @@ from dragoman.snapshots.resources import (
     FULL_STATE_TYPES,
     LISTENER,
     ROUTE,
+    SECRET,
     Resource,
     Snapshot,
     TypeSnapshot,
@@ -45,7 +46,7 @@ from dragoman.xds.stream_base import StreamProtocol
 from dragoman.xds.wire import DeltaResponse
 
 # Removals go after every addition, referrers before what they refer to.
-REMOVAL_ORDER: tuple[str, ...] = (LISTENER, ROUTE, CLUSTER, ENDPOINT)
+REMOVAL_ORDER: tuple[str, ...] = (LISTENER, ROUTE, SECRET, CLUSTER, ENDPOINT)
 # On ADS these wait until the client runs routes that no longer need them.
 _HELD_BACK = frozenset({CLUSTER, ENDPOINT})
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from envoy.config.core.v3.base_pb2 import Node
 
+from dragoman.security.identities import Identity
 from dragoman.snapshots.resources import ALL_GATEWAYS
 from dragoman.xds.client_status import ResourceStatus, resource_statuses
 from dragoman.xds.delta import DeltaStream
@@ -42,6 +43,11 @@ class ConnectedStream:
     identified: bool = field(default=False)  # the first request, with the node, has arrived
     # Its node.cluster names a Gateway (`ns/name`) that does not exist: it is served nothing.
     gateway_missing: bool = field(default=False)
+    # Mutual TLS: the client certificate's identity (None if it names none), and the group
+    # that identity is limited to (None: whatever group the node names).
+    authenticated: bool = False
+    identity: Identity | None = None
+    pinned_group: str | None = None
 
     @property
     def delta(self) -> bool:

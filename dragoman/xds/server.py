@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -24,13 +25,23 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
 )
 
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SHORT_NAMES, Snapshot
+from dragoman.snapshots.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    SECRET,
+    SHORT_NAMES,
+    Snapshot,
+)
 from dragoman.xds import csds, dependent_streams
+from dragoman.xds.access import Refusal, xds_access
 from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, is_grpc_client, split_group
+from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, grpc_group, is_grpc_client, split_group
 from dragoman.xds.delta import DeltaStream
 from dragoman.xds.registry import ConnectedStream, StreamRegistry
 from dragoman.xds.sotw import Ack, Nack, SotwStream, StaleRequest, StreamError, StreamEvent
+from dragoman.xds.tls import RotatingServerCredentials, peer_identity
 from dragoman.xds.variants import ConfigSources
 from dragoman.xds.wire import DeltaResponse, Response, SotwResponse, serialize
 
@@ -86,6 +97,13 @@ PER_TYPE_SERVICES: tuple[tuple[str, str, str, str, str], ...] = (
         "DeltaRoutes",
         "FetchRoutes",
     ),
+    (
+        "envoy.service.secret.v3.SecretDiscoveryService",
+        SECRET,
+        "StreamSecrets",
+        "DeltaSecrets",
+        "FetchSecrets",
+    ),
 )
 ADS_SERVICE = "envoy.service.discovery.v3.AggregatedDiscoveryService"
 
@@ -94,6 +112,10 @@ Request = DiscoveryRequest | DeltaDiscoveryRequest
 
 class XdsAddressError(OSError):
     """The xDS server could not listen on the address it was given."""
+
+
+class XdsInsecureError(XdsAddressError):
+    """Plaintext xDS asked for on an address other than loopback, without saying it is meant."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +172,7 @@ class XdsStreams:
         )
         sources = _config_sources(type_url, delta)
         stream = self.registry.open(service, context.peer(), protocol)
+        stream.authenticated, stream.identity = peer_identity(context)
         _call(self.callbacks.on_open, stream)
         reading: asyncio.Task[Request | None] | None = None
         waiting: asyncio.Task[int] | None = None
@@ -172,7 +195,9 @@ class XdsStreams:
                     if stream.identified:
                         self._regroup(stream)
                     else:
-                        self._identify(stream, request)
+                        refusal = self._identify(stream, request)
+                        if refusal is not None:
+                            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
                     snapshot = await self._snapshot(stream, sources)
                     try:
                         responses += _feed(protocol, request, snapshot)
@@ -235,23 +260,48 @@ class XdsStreams:
             self.cache.wait_for_change(generation), name="dragoman-xds-wait-change"
         )
 
-    def _identify(self, stream: ConnectedStream, request: Request) -> None:
+    def _identify(self, stream: ConnectedStream, request: Request) -> Refusal | None:
+        """Take the node from the first request; a Refusal if its certificate forbids it."""
+        grpc_client = is_grpc_client(request.node)
+        access = xds_access(
+            stream.identity, stream.authenticated, request.node.cluster, grpc_client
+        )
+        if isinstance(access, Refusal):
+            logger.warning(
+                "xDS %s refused: node=%r cluster=%r identity=%s peer=%s: %s",
+                _kind(stream),
+                request.node.id,
+                request.node.cluster,
+                stream.identity or "(none)",
+                stream.peer,
+                access.message,
+            )
+            return access
         stream.identified = True
         stream.node_id = request.node.id
         stream.node_cluster = request.node.cluster
-        stream.group = self.cache.group_for(stream.node_cluster, grpc=is_grpc_client(request.node))
+        stream.pinned_group = access.group
+        stream.group = self._group_for(stream, grpc_client)
         logger.info(
-            "xDS %s connected: %s peer=%s",
+            "xDS %s connected: %s peer=%s%s",
             _kind(stream),
             _describe(stream),
             stream.peer,
+            f" identity={stream.identity}" if stream.identity is not None else "",
             extra={"node": stream.node_id},
         )
         self._check_gateway(stream)
+        return None
+
+    def _group_for(self, stream: ConnectedStream, grpc_client: bool) -> str:
+        if stream.pinned_group is not None:
+            # Its own Gateway only: an empty group until that Gateway exists, never all.
+            return grpc_group(stream.pinned_group) if grpc_client else stream.pinned_group
+        return self.cache.group_for(stream.node_cluster, grpc=grpc_client)
 
     def _regroup(self, stream: ConnectedStream) -> None:
         # A Gateway created after the node connected takes the node over from the all-group.
-        group = self.cache.group_for(stream.node_cluster, grpc=is_grpc_client(stream.node))
+        group = self._group_for(stream, is_grpc_client(stream.node))
         if group != stream.group:
             stream.group = group
             logger.info("xDS %s regrouped: %s", _kind(stream), _describe(stream))
@@ -262,24 +312,23 @@ class XdsStreams:
         appears: such a node is served no listeners meanwhile, never every Gateway's."""
         if not self.cache.ready:
             return
-        missing = self.cache.missing_gateway(stream.node_cluster)
+        # The Gateway a client certificate pins the node to, else the one node.cluster names.
+        gateway = stream.pinned_group if stream.pinned_group is not None else stream.node_cluster
+        missing = self.cache.missing_gateway(gateway)
         if missing == stream.gateway_missing:
             return
         stream.gateway_missing = missing
         if missing:
             logger.warning(
-                "xDS %s: node.cluster names Gateway %r, which does not exist; the node gets "
-                "no listeners until it does (%s)",
+                "xDS %s: the node's Gateway %r does not exist; it gets no listeners until it "
+                "does (%s)",
                 _kind(stream),
-                stream.node_cluster,
+                gateway,
                 _describe(stream),
             )
         else:
             logger.info(
-                "xDS %s: Gateway %r exists now (%s)",
-                _kind(stream),
-                stream.node_cluster,
-                _describe(stream),
+                "xDS %s: Gateway %r exists now (%s)", _kind(stream), gateway, _describe(stream)
             )
 
     def _report_events(self, stream: ConnectedStream) -> None:
@@ -466,21 +515,43 @@ async def start_xds_server(
     registry: StreamRegistry | None = None,
     callbacks: XdsCallbacks | None = None,
     dependent_stream_timeout_s: float = dependent_streams.DEFAULT_TIMEOUT_S,
+    tls: RotatingServerCredentials | None = None,
+    insecure: bool = False,
 ) -> grpc.aio.Server:
     """Serve xDS (ADS and per-type, SotW and delta) and CSDS on `address` ("host:port").
 
+    With `tls`, only over mutual TLS, each client receiving what its certificate's identity
+    allows (`dragoman.xds.access`). Without it, plaintext on a loopback address only, unless
+    `insecure` (then loudly logged).
+
     `registry` receives the connected streams (CSDS reports them). Raises XdsAddressError if
-    the address is in use or cannot be bound. Stop the server with `await server.stop(grace)`.
+    the address is in use or cannot be bound, XdsInsecureError for plaintext elsewhere than
+    on loopback without `insecure`. Stop the server with `await server.stop(grace)`.
     A per-type client that ACKs clusters (listeners) but opens no EDS (RDS) stream within
     `dependent_stream_timeout_s` is logged: its bootstrap names dragoman's cluster otherwise.
     """
+    if tls is None and not is_loopback(address):
+        if not insecure:
+            raise XdsInsecureError(
+                f"refusing to serve xDS in plaintext on {address}: anyone who can connect "
+                "would receive every private key served. Give --xds-tls-cert, --xds-tls-key "
+                "and --xds-tls-client-ca, or --xds-insecure if this is really meant"
+            )
+        logger.warning(
+            "INSECURE: serving xDS in plaintext on %s: any client that can connect receives "
+            "every listener's private key and every Gateway's configuration",
+            address,
+        )
     server = grpc.aio.server(options=SERVER_OPTIONS)
     registry = registry if registry is not None else StreamRegistry()
     streams = XdsStreams(cache, registry, callbacks, dependent_stream_timeout_s)
     server.add_generic_rpc_handlers(xds_handlers(streams))
     csds.add_to_server(server, registry)
     try:
-        port = server.add_insecure_port(address)
+        if tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, tls.credentials)
     except RuntimeError as error:
         raise XdsAddressError(
             f"cannot serve xDS on {address}: the address is in use or cannot be bound"
@@ -489,8 +560,24 @@ async def start_xds_server(
         raise XdsAddressError(f"cannot serve xDS on {address}: the address could not be bound")
     await server.start()
     _bound_ports[server] = port
-    logger.info("xDS server listening on %s (port %d)", address, port)
+    logger.info(
+        "xDS server listening on %s (port %d, %s)",
+        address,
+        port,
+        "mutual TLS" if tls is not None else "plaintext",
+    )
     return server
+
+
+def is_loopback(address: str) -> bool:
+    """Whether `address` ("host:port") binds a loopback address only."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def bound_port(server: grpc.aio.Server) -> int:

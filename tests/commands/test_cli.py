@@ -142,3 +142,30 @@ def test_bad_arguments_are_usage_errors_naming_the_argument(argv, says, capsys) 
     err = capsys.readouterr().err
     assert f"argument {argv[-2]}" in err and says in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        (["bootstrap", "--xds-tls-ca", "ca.crt"], "missing --xds-tls-cert, --xds-tls-key"),
+        (["clients", "--xds-tls-cert", "c", "--xds-tls-key", "k"], "missing --xds-tls-ca"),
+        (["bootstrap", "--xds-server-name", "x"], "--xds-server-name needs"),
+    ],
+)
+def test_client_tls_flags_come_together(command: list[str], says: str, capsys) -> None:
+    assert main(command) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_bootstrap_with_tls_names_the_files_as_given(capsys) -> None:
+    argv = ["bootstrap", "--xds-address", "dragoman:18000", "--xds-tls-ca", "tls/ca.crt"]
+    argv += ["--xds-tls-cert", "tls/a.crt", "--xds-tls-key", "tls/a.key"]
+    assert main(argv) == 0
+    config = yaml.safe_load(capsys.readouterr().out)
+    [cluster] = config["static_resources"]["clusters"]
+    common = cluster["transport_socket"]["typed_config"]["common_tls_context"]
+    [certificate] = common["tls_certificates"]
+    assert certificate["certificate_chain"] == {"filename": "tls/a.crt"}
+    assert certificate["watched_directory"] == {"path": "tls"}
+    assert common["validation_context"]["trusted_ca"] == {"filename": "tls/ca.crt"}
+    assert cluster["transport_socket"]["typed_config"]["sni"] == "dragoman"

@@ -541,3 +541,30 @@ def test_the_dns_check_covers_external_names_of_tcp_tls_and_udp_routes() -> None
         "ResolvedRefs",
     )
     assert checked.groups[ALL_GATEWAYS].clusters == ("infra/logs/514/udp",)
+
+
+def test_tls_listener_isolation_on_one_port() -> None:
+    # A name a more specific listener matches is that listener's: the wildcard listener's
+    # route does not take it, and without a route of its own it is refused, not passed on.
+    dag = build(
+        gateway(
+            "gw",
+            "{name: wild, port: 443, protocol: TLS, hostname: '*.example.com',"
+            " tls: {mode: Passthrough}}",
+            "{name: exact, port: 443, protocol: TLS, hostname: abc.example.com,"
+            " tls: {mode: Passthrough}}",
+        ),
+        route(
+            "TLSRoute",
+            "wide",
+            "[{name: gw, sectionName: wild}]",
+            hostnames="['*.example.com', abc.example.com]",
+        ),
+    )
+    [tls] = dag.groups[ALL_GATEWAYS].listeners
+    assert isinstance(tls, TcpListener)
+    chains = {chain.server_names: chain.forward for chain in tls.filter_chains}
+    assert set(chains) == {("*.example.com",), ("abc.example.com",)}
+    assert chains[("*.example.com",)].source.name == "wide"
+    refused = chains[("abc.example.com",)]
+    assert [b.cluster for b in refused.backends] == [None]  # Envoy closes the connection

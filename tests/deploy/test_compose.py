@@ -3,12 +3,16 @@ parse and that every file and command they name exists."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
 import yaml
+from cryptography import x509
 
+from dragoman import cli
 from dragoman.cli import _parser
+from dragoman.commands.common import xds_server_tls
 
 ROOT = Path(__file__).parents[2]
 
@@ -19,29 +23,61 @@ def _compose() -> dict:
 
 def test_compose_services_and_images() -> None:
     services = _compose()["services"]
-    assert set(services) == {"dragoman", "envoy", "echo"}
+    assert set(services) == {"certgen", "dragoman", "envoy", "echo"}
     assert services["envoy"]["image"].startswith("envoyproxy/envoy:v1.40")
     assert services["dragoman"]["build"] == "."
     assert services["echo"]["build"] == "."
+    assert services["certgen"]["build"] == "."
 
 
 def test_compose_mounts_name_files_that_exist() -> None:
-    for name, service in _compose()["services"].items():
+    compose = _compose()
+    for name, service in compose["services"].items():
         for volume in service.get("volumes", []):
             source = volume.split(":")[0]
+            if source in compose.get("volumes", {}):
+                continue  # a named volume
             assert (ROOT / source).exists(), f"{name}: {source}"
 
 
-def test_compose_dragoman_command_parses() -> None:
-    service = _compose()["services"]["dragoman"]
-    command = list(service["command"])
-    # /manifests is the mounted examples/compose directory inside the container.
-    (mount,) = service["volumes"]
-    source, target = mount.split(":")[:2]
-    command[command.index(target)] = str(ROOT / source)
-    args = _parser().parse_args(command)
+def _in_container(command: list[str], mounts: dict[str, Path]) -> list[str]:
+    """`command` with each container path under a mount replaced by the local one."""
+    result = []
+    for argument in command:
+        for target, local in mounts.items():
+            argument = argument.replace(target, str(local))
+        result.append(argument)
+    return result
+
+
+def test_compose_runs_xds_over_mutual_tls(tmp_path: Path) -> None:
+    """certgen's command writes what dragoman's command and Envoy's bootstrap name."""
+    services = _compose()["services"]
+    tls = tmp_path / "tls"
+    mounts = {"/tls": tls, "/manifests": ROOT / "examples/compose"}
+    certgen = _in_container(list(services["certgen"]["command"]), mounts)
+    assert cli.main(certgen) == 0
+    args = _parser().parse_args(_in_container(list(services["dragoman"]["command"]), mounts))
     assert args.command == "serve"
     assert args.xds_address == "0.0.0.0:18000"
+    assert not args.xds_insecure
+    files = xds_server_tls(args)  # every file there, the server pair signed by the CA
+    assert files is not None
+    bootstrap_path = services["envoy"]["volumes"][0].split(":")[0]
+    text = (ROOT / bootstrap_path).read_text()
+    named = set(re.findall(r"filename: (/tls/\S+)", text))
+    assert named == {
+        "/tls/ca.crt",
+        "/tls/gateway-default-demo.crt",
+        "/tls/gateway-default-demo.key",
+    }
+    for path in named:
+        assert (tls / Path(path).name).is_file()
+    # The server certificate carries the name Envoy checks (the compose service name).
+    assert "exact: dragoman" in text
+    server = x509.load_pem_x509_certificate(files.certificate.read_bytes())
+    sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "dragoman" in sans.get_values_for_type(x509.DNSName)
 
 
 def test_compose_echo_backend_is_the_external_name_target() -> None:

@@ -4,6 +4,7 @@ grants exactly the verbs the code uses, the probes point at what serves them."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import functools
 import shutil
@@ -18,7 +19,8 @@ from kubernetes import client
 
 from dragoman.cli import _parser
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
-from dragoman.envoy.bootstrap import bootstrap_yaml
+from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+from dragoman.kubernetes.certificate_secrets import write_secrets
 from dragoman.kubernetes.kinds import WATCHED_KINDS
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.objects.gateway import GATEWAY_GROUP
@@ -32,6 +34,12 @@ KUBERNETES_VERSIONS = ("1.30", kubernetes_validate.utils.latest_version())
 # What the bootstrap ConfigMap holds (the command is quoted in deploy/04-envoy.yaml).
 XDS_SERVICE = "dragoman.dragoman-system.svc.cluster.local:18000"
 ADMIN_SOCKET = "/var/run/envoy/admin.sock"
+ENVOY_TLS = XdsClientTls(
+    trusted_ca="/etc/envoy/tls/ca.crt",
+    certificate="/etc/envoy/tls/tls.crt",
+    private_key="/etc/envoy/tls/tls.key",
+    server_name="dragoman.dragoman-system.svc",
+)
 ENVOY_STATS_ADDRESS = "0.0.0.0:8002"
 
 
@@ -219,12 +227,11 @@ def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() 
         node_id="envoy",
         node_cluster="dragoman",
         admin_socket=ADMIN_SOCKET,
+        xds_tls=ENVOY_TLS,
         stats_address=ENVOY_STATS_ADDRESS,
     )
     assert deployed == yaml.safe_load(expected), (
-        "regenerate with: dragoman bootstrap --xds-address "
-        f"{XDS_SERVICE} --admin-socket {ADMIN_SOCKET} --node-id envoy "
-        f"--envoy-stats-address {ENVOY_STATS_ADDRESS}"
+        "regenerate with the command in deploy/04-envoy.yaml's header"
     )
     envoy = find("Deployment", "envoy")["spec"]["template"]
     assert envoy["metadata"]["labels"]["dragoman.dev/envoy"] == "true"
@@ -242,3 +249,106 @@ def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() 
     # The readiness port is not one clients reach through the Service.
     service_ports = {p["targetPort"] for p in find("Service", "envoy")["spec"]["ports"]}
     assert probe["port"] not in service_ports
+
+
+CERTGEN_SECRETS = tuple(f"dragoman-xds-{stem}" for stem in ("ca", "server", "fleet", "admin"))
+
+
+def _mounted_secrets(template: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+    """Mount path → Secret name of each Secret volume the container mounts."""
+    secrets = {
+        v["name"]: v["secret"]["secretName"] for v in template["spec"]["volumes"] if "secret" in v
+    }
+    return {
+        m["mountPath"]: secrets[m["name"]]
+        for m in container["volumeMounts"]
+        if m["name"] in secrets
+    }
+
+
+def _certgen_args() -> argparse.Namespace:
+    [container] = find("Job", "dragoman-certgen")["spec"]["template"]["spec"]["containers"]
+    return _parser().parse_args(container["args"])
+
+
+def test_dragoman_and_envoy_mount_what_certgen_writes_and_use_it() -> None:
+    certgen = _certgen_args()
+    assert certgen.command == "certgen" and certgen.kubernetes
+    assert certgen.namespace == "dragoman-system"
+
+    deployment = find("Deployment", "dragoman")["spec"]["template"]
+    [container] = deployment["spec"]["containers"]
+    args = _parser().parse_args(container["args"])
+    [(path, secret)] = _mounted_secrets(deployment, container).items()
+    assert secret == "dragoman-xds-server" and secret in CERTGEN_SECRETS
+    assert (args.xds_tls_cert, args.xds_tls_key, args.xds_tls_client_ca) == (
+        Path(path) / "tls.crt",
+        Path(path) / "tls.key",
+        Path(path) / "ca.crt",
+    )
+    assert not args.xds_insecure
+    # The name Envoy checks is one the server certificate carries.
+    assert ENVOY_TLS.server_name in certgen.server_names
+    assert XDS_SERVICE.rsplit(":", 1)[0] in certgen.server_names
+
+    envoy = find("Deployment", "envoy")["spec"]["template"]
+    [envoy_container] = envoy["spec"]["containers"]
+    [(envoy_path, envoy_secret)] = _mounted_secrets(envoy, envoy_container).items()
+    assert envoy_secret == "dragoman-xds-fleet"
+    assert ENVOY_TLS.certificate == f"{envoy_path}/tls.crt"
+    # The key is readable by Envoy's group, and by nobody else.
+    [volume] = [v for v in envoy["spec"]["volumes"] if "secret" in v]
+    assert volume["secret"]["defaultMode"] == 0o440
+    context = envoy["spec"]["securityContext"]
+    assert context["fsGroup"] == context["runAsGroup"]
+
+
+def test_the_certgen_role_grants_what_certgen_uses_and_no_more() -> None:
+    """Run certgen twice (create, then keep) and once more after breaking a Secret (update)
+    against the in-process API server; compare the verbs it used with the Role's."""
+    rules = find("Role", "dragoman-certgen")["rules"]
+    certgen = _certgen_args()
+    with KubeApiServer() as api:
+        api.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dragoman-system"}}
+        )
+        api_client = client.ApiClient(api.client_configuration())
+        core = client.CoreV1Api(api_client)
+        try:
+
+            def run() -> dict[str, str]:
+                return dict(
+                    write_secrets(
+                        certgen.namespace,
+                        server_names=certgen.server_names,
+                        gateways=certgen.gateway,
+                        days=certgen.days,
+                        api=core,
+                    )
+                )
+
+            run()
+            assert set(run().values()) == {"kept"}
+            fleet = core.read_namespaced_secret("dragoman-xds-fleet", "dragoman-system")
+            fleet.data["tls.crt"] = fleet.data["ca.crt"]
+            core.replace_namespaced_secret("dragoman-xds-fleet", "dragoman-system", fleet)
+            assert run()["dragoman-system/dragoman-xds-fleet"] == "written"
+            names = {s.metadata.name for s in core.list_namespaced_secret("dragoman-system").items}
+        finally:
+            api_client.close()
+        # Less the test's own read and update of the fleet Secret.
+        own = {("get", "secrets"): 1, ("update", "secrets"): 1}
+        used = {
+            verb
+            for (verb, resource), n in api.request_counts().items()
+            if resource == "secrets" and n > own.get((verb, resource), 0)
+        }
+    assert used == {"list", "create", "update"}
+    assert names == set(CERTGEN_SECRETS)
+    by_names = {tuple(r.get("resourceNames") or ()): set(r["verbs"]) for r in rules}
+    assert by_names == {(): {"list", "create"}, CERTGEN_SECRETS: {"update"}}
+    assert all(r["apiGroups"] == [""] and r["resources"] == ["secrets"] for r in rules)
+    subjects = find("RoleBinding", "dragoman-certgen")["subjects"]
+    job = find("Job", "dragoman-certgen")["spec"]["template"]["spec"]
+    account = job["serviceAccountName"]
+    assert subjects == [{"kind": "ServiceAccount", "name": account, "namespace": "dragoman-system"}]

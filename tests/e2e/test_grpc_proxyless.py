@@ -12,170 +12,30 @@ private /etc/hosts naming the external backend; the machine's file is never touc
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from tests.support.grpc_e2e import (
+    EXTERNAL_ADDRESS,
+    EXTERNAL_HOST,
+    GATEWAY_PORT,
+    NODE_ID,
+    PROBE,
+    Probe,
+    endpoint_slice,
+    health_server,
+    manifests,
+    private_hosts,
+)
 from tests.support.harness import DragomanProcess, free_port, write_manifest
-
-EXTERNAL_HOST = "backend.grpc.test"
-EXTERNAL_ADDRESS = "127.0.0.5"
-GATEWAY_PORT = 18080  # a Gateway listener port: only part of the names gRPC clients dial
-PROBE = Path(__file__).parents[1] / "support" / "grpc_probe.py"
-NODE_ID = "grpc-e2e"
-
-
-def manifests(pod_port: int, port: int) -> dict[str, str]:
-    """Every Service port is `port`, where the external backend listens (an in-cluster-first
-    ExternalName falls back to the same port of its host); pods listen on `pod_port`."""
-    return {
-        "services.yaml": f"""
-            apiVersion: v1
-            kind: Service
-            metadata: {{name: web, namespace: default}}
-            spec:
-              selector: {{app: web}}
-              ports: [{{name: grpc, port: {port}, targetPort: {pod_port}}}]
-            ---
-            apiVersion: v1
-            kind: Service
-            metadata: {{name: outside, namespace: default}}
-            spec:
-              type: ExternalName
-              externalName: {EXTERNAL_HOST}.
-              ports: [{{port: {port}}}]
-            ---
-            apiVersion: v1
-            kind: Service
-            metadata:
-              name: hybrid
-              namespace: default
-              annotations: {{dragoman.dev/prefer-service: web}}
-            spec:
-              type: ExternalName
-              externalName: {EXTERNAL_HOST}
-              ports: [{{port: {port}}}]
-            """,
-        "slices.yaml": endpoint_slice("127.0.0.2", pod_port),
-        "routes.yaml": f"""
-            apiVersion: gateway.networking.k8s.io/v1
-            kind: Gateway
-            metadata: {{name: gw, namespace: default}}
-            spec:
-              gatewayClassName: dragoman
-              listeners: [{{name: http, protocol: HTTP, port: {GATEWAY_PORT}}}]
-            ---
-            apiVersion: gateway.networking.k8s.io/v1
-            kind: GRPCRoute
-            metadata: {{name: greeter, namespace: default}}
-            spec:
-              parentRefs: [{{name: gw}}]
-              hostnames: [greeter.grpc.test]
-              rules:
-                - matches: [{{method: {{service: grpc.health.v1.Health, method: Check}}}}]
-                  backendRefs: [{{name: web, port: {port}}}]
-            ---
-            apiVersion: gateway.networking.k8s.io/v1
-            kind: HTTPRoute
-            metadata: {{name: shop, namespace: default}}
-            spec:
-              parentRefs: [{{name: gw}}]
-              hostnames: [shop.grpc.test]
-              rules:
-                - matches: [{{path: {{type: PathPrefix, value: /grpc.health.v1.Health}}}}]
-                  backendRefs: [{{name: outside, port: {port}}}]
-                - matches: [{{path: {{type: PathPrefix, value: /old}}}}]
-                  filters: [{{type: RequestRedirect, requestRedirect: {{hostname: new.test}}}}]
-                - matches: [{{headers: [{{name: x-tenant, value: blue}}]}}]
-                  backendRefs: [{{name: missing, port: 80}}]
-            """,
-    }
-
-
-def endpoint_slice(
-    address: str, port: int, ready: bool = True, zone: str = "zone-a", name: str = "web-1"
-) -> str:
-    zone_line = f"zone: {zone}" if zone else ""
-    return f"""
-        apiVersion: discovery.k8s.io/v1
-        kind: EndpointSlice
-        metadata:
-          name: {name}
-          namespace: default
-          labels: {{kubernetes.io/service-name: web}}
-        addressType: IPv4
-        ports: [{{name: grpc, port: {port}}}]
-        endpoints:
-          - addresses: [{address}]
-            conditions: {{ready: {str(ready).lower()}}}
-            {zone_line}
-        """
-
-
-def health_server(address: str, port: int, name: str) -> tuple[grpc.Server, int]:
-    """A gRPC server whose Health service knows only the service `name`: a Check for
-    `name` answers SERVING here and NOT_FOUND on every other backend."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    servicer = health.HealthServicer()
-    servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    bound = server.add_insecure_port(f"{address}:{port}")
-    server.start()
-    return server, bound
-
-
-def private_hosts(hosts: Path, command: list[str]) -> list[str]:
-    """`command` run seeing `hosts` as /etc/hosts, in namespaces of its own."""
-    script = 'mount --bind "$0" /etc/hosts && exec "$@"'
-    unshare = shutil.which("unshare")
-    assert unshare, "the test needs util-linux unshare (a private /etc/hosts)"
-    namespaces = [unshare, "--user", "--map-root-user", "--mount"]
-    return [*namespaces, "sh", "-c", script, str(hosts), *command]
-
-
-class Probe:
-    """The grpc_probe.py process: one health check per call, answered in order."""
-
-    def __init__(self, command: list[str], env: dict[str, str], log: Path) -> None:
-        self.stderr = log.open("wb")
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            env=env,
-            text=True,
-        )
-
-    def check(self, target: str, service: str, timeout: float = 10) -> dict[str, str]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        request = {"target": target, "service": service, "timeout": timeout}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        assert line, f"the gRPC client exited ({self.process.poll()})"
-        answer: dict[str, str] = json.loads(line)
-        return answer
-
-    def stop(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
-        self.stderr.close()
 
 
 @dataclass

@@ -48,6 +48,7 @@ from tests.support.harness import (
 )
 from tests.support.kube_replica import (
     deployed_envoy_bootstrap,
+    deployed_tls,
 )
 from tests.support.kubeapi import KubeApiServer
 
@@ -401,11 +402,15 @@ def test_the_deployed_envoy_is_ready_only_once_it_has_its_configuration(tmp_path
     the first configuration arrives from dragoman, then answers 200."""
     xds_port, ready_port, stats_port = free_port(), free_port(), free_port()
     admin = tmp_path / "admin.sock"
-    bootstrap = deployed_envoy_bootstrap(xds_port, ready_port, admin, stats_port)
+    # Over mutual TLS, as deployed: Envoy with the fleet Secret's files.
+    envoy_tls, server_flags = deployed_tls(tmp_path)
+    bootstrap = deployed_envoy_bootstrap(xds_port, ready_port, admin, envoy_tls, stats_port)
     envoy = EnvoyProcess(bootstrap, tmp_path, admin, tmp_path / "envoy.log")
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    control = DragomanProcess(manifests, f"127.0.0.1:{xds_port}", tmp_path / "dragoman.log")
+    control = DragomanProcess(
+        manifests, f"127.0.0.1:{xds_port}", tmp_path / "dragoman.log", extra_args=server_flags
+    )
     ready = f"http://127.0.0.1:{ready_port}/ready"
     envoy.start()
     try:

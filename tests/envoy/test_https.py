@@ -1,5 +1,6 @@
-"""HTTPS listeners in Envoy's terms: SNI filter chains with inline certificates that the real
-Envoy accepts, no deprecated field, and `dragoman render` never printing a private key."""
+"""HTTPS listeners in Envoy's terms: SNI filter chains naming their certificates over SDS,
+Secret resources (sent only to the group using them) that the real Envoy accepts, no
+deprecated field, and `dragoman render` never printing a private key."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.render import REDACTED, render_yaml
 from dragoman.envoy.yaml_text import dump_yaml
 from dragoman.objects import Secret
-from dragoman.snapshots.resources import CLUSTER, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import CLUSTER, LISTENER, ROUTE, SECRET, Snapshot
 from tests.support.certificates import certificate_authority
 from tests.support.envoy_checks import problems_in
 from tests.support.envoy_dags import envoy_binary, messages
@@ -98,13 +99,40 @@ def test_one_filter_chain_per_listener_hostname(snapshot: Snapshot) -> None:
         context = tls_pb2.DownstreamTlsContext()
         assert chain.transport_socket.typed_config.Unpack(context)
         assert list(context.common_tls_context.alpn_protocols) == ["h2", "http/1.1"]
-        [certificate] = context.common_tls_context.tls_certificates
-        expected = WILD if chain.name.endswith("api.example.com") else SHOP
-        assert certificate.certificate_chain.inline_bytes == expected.certificate
-        assert certificate.private_key.inline_bytes == expected.private_key
+        # No key in the Listener: the certificate is named, and fetched over ADS.
+        assert not context.common_tls_context.tls_certificates
+        [sds] = context.common_tls_context.tls_certificate_sds_secret_configs
+        assert sds.name == (
+            "default/wild" if chain.name.endswith("api.example.com") else "default/shop"
+        )
+        assert sds.sds_config.WhichOneof("config_source_specifier") == "ads"
+        assert b"PRIVATE KEY" not in chain.SerializeToString()
         manager = hcm_pb2.HttpConnectionManager()
         assert chain.filters[0].typed_config.Unpack(manager)
         assert manager.rds.route_config_name == chain.name
+
+
+def test_secrets_carry_the_certificates_and_keys(snapshot: Snapshot) -> None:
+    secrets = {m.name: m for m in messages(snapshot, SECRET)}
+    assert sorted(secrets) == ["default/shop", "default/wild"]
+    for name, pem in (("default/shop", SHOP), ("default/wild", WILD)):
+        certificate = secrets[name].tls_certificate
+        assert certificate.certificate_chain.inline_bytes == pem.certificate
+        assert certificate.private_key.inline_bytes == pem.private_key
+
+
+def test_only_groups_whose_listeners_use_a_secret_receive_it() -> None:
+    other = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: plain, namespace: default}
+spec:
+  gatewayClassName: dragoman
+  listeners: [{name: http, port: 9090, protocol: HTTP}]
+"""
+    snapshots = translate(build_text(MANIFESTS + "\n---\n" + other))
+    assert snapshots["default/plain"].of_type(SECRET).names == frozenset()
+    assert snapshots["default/edge"].of_type(SECRET).names == {"default/shop", "default/wild"}
 
 
 def test_each_chain_routes_only_its_listener_and_answers_421_for_other_hosts(
@@ -164,6 +192,8 @@ def test_envoy_accepts_the_https_listener(snapshot: Snapshot, tmp_path: Path) ->
     static["listeners"] = [to_json_mapping(m) for m in listeners] + [
         to_json_mapping(inline_copies(m, tables, 10000)) for m in listeners
     ]
+    # The Secrets as Envoy would receive them over SDS, checked by the same validation.
+    static["secrets"] = [to_json_mapping(m) for m in messages(snapshot, SECRET)]
     path = tmp_path / "https.yaml"
     path.write_text(dump_yaml(config))
     result = subprocess.run(
@@ -188,7 +218,8 @@ def test_render_redacts_private_keys(snapshot: Snapshot) -> None:
     for pem in (SHOP, WILD):
         assert base64.b64encode(pem.private_key).decode() not in text
         assert base64.b64encode(pem.certificate).decode() in text  # certificates are public
-    assert text.count(f"private_key: '{REDACTED}'") == 3
+    # Each key once, in its Secret: none in the listeners.
+    assert text.count(f"private_key: '{REDACTED}'") == 2
     assert "PRIVATE KEY" not in text
 
 

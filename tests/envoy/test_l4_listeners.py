@@ -14,7 +14,7 @@ from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 
 from dragoman.envoy import translate
 from dragoman.envoy.l4_listeners import NO_BACKEND
-from dragoman.snapshots.resources import CLUSTER, LISTENER
+from dragoman.snapshots.resources import CLUSTER, LISTENER, SECRET
 from tests.support.certificates import certificate_authority
 from tests.support.proxyless import decoded, grpc_snapshot, serving
 from tests.support.status_builds import DRAGOMAN_CLASS, build_text
@@ -138,8 +138,11 @@ def test_tls_port_matches_sni_and_terminates_only_in_terminate_mode() -> None:
     assert not chains["api.partner.example",].HasField("transport_socket")
     context = tls_pb2.DownstreamTlsContext()
     assert chains["db.example.com",].transport_socket.typed_config.Unpack(context)
-    [certificate] = context.common_tls_context.tls_certificates
-    assert certificate.certificate_chain.inline_bytes == CERT.certificate
+    # The certificate by SDS name; the Secret resource holds it, for this group.
+    assert not context.common_tls_context.tls_certificates
+    [sds] = context.common_tls_context.tls_certificate_sds_secret_configs
+    secret = decoded(snapshot(), SECRET, sds.name)
+    assert secret.tls_certificate.certificate_chain.inline_bytes == CERT.certificate  # type: ignore[attr-defined]
 
 
 def test_passthrough_cluster_originates_no_tls() -> None:

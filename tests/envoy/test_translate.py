@@ -41,7 +41,7 @@ from dragoman.envoy.endpoints import cluster_load_assignment
 from dragoman.envoy.listeners import listener
 from dragoman.envoy.routes import INVALID_BACKEND_CLUSTER, route
 from dragoman.objects import ObjectKey
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET, Snapshot
 
 WEB = ObjectKey("Service", "default", "web")
 EXT = ObjectKey("Service", "default", "ext")
@@ -415,12 +415,12 @@ def names(snapshot: Snapshot, type_url: str) -> list[str]:
     return list(snapshot.of_type(type_url).resources)
 
 
-def test_each_group_gets_its_own_resources_of_all_four_types() -> None:
+def test_each_group_gets_its_own_resources_of_all_five_types() -> None:
     snapshots = translate(sample_dag())
 
     assert sorted(snapshots) == [ALL_GATEWAYS, "default/demo", "default/other"]
     demo = snapshots["default/demo"]
-    assert set(demo.types) == {CLUSTER, ENDPOINT, LISTENER, ROUTE}
+    assert set(demo.types) == {CLUSTER, ENDPOINT, SECRET, LISTENER, ROUTE}
     assert names(demo, CLUSTER) == [WEB_CLUSTER.name, EXT_CLUSTER.name]
     assert names(demo, ENDPOINT) == [WEB_CLUSTER.name]  # DNS clusters have no CLA
     assert names(demo, LISTENER) == ["default/demo/http"]

@@ -113,3 +113,35 @@ def test_validation_reaches_the_inline_routes(envoy: str, tmp_path: Path) -> Non
 
     with pytest.raises(AssertionError, match="path_separated_prefix"):
         validate(envoy, path)
+
+
+@pytest.mark.parametrize("xds", ["127.0.0.1:18000", "dragoman.dragoman-system.svc:18000"])
+def test_envoy_accepts_the_mutual_tls_bootstrap(envoy: str, tmp_path: Path, xds: str) -> None:
+    from dragoman.envoy.bootstrap import XdsClientTls
+    from dragoman.security.files_store import write_files
+
+    write_files(tmp_path / "tls", server_names=("dragoman.dragoman-system.svc",), days=1)
+    tls = XdsClientTls(
+        trusted_ca=str(tmp_path / "tls" / "ca.crt"),
+        certificate=str(tmp_path / "tls" / "fleet.crt"),
+        private_key=str(tmp_path / "tls" / "fleet.key"),
+    )
+    config = bootstrap_config(
+        xds,
+        node_id="validate",
+        node_cluster="default/demo",
+        admin_socket=str(tmp_path / "admin.sock"),
+        xds_tls=tls,
+    )
+    [cluster] = config["static_resources"]["clusters"]
+    context = cluster["transport_socket"]["typed_config"]
+    [san] = context["common_tls_context"]["validation_context"]["match_typed_subject_alt_names"]
+    host = xds.rsplit(":", 1)[0]
+    assert san == {
+        "san_type": "IP_ADDRESS" if host[0].isdigit() else "DNS",
+        "matcher": {"exact": host},
+    }
+    assert context.get("sni", "") == ("" if host[0].isdigit() else host)
+    path = tmp_path / "bootstrap.yaml"
+    path.write_text(dump_yaml(config))
+    validate(envoy, path)

@@ -14,7 +14,7 @@ from typing import Any
 
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get
-from dragoman.envoy.bootstrap import bootstrap_yaml
+from dragoman.envoy.bootstrap import XdsClientTls, XdsTransport, bootstrap_yaml
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -106,7 +106,14 @@ class DragomanProcess:
 
 
 def start_envoy(
-    workdir: Path, xds_address: str, dns_port: int, node_cluster: str = "default/e2e"
+    workdir: Path,
+    xds_address: str,
+    dns_port: int,
+    node_cluster: str = "default/e2e",
+    *,
+    xds_tls: XdsClientTls | None = None,
+    delta: bool = False,
+    xds_transport: XdsTransport = "ads",
 ) -> EnvoyProcess:
     admin = workdir / "admin.sock"
     bootstrap = bootstrap_yaml(
@@ -116,6 +123,9 @@ def start_envoy(
         admin_socket=str(admin),
         dns_resolvers=[f"127.0.0.1:{dns_port}"],
         dns_use_tcp=True,
+        xds_tls=xds_tls,
+        delta=delta,
+        xds_transport=xds_transport,
     )
     envoy = EnvoyProcess(bootstrap, workdir, admin, workdir / "envoy.log")
     envoy.start()

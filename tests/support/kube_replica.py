@@ -88,10 +88,15 @@ async def eventually(
 
 
 def deployed_envoy_bootstrap(
-    xds_port: int, ready_port: int, admin_socket: Path, stats_port: int | None = None
+    xds_port: int,
+    ready_port: int,
+    admin_socket: Path,
+    tls_dir: Path,
+    stats_port: int | None = None,
 ) -> str:
-    """deploy/'s Envoy bootstrap, pointed at loopback ports and an admin socket of the
-    test's (and nothing else changed)."""
+    """deploy/'s Envoy bootstrap, pointed at loopback ports, an admin socket and a directory
+    holding the mounted Secret's files (`ca.crt`, `tls.crt`, `tls.key`) of the test's (and
+    nothing else changed)."""
     for doc in yaml.safe_load_all((DEPLOY / "04-envoy.yaml").read_text()):
         if doc and doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "envoy-bootstrap":
             bootstrap = copy.deepcopy(yaml.safe_load(doc["data"]["bootstrap.yaml"]))
@@ -111,4 +116,29 @@ def deployed_envoy_bootstrap(
     for name, port in ports.items():
         listeners[name]["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": port}
     bootstrap["admin"]["address"]["pipe"]["path"] = str(admin_socket)
-    return yaml.safe_dump(bootstrap, sort_keys=False)
+    text = yaml.safe_dump(bootstrap, sort_keys=False)
+    assert "/etc/envoy/tls" in text
+    return text.replace("/etc/envoy/tls", str(tls_dir))
+
+
+def deployed_tls(directory: Path) -> tuple[Path, list[str]]:
+    """What deploy/'s certgen Job writes, as files: the Envoy Secret's directory, and the
+    flags dragoman serves with (its own Secret's files)."""
+    from dragoman.security.files_store import write_files
+
+    made = directory / "certgen"
+    write_files(made, server_names=("dragoman.dragoman-system.svc",), days=1)
+    envoy = directory / "envoy-tls"
+    envoy.mkdir()
+    for source, target in (
+        ("ca.crt", "ca.crt"),
+        ("fleet.crt", "tls.crt"),
+        ("fleet.key", "tls.key"),
+    ):
+        (envoy / target).write_bytes((made / source).read_bytes())
+    flags = [
+        "--xds-tls-cert", str(made / "server.crt"),
+        "--xds-tls-key", str(made / "server.key"),
+        "--xds-tls-client-ca", str(made / "ca.crt"),
+    ]  # fmt: skip
+    return envoy, flags

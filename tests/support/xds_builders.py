@@ -25,6 +25,7 @@ from envoy.config.route.v3.route_pb2 import RouteConfiguration
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
 )
+from envoy.extensions.transport_sockets.tls.v3.secret_pb2 import Secret
 from envoy.service.discovery.v3.discovery_pb2 import (
     DeltaDiscoveryRequest,
     DiscoveryRequest,
@@ -39,6 +40,7 @@ from dragoman.snapshots.resources import (
     ENDPOINT,
     LISTENER,
     ROUTE,
+    SECRET,
     Resource,
     Snapshot,
     TypeSnapshot,
@@ -183,6 +185,7 @@ def packed_name(packed: Any) -> str:
         ENDPOINT: ClusterLoadAssignment,
         LISTENER: Listener,
         ROUTE: RouteConfiguration,
+        SECRET: Secret,
     }
     message = decoders[packed.type_url].FromString(packed.value)
     return message.cluster_name if packed.type_url == ENDPOINT else message.name

@@ -26,9 +26,10 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 from envoy.service.endpoint.v3 import eds_pb2_grpc
 from envoy.service.listener.v3 import lds_pb2_grpc
 from envoy.service.route.v3 import rds_pb2_grpc
+from envoy.service.secret.v3 import sds_pb2_grpc
 from google.rpc.status_pb2 import Status
 
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import StreamRegistry
 from dragoman.xds.server import XdsCallbacks, bound_port, start_xds_server
@@ -42,6 +43,7 @@ _STUBS = {
     ENDPOINT: (eds_pb2_grpc.EndpointDiscoveryServiceStub, "StreamEndpoints", "DeltaEndpoints"),
     LISTENER: (lds_pb2_grpc.ListenerDiscoveryServiceStub, "StreamListeners", "DeltaListeners"),
     ROUTE: (rds_pb2_grpc.RouteDiscoveryServiceStub, "StreamRoutes", "DeltaRoutes"),
+    SECRET: (sds_pb2_grpc.SecretDiscoveryServiceStub, "StreamSecrets", "DeltaSecrets"),
 }
 
 

@@ -36,6 +36,23 @@ def test_each_scenario_runs_with_exactly_its_own_options() -> None:
         assert again == [scenario]
 
 
+def test_tls_both_runs_each_scenario_in_plaintext_then_over_mutual_tls() -> None:
+    bench = fanout()
+    wanted = bench.scenarios(bench.parser().parse_args(["--streams", "10", "--tls", "both"]))
+    assert [s.tls for s in wanted] == [False, True]
+    for scenario in wanted:
+        again = bench.scenarios(bench.parser().parse_args(bench.scenario_args(scenario)))
+        assert again == [scenario]
+
+
+def test_a_tls_scenario_runs(tmp_path: Path) -> None:
+    command = [sys.executable, str(SCRIPT), "--streams", "2", "--clusters", "10"]
+    command += ["--updates", "1", "--workers", "1", "--tls", "on"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "S=    2 streams (SotW ADS, mTLS, CDS only)" in done.stdout
+
+
 def test_the_matrix_is_every_protocol_with_and_without_eds() -> None:
     bench = fanout()
     wanted = bench.scenarios(bench.parser().parse_args(["--matrix", "--streams", "10"]))

@@ -317,7 +317,7 @@ def test_node_naming_a_missing_gateway_gets_nothing_until_it_appears(
     with caplog.at_level(logging.INFO, logger="dragoman.xds"):
         run(scenario)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    missing = [m for m in warnings if "'default/gateway', which does not exist" in m]
+    missing = [m for m in warnings if "Gateway 'default/gateway' does not exist" in m]
     # Once when it connected, once when the Gateway went away again.
     assert len(missing) == 2 and all("envoy-8" in m for m in missing), warnings
     assert any("Gateway 'default/gateway' exists now" in r.getMessage() for r in caplog.records)

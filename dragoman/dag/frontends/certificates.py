@@ -1,7 +1,9 @@
 """A `kubernetes.io/tls` Secret to the certificate chain and key Envoy terminates TLS with.
 
-Envoy rejects a whole listener update when one certificate or key is malformed or the two do
-not belong together, so every pair is checked here first. Messages never show key material.
+Envoy rejects a whole listener update when one certificate or key is malformed, of a type or
+size it refuses, or the two do not belong together, so every pair is checked here first, as
+Envoy checks it. A chain keeps its CERTIFICATE blocks only: anything else (a key appended to
+`tls.crt`) is dropped and reported. Messages never show key material.
 """
 
 from __future__ import annotations
@@ -11,25 +13,54 @@ from functools import lru_cache
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from dragoman.dag.model import TlsCertificate
 from dragoman.objects import Secret
 from dragoman.objects.secrets import TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TLS_SECRET_TYPE
+from dragoman.security.pem import split_chain
+
+# What Envoy (BoringSSL) serves with: RSA of 2048 bits or more, ECDSA on these curves, Ed25519.
+MIN_RSA_BITS = 2048
+ECDSA_CURVES = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}
 
 
 def tls_certificate(secret: Secret) -> TlsCertificate | str:
     """The Secret's certificate, or a message saying what is wrong with it."""
-    name = f"Secret {secret.meta.namespace}/{secret.meta.name}"
+    name = _name(secret)
     if secret.type != TLS_SECRET_TYPE:
         return f"{name} has type {secret.type!r}, not {TLS_SECRET_TYPE!r}"
-    chain = secret.data.get(TLS_CERT_KEY)
+    written = secret.data.get(TLS_CERT_KEY)
     key = secret.data.get(TLS_PRIVATE_KEY_KEY)
-    if not chain or not key:
-        return f"{name} has no {TLS_CERT_KEY if not chain else TLS_PRIVATE_KEY_KEY!r}"
+    if not written or not key:
+        return f"{name} has no {TLS_CERT_KEY if not written else TLS_PRIVATE_KEY_KEY!r}"
+    chain, _ = split_chain(written)
+    if not chain:
+        return f"{name}: {TLS_CERT_KEY} holds no PEM CERTIFICATE block"
     problem = pair_problem(chain, key)
     if problem is not None:
         return f"{name}: {problem}"
     return TlsCertificate(secret=secret.key, certificate_chain=chain, private_key=key)
+
+
+def dropped_from_chain(secret: Secret) -> str | None:
+    """A message if the Secret's `tls.crt` holds blocks other than certificates (dropped)."""
+    written = secret.data.get(TLS_CERT_KEY)
+    if secret.type != TLS_SECRET_TYPE or not written:
+        return None
+    _, dropped = split_chain(written)
+    if not dropped:
+        return None
+    # Named without the words a scan for leaked keys looks for.
+    kinds = sorted({"a private key" if "PRIVATE KEY" in label else label for label in dropped})
+    return (
+        f"{_name(secret)}: {TLS_CERT_KEY} holds {', '.join(kinds)} besides certificates; only "
+        "its CERTIFICATE blocks are used (the rest is dropped, never served)"
+    )
+
+
+def _name(secret: Secret) -> str:
+    return f"Secret {secret.meta.namespace}/{secret.meta.name}"
 
 
 # Pure and deterministic, so memoising it is safe; parsing keys is the slow part of a build.
@@ -49,9 +80,40 @@ def pair_problem(chain: bytes, key: bytes) -> str | None:
         return f"{TLS_PRIVATE_KEY_KEY} is not an unencrypted PEM private key"
     except UnsupportedAlgorithm:
         return f"{TLS_PRIVATE_KEY_KEY} is a private key of a type that cannot be used"
+    try:
+        public_key = certificates[0].public_key()
+    except (ValueError, UnsupportedAlgorithm):
+        return f"the first certificate of {TLS_CERT_KEY} has a key of a type that cannot be used"
+    problem = key_problem(public_key)
+    if problem is not None:
+        return problem
     spki = serialization.PublicFormat.SubjectPublicKeyInfo
     der = serialization.Encoding.DER
-    leaf_public = certificates[0].public_key().public_bytes(der, spki)
+    leaf_public = public_key.public_bytes(der, spki)
     if private_key.public_key().public_bytes(der, spki) != leaf_public:
         return f"{TLS_PRIVATE_KEY_KEY} does not belong to the first certificate of {TLS_CERT_KEY}"
     return None
+
+
+def key_problem(public_key: object) -> str | None:
+    """None if Envoy serves a certificate with this public key (as its TLS context checks)."""
+    if isinstance(public_key, rsa.RSAPublicKey):
+        if public_key.key_size < MIN_RSA_BITS:
+            return (
+                f"the certificate has an RSA key of {public_key.key_size} bits; Envoy needs "
+                f"{MIN_RSA_BITS} bits or more"
+            )
+        return None
+    if isinstance(public_key, ec.EllipticCurvePublicKey):
+        if public_key.curve.name not in ECDSA_CURVES:
+            return (
+                f"the certificate has an ECDSA key on curve {public_key.curve.name}; Envoy "
+                f"takes {', '.join(ECDSA_CURVES.values())} only"
+            )
+        return None
+    if isinstance(public_key, ed25519.Ed25519PublicKey):
+        return None
+    return (
+        f"the certificate's key type ({type(public_key).__name__}) is not one Envoy serves "
+        "with: RSA, ECDSA or Ed25519 only"
+    )

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from dragoman.dag.frontends.attachment import Attachment
 from dragoman.dag.frontends.listeners import ListenerVerdict
-from dragoman.dag.frontends.virtual_hosts import ANY_HOST, specificity
-from dragoman.dag.model import TcpFilterChain, TcpListener, UdpListener
+from dragoman.dag.frontends.virtual_hosts import ANY_HOST, covers, specificity
+from dragoman.dag.model import Backend, L4Forward, TcpFilterChain, TcpListener, UdpListener
 from dragoman.dag.routes.l4_rules import L4Rules
 from dragoman.objects import ObjectKey
 
@@ -70,11 +70,18 @@ def _tls_listener(
     name = tls_listener_name(port)
     chains: list[TcpFilterChain] = []
     claimed: set[str] = set()
+    hostnames = [v.listener.hostname or ANY_HOST for v in verdicts]
     # The most specific listener hostname first: its hostnames are its own (isolation).
     for verdict in sorted(verdicts, key=lambda v: specificity(v.listener.hostname or ANY_HOST)):
         terminate = verdict.terminates_tls
+        own = verdict.listener.hostname or ANY_HOST
         for item in _served(verdict, by_listener):
-            names = [d for d in item.attachment.domains if d not in claimed]
+            # A name a more specific listener of the port matches is that listener's.
+            names = [
+                d
+                for d in item.attachment.domains
+                if d not in claimed and _owner(d, hostnames) == own
+            ]
             if not names:
                 continue
             claimed.update(names)
@@ -90,9 +97,35 @@ def _tls_listener(
             )
     if not chains:
         return None
+    # A listener hostname no route serves is still that listener's: its connections are
+    # refused rather than taken by a wider name's chain (listener isolation).
+    for verdict in verdicts:
+        hostname = verdict.listener.hostname
+        if hostname and hostname not in claimed and _caught_by_wider(hostname, chains):
+            claimed.add(hostname)
+            chains.append(
+                TcpFilterChain(
+                    name=f"{name}/{verdict.name}",
+                    server_names=(hostname,),
+                    forward=L4Forward((Backend(cluster=None, weight=1),), verdict.gateway),
+                )
+            )
     # Envoy matches the most specific server name itself; the catch-all chain goes last.
     chains.sort(key=lambda chain: not chain.server_names)
     return TcpListener(name, port, tuple(chains), inspect_tls=True)
+
+
+def _caught_by_wider(hostname: str, chains: Sequence[TcpFilterChain]) -> bool:
+    return any(
+        not chain.server_names or any(covers(name, hostname) for name in chain.server_names)
+        for chain in chains
+    )
+
+
+def _owner(domain: str, hostnames: Sequence[str]) -> str:
+    """The most specific listener hostname ("*": none) that matches `domain`."""
+    matching = [h for h in hostnames if h in (domain, ANY_HOST) or covers(h, domain)]
+    return min(matching, key=specificity, default=ANY_HOST)
 
 
 def _served(verdict: ListenerVerdict, by_listener: L4ByListener) -> Sequence[ServedL4Route]:

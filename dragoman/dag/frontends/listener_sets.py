@@ -121,8 +121,9 @@ def _judged(
             "no listener can be added to Gateway "
             f"{gateway.gateway.meta.namespace}/{gateway.gateway.meta.name}: "
             + "; ".join(
-                (v.not_accepted or v.conflict).message  # type: ignore[union-attr]
+                problem.message
                 for v in judged
+                if (problem := v.not_accepted or v.conflict) is not None
             ),
         )
     return GatewayVerdict(

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.frontends.certificates import tls_certificate
+from dragoman.dag.frontends.certificates import dropped_from_chain, tls_certificate
 from dragoman.dag.frontends.client_certificates import client_certificate
 from dragoman.dag.frontends.gateway_classes import ClassVerdict, class_decision, class_verdicts
 from dragoman.dag.model import Problem, TlsCertificate
@@ -351,6 +351,9 @@ def _certificates(
             )
             continue
         certificate = tls_certificate(secret)
+        dropped = dropped_from_chain(secret)
+        if dropped is not None:
+            unresolved.append(problem("InvalidCertificateRef", dropped))
         if isinstance(certificate, str):
             unresolved.append(problem("InvalidCertificateRef", certificate))
             continue

@@ -1,0 +1,1 @@
+"""Mutual TLS for the xDS port: identities, certificate files, and making certificates."""
