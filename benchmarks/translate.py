@@ -54,6 +54,7 @@ from google.protobuf.message import Message
 from dragoman.dag.build import build
 from dragoman.dag.upstreams.endpoints import refresh_load_assignments
 from dragoman.envoy.access_log import JSON_FIELDS as ACCESS_LOG_JSON_FIELDS
+from dragoman.envoy.access_log import L4_JSON_FIELDS as L4_ACCESS_LOG_JSON_FIELDS
 from dragoman.envoy.translate import translate, translate_endpoints
 from dragoman.objects import (
     BackendRef,
@@ -363,9 +364,19 @@ def floor(n: int, l4: bool = False) -> tuple[float, dict[tuple[str, str], str]]:
 
 
 def _tcp_proxy(stat_prefix: str, cluster: str) -> listener_components_pb2.Filter:
+    log_fields = struct_pb2.Struct()
+    log_fields.update(L4_ACCESS_LOG_JSON_FIELDS)
+    stdout = stream_pb2.StdoutAccessLog(
+        log_format=substitution_format_string_pb2.SubstitutionFormatString(json_format=log_fields)
+    )
+    access_log = accesslog_pb2.AccessLog(
+        name="envoy.access_loggers.stdout", typed_config=_pack(stdout)
+    )
+    proxy = tcp_proxy_pb2.TcpProxy(
+        stat_prefix=stat_prefix, cluster=cluster, access_log=[access_log]
+    )
     return listener_components_pb2.Filter(
-        name="envoy.filters.network.tcp_proxy",
-        typed_config=_pack(tcp_proxy_pb2.TcpProxy(stat_prefix=stat_prefix, cluster=cluster)),
+        name="envoy.filters.network.tcp_proxy", typed_config=_pack(proxy)
     )
 
 

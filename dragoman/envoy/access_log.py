@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from envoy.config.accesslog.v3 import accesslog_pb2
 from envoy.config.core.v3 import substitution_format_string_pb2
 from envoy.extensions.access_loggers.stream.v3 import stream_pb2
@@ -39,8 +41,27 @@ JSON_FIELDS = {
 }
 
 
-def access_logs(log_format: str) -> list[accesslog_pb2.AccessLog]:
-    """The access_log of a Gateway listener's connection manager ([] for "off")."""
+# The same for a connection (TCP, TLS) or a UDP session: no request, so no HTTP fields; the
+# SNI the client sent instead.
+L4_JSON_FIELDS = {
+    "start_time": "%START_TIME%",
+    "bytes_received": "%BYTES_RECEIVED%",
+    "bytes_sent": "%BYTES_SENT%",
+    "duration_ms": "%DURATION%",
+    "response_flags": "%RESPONSE_FLAGS%",
+    "upstream_host": "%UPSTREAM_HOST%",
+    "upstream_cluster": "%UPSTREAM_CLUSTER%",
+    "requested_server_name": "%REQUESTED_SERVER_NAME%",
+    "downstream_remote_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
+    "listener": "%DOWNSTREAM_LOCAL_ADDRESS%",
+}
+
+
+def access_logs(
+    log_format: str, fields_of_json: Mapping[str, str] = JSON_FIELDS
+) -> list[accesslog_pb2.AccessLog]:
+    """The access_log of a Gateway listener's connection manager ([] for "off"); with
+    L4_JSON_FIELDS, of its TCP or UDP proxy."""
     if log_format == "off":
         return []
     if log_format not in ACCESS_LOG_FORMATS:
@@ -48,7 +69,7 @@ def access_logs(log_format: str) -> list[accesslog_pb2.AccessLog]:
     stdout = stream_pb2.StdoutAccessLog()
     if log_format == "json":
         fields = Struct()
-        fields.update(JSON_FIELDS)
+        fields.update(fields_of_json)
         stdout.log_format.CopyFrom(
             substitution_format_string_pb2.SubstitutionFormatString(json_format=fields)
         )

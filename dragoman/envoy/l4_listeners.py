@@ -14,6 +14,7 @@ from xds.core.v3 import extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
 
 from dragoman.dag.model import L4Forward, TcpFilterChain, TcpListener, UdpListener
+from dragoman.envoy.access_log import L4_JSON_FIELDS, access_logs
 from dragoman.envoy.core import pack, socket_address
 from dragoman.envoy.downstream_tls import downstream_tls_socket, tls_inspector
 from dragoman.envoy.options import TranslateOptions
@@ -31,7 +32,9 @@ def tcp_listener(value: TcpListener, options: TranslateOptions) -> listener_pb2.
     message = listener_pb2.Listener(
         name=value.name,
         address=socket_address(options.listener_address, value.port),
-        filter_chains=[_tcp_chain(value.name, chain) for chain in value.filter_chains],
+        filter_chains=[
+            _tcp_chain(value.name, chain, options.access_log) for chain in value.filter_chains
+        ],
     )
     if value.inspect_tls:
         message.listener_filters.append(tls_inspector())
@@ -42,6 +45,8 @@ def udp_listener(value: UdpListener, options: TranslateOptions) -> listener_pb2.
     config = udp_proxy_pb2.UdpProxyConfig(
         stat_prefix=value.name,
         matcher=matcher_pb2.Matcher(on_no_match=_udp_route(value.forward)),
+        # One line per session (the datagrams of one client address and port).
+        access_log=access_logs(options.access_log, L4_JSON_FIELDS),
     )
     return listener_pb2.Listener(
         name=value.name,
@@ -66,15 +71,19 @@ def _udp_route(forward: L4Forward) -> matcher_pb2.Matcher.OnMatch:
     )
 
 
-def tcp_proxy(stat_prefix: str, forward: L4Forward) -> tcp_proxy_pb2.TcpProxy:
+def tcp_proxy(
+    stat_prefix: str, forward: L4Forward, access_log: str = "off"
+) -> tcp_proxy_pb2.TcpProxy:
     # Two backendRefs may name one cluster (or both be invalid): one entry, weights summed.
     weights: dict[str, int] = {}
     for backend in forward.backends:
         name = backend.cluster or NO_BACKEND
         weights[name] = weights.get(name, 0) + backend.weight
+    # One line per connection.
+    logs = access_logs(access_log, L4_JSON_FIELDS)
     if len(weights) <= 1:
         return tcp_proxy_pb2.TcpProxy(
-            stat_prefix=stat_prefix, cluster=next(iter(weights), NO_BACKEND)
+            stat_prefix=stat_prefix, cluster=next(iter(weights), NO_BACKEND), access_log=logs
         )
     weighted = tcp_proxy_pb2.TcpProxy.WeightedCluster(
         clusters=[
@@ -82,17 +91,18 @@ def tcp_proxy(stat_prefix: str, forward: L4Forward) -> tcp_proxy_pb2.TcpProxy:
             for name, weight in weights.items()
         ]
     )
-    return tcp_proxy_pb2.TcpProxy(stat_prefix=stat_prefix, weighted_clusters=weighted)
+    return tcp_proxy_pb2.TcpProxy(
+        stat_prefix=stat_prefix, weighted_clusters=weighted, access_log=logs
+    )
 
 
-def _tcp_chain(listener_name: str, chain: TcpFilterChain) -> listener_components_pb2.FilterChain:
+def _tcp_chain(
+    listener_name: str, chain: TcpFilterChain, access_log: str
+) -> listener_components_pb2.FilterChain:
+    proxy = tcp_proxy(listener_name, chain.forward, access_log)
     message = listener_components_pb2.FilterChain(
         name=chain.name,
-        filters=[
-            listener_components_pb2.Filter(
-                name=TCP_PROXY, typed_config=pack(tcp_proxy(listener_name, chain.forward))
-            )
-        ],
+        filters=[listener_components_pb2.Filter(name=TCP_PROXY, typed_config=pack(proxy))],
     )
     if chain.server_names:
         message.filter_chain_match.CopyFrom(

@@ -17,6 +17,7 @@ partner API by TLS passthrough, or a syslog service.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import ssl
 import textwrap
@@ -349,3 +350,25 @@ def test_tls_terminate_on_the_passthrough_port_serves_the_listener_certificate(
     names = [value for kind, value in peer.get("subjectAltName", ()) if kind == "DNS"]
     assert names == ["db.gateway.e2e.test"]  # the Gateway's certificate: Envoy terminated
     assert world.echoes["db-a"].connections == before + 1  # plain TCP behind it
+
+
+def test_connections_and_udp_sessions_are_access_logged_as_json(world: World) -> None:
+    assert tcp_round_trip(world.listeners["tcp"], b"logged") == b"logged"
+    assert udp_round_trip(world.listeners["udp"], b"logged") == b"logged"
+    tls_round_trip(world.listeners["tls"], "a.partner.e2e.test", CA.pem, b"logged")
+
+    def entries() -> list[dict[str, object]]:
+        lines = Path(world.envoy.log_path).read_text(errors="replace").splitlines()
+        return [json.loads(line) for line in lines if line.startswith('{"')]
+
+    def logged(cluster: str) -> dict[str, object] | None:
+        return next((e for e in entries() if e.get("upstream_cluster") == cluster), None)
+
+    tcp = wait_until(lambda: logged(f"default/db-a/{world.ports['db-a']}/tcp"), timeout=10)
+    assert str(tcp["upstream_host"]).startswith("127.0.0.2:")
+    assert "path" not in tcp  # no HTTP fields for a connection
+    tls = wait_until(lambda: logged(f"default/partner-a/{world.ports['tls-a']}/tcp"), timeout=10)
+    assert tls["requested_server_name"] == "a.partner.e2e.test"
+    # A UDP session is logged when it ends (idle timeout): its line shows the cluster once
+    # written; the listener's own stats count the datagram now.
+    assert world.envoy.stat(f"udp.udp-{world.listeners['udp']}.downstream_sess_rx_datagrams", 0)

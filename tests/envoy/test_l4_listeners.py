@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from envoy.config.core.v3 import address_pb2
 from envoy.config.listener.v3 import listener_pb2
+from envoy.extensions.access_loggers.stream.v3 import stream_pb2
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import route_pb2 as udp_route_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import udp_proxy_pb2
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 
-from dragoman.envoy import translate
+from dragoman.envoy import TranslateOptions, translate
 from dragoman.envoy.l4_listeners import NO_BACKEND
 from dragoman.snapshots.resources import CLUSTER, LISTENER, SECRET
 from tests.support.certificates import certificate_authority
@@ -177,3 +178,31 @@ def test_proxyless_grpc_clients_see_no_tcp_tls_or_udp_listener() -> None:
     assert gateway_targets == {"web.example.com:8080"}
     assert not any(name.endswith(":514") for name in names)  # UDP
     assert not any(name.endswith(("/tcp", "/udp")) for name in grpc.of_type(CLUSTER).resources)
+
+
+def test_connections_and_sessions_are_access_logged_without_http_fields() -> None:
+    dag = build_text(DRAGOMAN_CLASS, MANIFESTS)
+    logs = {}
+    for log_format in ("json", "off"):
+        snapshot = translate(dag, TranslateOptions(access_log=log_format))[""]
+        proxy = tcp_proxy_pb2.TcpProxy()
+        tcp = listener_of(snapshot, "tcp-5432")
+        assert tcp.filter_chains[0].filters[0].typed_config.Unpack(proxy)
+        udp = udp_proxy_pb2.UdpProxyConfig()
+        assert listener_of(snapshot, "udp-514").listener_filters[0].typed_config.Unpack(udp)
+        logs[log_format] = (list(proxy.access_log), list(udp.access_log))
+    assert logs["off"] == ([], [])
+    tcp_logs, udp_logs = logs["json"]
+    for log in (*tcp_logs, *udp_logs):
+        stdout = stream_pb2.StdoutAccessLog()
+        assert log.typed_config.Unpack(stdout)
+        fields = set(stdout.log_format.json_format.fields)
+        assert {"upstream_cluster", "requested_server_name", "bytes_sent"} <= fields
+        assert not fields & {"path", "method", "response_code"}
+    assert len(tcp_logs) == len(udp_logs) == 1
+
+
+def listener_of(snapshot, name: str) -> listener_pb2.Listener:  # type: ignore[no-untyped-def]
+    message = decoded(snapshot, LISTENER, name)
+    assert isinstance(message, listener_pb2.Listener)
+    return message
