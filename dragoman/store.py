@@ -3,6 +3,8 @@ the table of kinds (`dragoman.sources.kinds`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
@@ -28,8 +30,12 @@ from dragoman.sources.kinds import KINDS
 
 NamespacedName = tuple[str, str]
 
+# By id: what with_object made a store from (the store, weakly: a chain of stores must not
+# keep old objects alive), the field and the key it changed. An entry leaves with its store.
+_MADE_FROM: dict[int, tuple[weakref.ref[Store], weakref.ref[Store], str, NamespacedName]] = {}
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Store:
     """An immutable view of every object a source currently holds."""
 
@@ -60,6 +66,44 @@ class Store:
             by_field[_FIELD_OF_KIND[type(obj)]][(obj.meta.namespace, obj.meta.name)] = obj
         return cls(**by_field)  # type: ignore[arg-type]
 
+    def with_object(self, kind: type, key: NamespacedName, obj: KubeObject | None) -> Store:
+        """This store with one object of `kind` (a type) put at `key`, or removed (None).
+        Copies one kind's mapping, not every object."""
+        name = _FIELD_OF_KIND[kind]
+        objects = dict(getattr(self, name))
+        if obj is None:
+            objects.pop(key, None)
+        else:
+            objects[key] = obj
+        made = dataclasses.replace(self, **{name: objects})
+        ident = id(made)
+        _MADE_FROM[ident] = (
+            weakref.ref(made, lambda _: _MADE_FROM.pop(ident, None)),
+            weakref.ref(self),
+            name,
+            key,
+        )
+        return made
+
+    def keys_changed_since(
+        self, earlier: Store, limit: int = 256
+    ) -> dict[str, set[NamespacedName]] | None:
+        """The fields and keys with_object put or removed on the way from `earlier` to this
+        store (some may hold an equal object again), or None when this store was not made
+        from `earlier` that way (or too many steps ago): compare the fields then."""
+        found: dict[str, set[NamespacedName]] = {}
+        store: Store | None = self
+        for _ in range(limit):
+            if store is earlier:
+                return found
+            made_from = _MADE_FROM.get(id(store)) if store is not None else None
+            if made_from is None or made_from[0]() is not store:
+                return None
+            _, previous, name, key = made_from
+            found.setdefault(name, set()).add(key)
+            store = previous()
+        return None
+
     def slices_of(self, namespace: str, service_name: str) -> list[EndpointSlice]:
         """EndpointSlices labelled as belonging to one Service, in name order."""
         return sorted(
@@ -82,5 +126,6 @@ class Store:
 
 # The Store field that holds each kind, from the table of kinds.
 _FIELD_OF_KIND: dict[type, str] = {kind.type: kind.store_field for kind in KINDS}
-_missing = set(_FIELD_OF_KIND.values()) ^ {f.name for f in fields(Store)}
+OBJECT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Store))
+_missing = set(_FIELD_OF_KIND.values()) ^ set(OBJECT_FIELDS)
 assert not _missing, f"Store fields and dragoman.sources.kinds rows differ: {sorted(_missing)}"

@@ -70,6 +70,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "port 0 picks a free port; 'off' for none)",
     )
     parser.add_argument(
+        "--debug-remote",
+        action="store_true",
+        help="answer /debug pages to peers off loopback too (by default only loopback peers, "
+        "such as kubectl port-forward, see them)",
+    )
+    parser.add_argument(
         "--gateway-address",
         action="append",
         dest="gateway_addresses",
@@ -197,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         xds_tls=args.xds_tls,
         xds_insecure=args.xds_insecure,
         ops_address=ops,
+        debug_remote=args.debug_remote,
     )
     try:
         asyncio.run(serve(serve_config))
@@ -239,6 +246,7 @@ def _run_kubernetes(
         context=args.context,
         namespaces=tuple(dict.fromkeys(args.namespaces or ())),
         ops_address=ops,
+        debug_remote=args.debug_remote,
         controller_name=args.controller_name or DEFAULT_CONTROLLER_NAME,
         gateway_class=args.gateway_class,
         lease=lease,

@@ -186,7 +186,7 @@ class _Translator:
             # An EDS cluster with no known endpoints still gets an (empty) CLA, so Envoy
             # finishes warming it instead of waiting for the initial fetch timeout.
             value = self._dag.load_assignments.get(name) or LoadAssignment(cluster=name)
-            resource = self._reused_assignment(name, value) or _assignment_resource(value)
+            resource = self._reused_assignment(name, value) or assignment_resource(value)
             self._assignments[name] = resource
         return resource
 
@@ -222,7 +222,8 @@ def is_eds(value: Cluster | None) -> bool:
     )
 
 
-def _assignment_resource(value: LoadAssignment) -> LoadAssignmentResource:
+def assignment_resource(value: LoadAssignment) -> LoadAssignmentResource:
+    """A CLA's Resource, remembering the LoadAssignment it was made from."""
     plain = Resource.of(value.cluster, cluster_load_assignment(value))
     return LoadAssignmentResource(
         name=plain.name,

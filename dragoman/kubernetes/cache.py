@@ -149,8 +149,29 @@ class ObjectCache:
             statuses=_status_and_errors(previous) != _status_and_errors(entry),
         )
         if change.objects:
-            self._store = None
+            self._store = self._patched(partition, key, before, after)
         return change
+
+    def _patched(
+        self,
+        partition: Partition,
+        key: tuple[str, str],
+        before: KubeObject | None,
+        after: KubeObject | None,
+    ) -> Store | None:
+        """The store after one object changed, made from the last one (the other objects are
+        the same Python objects, which is what lets a build find what changed at once); None
+        (made from every entry when next read) where another partition holds that key."""
+        store, typed = self._store, after if after is not None else before
+        if store is None or typed is None:
+            return None
+        kind = partition[0]
+        if any(
+            p[0] == kind and key in held for p, held in self._partitions.items() if p != partition
+        ):
+            return None
+        namespaced = (typed.meta.namespace, typed.meta.name)
+        return store.with_object(type(typed), namespaced, after)
 
     # ---------------------------------------------------------------------- reads
 

@@ -52,6 +52,8 @@ class KubernetesConfig:
     namespaces: tuple[str, ...] = ()
     # /metrics, /healthz, /readyz and /debug; None: no such server.
     ops_address: str | None = None
+    # /debug* for peers off loopback too (by default: loopback only).
+    debug_remote: bool = False
     controller_name: str = DEFAULT_CONTROLLER_NAME
     # Serve only Gateways of this GatewayClass (None: every class naming our controller).
     gateway_class: str | None = None
@@ -198,6 +200,7 @@ class KubernetesServer:
                     ready=self.ready,
                     metrics=self.metrics,
                     debug_view=self.debug_view,
+                    debug_remote=self.config.debug_remote,
                 )
                 await self.ops.start()
             if not await self._wait_for_sync(halt):
@@ -315,7 +318,8 @@ class KubernetesServer:
         self._remember_served()
         for problem in result.new_problems:
             log.warning("%s", problem, extra=problem_fields(problem))
-        if result.kind == "full" or result.statuses_changed:
+        # Endpoints alone change no status, unless the DNS check's changed DNSResolved.
+        if result.kind in ("full", "incremental") or result.statuses_changed:
             self._statuses_due.set()
 
     # -------------------------------------------------------------------- status

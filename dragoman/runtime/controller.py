@@ -1,5 +1,6 @@
-"""From stores to served snapshots: a full build when configuration changes, the EDS fast
-path when only EndpointSlices changed. Pure apart from handing snapshots to the cache."""
+"""From stores to served snapshots: each change rebuilds only what it reaches (an incremental
+build, the EDS fast path when only EndpointSlices changed, a full build when a Gateway did)
+and re-serializes only what changed. Pure apart from handing snapshots to the cache."""
 
 from __future__ import annotations
 
@@ -8,20 +9,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dragoman.dag.build import build
+from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.build import with_dns_conditions
 from dragoman.dag.upstreams.dns_check import DnsObservations, dns_refusal, served_addresses
-from dragoman.dag.upstreams.endpoints import (
-    checked_assignment,
-    checked_clusters,
-    refresh_load_assignments,
-)
+from dragoman.dag.upstreams.endpoints import checked_assignment, checked_clusters
 from dragoman.envoy.grpc.translate import GrpcSnapshots
 from dragoman.envoy.grpc.variant import grpc_snapshots
+from dragoman.envoy.incremental import IncrementalTranslation
 from dragoman.envoy.options import TranslateOptions
-from dragoman.envoy.translate import translate, translate_endpoints
+from dragoman.envoy.translate import translate_endpoints
 from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
@@ -29,12 +27,12 @@ from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
 
 @dataclass(frozen=True, slots=True)
 class UpdateResult:
-    kind: str  # "full", "endpoints" or "unchanged"
+    kind: str  # "full", "incremental", "endpoints" or "unchanged"
     seconds: float
     problems: tuple[Problem, ...] = ()
     new_problems: tuple[Problem, ...] = ()
     # An endpoints-only update that changed object statuses (a DNS check's DNSResolved); a
-    # full update may always have.
+    # full or incremental update may always have.
     statuses_changed: bool = False
 
 
@@ -53,27 +51,24 @@ class Controller:
     # Told of every build that published something (metrics): keep them quick.
     observers: list[Callable[[UpdateResult], None]] = field(default_factory=list)
 
+    # Made from the options above on first use; each keeps what the last update made.
+    builder: IncrementalBuild | None = None
+    translation: IncrementalTranslation | None = None
+
     def update(self, store: Store) -> UpdateResult:
         """Build what `store` means for Envoy and publish it if anything changed."""
         started = time.perf_counter()
         previous_store, previous_dag = self.store, self.dag
-        if previous_store is not None and previous_store == store:
-            return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
-        if (
-            previous_store is not None
-            and previous_dag is not None
-            and store.differs_only_in_endpoints(previous_store)
-        ):
-            kind = "endpoints"
-            dag = refresh_load_assignments(
-                previous_dag, store, previous_store, self.build_options.endpoint_networks
-            )
-            snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
-        else:
-            kind = "full"
-            with cyclic_gc_paused():
-                dag = build(store, self.build_options, self.dns)
-                snapshots = translate(dag, self.translate_options)
+        if self.builder is None or self.translation is None:
+            self.builder = IncrementalBuild(self.build_options)
+            self.translation = IncrementalTranslation(self.translate_options)
+        with cyclic_gc_paused():
+            built = self.builder.build(store, self.dns)
+            if built.kind == "unchanged":
+                self.store = store
+                return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
+            dag = built.dag
+            snapshots = self.translation.translate(dag)
         self.grpc = grpc_snapshots(
             dag,
             snapshots,
@@ -82,13 +77,13 @@ class Controller:
             translate_options=self.translate_options,
             dns=self.dns,
             previous=self.grpc,
-            previous_store=previous_store if kind == "endpoints" else None,
+            previous_store=previous_store if built.kind == "endpoints" else None,
         )
         self.store, self.dag, self.snapshots = store, dag, snapshots
         self.cache.set_snapshots(snapshots, grpc=self.grpc)
         old = set(previous_dag.problems) if previous_dag is not None else set()
         new_problems = tuple(p for p in dag.problems if p not in old)
-        result = UpdateResult(kind, time.perf_counter() - started, dag.problems, new_problems)
+        result = UpdateResult(built.kind, time.perf_counter() - started, dag.problems, new_problems)
         for observer in self.observers:
             observer(result)
         return result
@@ -96,26 +91,25 @@ class Controller:
     def update_dns(self, dns: DnsObservations) -> UpdateResult:
         """Publish new DNS check observations: when only the addresses (or the condition) of
         names already served changed, as endpoints and route statuses alone (the EDS fast
-        path); else by a full build of the current store."""
+        path); else by a build of the current store."""
         started = time.perf_counter()
         if dns == self.dns or self.store is None:
             self.dns = dict(dns)
             return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
-        changed = {
-            name for name in dns.keys() | self.dns.keys() if dns.get(name) != self.dns.get(name)
-        }
+        changed = {n for n in dns.keys() | self.dns.keys() if dns.get(n) != self.dns.get(n)}
         if self.dag is not None and self._served_before_and_after(changed, dns):
             statuses_changed = self._update_dns_endpoints(dns, changed)
-            return UpdateResult(
+            result = UpdateResult(
                 "endpoints",
                 time.perf_counter() - started,
                 self._problems(),
                 statuses_changed=statuses_changed,
             )
+            for observer in self.observers:
+                observer(result)
+            return result
         self.dns = dict(dns)
-        store, self.store = self.store, None  # forces a full build of the same store
-        result = self.update(store)
-        return UpdateResult("full", result.seconds, result.problems, result.new_problems)
+        return self.update(self.store)  # other observations: a build of the same store
 
     def _served_before_and_after(self, changed: set[str], dns: DnsObservations) -> bool:
         """True when every changed name had a cluster and keeps it: no build needed."""
@@ -129,7 +123,10 @@ class Controller:
         )
 
     def _update_dns_endpoints(self, dns: DnsObservations, changed: set[str]) -> bool:
-        """Endpoints and route statuses from new observations; True if statuses changed."""
+        """Endpoints and route statuses from new observations; True if statuses changed.
+
+        The incremental builder sees other observations at its next build and builds anew,
+        so what it keeps never disagrees with what is served."""
         dag, store = self.dag, self.store
         assert dag is not None and store is not None
         policy = self.build_options.external_names

@@ -39,6 +39,8 @@ class ServeConfig:
     xds_insecure: bool = False
     # /metrics, /healthz, /readyz and /debug; None: no such server.
     ops_address: str | None = None
+    # /debug* for peers off loopback too (by default: loopback only).
+    debug_remote: bool = False
 
 
 class ManifestServer:
@@ -84,6 +86,7 @@ class ManifestServer:
                 ready=self.ready,
                 metrics=self.metrics,
                 debug_view=self.debug_view,
+                debug_remote=self.config.debug_remote,
             )
             await ops.start()
             self.ops = ops

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ipaddress
 import logging
 import threading
 import urllib.parse
@@ -46,6 +47,7 @@ class OpsServer:
         ready: Check,
         metrics: Metrics | None = None,
         debug_view: Callable[[], DebugView] | None = None,
+        debug_remote: bool = False,
         flag: str = "--metrics-address",
     ) -> None:
         self.address = address
@@ -53,6 +55,10 @@ class OpsServer:
         self.ready = ready
         self.metrics = metrics
         self.debug_view = debug_view
+        # The debug pages name every route, cluster and client: by default they answer
+        # only peers on loopback (`kubectl port-forward` arrives there), while probes and
+        # scrapes on the same port come from anywhere.
+        self.debug_remote = debug_remote
         self.flag = flag
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -143,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
         ops: OpsServer = self.server.ops  # type: ignore[attr-defined]
         path, _, query = self.path.partition("?")
         try:
-            status, content_type, body = _route(ops, path, query)
+            status, content_type, body = _route(ops, path, query, peer=self.client_address[0])
         except Exception:
             log.exception("operations endpoint: %s failed", path)
             status, content_type, body = 500, "text/plain; charset=utf-8", b"internal error\n"
@@ -168,7 +174,20 @@ def _text(status: int, text: str) -> tuple[int, str, bytes]:
     return status, "text/plain; charset=utf-8", (text + "\n").encode()
 
 
-def _route(ops: OpsServer, path: str, query: str = "") -> tuple[int, str, bytes]:
+def is_loopback_peer(peer: str) -> bool:
+    """Whether a connection's source address is loopback (IPv4-mapped IPv6 included)."""
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def _route(
+    ops: OpsServer, path: str, query: str = "", peer: str = "127.0.0.1"
+) -> tuple[int, str, bytes]:
     if path in ("/healthz", "/livez"):
         problem = ops.live()
         return _text(503, problem) if problem else _text(200, "ok")
@@ -178,6 +197,12 @@ def _route(ops: OpsServer, path: str, query: str = "") -> tuple[int, str, bytes]
     if path == "/metrics" and ops.metrics is not None:
         return 200, CONTENT_TYPE_LATEST, ops.metrics.exposition()
     if path.startswith("/debug") and ops.debug_view is not None:
+        if not ops.debug_remote and not is_loopback_peer(peer):
+            return _text(
+                int(HTTPStatus.FORBIDDEN),
+                "the debug pages answer loopback peers only: use `kubectl port-forward`, or "
+                "start dragoman with --debug-remote",
+            )
         from dragoman.runtime.debug import render
 
         page = render.PAGES.get(path.rstrip("/") or "/debug")

@@ -84,14 +84,10 @@ class TypeSnapshot:
 
     @classmethod
     def of(cls, resources: Iterable[Resource]) -> TypeSnapshot:
-        by_name = {r.name: r for r in sorted(resources, key=lambda r: r.name)}
-        h = hashlib.sha256()
-        for name, r in by_name.items():
-            h.update(name.encode())
-            h.update(b"\0")
-            h.update(r.digest.encode())
-            h.update(b"\n")
-        return cls(resources=by_name, version=h.hexdigest()[:16])
+        by_name = {r.name: r for r in sorted(resources, key=_name)}
+        # One update of "name\0digest\n" lines: the same bytes as hashing them one by one.
+        listed = "".join([f"{name}\0{r.digest}\n" for name, r in by_name.items()])
+        return cls(resources=by_name, version=hashlib.sha256(listed.encode()).hexdigest()[:16])
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +98,10 @@ class Snapshot:
 
     def of_type(self, type_url: str) -> TypeSnapshot:
         return self.types.get(type_url, EMPTY_TYPE)
+
+
+def _name(resource: Resource) -> str:
+    return resource.name
 
 
 EMPTY_TYPE = TypeSnapshot.of(())

@@ -12,6 +12,7 @@ import pytest
 from dragoman.kubernetes.cache import ObjectCache
 from dragoman.kubernetes.kinds import KINDS_BY_NAME
 from dragoman.objects import ObjectKey
+from dragoman.store import Store
 
 SERVICES = KINDS_BY_NAME["Service"]
 ROUTES = KINDS_BY_NAME["HTTPRoute"]
@@ -132,3 +133,48 @@ def test_synced_once_every_expected_partition_was_listed() -> None:
     first = cache.replace(("HTTPRoute", "shop"), ROUTES, [])
     assert cache.synced
     assert first.objects  # the first list of a kind always counts, even when empty
+
+
+def test_events_patch_the_store_into_what_a_rebuild_gives() -> None:
+    """Each event changes one kind's mapping of the last store: the same store as one made
+    from every entry, with every other object the same Python object as before."""
+    cache = ObjectCache()
+    cache.replace(("Service", ""), SERVICES, [service(f"s{i}", "1") for i in range(5)])
+    cache.replace(("HTTPRoute", ""), ROUTES, [route("r", "1")])
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("MODIFIED", service("s1", "2", port=81)),
+        ("ADDED", service("s9", "3", namespace="other")),
+        ("DELETED", service("s2", "4")),
+        ("MODIFIED", service("s3", "5", port="bad")),  # unreadable: leaves the store
+        ("MODIFIED", service("s3", "6", port=83)),  # readable again
+        ("DELETED", service("missing", "7")),
+    ]
+    for event_type, obj in events:
+        before = cache.store()
+        cache.event(("Service", ""), SERVICES, event_type, obj)
+        after = cache.store()
+        assert after == Store.from_objects(e.parsed for e in cache.entries() if e.parsed)
+        assert after.http_routes is before.http_routes
+        name = obj["metadata"]["name"]
+        namespace = obj["metadata"]["namespace"]
+        for key, kept in before.services.items():
+            if key != (namespace, name):
+                assert after.services.get(key) is kept
+    assert sorted(cache.store().services) == [
+        ("default", "s0"),
+        ("default", "s1"),
+        ("default", "s3"),
+        ("default", "s4"),
+        ("other", "s9"),
+    ]
+    assert cache.store().services[("default", "s3")].ports[0].port == 83
+
+
+def test_a_key_held_by_two_partitions_makes_the_store_from_every_entry() -> None:
+    cache = ObjectCache()
+    cache.replace(("Service", ""), SERVICES, [service("a", "1")])
+    cache.replace(("Service", "default"), SERVICES, [service("a", "2", port=82)])
+    cache.store()
+    cache.event(("Service", ""), SERVICES, "DELETED", service("a", "3"))
+    # The namespaced partition still holds it: not removed from the store.
+    assert cache.store().services[("default", "a")].ports[0].port == 82

@@ -113,7 +113,7 @@ def test_configuration_change_rebuilds_and_reports_new_problems_once() -> None:
         },
     )
     first = controller.update(broken)
-    assert first.kind == "full"
+    assert first.kind == "incremental"
     assert [p.reason for p in first.new_problems] == ["BackendNotFound"]
     again = controller.update(dataclasses.replace(broken, endpoint_slices={}))
     assert again.kind == "endpoints"

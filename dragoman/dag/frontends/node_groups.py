@@ -9,7 +9,7 @@ included: a request is answered only by routes of the most specific listener mat
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.frontends.attachment import Attachment
@@ -66,6 +66,14 @@ class ServedRoutes:
 _ByListener = dict[tuple[str, str, str], list[ServedRoutes]]
 
 
+# The virtual hosts of one port's listeners, given the port and its listeners (HTTP ports),
+# or the port, its listeners and the one HTTPS listener whose route table is wanted; and the
+# Envoy listener of a TCP, TLS or UDP port (None: nothing to serve there).
+HttpHosts = Callable[[int, Sequence[ListenerVerdict]], tuple[VirtualHost, ...]]
+HttpsHosts = Callable[[int, Sequence[ListenerVerdict], ListenerVerdict], tuple[VirtualHost, ...]]
+L4Listener = Callable[[int, Sequence[ListenerVerdict]], Listener | None]
+
+
 def node_group(
     name: str,
     gateways: Sequence[GatewayVerdict],
@@ -73,7 +81,6 @@ def node_group(
     served_l4: Iterable[ServedL4Route] = (),
 ) -> NodeGroup:
     """The group's listeners, route tables and referenced clusters."""
-    ports = _listeners_by_port(gateways)
     by_listener: _ByListener = {}
     for item in served:
         a = item.attachment
@@ -84,33 +91,57 @@ def node_group(
         key = (a.gateway.namespace, a.gateway.name, a.listener)
         l4_by_listener.setdefault(key, []).append(l4_item)
 
+    def http_hosts(port: int, verdicts: Sequence[ListenerVerdict]) -> tuple[VirtualHost, ...]:
+        hostnames = [v.listener.hostname for v in verdicts]
+        return virtual_hosts(port, hostnames, _listener_routes(verdicts, by_listener, "http"))
+
+    def https_hosts(
+        port: int, verdicts: Sequence[ListenerVerdict], verdict: ListenerVerdict
+    ) -> tuple[VirtualHost, ...]:
+        hostnames = [v.listener.hostname for v in verdicts]
+        return virtual_hosts(port, hostnames, _listener_routes([verdict], by_listener, "https"))
+
+    def l4(port: int, verdicts: Sequence[ListenerVerdict]) -> Listener | None:
+        return l4_listener(port, list(verdicts), l4_by_listener)
+
+    group = assembled_group(name, listeners_by_port(gateways), http_hosts, https_hosts, l4)
+    return dataclasses.replace(
+        group, clusters=_referenced_clusters(group.route_tables, group.listeners)
+    )
+
+
+def assembled_group(
+    name: str,
+    ports: Mapping[tuple[int, str], Sequence[ListenerVerdict]],
+    http_hosts: HttpHosts,
+    https_hosts: HttpsHosts,
+    l4: L4Listener,
+    clusters: tuple[str, ...] = (),
+) -> NodeGroup:
+    """The group of the listeners `ports` holds (see listeners_by_port), their virtual hosts
+    made by `http_hosts` and `https_hosts`, their TCP, TLS and UDP listeners by `l4`."""
     listeners: list[Listener] = []
     route_tables: list[RouteTable] = []
     for key in sorted(ports):
         port, verdicts = key[0], ports[key]
         if verdicts[0].listener.protocol in L4_PROTOCOLS:
-            l4 = l4_listener(port, verdicts, l4_by_listener)
-            if l4 is not None:
-                listeners.append(l4)
+            made = l4(port, verdicts)
+            if made is not None:
+                listeners.append(made)
             continue
         if verdicts[0].listener.protocol == "HTTPS":
-            https, tables = _https_port(port, verdicts, by_listener)
+            https, tables = _https_port(port, verdicts, https_hosts)
             listeners.append(https)
             route_tables.extend(tables)
         else:
-            hosts = virtual_hosts(
-                port,
-                [v.listener.hostname for v in verdicts],
-                _listener_routes(verdicts, by_listener, "http"),
-            )
-            table = RouteTable(listener_name(port), hosts)
+            table = RouteTable(listener_name(port), http_hosts(port, verdicts))
             listeners.append(HttpListener(name=table.name, port=port, route_table=table.name))
             route_tables.append(table)
     return NodeGroup(
         name=name,
         listeners=tuple(listeners),
         route_tables=tuple(route_tables),
-        clusters=_referenced_clusters(route_tables, listeners),
+        clusters=clusters,
     )
 
 
@@ -157,7 +188,8 @@ def shadowed_listeners(gateways: Sequence[GatewayVerdict]) -> dict[tuple[ObjectK
 _Ports = dict[tuple[int, str], list[ListenerVerdict]]
 
 
-def _listeners_by_port(gateways: Sequence[GatewayVerdict]) -> _Ports:
+def listeners_by_port(gateways: Sequence[GatewayVerdict]) -> _Ports:
+    """The listeners Envoy gets, by (port, space) (see _assign_ports)."""
     return _assign_ports(gateways)[0]
 
 
@@ -204,7 +236,7 @@ def _listener_routes(
 
 
 def _https_port(
-    port: int, verdicts: list[ListenerVerdict], by_listener: _ByListener
+    port: int, verdicts: Sequence[ListenerVerdict], https_hosts: HttpsHosts
 ) -> tuple[HttpsListener, list[RouteTable]]:
     hostnames = [v.listener.hostname for v in verdicts]
     chains: list[TlsFilterChain] = []
@@ -220,9 +252,7 @@ def _https_port(
             host
             if host.routes or _owner(host.name, hostnames) == own
             else dataclasses.replace(host, routes=misdirected)
-            for host in virtual_hosts(
-                port, hostnames, _listener_routes([verdict], by_listener, "https")
-            )
+            for host in https_hosts(port, verdicts, verdict)
         ]
         if hostname and not any(host.domains == (ANY_HOST,) for host in hosts):
             hosts.append(VirtualHost(ANY_HOST, (ANY_HOST,), misdirected))
@@ -252,14 +282,27 @@ def _referenced_clusters(
         cluster
         for table in route_tables
         for virtual_host in table.virtual_hosts
+        for cluster in host_clusters(virtual_host)
+    }
+    return tuple(sorted(http | l4_clusters(listeners)))
+
+
+def host_clusters(virtual_host: VirtualHost) -> set[str]:
+    """The clusters a virtual host's routes send requests (or mirrored copies) to."""
+    return {
+        cluster
         for route in virtual_host.routes
         if isinstance(route.action, Forward)
         for cluster in route.action.clusters
     }
+
+
+def l4_clusters(listeners: Iterable[Listener]) -> set[str]:
+    """The clusters TCP, TLS and UDP listeners forward to."""
     l4 = set()
     for listener in listeners:
         if isinstance(listener, UdpListener):
             l4.update(listener.forward.clusters)
         elif isinstance(listener, TcpListener):
             l4.update(c for chain in listener.filter_chains for c in chain.forward.clusters)
-    return tuple(sorted(http | l4))
+    return l4

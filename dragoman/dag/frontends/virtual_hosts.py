@@ -16,7 +16,7 @@ virtual host holding, in precedence order, every route its requests may reach.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.model import Redirect, Route, VirtualHost
@@ -41,8 +41,8 @@ def virtual_hosts(
     port: int, listener_hostnames: Iterable[str | None], served: Sequence[ListenerRoutes]
 ) -> tuple[VirtualHost, ...]:
     """The virtual hosts of `port`, whose listeners have `listener_hostnames`, by domain."""
-    listeners = {_host(h) for h in listener_hostnames} | {
-        _host(item.listener_hostname) for item in served
+    listeners = {listener_host(h) for h in listener_hostnames} | {
+        listener_host(item.listener_hostname) for item in served
     }
     domains = listeners | {domain for item in served for domain in item.domains}
     # Indexed so each domain costs its own label count and the routes it gets, not a scan
@@ -53,28 +53,48 @@ def virtual_hosts(
             served_by_domain.setdefault(domain, []).append(index)
     result = []
     for domain in sorted(domains):
-        matching = [domain, *(d for d in covering_domains(domain) if d in domains)]
-        listener = min((d for d in matching if d in listeners), key=specificity)
-        reaching = sorted({i for d in matching for i in served_by_domain.get(d, ())})
-        routes: dict[Precedence, Route] = {}
-        for item in (served[i] for i in reaching):
-            if _host(item.listener_hostname) != listener:
-                continue
-            hostname_rank = _hostname_rank(item.route_hostnames, domain)
-            for ranked in item.routes:
-                route = _for_listener(ranked.route, port, item.scheme)
-                # The route kind (gRPC routes first, see routes.py) comes before hostname
-                # precedence, so a gRPC call never falls to an HTTPRoute while a GRPCRoute
-                # matches it. Keyed by precedence: a route reaching a domain twice is one.
-                kind, *rest = ranked.precedence
-                routes[(kind, *hostname_rank, *rest)] = route
-        # An empty virtual host still matters when it keeps a broader one from taking its
-        # requests (another listener's routes must not serve them): Envoy answers 404.
-        shields = len(matching) > 1
-        if routes or shields:
-            ordered = tuple(routes[key] for key in sorted(routes))
-            result.append(VirtualHost(name=domain, domains=(domain,), routes=ordered))
+        reaching = sorted(
+            {i for d in (domain, *covering_domains(domain)) for i in served_by_domain.get(d, ())}
+        )
+        host = domain_virtual_host(port, domain, domains, listeners, [served[i] for i in reaching])
+        if host is not None:
+            result.append(host)
     return tuple(result)
+
+
+def domain_virtual_host(
+    port: int,
+    domain: str,
+    domains: Container[str],
+    listeners: Container[str],
+    reaching: Iterable[ListenerRoutes],
+) -> VirtualHost | None:
+    """The virtual host of `domain`, one of the port's `domains`, or None when it needs none.
+
+    `listeners`: the port's listener hosts (`*` for none); `reaching`: in served order, every
+    item with `domain` or a domain covering it among its own (others are ignored).
+    """
+    matching = [domain, *(d for d in covering_domains(domain) if d in domains)]
+    listener = min((d for d in matching if d in listeners), key=specificity)
+    routes: dict[Precedence, Route] = {}
+    for item in reaching:
+        if listener_host(item.listener_hostname) != listener:
+            continue
+        hostname_rank = _hostname_rank(item.route_hostnames, domain)
+        for ranked in item.routes:
+            route = _for_listener(ranked.route, port, item.scheme)
+            # The route kind (gRPC routes first, see routes.py) comes before hostname
+            # precedence, so a gRPC call never falls to an HTTPRoute while a GRPCRoute
+            # matches it. Keyed by precedence: a route reaching a domain twice is one.
+            kind, *rest = ranked.precedence
+            routes[(kind, *hostname_rank, *rest)] = route
+    # An empty virtual host still matters when it keeps a broader one from taking its
+    # requests (another listener's routes must not serve them): Envoy answers 404.
+    shields = len(matching) > 1
+    if routes or shields:
+        ordered = tuple(routes[key] for key in sorted(routes))
+        return VirtualHost(name=domain, domains=(domain,), routes=ordered)
+    return None
 
 
 def covering_domains(domain: str) -> list[str]:
@@ -130,7 +150,7 @@ def _for_listener(route: Route, port: int, scheme: str) -> Route:
     return route
 
 
-def _host(hostname: str | None) -> str:
+def listener_host(hostname: str | None) -> str:
     return hostname.lower() if hostname else ANY_HOST
 
 

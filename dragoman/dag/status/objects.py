@@ -24,11 +24,24 @@ def object_statuses(
     shadowed: Mapping[tuple[ObjectKey, int], Problem] | None = None,
 ) -> dict[ObjectKey, ObjectStatus]:
     """`shadowed`: listeners the all-gateways group leaves out, by (Gateway, listener index)."""
-    attached = attached_routes(routes)
+    statuses = [
+        *frontend_statuses(frontends, attached_routes(routes), shadowed),
+        *route_statuses(routes, problems, controller_name),
+    ]
+    return {status.key: status for status in sorted(statuses, key=status_order)}
+
+
+def frontend_statuses(
+    frontends: Frontends,
+    attached: Mapping[ObjectKey, Mapping[str, int]],
+    shadowed: Mapping[tuple[ObjectKey, int], Problem] | None = None,
+) -> list[ObjectStatus]:
+    """The GatewayClasses', Gateways' and ListenerSets' statuses; `attached`: see
+    attached_routes."""
     notes: dict[ObjectKey, dict[int, str]] = {}
     for (gateway, index), problem in (shadowed or {}).items():
         notes.setdefault(gateway, {})[index] = problem.message
-    statuses = [
+    return [
         *(gateway_class_status(verdict) for verdict in frontends.classes.values()),
         *(
             gateway_status(
@@ -47,9 +60,7 @@ def object_statuses(
             )
             for _, verdict in sorted(frontends.listener_sets.items())
         ),
-        *route_statuses(routes, problems, controller_name),
     ]
-    return {status.key: status for status in sorted(statuses, key=_order)}
 
 
 # Classes first, then Gateways, then routes: the order a person reads them in.
@@ -65,7 +76,7 @@ _KIND_ORDER = {
 }
 
 
-def _order(status: ObjectStatus) -> tuple[int, ObjectKey]:
+def status_order(status: ObjectStatus) -> tuple[int, ObjectKey]:
     return _KIND_ORDER.get(status.key.kind, len(_KIND_ORDER)), status.key
 
 

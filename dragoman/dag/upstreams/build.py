@@ -4,7 +4,7 @@ children of in-cluster-first aggregates, BackendTLSPolicy statuses and DNSResolv
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
@@ -14,7 +14,7 @@ from dragoman.dag.status.policies import PolicyAncestor, gateway_ancestor_ref, p
 from dragoman.dag.status.routes import RouteOutcome, add_route_condition
 from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
 from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy
-from dragoman.objects import ObjectKey
+from dragoman.objects import ObjectKey, Service
 from dragoman.store import NamespacedName
 
 # The Gateway API keeps at most this many ancestors in a policy's status.
@@ -63,9 +63,7 @@ def policy_statuses(routes: Sequence[RouteUpstreams], context: BuildContext) -> 
         for namespace, name in item.names.services:
             for policy in policies.targeting(namespace, name):
                 ancestors.setdefault(policy, set()).update(gateways)
-    ports: dict[NamespacedName, frozenset[str]] = {
-        key: frozenset(p.name for p in service.ports) for key, service in store.services.items()
-    }
+    ports = _PortNames(store.services)
     statuses = []
     for policy in sorted(p.key for p in store.backend_tls_policies.values()):
         conditions = policies.conditions(policy, ports)
@@ -87,6 +85,26 @@ def dns_routes(routes: Sequence[RouteUpstreams]) -> dict[ObjectKey, tuple[tuple[
         for item in routes
         if item.names.hostnames
     }
+
+
+class _PortNames(Mapping[NamespacedName, frozenset[str]]):
+    """Each Service's port names, made for the few Services a policy targets when asked,
+    not for every Service of the store on every build."""
+
+    def __init__(self, services: Mapping[NamespacedName, Service]) -> None:
+        self._services = services
+
+    def __getitem__(self, key: NamespacedName) -> frozenset[str]:
+        return frozenset(port.name for port in self._services[key].ports)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._services
+
+    def __iter__(self) -> Iterator[NamespacedName]:
+        return iter(self._services)
+
+    def __len__(self) -> int:
+        return len(self._services)
 
 
 def with_dns_conditions(

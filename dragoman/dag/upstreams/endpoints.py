@@ -102,9 +102,78 @@ def with_slice_problems(
     return tuple(sorted([*kept, *slice_problems(slices, allowed)], key=lambda p: p.object))
 
 
+def updated_load_assignments(
+    clusters: Mapping[str, Cluster],
+    store: Store,
+    previous_clusters: Mapping[str, Cluster],
+    previous_assignments: Mapping[str, LoadAssignment],
+    previous_store: Store,
+    allowed: Sequence[Network] = (),
+) -> dict[str, LoadAssignment]:
+    """What load_assignments(clusters, store) gives, keeping every previous LoadAssignment
+    whose cluster and EndpointSlices did not change (the same object)."""
+    changed = _services_with_changed_slices(previous_store, store)
+    kept: dict[str, LoadAssignment] = {}
+    wanted: dict[str, EdsCluster] = {}
+    for name, cluster in clusters.items():
+        if not isinstance(cluster, EdsCluster):
+            continue
+        before = previous_clusters.get(name)
+        assignment = previous_assignments.get(name)
+        if (
+            assignment is not None
+            and (before is cluster or before == cluster)
+            and _service_of(cluster) not in changed
+        ):
+            kept[name] = assignment
+        else:
+            wanted[name] = cluster
+    if wanted:
+        slices = _slices_by_service(store, {_service_of(c) for c in wanted.values()})
+        for name, cluster in wanted.items():
+            kept[name] = load_assignment(cluster, slices.get(_service_of(cluster), []), allowed)
+    return kept
+
+
+def patched_load_assignments(
+    clusters: Mapping[str, Cluster],
+    store: Store,
+    previous_assignments: Mapping[str, LoadAssignment],
+    previous_store: Store,
+    changed_clusters: Iterable[str],
+    allowed: Sequence[Network] = (),
+) -> dict[str, LoadAssignment]:
+    """What load_assignments(clusters, store) gives, from the previous result and the names
+    of the clusters added, removed or changed since: only those, and the EDS clusters of
+    Services whose EndpointSlices changed, are made again."""
+    changed_services = _services_with_changed_slices(previous_store, store)
+    names = set(changed_clusters)
+    if changed_services:
+        names.update(
+            name
+            for name, cluster in clusters.items()
+            if isinstance(cluster, EdsCluster) and _service_of(cluster) in changed_services
+        )
+    result = dict(previous_assignments)
+    wanted: dict[str, EdsCluster] = {}
+    for name in names:
+        cluster = clusters.get(name)
+        if isinstance(cluster, EdsCluster):
+            wanted[name] = cluster
+        else:
+            result.pop(name, None)
+    if wanted:
+        slices = _slices_by_service(store, {_service_of(c) for c in wanted.values()})
+        for name, cluster in wanted.items():
+            result[name] = load_assignment(cluster, slices.get(_service_of(cluster), []), allowed)
+    return result
+
+
 def _services_with_changed_slices(before: Store, after: Store) -> set[NamespacedName]:
     old, new = before.endpoint_slices, after.endpoint_slices
     changed: set[NamespacedName] = set()
+    if old is new:
+        return changed
     for key in old.keys() | new.keys():
         was, now = old.get(key), new.get(key)
         if was is now or was == now:

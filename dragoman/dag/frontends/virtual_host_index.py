@@ -1,0 +1,139 @@
+"""The virtual hosts of one route table, kept up to date as the routes served there change.
+
+`virtual_hosts` computes a table from scratch; this index gives the same virtual hosts (the
+same objects where nothing they depend on changed) after items are added or removed, at a
+cost proportional to the domains those items reach: a domain's virtual host depends only on
+the items served under it or under a domain covering it (`*.example.com`, `*`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+from dragoman.dag.frontends.node_groups import host_clusters
+from dragoman.dag.frontends.virtual_hosts import (
+    ANY_HOST,
+    ListenerRoutes,
+    covering_domains,
+    covers,
+    domain_virtual_host,
+    listener_host,
+)
+from dragoman.dag.model import VirtualHost
+
+# Orders items as the full build serves them (listener, route, parentRef, attachment).
+ItemKey = tuple[Any, ...]
+
+
+class VirtualHostIndex:
+    """One port's (or one HTTPS listener's) virtual hosts, by domain."""
+
+    def __init__(self, port: int, listener_hostnames: Iterable[str | None]) -> None:
+        self._port = port
+        self._listeners = frozenset(listener_host(h) for h in listener_hostnames)
+        self._items: dict[ItemKey, ListenerRoutes] = {}
+        self._by_domain: dict[str, set[ItemKey]] = {}
+        self._domains: set[str] = set(self._listeners)
+        self._sorted: list[str] = sorted(self._domains)
+        self._hosts: dict[str, VirtualHost | None] = {}
+        self._result: tuple[VirtualHost, ...] | None = None
+        # How many virtual hosts send requests to each cluster.
+        self._clusters: Counter[str] = Counter()
+        self._refresh(self._domains)
+
+    def update(
+        self, removed: Iterable[ItemKey], added: Mapping[ItemKey, ListenerRoutes]
+    ) -> set[str]:
+        """Take out the items `removed` names, put in `added`; the domains recomputed."""
+        touched: set[str] = set()
+        for key in removed:
+            item = self._items.pop(key, None)
+            if item is None:
+                continue
+            for domain in set(item.domains):
+                touched.add(domain)
+                keys = self._by_domain[domain]
+                keys.discard(key)
+                if not keys:
+                    del self._by_domain[domain]
+                    if domain not in self._listeners:
+                        self._domains.discard(domain)
+                        del self._sorted[bisect.bisect_left(self._sorted, domain)]
+                        self._set_host(domain, None)
+                        del self._hosts[domain]
+        new_domains = []
+        for key, item in added.items():
+            if key in self._items:
+                raise ValueError(f"item {key!r} is already served")
+            self._items[key] = item
+            for domain in set(item.domains):
+                touched.add(domain)
+                keys = self._by_domain.get(domain)
+                if keys is None:
+                    keys = self._by_domain[domain] = set()
+                    if domain not in self._domains:
+                        self._domains.add(domain)
+                        new_domains.append(domain)
+                keys.add(key)
+        if len(new_domains) > 64:
+            self._sorted = sorted(self._domains)  # many at once (a full build): one sort
+        else:
+            for domain in new_domains:
+                bisect.insort(self._sorted, domain)
+        affected = self._affected(touched)
+        self._refresh(affected)
+        return affected
+
+    def virtual_hosts(self) -> tuple[VirtualHost, ...]:
+        """What `virtual_hosts(port, listener_hostnames, items in key order)` returns."""
+        if self._result is None:
+            hosts = self._hosts
+            self._result = tuple(
+                host for domain in self._sorted if (host := hosts[domain]) is not None
+            )
+        return self._result
+
+    @property
+    def clusters(self) -> Iterable[str]:
+        """Every cluster some virtual host sends requests (or mirrored copies) to."""
+        return self._clusters.keys()
+
+    def _affected(self, touched: set[str]) -> set[str]:
+        """The touched domains still served, and every served domain a touched wildcard covers
+        (its matching domains, its items or its shielding may have changed)."""
+        affected = {domain for domain in touched if domain in self._domains}
+        wildcards = [d for d in touched if d == ANY_HOST or d.startswith("*.")]
+        if ANY_HOST in wildcards:
+            return set(self._domains)
+        for wildcard in wildcards:
+            affected.update(d for d in self._domains if covers(wildcard, d))
+        return affected
+
+    def _refresh(self, domains: Iterable[str]) -> None:
+        by_domain, items = self._by_domain, self._items
+        for domain in domains:
+            keys: set[Hashable] = set()
+            for d in (domain, *covering_domains(domain)):
+                keys.update(by_domain.get(d, ()))
+            reaching = [items[k] for k in sorted(keys)]  # type: ignore[type-var]
+            host = domain_virtual_host(self._port, domain, self._domains, self._listeners, reaching)
+            previous = self._hosts.get(domain)
+            # The same value keeps the previous object: its serialization is reused by identity.
+            if previous is None or previous != host:
+                self._set_host(domain, host)
+
+    def _set_host(self, domain: str, host: VirtualHost | None) -> None:
+        previous, counts = self._hosts.get(domain), self._clusters
+        if previous is not None:
+            for name in host_clusters(previous):
+                if counts[name] > 1:
+                    counts[name] -= 1
+                else:
+                    del counts[name]
+        if host is not None:
+            self._clusters.update(host_clusters(host))
+        self._hosts[domain] = host
+        self._result = None

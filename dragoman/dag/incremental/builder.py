@@ -1,0 +1,729 @@
+"""A Dag kept up to date change by change, equal to what `dag.build.build` makes of the same
+store.
+
+Every route is an entry: its parent outcomes, rules, problems, status and served items,
+with what it read (the Services and the namespaces of the ReferenceGrants it consulted).
+A change to routes, Services, EndpointSlices, ReferenceGrants or Secrets recomputes the
+entries it reaches and feeds their served items to each node group's index, which rebuilds
+only the virtual hosts those items reach; everything else is the previous Dag's objects.
+
+A change to Gateways, GatewayClasses or Namespaces is a full build, and so is one to a
+Secret or ReferenceGrant that changes how a Gateway listener is judged: they reach every
+route. So are stores with an HTTPRoute and a GRPCRoute on one listener (which of them is
+accepted depends on both), and the appearance of the first BackendTLSPolicy or the removal
+of the last (from then on every route records the backends it reaches).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from dragoman.dag.build import build
+from dragoman.dag.context import BuildContext, build_context
+from dragoman.dag.frontends.attachment import ParentOutcome, attach
+from dragoman.dag.frontends.listeners import Frontends, frontends
+from dragoman.dag.frontends.node_group_index import NodeGroupIndex, ServedKey
+from dragoman.dag.frontends.node_groups import ServedRoutes, shadowed_listeners
+from dragoman.dag.incremental.changes import StoreChanges, store_changes
+from dragoman.dag.incremental.reads import RecordingGrants, RecordingServices
+from dragoman.dag.model import (
+    ALL_GATEWAYS,
+    AggregateCluster,
+    Cluster,
+    Dag,
+    NodeGroup,
+    ObjectStatus,
+    Problem,
+)
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_conflicts
+from dragoman.dag.routes.reachable_backends import (
+    NO_BACKEND_NAMES,
+    RouteBackendNames,
+    route_backend_names,
+)
+from dragoman.dag.routes.reference_grants import ReferenceGrants, Referrer, Target
+from dragoman.dag.routes.rules import RouteRules, route_rules
+from dragoman.dag.status.addresses import with_gateway_addresses
+from dragoman.dag.status.objects import frontend_statuses, status_order
+from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
+from dragoman.dag.upstreams.build import (
+    RouteUpstreams,
+    policy_statuses,
+    with_aggregate_children,
+)
+from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
+from dragoman.dag.upstreams.endpoint_addresses import slice_problems
+from dragoman.dag.upstreams.endpoints import (
+    checked_assignments,
+    load_assignments,
+    patched_load_assignments,
+    updated_load_assignments,
+)
+from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
+from dragoman.objects import GRPCRoute, HTTPRoute, ObjectKey
+from dragoman.store import NamespacedName, Store
+
+Route = HTTPRoute | GRPCRoute
+_K = TypeVar("_K")
+
+# Store fields whose changes an entry-by-entry update handles; any other change (Gateways,
+# GatewayClasses, Namespaces) is a full build.
+_PATCHABLE_FIELDS = frozenset(
+    {
+        "services",
+        "endpoint_slices",
+        "http_routes",
+        "grpc_routes",
+        "reference_grants",
+        "secrets",
+        "config_maps",
+        "backend_tls_policies",
+    }
+)
+_ROUTE_FIELDS = {HTTPRoute.kind: "http_routes", GRPCRoute.kind: "grpc_routes"}
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    dag: Dag
+    kind: str  # "full", "incremental", "endpoints" (only EndpointSlices changed) or "unchanged"
+
+
+class IncrementalBuild:
+    """Builds Dags for successive stores, each from what changed since the previous one."""
+
+    def __init__(self, options: BuildOptions = BuildOptions()) -> None:
+        self.options = options
+        self._state: _State | None = None  # None: the last store was built in full
+        self._store: Store | None = None
+        self._dag: Dag | None = None
+        self._dns: DnsObservations = {}
+
+    @property
+    def dag(self) -> Dag | None:
+        return self._dag
+
+    def build(self, store: Store, dns: DnsObservations | None = None) -> BuildResult:
+        """The Dag of `store` with `dns` (the DNS check's observations)."""
+        dns = dict(dns or {})
+        previous, state = self._store, self._state
+        if previous is not None and self._dag is not None and dns == self._dns:
+            changes = store_changes(previous, store)
+            if not previous.backend_tls_policies and not store.backend_tls_policies:
+                changes.pop("config_maps", None)  # read only through BackendTLSPolicies
+            if not changes:
+                return self._keep(store, dns, self._dag, "unchanged")
+            dag = state.patch(store, changes) if state is not None else None
+            if dag is not None:
+                kind = "endpoints" if changes.keys() == {"endpoint_slices"} else "incremental"
+                return self._keep(store, dns, dag, kind)
+        self._state = _State.made(store, self.options, dns)
+        dag = self._state.dag if self._state is not None else build(store, self.options, dns)
+        return self._keep(store, dns, dag, "full")
+
+    def _keep(self, store: Store, dns: DnsObservations, dag: Dag, kind: str) -> BuildResult:
+        self._store, self._dns, self._dag = store, dns, dag
+        return BuildResult(dag, kind)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One route's share of the build."""
+
+    route: Route
+    attached: tuple[ParentOutcome, ...]  # as attach() found them
+    rules: RouteRules
+    # What it reaches, for BackendTLSPolicy statuses and the DNS check (when either is on).
+    names: RouteBackendNames
+    services_read: frozenset[NamespacedName] | None  # None: every Service
+    # The cross-namespace references it asked ReferenceGrants about.
+    grant_questions: frozenset[tuple[Referrer, Target]]
+    # After kind conflicts (see kind_conflicts.py), and what follows from them.
+    parents: tuple[ParentOutcome, ...] = ()
+    conflicts: tuple[Problem, ...] = ()  # lost listeners of parentRefs that kept some
+    outcome: RouteOutcome | None = None
+    problems: tuple[Problem, ...] = ()  # in the build's order: parentRefs', then rules'
+    status: ObjectStatus | None = None
+    served: Mapping[ServedKey, ServedRoutes] = field(default_factory=dict)
+
+
+class _State:
+    """What a patchable store's Dag is made of, and the indexes from objects to it."""
+
+    def __init__(
+        self, store: Store, options: BuildOptions, dns: DnsObservations, judged: Frontends
+    ) -> None:
+        self.store, self.options, self.dns, self.judged = store, options, dns, judged
+        self.with_names = _needs_names(store, options)
+        self.context: BuildContext = build_context(store, options, dns)
+        self.entries: dict[ObjectKey, _Entry] = {}
+        # Route keys in the build's order (GRPCRoutes then HTTPRoutes, each by key).
+        self.keys: dict[str, list[ObjectKey]] = {kind: [] for kind in _ROUTE_FIELDS}
+        self.bulk = False  # within an update of many routes (see update)
+        self.readers: dict[NamespacedName, set[ObjectKey]] = {}
+        self.readers_of_all: set[ObjectKey] = set()
+        self.grant_readers: dict[str, set[ObjectKey]] = {}
+        # Per (Gateway, listener): the route kinds attached and the routes, before conflicts.
+        self.listener_kinds: dict[tuple[ObjectKey, str], Counter[str]] = {}
+        self.listener_routes: dict[tuple[ObjectKey, str], set[ObjectKey]] = {}
+        # Routes whose parents kind conflicts changed, and routes with problems.
+        self.conflicted: set[ObjectKey] = set()
+        self.with_problems: set[ObjectKey] = set()
+        # Routes attached somewhere that forward to external names (for the DNS check).
+        self.with_hostnames: set[ObjectKey] = set()
+        # Names of resolved clusters that are aggregates (now, and at the last Dag), and of
+        # those resolved anew since the last Dag.
+        self.aggregates: set[str] = set()
+        self.had_aggregates = False
+        self.changed_resolved: set[str] = set()
+        # Routes whose entries the last update replaced; None when routes came or went.
+        self.replaced: set[ObjectKey] | None = None
+        # What with_gateway_addresses found in the Gateways' spec.addresses.
+        self.address_problems: list[Problem] = []
+        # EndpointSlice addresses dropped, affinity timeouts Envoy cannot honour.
+        self.upstream_problems: list[Problem] = []
+        self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
+        self.cluster_sources: dict[str, dict[ObjectKey, Cluster]] = {}
+        self.resolved: dict[str, Cluster] = {}
+        gateways = judged.ordered()
+        self.indexes: dict[str, NodeGroupIndex] = {
+            _group_name(verdict.gateway.key): NodeGroupIndex(
+                _group_name(verdict.gateway.key), judged.with_children(verdict)
+            )
+            for verdict in gateways
+        }
+        # One Gateway: every Envoy gets the same configuration (see dag.build).
+        self.single = len(gateways) == 1
+        self.shadowed: dict[tuple[ObjectKey, int], Problem] = {}
+        if not self.single:
+            every = [item for verdict in gateways for item in judged.with_children(verdict)]
+            self.indexes[ALL_GATEWAYS] = NodeGroupIndex(ALL_GATEWAYS, every)
+            self.shadowed = shadowed_listeners(every)
+        self.copied: tuple[NodeGroup, NodeGroup] | None = None
+        self.dag: Dag = Dag()
+
+    @classmethod
+    def made(cls, store: Store, options: BuildOptions, dns: DnsObservations) -> _State | None:
+        """A full build: a state fed every route of `store`; None for a store whose builds
+        are all full (see _kept_up_to_date)."""
+        context = build_context(store, options, dns)
+        judged = frontends(context)
+        if not _kept_up_to_date(store, judged):
+            return None
+        state = cls(store, options, dns, judged)
+        every = {
+            **{ObjectKey(HTTPRoute.kind, *key): route for key, route in store.http_routes.items()},
+            **{ObjectKey(GRPCRoute.kind, *key): route for key, route in store.grpc_routes.items()},
+        }
+        state.update(store, context, every, previous_store=None)
+        return state
+
+    def patch(self, store: Store, changes: StoreChanges) -> Dag | None:
+        """The Dag after `changes` (from the state's store to `store`); None when the
+        change needs a full build."""
+        if changes.keys() - _PATCHABLE_FIELDS or _needs_names(store, self.options) != (
+            self.with_names
+        ):
+            return None
+        context = build_context(store, self.options, self.dns)
+        if changes.keys() & {"reference_grants", "secrets"}:
+            # Listeners read both (certificateRefs). New certificates alone (a rotation)
+            # change only the HTTPS listeners; a listener judged otherwise reaches every route.
+            judged = frontends(context)
+            if judged != self.judged:
+                if _without_certificates(judged) != _without_certificates(self.judged):
+                    return None
+                if not _kept_up_to_date(store, judged):
+                    return None
+                self.judged = judged
+                for name, index in self.indexes.items():
+                    index.rejudged(
+                        [item for v in judged.ordered() for item in judged.with_children(v)]
+                        if name == ALL_GATEWAYS
+                        else judged.with_children(judged.gateways[_gateway_of(name)])
+                    )
+        affected: set[ObjectKey] = set()
+        for kind, name in _ROUTE_FIELDS.items():
+            affected.update(ObjectKey(kind, *key) for key in changes.get(name, ()))
+        if "services" in changes:
+            affected.update(self.readers_of_all)
+            for key in changes["services"]:
+                affected.update(self.readers.get(key, ()))
+        if "reference_grants" in changes:
+            affected.update(self._grant_readers(store, changes["reference_grants"]))
+        if changes.keys() & {"backend_tls_policies", "config_maps", "secrets"} and self.with_names:
+            # Policies (and the CA certificates they name) shape the clusters of the Services
+            # they target: every route reading one of those, before or after.
+            for policy in (
+                *self.store.backend_tls_policies.values(),
+                *store.backend_tls_policies.values(),
+            ):
+                for ref in policy.target_refs:
+                    affected.update(self.readers.get((policy.meta.namespace, ref.name), ()))
+        routes = {key: _route(store, key) for key in affected}
+        return self.update(store, context, routes, previous_store=self.store)
+
+    def _grant_readers(
+        self, store: Store, changed: frozenset[NamespacedName]
+    ) -> Iterator[ObjectKey]:
+        """Routes with a question one of the changed grants permits, before or after: a grant
+        only adds permissions, so no other answer can change."""
+        versions = [
+            grant
+            for key in changed
+            for grant in (self.store.reference_grants.get(key), store.reference_grants.get(key))
+            if grant is not None
+        ]
+        changed_grants = ReferenceGrants(versions)
+        for namespace in {namespace for namespace, _ in changed}:
+            for route in self.grant_readers.get(namespace, ()):
+                questions = self.entries[route].grant_questions
+                if any(changed_grants.permits(r, t) for r, t in questions):
+                    yield route
+
+    def update(
+        self,
+        store: Store,
+        context: BuildContext,
+        routes: Mapping[ObjectKey, Route | None],
+        previous_store: Store | None,
+    ) -> Dag:
+        """Replace the entries of `routes` (None: deleted) and make the Dag."""
+        previous_dag = self.dag
+        self.store, self.context = store, context
+        # Routes whose entries were replaced; None when routes came or went.
+        replaced: set[ObjectKey] | None = set()
+        removed: list[ServedKey] = []
+        added: dict[ServedKey, ServedRoutes] = {}
+        recording = self._recording()
+        # Many routes (a full build): their keys are sorted once, not inserted one by one.
+        self.bulk = len(routes) > _BULK
+        for key in sorted(routes, key=_sort_key):
+            old = self.entries.get(key)
+            if old is not None:
+                self._forget(old)
+                removed.extend(old.served)
+            route = routes[key]
+            if route is not None:
+                entry = self._entry(route, recording)
+                self._remember(entry)
+                added.update(entry.served)
+            if replaced is not None and old is not None and route is not None:
+                replaced.add(key)
+            elif old is not None or route is not None:
+                replaced = None
+        if self.bulk:
+            for kind in self.keys:
+                self.keys[kind] = sorted(
+                    (key for key in self.entries if key.kind == kind), key=_sort_key
+                )
+            self.bulk = False
+        for old, entry in self._kind_conflicts():
+            self._forget(old)
+            for served in old.served:
+                # Placed by this update (not yet in the indexes), or by an earlier one.
+                if added.pop(served, None) is None:
+                    removed.append(served)
+            self._remember(entry)
+            added.update(entry.served)
+            if replaced is not None:
+                replaced.add(entry.route.key)
+        # (The Gateways and classes are those of the previous Dag: patch judged them alike.)
+        self.replaced = replaced if previous_dag.statuses else None
+        for index in self.indexes.values():
+            index.update(removed, added)
+        self.dag = self._dag(store, previous_store, previous_dag)
+        return self.dag
+
+    def _kind_conflicts(self) -> list[tuple[_Entry, _Entry]]:
+        """(entry, replacement) for the routes whose parents kind conflicts change: those on
+        a listener with both route kinds (see kind_conflicts.py), and those that were."""
+        shared = [
+            keys
+            for listener, keys in self.listener_routes.items()
+            if len(self.listener_kinds[listener]) > 1
+        ]
+        involved = sorted(set().union(*shared)) if shared else []
+        entries = self.entries
+        kept, conflicts = without_kind_conflicts(
+            [AttachedRoute(entries[key].route, entries[key].attached) for key in involved]
+        )
+        changed = []
+        by_route: dict[ObjectKey, list[Problem]] = {}
+        for problem in conflicts:
+            by_route.setdefault(problem.object, []).append(problem)
+        outcomes = {key: item.parents for key, item in zip(involved, kept, strict=True)}
+        for key in sorted(self.conflicted | outcomes.keys()):
+            entry = entries[key]
+            parents = outcomes.get(key, entry.attached)
+            lost = tuple(by_route.get(key, ()))
+            if parents != entry.parents or lost != entry.conflicts:
+                changed.append((entry, self._placed(entry, parents, lost)))
+        return changed
+
+    def _entry(self, route: Route, recording: _Recording) -> _Entry:
+        store = self.store
+        parents = tuple(attach(route, self.judged, store.namespaces, store.gateways))
+        services, grants, context = recording
+        services.restart()
+        grants.restart()
+        rules = route_rules(route, context)
+        names = route_backend_names(route, context) if self.with_names else NO_BACKEND_NAMES
+        entry = _Entry(
+            route=route,
+            attached=parents,
+            rules=rules,
+            names=names,
+            services_read=None if services.every else frozenset(services.keys_read),
+            grant_questions=frozenset(grants.asked),
+        )
+        return self._placed(entry, parents, ())
+
+    def _recording(self) -> _Recording:
+        """The build context with the Services and ReferenceGrants recording what is read."""
+        services = RecordingServices(self.store.services)
+        grants = RecordingGrants(self.context.grants)
+        store = dataclasses.replace(self.store, services=services)
+        return services, grants, dataclasses.replace(self.context, store=store, grants=grants)
+
+    def _placed(
+        self, entry: _Entry, parents: tuple[ParentOutcome, ...], conflicts: tuple[Problem, ...]
+    ) -> _Entry:
+        """`entry` with these parents (after kind conflicts) and what follows from them."""
+        route, rules, names = entry.route, entry.rules, entry.names
+        problems = (*(p.problem for p in parents if p.problem is not None), *rules.problems)
+        key = route.key
+        outcome = RouteOutcome(route, route.meta.generation, parents)
+        # The build lists every conflict before the routes' own problems.
+        own = [problem for problem in (*conflicts, *problems) if problem.object == key]
+        status = route_status(outcome, own, self.options.controller_name)
+        if self.options.dns_check and names.hostnames:
+            resolved = dns_resolved_condition(
+                names.hostnames, self.dns, outcome.generation, self.options.external_names
+            )
+            status = add_route_condition(status, resolved)
+        served = {
+            (key, p, a): ServedRoutes(attachment, rules.ranked, route.hostnames)
+            for p, parent in enumerate(parents)
+            for a, attachment in enumerate(parent.attachments)
+        }
+        return _Entry(  # not dataclasses.replace: ten thousand of these in a full build
+            route=route,
+            attached=entry.attached,
+            rules=rules,
+            names=names,
+            services_read=entry.services_read,
+            grant_questions=entry.grant_questions,
+            parents=parents,
+            conflicts=conflicts,
+            outcome=outcome,
+            problems=problems,
+            status=status,
+            served=served,
+        )
+
+    def _remember(self, entry: _Entry) -> None:
+        key = entry.route.key
+        self.entries[key] = entry
+        if not self.bulk:
+            bisect.insort(self.keys[key.kind], key, key=_sort_key)
+        if entry.parents != entry.attached or entry.conflicts:
+            self.conflicted.add(key)
+        if entry.problems:
+            self.with_problems.add(key)
+        if entry.names.hostnames and any(parent.attachments for parent in entry.parents):
+            self.with_hostnames.add(key)
+        if entry.services_read is None:
+            self.readers_of_all.add(key)
+        else:
+            for service in entry.services_read:
+                self.readers.setdefault(service, set()).add(key)
+        for _, target in entry.grant_questions:
+            self.grant_readers.setdefault(target.namespace, set()).add(key)
+        for name, cluster in entry.rules.clusters.items():
+            self.cluster_sources.setdefault(name, {})[key] = cluster
+            self._resolve(name)
+        for parent in entry.attached:
+            for attachment in parent.attachments:
+                listener = (attachment.gateway, attachment.listener)
+                self.listener_kinds.setdefault(listener, Counter())[key.kind] += 1
+                self.listener_routes.setdefault(listener, set()).add(key)
+        for parent in entry.parents:
+            if parent.accepted:
+                for attachment in parent.attachments:
+                    gateway = self.attached.setdefault(attachment.gateway, {})
+                    gateway.setdefault(attachment.listener, set()).add(key)
+
+    def _forget(self, entry: _Entry) -> None:
+        key = entry.route.key
+        if not self.bulk:
+            keys = self.keys[key.kind]
+            del keys[bisect.bisect_left(keys, _sort_key(key), key=_sort_key)]
+        del self.entries[key]
+        self.conflicted.discard(key)
+        self.with_problems.discard(key)
+        self.with_hostnames.discard(key)
+        self.readers_of_all.discard(key)
+        for service in entry.services_read or ():
+            _discard(self.readers, service, key)
+        for _, target in entry.grant_questions:
+            _discard(self.grant_readers, target.namespace, key)
+        for name in entry.rules.clusters:
+            sources = self.cluster_sources[name]
+            del sources[key]
+            if not sources:
+                del self.cluster_sources[name]
+            self._resolve(name)
+        for parent in entry.attached:
+            for attachment in parent.attachments:
+                listener = (attachment.gateway, attachment.listener)
+                kinds = self.listener_kinds[listener]
+                kinds[key.kind] -= 1
+                if not kinds[key.kind]:
+                    del kinds[key.kind]
+                _discard(self.listener_routes, listener, key)
+        for parent in entry.parents:
+            for attachment in parent.attachments:
+                gateway = self.attached.get(attachment.gateway, {})
+                _discard(gateway, attachment.listener, key)
+
+    def _resolve(self, name: str) -> None:
+        """The build keeps the cluster of the last route (in its order) that resolved it."""
+        sources = self.cluster_sources.get(name)
+        if sources:
+            cluster = sources[max(sources)]
+            if self.resolved.get(name) is not cluster:
+                self.changed_resolved.add(name)
+            self.resolved[name] = cluster
+            if isinstance(cluster, AggregateCluster):
+                self.aggregates.add(name)
+            else:
+                self.aggregates.discard(name)
+        else:
+            if self.resolved.pop(name, None) is not None:
+                self.changed_resolved.add(name)
+            self.aggregates.discard(name)
+
+    def _dag(self, store: Store, previous_store: Store | None, previous: Dag) -> Dag:
+        groups: dict[str, NodeGroup] = {}
+        for name, index in self.indexes.items():
+            if name != ALL_GATEWAYS:
+                groups[name] = index.group()
+        if self.single:
+            only = next(iter(groups.values()))
+            if self.copied is None or self.copied[0] is not only:
+                self.copied = only, dataclasses.replace(only, name=ALL_GATEWAYS)
+            everyone = self.copied[1]
+            referenced: Iterable[str] = everyone.clusters
+        else:
+            everyone = self.indexes[ALL_GATEWAYS].group()
+            referenced = sorted(
+                {name for group in (everyone, *groups.values()) for name in group.clusters}
+            )
+        groups = {ALL_GATEWAYS: everyone, **groups}
+        resolved = self.resolved
+        clusters = {name: resolved[name] for name in referenced}
+        if self.aggregates:
+            groups, clusters = with_aggregate_children(groups, clusters)
+        changed, self.changed_resolved = self.changed_resolved, set()
+        allowed = self.options.endpoint_networks
+        if previous_store is None:
+            assignments = load_assignments(clusters, store, allowed)
+        elif self.aggregates or self.had_aggregates:
+            # Children of aggregates are defined beside the clusters resolved: compare all.
+            assignments = updated_load_assignments(
+                clusters,
+                store,
+                previous.clusters,
+                previous.load_assignments,
+                previous_store,
+                allowed,
+            )
+        else:
+            # Every cluster is the one resolved: those resolved anew, added or removed changed.
+            changed |= clusters.keys() ^ previous.clusters.keys()
+            assignments = patched_load_assignments(
+                clusters, store, previous.load_assignments, previous_store, changed, allowed
+            )
+        # Checked external names' addresses, and ExternalNames' externalIPs (as dag.build).
+        assignments.update(checked_assignments(clusters, self.dns, self.options.external_names))
+        self.upstream_problems = [
+            *slice_problems(store.endpoint_slices.values(), allowed),
+            *affinity_timeout_problems(clusters.values(), store.services),
+        ]
+        self.had_aggregates = bool(self.aggregates)
+        if previous_store is not None:
+            # Unchanged mappings stay the same objects: translation then skips them at once.
+            if clusters == previous.clusters:
+                clusters = previous.clusters  # type: ignore[assignment]
+            if assignments == previous.load_assignments:
+                assignments = previous.load_assignments  # type: ignore[assignment]
+        return Dag(
+            groups=groups,
+            clusters=clusters,
+            load_assignments=assignments,
+            # Statuses first: the Gateways' addresses add problems.
+            statuses=self._statuses(previous, previous_store),
+            problems=self._problems(),
+            dns_hostnames=self._checked_hostnames() if self.options.dns_check else (),
+            dns_routes=self._dns_routes() if self.options.dns_check else {},
+        )
+
+    def _dns_routes(self) -> dict[ObjectKey, tuple[tuple[str, ...], int]]:
+        """What dns_routes gives for every route: its external names and generation."""
+        return {
+            key: (entry.names.hostnames, entry.route.meta.generation)
+            for key, entry in self.entries.items()
+            if entry.names is not None and entry.names.hostnames
+        }
+
+    def _problems(self) -> tuple[Problem, ...]:
+        problems = list(self.judged.problems)
+        entries = self.entries
+        for key in sorted(self.conflicted, key=_sort_key):
+            problems.extend(entries[key].conflicts)
+        for key in sorted(self.with_problems, key=_sort_key):  # the build's order: by key
+            problems.extend(entries[key].problems)
+        problems.extend(self.shadowed.values())
+        problems.extend(self.address_problems)
+        problems.extend(self.upstream_problems)
+        # Stable: an object's problems keep the order of its fields.
+        return tuple(sorted(problems, key=lambda problem: _sort_key(problem.object)))
+
+    def _statuses(
+        self, previous: Dag, previous_store: Store | None
+    ) -> dict[ObjectKey, ObjectStatus]:
+        attached = {
+            gateway: {name: len(keys) for name, keys in listeners.items()}
+            for gateway, listeners in self.attached.items()
+        }
+        front = sorted(frontend_statuses(self.judged, attached, self.shadowed), key=status_order)
+        # Gateway addresses may follow a Service's load balancer: made again every time.
+        with_addresses = {status.key: status for status in front}
+        self.address_problems = with_gateway_addresses(with_addresses, self.store, self.options)
+        front = list(with_addresses.values())
+        policies = self.store.backend_tls_policies
+        made = policy_statuses(self._policy_upstreams(), self.context) if policies else []
+        replaced, self.replaced = self.replaced, None
+        if (
+            replaced is not None
+            and previous_store is not None
+            and previous_store.backend_tls_policies.keys() == policies.keys()
+        ):
+            # The same objects in the same order: the previous statuses with the changed ones
+            # replaced keep the build's order without sorting ten thousand keys again.
+            statuses = dict(previous.statuses)
+            for key in replaced:
+                statuses[key] = self.entries[key].status
+        else:
+            statuses = {}
+            entries = self.entries
+            for status in front:
+                statuses[status.key] = status
+            for kind in (HTTPRoute.kind, GRPCRoute.kind):
+                for key in self.keys[kind]:
+                    statuses[key] = entries[key].status
+        for status in (*front, *made):
+            statuses[status.key] = status
+        return statuses
+
+    def _policy_upstreams(self) -> list[RouteUpstreams]:
+        """The routes that may reach a Service some BackendTLSPolicy targets: the only ones
+        policy_statuses finds anything in."""
+        candidates = set(self.readers_of_all)
+        for policy in self.store.backend_tls_policies.values():
+            for ref in policy.target_refs:
+                candidates.update(self.readers.get((policy.meta.namespace, ref.name), ()))
+        entries = self.entries
+        return [
+            RouteUpstreams(entries[key].outcome, entries[key].names)  # type: ignore[arg-type]
+            for key in sorted(candidates)
+        ]
+
+    def _checked_hostnames(self) -> tuple[str, ...]:
+        """What checked_hostnames gives for every route: the external names of routes
+        attached somewhere."""
+        entries = self.entries
+        return tuple(
+            sorted({name for key in self.with_hostnames for name in entries[key].names.hostnames})
+        )
+
+
+# How many routes an update changes before their keys are sorted at once.
+_BULK = 64
+_Recording = tuple[RecordingServices, RecordingGrants, BuildContext]
+
+
+def _sort_key(key: ObjectKey) -> tuple[str, str, str]:
+    """ObjectKey's order, as a tuple compared without calling Python code."""
+    return key.kind, key.namespace, key.name
+
+
+def _kept_up_to_date(store: Store, judged: Frontends) -> bool:
+    """Whether builds of `store` can be patched: not yet with TCP, TLS or UDP routes,
+    ListenerSets or Gateway client certificates (dag.build makes those, in full)."""
+    return not (
+        store.tcp_routes
+        or store.tls_routes
+        or store.udp_routes
+        or store.listener_sets
+        or any(verdict.client_certificate is not None for verdict in judged.gateways.values())
+    )
+
+
+def _needs_names(store: Store, options: BuildOptions) -> bool:
+    """Whether routes must record the backends they reach (as dag.build decides)."""
+    return bool(store.backend_tls_policies) or options.dns_check
+
+
+def _route(store: Store, key: ObjectKey) -> Route | None:
+    routes: Mapping[NamespacedName, Route] = getattr(store, _ROUTE_FIELDS[key.kind])
+    return routes.get((key.namespace, key.name))
+
+
+def _without_certificates(judged: Frontends) -> Frontends:
+    """The verdicts with each listener's certificates reduced to whether it has any."""
+    return dataclasses.replace(
+        judged,
+        gateways={
+            key: dataclasses.replace(
+                verdict,
+                listeners=tuple(
+                    dataclasses.replace(v, certificates=_SOME if v.certificates else ())
+                    for v in verdict.listeners
+                ),
+            )
+            for key, verdict in judged.gateways.items()
+        },
+    )
+
+
+# What a listener's certificates become in _without_certificates when it has some.
+_SOME: tuple = (None,)
+
+
+def _gateway_of(group: str) -> NamespacedName:
+    namespace, name = group.split("/", 1)
+    return namespace, name
+
+
+def _group_name(gateway: ObjectKey) -> str:
+    return f"{gateway.namespace}/{gateway.name}"
+
+
+def _discard(
+    index: dict[NamespacedName, set[ObjectKey]] | dict[str, set[ObjectKey]],
+    at: object,
+    key: ObjectKey,
+) -> None:
+    keys = index.get(at)  # type: ignore[call-overload]
+    if keys is not None:
+        keys.discard(key)
+        if not keys:
+            del index[at]  # type: ignore[arg-type]
