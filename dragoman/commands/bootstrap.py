@@ -72,8 +72,26 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="incremental (delta) xDS instead of state of the world",
     )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=50_000,
+        metavar="N",
+        help="most downstream connections Envoy accepts on all its listeners together "
+        "(default: 50000)",
+    )
     add_xds_client_tls(parser)
     parser.set_defaults(run=run)
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
             xds_transport=args.xds_transport,
             delta=args.delta,
             xds_cluster_name=args.xds_cluster_name,
+            max_downstream_connections=args.max_connections,
             xds_tls=tls,
             stats_address=args.envoy_stats_address,
         )

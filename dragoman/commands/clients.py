@@ -52,6 +52,13 @@ def run(args: argparse.Namespace) -> int:
             f"{code.name if code else 'error'}: {detail}",
             file=sys.stderr,
         )
+        if code is grpc.StatusCode.UNAVAILABLE and args.xds_tls_ca is None:
+            # A plaintext client never completes a mutual TLS server's handshake.
+            print(
+                "dragoman clients: if dragoman serves mutual TLS, give --xds-tls-ca, "
+                "--xds-tls-cert and --xds-tls-key (the admin certificate)",
+                file=sys.stderr,
+            )
         return 1
     rows = client_rows(response, per_resource=args.resources)
     if not rows:

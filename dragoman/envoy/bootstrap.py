@@ -23,6 +23,10 @@ from envoy.config.core.v3 import (
     grpc_service_pb2,
     protocol_pb2,
 )
+from envoy.config.overload.v3 import overload_pb2
+from envoy.extensions.resource_monitors.downstream_connections.v3 import (
+    downstream_connections_pb2,
+)
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.matcher.v3 import string_pb2
@@ -38,6 +42,10 @@ XDS_CLUSTER = "dragoman-xds"
 DEFAULT_ADMIN_SOCKET = "/tmp/dragoman-envoy-admin.sock"
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 DNS_PORT = 53
+# Envoy's own edge guidance: a global cap on downstream connections keeps a connection flood
+# from exhausting file descriptors and memory (and Envoy warns at every start without one).
+DEFAULT_MAX_DOWNSTREAM_CONNECTIONS = 50_000
+DOWNSTREAM_CONNECTIONS_MONITOR = "envoy.resource_monitors.global_downstream_max_connections"
 
 TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
 
@@ -110,6 +118,7 @@ def bootstrap_message(
     xds_transport: XdsTransport = "ads",
     delta: bool = False,
     xds_cluster_name: str = XDS_CLUSTER,
+    max_downstream_connections: int = DEFAULT_MAX_DOWNSTREAM_CONNECTIONS,
     xds_tls: XdsClientTls | None = None,
     stats_address: str | None = None,
 ) -> bootstrap_pb2.Bootstrap:
@@ -123,12 +132,18 @@ def bootstrap_message(
     through the `dragoman-xds` cluster, or `xds_cluster_name`: serve with the same
     `--xds-cluster-name`). `delta` selects incremental xDS for either.
 
+    `max_downstream_connections` caps the connections Envoy accepts on all its listeners
+    together (the overload manager's downstream connections monitor).
     `stats_address` ("host:port") adds a listener exposing only the admin interface's
     `/stats/prometheus` and `/ready` (the admin itself stays on `admin_socket`).
     """
     problem = xds_cluster_name_problem(xds_cluster_name)
     if problem is not None:
         raise ValueError(f"xds_cluster_name {problem}, got {xds_cluster_name!r}")
+    if max_downstream_connections < 1:
+        raise ValueError(
+            f"max_downstream_connections must be at least 1, got {max_downstream_connections}"
+        )
     if xds_transport not in XDS_TRANSPORTS:
         raise ValueError(f"xds_transport must be one of {XDS_TRANSPORTS}, got {xds_transport!r}")
     if xds_transport == "per-type" and not node_cluster:
@@ -160,6 +175,18 @@ def bootstrap_message(
             ]
         ),
         dynamic_resources=dynamic,
+        overload_manager=overload_pb2.OverloadManager(
+            resource_monitors=[
+                overload_pb2.ResourceMonitor(
+                    name=DOWNSTREAM_CONNECTIONS_MONITOR,
+                    typed_config=pack(
+                        downstream_connections_pb2.DownstreamConnectionsConfig(
+                            max_active_downstream_connections=max_downstream_connections
+                        )
+                    ),
+                )
+            ]
+        ),
     )
     if stats_address is not None:
         if admin_socket is None:

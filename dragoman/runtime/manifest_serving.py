@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from dragoman.envoy.options import TranslateOptions
 from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.debug.view import DebugView, take_view
 from dragoman.runtime.logs import problem_fields
+from dragoman.runtime.memory import MemoryTrimmer
 from dragoman.runtime.metrics import Metrics
 from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
@@ -22,6 +25,7 @@ from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
+from dragoman.xds.cache import cyclic_gc_paused
 from dragoman.xds.registry import StreamRegistry
 
 log = logging.getLogger("dragoman.runtime.manifest_serving")
@@ -91,8 +95,13 @@ class ManifestServer:
             await ops.start()
             self.ops = ops
 
-    def reload(self) -> None:
-        result = self.directory.load()
+    def reload(self, changed: Collection[str] | None = None) -> None:
+        """Loads the directory (only the `changed` files when given) and publishes what it
+        means; nothing is built when no file's content changed."""
+        with cyclic_gc_paused():  # parsing allocates many acyclic values
+            result = self.directory.load(changed)
+        if not result.changed:
+            return
         errors = set(result.errors)
         for error in sorted(errors - self._reported, key=str):
             log.error("%s", error)
@@ -124,6 +133,9 @@ class ManifestServer:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         self.reload()
+        # What the first load and build made lives as long as the process: keep the cyclic
+        # collector from scanning it again on every later collection.
+        gc.freeze()
         server, checking = await start_serving(
             self.controller,
             self.config.xds_address,
@@ -137,18 +149,29 @@ class ManifestServer:
         )
         self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
+        # A build, or a stream come or gone, means large responses were made and freed.
+        trimmer = MemoryTrimmer(lambda: (len(self.streams), id(self.controller.snapshots)))
+        trimming = asyncio.create_task(trimmer.run(stop))
         try:
-            await watch_directory(self.config.manifests, self._on_change, stop)
+            await watch_directory(
+                self.config.manifests,
+                self._on_change,
+                stop,
+                # What changed since the first load (while xDS started) is reported at once.
+                baseline=self.directory.stamps(),
+            )
         finally:
+            trimming.cancel()
+            await asyncio.gather(trimming, return_exceptions=True)
             if checking is not None:
                 checking.cancel()
                 await asyncio.gather(checking, return_exceptions=True)
             await server.stop(grace=1.0)
             log.info("stopped")
 
-    def _on_change(self) -> None:
+    def _on_change(self, changed: frozenset[str]) -> None:
         try:
-            self.reload()
+            self.reload(changed)
         except Exception:  # a bug must not stop serving the last good snapshot
             log.exception(
                 "reload of %s failed; still serving the previous configuration",

@@ -8,6 +8,8 @@ error instead of silently keeping the last value.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Container
 from typing import Any
 
 import yaml
@@ -22,61 +24,185 @@ class DecodeError(ValueError):
     """The file is not valid YAML/JSON; the message names the line."""
 
 
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_MERGE = "tag:yaml.org,2002:merge"
+# How many distinct plain scalars keep their resolved tag (keys and common values repeat in
+# every manifest; resolving one means trying several regular expressions).
+_TAG_CACHE_SIZE = 4096
+
+
 class _ManifestLoader(_BaseLoader):
+    """libyaml composes the nodes; mappings, sequences and strings (nearly every node of a
+    manifest) are built here in one recursive pass, without PyYAML's generic per-node
+    machinery (generators, deep-construction state). Merge keys and uncommon tags take
+    PyYAML's own path."""
+
     yaml_implicit_resolvers = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
+    _plain_tags: dict[str, str] = {}
+
+    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
+        if kind is yaml.ScalarNode:
+            if not implicit[0]:
+                return _STR  # quoted: always a string
+            # A plain scalar's tag depends on its text alone.
+            tag = self._plain_tags.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(self._plain_tags) < _TAG_CACHE_SIZE and len(value) <= 64:
+                    self._plain_tags[value] = tag
+            return tag
+        return _MAP if kind is yaml.MappingNode else _SEQ
+
+    # No path resolvers are registered: skip PyYAML's bookkeeping for them on every node.
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        try:
+            return self._build(node, {}, set())
+        finally:
+            self.constructed_objects = {}
+            self.recursive_objects = {}
+
+    def _build(self, node: yaml.Node, built: dict[int, Any], open_: set[int]) -> Any:
+        # `built` holds what an anchored node became, so an alias shares it (as in PyYAML).
+        known = built.get(id(node), _MISSING)
+        if known is not _MISSING:
+            return known
+        tag = node.tag
+        if tag == _STR and isinstance(node, yaml.ScalarNode):
+            return node.value
+        if id(node) in open_:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "found a recursive alias (an anchor used inside itself)",
+                node.start_mark,
+            )
+        if tag == _MAP and isinstance(node, yaml.MappingNode):
+            if any(key.tag == _MERGE for key, _ in node.value):
+                value = self.construct_object(node, deep=True)  # PyYAML applies `<<`
+            else:
+                open_.add(id(node))
+                value = {}
+                for key_node, value_node in node.value:
+                    key = self._build(key_node, built, open_)
+                    _check_key(key, value, node, key_node)
+                    value[key] = self._build(value_node, built, open_)
+                open_.discard(id(node))
+        elif tag == _SEQ and isinstance(node, yaml.SequenceNode):
+            open_.add(id(node))
+            value = [self._build(item, built, open_) for item in node.value]
+            open_.discard(id(node))
+        else:
+            value = self.construct_object(node, deep=True)
+        built[id(node)] = value
+        return value
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # PyYAML's own path (a mapping with merge keys): repeated keys are errors there too.
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            if key_node.tag == _MERGE:
                 continue  # `<<: *base` keys may be overridden on purpose
             key = self.construct_object(key_node, deep=True)
-            if isinstance(key, str) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while reading a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r}",
-                    key_node.start_mark,
-                )
-            if not isinstance(key, str | int | float | bool | None):
-                # `{{a: b}}: c` (a mapping as a key) is valid YAML but no Kubernetes object.
-                raise yaml.constructor.ConstructorError(
-                    "while reading a mapping",
-                    node.start_mark,
-                    f"found a {type(key).__name__} as a key; keys must be strings",
-                    key_node.start_mark,
-                )
+            _check_key(key, seen, node, key_node)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
+_MISSING = object()
+
+
+def _check_key(key: Any, seen: Container[Any], node: yaml.Node, key_node: yaml.Node) -> None:
+    if isinstance(key, str) and key in seen:
+        raise yaml.constructor.ConstructorError(
+            "while reading a mapping",
+            node.start_mark,
+            f"found duplicate key {key!r}",
+            key_node.start_mark,
+        )
+    if not isinstance(key, str | int | float | bool | None):
+        # `{{a: b}}: c` (a mapping as a key) is valid YAML but no Kubernetes object.
+        raise yaml.constructor.ConstructorError(
+            "while reading a mapping",
+            node.start_mark,
+            f"found a {type(key).__name__} as a key; keys must be strings",
+            key_node.start_mark,
+        )
+
+
 def decode_documents(data: bytes, *, is_json: bool) -> list[Any]:
     """Every document of a file, in order; an empty YAML document decodes to None."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    text = decode_text(data)
     return [_decode_json(text)] if is_json else _decode_yaml(text)
 
 
-def _decode_yaml(text: str) -> list[Any]:
+def decode_text(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+
+
+# A document marker: `---` at the start of a line, alone or followed by a space.
+_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)
+
+
+def split_yaml_documents(text: str) -> list[tuple[int, str]] | None:
+    """The text cut before each `---` marker: (line number of the piece's first line, minus
+    one; the piece). Each piece holds one document (the first may hold none), so a file of
+    many documents can decode only the pieces that changed. None when the text uses
+    directives (`%YAML`, `%TAG`), whose scope a cut could change.
+
+    The cut is safe: a `---` at the start of a line always starts a document in YAML (it
+    ends a block scalar, and is forbidden inside a quoted one)."""
+    if text.startswith("%") or "\n%" in text:
+        return None
+    pieces: list[tuple[int, str]] = []
+    start = 0
+    line = 0
+    for match in _DOCUMENT_START.finditer(text):
+        if match.start() == 0:
+            continue
+        piece = text[start : match.start()]
+        pieces.append((line, piece))
+        line += piece.count("\n")
+        start = match.start()
+    pieces.append((line, text[start:]))
+    return pieces
+
+
+def decode_yaml_piece(text: str, first_line: int) -> list[Any]:
+    """The documents of one piece of `split_yaml_documents`; errors name the file's lines."""
+    return _decode_yaml(text, first_line)
+
+
+def _decode_yaml(text: str, first_line: int = 0) -> list[Any]:
     try:
         return list(yaml.load_all(text, Loader=_ManifestLoader))
     except yaml.MarkedYAMLError as exc:
-        message = "invalid YAML" + _at(exc.problem_mark) + f": {exc.problem or exc.context}"
+        message = (
+            "invalid YAML" + _at(exc.problem_mark, first_line) + f": {exc.problem or exc.context}"
+        )
         if exc.problem and exc.context:
             # Where the unfinished construct began is often the line to fix.
-            message += f" ({exc.context}{_at(exc.context_mark)})"
+            message += f" ({exc.context}{_at(exc.context_mark, first_line)})"
         raise DecodeError(message) from None
     except yaml.YAMLError as exc:
         raise DecodeError(f"invalid YAML: {exc}") from None
 
 
-def _at(mark: yaml.Mark | None) -> str:
-    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+def _at(mark: yaml.Mark | None, first_line: int = 0) -> str:
+    return f" at line {first_line + mark.line + 1}, column {mark.column + 1}" if mark else ""
 
 
 def _decode_json(text: str) -> Any:

@@ -1,26 +1,37 @@
 """A directory of Kubernetes manifests as a complete source of objects.
 
-Every load reads the whole tree again, but a file whose stamp (mtime, size, inode) has not
-changed keeps the objects parsed last time: only edited files are decoded and parsed.
+A full load scans the whole tree, but a file whose stamp (mtime, size, inode) has not
+changed keeps the objects parsed last time: only edited files are decoded and parsed. A
+load told which files changed (by the directory watcher) looks at those files alone.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+import stat
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dragoman.objects import KubeObject, ObjectKey
-from dragoman.sources.decode import DecodeError, decode_documents
+from dragoman.sources.decode import (
+    DecodeError,
+    decode_documents,
+    decode_text,
+    decode_yaml_piece,
+    split_yaml_documents,
+)
 from dragoman.sources.errors import ObjectError, SourceError
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.tree import FileStamp, scan_tree
 
 log = logging.getLogger("dragoman.sources")
+
+# Files of at least this many documents keep what each document meant, by its text.
+KEEP_PIECES_FROM = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +41,23 @@ class LoadResult:
     files: int  # manifest files found
     # Where each object was defined ("routes.yaml#2"), for messages about it.
     origins: Mapping[ObjectKey, str] = field(default_factory=dict)
+    # False when no file's content changed since the previous load (then the objects and
+    # errors are the previous ones).
+    changed: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class LocatedObject:
     origin: str  # "routes.yaml#2", or "list.yaml#1.items[3]" for an item of a List
     object: KubeObject
+    # (kind, namespace, name), made once: a load compares every object's identity, and a
+    # tuple of strings hashes far faster than an ObjectKey built again each time.
+    identity: tuple[str, str, str] = ("", "", "")
+
+    @staticmethod
+    def of(origin: str, obj: KubeObject) -> LocatedObject:
+        key = obj.key
+        return LocatedObject(origin, obj, (key.kind, key.namespace, key.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +69,20 @@ class _ParsedFile:
     # False when the file is not valid YAML/JSON at all (then `objects` are the ones its last
     # decodable version defined: saving a typo must not take every object of a file away).
     decoded: bool = True
+    # A YAML file's pieces (one document each), by text: an edit to one document of a large
+    # file decodes and parses that document alone.
+    pieces: Mapping[str, _Piece] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """What one piece of a file meant, with origins as they were when it was parsed, after
+    `before` documents (renumbered where the piece has moved since)."""
+
+    before: int
+    documents: int
+    objects: tuple[LocatedObject, ...]
+    errors: tuple[SourceError, ...]
 
 
 class ManifestDirectory:
@@ -55,47 +91,114 @@ class ManifestDirectory:
     def __init__(self, path: Path, *, default_namespace: str = "default") -> None:
         self.path = path
         self.default_namespace = default_namespace
-        self._parsed: dict[str, _ParsedFile] = {}
+        self._parsed: dict[str, _ParsedFile] = {}  # in scan order (path components)
+        self._unreadable: dict[str, str] = {}  # relative path -> reason
+        self._last: LoadResult | None = None
 
-    def load(self) -> LoadResult:
+    def stamps(self) -> dict[str, FileStamp]:
+        """The stamp of every file as last read (the files a watcher must compare with)."""
+        return {path: f.stamp for path, f in self._parsed.items() if f.stamp is not None}
+
+    def load(self, changed: Collection[str] | None = None) -> LoadResult:
         """Everything the directory defines now. Problems are returned, not raised, except
-        an OSError when the directory itself cannot be read (keep the last result then)."""
+        an OSError when the directory itself cannot be read (keep the last result then).
+
+        With `changed` (relative paths of manifest files added, edited or removed), only
+        those files are looked at; every other file is taken to be as last loaded.
+        """
+        if changed is None or self._last is None:
+            dirty = self._load_all()
+        else:
+            dirty = self._load_some(changed)
+        if not dirty and self._last is not None:
+            return replace(self._last, changed=False)
+        self._last = self._result()
+        return self._last
+
+    def _load_all(self) -> bool:
         scan = scan_tree(self.path)
+        unreadable = dict(scan.unreadable)
+        dirty = unreadable != self._unreadable or len(scan.files) != len(self._parsed)
+        self._unreadable = unreadable
         parsed: dict[str, _ParsedFile] = {}
-        errors = [
-            SourceError(relative, "", "", f"cannot read: {reason}")
-            for relative, reason in scan.unreadable
-        ]
         for stamp in scan.files:
             cached = self._parsed.get(stamp.path)
             if cached is None or cached.stamp != stamp:
-                fresh = self._parse_file(stamp.path)
+                dirty = True
+                fresh = self._parse_file(stamp.path, cached)
                 cached = _keeping_last_good(fresh, cached) if fresh is not None else None
             if cached is not None:
                 parsed[stamp.path] = cached
+        dirty = dirty or parsed.keys() != self._parsed.keys()
         self._parsed = parsed
+        return dirty
 
-        objects: list[KubeObject] = []
-        first_seen: dict[ObjectKey, str] = {}
-        for result in parsed.values():
+    def _load_some(self, changed: Collection[str]) -> bool:
+        dirty = False
+        added = False
+        for relative in changed:
+            cached = self._parsed.get(relative)
+            stamp = _stamp_of(self.path, relative)
+            if isinstance(stamp, str):  # cannot be read: report it as a full scan would
+                dirty = dirty or self._unreadable.get(relative) != stamp or cached is not None
+                self._unreadable[relative] = stamp
+                self._parsed.pop(relative, None)
+                continue
+            if self._unreadable.pop(relative, None) is not None:
+                dirty = True
+            if stamp is None:
+                if self._parsed.pop(relative, None) is not None:
+                    dirty = True
+                continue
+            if cached is not None and cached.stamp == stamp:
+                continue
+            dirty = True
+            fresh = self._parse_file(relative, cached)
+            if fresh is None:
+                self._parsed.pop(relative, None)
+                continue
+            self._parsed[relative] = _keeping_last_good(fresh, cached)
+            added = added or cached is None
+        if added:  # keep the scan's order: the first definition of an object wins
+            self._parsed = {
+                path: self._parsed[path]
+                for path in sorted(self._parsed, key=lambda path: path.split("/"))
+            }
+        return dirty
+
+    def _result(self) -> LoadResult:
+        errors = [
+            SourceError(relative, "", "", f"cannot read: {reason}")
+            for relative, reason in sorted(self._unreadable.items())
+        ]
+        located = [o for result in self._parsed.values() for o in result.objects]
+        if len({o.identity for o in located}) == len(located):  # the usual case: no duplicate
+            for result in self._parsed.values():
+                errors.extend(result.errors)
+            objects = tuple(o.object for o in located)
+            return LoadResult(objects, tuple(errors), len(self._parsed), _Origins(located))
+
+        kept: list[KubeObject] = []
+        first_seen: dict[tuple[str, str, str], str] = {}
+        for result in self._parsed.values():
             errors.extend(result.errors)
-            for located in result.objects:
-                key = located.object.key
-                if key in first_seen:
+            for located_object in result.objects:
+                identity = located_object.identity
+                if identity in first_seen:
                     errors.append(
                         SourceError(
-                            located.origin,
-                            str(key),
+                            located_object.origin,
+                            str(located_object.object.key),
                             "",
-                            f"already defined at {first_seen[key]}; the first definition wins",
+                            f"already defined at {first_seen[identity]}; the first definition wins",
                         )
                     )
                     continue
-                first_seen[key] = located.origin
-                objects.append(located.object)
-        return LoadResult(tuple(objects), tuple(errors), len(scan.files), first_seen)
+                first_seen[identity] = located_object.origin
+                kept.append(located_object.object)
+        return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
 
-    def _parse_file(self, relative: str) -> _ParsedFile | None:
+    def _parse_file(self, relative: str, previous: _ParsedFile | None) -> _ParsedFile | None:
         """Decode and parse one file; None when it disappeared since the scan."""
         full = self.path / relative
         try:
@@ -109,15 +212,67 @@ class ManifestDirectory:
             return _ParsedFile(None, (), (error,))
         stamp = _stamp(relative, before) if _stamp_unchanged(before, after) else None
         try:
-            documents = decode_documents(data, is_json=relative.endswith(".json"))
+            if relative.endswith(".json"):
+                return self._parse_documents(relative, stamp, decode_documents(data, is_json=True))
+            text = decode_text(data)
+            pieces = split_yaml_documents(text)
+            if pieces is None:
+                return self._parse_documents(relative, stamp, decode_documents(data, is_json=False))
+            return self._parse_pieces(relative, stamp, pieces, previous)
         except DecodeError as exc:
             return _ParsedFile(stamp, (), (SourceError(relative, "", "", str(exc)),), False)
+
+    def _parse_documents(
+        self, relative: str, stamp: FileStamp | None, documents: list[Any]
+    ) -> _ParsedFile:
         objects: list[LocatedObject] = []
         errors: list[SourceError] = []
         for index, document in enumerate(documents, start=1):
             if document is not None:  # an empty document, e.g. after a trailing `---`
                 self._parse_document(f"{relative}#{index}", document, objects, errors)
         return _ParsedFile(stamp, tuple(objects), tuple(errors))
+
+    def _parse_pieces(
+        self,
+        relative: str,
+        stamp: FileStamp | None,
+        pieces: list[tuple[int, str]],
+        previous: _ParsedFile | None,
+    ) -> _ParsedFile:
+        known = previous.pieces if previous is not None else {}
+        parsed: dict[str, _Piece] = {}
+        objects: list[LocatedObject] = []
+        errors: list[SourceError] = []
+        documents = 0  # documents before the current piece
+        for first_line, text in pieces:
+            piece = parsed.get(text) or known.get(text)
+            if piece is None:
+                piece_objects: list[LocatedObject] = []
+                piece_errors: list[SourceError] = []
+                decoded = decode_yaml_piece(text, first_line)
+                for index, document in enumerate(decoded, start=documents + 1):
+                    if document is not None:
+                        origin = f"{relative}#{index}"
+                        self._parse_document(origin, document, piece_objects, piece_errors)
+                piece = _Piece(documents, len(decoded), tuple(piece_objects), tuple(piece_errors))
+            if piece.before != documents:  # the piece moved: other documents came or went
+                shift = documents - piece.before
+                piece = _Piece(
+                    documents,
+                    piece.documents,
+                    tuple(
+                        LocatedObject(_renumbered(o.origin, shift), o.object, o.identity)
+                        for o in piece.objects
+                    ),
+                    tuple(replace(e, origin=_renumbered(e.origin, shift)) for e in piece.errors),
+                )
+            parsed[text] = piece
+            objects.extend(piece.objects)
+            errors.extend(piece.errors)
+            documents += piece.documents
+        if len(pieces) < KEEP_PIECES_FROM:
+            parsed = {}  # re-parsing a small file costs less than the memory to keep its pieces
+        return _ParsedFile(stamp, tuple(objects), tuple(errors), pieces=parsed)
 
     def _parse_document(
         self,
@@ -149,7 +304,40 @@ class ManifestDirectory:
                     "%s: ignoring %s %s", item_origin, item.get("apiVersion"), item.get("kind")
                 )
             else:
-                objects.append(LocatedObject(item_origin, parsed))
+                objects.append(LocatedObject.of(item_origin, parsed))
+
+
+class _Origins(Mapping[ObjectKey, str]):
+    """Where each object was defined, by key; made on first use (only messages need it, and
+    10,000 keys are not worth making on every load)."""
+
+    def __init__(self, source: list[LocatedObject] | dict[tuple[str, str, str], str]) -> None:
+        self._source = source
+        self._by_identity: dict[tuple[str, str, str], str] | None = (
+            source if isinstance(source, dict) else None
+        )
+
+    def _table(self) -> dict[tuple[str, str, str], str]:
+        if self._by_identity is None:
+            assert isinstance(self._source, list)
+            self._by_identity = {o.identity: o.origin for o in self._source}
+        return self._by_identity
+
+    def __getitem__(self, key: ObjectKey) -> str:
+        return self._table()[(key.kind, key.namespace, key.name)]
+
+    def __iter__(self) -> Iterator[ObjectKey]:
+        return (ObjectKey(*identity) for identity in self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+def _renumbered(origin: str, shift: int) -> str:
+    """ "routes.yaml#2.items[0]" shifted by 5 documents: "routes.yaml#7.items[0]"."""
+    path, _, where = origin.rpartition("#")
+    number, dot, rest = where.partition(".")
+    return f"{path}#{int(number) + shift}{dot}{rest}"
 
 
 def _keeping_last_good(fresh: _ParsedFile, previous: _ParsedFile | None) -> _ParsedFile:
@@ -172,6 +360,20 @@ def _stamp_unchanged(before: os.stat_result, after: os.stat_result) -> bool:
         after.st_size,
         after.st_ino,
     )
+
+
+def _stamp_of(root: Path, relative: str) -> FileStamp | str | None:
+    """The file's stamp; None when it is gone (or no longer a regular file); the reason
+    when it cannot be read."""
+    try:
+        info = os.stat(root / relative)
+    except FileNotFoundError:
+        return "broken symbolic link" if os.path.islink(root / relative) else None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return _stamp(relative, info)
 
 
 def _stamp(relative: str, info: os.stat_result) -> FileStamp:

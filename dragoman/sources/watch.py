@@ -1,108 +1,413 @@
-"""Notice changes to a manifest directory by polling, with no dependency beyond the stdlib.
+"""Notice changes to a manifest directory: the kernel tells (inotify, through `watchfiles`),
+and a periodic full rescan is the safety net.
 
-Polling a fingerprint (path, mtime, size, inode of every manifest file) sees adds, edits,
-deletes and renames on every filesystem, including ConfigMap volumes and bind mounts where
-inotify events are unreliable.
+Events name the files that changed, so only those are stat-ed and reported: at 10,000 files
+an idle directory costs nothing, and one edit costs one stat. Events anywhere else (a hidden
+path such as the `..data` symlink a Kubernetes ConfigMap volume swaps, a directory, a file
+that is not a manifest) make the watcher rescan the whole tree and report what differs. The
+rescan also runs every `rescan_interval`, for what no event reports: a symbolic link's
+target outside the tree edited, a network filesystem, a full kernel event queue. Where the
+kernel cannot watch (no inotify, too many watches) the rescan runs every `poll_interval`.
+
+Debounce adapts: a change that follows a quiet period is reported at once; changes that
+follow it closely are a burst, reported together once the tree has been quiet for
+`quiet_period` (or `max_delay` after the burst's first held change, if writes keep coming).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+import os
+import stat
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 
-from dragoman.sources.tree import FileStamp, fingerprint
+from dragoman.sources.tree import MANIFEST_SUFFIXES, FileStamp, fingerprint, scan_tree
 
-__all__ = ["FileStamp", "fingerprint", "watch_directory"]
+__all__ = ["FileStamp", "OnChange", "fingerprint", "watch_directory"]
 
 log = logging.getLogger("dragoman.sources")
+# watchfiles logs every batch of paths at debug level: with 10,000 files that floods a debug
+# log; dragoman logs what a change meant instead.
+logging.getLogger("watchfiles").setLevel(logging.WARNING)
 
-Fingerprint = frozenset[FileStamp]
+# Relative paths of the manifest files added, edited or removed since the last call.
+OnChange = Callable[[frozenset[str]], Awaitable[None] | None]
+View = dict[str, FileStamp]
+
+# watchfiles gathers the kernel's events until none came for STEP_MS (at most DEBOUNCE_MS):
+# one file saved is one batch, reported STEP_MS after its last event.
+STEP_MS = 10
+DEBOUNCE_MS = 50
 
 
 async def watch_directory(
     path: Path,
-    on_change: Callable[[], Awaitable[None] | None],
+    on_change: OnChange,
     stop: asyncio.Event,
     *,
-    poll_interval: float = 0.2,
-    quiet_period: float = 0.15,
+    quiet_period: float = 0.1,
     max_delay: float = 1.0,
+    rescan_interval: float = 60.0,
+    poll_interval: float = 1.0,
+    use_kernel_events: bool = True,
+    baseline: Mapping[str, FileStamp] | None = None,
 ) -> None:
-    """Call on_change once per burst of changes below path, until stop is set.
+    """Call on_change with the changed manifest files below path, until stop is set.
 
-    The tree as found on entry is the baseline: nothing is reported for it (a directory
-    missing on entry is reported when it appears). After a change, on_change runs once the
-    tree has been quiet for quiet_period, or max_delay after the first change of the burst
-    if writes keep coming. While the directory is missing or unreadable nothing is
-    reported; when it returns, it is compared with the last tree seen. An exception from
-    on_change is logged and watching goes on.
+    `baseline` is the tree as its reader last saw it (relative path -> stamp): what differs
+    from it on entry is reported at once, so nothing changed between that read and the start
+    of the watch is missed. Without one, the tree as found on entry is the baseline (a
+    directory missing on entry is reported when it appears). While the directory is missing or
+    unreadable nothing is reported (checked every `poll_interval`); when it returns, it is
+    compared with the last tree seen. An exception from on_change is logged and watching
+    goes on.
     """
-    loop = asyncio.get_running_loop()
-    last: Fingerprint | None = await _read(path, missing=False)
-    missing = last is None
-    first_change: float | None = None  # loop time of the first change not yet reported
-    last_change = 0.0
+    await _Watcher(
+        path,
+        on_change,
+        stop,
+        quiet_period=quiet_period,
+        max_delay=max_delay,
+        rescan_interval=rescan_interval,
+        poll_interval=poll_interval,
+        use_kernel_events=use_kernel_events,
+    ).run(baseline)
 
-    while True:
-        timeout = poll_interval
-        if first_change is not None and not missing:
-            now = loop.time()
-            due = min(last_change + quiet_period, first_change + max_delay)
-            timeout = max(0.0, min(poll_interval, due - now))
-        if await _stopped(stop, timeout):
+
+class _Watcher:
+    def __init__(
+        self,
+        path: Path,
+        on_change: OnChange,
+        stop: asyncio.Event,
+        *,
+        quiet_period: float,
+        max_delay: float,
+        rescan_interval: float,
+        poll_interval: float,
+        use_kernel_events: bool,
+    ) -> None:
+        self.path = path
+        self.on_change = on_change
+        self.stop = stop
+        self.quiet_period = quiet_period
+        self.max_delay = max_delay
+        self.rescan_interval = rescan_interval
+        self.poll_interval = poll_interval
+        self.use_kernel_events = use_kernel_events
+        self.loop = asyncio.get_running_loop()
+        self.view: View = {}
+        self.missing = False
+        self.root_identity: tuple[int, int] | None = None
+        # Paths reported by the kernel (None: something needs a full rescan) since last read.
+        self.events: asyncio.Queue[frozenset[str] | None] = asyncio.Queue()
+        self._arrival = asyncio.Event()  # set by the kernel thread's hand-over
+        self.kernel: _KernelEvents | None = None
+        self.kernel_failed = not use_kernel_events
+        self.pending: set[str] = set()  # changes held back while a burst goes on
+        self.first_held = 0.0
+        self.last_change = 0.0
+        self.last_report = float("-inf")  # loop time the last report ended
+        self.last_rescan = 0.0
+
+    async def run(self, baseline: Mapping[str, FileStamp] | None) -> None:
+        if self.path.is_dir():
+            self._ensure_kernel_events()  # before the baseline: no change falls in between
+        view = await self._scan()
+        self.missing = view is None
+        self.view = dict(baseline) if baseline is not None else view or {}
+        # The kernel watch may start a moment after the scan: rescan soon once, then at the
+        # interval.
+        self.last_rescan = self.loop.time() - self.rescan_interval + min(1.0, self.rescan_interval)
+        try:
+            if view is not None and baseline is not None:
+                changed = {
+                    p for p in view.keys() | baseline.keys() if view.get(p) != baseline.get(p)
+                }
+                self.view = view
+                if changed:
+                    self.pending = set(changed)
+                    await self._report()
+            while True:
+                self._ensure_kernel_events()
+                now = self.loop.time()
+                next_rescan = self.last_rescan + self._rescan_period()
+                due = next_rescan
+                if self.pending:
+                    due = min(due, self.last_change + self.quiet_period)
+                    due = min(due, self.first_held + self.max_delay)
+                batch = await self._next_event(max(0.0, due - now))
+                if self.stop.is_set():
+                    return
+                now = self.loop.time()
+                changed: set[str] = set()
+                if batch is _TIMEOUT:
+                    if now >= next_rescan:
+                        changed = await self._rescan()
+                else:
+                    changed = await self._apply(batch)  # type: ignore[arg-type]
+                if changed:
+                    # A lone change after a quiet period goes out at once; one that follows
+                    # closely is part of a burst and waits for the burst to end.
+                    lone = not self.pending and now - self.last_report >= self.quiet_period
+                    if not self.pending:
+                        self.first_held = now
+                    self.pending |= changed
+                    self.last_change = now
+                    if lone:
+                        await self._report()
+                        continue
+                if self.pending and (
+                    now - self.last_change >= self.quiet_period
+                    or now - self.first_held >= self.max_delay
+                ):
+                    await self._report()
+        finally:
+            self._stop_kernel_events()
+
+    def _rescan_period(self) -> float:
+        watching = self.kernel is not None and not self.missing
+        return self.rescan_interval if watching else self.poll_interval
+
+    async def _report(self) -> None:
+        changed, self.pending = frozenset(self.pending), set()
+        try:
+            result = self.on_change(changed)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("manifest directory change handler failed")
+        self.last_report = self.loop.time()
+
+    async def _next_event(self, timeout: float) -> frozenset[str] | object | None:
+        """The next kernel batch (with any queued behind it), or _TIMEOUT."""
+        if self.events.empty():
+            stopping = asyncio.ensure_future(self.stop.wait())
+            arrived = asyncio.ensure_future(self._arrival.wait())
+            try:
+                await asyncio.wait(
+                    (stopping, arrived), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                stopping.cancel()
+                arrived.cancel()
+            self._arrival.clear()
+        if self.events.empty():
+            return _TIMEOUT
+        batch = self.events.get_nowait()
+        while not self.events.empty():
+            more = self.events.get_nowait()
+            batch = None if batch is None or more is None else batch | more
+        return batch
+
+    async def _apply(self, batch: frozenset[str] | None) -> set[str]:
+        """Brings the view up to date with the kernel's events; returns what changed."""
+        if batch is None or self.missing:
+            return await self._rescan()
+        return await asyncio.to_thread(_restat, self.path, self.view, batch)
+
+    async def _rescan(self) -> set[str]:
+        self.last_rescan = self.loop.time()
+        view = await self._scan()
+        if view is None:
+            self.missing = True
+            return set()
+        if self.missing:
+            log.info("manifest directory %s is readable again", self.path)
+            self.missing = False
+        changed = {p for p in view.keys() | self.view.keys() if view.get(p) != self.view.get(p)}
+        self.view = view
+        return changed
+
+    async def _scan(self) -> View | None:
+        """The tree's stamps, or None (logged once per outage) when it cannot be read."""
+        try:
+            view, identity = await asyncio.to_thread(_scan_with_identity, self.path)
+        except OSError as exc:
+            if not self.missing:
+                log.warning(
+                    "cannot read manifest directory %s (%s); watching for it to return",
+                    self.path,
+                    exc.strerror or exc,
+                )
+            self.missing = True
+            self._stop_kernel_events()
+            return None
+        if self.root_identity is not None and identity != self.root_identity:
+            # A new directory at the path: the kernel watch was on the old one.
+            self._stop_kernel_events()
+        self.root_identity = identity
+        return view
+
+    def _ensure_kernel_events(self) -> None:
+        if self.kernel is not None or self.kernel_failed or self.missing:
             return
+        self.kernel = _KernelEvents(self.path, self.loop, self._deliver, self._kernel_failed)
 
-        current = await _read(path, missing=missing)
-        if current is None:
-            missing = True
-            continue
-        if missing:
-            log.info("manifest directory %s is readable again", path)
-            missing = False
-        now = loop.time()
-        if current != last:
-            last = current
-            last_change = now
-            if first_change is None:
-                first_change = now
-        if first_change is not None and (
-            now - last_change >= quiet_period or now - first_change >= max_delay
-        ):
-            first_change = None
-            await _notify(on_change)
+    def _deliver(self, batch: frozenset[str] | None) -> None:
+        self.events.put_nowait(batch)
+        self._arrival.set()
+
+    def _kernel_failed(self, error: BaseException) -> None:
+        log.warning(
+            "cannot watch %s for changes (%s); rescanning it every %.1f s instead",
+            self.path,
+            error,
+            self.poll_interval,
+        )
+        self.kernel_failed = True
+        self._stop_kernel_events()
+
+    def _stop_kernel_events(self) -> None:
+        if self.kernel is not None:
+            self.kernel.close()
+            self.kernel = None
 
 
-async def _read(path: Path, *, missing: bool) -> Fingerprint | None:
-    """The tree's fingerprint, or None (logged once per outage) when it cannot be read."""
+_TIMEOUT = object()
+
+
+class _KernelEvents:
+    """`watchfiles` in a thread of its own, handing relative paths to the event loop."""
+
+    def __init__(
+        self,
+        root: Path,
+        loop: asyncio.AbstractEventLoop,
+        deliver: Callable[[frozenset[str] | None], None],
+        on_failure: Callable[[BaseException], None],
+    ) -> None:
+        self.root = root
+        self.prefixes = _prefixes(root)
+        self.loop = loop
+        self.deliver = deliver
+        self.on_failure = on_failure
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="manifest-watch", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        # The thread notices within STEP_MS and exits on its own; nothing waits for it.
+        self.stopped.set()
+
+    def _run(self) -> None:
+        from watchfiles import watch
+
+        try:
+            for changes in watch(
+                self.root,
+                watch_filter=None,
+                debounce=DEBOUNCE_MS,
+                step=STEP_MS,
+                stop_event=self.stopped,
+                rust_timeout=3_600_000,
+                raise_interrupt=False,
+                ignore_permission_denied=True,
+            ):
+                batch = self._relative(path for _, path in changes)
+                self._hand_over(batch)
+        except Exception as exc:
+            if not self.stopped.is_set():
+                with contextlib.suppress(RuntimeError):  # the loop has closed
+                    self.loop.call_soon_threadsafe(self.on_failure, exc)
+            return
+        if not self.stopped.is_set():  # watchfiles ended on its own: rescan to catch up
+            self._hand_over(None)
+
+    def _hand_over(self, batch: frozenset[str] | None) -> None:
+        if self.stopped.is_set():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            self.loop.call_soon_threadsafe(self.deliver, batch)
+
+    def _relative(self, paths: Iterable[str]) -> frozenset[str] | None:
+        """The changed manifest files, relative to the root; None when a rescan must tell
+        what changed (the root itself, a directory, a symbolic link: a ConfigMap volume's
+        `..data` swap changes every file behind it)."""
+        relative: set[str] = set()
+        for full in paths:
+            for prefix in self.prefixes:
+                if full.startswith(prefix):
+                    rest = full[len(prefix) :].replace(os.sep, "/")
+                    break
+            else:
+                return None
+            parts = rest.split("/")
+            if any(part.startswith(".") for part in parts[:-1]):
+                continue  # inside a hidden directory: never read, except through a link
+            if parts[-1].startswith("."):
+                # An editor's or a tool's temporary file (`.web.yaml.swp`, `.web.yaml.tmp`)
+                # changes nothing; a hidden link or directory (`..data`) may change anything.
+                if _is_link_or_directory(full):
+                    return None
+                continue
+            if not rest.endswith(MANIFEST_SUFFIXES):
+                if not _is_regular_file(full):  # a directory made, moved or removed
+                    return None
+                continue
+            relative.add(rest)
+        return frozenset(relative)
+
+
+def _is_link_or_directory(path: str) -> bool:
     try:
-        return await asyncio.to_thread(fingerprint, path)
-    except OSError as exc:
-        if not missing:
-            log.warning(
-                "cannot read manifest directory %s (%s); watching for it to return",
-                path,
-                exc.strerror or exc,
-            )
-        return None
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False  # gone: a renamed temporary file, or a link whose rename shows too
+    return stat.S_ISLNK(mode) or stat.S_ISDIR(mode)
 
 
-async def _stopped(stop: asyncio.Event, timeout: float) -> bool:
-    if stop.is_set():
-        return True
+def _is_regular_file(path: str) -> bool:
     try:
-        await asyncio.wait_for(stop.wait(), timeout)
-    except TimeoutError:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
         return False
-    return True
 
 
-async def _notify(on_change: Callable[[], Awaitable[None] | None]) -> None:
-    try:
-        result = on_change()
-        if inspect.isawaitable(result):
-            await result
-    except Exception:
-        log.exception("manifest directory change handler failed")
+def _prefixes(root: Path) -> tuple[str, ...]:
+    # The kernel names paths below the absolute root; a root reached through a symbolic
+    # link may be named by its target instead.
+    prefixes = {os.path.abspath(root) + os.sep, os.path.realpath(root) + os.sep}
+    return tuple(sorted(prefixes, key=len, reverse=True))
+
+
+def _scan_with_identity(root: Path) -> tuple[View, tuple[int, int]]:
+    info = os.stat(root)
+    scan = scan_tree(root)
+    return {stamp.path: stamp for stamp in scan.files}, (info.st_dev, info.st_ino)
+
+
+def _restat(root: Path, view: View, paths: frozenset[str]) -> set[str]:
+    """Updates view for the given files; returns those whose stamp changed. A path that
+    turns out to be a directory or below a missing one falls back to a rescan."""
+    changed: set[str] = set()
+    for relative in paths:
+        try:
+            info = os.stat(root / relative)
+        except OSError:
+            stamp = None
+        else:
+            if stat.S_ISDIR(info.st_mode):
+                # A directory named like a manifest: what it holds needs the full scan.
+                fresh = {s.path: s for s in scan_tree(root).files}
+                changed |= {p for p in fresh.keys() | view.keys() if fresh.get(p) != view.get(p)}
+                view.clear()
+                view.update(fresh)
+                continue
+            stamp = (
+                FileStamp(relative, info.st_mtime_ns, info.st_size, info.st_ino)
+                if stat.S_ISREG(info.st_mode)
+                else None
+            )
+        if view.get(relative) != stamp:
+            changed.add(relative)
+            if stamp is None:
+                view.pop(relative, None)
+            else:
+                view[relative] = stamp
+    return changed

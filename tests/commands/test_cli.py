@@ -23,7 +23,7 @@ def test_render_prints_resources_grouped_by_type(capsys) -> None:
     assert set(by_group) >= {"", "default/demo"}
     demo = by_group["default/demo"]
     clusters = {c["name"]: c for c in demo["clusters"]}
-    assert clusters["default/api/9080"]["cluster_type"]["name"] == "envoy.cluster.dns"
+    assert clusters["default/api/http"]["cluster_type"]["name"] == "envoy.cluster.dns"
     assert clusters["default/web/80"]["type"] == "EDS"
     assert "default/sneaky/9901" not in clusters  # refused, never a cluster
     assert [e["cluster_name"] for e in demo["endpoints"]] == ["default/web/80"]
@@ -87,6 +87,21 @@ def test_bootstrap_names_the_gateway_and_keeps_admin_off_tcp(capsys) -> None:
     resolver = config["typed_dns_resolver_config"]["typed_config"]
     assert resolver["resolvers"][0]["socket_address"]["port_value"] == 5353
     assert resolver["dns_resolver_options"]["use_tcp_for_dns_lookups"] is True
+
+
+def test_bootstrap_sets_the_downstream_connection_limit(capsys) -> None:
+    assert main(["bootstrap", "--max-connections", "1000"]) == 0
+    config = yaml.safe_load(capsys.readouterr().out)
+    monitor = config["overload_manager"]["resource_monitors"][0]
+    assert monitor["typed_config"]["max_active_downstream_connections"] == "1000"
+    for bad in ("0", "-3", "many"):
+        try:
+            main(["bootstrap", "--max-connections", bad])
+        except SystemExit as exit:
+            assert exit.code == 2
+        else:
+            raise AssertionError(f"--max-connections {bad} must be a usage error")
+        assert "expected a positive integer" in capsys.readouterr().err
 
 
 def test_example_bootstraps_are_what_the_command_prints() -> None:

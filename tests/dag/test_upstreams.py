@@ -454,3 +454,26 @@ def test_a_preference_that_cannot_be_followed_serves_the_external_name_and_says_
     )
     assert words in problem.message
     assert problem.message.endswith("serving the external name only")
+
+
+@pytest.mark.parametrize(
+    ("port_name", "kind", "expected"),
+    [
+        ("web", "HTTPRoute", "default/ext/web"),
+        ("grpc", "GRPCRoute", "default/ext/grpc/h2c"),
+        ("", "HTTPRoute", "default/ext/{number}"),  # an unnamed port: its number is all there is
+    ],
+)
+def test_an_external_name_cluster_is_named_for_its_port_name(
+    port_name: str, kind: str, expected: str
+) -> None:
+    # A new port number keeps the name: Envoy then updates the cluster in place and keeps
+    # the old one serving until the new one has resolved.
+    for number in (8080, 9090):
+        dag = build_yaml(
+            GATEWAY,
+            external_service("ext", "api.example.com", number, port_name=port_name),
+            http_route("r", "ext", number, kind=kind),
+        )
+        names = [name for name in dag.clusters if name.startswith("default/ext/")]
+        assert names == [expected.format(number=number)]

@@ -348,3 +348,11 @@ def served_versions(envoy: EnvoyProcess) -> dict[str, tuple[str, str]]:
             )
     assert versions, "Envoy holds no dynamic configuration"
     return versions
+
+
+def test_envoy_starts_with_a_downstream_connection_limit(world: World) -> None:
+    # The bootstrap sets the overload manager's global connection limit: Envoy warns at
+    # every start without one.
+    log = world.envoy.log_path.read_text(errors="replace")
+    assert "starting main dispatch loop" in log
+    assert "no configured limit to the number of allowed active downstream" not in log

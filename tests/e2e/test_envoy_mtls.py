@@ -388,3 +388,13 @@ def test_no_private_key_anywhere_printed_or_shown(world: World) -> None:
         assert not any(key in text for key in keys)
     # The same through CSDS as the proxy's own (json) view.
     assert "PRIVATE KEY" not in json.dumps(str(response))
+
+
+def test_clients_without_a_certificate_is_told_what_to_give(world: World) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "dragoman", "clients", "--xds-address",
+         world.dragoman.xds_address, "--timeout", "5"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 1
+    assert "UNAVAILABLE" in shown.stderr and "the admin certificate" in shown.stderr

@@ -148,7 +148,8 @@ class World:
         return get_json(self.url + path, host="gateway.e2e.test")
 
     def cluster_stat(self, service: str, name: str) -> int:
-        return self.envoy.stat(f"cluster.default/{service}/{self.port}.{name}", 0)
+        # ExternalName clusters are named for the Service port's name, stable across numbers.
+        return self.envoy.stat(f"cluster.default/{service}/https.{name}", 0)
 
     def diagnostics(self) -> str:
         return diagnostics(self.dragoman.log(), self.envoy)

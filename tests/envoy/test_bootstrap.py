@@ -168,3 +168,26 @@ def test_the_cluster_for_dragoman_can_have_another_name(transport: str) -> None:
 def test_a_cluster_name_envoy_would_refuse_is_an_error(name: str) -> None:
     with pytest.raises(ValueError, match="xds_cluster_name"):
         bootstrap_yaml("127.0.0.1:18000", node_id="e", node_cluster="c", xds_cluster_name=name)
+
+
+def test_downstream_connections_are_capped_by_the_overload_manager() -> None:
+    monitors = bootstrap_config("127.0.0.1:18000", node_id="n", node_cluster="")[
+        "overload_manager"
+    ]["resource_monitors"]
+    assert monitors == [
+        {
+            "name": "envoy.resource_monitors.global_downstream_max_connections",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.resource_monitors."
+                "downstream_connections.v3.DownstreamConnectionsConfig",
+                "max_active_downstream_connections": "50000",
+            },
+        }
+    ]
+    capped = bootstrap_config(
+        "127.0.0.1:18000", node_id="n", node_cluster="", max_downstream_connections=7
+    )
+    limit = capped["overload_manager"]["resource_monitors"][0]["typed_config"]
+    assert limit["max_active_downstream_connections"] == "7"
+    with pytest.raises(ValueError, match="at least 1"):
+        bootstrap_config("127.0.0.1:1", node_id="n", node_cluster="", max_downstream_connections=0)

@@ -13,6 +13,7 @@ from dragoman.kubernetes.cache import ObjectCache
 from dragoman.kubernetes.kinds import KINDS_BY_NAME
 from dragoman.objects import ObjectKey
 from dragoman.store import Store
+from tests.support.builders import http_route, service
 
 SERVICES = KINDS_BY_NAME["Service"]
 ROUTES = KINDS_BY_NAME["HTTPRoute"]
@@ -20,30 +21,13 @@ CLASSES = KINDS_BY_NAME["GatewayClass"]
 GATEWAY_V1 = "gateway.networking.k8s.io/v1"
 
 
-def service(name: str, rv: str, port: Any = 80, namespace: str = "default") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
-        "spec": {"selector": {"app": name}, "ports": [{"port": port}]},
-    }
-
-
-def route(name: str, rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": GATEWAY_V1,
-        "kind": "HTTPRoute",
-        "metadata": {"name": name, "namespace": "default", "resourceVersion": rv, "generation": 1},
-        "spec": {"parentRefs": [{"name": "gw"}]},
-    }
-    if status is not None:
-        obj["status"] = status
-    return obj
-
-
 def test_a_list_becomes_typed_objects_in_the_store() -> None:
     cache = ObjectCache()
-    change = cache.replace(("Service", ""), SERVICES, [service("a", "1"), service("b", "2")])
+    change = cache.replace(
+        ("Service", ""),
+        SERVICES,
+        [service("a", resource_version="1"), service("b", resource_version="2")],
+    )
     assert change.objects
     assert sorted(cache.store().services) == [("default", "a"), ("default", "b")]
     # resourceVersion is left out of the typed object: a status write must not rebuild.
@@ -53,8 +37,16 @@ def test_a_list_becomes_typed_objects_in_the_store() -> None:
 def test_bad_objects_are_logged_once_and_skipped(caplog: pytest.LogCaptureFixture) -> None:
     cache = ObjectCache()
     with caplog.at_level(logging.ERROR, logger="dragoman.kubernetes"):
-        cache.replace(("Service", ""), SERVICES, [service("good", "1"), service("bad", "2", "x")])
-        cache.replace(("Service", ""), SERVICES, [service("good", "1"), service("bad", "2", "x")])
+        cache.replace(
+            ("Service", ""),
+            SERVICES,
+            [service("good", resource_version="1"), service("bad", "x", resource_version="2")],
+        )
+        cache.replace(
+            ("Service", ""),
+            SERVICES,
+            [service("good", resource_version="1"), service("bad", "x", resource_version="2")],
+        )
     assert list(cache.store().services) == [("default", "good")]
     errors = [r.getMessage() for r in caplog.records]
     assert len(errors) == 1, errors
@@ -63,7 +55,9 @@ def test_bad_objects_are_logged_once_and_skipped(caplog: pytest.LogCaptureFixtur
 
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="dragoman.kubernetes"):
-        cache.event(("Service", ""), SERVICES, "MODIFIED", service("bad", "3", 8080))
+        cache.event(
+            ("Service", ""), SERVICES, "MODIFIED", service("bad", 8080, resource_version="3")
+        )
     assert sorted(cache.store().services) == [("default", "bad"), ("default", "good")]
     assert any(r.getMessage().startswith("resolved:") for r in caplog.records)
     assert cache.errors() == []
@@ -72,37 +66,60 @@ def test_bad_objects_are_logged_once_and_skipped(caplog: pytest.LogCaptureFixtur
 def test_events_add_change_and_delete() -> None:
     cache = ObjectCache()
     cache.replace(("Service", ""), SERVICES, [])
-    assert cache.event(("Service", ""), SERVICES, "ADDED", service("a", "5")).objects
-    assert cache.event(("Service", ""), SERVICES, "MODIFIED", service("a", "6", 81)).objects
+    assert cache.event(
+        ("Service", ""), SERVICES, "ADDED", service("a", resource_version="5")
+    ).objects
+    assert cache.event(
+        ("Service", ""), SERVICES, "MODIFIED", service("a", 81, resource_version="6")
+    ).objects
     assert cache.store().services[("default", "a")].ports[0].port == 81
-    assert cache.event(("Service", ""), SERVICES, "DELETED", service("a", "7", 81)).objects
+    assert cache.event(
+        ("Service", ""), SERVICES, "DELETED", service("a", 81, resource_version="7")
+    ).objects
     assert cache.store().services == {}
-    assert not cache.event(("Service", ""), SERVICES, "DELETED", service("a", "7")).any
+    assert not cache.event(
+        ("Service", ""), SERVICES, "DELETED", service("a", resource_version="7")
+    ).any
 
 
 def test_an_event_delivered_twice_is_applied_once() -> None:
     cache = ObjectCache()
     cache.replace(("Service", ""), SERVICES, [])
-    first = cache.event(("Service", ""), SERVICES, "ADDED", service("a", "5"))
-    again = cache.event(("Service", ""), SERVICES, "ADDED", service("a", "5"))
+    first = cache.event(("Service", ""), SERVICES, "ADDED", service("a", resource_version="5"))
+    again = cache.event(("Service", ""), SERVICES, "ADDED", service("a", resource_version="5"))
     assert first.objects and not again.any
 
 
 def test_a_relist_changes_only_what_differs() -> None:
     cache = ObjectCache()
-    cache.replace(("Service", ""), SERVICES, [service("a", "1"), service("b", "2")])
-    same = cache.replace(("Service", ""), SERVICES, [service("a", "1"), service("b", "2")])
+    cache.replace(
+        ("Service", ""),
+        SERVICES,
+        [service("a", resource_version="1"), service("b", resource_version="2")],
+    )
+    same = cache.replace(
+        ("Service", ""),
+        SERVICES,
+        [service("a", resource_version="1"), service("b", resource_version="2")],
+    )
     assert not same.any
-    gone = cache.replace(("Service", ""), SERVICES, [service("a", "1")])
+    gone = cache.replace(("Service", ""), SERVICES, [service("a", resource_version="1")])
     assert gone.objects and list(cache.store().services) == [("default", "a")]
 
 
 def test_a_status_write_changes_statuses_but_not_the_typed_objects() -> None:
     cache = ObjectCache()
-    cache.replace(("HTTPRoute", ""), ROUTES, [route("r", "1")])
+    cache.replace(
+        ("HTTPRoute", ""), ROUTES, [http_route("r", "web", 80, resource_version="1", generation=1)]
+    )
     store = cache.store()
     status = {"parents": [{"controllerName": "x", "parentRef": {"name": "gw"}, "conditions": []}]}
-    change = cache.event(("HTTPRoute", ""), ROUTES, "MODIFIED", route("r", "2", status))
+    change = cache.event(
+        ("HTTPRoute", ""),
+        ROUTES,
+        "MODIFIED",
+        http_route("r", "web", 80, resource_version="2", generation=1, status=status),
+    )
     assert change.statuses and not change.objects
     assert cache.store() is store
     entry = cache.by_key()[ObjectKey("HTTPRoute", "default", "r")]
@@ -139,15 +156,22 @@ def test_events_patch_the_store_into_what_a_rebuild_gives() -> None:
     """Each event changes one kind's mapping of the last store: the same store as one made
     from every entry, with every other object the same Python object as before."""
     cache = ObjectCache()
-    cache.replace(("Service", ""), SERVICES, [service(f"s{i}", "1") for i in range(5)])
-    cache.replace(("HTTPRoute", ""), ROUTES, [route("r", "1")])
+    cache.replace(
+        ("Service", ""), SERVICES, [service(f"s{i}", resource_version="1") for i in range(5)]
+    )
+    cache.replace(
+        ("HTTPRoute", ""), ROUTES, [http_route("r", "web", 80, resource_version="1", generation=1)]
+    )
     events: list[tuple[str, dict[str, Any]]] = [
-        ("MODIFIED", service("s1", "2", port=81)),
-        ("ADDED", service("s9", "3", namespace="other")),
-        ("DELETED", service("s2", "4")),
-        ("MODIFIED", service("s3", "5", port="bad")),  # unreadable: leaves the store
-        ("MODIFIED", service("s3", "6", port=83)),  # readable again
-        ("DELETED", service("missing", "7")),
+        ("MODIFIED", service("s1", port=81, resource_version="2")),
+        ("ADDED", service("s9", namespace="other", resource_version="3")),
+        ("DELETED", service("s2", resource_version="4")),
+        (
+            "MODIFIED",
+            service("s3", port="bad", resource_version="5"),
+        ),  # unreadable: leaves the store
+        ("MODIFIED", service("s3", port=83, resource_version="6")),  # readable again
+        ("DELETED", service("missing", resource_version="7")),
     ]
     for event_type, obj in events:
         before = cache.store()
@@ -172,9 +196,9 @@ def test_events_patch_the_store_into_what_a_rebuild_gives() -> None:
 
 def test_a_key_held_by_two_partitions_makes_the_store_from_every_entry() -> None:
     cache = ObjectCache()
-    cache.replace(("Service", ""), SERVICES, [service("a", "1")])
-    cache.replace(("Service", "default"), SERVICES, [service("a", "2", port=82)])
+    cache.replace(("Service", ""), SERVICES, [service("a", resource_version="1")])
+    cache.replace(("Service", "default"), SERVICES, [service("a", port=82, resource_version="2")])
     cache.store()
-    cache.event(("Service", ""), SERVICES, "DELETED", service("a", "3"))
+    cache.event(("Service", ""), SERVICES, "DELETED", service("a", resource_version="3"))
     # The namespaced partition still holds it: not removed from the store.
     assert cache.store().services[("default", "a")].ports[0].port == 82

@@ -30,6 +30,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
+from tests.support.builders import http_route, service
 from tests.support.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -116,24 +117,6 @@ class BackgroundWatch:
         self.join()
 
 
-def service(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"ports": [{"port": 80}], "selector": {"app": name}, **spec},
-    }
-
-
-def route(name: str, hostname: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GATEWAY}/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": name},
-        "spec": {"hostnames": [hostname]},
-    }
-
-
 def error_body(failure: ApiException) -> dict[str, Any]:
     return json.loads(failure.body)
 
@@ -142,7 +125,9 @@ def error_body(failure: ApiException) -> dict[str, Any]:
 
 
 def test_create_get_list_replace_delete_round_trip(core: client.CoreV1Api) -> None:
-    created = core.create_namespaced_service("default", service("web"))
+    created = core.create_namespaced_service(
+        "default", service("web", namespace=None, labels={"app": "web"})
+    )
     assert created.metadata.uid and created.metadata.creation_timestamp
     assert created.metadata.generation is None  # Services keep no generation
     assert created.spec.cluster_ip == created.spec.cluster_ips[0]
@@ -152,7 +137,7 @@ def test_create_get_list_replace_delete_round_trip(core: client.CoreV1Api) -> No
     assert fetched.metadata.resource_version == created.metadata.resource_version
 
     core.create_namespace({"metadata": {"name": "other"}})
-    core.create_namespaced_service("other", service("db"))
+    core.create_namespaced_service("other", service("db", namespace=None, labels={"app": "db"}))
     everywhere = core.list_service_for_all_namespaces()
     names = [(s.metadata.namespace, s.metadata.name) for s in everywhere.items]
     assert names == [("default", "web"), ("other", "db")]
@@ -215,7 +200,7 @@ def test_replace_with_a_stale_resource_version_conflicts(core: client.CoreV1Api)
 
 
 def test_patch_content_types(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> None:
-    core.create_namespaced_service("default", service("web"))
+    core.create_namespaced_service("default", service("web", namespace=None, labels={"app": "web"}))
     # A dict body goes out as a strategic merge patch, a list as a JSON patch.
     merged = core.patch_namespaced_service("web", "default", {"metadata": {"labels": {"x": "y"}}})
     assert merged.metadata.labels == {"app": "web", "x": "y"}
@@ -223,7 +208,13 @@ def test_patch_content_types(core: client.CoreV1Api, custom: client.CustomObject
     patched = core.patch_namespaced_service("web", "default", ops)
     assert patched.metadata.annotations == {"note": "hi"}
 
-    custom.create_namespaced_custom_object(GATEWAY, "v1", "default", "httproutes", route("r", "a"))
+    custom.create_namespaced_custom_object(
+        GATEWAY,
+        "v1",
+        "default",
+        "httproutes",
+        http_route("r", "web", 80, namespace=None, hostnames=["a"]),
+    )
     with pytest.raises(ApiException) as unsupported:
         custom.patch_namespaced_custom_object(
             GATEWAY,
@@ -321,7 +312,9 @@ def test_watch_from_a_list_sees_each_later_change_once_in_order(
 ) -> None:
     listed = core.list_namespaced_service("default")
     start = int(listed.metadata.resource_version)
-    core.create_namespaced_service("default", service("web"))  # before the watch: replayed
+    core.create_namespaced_service(
+        "default", service("web", namespace=None, labels={"app": "web"})
+    )  # before the watch: replayed
 
     stream = BackgroundWatch(
         core.list_namespaced_service,
@@ -332,7 +325,9 @@ def test_watch_from_a_list_sees_each_later_change_once_in_order(
     wait_until(lambda: api.open_watches() == 1)
     core.patch_namespaced_service("web", "default", {"metadata": {"labels": {"v": "2"}}})
     core.create_namespace({"metadata": {"name": "elsewhere"}})
-    core.create_namespaced_service("elsewhere", service("unseen"))
+    core.create_namespaced_service(
+        "elsewhere", service("unseen", namespace=None, labels={"app": "unseen"})
+    )
     core.delete_namespaced_service("web", "default")
 
     events = stream.rest()  # the stream ends at timeoutSeconds
@@ -351,7 +346,13 @@ def test_watch_from_a_list_sees_each_later_change_once_in_order(
 def test_watch_without_resource_version_starts_with_current_state(
     api: KubeApiServer, custom: client.CustomObjectsApi
 ) -> None:
-    custom.create_namespaced_custom_object(GATEWAY, "v1", "default", "httproutes", route("r", "a"))
+    custom.create_namespaced_custom_object(
+        GATEWAY,
+        "v1",
+        "default",
+        "httproutes",
+        http_route("r", "web", 80, namespace=None, hostnames=["a"]),
+    )
     stream = BackgroundWatch(
         custom.list_namespaced_custom_object, GATEWAY, "v1", "default", "httproutes"
     )
@@ -564,7 +565,14 @@ def test_stop_refuses_connections_and_start_brings_the_same_data_back(
 def test_custom_resource_status_subresource_and_generation(
     custom: client.CustomObjectsApi,
 ) -> None:
-    body = route("r", "a.example") | {"status": {"parents": [{"controllerName": "x"}]}}
+    body = http_route(
+        "r",
+        "web",
+        80,
+        namespace=None,
+        hostnames=["a.example"],
+        status={"parents": [{"controllerName": "x"}]},
+    )
     created = custom.create_namespaced_custom_object(GATEWAY, "v1", "default", "httproutes", body)
     assert "status" not in created  # status is dropped on create
     assert created["metadata"]["generation"] == 1
@@ -579,7 +587,7 @@ def test_custom_resource_status_subresource_and_generation(
         {"spec": {"hostnames": ["ignored"]}, "status": status},
     )
     assert patched["status"] == status
-    assert patched["spec"] == {"hostnames": ["a.example"]}
+    assert patched["spec"] == body["spec"] and body["spec"]["hostnames"] == ["a.example"]
     assert patched["metadata"]["generation"] == 1
     assert int(patched["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
 
@@ -615,7 +623,9 @@ def test_custom_resource_status_subresource_and_generation(
 
 
 def test_service_status_subresource(core: client.CoreV1Api) -> None:
-    created = core.create_namespaced_service("default", service("lb", type="LoadBalancer"))
+    created = core.create_namespaced_service(
+        "default", service("lb", namespace=None, labels={"app": "lb"}, service_type="LoadBalancer")
+    )
     assert created.spec.ports[0].node_port >= 30000
     created.status.load_balancer.ingress = [{"ip": "192.0.2.10"}]
     created.spec.selector = {"app": "ignored"}
@@ -684,7 +694,10 @@ def test_gateway_api_scopes_and_versions(
     )
     assert as_v1["apiVersion"] == f"{GATEWAY}/v1"
 
-    api.apply(route("seeded", "c.example") | {"metadata": {"name": "seeded", "namespace": "ns"}})
+    api.apply(
+        http_route("seeded", "web", 80, namespace=None, hostnames=["c.example"])
+        | {"metadata": {"name": "seeded", "namespace": "ns"}}
+    )
     everywhere = custom.list_cluster_custom_object(GATEWAY, "v1", "httproutes")
     assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in everywhere["items"]] == [
         ("ns", "seeded")
@@ -703,7 +716,10 @@ def test_discovery_is_enough_for_the_dynamic_client(
 
     dynamic = DynamicClient(api_client, cache_file=str(tmp_path / "discovery.json"))
     routes = dynamic.resources.get(api_version=f"{GATEWAY}/v1", kind="HTTPRoute")
-    routes.create(body=route("r", "a.example"), namespace="default")
+    routes.create(
+        body=http_route("r", "web", 80, namespace=None, hostnames=["a.example"]),
+        namespace="default",
+    )
     assert [item.metadata.name for item in routes.get(namespace="default").items] == ["r"]
 
 
@@ -729,7 +745,7 @@ def test_injected_failures_and_request_counts(api: KubeApiServer, core: client.C
     assert api.request_count("list", "services") == 2
 
     api.fail_next(None, "/status", 500, times=2)
-    core.create_namespaced_service("default", service("web"))
+    core.create_namespaced_service("default", service("web", namespace=None, labels={"app": "web"}))
     body = {"status": {"loadBalancer": {}}}
     for _ in range(2):
         with pytest.raises(ApiException):

@@ -17,6 +17,7 @@ from dragoman.kubernetes.cache import CachedObject, ObjectCache
 from dragoman.kubernetes.kinds import KINDS_BY_NAME
 from dragoman.kubernetes.status_writer import StatusClient, StatusWriter
 from dragoman.objects import ObjectKey
+from tests.support.builders import http_route
 from tests.support.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -57,18 +58,6 @@ def writer(api: KubeApiServer, clock: Clock) -> Iterator[StatusWriter]:
     api_client.close()
 
 
-def route(status: dict[str, Any] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": GATEWAY_V1,
-        "kind": "HTTPRoute",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"parentRefs": [{"name": "gw"}, {"name": "their-gw"}]},
-    }
-    if status is not None:
-        obj["status"] = status
-    return obj
-
-
 def parent(controller: str, gateway: str, accepted: str, **extra: Any) -> dict[str, Any]:
     return {
         "parentRef": {"name": gateway},
@@ -102,7 +91,7 @@ def stored_status(api: KubeApiServer, kind: str = "HTTPRoute", name: str = "web"
 def test_writes_the_status_subresource_with_transition_times(
     api: KubeApiServer, writer: StatusWriter
 ) -> None:
-    api.apply(route())
+    api.apply(http_route("web", "web", 80, parents=("gw", "their-gw")))
     want = desired(ROUTE, {"parents": [parent(OURS, "gw", "True")]})
     result = writer.publish(want, cached(api))
     assert (result.written, result.unchanged, result.failed) == (1, 0, 0)
@@ -115,7 +104,7 @@ def test_writes_the_status_subresource_with_transition_times(
 def test_an_unchanged_status_costs_no_request(
     api: KubeApiServer, writer: StatusWriter, clock: Clock
 ) -> None:
-    api.apply(route())
+    api.apply(http_route("web", "web", 80, parents=("gw", "their-gw")))
     want = desired(ROUTE, {"parents": [parent(OURS, "gw", "True")]})
     writer.publish(want, cached(api))
     api.reset_counts()
@@ -128,7 +117,7 @@ def test_an_unchanged_status_costs_no_request(
 def test_a_stale_cache_is_checked_against_the_server_before_writing(
     api: KubeApiServer, writer: StatusWriter
 ) -> None:
-    api.apply(route())
+    api.apply(http_route("web", "web", 80, parents=("gw", "their-gw")))
     stale = cached(api)  # taken before the status below was written
     want = desired(ROUTE, {"parents": [parent(OURS, "gw", "True")]})
     writer.publish(want, stale)
@@ -142,7 +131,7 @@ def test_a_stale_cache_is_checked_against_the_server_before_writing(
 def test_a_changed_condition_keeps_its_time_unless_its_status_flips(
     api: KubeApiServer, writer: StatusWriter, clock: Clock
 ) -> None:
-    api.apply(route())
+    api.apply(http_route("web", "web", 80, parents=("gw", "their-gw")))
     writer.publish(desired(ROUTE, {"parents": [parent(OURS, "gw", "True")]}), cached(api))
     clock.advance(60)
     reworded = parent(OURS, "gw", "True")
@@ -164,7 +153,9 @@ def test_a_changed_condition_keeps_its_time_unless_its_status_flips(
 
 def test_other_controllers_parents_are_kept(api: KubeApiServer, writer: StatusWriter) -> None:
     theirs = parent(THEIRS, "their-gw", "True", lastTransitionTime="2029-05-05T05:05:05Z")
-    api.apply(route({"parents": [theirs]}))
+    api.apply(
+        http_route("web", "web", 80, parents=("gw", "their-gw"), status={"parents": [theirs]})
+    )
     writer.publish(desired(ROUTE, {"parents": [parent(OURS, "gw", "True")]}), cached(api))
     parents = stored_status(api)["parents"]
     assert parents[0] == theirs
@@ -172,11 +163,13 @@ def test_other_controllers_parents_are_kept(api: KubeApiServer, writer: StatusWr
 
 
 def test_a_conflict_is_retried_from_a_fresh_read(api: KubeApiServer, writer: StatusWriter) -> None:
-    api.apply(route())
+    api.apply(http_route("web", "web", 80, parents=("gw", "their-gw")))
     snapshot = cached(api)
     # Another controller writes its entry after our informers' copy was taken...
     theirs = parent(THEIRS, "their-gw", "True", lastTransitionTime="2029-05-05T05:05:05Z")
-    api.apply(route({"parents": [theirs]}))
+    api.apply(
+        http_route("web", "web", 80, parents=("gw", "their-gw"), status={"parents": [theirs]})
+    )
     # ...and once more between our read and our write.
     api.fail_next("PUT", "/httproutes/web/status", 409)
     result = writer.publish(desired(ROUTE, {"parents": [parent(OURS, "gw", "True")]}), snapshot)
@@ -188,7 +181,7 @@ def test_a_conflict_is_retried_from_a_fresh_read(api: KubeApiServer, writer: Sta
 def test_persistent_conflicts_give_up_and_are_reported(
     api: KubeApiServer, writer: StatusWriter
 ) -> None:
-    api.apply(route())
+    api.apply(http_route("web", "web", 80, parents=("gw", "their-gw")))
     api.fail_next("PUT", "/httproutes/web/status", 409, times=10)
     result = writer.publish(desired(ROUTE, {"parents": [parent(OURS, "gw", "True")]}), cached(api))
     assert (result.written, result.conflicts, result.failed) == (0, 5, 1)
@@ -199,7 +192,9 @@ def test_our_entries_are_withdrawn_when_we_compute_no_status(
 ) -> None:
     theirs = parent(THEIRS, "their-gw", "True", lastTransitionTime="2029-05-05T05:05:05Z")
     ours = parent(OURS, "gw", "True", lastTransitionTime="2029-05-05T05:05:05Z")
-    api.apply(route({"parents": [ours, theirs]}))
+    api.apply(
+        http_route("web", "web", 80, parents=("gw", "their-gw"), status={"parents": [ours, theirs]})
+    )
     result = writer.publish({}, cached(api))
     assert result.written == 1
     assert stored_status(api) == {"parents": [theirs]}
@@ -230,7 +225,7 @@ def test_cluster_scoped_gateway_class(api: KubeApiServer, writer: StatusWriter) 
 def test_deleted_objects_and_lost_leadership_write_nothing(
     api: KubeApiServer, writer: StatusWriter
 ) -> None:
-    api.apply(route())
+    api.apply(http_route("web", "web", 80, parents=("gw", "their-gw")))
     snapshot = cached(api)
     want = desired(ROUTE, {"parents": [parent(OURS, "gw", "True")]})
     assert writer.publish(want, snapshot, leading=lambda: False).written == 0
@@ -243,7 +238,7 @@ def test_deleted_objects_and_lost_leadership_write_nothing(
 def test_leadership_lost_between_the_read_and_the_write_writes_nothing(
     api: KubeApiServer, writer: StatusWriter
 ) -> None:
-    api.apply(route())
+    api.apply(http_route("web", "web", 80, parents=("gw", "their-gw")))
     asked: list[bool] = []
 
     def leading() -> bool:

