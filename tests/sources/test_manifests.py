@@ -423,16 +423,16 @@ def test_a_load_told_what_changed_reads_those_files_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counter = ParseCounter(monkeypatch)
-    write(tmp_path, "b.yaml", service("b"))
-    write(tmp_path, "c.yaml", service("c"))
+    write(tmp_path, "b.yaml", flow_service("b"))
+    write(tmp_path, "c.yaml", flow_service("c"))
     directory = ManifestDirectory(tmp_path)
     directory.load()
     counter.take()
 
     # Edited without being named: not looked at (the watcher names every change).
-    write(tmp_path, "c.yaml", service("c", port=81))
-    write(tmp_path, "b.yaml", service("b", port=82))
-    write(tmp_path, "a.yaml", service("a"))
+    write(tmp_path, "c.yaml", flow_service("c", port=81))
+    write(tmp_path, "b.yaml", flow_service("b", port=82))
+    write(tmp_path, "a.yaml", flow_service("a"))
     result = directory.load({"b.yaml", "a.yaml"})
     assert sorted(counter.take()) == ["a", "b"]
     assert keys(result.objects) == ["Service/default/a", "Service/default/b", "Service/default/c"]
@@ -456,10 +456,10 @@ def test_a_load_told_what_changed_reads_those_files_alone(
 
 
 def test_a_load_told_what_changed_keeps_the_first_definition_rule(tmp_path: Path) -> None:
-    write(tmp_path, "b.yaml", service("web", port=81))
+    write(tmp_path, "b.yaml", flow_service("web", port=81))
     directory = ManifestDirectory(tmp_path)
     directory.load()
-    write(tmp_path, "a.yaml", service("web", port=82))  # sorts first: its definition wins
+    write(tmp_path, "a.yaml", flow_service("web", port=82))  # sorts first: its definition wins
     result = directory.load({"a.yaml"})
     assert [obj.ports[0].port for obj in result.objects] == [82]
     assert [e.origin for e in result.errors] == ["b.yaml#1"]
@@ -467,7 +467,7 @@ def test_a_load_told_what_changed_keeps_the_first_definition_rule(tmp_path: Path
 
 
 def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> None:
-    write(tmp_path, "a.yaml", service("a"))
+    write(tmp_path, "a.yaml", flow_service("a"))
     directory = ManifestDirectory(tmp_path)
     directory.load()
     (tmp_path / "a.yaml").unlink()
@@ -479,12 +479,20 @@ def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> No
     ]
     assert result == ManifestDirectory(tmp_path).load()
     (tmp_path / "a.yaml").unlink()
-    write(tmp_path, "a.yaml", service("a"))
+    write(tmp_path, "a.yaml", flow_service("a"))
     assert directory.load({"a.yaml"}).errors == ()
 
 
+def flow_service(name: str, port: int = 80) -> str:
+    """A Service in flow style, one document of a few lines (line numbers are asserted)."""
+    return (
+        f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n"
+        f"spec: {{ports: [{{port: {port}}}]}}\n"
+    )
+
+
 def many_services(names: list[str], port: int = 80) -> str:
-    return "---\n".join(service(name, port=port) for name in names)
+    return "---\n".join(flow_service(name, port=port) for name in names)
 
 
 def test_an_edit_to_one_document_of_a_large_file_parses_that_document_alone(
@@ -504,7 +512,7 @@ def test_an_edit_to_one_document_of_a_large_file_parses_that_document_alone(
     counter.take()
 
     # Documents inserted before the others: every later origin moves, nothing else is parsed.
-    path.write_text(service("first", port=0) + "---\n" + path.read_text())
+    path.write_text(flow_service("first", port=0) + "---\n" + path.read_text())
     moved = directory.load()
     assert counter.take() == ["first", "s0"]  # s0 gained the `---` before it
     assert moved == ManifestDirectory(tmp_path).load()
@@ -514,16 +522,16 @@ def test_an_edit_to_one_document_of_a_large_file_parses_that_document_alone(
 @pytest.mark.parametrize(
     "text",
     [
-        "---\n" + service("a") + "---\n" + service("b"),  # a leading marker
-        service("a") + "---\n---\n" + service("b") + "---\n",  # empty documents
-        service("a") + "--- # a comment after the marker\n" + service("b"),
-        service("a") + "...\n---\n" + service("b"),  # an explicit document end
+        "---\n" + flow_service("a") + "---\n" + flow_service("b"),  # a leading marker
+        flow_service("a") + "---\n---\n" + flow_service("b") + "---\n",  # empty documents
+        flow_service("a") + "--- # a comment after the marker\n" + flow_service("b"),
+        flow_service("a") + "...\n---\n" + flow_service("b"),  # an explicit document end
         # A block scalar holding a line that looks like a marker but is indented.
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  x: |\n    ---\n"
-        "    not a marker\n---\n" + service("b"),
-        service("a") + "---\n" + service("a", port=81),  # a duplicate: the first one wins
-        "%YAML 1.1\n---\n" + service("a") + "---\n" + service("b"),  # a directive
-        "---\n{apiVersion: v1, kind: Service, metadata: {name: x}}\n--- \n" + service("y"),
+        "    not a marker\n---\n" + flow_service("b"),
+        flow_service("a") + "---\n" + flow_service("a", port=81),  # a duplicate: the first one wins
+        "%YAML 1.1\n---\n" + flow_service("a") + "---\n" + flow_service("b"),  # a directive
+        "---\n{apiVersion: v1, kind: Service, metadata: {name: x}}\n--- \n" + flow_service("y"),
     ],
 )
 def test_a_file_cut_into_documents_means_what_the_whole_file_means(
@@ -545,7 +553,7 @@ def test_a_file_cut_into_documents_means_what_the_whole_file_means(
     write(tmp_path, "all.yaml", text)
     directory = ManifestDirectory(tmp_path)
     first = directory.load()
-    write(tmp_path, "all.yaml", service("new") + "---\n" + text)
+    write(tmp_path, "all.yaml", flow_service("new") + "---\n" + text)
     again = directory.load()
     assert again == ManifestDirectory(tmp_path).load()
     assert [o.key for o in again.objects[1:]] == [
@@ -578,12 +586,12 @@ def test_a_mapping_used_as_a_key_is_an_error_not_a_crash(tmp_path: Path) -> None
 def test_a_load_told_of_edits_and_removals_together_applies_both(tmp_path: Path) -> None:
     names = [f"s{i}" for i in range(8)]
     for name in names:
-        write(tmp_path, f"{name}.yaml", service(name))
+        write(tmp_path, f"{name}.yaml", flow_service(name))
     directory = ManifestDirectory(tmp_path)
     directory.load()
     # Whatever order the paths come in, every edit and every removal counts.
     for name in names[:4]:
-        write(tmp_path, f"{name}.yaml", service(name, port=81))
+        write(tmp_path, f"{name}.yaml", flow_service(name, port=81))
     for name in names[4:]:
         (tmp_path / f"{name}.yaml").unlink()
     result = directory.load({f"{name}.yaml" for name in names})
