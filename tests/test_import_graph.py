@@ -154,3 +154,68 @@ def test_no_test_file_imports_another() -> None:
                 if name.startswith("tests.") and name.rpartition(".")[2].startswith("test_")
             ]
     assert offenders == []
+
+
+# The build stages of dag/, by order: a stage may import an earlier one (and the modules
+# directly in dag/: the model, the options, the build context), never a later one.
+DAG_STAGES: tuple[str, ...] = ("upstreams", "routes", "frontends", "status", "incremental")
+
+
+def stage_graph(root: Path) -> Counter[tuple[str, str]]:
+    """Imports between the sub-packages of dragoman.dag, counted."""
+    dag = root / "dag"
+
+    def stage(module: str) -> str:
+        names = module.split(".")
+        return (
+            names[2]
+            if names[1:2] == ["dag"] and len(names) > 2 and (dag / names[2]).is_dir()
+            else ""
+        )
+
+    edges: Counter[tuple[str, str]] = Counter()
+    for importer, imported in module_imports(root):
+        a, b = stage(importer), stage(imported)
+        if a and b and a != b:
+            edges[(a, b)] += 1
+    return edges
+
+
+def later_stages(edges: Mapping[tuple[str, str], int]) -> list[str]:
+    """Imports of a stage by an earlier one (or between stages not in DAG_STAGES)."""
+    order = {stage: rank for rank, stage in enumerate(DAG_STAGES)}
+    return [
+        f"{a} imports {b}"
+        for a, b in sorted(edges)
+        if a not in order or b not in order or order[a] <= order[b]
+    ]
+
+
+def test_the_dag_stages_import_each_other_in_one_order() -> None:
+    edges = stage_graph(PACKAGE)
+    print("\ndragoman.dag stages (importer -> imported: imports)")
+    for stage in DAG_STAGES:
+        targets = ", ".join(f"{b} {n}" for (a, b), n in sorted(edges.items()) if a == stage)
+        print(f"  {stage:<11} -> {targets or '(no other stage)'}")
+    assert cycle(edges) == []
+    assert later_stages(edges) == []
+    stages = {p.name for p in (PACKAGE / "dag").iterdir() if (p / "__init__.py").exists()}
+    assert stages == set(DAG_STAGES)
+
+
+def test_the_stage_checks_catch_a_cycle_and_a_later_stage(tmp_path: Path) -> None:
+    root = tmp_path / "dragoman"
+    for folder, source in {
+        "dag/routes": "from dragoman.dag.frontends.attachment import attach\n",
+        "dag/frontends": "from dragoman.dag.routes.ranking import rank\n",
+        "dag/upstreams": "from dragoman.dag.model import Cluster\nimport dragoman.dag.status.x\n",
+        "dag/status": "",
+    }.items():
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+        (root / folder / "mod.py").write_text(source)
+    (root / "dag" / "model.py").write_text("")
+    edges = stage_graph(root)
+    assert set(edges) == {("routes", "frontends"), ("frontends", "routes"), ("upstreams", "status")}
+    assert cycle(edges) == ["frontends", "routes", "frontends"]
+    assert later_stages(edges) == ["routes imports frontends", "upstreams imports status"]

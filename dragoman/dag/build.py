@@ -7,20 +7,19 @@ from collections.abc import Iterable
 
 from dragoman.dag.context import build_context
 from dragoman.dag.frontends.attachment import Attachment, attach
+from dragoman.dag.frontends.backend_client_certificates import with_client_certificates
+from dragoman.dag.frontends.kind_conflicts import AttachedRoute, without_kind_conflicts
+from dragoman.dag.frontends.l4_conflicts import without_l4_conflicts
 from dragoman.dag.frontends.l4_listeners import ServedL4Route
 from dragoman.dag.frontends.listeners import Frontends, frontends
 from dragoman.dag.frontends.node_groups import ServedRoutes, node_group, shadowed_listeners
 from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, NodeGroup, Problem
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_conflicts
-from dragoman.dag.routes.l4_conflicts import without_l4_conflicts
 from dragoman.dag.routes.l4_rules import l4_route_rules
-from dragoman.dag.routes.reachable_backends import NO_BACKEND_NAMES, route_backend_names
 from dragoman.dag.routes.rules import route_rules
 from dragoman.dag.status.addresses import with_gateway_addresses
 from dragoman.dag.status.objects import object_statuses
-from dragoman.dag.status.routes import RouteOutcome
-from dragoman.dag.upstreams.build import (
+from dragoman.dag.status.route_upstreams import (
     RouteUpstreams,
     checked_hostnames,
     dns_routes,
@@ -28,10 +27,11 @@ from dragoman.dag.upstreams.build import (
     with_aggregate_children,
     with_dns_conditions,
 )
-from dragoman.dag.upstreams.client_certificates import with_client_certificates
+from dragoman.dag.status.routes import RouteOutcome
 from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.dag.upstreams.endpoint_addresses import slice_problems
 from dragoman.dag.upstreams.endpoints import checked_assignments, load_assignments
+from dragoman.dag.upstreams.reachable_backends import NO_BACKEND_NAMES, route_backend_names
 from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
 from dragoman.objects import ObjectKey
 from dragoman.store import Store

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.routes.reference_grants import ReferenceGrants
+from dragoman.dag.reference_grants import ReferenceGrants
 from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.dag.upstreams.inputs import UpstreamInputs, upstream_inputs
 from dragoman.objects import Service

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dragoman.dag.conditions import GATEWAY_API_VERSION, condition
 from dragoman.dag.model import ObjectStatus
-from dragoman.dag.status.conditions import GATEWAY_API_VERSION, condition
 from dragoman.kubernetes.cache import CachedObject
 from dragoman.kubernetes.status_merge import SHARED_LISTS, is_ours, ref_identity
 from dragoman.objects import ObjectKey

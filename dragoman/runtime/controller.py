@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.build import with_dns_conditions
+from dragoman.dag.status.route_upstreams import with_dns_conditions
 from dragoman.dag.upstreams.dns_check import DnsObservations, dns_refusal, served_addresses
 from dragoman.dag.upstreams.endpoints import checked_assignment, checked_clusters
 from dragoman.envoy.grpc.translate import GrpcSnapshots

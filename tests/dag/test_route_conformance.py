@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from dragoman.dag.build import build
+from dragoman.dag.frontends.kind_conflicts import KIND_CONFLICT
 from dragoman.dag.model import Dag, DirectResponse, Forward, Redirect, Route
-from dragoman.dag.routes.kind_conflicts import KIND_CONFLICT
 from dragoman.objects import KubeObject
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store

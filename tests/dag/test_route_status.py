@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from dragoman.dag.conditions import condition
 from dragoman.dag.model import ALL_GATEWAYS, Forward
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.status.conditions import condition
 from dragoman.dag.status.routes import add_route_condition
 from dragoman.objects import ObjectKey
 from tests.support.status_builds import (

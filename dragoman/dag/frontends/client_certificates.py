@@ -10,7 +10,7 @@ from __future__ import annotations
 from dragoman.dag.context import BuildContext
 from dragoman.dag.frontends.certificates import tls_certificate
 from dragoman.dag.model import Problem, TlsCertificate
-from dragoman.dag.routes.reference_grants import Referrer, Target, not_permitted_message
+from dragoman.dag.reference_grants import Referrer, Target, not_permitted_message
 from dragoman.objects import Gateway
 from dragoman.objects.gateway import GATEWAY_GROUP
 

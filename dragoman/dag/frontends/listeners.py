@@ -11,7 +11,7 @@ from dragoman.dag.frontends.certificates import dropped_from_chain, tls_certific
 from dragoman.dag.frontends.client_certificates import client_certificate
 from dragoman.dag.frontends.gateway_classes import ClassVerdict, class_decision, class_verdicts
 from dragoman.dag.model import Problem, TlsCertificate
-from dragoman.dag.routes.reference_grants import (
+from dragoman.dag.reference_grants import (
     Referrer,
     Target,
     not_permitted_message,

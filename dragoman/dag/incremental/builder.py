@@ -26,6 +26,7 @@ from typing import TypeVar
 from dragoman.dag.build import build
 from dragoman.dag.context import BuildContext, build_context
 from dragoman.dag.frontends.attachment import ParentOutcome, attach
+from dragoman.dag.frontends.kind_conflicts import AttachedRoute, without_kind_conflicts
 from dragoman.dag.frontends.listeners import Frontends, frontends
 from dragoman.dag.frontends.node_group_index import NodeGroupIndex, ServedKey
 from dragoman.dag.frontends.node_groups import ServedRoutes, shadowed_listeners
@@ -41,22 +42,16 @@ from dragoman.dag.model import (
     Problem,
 )
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.routes.kind_conflicts import AttachedRoute, without_kind_conflicts
-from dragoman.dag.routes.reachable_backends import (
-    NO_BACKEND_NAMES,
-    RouteBackendNames,
-    route_backend_names,
-)
-from dragoman.dag.routes.reference_grants import ReferenceGrants, Referrer, Target
+from dragoman.dag.reference_grants import ReferenceGrants, Referrer, Target
 from dragoman.dag.routes.rules import RouteRules, route_rules
 from dragoman.dag.status.addresses import with_gateway_addresses
 from dragoman.dag.status.objects import frontend_statuses, status_order
-from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
-from dragoman.dag.upstreams.build import (
+from dragoman.dag.status.route_upstreams import (
     RouteUpstreams,
     policy_statuses,
     with_aggregate_children,
 )
+from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
 from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
 from dragoman.dag.upstreams.endpoint_addresses import slice_problems
 from dragoman.dag.upstreams.endpoints import (
@@ -64,6 +59,11 @@ from dragoman.dag.upstreams.endpoints import (
     load_assignments,
     patched_load_assignments,
     updated_load_assignments,
+)
+from dragoman.dag.upstreams.reachable_backends import (
+    NO_BACKEND_NAMES,
+    RouteBackendNames,
+    route_backend_names,
 )
 from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
 from dragoman.objects import GRPCRoute, HTTPRoute, ObjectKey
@@ -141,9 +141,10 @@ class _Entry:
     rules: RouteRules
     # What it reaches, for BackendTLSPolicy statuses and the DNS check (when either is on).
     names: RouteBackendNames
-    services_read: frozenset[NamespacedName] | None  # None: every Service
+    # Tuples, not frozensets: a few items each, ten thousand entries, only ever iterated.
+    services_read: tuple[NamespacedName, ...] | None  # None: every Service
     # The cross-namespace references it asked ReferenceGrants about.
-    grant_questions: frozenset[tuple[Referrer, Target]]
+    grant_questions: tuple[tuple[Referrer, Target], ...]
     # After kind conflicts (see kind_conflicts.py), and what follows from them.
     parents: tuple[ParentOutcome, ...] = ()
     conflicts: tuple[Problem, ...] = ()  # lost listeners of parentRefs that kept some
@@ -380,8 +381,8 @@ class _State:
             attached=parents,
             rules=rules,
             names=names,
-            services_read=None if services.every else frozenset(services.keys_read),
-            grant_questions=frozenset(grants.asked),
+            services_read=None if services.every else tuple(services.keys_read),
+            grant_questions=tuple(grants.asked) if grants.asked else (),
         )
         return self._placed(entry, parents, ())
 
@@ -439,26 +440,45 @@ class _State:
             self.with_problems.add(key)
         if entry.names.hostnames and any(parent.attachments for parent in entry.parents):
             self.with_hostnames.add(key)
+        # No setdefault(k, set()) below: ten thousand routes would allocate (and drop) a
+        # default each time, a Counter's in Python.
         if entry.services_read is None:
             self.readers_of_all.add(key)
         else:
+            readers = self.readers
             for service in entry.services_read:
-                self.readers.setdefault(service, set()).add(key)
+                if (keys := readers.get(service)) is None:
+                    readers[service] = {key}
+                else:
+                    keys.add(key)
         for _, target in entry.grant_questions:
             self.grant_readers.setdefault(target.namespace, set()).add(key)
+        sources = self.cluster_sources
         for name, cluster in entry.rules.clusters.items():
-            self.cluster_sources.setdefault(name, {})[key] = cluster
+            if (by_route := sources.get(name)) is None:
+                sources[name] = {key: cluster}
+            else:
+                by_route[key] = cluster
             self._resolve(name)
         for parent in entry.attached:
             for attachment in parent.attachments:
                 listener = (attachment.gateway, attachment.listener)
-                self.listener_kinds.setdefault(listener, Counter())[key.kind] += 1
-                self.listener_routes.setdefault(listener, set()).add(key)
+                if (kinds := self.listener_kinds.get(listener)) is None:
+                    kinds = self.listener_kinds[listener] = Counter()
+                kinds[key.kind] += 1
+                if (routes := self.listener_routes.get(listener)) is None:
+                    self.listener_routes[listener] = {key}
+                else:
+                    routes.add(key)
         for parent in entry.parents:
             if parent.accepted:
                 for attachment in parent.attachments:
-                    gateway = self.attached.setdefault(attachment.gateway, {})
-                    gateway.setdefault(attachment.listener, set()).add(key)
+                    if (gateway := self.attached.get(attachment.gateway)) is None:
+                        gateway = self.attached[attachment.gateway] = {}
+                    if (keys := gateway.get(attachment.listener)) is None:
+                        gateway[attachment.listener] = {key}
+                    else:
+                        keys.add(key)
 
     def _forget(self, entry: _Entry) -> None:
         key = entry.route.key

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from dragoman.dag.routes.reference_grants import ReferenceGrants, Referrer, Target
+from dragoman.dag.reference_grants import ReferenceGrants, Referrer, Target
 from dragoman.objects import Service
 from dragoman.store import NamespacedName
 

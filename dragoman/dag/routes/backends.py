@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
 from dragoman.dag.model import Backend, Cluster, HeaderEdits, Problem
-from dragoman.dag.routes.filters import header_edits
-from dragoman.dag.routes.reference_grants import (
+from dragoman.dag.reference_grants import (
     not_permitted_message,
     route_referrer,
     service_target,
 )
+from dragoman.dag.routes.filters import header_edits
 from dragoman.dag.upstreams.clusters import (
     Unresolved,
     cluster_warnings,

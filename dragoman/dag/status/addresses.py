@@ -17,9 +17,9 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+from dragoman.dag.conditions import condition
 from dragoman.dag.model import ObjectStatus, Problem
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.status.conditions import condition
 from dragoman.objects import Gateway, ObjectKey
 from dragoman.store import Store
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dragoman.dag.conditions import GATEWAY_API_VERSION, Condition, condition, joined
 from dragoman.dag.frontends.gateway_classes import ClassVerdict
 from dragoman.dag.frontends.listeners import GatewayVerdict, ListenerVerdict
 from dragoman.dag.model import ObjectStatus
-from dragoman.dag.status.conditions import GATEWAY_API_VERSION, Condition, condition, joined
 
 
 def gateway_class_status(verdict: ClassVerdict) -> ObjectStatus:

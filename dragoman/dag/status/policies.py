@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dragoman.dag.conditions import GATEWAY_API_VERSION, Condition
 from dragoman.dag.model import ObjectStatus
-from dragoman.dag.status.conditions import GATEWAY_API_VERSION, Condition
 from dragoman.objects import ObjectKey
 
 

@@ -8,15 +8,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dragoman.dag.frontends.attachment import Attachable, ParentOutcome
-from dragoman.dag.model import ObjectStatus, Problem
-from dragoman.dag.status.conditions import (
+from dragoman.dag.conditions import (
     GATEWAY_API_VERSION,
     Condition,
     condition,
     joined,
     with_condition,
 )
+from dragoman.dag.frontends.attachment import Attachable, ParentOutcome
+from dragoman.dag.model import ObjectStatus, Problem
 from dragoman.objects import ParentRef
 
 # Problem reasons that mean a reference could not be resolved (ResolvedRefs=False): the

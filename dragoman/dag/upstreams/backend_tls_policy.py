@@ -20,8 +20,8 @@ from functools import lru_cache
 
 from cryptography import x509
 
+from dragoman.dag.conditions import Condition, condition
 from dragoman.dag.model import SubjectAltNameMatch, UpstreamTls
-from dragoman.dag.status.conditions import Condition, condition
 from dragoman.objects import BackendTLSPolicy, ConfigMap, ObjectKey, Secret
 from dragoman.objects.backend_tls import SAN_URI, WELL_KNOWN_SYSTEM, PolicyTargetRef
 from dragoman.store import NamespacedName

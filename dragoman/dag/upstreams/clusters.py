@@ -20,7 +20,7 @@ from dragoman.dag.model import (
     EdsCluster,
     UpstreamTls,
 )
-from dragoman.dag.routes.reference_grants import (
+from dragoman.dag.reference_grants import (
     Referrer,
     not_permitted_message,
     service_target,

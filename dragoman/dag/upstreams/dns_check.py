@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dragoman.dag.status.conditions import Condition, condition
+from dragoman.dag.conditions import Condition, condition
 from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy
 
 # Failures the checker reports, also the DNSResolved=False reasons.

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.routes.reference_grants import (
+from dragoman.dag.reference_grants import (
     Referrer,
     route_referrer,
     service_target,

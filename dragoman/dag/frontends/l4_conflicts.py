@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Sequence
 
 from dragoman.dag.frontends.attachment import Attachment
+from dragoman.dag.frontends.kind_conflicts import AttachedRoute
 from dragoman.dag.model import Problem
-from dragoman.dag.routes.kind_conflicts import AttachedRoute
 from dragoman.objects import ObjectKey, TLSRoute
 
 ROUTE_CONFLICT = "RouteConflict"
