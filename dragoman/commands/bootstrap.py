@@ -12,6 +12,7 @@ from dragoman.commands.common import (
     gateway_ref,
     host_port,
     xds_client_tls,
+    xds_cluster_name,
 )
 
 
@@ -57,6 +58,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         choices=["ads", "per-type"],
         default="ads",
         help="one ADS stream for every type, or a stream per type (default: ads)",
+    )
+    parser.add_argument(
+        "--xds-cluster-name",
+        type=xds_cluster_name,
+        default="dragoman-xds",
+        metavar="NAME",
+        help="the name of the bootstrap's cluster for dragoman; give serve the same "
+        "--xds-cluster-name (default: dragoman-xds)",
     )
     parser.add_argument(
         "--delta",
@@ -113,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
             dns_use_tcp=args.dns_tcp,
             xds_transport=args.xds_transport,
             delta=args.delta,
+            xds_cluster_name=args.xds_cluster_name,
             max_downstream_connections=args.max_connections,
             xds_tls=tls,
             stats_address=args.envoy_stats_address,

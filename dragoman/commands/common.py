@@ -95,6 +95,16 @@ def dns_server(value: str) -> str:
     return value
 
 
+def xds_cluster_name(value: str) -> str:
+    """The name of a bootstrap's cluster for dragoman."""
+    from dragoman.envoy.bootstrap import xds_cluster_name_problem
+
+    problem = xds_cluster_name_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"a cluster name {problem}, got {value!r}")
+    return value
+
+
 def gateway_ref(value: str) -> str:
     """`NAMESPACE/NAME` of a Gateway, or "" for every Gateway."""
     import re
@@ -172,7 +182,7 @@ def checked_build(store: Store, options: BuildOptions, config: ServerConfig) -> 
     dag = build(store, options)
     if not config.dns_check.enabled or not dag.dns_hostnames:
         return dag
-    checker = DnsChecker(config.dns_check)
+    checker = DnsChecker(config.dns_check, policy=options.external_names)
     asyncio.run(checker.check(dag.dns_hostnames))
     return build(store, options, checker.observations)
 

@@ -20,6 +20,7 @@ from dragoman.commands.common import (
     namespaced_name,
     ops_address,
     server_config,
+    xds_cluster_name,
     xds_server_tls,
 )
 
@@ -45,6 +46,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--xds-address", type=host_port, default=DEFAULT_XDS_ADDRESS, metavar="HOST:PORT"
+    )
+    parser.add_argument(
+        "--xds-cluster-name",
+        type=xds_cluster_name,
+        default="dragoman-xds",
+        metavar="NAME",
+        help="the name per-type clients' bootstraps give their cluster for dragoman; the EDS "
+        "and RDS config sources they are served name it (default: dragoman-xds)",
     )
     parser.add_argument(
         "--listener-address",
@@ -167,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     translate_options = config.translate_options(
-        TranslateOptions(listener_address=args.listener_address)
+        TranslateOptions(
+            listener_address=args.listener_address, xds_cluster_name=args.xds_cluster_name
+        )
     )
     build_options = dataclasses.replace(
         config.build_options(),

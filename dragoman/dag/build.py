@@ -22,14 +22,17 @@ from dragoman.dag.status.objects import object_statuses
 from dragoman.dag.status.route_upstreams import (
     RouteUpstreams,
     checked_hostnames,
+    dns_routes,
     policy_statuses,
     with_aggregate_children,
     with_dns_conditions,
 )
 from dragoman.dag.status.routes import RouteOutcome
 from dragoman.dag.upstreams.dns_check import DnsObservations
-from dragoman.dag.upstreams.endpoints import load_assignments
+from dragoman.dag.upstreams.endpoint_addresses import slice_problems
+from dragoman.dag.upstreams.endpoints import checked_assignments, load_assignments
 from dragoman.dag.upstreams.reachable_backends import NO_BACKEND_NAMES, route_backend_names
+from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
 from dragoman.objects import ObjectKey
 from dragoman.store import Store
 
@@ -161,16 +164,24 @@ def build(
     problems.extend(with_gateway_addresses(statuses, store, options))
     for status in policy_statuses(upstreams, context):
         statuses[status.key] = status
+    problems.extend(affinity_timeout_problems(clusters.values(), store.services))
+    assignments = load_assignments(clusters, store, options.endpoint_networks)
+    problems.extend(slice_problems(store.endpoint_slices.values(), options.endpoint_networks))
+    routes_to_names = dns_routes(upstreams) if options.dns_check else {}
     if options.dns_check:
-        statuses = with_dns_conditions(statuses, upstreams, upstream.dns)
+        policy = options.external_names
+        statuses = with_dns_conditions(statuses, routes_to_names, upstream.dns, policy)
+    # Checked external names' addresses, and ExternalNames' externalIPs.
+    assignments.update(checked_assignments(clusters, upstream.dns, options.external_names))
     return Dag(
         groups=groups,
         clusters=clusters,
-        load_assignments=load_assignments(clusters, store),
+        load_assignments=assignments,
         # Stable: an object's problems keep the order of its fields.
         problems=tuple(sorted(problems, key=lambda problem: problem.object)),
         statuses=statuses,
         dns_hostnames=checked_hostnames(upstreams) if options.dns_check else (),
+        dns_routes=routes_to_names,
     )
 
 

@@ -87,11 +87,15 @@ class EdsCluster:
     port_name: str = ""
     protocol: str = HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
     tls: UpstreamTls | None = None  # a BackendTLSPolicy's; None: cleartext
+    # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
+    client_ip_affinity: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class DnsCluster:
-    """An ExternalName Service port: Envoy resolves `hostname` itself (STRICT_DNS)."""
+    """An ExternalName Service port: Envoy resolves `hostname` itself (STRICT_DNS); or, when
+    `checked`, dragoman does (the DNS check) and serves the addresses it accepted as the
+    cluster's endpoints over EDS, so a DNS answer nobody checked is never connected to."""
 
     name: str
     service: ObjectKey
@@ -100,6 +104,16 @@ class DnsCluster:
     protocol: str = HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
     tls: UpstreamTls | None = None
     dns: DnsSettings = DEFAULT_DNS_SETTINGS
+    checked: bool = False
+    client_ip_affinity: bool = False  # as EdsCluster's
+    # The Service's spec.externalIPs that passed the address rules: the cluster's endpoints
+    # (over EDS, the name kept as their hostname), and nothing is resolved.
+    addresses: tuple[str, ...] = ()
+
+    @property
+    def served_over_eds(self) -> bool:
+        """Endpoints from dragoman (checked or fixed addresses), not Envoy's resolver."""
+        return self.checked or bool(self.addresses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +135,20 @@ class AggregateCluster:
 Cluster = EdsCluster | DnsCluster | AggregateCluster
 
 
+def has_client_ip_affinity(cluster: Cluster) -> bool:
+    """Whether requests to the cluster must carry a hash of the client's address."""
+    if isinstance(cluster, AggregateCluster):
+        return any(child.client_ip_affinity for child in cluster.children)
+    return cluster.client_ip_affinity
+
+
 @dataclass(frozen=True, slots=True)
 class LbEndpoint:
     address: str
     port: int
+    # The DNS name the address was checked for (an external name): Envoy's Host rewrite, SNI
+    # and certificate checks use it, never the address. "" for a pod.
+    hostname: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +243,8 @@ class Forward:
     # A GRPCRoute action: a share with no valid backend answers 503 (gRPC UNAVAILABLE), and
     # the client's grpc-timeout header bounds each call.
     grpc: bool = False
+    # Hash the downstream client's address (a backend Service with sessionAffinity ClientIP).
+    hash_client_ip: bool = False
 
     @property
     def clusters(self) -> tuple[str, ...]:
@@ -410,3 +436,6 @@ class Dag:
     statuses: Mapping[ObjectKey, ObjectStatus] = field(default_factory=dict)
     # External names routes forward to, for the DNS check to resolve (only when it is on).
     dns_hostnames: tuple[str, ...] = ()
+    # Routes forwarding to external names (with the check on): their names and generation,
+    # so a DNS change updates their DNSResolved condition without a build.
+    dns_routes: Mapping[ObjectKey, tuple[tuple[str, ...], int]] = field(default_factory=dict)

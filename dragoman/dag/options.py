@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dragoman.dag.upstreams.external_name_policy import NO_POLICY, ExternalNamePolicy
+from dragoman.dag.upstreams.external_name_policy import NO_POLICY, ExternalNamePolicy, Network
 
 # The GatewayClass spec.controllerName that names dragoman, unless configured otherwise.
 DEFAULT_CONTROLLER_NAME = "dragoman.dev/gateway-controller"
@@ -24,6 +24,9 @@ class BuildOptions:
     # True: an external name is served only once the DNS check resolved it and every address
     # passed `external_names` (the results are an input of the build).
     dns_check: bool = False
+    # EndpointSlice addresses inside the always-denied ranges (loopback, link-local, ...)
+    # that may still be endpoints: a lab whose pods are processes on 127.0.0.x.
+    endpoint_networks: tuple[Network, ...] = ()
     # Where clients reach the Gateways (IP addresses or hostnames), written to every served
     # Gateway's status.addresses: the operator's list, then the load balancer addresses of
     # `address_service` (namespace, name), the Service in front of Envoy, when one is named.

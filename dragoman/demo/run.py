@@ -124,6 +124,10 @@ def _require_free(host: str, port: int) -> None:
 def _dragoman(
     manifests: Path, xds_address: str, log_path: Path, metrics_port: int, tls: Path
 ) -> Iterator[subprocess.Popen[bytes]]:
+    # The demo's pods are processes on 127.0.0.x: loopback endpoint addresses are dropped
+    # unless the configuration makes an exception for them.
+    config = log_path.parent / "dragoman-demo.yaml"
+    config.write_text("endpoints: {allowedNetworks: [127.0.0.0/8]}\n")
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
             [
@@ -137,6 +141,8 @@ def _dragoman(
                 xds_address,
                 "--listener-address",
                 "127.0.0.1",
+                "--config",
+                str(config),
                 "--xds-tls-cert",
                 str(tls / "server.crt"),
                 "--xds-tls-key",

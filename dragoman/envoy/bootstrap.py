@@ -67,7 +67,18 @@ class XdsClientTls:
     server_name: str = ""
 
 
-def xds_api_config_source(*, delta: bool) -> config_source_pb2.ApiConfigSource:
+def xds_cluster_name_problem(name: str) -> str | None:
+    """Why `name` cannot name the bootstrap's cluster for dragoman (None: it can)."""
+    if not 1 <= len(name) <= 255:
+        return "must be 1 to 255 characters long"
+    if not all("!" <= character <= "~" for character in name):
+        return "must be printable ASCII without spaces"
+    return None
+
+
+def xds_api_config_source(
+    *, delta: bool, cluster_name: str = XDS_CLUSTER
+) -> config_source_pb2.ApiConfigSource:
     """Streams to dragoman through the bootstrap's xDS cluster, SotW or delta."""
     return config_source_pb2.ApiConfigSource(
         api_type=(
@@ -78,17 +89,20 @@ def xds_api_config_source(*, delta: bool) -> config_source_pb2.ApiConfigSource:
         transport_api_version=config_source_pb2.V3,
         grpc_services=[
             grpc_service_pb2.GrpcService(
-                envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=XDS_CLUSTER)
+                envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=cluster_name)
             )
         ],
         set_node_on_first_message_only=True,
     )
 
 
-def per_type_config_source(*, delta: bool) -> config_source_pb2.ConfigSource:
-    """A config source with its own stream for the resource's type (no ADS)."""
+def per_type_config_source(
+    *, delta: bool, cluster_name: str = XDS_CLUSTER
+) -> config_source_pb2.ConfigSource:
+    """A config source with its own stream for the resource's type (no ADS), through the
+    bootstrap's cluster for dragoman named `cluster_name`."""
     return config_source_pb2.ConfigSource(
-        api_config_source=xds_api_config_source(delta=delta),
+        api_config_source=xds_api_config_source(delta=delta, cluster_name=cluster_name),
         resource_api_version=config_source_pb2.V3,
     )
 
@@ -103,6 +117,7 @@ def bootstrap_message(
     dns_use_tcp: bool = False,
     xds_transport: XdsTransport = "ads",
     delta: bool = False,
+    xds_cluster_name: str = XDS_CLUSTER,
     max_downstream_connections: int = DEFAULT_MAX_DOWNSTREAM_CONNECTIONS,
     xds_tls: XdsClientTls | None = None,
     stats_address: str | None = None,
@@ -114,13 +129,17 @@ def bootstrap_message(
 
     `xds_transport` "ads" fetches every type over one stream; "per-type" opens a stream per
     type (dragoman then points the EDS and RDS config sources it serves at per-type streams
-    through the `dragoman-xds` cluster). `delta` selects incremental xDS for either.
+    through the `dragoman-xds` cluster, or `xds_cluster_name`: serve with the same
+    `--xds-cluster-name`). `delta` selects incremental xDS for either.
 
     `max_downstream_connections` caps the connections Envoy accepts on all its listeners
     together (the overload manager's downstream connections monitor).
     `stats_address` ("host:port") adds a listener exposing only the admin interface's
     `/stats/prometheus` and `/ready` (the admin itself stays on `admin_socket`).
     """
+    problem = xds_cluster_name_problem(xds_cluster_name)
+    if problem is not None:
+        raise ValueError(f"xds_cluster_name {problem}, got {xds_cluster_name!r}")
     if max_downstream_connections < 1:
         raise ValueError(
             f"max_downstream_connections must be at least 1, got {max_downstream_connections}"
@@ -133,19 +152,27 @@ def bootstrap_message(
     host, port = split_host_port(xds_address, default_port=None)
     if xds_transport == "ads":
         dynamic = bootstrap_pb2.Bootstrap.DynamicResources(
-            ads_config=xds_api_config_source(delta=delta),
+            ads_config=xds_api_config_source(delta=delta, cluster_name=xds_cluster_name),
             cds_config=ads_config_source(),
             lds_config=ads_config_source(),
         )
     else:
         dynamic = bootstrap_pb2.Bootstrap.DynamicResources(
-            cds_config=per_type_config_source(delta=delta),
-            lds_config=per_type_config_source(delta=delta),
+            cds_config=per_type_config_source(delta=delta, cluster_name=xds_cluster_name),
+            lds_config=per_type_config_source(delta=delta, cluster_name=xds_cluster_name),
         )
     bootstrap = bootstrap_pb2.Bootstrap(
         node=base_pb2.Node(id=node_id, cluster=node_cluster),
         static_resources=bootstrap_pb2.Bootstrap.StaticResources(
-            clusters=[xds_cluster(host, port, system_resolver=bool(dns_resolvers), tls=xds_tls)]
+            clusters=[
+                xds_cluster(
+                    host,
+                    port,
+                    system_resolver=bool(dns_resolvers),
+                    name=xds_cluster_name,
+                    tls=xds_tls,
+                )
+            ]
         ),
         dynamic_resources=dynamic,
         overload_manager=overload_pb2.OverloadManager(
@@ -180,7 +207,12 @@ def bootstrap_message(
 
 
 def xds_cluster(
-    host: str, port: int, *, system_resolver: bool, tls: XdsClientTls | None = None
+    host: str,
+    port: int,
+    *,
+    system_resolver: bool,
+    name: str = XDS_CLUSTER,
+    tls: XdsClientTls | None = None,
 ) -> cluster_pb2.Cluster:
     http2 = http_protocol_options_pb2.HttpProtocolOptions(
         explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
@@ -193,10 +225,10 @@ def xds_cluster(
         )
     )
     cluster = cluster_pb2.Cluster(
-        name=XDS_CLUSTER,
+        name=name,
         connect_timeout=seconds(5),
         typed_extension_protocol_options={HTTP_PROTOCOL_OPTIONS: pack(http2)},
-        load_assignment=single_host_assignment(XDS_CLUSTER, host, port),
+        load_assignment=single_host_assignment(name, host, port),
     )
     if tls is not None:
         cluster.transport_socket.CopyFrom(

@@ -35,10 +35,17 @@ def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
     if isinstance(value, AggregateCluster):
         # Protocol and TLS belong to the clusters it aggregates.
         return aggregate_cluster(value, options)
-    if isinstance(value, EdsCluster):
+    if isinstance(value, EdsCluster) or value.served_over_eds:
+        # A checked external name's endpoints are the addresses dragoman resolved and
+        # accepted: Envoy never resolves the name itself, so no answer goes unchecked.
         message = eds_cluster(value, options)
     else:
         message = dns_cluster(value, options)
+    if value.client_ip_affinity:
+        # sessionAffinity ClientIP: the route hashes the client's address (hash_policy
+        # source_ip) onto a ring of the endpoints, so one client keeps reaching one endpoint
+        # while the set is stable (timeoutSeconds has no Envoy counterpart).
+        message.lb_policy = cluster_pb2.Cluster.RING_HASH
     protocol_options = upstream_protocol_options(value.protocol, tls=value.tls is not None)
     if protocol_options is not None:
         message.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(
@@ -77,7 +84,7 @@ def upstream_protocol_options(protocol: str, *, tls: bool = False) -> _HttpOptio
     raise ValueError(f"unknown upstream protocol {protocol!r}")
 
 
-def eds_cluster(value: EdsCluster, options: TranslateOptions) -> cluster_pb2.Cluster:
+def eds_cluster(value: EdsCluster | DnsCluster, options: TranslateOptions) -> cluster_pb2.Cluster:
     return cluster_pb2.Cluster(
         name=value.name,
         type=cluster_pb2.Cluster.EDS,

@@ -21,10 +21,12 @@ def lb_endpoint(host: str, port: int, hostname: str = "") -> endpoint_components
 
 def locality_endpoints(locality: Locality) -> endpoint_components_pb2.LocalityLbEndpoints:
     return endpoint_components_pb2.LocalityLbEndpoints(
-        locality=base_pb2.Locality(zone=locality.zone) if locality.zone else None,
+        # Always present, empty without a zone: gRPC clients reject a CLA whose locality is
+        # unset ("field not present") and make the channel UNAVAILABLE; Envoy accepts both.
+        locality=base_pb2.Locality(zone=locality.zone),
         # Always set: gRPC clients ignore localities without a weight.
         load_balancing_weight=UInt32Value(value=locality.weight),
-        lb_endpoints=[lb_endpoint(e.address, e.port) for e in locality.endpoints],
+        lb_endpoints=[lb_endpoint(e.address, e.port, e.hostname) for e in locality.endpoints],
     )
 
 

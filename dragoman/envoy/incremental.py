@@ -21,6 +21,7 @@ from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-d
 from dragoman.dag.model import (
     Cluster,
     Dag,
+    DnsCluster,
     EdsCluster,
     HttpsListener,
     Listener,
@@ -213,7 +214,8 @@ class IncrementalTranslation:
             tls = getattr(value, "tls", None)
             if tls is not None and tls.client_certificate is not None:
                 client.append(tls.client_certificate)
-            if type(value) is EdsCluster:
+            # Pods, and external names whose addresses dragoman serves (checked or fixed).
+            if type(value) is EdsCluster or (type(value) is DnsCluster and value.served_over_eds):
                 assignment = dag.load_assignments.get(cluster_name) or LoadAssignment(
                     cluster=cluster_name
                 )

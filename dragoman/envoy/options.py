@@ -21,6 +21,9 @@ class TranslateOptions:
     # BackendTLSPolicy CA). A path on Envoy's machine: Debian, Ubuntu (the envoyproxy/envoy
     # image) and Alpine keep it here; RHEL-family systems in /etc/pki/tls/certs/ca-bundle.crt.
     system_ca_file: str = DEFAULT_SYSTEM_CA_FILE
+    # The name per-type clients' bootstraps give their cluster for dragoman: the EDS and RDS
+    # config sources served to them name it (`serve --xds-cluster-name`).
+    xds_cluster_name: str = "dragoman-xds"
     # Gateway listeners' access logs on Envoy's standard output: "json", "text" or "off".
     access_log: str = "json"
 

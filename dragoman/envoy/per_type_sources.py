@@ -5,7 +5,8 @@ Serving hands each such client `PerTypeConfigSources.per_type` of its group's sn
 Translation emits EDS clusters and RDS connection managers whose config source is `ads {}`.
 A client fetching clusters over StreamClusters (or DeltaClusters) has no ADS stream, so the
 clusters and listeners (RDS and SDS) it is served name a per-type config source instead: its
-own kind (SotW or delta) through the bootstrap's `dragoman-xds` cluster. The rewrite is pure, done
+own kind (SotW or delta) through the bootstrap's cluster for dragoman (`dragoman-xds`, or the
+name `serve --xds-cluster-name` gives). The rewrite is pure, done
 once per distinct resource and variant, and shared by every stream of that variant.
 """
 
@@ -23,7 +24,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from google.protobuf.message import DecodeError
 
-from dragoman.envoy.bootstrap import per_type_config_source
+from dragoman.envoy.bootstrap import XDS_CLUSTER, per_type_config_source
 from dragoman.snapshots.references import hcm_configs
 from dragoman.snapshots.resources import CLUSTER, LISTENER, Resource, Snapshot, TypeSnapshot
 
@@ -39,7 +40,9 @@ _Made = tuple[TypeSnapshot, dict[str, Resource]]  # and rewritten resources by o
 class PerTypeConfigSources:
     """Makes the snapshots per-type clients see; each instance remembers its own rewrites."""
 
-    def __init__(self, entries: int = TYPE_CACHE_ENTRIES) -> None:
+    def __init__(self, cluster_name: str = XDS_CLUSTER, entries: int = TYPE_CACHE_ENTRIES) -> None:
+        # What per-type clients' bootstraps call their cluster for dragoman.
+        self.cluster_name = cluster_name
         self._entries = entries
         self._rewritten_types: OrderedDict[_Key, _Made] = OrderedDict()
 
@@ -73,7 +76,7 @@ class PerTypeConfigSources:
         for resource in original.resources.values():
             rewritten = next((m[resource.digest] for m in earlier if resource.digest in m), None)
             if rewritten is None or rewritten.name != resource.name:
-                rewritten = _rewritten(resource, delta)
+                rewritten = _rewritten(resource, delta, self.cluster_name)
             by_digest[resource.digest] = rewritten
             resources.append(rewritten)
         result = TypeSnapshot.of(resources)
@@ -83,13 +86,13 @@ class PerTypeConfigSources:
         return result
 
 
-def _rewritten(resource: Resource, delta: bool) -> Resource:
+def _rewritten(resource: Resource, delta: bool, cluster_name: str) -> Resource:
     rewrite = _cluster if resource.type_url == CLUSTER else _listener
-    body = rewrite(resource.body, delta)
+    body = rewrite(resource.body, delta, cluster_name)
     return resource if body is None else Resource.of_bytes(resource.name, resource.type_url, body)
 
 
-def _cluster(body: bytes, delta: bool) -> bytes | None:
+def _cluster(body: bytes, delta: bool, cluster_name: str) -> bytes | None:
     """The cluster with per-type EDS and SDS config sources, or None if it has no ADS one."""
     try:
         cluster = Cluster.FromString(body)
@@ -97,14 +100,18 @@ def _cluster(body: bytes, delta: bool) -> bytes | None:
         return None
     changed = False
     if _is_ads(cluster.eds_cluster_config.eds_config):
-        cluster.eds_cluster_config.eds_config.CopyFrom(per_type_config_source(delta=delta))
+        cluster.eds_cluster_config.eds_config.CopyFrom(
+            per_type_config_source(delta=delta, cluster_name=cluster_name)
+        )
         changed = True
     if cluster.HasField("transport_socket"):
-        changed |= _per_type_sds(cluster.transport_socket, tls_pb2.UpstreamTlsContext, delta)
+        changed |= _per_type_sds(
+            cluster.transport_socket, tls_pb2.UpstreamTlsContext, delta, cluster_name
+        )
     return cluster.SerializeToString(deterministic=True) if changed else None
 
 
-def _listener(body: bytes, delta: bool) -> bytes | None:
+def _listener(body: bytes, delta: bool, cluster_name: str) -> bytes | None:
     """The listener with per-type RDS and SDS config sources, or None if it has no ADS one."""
     try:
         listener = Listener.FromString(body)
@@ -114,18 +121,24 @@ def _listener(body: bytes, delta: bool) -> bytes | None:
     for config in hcm_configs(listener):
         manager = hcm.HttpConnectionManager.FromString(config.value)
         if manager.HasField("rds") and _is_ads(manager.rds.config_source):
-            manager.rds.config_source.CopyFrom(per_type_config_source(delta=delta))
+            manager.rds.config_source.CopyFrom(
+                per_type_config_source(delta=delta, cluster_name=cluster_name)
+            )
             config.value = manager.SerializeToString(deterministic=True)
             changed = True
     for chain in listener.filter_chains:
-        changed |= _per_type_sds(chain.transport_socket, tls_pb2.DownstreamTlsContext, delta)
+        changed |= _per_type_sds(
+            chain.transport_socket, tls_pb2.DownstreamTlsContext, delta, cluster_name
+        )
     return listener.SerializeToString(deterministic=True) if changed else None
 
 
 TlsContext = type[tls_pb2.DownstreamTlsContext] | type[tls_pb2.UpstreamTlsContext]
 
 
-def _per_type_sds(socket: TransportSocket, context_type: TlsContext, delta: bool) -> bool:
+def _per_type_sds(
+    socket: TransportSocket, context_type: TlsContext, delta: bool, cluster_name: str
+) -> bool:
     """Point the TLS context's SDS certificate configs at per-type streams; True if any."""
     type_url = "type.googleapis.com/" + context_type.DESCRIPTOR.full_name
     if not socket.HasField("typed_config") or socket.typed_config.type_url != type_url:
@@ -134,7 +147,7 @@ def _per_type_sds(socket: TransportSocket, context_type: TlsContext, delta: bool
     sds = context.common_tls_context.tls_certificate_sds_secret_configs
     ads = [config for config in sds if _is_ads(config.sds_config)]
     for config in ads:
-        config.sds_config.CopyFrom(per_type_config_source(delta=delta))
+        config.sds_config.CopyFrom(per_type_config_source(delta=delta, cluster_name=cluster_name))
     if ads:
         socket.typed_config.value = context.SerializeToString(deterministic=True)
     return bool(ads)

@@ -189,6 +189,9 @@ def route_action(
         # No retries: the policy only bounds the one attempt at a backend.
         message.retry_policy.num_retries.value = 0
         message.retry_policy.per_try_timeout.CopyFrom(seconds(action.per_try_timeout_ms / 1000))
+    if action.hash_client_ip:
+        # Ring-hash clusters of Services with sessionAffinity ClientIP pick by this hash.
+        message.hash_policy.add().connection_properties.source_ip = True
     if action.grpc:
         # Bound each call by the client's grpc-timeout header, with no cap of ours.
         message.max_stream_duration.grpc_timeout_header_max.CopyFrom(seconds(0))

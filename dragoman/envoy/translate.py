@@ -10,7 +10,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from dragoman.dag.model import (
+    Cluster,
     Dag,
+    DnsCluster,
     EdsCluster,
     HttpsListener,
     Listener,
@@ -169,7 +171,7 @@ class _Translator:
 
     def _eds_cluster_names(self, group: NodeGroup) -> Iterable[str]:
         clusters = self._dag.clusters
-        return (name for name in group.clusters if isinstance(clusters.get(name), EdsCluster))
+        return (name for name in group.clusters if is_eds(clusters.get(name)))
 
     def _cluster(self, name: str) -> Resource:
         resource = self._clusters.get(name)
@@ -210,6 +212,14 @@ class _Translator:
             known = value, Resource.of(value.name, route_configuration(value))
             self._route_tables[id(value)] = known
         return known[1]
+
+
+def is_eds(value: Cluster | None) -> bool:
+    """Whether Envoy takes the cluster's endpoints over EDS: pods, checked external names, or
+    an ExternalName's externalIPs."""
+    return isinstance(value, EdsCluster) or (
+        isinstance(value, DnsCluster) and value.served_over_eds
+    )
 
 
 def assignment_resource(value: LoadAssignment) -> LoadAssignmentResource:

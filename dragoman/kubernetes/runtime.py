@@ -318,7 +318,8 @@ class KubernetesServer:
         self._remember_served()
         for problem in result.new_problems:
             log.warning("%s", problem, extra=problem_fields(problem))
-        if result.kind in ("full", "incremental"):  # endpoints alone change no status
+        # Endpoints alone change no status, unless the DNS check's changed DNSResolved.
+        if result.kind in ("full", "incremental") or result.statuses_changed:
             self._statuses_due.set()
 
     # -------------------------------------------------------------------- status

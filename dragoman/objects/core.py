@@ -30,6 +30,12 @@ class Service:
     ports: tuple[ServicePort, ...] = ()
     selector: Mapping[str, str] | None = None
     external_name: str = ""
+    # spec.sessionAffinity: "None" or "ClientIP"; and sessionAffinityConfig.clientIP
+    # .timeoutSeconds, None when absent.
+    session_affinity: str = "None"
+    session_affinity_timeout_s: int | None = None
+    # spec.externalIPs, as written.
+    external_ips: tuple[str, ...] = ()
     # status.loadBalancer.ingress: each entry's IP, else its hostname (a Gateway's addresses
     # may be taken from the Service in front of Envoy).
     load_balancer_ingress: tuple[str, ...] = ()
@@ -41,6 +47,10 @@ class Service:
     @property
     def is_external_name(self) -> bool:
         return self.type == "ExternalName"
+
+    @property
+    def client_ip_affinity(self) -> bool:
+        return self.session_affinity == "ClientIP"
 
 
 @dataclass(frozen=True, slots=True)

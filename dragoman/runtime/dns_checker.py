@@ -1,6 +1,9 @@
 """The DNS check: dragoman resolves the external names routes forward to, itself, with
 bounded timeouts, and re-checks each when its answer's TTL runs out (kept within a minimum
-and a maximum interval). A change in what a name resolves to rebuilds the configuration.
+and a maximum interval). The addresses it accepted are the only ones Envoy connects to: a
+change in them is pushed as endpoints only (the EDS fast path). An answer the policy refuses
+for a name accepted before (DNS rebinding) keeps the last accepted addresses for a grace,
+then none.
 
 This is the I/O shell: what the results mean (refusing denied addresses, the DNSResolved
 condition) is decided by the pure build, which takes the observations as an input.
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import time
@@ -30,6 +34,7 @@ from dragoman.dag.upstreams.dns_check import (
     DnsObservation,
     DnsObservations,
 )
+from dragoman.dag.upstreams.external_name_policy import NO_POLICY, ExternalNamePolicy
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import DnsCheckSettings
 
@@ -113,15 +118,21 @@ class DnsChecker:
         settings: DnsCheckSettings,
         resolve: Resolve | None = None,
         clock: Callable[[], float] = time.monotonic,
+        policy: ExternalNamePolicy = NO_POLICY,
         on_round: Callable[[float], None] | None = None,
     ) -> None:
         self.settings = settings
         self._resolve = resolve or DnsResolver(settings)
         self._clock = clock
+        self._policy = policy
         # Told how long each round that resolved something took (metrics).
         self.on_round = on_round
         self._observations: dict[str, DnsObservation] = {}
         self._due: dict[str, float] = {}
+        # Per name: the last answer the policy accepted and its interval (the default grace),
+        # and when the grace of a refused answer ends.
+        self._accepted: dict[str, tuple[tuple[str, ...], float]] = {}
+        self._grace_end: dict[str, float] = {}
 
     @property
     def observations(self) -> DnsObservations:
@@ -139,6 +150,8 @@ class DnsChecker:
         for gone in set(self._due) - wanted:
             del self._due[gone]
             self._observations.pop(gone, None)
+            self._accepted.pop(gone, None)
+            self._grace_end.pop(gone, None)
         now = self._clock()
         due = sorted(name for name in wanted if self._due.get(name, now) <= now)
         if not due:
@@ -161,12 +174,33 @@ class DnsChecker:
         now = self._clock()
         for name, result in zip(due, results, strict=True):
             before = self._observations.get(name)
-            after = _observed(before, result)
+            after = self._judged(name, _observed(before, result), self._interval(result), now)
             self._observations[name] = after
-            self._due[name] = now + self._interval(result)
+            due_at = now + self._interval(result)
+            if after.kept:  # look again when the grace ends, to stop serving what it kept
+                due_at = min(due_at, self._grace_end[name])
+            self._due[name] = due_at
             if after != before:
                 changed.append(name)
         return changed
+
+    def _judged(
+        self, name: str, observed: DnsObservation, interval: float, now: float
+    ) -> DnsObservation:
+        """The observation with what the grace keeps, once an answer for a name accepted
+        before is refused by the policy."""
+        addresses = observed.addresses
+        if addresses and self._policy.address_refusal(name, addresses) is None:
+            if observed.error is None:
+                self._accepted[name] = (addresses, interval)
+            self._grace_end.pop(name, None)
+            return observed
+        accepted = self._accepted.get(name)
+        if accepted is None:
+            return observed  # never accepted: the build refuses the name outright
+        grace = self.settings.grace_s if self.settings.grace_s is not None else accepted[1]
+        end = self._grace_end.setdefault(name, now + grace)
+        return dataclasses.replace(observed, kept=accepted[0] if now < end else ())
 
     def _interval(self, result: Resolution) -> float:
         settings = self.settings
@@ -191,6 +225,10 @@ def _address_order(text: str) -> tuple[int, int]:
 def describe(name: str, observation: DnsObservation | None) -> str:
     if observation is None:
         return f"{name}: not checked"
+    if observation.kept is not None:
+        kept = ", ".join(observation.kept) if observation.kept else "nothing (grace over)"
+        answer = observation.error or ", ".join(observation.addresses)
+        return f"{name}: {answer} refused; serving {kept}"
     if observation.error is None:
         return f"{name}: {', '.join(observation.addresses)}"
     return f"{name}: {observation.error}"
@@ -222,7 +260,8 @@ class DnsCheckLoop:
         observations = self.checker.observations
         for name in changed:
             observation = observations.get(name)
-            level = logging.INFO if observation and observation.error is None else logging.WARNING
+            healthy = observation and observation.error is None and observation.kept is None
+            level = logging.INFO if healthy else logging.WARNING
             log.log(level, "DNS check: %s", describe(name, observation))
         result = self.controller.update_dns(observations)
         if self._on_update is not None:

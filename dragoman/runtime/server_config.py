@@ -13,8 +13,10 @@ DNS check, DNS defaults and the system CA bundle. YAML, every key optional:
         timeout: 2s
         minInterval: 5s
         maxInterval: 5m
+        grace: 30s  # default: the TTL of the last accepted answer
     dnsDefaults: {refreshRate: 30s, respectTTL: true, lookupFamily: v4-preferred}
     upstreamTLS: {systemCABundle: /etc/ssl/certs/ca-certificates.crt}
+    endpoints: {allowedNetworks: [127.0.0.0/8]}  # a lab whose pods run on loopback
     accessLog: {format: json, enabled: true}   # Gateway listeners, on Envoy's stdout
 
 A file with problems is refused as a whole, every problem named by its field path, so the
@@ -32,6 +34,7 @@ from typing import Any
 
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_settings import LOOKUP_FAMILIES, parse_resolver
+from dragoman.dag.upstreams.endpoint_addresses import exception_problem
 from dragoman.dag.upstreams.external_name_policy import (
     NO_POLICY,
     ExternalNamePolicy,
@@ -67,6 +70,9 @@ class DnsCheckSettings:
     # Re-check after the answer's TTL, kept within these bounds; failures after min_interval.
     min_interval_s: float = 5.0
     max_interval_s: float = 300.0
+    # How long the last accepted addresses stay served once an answer is refused (a rebinding
+    # attempt); None: that accepted answer's TTL (clamped as above). Then: no address, 503.
+    grace_s: float | None = None
 
 
 NO_DNS_CHECK = DnsCheckSettings()
@@ -82,6 +88,8 @@ class ServerConfig:
     dns_respect_ttl: bool | None = None
     dns_lookup_family: str | None = None
     system_ca_file: str = DEFAULT_SYSTEM_CA_FILE
+    # endpoints.allowedNetworks: EndpointSlice addresses in always-denied ranges still used.
+    endpoint_networks: tuple[Network, ...] = ()
     access_log: str = "json"  # json, text or off
     source: str = ""  # the file it came from
 
@@ -91,6 +99,7 @@ class ServerConfig:
             cluster_domain=self.cluster_domain,
             external_names=self.external_names,
             dns_check=self.dns_check.enabled,
+            endpoint_networks=self.endpoint_networks,
         )
 
     def translate_options(self, base: TranslateOptions = TranslateOptions()) -> TranslateOptions:
@@ -161,7 +170,10 @@ def parse_config(document: Any, source: str = "the configuration") -> ServerConf
     if not isinstance(document, dict):
         raise ConfigError(source, [("", f"expected a mapping, got {describe(document)}")])
     root = Node(document, "", problems)
-    _only_keys(root, ("clusterDomain", "externalNames", "dnsDefaults", "upstreamTLS", "accessLog"))
+    _only_keys(
+        root,
+        ("clusterDomain", "externalNames", "dnsDefaults", "upstreamTLS", "accessLog", "endpoints"),
+    )
     cluster_domain = root.string("clusterDomain", default="cluster.local", format=DNS1123_SUBDOMAIN)
     policy, dns_check = _external_names(root.mapping("externalNames"), source)
     config = ServerConfig(
@@ -169,6 +181,7 @@ def parse_config(document: Any, source: str = "the configuration") -> ServerConf
         external_names=policy,
         dns_check=dns_check,
         system_ca_file=_system_ca_file(root.mapping("upstreamTLS")),
+        endpoint_networks=_endpoint_networks(root.mapping("endpoints")),
         access_log=_access_log(root.mapping("accessLog")),
         source=source,
     )
@@ -178,6 +191,18 @@ def parse_config(document: Any, source: str = "the configuration") -> ServerConf
     if problems:
         raise ConfigError(source, problems)
     return config
+
+
+def _endpoint_networks(node: Node | None) -> tuple[Network, ...]:
+    if node is None:
+        return ()
+    _only_keys(node, ("allowedNetworks",))
+    networks = _networks(node, "allowedNetworks")
+    for index, network in enumerate(networks):
+        problem = exception_problem(network)
+        if problem is not None:
+            node.report(f"{node.at('allowedNetworks')}[{index}]", f"{network}: {problem}")
+    return networks
 
 
 def _only_keys(node: Node, known: tuple[str, ...]) -> None:
@@ -246,7 +271,7 @@ def _networks(node: Node, key: str) -> tuple[Network, ...]:
 
 
 def _dns_check(node: Node) -> DnsCheckSettings:
-    _only_keys(node, ("enabled", "resolvers", "timeout", "minInterval", "maxInterval"))
+    _only_keys(node, ("enabled", "resolvers", "timeout", "minInterval", "maxInterval", "grace"))
     resolvers = []
     for index, entry in enumerate(node.strings("resolvers", max_items=8)):
         parsed = parse_resolver(entry)
@@ -264,7 +289,9 @@ def _dns_check(node: Node) -> DnsCheckSettings:
     maximum = _duration(node, "maxInterval", defaults.max_interval_s, 1, 86400)
     if maximum < minimum:
         node.report(node.at("maxInterval"), "must not be shorter than minInterval")
+    grace = _duration(node, "grace", 0.0, 0, 86400) if node.has("grace") else None
     return DnsCheckSettings(
+        grace_s=grace,
         enabled=node.boolean("enabled", default=False),
         resolvers=tuple(resolvers),
         timeout_s=timeout,

@@ -35,7 +35,8 @@ def serving_controller(
 ) -> Controller:
     """A controller publishing into a snapshot cache of its own, which serves ADS and
     per-type clients alike."""
-    cache = SnapshotCache(per_type=PerTypeConfigSources())
+    # Per-type clients fetch EDS and RDS through their bootstrap's cluster for dragoman.
+    cache = SnapshotCache(per_type=PerTypeConfigSources(translate_options.xds_cluster_name))
     return Controller(cache, build_options, translate_options)
 
 
@@ -64,7 +65,11 @@ async def start_serving(
     if dns_check.enabled:
         from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop
 
-        checker = DnsChecker(dns_check, on_round=metrics.dns_checked if metrics else None)
+        checker = DnsChecker(
+            dns_check,
+            on_round=metrics.dns_checked if metrics else None,
+            policy=controller.build_options.external_names,
+        )
         checks = DnsCheckLoop(controller, checker, on_dns_update)
         await checks.check_once()  # serve checked names from the first response on
     server = await start_xds_server(

@@ -23,6 +23,8 @@ from dragoman.sources.formats import (
 )
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
+SESSION_AFFINITIES = ("None", "ClientIP")
+MAX_EXTERNAL_IPS = 64
 PORT_PROTOCOLS = ("TCP", "UDP", "SCTP")
 ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
 ADDRESS_FORMATS: dict[str, Format] = {"IPv4": IPV4, "IPv6": IPV6, "FQDN": DNS1123_SUBDOMAIN}
@@ -47,14 +49,32 @@ def parse_service(root: Node, meta: ObjectMeta) -> Service:
         external_name = spec.string("externalName")
     # The API treats an empty selector like none: endpoints are managed by someone else.
     selector = spec.string_map("selector") or None
+    affinity = spec.string("sessionAffinity", default="None", choices=SESSION_AFFINITIES)
     return Service(
         meta=meta,
         type=service_type,
         ports=ports,
         selector=selector,
         external_name=external_name,
+        session_affinity=affinity,
+        session_affinity_timeout_s=_affinity_timeout(spec, affinity),
+        # Any strings: the build judges them (IP syntax, the address rules) on the routes.
+        external_ips=tuple(spec.strings("externalIPs", max_items=MAX_EXTERNAL_IPS)),
         load_balancer_ingress=_load_balancer_ingress(root),
     )
+
+
+def _affinity_timeout(spec: Node, affinity: str) -> int | None:
+    config = spec.mapping("sessionAffinityConfig")
+    client_ip = config.mapping("clientIP") if config is not None else None
+    if client_ip is None:
+        return None
+    timeout = client_ip.optional_integer("timeoutSeconds", minimum=1, maximum=86400)
+    if timeout is not None and affinity != "ClientIP":
+        # As the API server: the config belongs to ClientIP affinity alone.
+        spec.report(client_ip.at("timeoutSeconds"), "may only be set for ClientIP affinity")
+        return None
+    return timeout
 
 
 def _load_balancer_ingress(root: Node) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 
 from dragoman.snapshots.resources import ADS_ORDER, ALL_GATEWAYS, EMPTY_TYPE, Snapshot
-from dragoman.xds.client_kind import grpc_group, split_group
+from dragoman.xds.client_kind import grpc_group, names_gateway, split_group
 from dragoman.xds.stream_base import StreamMemos
 from dragoman.xds.variants import ConfigSources, GroupSnapshots, PerTypeVariant
 
@@ -108,10 +108,21 @@ class SnapshotCache:
         changed.set()
 
     def group_for(self, node_cluster: str, *, grpc: bool = False) -> str:
-        """The group a node gets: the one its `node.cluster` names, if it exists, else all;
-        for a proxyless gRPC client, that group's gRPC variant."""
-        group = node_cluster if node_cluster in self._snapshots else ALL_GATEWAYS
+        """The group a node gets: the Gateway its `node.cluster` names (`ns/name`; an empty
+        group until that Gateway exists), else all; for a proxyless gRPC client, that group's
+        gRPC variant."""
+        dedicated = node_cluster in self._snapshots or names_gateway(node_cluster)
+        group = node_cluster if dedicated else ALL_GATEWAYS
         return grpc_group(group) if grpc else group
+
+    def missing_gateway(self, node_cluster: str) -> bool:
+        """True when `node_cluster` names a Gateway (`ns/name`) that has no group (yet)."""
+        return names_gateway(node_cluster) and node_cluster not in self._snapshots
+
+    @property
+    def per_type_cluster_name(self) -> str | None:
+        """The bootstrap cluster per-type clients are told to fetch EDS and RDS through."""
+        return self._per_type.cluster_name if self._per_type is not None else None
 
     def snapshot_for(self, group: str, sources: ConfigSources = ConfigSources.ADS) -> Snapshot:
         """The group's snapshot as a client fetching EDS/RDS through `sources` must see it."""

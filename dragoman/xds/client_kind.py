@@ -20,6 +20,14 @@ def is_grpc_client(node: Node) -> bool:
     )
 
 
+def names_gateway(node_cluster: str) -> bool:
+    """True when `node.cluster` has the form `<namespace>/<name>` of a Gateway: such a node
+    is dedicated to that Gateway, and gets nothing while it does not exist (never every
+    Gateway's listeners, which a misspelled or deleted name would otherwise hand out)."""
+    namespace, slash, name = node_cluster.partition("/")
+    return bool(slash and namespace and name) and "/" not in name
+
+
 def grpc_group(group: str) -> str:
     return group + GRPC_GROUP_SUFFIX
 

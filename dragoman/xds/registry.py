@@ -41,6 +41,8 @@ class ConnectedStream:
     node_cluster: str = ""
     group: str = ALL_GATEWAYS
     identified: bool = field(default=False)  # the first request, with the node, has arrived
+    # Its node.cluster names a Gateway (`ns/name`) that does not exist: it is served nothing.
+    gateway_missing: bool = field(default=False)
     # Mutual TLS: the client certificate's identity (None if it names none), and the group
     # that identity is limited to (None: whatever group the node names).
     authenticated: bool = False

@@ -35,7 +35,7 @@ from dragoman.snapshots.resources import (
     SHORT_NAMES,
     Snapshot,
 )
-from dragoman.xds import csds
+from dragoman.xds import csds, dependent_streams
 from dragoman.xds.access import Refusal, xds_access
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, grpc_group, is_grpc_client, split_group
@@ -152,10 +152,14 @@ class XdsStreams:
         cache: SnapshotCache,
         registry: StreamRegistry,
         callbacks: XdsCallbacks | None = None,
+        dependent_stream_timeout_s: float = dependent_streams.DEFAULT_TIMEOUT_S,
     ) -> None:
         self.cache = cache
         self.registry = registry
         self.callbacks = callbacks if callbacks is not None else XdsCallbacks()
+        self.dependent_streams = dependent_streams.DependentStreamWatch(
+            registry, lambda: cache.per_type_cluster_name or "?", dependent_stream_timeout_s
+        )
 
     async def serve(
         self,
@@ -228,6 +232,7 @@ class XdsStreams:
                     with contextlib.suppress(BaseException):
                         await task
             self.registry.close(stream)
+            self.dependent_streams.forget(stream)
             _call(self.callbacks.on_close, stream)
             if stream.identified:
                 logger.info(
@@ -289,6 +294,7 @@ class XdsStreams:
             f" identity={plain(str(stream.identity))}" if stream.identity is not None else "",
             extra={"node": stream.node_id},
         )
+        self._check_gateway(stream)
         return None
 
     def _group_for(self, stream: ConnectedStream, grpc_client: bool) -> str:
@@ -303,10 +309,40 @@ class XdsStreams:
         if group != stream.group:
             stream.group = group
             logger.info("xDS %s regrouped: %s", _kind(stream), _describe(stream))
+        self._check_gateway(stream)
+
+    def _check_gateway(self, stream: ConnectedStream) -> None:
+        """Warn once when a node's Gateway goes missing (or never existed), and say when it
+        appears: such a node is served no listeners meanwhile, never every Gateway's."""
+        if not self.cache.ready:
+            return
+        # The Gateway a client certificate pins the node to, else the one node.cluster names.
+        gateway = stream.pinned_group if stream.pinned_group is not None else stream.node_cluster
+        missing = self.cache.missing_gateway(gateway)
+        if missing == stream.gateway_missing:
+            return
+        stream.gateway_missing = missing
+        if missing:
+            logger.warning(
+                "xDS %s: the node's Gateway %r does not exist; it gets no listeners until it "
+                "does (%s)",
+                _kind(stream),
+                gateway,
+                _describe(stream),
+            )
+        else:
+            logger.info(
+                "xDS %s: Gateway %r exists now (%s)", _kind(stream), gateway, _describe(stream)
+            )
 
     def _report_events(self, stream: ConnectedStream) -> None:
         for event in stream.protocol.take_events():
             _log_event(stream, event)
+            if isinstance(event, Ack):
+                snapshot = self.cache.snapshot_for(stream.group)
+                self.dependent_streams.on_ack(stream, event.type_url, snapshot)
+            elif isinstance(event, Nack):
+                self.dependent_streams.on_nack(stream, event.message)
             _call(self.callbacks.on_event, stream, event)
 
 
@@ -479,6 +515,7 @@ async def start_xds_server(
     *,
     registry: StreamRegistry | None = None,
     callbacks: XdsCallbacks | None = None,
+    dependent_stream_timeout_s: float = dependent_streams.DEFAULT_TIMEOUT_S,
     tls: RotatingServerCredentials | None = None,
     insecure: bool = False,
 ) -> grpc.aio.Server:
@@ -491,6 +528,8 @@ async def start_xds_server(
     `registry` receives the connected streams (CSDS reports them). Raises XdsAddressError if
     the address is in use or cannot be bound, XdsInsecureError for plaintext elsewhere than
     on loopback without `insecure`. Stop the server with `await server.stop(grace)`.
+    A per-type client that ACKs clusters (listeners) but opens no EDS (RDS) stream within
+    `dependent_stream_timeout_s` is logged: its bootstrap names dragoman's cluster otherwise.
     """
     if tls is None and not is_loopback(address):
         if not insecure:
@@ -506,7 +545,7 @@ async def start_xds_server(
         )
     server = grpc.aio.server(options=SERVER_OPTIONS)
     registry = registry if registry is not None else StreamRegistry()
-    streams = XdsStreams(cache, registry, callbacks)
+    streams = XdsStreams(cache, registry, callbacks, dependent_stream_timeout_s)
     server.add_generic_rpc_handlers(xds_handlers(streams))
     csds.add_to_server(server, registry)
     try:

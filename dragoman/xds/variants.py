@@ -24,6 +24,9 @@ class PerTypeVariant(Protocol):
     """Makes what a client on per-type streams sees of a snapshot translated for ADS clients
     (`dragoman.envoy.per_type_sources.PerTypeConfigSources`)."""
 
+    # The bootstrap cluster the per-type config sources name (for messages).
+    cluster_name: str
+
     def per_type(self, snapshot: Snapshot, *, delta: bool) -> Snapshot: ...
 
 

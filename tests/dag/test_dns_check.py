@@ -3,15 +3,18 @@ a name not (yet) resolved means, and the DNSResolved route condition."""
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 
 import pytest
 
-from dragoman.dag.model import DnsCluster
+from dragoman.dag.model import Dag, DnsCluster, DnsSettings
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_check import DnsObservation, dns_resolved_condition
-from dragoman.dag.upstreams.dns_settings import RESOLVERS
+from dragoman.dag.upstreams.dns_settings import LOOKUP_FAMILY, RESOLVERS
+from dragoman.dag.upstreams.endpoints import checked_assignment
 from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy, domain_rule
+from dragoman.objects import ObjectKey
 from tests.support.builders import external_service, http_route, service
 from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
 
@@ -30,6 +33,8 @@ ADDRESS_RULES = [
     ((), (), "::ffff:169.254.169.254", "cloud metadata"),
     ((), (), "fd00:ec2::254", "cloud metadata"),
     ((), (), "100.100.100.200", "cloud metadata"),
+    ((), (), "168.63.129.16", "cloud metadata"),
+    ((), (), "fd00:ec2::23", "cloud metadata"),
     ((), (), "127.0.0.1", "loopback"),
     ((), (), "127.9.9.9", "loopback"),
     ((), (), "::1", "loopback"),
@@ -226,3 +231,104 @@ def test_dns_resolved_lists_every_name_of_a_route() -> None:
         "a.example.com: 192.0.2.1, 192.0.2.2; b.example.com: NXDOMAIN; "
         "c.example.com: not checked yet"
     )
+
+
+# --- what Envoy connects to -----------------------------------------------------------------
+
+
+def endpoint_hosts(dag: Dag, cluster: str = "default/ext/443") -> list[tuple[str, int, str]]:
+    assignment = dag.load_assignments[cluster]
+    return [(e.address, e.port, e.hostname) for p in assignment.localities for e in p.endpoints]
+
+
+def test_a_checked_name_is_served_as_its_checked_addresses_keeping_the_name() -> None:
+    dns = {"api.example.com": DnsObservation(("93.184.216.34", "2606:2800:220:1::1"))}
+
+    dag = build_yaml(*OBJECTS, options=CHECKED, dns=dns)
+
+    [cluster] = dag.clusters.values()
+    assert isinstance(cluster, DnsCluster) and cluster.checked
+    assert endpoint_hosts(dag) == [
+        ("93.184.216.34", 443, "api.example.com"),
+        ("2606:2800:220:1::1", 443, "api.example.com"),
+    ]
+    # A zone-less locality is still a locality (gRPC clients require one).
+    assert [p.zone for p in dag.load_assignments["default/ext/443"].localities] == [""]
+
+
+def test_without_the_check_envoy_resolves_and_no_endpoints_are_served() -> None:
+    dag = build_yaml(*OBJECTS)
+
+    [cluster] = dag.clusters.values()
+    assert isinstance(cluster, DnsCluster) and not cluster.checked
+    assert dag.load_assignments == {}
+
+
+@pytest.mark.parametrize(
+    ("family", "expected"),
+    [
+        ("v4", ["192.0.2.1"]),
+        ("v6", ["2001:db8::1"]),
+        ("v4-preferred", ["192.0.2.1"]),
+        ("all", ["192.0.2.1", "2001:db8::1"]),
+        (None, ["192.0.2.1", "2001:db8::1"]),
+    ],
+)
+def test_the_services_lookup_family_picks_the_checked_addresses_used(
+    family: str | None, expected: list[str]
+) -> None:
+    annotations = {LOOKUP_FAMILY: family} if family else None
+    service = external_service("ext", "api.example.com", annotations=annotations)
+    dns = {"api.example.com": DnsObservation(("192.0.2.1", "2001:db8::1"))}
+
+    dag = build_yaml(GATEWAY, service, http_route("r", "ext", 443), options=CHECKED, dns=dns)
+
+    assert [address for address, _, _ in endpoint_hosts(dag)] == expected
+
+
+def test_v6_preferred_falls_back_to_v4_only_without_v6() -> None:
+    cluster = DnsCluster("c", ObjectKey("Service", "d", "s"), "h.example", 80, checked=True)
+    v4_only = checked_assignment(
+        dataclasses.replace(cluster, dns=DnsSettings(lookup_family="V6_PREFERRED")),
+        ["192.0.2.1"],
+    )
+    assert [e.address for p in v4_only.localities for e in p.endpoints] == ["192.0.2.1"]
+
+
+GRACE = [
+    # (observation, served addresses, DNSResolved (status, reason), words in its message)
+    (
+        DnsObservation(("169.254.169.254",), kept=("93.184.216.34",)),
+        ["93.184.216.34"],
+        ("False", "DNSCheckFailed"),
+        (
+            "resolves to 169.254.169.254, a cloud metadata address",
+            "serving the last accepted addresses 93.184.216.34 until the grace ends",
+        ),
+    ),
+    (
+        DnsObservation(("127.0.0.1",), kept=()),
+        [],
+        ("False", "DNSCheckFailed"),
+        "resolves to 127.0.0.1, a loopback address; no address is served (the backend answers 503)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("observation", "served", "resolved", "words"), GRACE)
+def test_a_refused_answer_for_a_name_accepted_before_keeps_the_cluster_never_the_address(
+    observation: DnsObservation,
+    served: list[str],
+    resolved: tuple[str, str],
+    words: tuple[str, str],
+) -> None:
+    dag = build_yaml(*OBJECTS, options=CHECKED, dns={"api.example.com": observation})
+
+    assert list(dag.clusters) == ["default/ext/443"]
+    assert [address for address, _, _ in endpoint_hosts(dag)] == served
+    assert route_problems(dag) == []  # the route stays valid: its backend answers 503
+    conditions = parent_conditions(dag)
+    assert conditions["ResolvedRefs"]["status"] == "True"
+    dns_resolved = conditions["DNSResolved"]
+    assert (dns_resolved["status"], dns_resolved["reason"]) == resolved
+    assert all(w in dns_resolved["message"] for w in words), dns_resolved["message"]

@@ -59,6 +59,8 @@ UNSAFE = [
     ("[FD00:EC2::254]", "metadata"),
     ("100.100.100.200", "metadata"),
     ("192.0.0.192", "metadata"),
+    ("168.63.129.16", "metadata"),  # Azure WireServer
+    ("fd00:ec2::23", "metadata"),  # AWS EKS Pod Identity Agent
     # Metadata services by name: without the DNS check nothing else would catch them.
     ("metadata.google.internal", "Google Cloud instance metadata service"),
     ("Metadata.Google.Internal.", "Google Cloud instance metadata service"),
@@ -66,6 +68,8 @@ UNSAFE = [
     ("instance-data.ec2.internal", "AWS instance metadata service"),
     ("instance-data.eu-west-1.compute.internal", "AWS instance metadata service"),
     ("metadata.tencentyun.com", "Tencent Cloud instance metadata service"),
+    ("api.metadata.cloud.ibm.com", "IBM Cloud instance metadata service"),
+    ("API.Metadata.Cloud.IBM.com.", "IBM Cloud instance metadata service"),
     ("169.254.1.1", "link-local"),
     ("fe80::1", "link-local"),
     ("fe80::1%eth0", "link-local"),

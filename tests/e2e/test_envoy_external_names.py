@@ -221,6 +221,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 timeout: 1s
                 minInterval: 1s
                 maxInterval: 2s
+            # The pods too: loopback endpoint addresses are dropped unless allowed.
+            endpoints: {{allowedNetworks: [127.0.0.0/8]}}
             """
         )
     )

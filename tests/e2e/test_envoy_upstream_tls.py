@@ -1,5 +1,7 @@
 """End to end: a real Envoy originates TLS to an HTTPS backend on loopback, named through the
-test DNS responder, with a CA made in the test.
+test DNS responder, with a CA made in the test. Every test runs twice: Envoy resolving the
+names itself, and with the DNS check on, where Envoy gets the addresses dragoman checked as
+EDS endpoints (the name kept as their hostname: SNI, SAN checks and Host are unchanged).
 
 - no policy, `appProtocol: https`: SNI and the verified name are the external name, the CA
   the "system" bundle (dragoman's --config points it at the test CA);
@@ -10,6 +12,7 @@ test DNS responder, with a CA made in the test.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +34,11 @@ from tests.support.harness import (
 )
 from tests.support.https_backend import HttpsEchoBackend
 
-SECURE = "secure.e2e.test"  # the one name the backend's certificate carries
+SECURE = "secure.e2e.test"  # a name the backend's certificate carries
+# The master-service case: `default/kubernetes` as an ExternalName naming the API server.
+API_SERVER = "api.cluster.e2e.test"  # another name the certificate carries
+# An ExternalName whose spec.externalIPs name the backend; the DNS responder does not know it.
+BY_IPS = "ips.e2e.test"
 BACKEND_IP = "127.0.0.7"
 
 
@@ -68,7 +75,7 @@ spec:
     rules = "\n".join(
         f"    - matches: [{{path: {{type: PathPrefix, value: /{name}}}}}]\n"
         f"      backendRefs: [{{name: {name}, port: {port}}}]"
-        for name in ("secure", "wrong", "pinned", "pinned-san", "untrusted")
+        for name in ("secure", "wrong", "pinned", "pinned-san", "untrusted", "kubernetes", "ips")
     )
     return f"""
 apiVersion: gateway.networking.k8s.io/v1
@@ -96,6 +103,16 @@ data:
 {external("pinned", "pinned.e2e.test", app_protocol="")}
 {external("pinned-san", "pinned.e2e.test", app_protocol="")}
 {external("untrusted", SECURE, app_protocol="")}
+{external("kubernetes", API_SERVER)}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: ips, namespace: default}}
+spec:
+  type: ExternalName
+  externalName: {BY_IPS}
+  externalIPs: [{BACKEND_IP}]
+  ports: [{{name: https, port: {port}, appProtocol: https}}]
 {policy("pinned", "pinned", "test-ca")}
 {
         policy(
@@ -120,6 +137,7 @@ spec:
 
 @dataclass
 class World:
+    checked: bool  # the DNS check on: Envoy gets dragoman's checked addresses over EDS
     url: str
     port: int
     backend: HttpsEchoBackend
@@ -137,11 +155,16 @@ class World:
         return diagnostics(self.dragoman.log(), self.envoy)
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+@pytest.fixture(scope="module", params=[False, True], ids=["envoy-resolves", "dns-check"])
+def world(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[World]:
+    checked: bool = request.param
     root: Path = tmp_path_factory.mktemp("upstream-tls")
     ca, other = certificate_authority("e2e upstream CA"), certificate_authority("unrelated CA")
-    backend = HttpsEchoBackend("secure", BACKEND_IP, ca.issue(SECURE), root).start()
+    backend = HttpsEchoBackend(
+        "secure", BACKEND_IP, ca.issue(SECURE, API_SERVER, BY_IPS), root
+    ).start()
     listener = free_port()
     manifest_dir = root / "manifests"
     manifest_dir.mkdir()
@@ -150,16 +173,21 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     bundle = root / "system-ca.pem"
     bundle.write_bytes(ca.pem)
     config = root / "dragoman.yaml"
-    config.write_text(f"upstreamTLS: {{systemCABundle: {bundle}}}\n")
     dns = DnsResponder().start()
-    for name in (SECURE, "wrongname.e2e.test", "pinned.e2e.test"):
+    for name in (SECURE, "wrongname.e2e.test", "pinned.e2e.test", API_SERVER):
         dns.set_a(name, BACKEND_IP)
+    check = (
+        "externalNames:\n"
+        f"  allowedNetworks: [{BACKEND_IP}/32]\n"
+        f"  dnsCheck: {{enabled: true, resolvers: ['127.0.0.1:{dns.port}'], minInterval: 1s}}\n"
+    )
+    config.write_text(f"upstreamTLS: {{systemCABundle: {bundle}}}\n" + (check if checked else ""))
     xds = f"127.0.0.1:{free_port()}"
     dragoman = DragomanProcess(
         manifest_dir, xds, root / "dragoman.log", ["--config", str(config)]
     ).start()
     envoy = start_envoy(root, xds, dns.port)
-    w = World(f"http://127.0.0.1:{listener}", backend.port, backend, dragoman, envoy)
+    w = World(checked, f"http://127.0.0.1:{listener}", backend.port, backend, dragoman, envoy)
     try:
         try:
             wait_until(lambda: w.get("/secure")[0] == 200, timeout=20)
@@ -228,7 +256,55 @@ def test_the_clusters_envoy_runs_carry_the_tls_contexts(world: World) -> None:
         socket = cluster.get("transport_socket")
         if socket is not None:
             contexts[cluster["name"].split("/")[1]] = socket["typed_config"]
-    assert set(contexts) == {"secure", "wrong", "pinned", "pinned-san", "untrusted"}
+    expected = {"secure", "wrong", "pinned", "pinned-san", "untrusted", "kubernetes"}
+    # externalIPs on loopback need an allowedNetworks exception, which needs the DNS check.
+    assert set(contexts) == expected | ({"ips"} if world.checked else set())
     assert contexts["secure"]["auto_host_sni"] is True
     assert contexts["secure"]["auto_sni_san_validation"] is True
     assert contexts["pinned"]["sni"] == SECURE
+
+
+def test_the_master_service_reaches_the_api_server_over_verified_tls(world: World) -> None:
+    """`default/kubernetes` as an ExternalName naming the API server's DNS name: HTTPS, with
+    that name as SNI, as Host, and checked against the certificate."""
+    status, data = world.get("/kubernetes/api")
+
+    assert status == 200, world.diagnostics()
+    assert (data["sni"], data["host"]) == (API_SERVER, API_SERVER)
+
+
+def test_with_the_dns_check_envoy_never_resolves_an_external_name(world: World) -> None:
+    dump = world.envoy.config_dump("dynamic_active_clusters")
+    types = {
+        entry["cluster"]["name"].split("/")[1]: entry["cluster"].get("type", "custom")
+        for entry in dump["configs"]
+    }
+    expected = "EDS" if world.checked else "custom"  # the envoy.cluster.dns extension
+    assert set(types.values()) == {expected}, types
+    if world.checked:
+        # The endpoints are the checked address, each carrying the external name.
+        dump = json.loads(world.envoy.admin.get("/config_dump", {"include_eds": "true"}))
+        [eds] = [c for c in dump["configs"] if c["@type"].endswith("EndpointsConfigDump")]
+        hosts = {
+            entry["endpoint_config"]["cluster_name"].split("/")[1]: [
+                (e["endpoint"]["address"]["socket_address"]["address"], e["endpoint"]["hostname"])
+                for locality in entry["endpoint_config"]["endpoints"]
+                for e in locality["lb_endpoints"]
+            ]
+            for entry in eds["dynamic_endpoint_configs"]
+        }
+        assert hosts["secure"] == [(BACKEND_IP, SECURE)]
+        assert hosts["kubernetes"] == [(BACKEND_IP, API_SERVER)]
+
+
+def test_external_ips_are_used_with_the_external_name_as_sni_and_host(world: World) -> None:
+    status, data = world.get("/ips/x")
+
+    if not world.checked:
+        # 127.0.0.7 is a loopback address: denied, and reported on the route.
+        assert status == 500
+        assert "spec.externalIPs: [0] 127.0.0.7 is a loopback address" in world.dragoman.log()
+        return
+    # Nothing resolves ips.e2e.test: the address came from spec.externalIPs alone.
+    assert status == 200, world.diagnostics()
+    assert (data["sni"], data["host"]) == (BY_IPS, BY_IPS)

@@ -147,3 +147,115 @@ def test_grpc_clients_reach_services_and_route_hostnames_through_xds(world: Worl
     world.write("slices.yaml", endpoint_slice("127.0.0.3", world.pod_port, ready=False))
     assert world.serving(hybrid, "external") == {"status": "SERVING"}
     assert "NACK" not in world.dragoman.log()
+
+
+def test_grpc_clients_take_endpoints_from_zone_less_zoned_and_mixed_slices(world: World) -> None:
+    """Most development clusters (and many real ones) put no zone on their endpoints: gRPC
+    must still accept the CLA (a locality is always present) and follow each change."""
+    web = f"xds:///web.default.svc.cluster.local:{world.port}"
+    assert world.serving(web, "pod-a") == {"status": "SERVING"}  # zoned (zone-a)
+    world.write("slices.yaml", endpoint_slice("127.0.0.3", world.pod_port, zone=""))
+    assert world.serving(web, "pod-b") == {"status": "SERVING"}  # zone-less
+    # Mixed: one zone-less pod, one zoned; calls reach both localities.
+    world.write("slices.yaml", endpoint_slice("127.0.0.2", world.pod_port, zone=""))
+    world.write(
+        "slices-2.yaml", endpoint_slice("127.0.0.3", world.pod_port, zone="zone-b", name="web-2")
+    )
+    reached = set()
+    deadline = time.monotonic() + 20
+    while reached != {"pod-a", "pod-b"} and time.monotonic() < deadline:
+        for name in ("pod-a", "pod-b"):
+            if world.probe.check(web, name, timeout=5).get("status") == "SERVING":
+                reached.add(name)
+        time.sleep(0.1)
+    assert reached == {"pod-a", "pod-b"}, world.dragoman.log()[-3000:]
+    log = world.dragoman.log()
+    assert "NACK" not in log, log[-3000:]
+
+
+def test_with_the_dns_check_grpc_clients_connect_to_the_checked_addresses(tmp_path: Path) -> None:
+    """No private /etc/hosts this time: the client never resolves the external name. dragoman
+    resolves it through a DNS responder, checks it, and serves the address over EDS."""
+    from dragoman.demo.dns import DnsResponder
+
+    servers: list[grpc.Server] = []
+    dragoman: DragomanProcess | None = None
+    probe: Probe | None = None
+    dns = DnsResponder().start()
+    try:
+        pod, pod_port = health_server("127.0.0.2", 0, "pod-a")
+        servers.append(pod)
+        outside, port = health_server(EXTERNAL_ADDRESS, 0, "external")
+        servers.append(outside)
+        dns.set_a(EXTERNAL_HOST, EXTERNAL_ADDRESS)
+        directory = tmp_path / "manifests"
+        directory.mkdir()
+        for name, text in manifests(pod_port, port).items():
+            (directory / name).write_text(textwrap.dedent(text))
+        config = tmp_path / "dragoman.yaml"
+        config.write_text(
+            "endpoints: {allowedNetworks: [127.0.0.0/8]}\n"
+            "externalNames:\n"
+            f"  allowedNetworks: [{EXTERNAL_ADDRESS}/32]\n"
+            f"  dnsCheck: {{enabled: true, resolvers: ['127.0.0.1:{dns.port}']}}\n"
+        )
+        xds = f"127.0.0.1:{free_port()}"
+        dragoman = DragomanProcess(
+            directory, xds, tmp_path / "dragoman.log", ["--config", str(config)]
+        ).start()
+        bootstrap = {
+            "xds_servers": [
+                {
+                    "server_uri": xds,
+                    "channel_creds": [{"type": "insecure"}],
+                    "server_features": ["xds_v3"],
+                }
+            ],
+            "node": {"id": NODE_ID, "cluster": "e2e"},
+        }
+        env = {"PATH": "/usr/bin:/bin", "GRPC_XDS_BOOTSTRAP_CONFIG": json.dumps(bootstrap)}
+        command = [sys.executable, str(PROBE), "--lifetime", "60"]
+        probe = Probe(command, env, tmp_path / "probe.log")
+        world = World(tmp_path, dragoman, probe, pod_port, port)
+        outside_target = f"xds:///outside.default.svc.cluster.local:{port}"
+        assert world.serving(outside_target, "external") == {"status": "SERVING"}, dragoman.log()[
+            -3000:
+        ]
+        # sessionAffinity ClientIP: gRPC accepts the ring-hash cluster (it hashes each call
+        # itself, source_ip being a proxy's notion).
+        (directory / "sticky.yaml").write_text(
+            textwrap.dedent(
+                f"""
+                apiVersion: v1
+                kind: Service
+                metadata: {{name: sticky, namespace: default}}
+                spec:
+                  selector: {{app: sticky}}
+                  sessionAffinity: ClientIP
+                  ports: [{{name: grpc, port: {port}, targetPort: {pod_port}}}]
+                ---
+                apiVersion: discovery.k8s.io/v1
+                kind: EndpointSlice
+                metadata:
+                  name: sticky-1
+                  namespace: default
+                  labels: {{kubernetes.io/service-name: sticky}}
+                addressType: IPv4
+                ports: [{{name: grpc, port: {pod_port}}}]
+                endpoints: [{{addresses: [127.0.0.2]}}]
+                """
+            )
+        )
+        sticky = f"xds:///sticky.default.svc.cluster.local:{port}"
+        assert world.serving(sticky, "pod-a") == {"status": "SERVING"}, dragoman.log()[-3000:]
+        # The client resolved nothing (the name is unknown to its own resolver), and gRPC
+        # accepted every resource.
+        assert "NACK" not in dragoman.log()
+    finally:
+        if probe is not None:
+            probe.stop()
+        if dragoman is not None:
+            dragoman.stop()
+        dns.stop()
+        for server in servers:
+            server.stop(None)

@@ -37,6 +37,7 @@ from tests.support.builders import (
 )
 from tests.support.certificates import Pem, certificate_authority
 from tests.support.harness import (
+    LAB_CONFIG,
     DragomanProcess,
     backend_of,
     diagnostics,
@@ -83,6 +84,7 @@ class KubeDragomanProcess:
                     "--leader-election-namespace=default",
                     "--leader-election-identity=e2e",
                     "--log-level=debug",
+                    f"--config={self._lab_config()}",
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -91,6 +93,12 @@ class KubeDragomanProcess:
         if self._exited():
             raise RuntimeError("dragoman exited:\n" + self.log())
         return self
+
+    def _lab_config(self) -> Path:
+        """The tests' pods listen on loopback: an explicit exception for 127.0.0.0/8."""
+        path = self.log_path.parent / "dragoman-lab.yaml"
+        path.write_text(LAB_CONFIG)
+        return path
 
     def probe(self, path: str) -> int:
         try:

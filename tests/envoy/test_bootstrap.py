@@ -146,6 +146,30 @@ def test_example_bootstrap_is_what_dragoman_bootstrap_prints() -> None:
     )
 
 
+@pytest.mark.parametrize("transport", ["ads", "per-type"])
+def test_the_cluster_for_dragoman_can_have_another_name(transport: str) -> None:
+    config = bootstrap_config(
+        "127.0.0.1:18000",
+        node_id="e1",
+        node_cluster="edge",
+        xds_transport=transport,  # type: ignore[arg-type]
+        xds_cluster_name="xds_cluster",
+    )
+
+    (cluster,) = config["static_resources"]["clusters"]
+    assert cluster["name"] == "xds_cluster"
+    assert cluster["load_assignment"]["cluster_name"] == "xds_cluster"
+    text = yaml.safe_dump(config)
+    assert XDS_CLUSTER not in text
+    assert text.count("cluster_name: xds_cluster") >= 2  # the config sources name it too
+
+
+@pytest.mark.parametrize("name", ["", "two words", "tab\there", "x" * 256, "ünïcode"])
+def test_a_cluster_name_envoy_would_refuse_is_an_error(name: str) -> None:
+    with pytest.raises(ValueError, match="xds_cluster_name"):
+        bootstrap_yaml("127.0.0.1:18000", node_id="e", node_cluster="c", xds_cluster_name=name)
+
+
 def test_downstream_connections_are_capped_by_the_overload_manager() -> None:
     monitors = bootstrap_config("127.0.0.1:18000", node_id="n", node_cluster="")[
         "overload_manager"

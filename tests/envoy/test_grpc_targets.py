@@ -89,9 +89,9 @@ def test_the_cluster_domain_names_the_targets() -> None:
 def test_refreshing_endpoints_keeps_everything_else() -> None:
     before = store_of(SERVICES)
     targets = service_targets(before, BuildOptions())
-    assert refreshed_service_targets(targets, before, before) is targets
+    assert refreshed_service_targets(targets, before, before, BuildOptions()) is targets
     after = store_of(SERVICES.replace("10.0.0.2", "10.0.0.3"))
-    refreshed = refreshed_service_targets(targets, after, before)
+    refreshed = refreshed_service_targets(targets, after, before, BuildOptions())
     assert refreshed.listeners is targets.listeners
     assert refreshed.clusters is targets.clusters
     addresses = {

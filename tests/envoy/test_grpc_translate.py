@@ -23,11 +23,14 @@ from dragoman.dag.model import (
     RouteMatch,
     ValueMatch,
 )
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams.dns_check import DnsObservation
 from dragoman.envoy.grpc.clients import grpc_route, grpc_route_configuration
 from dragoman.envoy.grpc.targets import NO_SERVICE_TARGETS, ApiListener, ServiceTargets
 from dragoman.envoy.grpc.translate import GrpcSnapshots
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.objects import ObjectKey
+from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.client_kind import grpc_group, is_grpc_client, split_group
@@ -375,3 +378,35 @@ def test_without_a_grpc_translation_grpc_clients_get_the_group_as_it_is() -> Non
     plain = Snapshot()
     cache.set_snapshots({ALL_GATEWAYS: plain})
     assert cache.snapshot_for(cache.group_for("", grpc=True)) is plain
+
+
+def test_with_the_dns_check_grpc_clients_get_the_checked_addresses_over_eds() -> None:
+    """No LOGICAL_DNS: the client connects only to what dragoman checked, as Envoy does."""
+    cache = SnapshotCache()
+    controller = Controller(cache, BuildOptions(dns_check=True))
+    controller.dns = {
+        "api.example.com": DnsObservation(("203.0.113.8",)),
+        "legacy.example.com": DnsObservation(("203.0.113.9",)),
+    }
+    controller.update(store_of(SERVICES, ROUTES))
+    snapshot = grpc_snapshot(cache)
+
+    api = cluster(snapshot, "default/api/8000")
+    assert api.type == cluster_pb2.Cluster.EDS
+    assert not any(name.endswith("/logical-dns") for name in snapshot.of_type(CLUSTER).resources)
+    cla = decoded(snapshot, ENDPOINT, "default/api/8000")
+    [locality] = cla.endpoints  # type: ignore[attr-defined]
+    assert locality.HasField("locality")  # gRPC requires one, zone or not
+    [host] = locality.lb_endpoints
+    assert host.endpoint.address.socket_address.address == "203.0.113.8"
+    assert host.endpoint.hostname == "api.example.com"
+    # In-cluster first: the EDS child first, the checked external addresses after it.
+    top = cluster(snapshot, "default/hybrid/50051")
+    assert aggregate_children(top) == ["default/web/50051", "default/hybrid/50051/external"]
+    assert cluster(snapshot, "default/hybrid/50051/external").type == cluster_pb2.Cluster.EDS
+    fallback = decoded(snapshot, ENDPOINT, "default/hybrid/50051/external")
+    assert [
+        h.endpoint.address.socket_address.address
+        for p in fallback.endpoints  # type: ignore[attr-defined]
+        for h in p.lb_endpoints
+    ] == ["203.0.113.9"]

@@ -188,7 +188,7 @@ def test_options_reject_values_envoy_would_nack(options: dict[str, object]) -> N
         (LoadAssignment("empty"), []),
         (
             LoadAssignment("one", (Locality("", (LbEndpoint("10.0.0.1", 80),)),)),
-            [(None, 1, [("10.0.0.1", 80)])],
+            [("", 1, [("10.0.0.1", 80)])],
         ),
         (
             LoadAssignment(
@@ -203,7 +203,7 @@ def test_options_reject_values_envoy_would_nack(options: dict[str, object]) -> N
     ],
 )
 def test_cluster_load_assignment_keeps_localities_weights_and_order(
-    assignment: LoadAssignment, expected: list[tuple[str | None, int, list[tuple[str, int]]]]
+    assignment: LoadAssignment, expected: list[tuple[str, int, list[tuple[str, int]]]]
 ) -> None:
     message = cluster_load_assignment(assignment)
 
@@ -212,7 +212,9 @@ def test_cluster_load_assignment_keeps_localities_weights_and_order(
     for locality in message.endpoints:
         # Weights are always present: gRPC clients drop localities without one.
         assert locality.HasField("load_balancing_weight")
-        zone = locality.locality.zone if locality.HasField("locality") else None
+        # The locality too, empty without a zone: gRPC rejects a CLA without one.
+        assert locality.HasField("locality")
+        zone = locality.locality.zone
         hosts = [
             (
                 h.endpoint.address.socket_address.address,

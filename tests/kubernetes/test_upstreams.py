@@ -149,17 +149,24 @@ def test_the_dns_check_runs_in_kubernetes_mode(api: KubeApiServer) -> None:
                 what="DNSResolved written",
             )
             dns.set_a("api.kube.test", "169.254.169.254")
-            await eventually(
-                lambda: "default/api/8080" not in replica.dag.clusters,
-                what="a name now resolving to the metadata address is refused",
-            )
+
+            def served() -> list[str]:
+                cla = replica.dag.load_assignments["default/api/8080"]
+                return [e.address for p in cla.localities for e in p.endpoints]
+
+            # Rebinding to the metadata address: never served. After the grace (the accepted
+            # answer's TTL, 1 s) the cluster has no endpoint, and the status says why.
+            await eventually(lambda: served() == [], what="the refused answer is not served")
+            assert "default/api/8080" in replica.dag.clusters
             await eventually(
                 lambda: (
-                    route_dns_condition(api)
-                    == ("True", "Resolved", "api.kube.test: 169.254.169.254")
+                    (route_dns_condition(api) or ("", "", ""))[:2] == ("False", "DNSCheckFailed")
+                    and "169.254.169.254" in (route_dns_condition(api) or ("", "", ""))[2]
                 ),
                 what="DNSResolved rewritten",
             )
+            dns.set_a("api.kube.test", "203.0.113.9")
+            await eventually(lambda: served() == ["203.0.113.9"], what="an allowed answer again")
         finally:
             await replica.stop()
 

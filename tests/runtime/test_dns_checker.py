@@ -4,6 +4,7 @@ TTL, and the loop that rebuilds a controller when a name resolves differently.""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import textwrap
 import threading
@@ -13,6 +14,7 @@ import dns.message
 import dns.rcode
 import pytest
 
+from dragoman.dag.build import build
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_check import DnsObservation
 from dragoman.demo.dns import DnsResponder
@@ -208,7 +210,24 @@ def store() -> Store:
     return Store.from_objects([*objects(textwrap.dedent(GATEWAY)), *built])
 
 
-def test_the_loop_rebuilds_when_a_name_resolves_differently(responder: DnsResponder) -> None:
+def served(controller: Controller, cluster: str) -> list[str]:
+    """The addresses of the cluster's endpoints, as Envoy is served them (EDS)."""
+    assert controller.dag is not None
+    cla = controller.dag.load_assignments[cluster]
+    return [e.address for locality in cla.localities for e in locality.endpoints]
+
+
+def dns_condition(controller: Controller) -> dict[str, object]:
+    assert controller.dag is not None
+    [status] = [s for k, s in controller.dag.statuses.items() if k.kind == "HTTPRoute"]
+    [parent] = status.status["parents"]
+    [found] = [c for c in parent["conditions"] if c["type"] == "DNSResolved"]
+    return dict(found)
+
+
+def test_the_loop_serves_checked_addresses_and_refuses_a_rebinding(
+    responder: DnsResponder,
+) -> None:
     clock = Clock()
     controller = Controller(
         SnapshotCache(per_type=PerTypeConfigSources()), BuildOptions(dns_check=True)
@@ -226,25 +245,92 @@ def test_the_loop_rebuilds_when_a_name_resolves_differently(responder: DnsRespon
 
     assert first is not None and first.kind == "full"
     assert list(controller.dag.clusters) == ["default/ext/443"]
-    assert controller.dns["api.check.test"].addresses == (
-        "192.0.2.10",
-        "192.0.2.20",
-        "2001:db8::1",
-    )
+    checked = ["192.0.2.10", "192.0.2.20", "2001:db8::1"]
+    assert controller.dns["api.check.test"].addresses == tuple(checked)
+    # What was checked is what Envoy connects to: the name's endpoints, over EDS.
+    assert served(controller, "default/ext/443") == checked
     # Nothing due: nothing asked, nothing rebuilt.
     assert asyncio.run(loop.check_once()) is None
 
-    responder.set_a("api.check.test", "169.254.169.254")
+    # A legitimate change: endpoints only, no build; the condition names the new answer.
+    responder.set_a("api.check.test", "192.0.2.30")
     try:
         clock.now += 31
         moved = asyncio.run(loop.check_once())
+        assert moved is not None and moved.kind == "endpoints"
+        assert served(controller, "default/ext/443") == ["192.0.2.30", "2001:db8::1"]
+        assert "192.0.2.30" in str(dns_condition(controller)["message"])
+
+        # Rebinding to the metadata address: never served. The last accepted addresses
+        # stay for the grace (the accepted answer's TTL, 30 s), and the route says why.
+        responder.set_a("api.check.test", "169.254.169.254")
+        clock.now += 31
+        refused = asyncio.run(loop.check_once())
+        assert refused is not None and refused.kind == "endpoints"
+        assert refused.statuses_changed  # a status writer publishes the new DNSResolved
+        assert served(controller, "default/ext/443") == ["192.0.2.30", "2001:db8::1"]
+        condition = dns_condition(controller)
+        assert (condition["status"], condition["reason"]) == ("False", "DNSCheckFailed")
+        assert "169.254.169.254" in str(condition["message"])
+
+        # After the grace: no endpoint (Envoy answers 503), never the refused address.
+        clock.now += 31
+        ended = asyncio.run(loop.check_once())
+        assert ended is not None and ended.kind == "endpoints"
+        assert served(controller, "default/ext/443") == []
+        assert list(controller.dag.clusters) == ["default/ext/443"]
+        assert "503" in str(dns_condition(controller)["message"])
     finally:
         responder.set_a("api.check.test", "192.0.2.20", "192.0.2.10")
 
-    assert moved is not None and moved.kind == "full"
-    assert controller.dag.clusters == {}  # now resolves to the metadata address: refused
-    assert [p.reason for p in moved.new_problems] == ["NotAllowedByPolicy"]
-    assert updates == [first, moved]
+    # Back to an allowed answer: served again, endpoints only.
+    clock.now += 31
+    back = asyncio.run(loop.check_once())
+    assert back is not None and back.kind == "endpoints"
+    assert served(controller, "default/ext/443") == checked
+    assert dns_condition(controller)["status"] == "True"
+    assert updates == [first, moved, refused, ended, back]
+    # Every fast-path result is what a full build of the same inputs makes.
+    rebuilt = build(controller.store, controller.build_options, controller.dns)
+    assert controller.dag.load_assignments == rebuilt.load_assignments
+    assert controller.dag.statuses == rebuilt.statuses
+
+
+def test_a_name_refused_before_any_answer_was_accepted_gets_no_cluster(
+    responder: DnsResponder,
+) -> None:
+    responder.set_a("api.check.test", "169.254.169.254")
+    try:
+        controller = Controller(SnapshotCache(), BuildOptions(dns_check=True))
+        controller.update(store())
+        loop = DnsCheckLoop(controller, DnsChecker(settings(responder.address), clock=Clock()))
+        result = asyncio.run(loop.check_once())
+    finally:
+        responder.set_a("api.check.test", "192.0.2.20", "192.0.2.10")
+    assert result is not None and result.kind == "full"
+    assert controller.dag is not None and controller.dag.clusters == {}
+    assert [p.reason for p in result.new_problems] == ["NotAllowedByPolicy"]
+
+
+def test_a_configured_grace_bounds_how_long_accepted_addresses_stay() -> None:
+    fake = FakeResolve()
+    fake.answers["a.test"] = Resolution(("192.0.2.1",), ttl=60)
+    clock = Clock()
+    checker = DnsChecker(
+        dataclasses.replace(settings(), grace_s=10, min_interval_s=5, max_interval_s=300),
+        fake,
+        clock,
+    )
+    asyncio.run(checker.check(["a.test"]))
+    fake.answers["a.test"] = Resolution(("127.0.0.1",), ttl=60)
+    clock.now += 60
+    asyncio.run(checker.check(["a.test"]))
+    assert checker.observations["a.test"].kept == ("192.0.2.1",)
+    # Due again when the grace ends, not a whole TTL later.
+    assert checker.seconds_until_due() == 10
+    clock.now += 10
+    assert asyncio.run(checker.check(["a.test"])) == ["a.test"]
+    assert checker.observations["a.test"].kept == ()
 
 
 def test_the_loop_stops_when_asked() -> None:

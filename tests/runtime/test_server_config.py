@@ -38,8 +38,10 @@ externalNames:
     timeout: 1500ms
     minInterval: 10s
     maxInterval: 10m
+    grace: 45s
 dnsDefaults: {refreshRate: 1m, respectTTL: false, lookupFamily: all}
 upstreamTLS: {systemCABundle: /etc/pki/tls/certs/ca-bundle.crt}
+endpoints: {allowedNetworks: [127.0.0.0/8, "::1/128"]}
 """
 
 
@@ -62,6 +64,7 @@ def test_a_full_file() -> None:
         timeout_s=1.5,
         min_interval_s=10,
         max_interval_s=600,
+        grace_s=45,
     )
     build = config.build_options(BuildOptions(controller_name="x/y"))
     assert (build.cluster_domain, build.dns_check, build.controller_name) == (
@@ -70,6 +73,10 @@ def test_a_full_file() -> None:
         "x/y",
     )
     assert build.external_names is policy
+    assert build.endpoint_networks == (
+        ipaddress.ip_network("127.0.0.0/8"),
+        ipaddress.ip_network("::1/128"),
+    )
     translate = config.translate_options(TranslateOptions(listener_address="127.0.0.1"))
     assert translate == TranslateOptions(
         listener_address="127.0.0.1",
@@ -116,6 +123,14 @@ PROBLEMS = [
     ("externalNames: {dnsCheck: {timeout: 5x}}", "externalNames.dnsCheck.timeout", "a duration"),
     ("externalNames: {dnsCheck: {timeout: 2m}}", "externalNames.dnsCheck.timeout",
      "must be from 0.1s to 60s"),
+    # Exceptions to the always-denied endpoint ranges only: anything else needs none.
+    ("endpoints: {allowedNetworks: [10.0.0.0/8]}", "endpoints.allowedNetworks[0]",
+     "must lie inside one of the always-denied ranges"),
+    ("endpoints: {allowedNetworks: [0.0.0.0/0]}", "endpoints.allowedNetworks[0]",
+     "must lie inside one of the always-denied ranges"),
+    ("endpoints: {deniedNetworks: []}", "endpoints.deniedNetworks", "unknown setting"),
+    ("externalNames: {dnsCheck: {grace: 25h}}", "externalNames.dnsCheck.grace",
+     "must be from 0s to 86400s"),
     ("externalNames: {dnsCheck: {minInterval: 1m, maxInterval: 30s}}",
      "externalNames.dnsCheck.maxInterval", "not be shorter than minInterval"),
     # Address rules need the DNS check: without it they would look in force, and refuse nothing.

@@ -93,12 +93,16 @@ def manifests(pod_port: int, port: int) -> dict[str, str]:
     }
 
 
-def endpoint_slice(address: str, port: int, ready: bool = True) -> str:
+def endpoint_slice(
+    address: str, port: int, ready: bool = True, zone: str = "zone-a", name: str = "web-1"
+) -> str:
+    """A slice of `web`; `zone` "" leaves the endpoint without one."""
+    zone_line = f"zone: {zone}" if zone else ""
     return f"""
         apiVersion: discovery.k8s.io/v1
         kind: EndpointSlice
         metadata:
-          name: web-1
+          name: {name}
           namespace: default
           labels: {{kubernetes.io/service-name: web}}
         addressType: IPv4
@@ -106,7 +110,7 @@ def endpoint_slice(address: str, port: int, ready: bool = True) -> str:
         endpoints:
           - addresses: [{address}]
             conditions: {{ready: {str(ready).lower()}}}
-            zone: zone-a
+            {zone_line}
         """
 
 

@@ -23,6 +23,10 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+# A server configuration for tests whose pods listen on loopback addresses.
+LAB_CONFIG = "endpoints: {allowedNetworks: [127.0.0.0/8]}\n"
+
+
 class DragomanProcess:
     """`dragoman serve` as a separate process, so a test can kill and restart it."""
 
@@ -43,6 +47,14 @@ class DragomanProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> DragomanProcess:
+        args = self.extra_args
+        if "--config" not in args:
+            # The tests' pods are processes on 127.0.0.x: an explicit exception to the rule
+            # that drops loopback endpoint addresses. A test with a --config of its own says so
+            # there.
+            lab = self.log_path.parent / "dragoman-lab.yaml"
+            lab.write_text(LAB_CONFIG)
+            args = ("--config", str(lab), *args)
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [
@@ -58,7 +70,7 @@ class DragomanProcess:
                 "127.0.0.1",
                 "--log-level",
                 "debug",
-                *self.extra_args,
+                *args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER
@@ -11,17 +13,28 @@ from dragoman.xds.cache import SnapshotCache
 from tests.support.xds_builders import eds_cluster, snapshot
 
 
-def test_node_gets_its_gateway_group_only_once_that_group_exists() -> None:
+def test_node_naming_a_gateway_gets_that_group_alone_and_nothing_while_it_is_missing() -> None:
     cache = SnapshotCache(per_type=PerTypeConfigSources())
     everything = snapshot(clusters=[eds_cluster("a"), eds_cluster("b")])
     cache.set_snapshots({ALL_GATEWAYS: everything})
-    assert cache.group_for("default/gateway") == ALL_GATEWAYS
-    assert cache.group_for("") == ALL_GATEWAYS
+    # Dedicated to a Gateway that does not exist (yet): an empty group, never everything.
+    assert cache.group_for("default/gateway") == "default/gateway"
+    assert cache.missing_gateway("default/gateway")
+    assert cache.snapshot_for("default/gateway").of_type(CLUSTER).resources == {}
     own = snapshot(clusters=[eds_cluster("b")])
     cache.set_snapshots({ALL_GATEWAYS: everything, "default/gateway": own})
     assert cache.group_for("default/gateway") == "default/gateway"
+    assert not cache.missing_gateway("default/gateway")
     assert cache.snapshot_for("default/gateway") is own
-    assert cache.group_for("other/gateway") == ALL_GATEWAYS
+    assert cache.group_for("other/gateway") == "other/gateway"
+
+
+@pytest.mark.parametrize("node_cluster", ["", "edge", "a/b/c", "/gateway", "default/", "/"])
+def test_only_a_node_cluster_not_naming_a_gateway_selects_every_gateway(node_cluster: str) -> None:
+    cache = SnapshotCache()
+    cache.set_snapshots({ALL_GATEWAYS: snapshot(clusters=[eds_cluster("a")])})
+    assert cache.group_for(node_cluster) == ALL_GATEWAYS
+    assert not cache.missing_gateway(node_cluster)
 
 
 def test_unknown_group_gets_an_empty_snapshot() -> None:

@@ -41,7 +41,7 @@ from tests.support.xds_builders import (
 )
 from tests.support.xds_client import XdsClient, xds_channel, xds_endpoint
 
-ENVOY = Node(id="envoy-1", cluster="default/gw")
+ENVOY = Node(id="envoy-1", cluster="gateways")
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -105,7 +105,7 @@ def test_csds_reports_acked_versions_per_resource(delta: bool) -> None:
             await client.receive_acked()
             response = await settled(channel, all_acked)
             (config,) = response.config
-            assert config.node.id == "envoy-1" and config.node.cluster == "default/gw"
+            assert config.node.id == "envoy-1" and config.node.cluster == "gateways"
             found = entries(config)
             assert set(found) == {(CLUSTER, "a"), (CLUSTER, "b"), (ENDPOINT, "a")}
             for (type_url, name), entry in found.items():
@@ -307,7 +307,7 @@ def test_clients_command_prints_a_table(capsys: pytest.CaptureFixture[str]) -> N
     async def scenario() -> int:
         cache = cache_with(base())
         async with xds_endpoint(cache) as (address, channel):
-            good = XdsClient(channel, Node(id="envoy-good", cluster="default/gw"))
+            good = XdsClient(channel, Node(id="envoy-good", cluster="gateways"))
             await good.subscribe(CLUSTER)
             await good.receive_acked()
             bad = XdsClient(channel, Node(id="envoy-bad"), delta=True)
@@ -323,7 +323,7 @@ def test_clients_command_prints_a_table(capsys: pytest.CaptureFixture[str]) -> N
     assert lines[0].split() == ["NODE", "TYPE", "VERSION", "STATUS", "COUNT", "ERROR"]
     good_row = next(line for line in lines if line.startswith("envoy-good"))
     bad_row = next(line for line in lines if line.startswith("envoy-bad"))
-    assert "(default/gw)" in good_row and "CDS" in good_row and " acked " in good_row
+    assert "(gateways)" in good_row and "CDS" in good_row and " acked " in good_row
     assert " nacked " in bad_row and bad_row.endswith("no, thanks")
 
 

@@ -171,10 +171,15 @@ async def _settled(stub: csds_pb2_grpc.ClientStatusDiscoveryServiceStub) -> Clie
     raise AssertionError(f"CSDS never showed both types acked: {response}")
 
 
-def test_an_unknown_group_is_the_all_gateways_variant() -> None:
+def test_a_missing_gateway_is_an_empty_variant_and_other_names_all_gateways() -> None:
     _, cache = serving(SERVICES, ROUTES)
-    assert cache.group_for("no/such-gateway", grpc=True) == cache.group_for("", grpc=True)
+    assert cache.group_for("checkout", grpc=True) == cache.group_for("", grpc=True)
     assert cache.group_for("", grpc=True) != ALL_GATEWAYS
+    everything = set(grpc_snapshot(cache).of_type(LISTENER).resources)
+    missing = set(grpc_snapshot(cache, "no/such-gateway").of_type(LISTENER).resources)
+    # No Gateway's route hostnames: only the Service targets, which belong to no Gateway.
+    assert everything - missing == {"greeter.example.com:8080", "shop.example.com:8080"}
+    assert all(name.split(":")[0].endswith(".svc.cluster.local") for name in missing)
 
 
 class _Translation:

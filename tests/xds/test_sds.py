@@ -33,7 +33,8 @@ from tests.support.xds_builders import (
 )
 from tests.support.xds_client import XdsClient, xds_channel
 
-NODE = Node(id="envoy-1", cluster="default/gw")
+# A node.cluster naming no Gateway: every Gateway's configuration.
+NODE = Node(id="envoy-1", cluster="gateways")
 
 
 def secret(name: str, generation: int) -> Resource:

@@ -38,7 +38,10 @@ from tests.support.xds_builders import (
 )
 
 TIMEOUT = 5.0
-NODE = Node(id="envoy-7", cluster="default/gateway")
+# A node.cluster naming no Gateway: the node gets every Gateway's configuration.
+NODE = Node(id="envoy-7", cluster="edge-proxies")
+# One naming a Gateway (`ns/name`): that Gateway's alone, and nothing while it does not exist.
+GATEWAY_NODE = Node(id="envoy-8", cluster="default/gateway")
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -107,7 +110,7 @@ def test_ads_initial_request_gets_nonce_version_and_resources() -> None:
             assert (stream.service, stream.node_id, stream.node_cluster) == (
                 "ADS",
                 "envoy-7",
-                "default/gateway",
+                "edge-proxies",
             )
             assert stream.group == ALL_GATEWAYS
             call.cancel()
@@ -244,7 +247,7 @@ def test_client_disconnect_cleans_up_registry(caplog: pytest.LogCaptureFixture) 
             await until(lambda: len(registry) == 0)
             assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("dragoman-xds")]
         messages = [r.getMessage() for r in caplog.records]
-        assert any("connected" in m and "envoy-7" in m and "default/gateway" in m for m in messages)
+        assert any("connected" in m and "envoy-7" in m and "edge-proxies" in m for m in messages)
         assert sum("disconnected" in m for m in messages) == 2
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
@@ -312,22 +315,37 @@ def test_stream_waits_for_the_first_snapshot() -> None:
     run(scenario)
 
 
-def test_node_moves_to_its_gateway_group_when_it_appears() -> None:
+def test_node_naming_a_missing_gateway_gets_nothing_until_it_appears(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async def scenario() -> None:
         cache = SnapshotCache(per_type=PerTypeConfigSources())
         cache.set_snapshots({ALL_GATEWAYS: with_clusters("a", "b")})
         async with serving(cache) as (_, registry, channel):
             call = ads(channel)
-            await call.write(request(CLUSTER, node=NODE))
-            assert names_in(await read(call)) == ["a", "b"]
+            await call.write(request(CLUSTER, node=GATEWAY_NODE))
+            first = await read(call)
+            # Fails closed: not every Gateway's clusters, none.
+            assert names_in(first) == []
+            assert registry.streams()[0].group == "default/gateway"
+            await call.write(ack(first))
             cache.set_snapshots(
                 {ALL_GATEWAYS: with_clusters("a", "b"), "default/gateway": with_clusters("b")}
             )
             assert names_in(await read(call)) == ["b"]
             assert registry.streams()[0].group == "default/gateway"
+            # Deleted again: the node's clusters go, they are not replaced by everyone's.
+            cache.set_snapshots({ALL_GATEWAYS: with_clusters("a", "b")})
+            assert names_in(await read(call)) == []
             call.cancel()
 
-    run(scenario)
+    with caplog.at_level(logging.INFO, logger="dragoman.xds"):
+        run(scenario)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    missing = [m for m in warnings if "Gateway 'default/gateway' does not exist" in m]
+    # Once when it connected, once when the Gateway went away again.
+    assert len(missing) == 2 and all("envoy-8" in m for m in missing), warnings
+    assert any("Gateway 'default/gateway' exists now" in r.getMessage() for r in caplog.records)
 
 
 def test_delta_ads_serves_and_pushes() -> None:

@@ -53,7 +53,9 @@ from dragoman.dag.status.route_upstreams import (
 )
 from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
 from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
+from dragoman.dag.upstreams.endpoint_addresses import slice_problems
 from dragoman.dag.upstreams.endpoints import (
+    checked_assignments,
     load_assignments,
     patched_load_assignments,
     updated_load_assignments,
@@ -63,6 +65,7 @@ from dragoman.dag.upstreams.reachable_backends import (
     RouteBackendNames,
     route_backend_names,
 )
+from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
 from dragoman.objects import GRPCRoute, HTTPRoute, ObjectKey
 from dragoman.store import NamespacedName, Store
 
@@ -184,6 +187,8 @@ class _State:
         self.replaced: set[ObjectKey] | None = None
         # What with_gateway_addresses found in the Gateways' spec.addresses.
         self.address_problems: list[Problem] = []
+        # EndpointSlice addresses dropped, affinity timeouts Envoy cannot honour.
+        self.upstream_problems: list[Problem] = []
         self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
         self.cluster_sources: dict[str, dict[ObjectKey, Cluster]] = {}
         self.resolved: dict[str, Cluster] = {}
@@ -400,7 +405,9 @@ class _State:
         own = [problem for problem in (*conflicts, *problems) if problem.object == key]
         status = route_status(outcome, own, self.options.controller_name)
         if self.options.dns_check and names.hostnames:
-            resolved = dns_resolved_condition(names.hostnames, self.dns, outcome.generation)
+            resolved = dns_resolved_condition(
+                names.hostnames, self.dns, outcome.generation, self.options.external_names
+            )
             status = add_route_condition(status, resolved)
         served = {
             (key, p, a): ServedRoutes(attachment, rules.ranked, route.hostnames)
@@ -545,19 +552,31 @@ class _State:
         if self.aggregates:
             groups, clusters = with_aggregate_children(groups, clusters)
         changed, self.changed_resolved = self.changed_resolved, set()
+        allowed = self.options.endpoint_networks
         if previous_store is None:
-            assignments = load_assignments(clusters, store)
+            assignments = load_assignments(clusters, store, allowed)
         elif self.aggregates or self.had_aggregates:
             # Children of aggregates are defined beside the clusters resolved: compare all.
             assignments = updated_load_assignments(
-                clusters, store, previous.clusters, previous.load_assignments, previous_store
+                clusters,
+                store,
+                previous.clusters,
+                previous.load_assignments,
+                previous_store,
+                allowed,
             )
         else:
             # Every cluster is the one resolved: those resolved anew, added or removed changed.
             changed |= clusters.keys() ^ previous.clusters.keys()
             assignments = patched_load_assignments(
-                clusters, store, previous.load_assignments, previous_store, changed
+                clusters, store, previous.load_assignments, previous_store, changed, allowed
             )
+        # Checked external names' addresses, and ExternalNames' externalIPs (as dag.build).
+        assignments.update(checked_assignments(clusters, self.dns, self.options.external_names))
+        self.upstream_problems = [
+            *slice_problems(store.endpoint_slices.values(), allowed),
+            *affinity_timeout_problems(clusters.values(), store.services),
+        ]
         self.had_aggregates = bool(self.aggregates)
         if previous_store is not None:
             # Unchanged mappings stay the same objects: translation then skips them at once.
@@ -573,7 +592,16 @@ class _State:
             statuses=self._statuses(previous, previous_store),
             problems=self._problems(),
             dns_hostnames=self._checked_hostnames() if self.options.dns_check else (),
+            dns_routes=self._dns_routes() if self.options.dns_check else {},
         )
+
+    def _dns_routes(self) -> dict[ObjectKey, tuple[tuple[str, ...], int]]:
+        """What dns_routes gives for every route: its external names and generation."""
+        return {
+            key: (entry.names.hostnames, entry.route.meta.generation)
+            for key, entry in self.entries.items()
+            if entry.names is not None and entry.names.hostnames
+        }
 
     def _problems(self) -> tuple[Problem, ...]:
         problems = list(self.judged.problems)
@@ -584,6 +612,7 @@ class _State:
             problems.extend(entries[key].problems)
         problems.extend(self.shadowed.values())
         problems.extend(self.address_problems)
+        problems.extend(self.upstream_problems)
         # Stable: an object's problems keep the order of its fields.
         return tuple(sorted(problems, key=lambda problem: _sort_key(problem.object)))
 

@@ -19,6 +19,7 @@ from dragoman.dag.model import (
     Mirror,
     Problem,
     Redirect,
+    has_client_ip_affinity,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
 from dragoman.dag.routes.filters import RuleFilters, rule_filters
@@ -146,6 +147,11 @@ def _rule_action(
         for b in resolved.backends
         if b.cluster is not None
     )
+    affinity = any(
+        has_client_ip_affinity(clusters[b.cluster])
+        for b in resolved.backends
+        if b.cluster is not None
+    )
     action = Forward(
         backends=resolved.backends,
         # External hosts (virtual hosting, TLS) expect their own name in Host, not the gateway's.
@@ -156,6 +162,7 @@ def _rule_action(
         timeout_ms=timeouts[0],
         per_try_timeout_ms=timeouts[1],
         grpc=grpc,
+        hash_client_ip=affinity,
     )
     return done(action, list(clusters.values()))
 

@@ -4,6 +4,7 @@ in-cluster-first aggregate; with the TLS, DNS settings and platform policy that 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
@@ -26,6 +27,7 @@ from dragoman.dag.reference_grants import (
 )
 from dragoman.dag.upstreams.dns_check import NOT_ALLOWED_BY_POLICY, dns_refusal
 from dragoman.dag.upstreams.dns_settings import service_dns_settings
+from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy
 from dragoman.dag.upstreams.external_names import (
     in_cluster_target,
     is_cluster_local,
@@ -170,6 +172,7 @@ def _eds_cluster(
         port_name=declared.name,
         protocol=protocol,
         tls=tls,
+        client_ip_affinity=service.client_ip_affinity,
     )
 
 
@@ -189,7 +192,17 @@ def _external_cluster(
     refusal = policy.domain_refusal(dns.hostname)
     if refusal is not None:
         return Unresolved(NOT_ALLOWED_BY_POLICY, f"{_describe(path)}: {refusal}")
-    if options.dns_check:
+    fixed: tuple[str, ...] = ()
+    if service.external_ips:
+        # The Service names the addresses itself: they are judged like resolved ones, and
+        # the name is never resolved (Host, SNI and the certificate still use it).
+        fixed, refused = external_ip_verdicts(service.external_ips, policy)
+        if not fixed:
+            return Unresolved(
+                NOT_ALLOWED_BY_POLICY,
+                f"{_describe(path)}: no usable spec.externalIPs: {'; '.join(refused)}",
+            )
+    elif options.dns_check:
         checked = dns_refusal(dns.hostname, upstream.dns.get(dns.hostname), policy)
         if checked is not None:
             return Unresolved(checked.reason, f"{_describe(path)}: {checked.message}")
@@ -210,6 +223,9 @@ def _external_cluster(
         protocol=protocol,
         tls=tls,
         dns=service_dns_settings(service, options.dns_check).settings,
+        checked=options.dns_check,
+        client_ip_affinity=service.client_ip_affinity,
+        addresses=fixed,
     )
     preferred = _preferred_cluster(service, dns.port, context, l4)
     if not isinstance(preferred, EdsCluster):
@@ -253,12 +269,40 @@ def cluster_warnings(cluster: Cluster, context: BuildContext) -> tuple[str, ...]
     if service is None:
         return ()
     warnings = list(service_dns_settings(service, context.options.dns_check).problems)
+    if service.is_external_name and service.external_ips:
+        _, refused = external_ip_verdicts(service.external_ips, context.options.external_names)
+        warnings.extend(
+            f"Service {service.meta.namespace}/{service.meta.name} spec.externalIPs: {message}; "
+            "not used"
+            for message in refused
+        )
     if isinstance(cluster, DnsCluster):
         l4 = cluster.protocol if cluster.protocol in L4_PROTOCOLS else None
         preferred = _preferred_cluster(service, cluster.port, context, l4)
         if isinstance(preferred, str):
             warnings.append(preferred)
     return tuple(warnings)
+
+
+def external_ip_verdicts(
+    external_ips: tuple[str, ...], policy: ExternalNamePolicy
+) -> tuple[tuple[str, ...], list[str]]:
+    """(the externalIPs that may be used, in order and once each, canonical; why each other
+    one may not)."""
+    usable: list[str] = []
+    refused: list[str] = []
+    for index, text in enumerate(external_ips):
+        try:
+            address = str(ipaddress.ip_address(text.strip()))
+        except ValueError:
+            refused.append(f"[{index}] {text!r} is not an IP address")
+            continue
+        reason = policy.address_reason(address)
+        if reason is not None:
+            refused.append(f"[{index}] {address} is {reason}")
+        elif address not in usable:
+            usable.append(address)
+    return tuple(usable), refused
 
 
 def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePort | Unresolved:

@@ -35,6 +35,10 @@ class DnsObservation:
     # passing outage of the resolver does not take a checked name out of service.
     addresses: tuple[str, ...] = ()
     error: str | None = None  # the last attempt's failure (NXDOMAIN, ...); None: it resolved
+    # Set by the checker once some answer for the name passed the policy and the latest did
+    # not: the last accepted addresses while the grace lasts, () after it. None: no answer
+    # was ever accepted (or the latest is accepted, and `addresses` are served).
+    kept: tuple[str, ...] | None = None
 
 
 DnsObservations = Mapping[str, DnsObservation]
@@ -49,13 +53,17 @@ class DnsRefusal:
 def dns_refusal(
     hostname: str, observation: DnsObservation | None, policy: ExternalNamePolicy
 ) -> DnsRefusal | None:
-    """None when the check allows serving `hostname`, else why it does not (yet)."""
+    """None when the check allows serving `hostname` (its cluster exists; `served_addresses`
+    says where it sends), else why it does not (yet): pending, never resolved, or refused
+    before any answer for it was accepted."""
     if observation is None:
         return DnsRefusal(
             DNS_CHECK_PENDING,
             f"externalName {hostname!r} has not been resolved by the DNS check yet; it is "
             "served once it resolves to allowed addresses",
         )
+    if observation.kept is not None:
+        return None  # accepted once: the cluster stays, with what the grace keeps
     if not observation.addresses:
         return DnsRefusal(
             DNS_CHECK_FAILED,
@@ -68,19 +76,61 @@ def dns_refusal(
     return None
 
 
+def served_addresses(
+    hostname: str, observation: DnsObservation | None, policy: ExternalNamePolicy
+) -> tuple[str, ...]:
+    """The checked addresses Envoy may connect to for `hostname`: the latest answer when every
+    address in it passed the policy, else what the grace keeps of the last accepted one (none
+    after it: the backend answers 503, never a refused address)."""
+    if observation is None:
+        return ()
+    if observation.addresses and policy.address_refusal(hostname, observation.addresses) is None:
+        return observation.addresses
+    return observation.kept or ()
+
+
+def answer_refusal(
+    hostname: str, observation: DnsObservation | None, policy: ExternalNamePolicy
+) -> str | None:
+    """Why the latest answer for a name accepted before is not served (None: it is)."""
+    if observation is None or observation.kept is None:
+        return None
+    refusal = policy.address_refusal(hostname, observation.addresses)
+    if refusal is not None:
+        return refusal
+    if not observation.addresses:
+        return f"externalName {hostname!r} does not resolve ({observation.error or NO_ANSWER})"
+    return None
+
+
 def dns_resolved_condition(
-    hostnames: Sequence[str], observations: DnsObservations, generation: int
+    hostnames: Sequence[str],
+    observations: DnsObservations,
+    generation: int,
+    policy: ExternalNamePolicy | None = None,
 ) -> Condition:
     """DNSResolved for a route forwarding to `hostnames`: True when every one resolved at the
-    last attempt, False naming the failures, Unknown while some have not been checked yet."""
+    last attempt to addresses it may use, False naming the failures (DNSCheckFailed with the
+    refused address, when an answer for a name accepted before is refused), Unknown while
+    some have not been checked yet."""
     parts: list[str] = []
     failures: list[str] = []
     pending = False
     for hostname in hostnames:
         observation = observations.get(hostname)
+        refused = answer_refusal(hostname, observation, policy) if policy is not None else None
         if observation is None:
             pending = True
             parts.append(f"{hostname}: not checked yet")
+        elif refused is not None and observation.kept is not None:
+            failures.append(DNS_CHECK_FAILED)
+            still = (
+                f"serving the last accepted addresses {', '.join(observation.kept)} "
+                "until the grace ends"
+                if observation.kept
+                else "no address is served (the backend answers 503)"
+            )
+            parts.append(f"{hostname}: {refused}; {still}")
         elif observation.error is not None:
             failures.append(observation.error)
             stale = (

@@ -8,19 +8,28 @@ from itertools import groupby
 
 from dragoman.dag.model import (
     UDP,
+    AggregateCluster,
     Cluster,
     Dag,
+    DnsCluster,
     EdsCluster,
     LbEndpoint,
     LoadAssignment,
     Locality,
+    Problem,
 )
+from dragoman.dag.upstreams.dns_check import DnsObservations, served_addresses
+from dragoman.dag.upstreams.endpoint_addresses import endpoint_address_refusal, slice_problems
+from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy, Network
 from dragoman.objects import EndpointPort, EndpointSlice
 from dragoman.store import NamespacedName, Store
 
 
-def load_assignment(cluster: EdsCluster, slices: Sequence[EndpointSlice]) -> LoadAssignment:
-    """The ready endpoints of a Service port, one locality per zone."""
+def load_assignment(
+    cluster: EdsCluster, slices: Sequence[EndpointSlice], allowed: Sequence[Network] = ()
+) -> LoadAssignment:
+    """The ready endpoints of a Service port, one locality per zone; addresses in loopback,
+    link-local, unspecified or cloud-metadata ranges (outside `allowed`) are dropped."""
     zoned: set[tuple[str, str, int]] = set()
     for endpoint_slice in slices:
         if endpoint_slice.address_type == "FQDN":
@@ -29,9 +38,15 @@ def load_assignment(cluster: EdsCluster, slices: Sequence[EndpointSlice]) -> Loa
         if slice_port is None:
             continue
         for endpoint in endpoint_slice.endpoints:
-            if endpoint.ready and endpoint.addresses:
-                # The addresses of one endpoint are fungible (one pod): the first is enough.
-                zoned.add((endpoint.zone, endpoint.addresses[0], slice_port.port))
+            if not endpoint.ready:
+                continue
+            # The addresses of one endpoint are fungible (one pod): the first usable is enough.
+            usable = next(
+                (a for a in endpoint.addresses if endpoint_address_refusal(a, allowed) is None),
+                None,
+            )
+            if usable is not None:
+                zoned.add((endpoint.zone, usable, slice_port.port))
 
     # An address listed twice (in two slices, or under two zones while a slice is rewritten)
     # is one endpoint; keep it in its first zone so the result does not depend on input order.
@@ -50,7 +65,9 @@ def load_assignment(cluster: EdsCluster, slices: Sequence[EndpointSlice]) -> Loa
     return LoadAssignment(cluster=cluster.name, localities=tuple(localities))
 
 
-def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = None) -> Dag:
+def refresh_load_assignments(
+    dag: Dag, store: Store, previous: Store | None = None, allowed: Sequence[Network] = ()
+) -> Dag:
     """The EDS fast path: new load assignments from the store's slices, the rest of `dag` kept.
 
     Given the `previous` store the DAG was built from, only the Services whose slices changed
@@ -58,7 +75,10 @@ def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = No
     translation reuse its serialized resource without comparing anything.
     """
     if previous is None:
-        return dataclasses.replace(dag, load_assignments=load_assignments(dag.clusters, store))
+        # Checked external names' assignments come from the DNS check, not from slices.
+        refreshed = {**dag.load_assignments, **load_assignments(dag.clusters, store, allowed)}
+        problems = with_slice_problems(dag.problems, store.endpoint_slices.values(), allowed)
+        return dataclasses.replace(dag, load_assignments=refreshed, problems=problems)
     changed = _services_with_changed_slices(previous, store)
     if not changed:
         return dag
@@ -66,8 +86,20 @@ def refresh_load_assignments(dag: Dag, store: Store, previous: Store | None = No
     slices = _slices_by_service(store, changed)
     for name, cluster in dag.clusters.items():
         if isinstance(cluster, EdsCluster) and _service_of(cluster) in changed:
-            refreshed[name] = load_assignment(cluster, slices.get(_service_of(cluster), []))
-    return dataclasses.replace(dag, load_assignments=refreshed)
+            refreshed[name] = load_assignment(
+                cluster, slices.get(_service_of(cluster), []), allowed
+            )
+    problems = with_slice_problems(dag.problems, store.endpoint_slices.values(), allowed)
+    return dataclasses.replace(dag, load_assignments=refreshed, problems=problems)
+
+
+def with_slice_problems(
+    problems: Sequence[Problem], slices: Iterable[EndpointSlice], allowed: Sequence[Network] = ()
+) -> tuple[Problem, ...]:
+    """`problems` with those of EndpointSlices recomputed from `slices` (sorted by object,
+    as a build sorts them)."""
+    kept = [p for p in problems if p.object.kind != "EndpointSlice"]
+    return tuple(sorted([*kept, *slice_problems(slices, allowed)], key=lambda p: p.object))
 
 
 def updated_load_assignments(
@@ -76,6 +108,7 @@ def updated_load_assignments(
     previous_clusters: Mapping[str, Cluster],
     previous_assignments: Mapping[str, LoadAssignment],
     previous_store: Store,
+    allowed: Sequence[Network] = (),
 ) -> dict[str, LoadAssignment]:
     """What load_assignments(clusters, store) gives, keeping every previous LoadAssignment
     whose cluster and EndpointSlices did not change (the same object)."""
@@ -98,7 +131,7 @@ def updated_load_assignments(
     if wanted:
         slices = _slices_by_service(store, {_service_of(c) for c in wanted.values()})
         for name, cluster in wanted.items():
-            kept[name] = load_assignment(cluster, slices.get(_service_of(cluster), []))
+            kept[name] = load_assignment(cluster, slices.get(_service_of(cluster), []), allowed)
     return kept
 
 
@@ -108,6 +141,7 @@ def patched_load_assignments(
     previous_assignments: Mapping[str, LoadAssignment],
     previous_store: Store,
     changed_clusters: Iterable[str],
+    allowed: Sequence[Network] = (),
 ) -> dict[str, LoadAssignment]:
     """What load_assignments(clusters, store) gives, from the previous result and the names
     of the clusters added, removed or changed since: only those, and the EDS clusters of
@@ -131,7 +165,7 @@ def patched_load_assignments(
     if wanted:
         slices = _slices_by_service(store, {_service_of(c) for c in wanted.values()})
         for name, cluster in wanted.items():
-            result[name] = load_assignment(cluster, slices.get(_service_of(cluster), []))
+            result[name] = load_assignment(cluster, slices.get(_service_of(cluster), []), allowed)
     return result
 
 
@@ -150,11 +184,13 @@ def _services_with_changed_slices(before: Store, after: Store) -> set[Namespaced
     return changed
 
 
-def load_assignments(clusters: Mapping[str, Cluster], store: Store) -> dict[str, LoadAssignment]:
+def load_assignments(
+    clusters: Mapping[str, Cluster], store: Store, allowed: Sequence[Network] = ()
+) -> dict[str, LoadAssignment]:
     """A load assignment for each EDS cluster, by cluster name."""
     slices = _slices_by_service(store)
     return {
-        name: load_assignment(cluster, slices.get(_service_of(cluster), []))
+        name: load_assignment(cluster, slices.get(_service_of(cluster), []), allowed)
         for name, cluster in sorted(clusters.items())
         if isinstance(cluster, EdsCluster)
     }
@@ -199,3 +235,61 @@ def _first(
     ports: Sequence[EndpointPort], wanted: Callable[[EndpointPort], bool]
 ) -> EndpointPort | None:
     return next((p for p in ports if wanted(p)), None)
+
+
+def checked_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:
+    """The external-name clusters whose endpoints are the DNS check's addresses."""
+    return [value for value in _dns_clusters(clusters) if value.checked and not value.addresses]
+
+
+def _dns_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:
+    found = []
+    for value in clusters.values():
+        if isinstance(value, AggregateCluster):
+            value = value.fallback
+        if isinstance(value, DnsCluster):
+            found.append(value)
+    return found
+
+
+def checked_assignments(
+    clusters: Mapping[str, Cluster], dns: DnsObservations, policy: ExternalNamePolicy
+) -> dict[str, LoadAssignment]:
+    """A load assignment for each external-name cluster dragoman gives its endpoints: its
+    externalIPs, or the DNS check's addresses. By cluster name."""
+    assignments = {}
+    for value in _dns_clusters(clusters):
+        if value.addresses:
+            assignments[value.name] = checked_assignment(value, value.addresses)
+        elif value.checked:
+            served = served_addresses(value.hostname, dns.get(value.hostname), policy)
+            assignments[value.name] = checked_assignment(value, served)
+    return assignments
+
+
+def checked_assignment(cluster: DnsCluster, addresses: Sequence[str]) -> LoadAssignment:
+    """The addresses the DNS check accepted for the cluster's name, each an endpoint that keeps
+    the name as its hostname (Host rewrite, SNI and certificate checks use it). No address:
+    no endpoint, and Envoy answers 503."""
+    chosen = _of_family(addresses, cluster.dns.lookup_family)
+    if not chosen:
+        return LoadAssignment(cluster=cluster.name)
+    endpoints = tuple(LbEndpoint(a, cluster.port, hostname=cluster.hostname) for a in chosen)
+    return LoadAssignment(
+        cluster=cluster.name, localities=(Locality("", endpoints, weight=len(endpoints)),)
+    )
+
+
+def _of_family(addresses: Sequence[str], family: str | None) -> tuple[str, ...]:
+    """The addresses a lookup family lets Envoy use (None or ALL: every one)."""
+    v4 = tuple(a for a in addresses if ":" not in a)
+    v6 = tuple(a for a in addresses if ":" in a)
+    if family == "V4_ONLY":
+        return v4
+    if family == "V6_ONLY":
+        return v6
+    if family in ("V4_PREFERRED", "AUTO"):
+        return v4 or v6
+    if family == "V6_PREFERRED":
+        return v6 or v4
+    return tuple(addresses)

@@ -21,14 +21,46 @@ from dataclasses import dataclass, field
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
+# Instance metadata services: they hand out the machine's (or the pod's) credentials. Each
+# entry names the documentation it comes from (reviewed for AWS, Google Cloud, Azure,
+# Oracle, Alibaba, IBM, DigitalOcean, Hetzner, OpenStack and Tencent).
+CLOUD_METADATA_ADDRESSES: tuple[str, ...] = (
+    # AWS, Azure, Google Cloud, Oracle, IBM, DigitalOcean, Hetzner, OpenStack: the common
+    # IPv4 address (inside 169.254.0.0/16, denied as link-local as well).
+    #   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html
+    #   https://learn.microsoft.com/azure/virtual-machines/instance-metadata-service
+    #   https://cloud.google.com/compute/docs/metadata/overview
+    #   https://docs.oracle.com/iaas/Content/Compute/Tasks/gettingmetadata.htm
+    #   https://cloud.ibm.com/apidocs/vpc-metadata
+    #   https://docs.digitalocean.com/products/droplets/how-to/access-metadata/
+    #   https://docs.hetzner.cloud/ (server metadata, /hetzner/v1/metadata)
+    #   https://docs.openstack.org/nova/latest/admin/metadata-service.html
+    "169.254.169.254",
+    # AWS over IPv6 on Nitro instances ("IPv6 on AWS" whitepaper, supporting VPC services).
+    #   https://docs.aws.amazon.com/whitepapers/latest/ipv6-on-aws/supporting-amazon-vpc-services.html
+    "fd00:ec2::254",
+    # AWS EKS Pod Identity Agent, which hands pods their IAM credentials; its IPv4 address
+    # 169.254.170.23 is link-local already.
+    #   https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html
+    "fd00:ec2::23",
+    # Alibaba Cloud ECS metadata service.
+    #   https://www.alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata
+    "100.100.100.200",
+    # Azure WireServer: Azure's IMDS documentation says to treat 169.254.169.254 "the same
+    # as 168.63.129.16" (it serves the VM agent its configuration).
+    #   https://learn.microsoft.com/azure/virtual-machines/instance-metadata-service
+    "168.63.129.16",
+    # Oracle Cloud Infrastructure Classic's metadata address (kept from earlier lists; not in
+    # the current OCI documentation).
+    "192.0.0.192",
+    # OpenStack Nova over IPv6 (since Victoria) is fe80::a9fe:a9fe: link-local, denied above.
+)
+
 # (range, why), checked in this order so the message names the most specific reason.
 BUILTIN_DENIED_NETWORKS: tuple[tuple[Network, str], ...] = tuple(
     (ipaddress.ip_network(cidr), why)
     for cidr, why in (
-        ("169.254.169.254/32", "cloud metadata"),
-        ("fd00:ec2::254/128", "cloud metadata"),
-        ("100.100.100.200/32", "cloud metadata"),
-        ("192.0.0.192/32", "cloud metadata"),
+        *((address, "cloud metadata") for address in CLOUD_METADATA_ADDRESSES),
         ("127.0.0.0/8", "loopback"),
         ("::1/128", "loopback"),
         ("169.254.0.0/16", "link-local"),
@@ -93,6 +125,10 @@ class ExternalNamePolicy:
             if reason is not None:
                 return f"externalName {hostname!r} resolves to {text}, {reason}"
         return None
+
+    def address_reason(self, text: str) -> str | None:
+        """None when the address may be reached, else why not ("a loopback address ...")."""
+        return self._address_reason(ipaddress.ip_address(text))
 
     def _address_reason(self, address: Address) -> str | None:
         # An IPv4-mapped IPv6 address reaches the IPv4 host: judge that one.

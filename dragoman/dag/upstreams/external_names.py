@@ -8,6 +8,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from dragoman.dag.upstreams.external_name_policy import CLOUD_METADATA_ADDRESSES
+
 _MAX_NAME_LENGTH = 253
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -16,22 +18,29 @@ _LOCALHOST_NAMES = frozenset(
     {"localhost", "localhost.localdomain", "localhost4.localdomain4", "localhost6.localdomain6"}
 )
 
-# Instance metadata services (AWS, AWS over IPv6, Alibaba, Oracle): they hand out credentials.
-_METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a)
-    for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "192.0.0.192")
-)
+_METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in CLOUD_METADATA_ADDRESSES)
 
 # Names of instance metadata services (they hand out credentials), which resolve to one of
 # the addresses above only inside the cloud: refused by name, so that even without the DNS
-# check (which would refuse the address) Envoy never gets a cluster for one.
+# check (which would refuse the address) Envoy never gets a cluster for one. Each entry
+# names its source. Azure, Oracle, Alibaba, DigitalOcean, Hetzner and OpenStack document
+# their services by address only (see CLOUD_METADATA_ADDRESSES).
 _METADATA_NAMES = {
+    # https://cloud.google.com/compute/docs/metadata/overview (metadata.google.internal)
     "metadata.google.internal": "Google Cloud",
+    # Google's short alias of the same server; not on that page, but answered on Compute
+    # Engine and listed by SSRF guards: refused as a precaution.
     "metadata.goog": "Google Cloud",
-    "instance-data.ec2.internal": "AWS",
+    # https://cloud.ibm.com/apidocs/vpc-metadata: "the service's hostname
+    # api.metadata.cloud.ibm.com" (the only name for HTTPS access).
+    "api.metadata.cloud.ibm.com": "IBM Cloud",
+    # https://www.tencentcloud.com/document/product/213/4934 (metadata.tencentyun.com)
     "metadata.tencentyun.com": "Tencent Cloud",
+    # AWS: the Amazon-provided DNS server answers instance-data.ec2.internal (and, below,
+    # instance-data.<region>.compute.internal) with 169.254.169.254; older EC2 guides used
+    # http://instance-data/latest/meta-data/. Not on the current IMDS page: a precaution.
+    "instance-data.ec2.internal": "AWS",
 }
-# AWS also answers `instance-data.<region>.compute.internal` in most regions.
 _METADATA_PATTERNS = ((re.compile(r"instance-data\.[a-z0-9-]+\.compute\.internal"), "AWS"),)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -81,7 +81,9 @@ def _follow(
         if target is None:
             hostname = normalise(service.external_name)
             allowed = options.external_names.domain_refusal(hostname) is None
-            if allowed and not is_cluster_local(hostname, options.cluster_domain):
+            # With spec.externalIPs the name is never resolved: traffic goes to those IPs.
+            local = is_cluster_local(hostname, options.cluster_domain)
+            if allowed and not local and not service.external_ips:
                 hostnames.add(hostname)
             return
         referrer = Referrer("", "Service", service.meta.namespace)

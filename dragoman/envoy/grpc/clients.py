@@ -206,6 +206,9 @@ def grpc_clusters(value: Cluster, options: TranslateOptions) -> list[cluster_pb2
     """
     if isinstance(value, EdsCluster):
         return [cluster(value, options)]
+    if isinstance(value, DnsCluster) and value.served_over_eds:
+        # The DNS check's addresses, over EDS as for Envoy: the client resolves nothing.
+        return [cluster(value, options)]
     if isinstance(value, DnsCluster):
         child = logical_dns_name(value)
         return [
@@ -216,5 +219,7 @@ def grpc_clusters(value: Cluster, options: TranslateOptions) -> list[cluster_pb2
     return [
         grpc_aggregate_cluster(value.name, [preferred.name, fallback.name], options),
         cluster(preferred, options),
-        logical_dns_cluster(fallback.name, fallback, options),
+        cluster(fallback, options)
+        if fallback.served_over_eds
+        else logical_dns_cluster(fallback.name, fallback, options),
     ]

@@ -11,7 +11,7 @@ host a Gateway port serves for that hostname, precedence and listener isolation 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dragoman.dag.context import build_context
@@ -36,8 +36,15 @@ from dragoman.dag.model import (
 )
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.clusters import Unresolved, service_cluster
-from dragoman.dag.upstreams.dns_check import DnsObservations
-from dragoman.dag.upstreams.endpoints import load_assignments, refresh_load_assignments
+from dragoman.dag.upstreams.dns_check import DnsObservations, served_addresses
+from dragoman.dag.upstreams.endpoints import (
+    checked_assignment,
+    checked_assignments,
+    checked_clusters,
+    load_assignments,
+    refresh_load_assignments,
+)
+from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy
 from dragoman.dag.upstreams.external_names import normalise
 from dragoman.store import Store
 
@@ -101,23 +108,41 @@ def service_targets(
             route = Route(RouteMatch("PathPrefix", "/"), forward, source=service.key)
             name = target_name(host, port)
             listeners.append(ApiListener(name=name, host=host, routes=(route,)))
+    assignments = load_assignments(clusters, store, options.endpoint_networks)
+    assignments.update(checked_assignments(clusters, dns or {}, options.external_names))
     return ServiceTargets(
-        listeners=tuple(listeners),
-        clusters=clusters,
-        load_assignments=load_assignments(clusters, store),
+        listeners=tuple(listeners), clusters=clusters, load_assignments=assignments
     )
 
 
 def refreshed_service_targets(
-    targets: ServiceTargets, store: Store, previous: Store
+    targets: ServiceTargets, store: Store, previous: Store, options: BuildOptions
 ) -> ServiceTargets:
     """The EDS fast path: the same targets with the endpoints of changed Services refreshed."""
     refreshed = refresh_load_assignments(
-        Dag(clusters=targets.clusters, load_assignments=targets.load_assignments), store, previous
+        Dag(clusters=targets.clusters, load_assignments=targets.load_assignments),
+        store,
+        previous,
+        options.endpoint_networks,
     )
     if refreshed.load_assignments is targets.load_assignments:
         return targets
     return dataclasses.replace(targets, load_assignments=refreshed.load_assignments)
+
+
+def dns_refreshed_targets(
+    targets: ServiceTargets,
+    dns: DnsObservations,
+    policy: ExternalNamePolicy,
+    changed: Container[str],
+) -> ServiceTargets:
+    """The same targets with the checked addresses of the `changed` external names."""
+    assignments = dict(targets.load_assignments)
+    for value in checked_clusters(targets.clusters):
+        if value.hostname in changed:
+            served = served_addresses(value.hostname, dns.get(value.hostname), policy)
+            assignments[value.name] = checked_assignment(value, served)
+    return dataclasses.replace(targets, load_assignments=assignments)
 
 
 def route_targets(group: NodeGroup) -> tuple[ApiListener, ...]:

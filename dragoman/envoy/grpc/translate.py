@@ -32,7 +32,7 @@ from dragoman.envoy.grpc.clients import (
 )
 from dragoman.envoy.grpc.targets import ApiListener, ServiceTargets, group_targets
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
-from dragoman.envoy.translate import LoadAssignmentResource
+from dragoman.envoy.translate import LoadAssignmentResource, is_eds
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
@@ -96,7 +96,8 @@ class GrpcSnapshots:
         return self._made or self._earlier
 
     def _translate(self, group: str) -> Snapshot:
-        node_group = self._dag.groups.get(group) or self._dag.groups.get(ALL_GATEWAYS)
+        # A group naming a Gateway that does not exist gets nothing (cache.group_for).
+        node_group = self._dag.groups.get(group)
         targets = self.targets
         listeners = [
             self._servable(listener, targets)
@@ -226,10 +227,10 @@ class GrpcSnapshots:
 def _eds_names(clusters: Iterable[Cluster]) -> list[str]:
     names: set[str] = set()
     for value in clusters:
-        if isinstance(value, EdsCluster):
+        if is_eds(value):
             names.add(value.name)
         elif isinstance(value, AggregateCluster):
-            names.add(value.preferred.name)
+            names.update(child.name for child in value.children if is_eds(child))
     return sorted(names)
 
 

@@ -1,0 +1,80 @@
+"""Which EndpointSlice addresses may become endpoints. Pure.
+
+The API server refuses loopback, link-local and unspecified endpoint addresses; a
+hand-written slice in a manifest directory, or one behind an ExternalName alias, never met
+it. dragoman applies the same rule to every slice it reads, with the cloud-metadata
+addresses added: such an address is reported on the slice and dropped, so no route reaches
+Envoy's admin port, the node's own services or the instance's credentials through it.
+
+`allowed` lists exceptions (the server configuration's `endpoints.allowedNetworks`): a lab
+or a demo whose pods are processes on 127.0.0.x. Each exception must lie inside one of the
+always-denied ranges; an address inside one is used.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Sequence
+
+from dragoman.dag.model import Problem
+from dragoman.dag.upstreams.external_name_policy import BUILTIN_DENIED_NETWORKS, Network
+from dragoman.objects import EndpointSlice
+
+DENIED_ENDPOINT_ADDRESS = "DeniedEndpointAddress"
+
+
+def endpoint_address_refusal(text: str, allowed: Sequence[Network] = ()) -> str | None:
+    """None when `text` may be an endpoint, else why not."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return f"{text!r} is not an IP address"
+    # An IPv4-mapped IPv6 address reaches the IPv4 host: judge that one.
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    for network, why in BUILTIN_DENIED_NETWORKS:
+        if address in network and not any(
+            address in exception for exception in allowed if exception.version == network.version
+        ):
+            return (
+                f"address {text} is in an always-denied range ({why}: {network}); the API "
+                "server refuses such endpoint addresses, and dragoman drops them"
+            )
+    return None
+
+
+def exception_problem(network: Network) -> str | None:
+    """Why `network` cannot be an endpoints.allowedNetworks entry (None: it can)."""
+    if any(
+        network.version == denied.version and network.subnet_of(denied)  # type: ignore[arg-type]
+        for denied, _ in BUILTIN_DENIED_NETWORKS
+    ):
+        return None
+    ranges = ", ".join(str(denied) for denied, _ in BUILTIN_DENIED_NETWORKS)
+    return (
+        f"must lie inside one of the always-denied ranges ({ranges}); other addresses "
+        "need no exception"
+    )
+
+
+def slice_problems(
+    slices: Iterable[EndpointSlice], allowed: Sequence[Network] = ()
+) -> list[Problem]:
+    """A problem for every address a slice lists that is dropped."""
+    problems = []
+    for endpoint_slice in slices:
+        if endpoint_slice.address_type == "FQDN":
+            continue  # never served: Envoy's EDS takes addresses only
+        for i, endpoint in enumerate(endpoint_slice.endpoints):
+            for j, text in enumerate(endpoint.addresses):
+                refusal = endpoint_address_refusal(text, allowed)
+                if refusal is not None:
+                    problems.append(
+                        Problem(
+                            endpoint_slice.key,
+                            f"endpoints[{i}].addresses[{j}]",
+                            DENIED_ENDPOINT_ADDRESS,
+                            refusal,
+                        )
+                    )
+    return problems

@@ -1,0 +1,82 @@
+"""spec.externalIPs on an ExternalName Service: traffic goes to those addresses, judged by the
+address rules like resolved ones, while the external name stays the Host, SNI and the name
+the certificate must carry. Invalid or denied entries are reported on the routes."""
+
+from __future__ import annotations
+
+import textwrap
+
+from envoy.config.cluster.v3 import cluster_pb2
+
+from dragoman.dag.model import DnsCluster
+from dragoman.dag.options import BuildOptions
+from dragoman.envoy.clusters import cluster
+from dragoman.envoy.options import DEFAULT_OPTIONS
+from tests.support.builders import http_route
+from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
+
+
+def service(*ips: str) -> str:
+    listed = ", ".join(f'"{ip}"' for ip in ips)
+    return textwrap.dedent(
+        f"""
+        apiVersion: v1
+        kind: Service
+        metadata: {{name: ext, namespace: default}}
+        spec:
+          type: ExternalName
+          externalName: api.example.com
+          externalIPs: [{listed}]
+          ports: [{{port: 443}}]
+        """
+    )
+
+
+def hosts(dag, name: str = "default/ext/443") -> list[tuple[str, int, str]]:  # type: ignore[no-untyped-def]
+    cla = dag.load_assignments[name]
+    return [(e.address, e.port, e.hostname) for p in cla.localities for e in p.endpoints]
+
+
+def test_usable_external_ips_are_the_endpoints_and_the_rest_is_reported() -> None:
+    dag = build_yaml(
+        GATEWAY,
+        service("203.0.113.5", "not-an-ip", "127.0.0.1", "203.0.113.5", "2001:DB8::7"),
+        http_route("r", "ext", 443),
+    )
+
+    [value] = dag.clusters.values()
+    assert isinstance(value, DnsCluster)
+    assert value.addresses == ("203.0.113.5", "2001:db8::7")
+    # Served over EDS: Envoy resolves nothing; the name stays each endpoint's hostname.
+    assert cluster(value, DEFAULT_OPTIONS).type == cluster_pb2.Cluster.EDS
+    assert hosts(dag) == [
+        ("203.0.113.5", 443, "api.example.com"),
+        ("2001:db8::7", 443, "api.example.com"),
+    ]
+    reported = [p.message for p in route_problems(dag)]
+    assert len(reported) == 2, reported
+    assert "spec.externalIPs: [1] 'not-an-ip' is not an IP address; not used" in reported[0]
+    assert "[2] 127.0.0.1 is a loopback address" in reported[1]
+    assert parent_conditions(dag)["ResolvedRefs"]["status"] == "True"
+
+
+def test_no_usable_external_ip_refuses_the_backend() -> None:
+    dag = build_yaml(GATEWAY, service("169.254.169.254", "0.0.0.0"), http_route("r", "ext", 443))
+
+    assert dag.clusters == {}
+    refs = parent_conditions(dag)["ResolvedRefs"]
+    assert (refs["status"], refs["reason"]) == ("False", "NotAllowedByPolicy")
+    assert "169.254.169.254 is a cloud metadata address" in refs["message"]
+
+
+def test_with_the_dns_check_external_ips_need_no_resolution() -> None:
+    dag = build_yaml(
+        GATEWAY,
+        service("203.0.113.5"),
+        http_route("r", "ext", 443),
+        options=BuildOptions(dns_check=True),
+        dns={},
+    )
+
+    assert hosts(dag) == [("203.0.113.5", 443, "api.example.com")]
+    assert dag.dns_hostnames == ()  # nothing to resolve

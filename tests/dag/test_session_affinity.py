@@ -1,0 +1,131 @@
+"""sessionAffinity ClientIP: parsed as the API server does, built into ring-hash clusters
+and a source-IP hash on the routes to them, its timeout reported once per Service."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import yaml
+from envoy.config.cluster.v3 import cluster_pb2
+
+from dragoman.dag.model import EdsCluster, Forward
+from dragoman.envoy.clusters import cluster
+from dragoman.envoy.options import DEFAULT_OPTIONS
+from dragoman.envoy.routes import route_action
+from dragoman.sources.errors import ObjectError
+from dragoman.sources.parse import parse_object
+from tests.support.status_builds import build_text
+
+
+def service(extra: str) -> str:
+    return f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: default}}
+spec:
+  selector: {{app: web}}
+  ports: [{{name: http, port: 80}}]
+{textwrap.indent(textwrap.dedent(extra), "  ")}
+"""
+
+
+def parse(text: str):  # type: ignore[no-untyped-def]
+    return parse_object(yaml.safe_load(text))
+
+
+def test_client_ip_affinity_and_its_timeout_are_read() -> None:
+    parsed = parse(
+        service(
+            "sessionAffinity: ClientIP\nsessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}"
+        )
+    )
+    assert parsed.client_ip_affinity and parsed.session_affinity_timeout_s == 60
+    plain = parse(service(""))
+    assert not plain.client_ip_affinity and plain.session_affinity_timeout_s is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ("sessionAffinity: Sticky", "spec.sessionAffinity"),
+        (
+            "sessionAffinity: ClientIP\nsessionAffinityConfig: {clientIP: {timeoutSeconds: 0}}",
+            "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+        ),
+        (
+            "sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}",
+            "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+        ),
+    ],
+)
+def test_values_the_api_server_refuses_are_refused(extra: str, field: str) -> None:
+    with pytest.raises(ObjectError) as raised:
+        parse(service(extra))
+    assert field in str(raised.value)
+
+
+ROUTES = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: dragoman
+  listeners: [{name: http, protocol: HTTP, port: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: a, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [a.example]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: b, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [b.example]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+"""
+
+
+def test_affinity_makes_a_ring_hash_cluster_and_a_source_ip_hash() -> None:
+    dag = build_text(
+        ROUTES,
+        service(
+            "sessionAffinity: ClientIP\nsessionAffinityConfig: {clientIP: {timeoutSeconds: 10800}}"
+        ),
+    )
+
+    value = dag.clusters["default/web/80"]
+    assert isinstance(value, EdsCluster) and value.client_ip_affinity
+    assert cluster(value, DEFAULT_OPTIONS).lb_policy == cluster_pb2.Cluster.RING_HASH
+    forwards = [
+        route.action
+        for table in dag.groups[""].route_tables
+        for host in table.virtual_hosts
+        for route in host.routes
+        if isinstance(route.action, Forward)
+    ]
+    assert forwards and all(action.hash_client_ip for action in forwards)
+    message = route_action(
+        forwards[0],
+        [("default/web/80", 1)],
+        dag.groups[""].route_tables[0].virtual_hosts[0].routes[0].match,
+    )
+    assert [p.connection_properties.source_ip for p in message.hash_policy] == [True]
+    # Two routes reach the Service: its timeout is reported once, on the Service.
+    reported = [p for p in dag.problems if p.object.kind == "Service"]
+    assert [(p.object.name, p.field, p.reason) for p in reported] == [
+        ("web", "spec.sessionAffinityConfig.clientIP.timeoutSeconds", "UnsupportedValue")
+    ]
+
+
+def test_without_affinity_nothing_changes() -> None:
+    dag = build_text(ROUTES, service(""))
+
+    value = dag.clusters["default/web/80"]
+    assert cluster(value, DEFAULT_OPTIONS).lb_policy == cluster_pb2.Cluster.ROUND_ROBIN
+    assert not any(p.object.kind == "Service" for p in dag.problems)
