@@ -33,8 +33,8 @@ from collections.abc import Callable
 import yaml
 
 from dragoman.dag.build import build
+from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservation
 from dragoman.envoy.translate import translate
 from dragoman.objects import KubeObject
 from dragoman.runtime.controller import Controller

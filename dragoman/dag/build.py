@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from dragoman.dag.context import build_context
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.frontends.attachment import Attachment, attach
 from dragoman.dag.frontends.backend_client_certificates import with_client_certificates
 from dragoman.dag.frontends.kind_conflicts import AttachedRoute, without_kind_conflicts
@@ -28,7 +29,6 @@ from dragoman.dag.status.route_upstreams import (
     with_dns_conditions,
 )
 from dragoman.dag.status.routes import RouteOutcome
-from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.dag.upstreams.endpoint_addresses import slice_problems
 from dragoman.dag.upstreams.endpoints import checked_assignments, load_assignments
 from dragoman.dag.upstreams.reachable_backends import NO_BACKEND_NAMES, route_backend_names

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.reference_grants import ReferenceGrants
-from dragoman.dag.upstreams.dns_check import DnsObservations
-from dragoman.dag.upstreams.inputs import UpstreamInputs, upstream_inputs
+from dragoman.dag.upstream_inputs import UpstreamInputs, upstream_inputs
 from dragoman.objects import Service
 from dragoman.store import NamespacedName, Store
 

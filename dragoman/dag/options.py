@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dragoman.dag.upstreams.external_name_policy import NO_POLICY, ExternalNamePolicy, Network
+from dragoman.dag.external_name_policy import NO_POLICY, ExternalNamePolicy, Network
 
 # The GatewayClass spec.controllerName that names dragoman, unless configured otherwise.
 DEFAULT_CONTROLLER_NAME = "dragoman.dev/gateway-controller"

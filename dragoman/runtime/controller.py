@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from dragoman.dag.dns_check import DnsObservations, dns_refusal, served_addresses
 from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.status.route_upstreams import with_dns_conditions
-from dragoman.dag.upstreams.dns_check import DnsObservations, dns_refusal, served_addresses
 from dragoman.dag.upstreams.endpoints import checked_assignment, checked_clusters
 from dragoman.envoy.grpc.translate import GrpcSnapshots
 from dragoman.envoy.grpc.variant import grpc_snapshots

@@ -26,7 +26,7 @@ import dns.nameserver
 import dns.rdatatype
 import dns.resolver
 
-from dragoman.dag.upstreams.dns_check import (
+from dragoman.dag.dns_check import (
     NO_ANSWER,
     NXDOMAIN,
     SERVFAIL,
@@ -34,7 +34,7 @@ from dragoman.dag.upstreams.dns_check import (
     DnsObservation,
     DnsObservations,
 )
-from dragoman.dag.upstreams.external_name_policy import NO_POLICY, ExternalNamePolicy
+from dragoman.dag.external_name_policy import NO_POLICY, ExternalNamePolicy
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import DnsCheckSettings
 

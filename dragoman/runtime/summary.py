@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.model import AggregateCluster, Dag, DnsCluster
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.dag.upstreams.external_names import unsafe_reason
 from dragoman.objects import ObjectKey
 from dragoman.sources.kinds import KINDS

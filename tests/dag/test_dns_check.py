@@ -8,12 +8,12 @@ import ipaddress
 
 import pytest
 
+from dragoman.dag.dns_check import DnsObservation, dns_resolved_condition
+from dragoman.dag.external_name_policy import ExternalNamePolicy, domain_rule
 from dragoman.dag.model import Dag, DnsCluster, DnsSettings
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservation, dns_resolved_condition
 from dragoman.dag.upstreams.dns_settings import LOOKUP_FAMILY, RESOLVERS
 from dragoman.dag.upstreams.endpoints import checked_assignment
-from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy, domain_rule
 from dragoman.objects import ObjectKey
 from tests.support.builders import external_service, http_route, service
 from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems

@@ -11,10 +11,10 @@ import pytest
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
 from dragoman.dag.build import build
+from dragoman.dag.dns_check import DnsObservation, DnsObservations
 from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import Dag
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservation, DnsObservations
 from dragoman.envoy.incremental import IncrementalTranslation, spliced_route_table
 from dragoman.envoy.routes import route_configuration, virtual_host
 from dragoman.envoy.translate import translate

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.model import ALL_GATEWAYS, Dag, TcpListener, UdpListener
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservation
 from tests.support.certificates import certificate_authority
 from tests.support.status_builds import (
     DRAGOMAN_CLASS,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from dragoman.dag.external_name_policy import ExternalNamePolicy, domain_rule
 from dragoman.dag.model import (
     H2,
     H2C,
@@ -17,7 +18,6 @@ from dragoman.dag.model import (
     UpstreamTls,
 )
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy, domain_rule
 from tests.support.builders import external_service, http_route, service
 from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
 

@@ -13,6 +13,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
 
+from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.model import (
     ALL_GATEWAYS,
     Backend,
@@ -24,7 +25,6 @@ from dragoman.dag.model import (
     ValueMatch,
 )
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservation
 from dragoman.envoy.grpc.clients import grpc_route, grpc_route_configuration
 from dragoman.envoy.grpc.targets import NO_SERVICE_TARGETS, ApiListener, ServiceTargets
 from dragoman.envoy.grpc.translate import GrpcSnapshots

@@ -15,8 +15,8 @@ import dns.rcode
 import pytest
 
 from dragoman.dag.build import build
+from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservation
 from dragoman.demo.dns import DnsResponder
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.runtime.controller import Controller

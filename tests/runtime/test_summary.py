@@ -8,9 +8,9 @@ import textwrap
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.dag.build import build
+from dragoman.dag.dns_check import DnsObservation
+from dragoman.dag.external_name_policy import ExternalNamePolicy, domain_rule
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservation
-from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy, domain_rule
 from dragoman.objects import ObjectKey
 from dragoman.runtime.summary import client_counts, external_name_states
 from dragoman.sources.parse import parse_object

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.model import Dag
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservation
 from dragoman.objects import KubeObject
 from tests.support.certificates import certificate_authority
 from tests.support.status_builds import build_text, objects

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dragoman.dag.build import build
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.store import Store
 from tests.support.builders import typed
 from tests.support.dag_invariants import checked

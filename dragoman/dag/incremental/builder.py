@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from dragoman.dag.build import build
 from dragoman.dag.context import BuildContext, build_context
+from dragoman.dag.dns_check import DnsObservations, dns_resolved_condition
 from dragoman.dag.frontends.attachment import ParentOutcome, attach
 from dragoman.dag.frontends.kind_conflicts import AttachedRoute, without_kind_conflicts
 from dragoman.dag.frontends.listeners import Frontends, frontends
@@ -52,7 +53,6 @@ from dragoman.dag.status.route_upstreams import (
     with_aggregate_children,
 )
 from dragoman.dag.status.routes import RouteOutcome, add_route_condition, route_status
-from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
 from dragoman.dag.upstreams.endpoint_addresses import slice_problems
 from dragoman.dag.upstreams.endpoints import (
     checked_assignments,

@@ -8,11 +8,11 @@ from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
+from dragoman.dag.dns_check import DnsObservations, dns_resolved_condition
+from dragoman.dag.external_name_policy import ExternalNamePolicy
 from dragoman.dag.model import AggregateCluster, Cluster, NodeGroup, ObjectStatus
 from dragoman.dag.status.policies import PolicyAncestor, gateway_ancestor_ref, policy_status
 from dragoman.dag.status.routes import RouteOutcome, add_route_condition
-from dragoman.dag.upstreams.dns_check import DnsObservations, dns_resolved_condition
-from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy
 from dragoman.dag.upstreams.reachable_backends import RouteBackendNames
 from dragoman.objects import ObjectKey, Service
 from dragoman.store import NamespacedName

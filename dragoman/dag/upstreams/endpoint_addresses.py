@@ -16,8 +16,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
+from dragoman.dag.external_name_policy import BUILTIN_DENIED_NETWORKS, Network
 from dragoman.dag.model import Problem
-from dragoman.dag.upstreams.external_name_policy import BUILTIN_DENIED_NETWORKS, Network
 from dragoman.objects import EndpointSlice
 
 DENIED_ENDPOINT_ADDRESS = "DeniedEndpointAddress"

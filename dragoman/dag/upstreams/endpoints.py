@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from itertools import groupby
 
+from dragoman.dag.dns_check import DnsObservations, served_addresses
+from dragoman.dag.external_name_policy import ExternalNamePolicy, Network
 from dragoman.dag.model import (
     UDP,
     AggregateCluster,
@@ -18,9 +20,7 @@ from dragoman.dag.model import (
     Locality,
     Problem,
 )
-from dragoman.dag.upstreams.dns_check import DnsObservations, served_addresses
 from dragoman.dag.upstreams.endpoint_addresses import endpoint_address_refusal, slice_problems
-from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy, Network
 from dragoman.objects import EndpointPort, EndpointSlice
 from dragoman.store import NamespacedName, Store
 

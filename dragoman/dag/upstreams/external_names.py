@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from dragoman.dag.upstreams.external_name_policy import CLOUD_METADATA_ADDRESSES
+from dragoman.dag.external_name_policy import CLOUD_METADATA_ADDRESSES
 
 _MAX_NAME_LENGTH = 253
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dragoman.dag.backend_tls_policy import BackendTlsPolicies
 from dragoman.dag.model import UpstreamTls
-from dragoman.dag.upstreams.backend_tls_policy import BackendTlsPolicies
 from dragoman.objects import Service
 
 TLS_PORT = 443

@@ -15,6 +15,8 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dragoman.dag.context import build_context
+from dragoman.dag.dns_check import DnsObservations, served_addresses
+from dragoman.dag.external_name_policy import ExternalNamePolicy
 from dragoman.dag.frontends.node_groups import MISDIRECTED
 from dragoman.dag.frontends.virtual_hosts import ANY_HOST
 from dragoman.dag.model import (
@@ -36,7 +38,6 @@ from dragoman.dag.model import (
 )
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.clusters import Unresolved, service_cluster
-from dragoman.dag.upstreams.dns_check import DnsObservations, served_addresses
 from dragoman.dag.upstreams.endpoints import (
     checked_assignment,
     checked_assignments,
@@ -44,7 +45,6 @@ from dragoman.dag.upstreams.endpoints import (
     load_assignments,
     refresh_load_assignments,
 )
-from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy
 from dragoman.dag.upstreams.external_names import normalise
 from dragoman.store import Store
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.model import Dag
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.envoy.grpc.targets import (
     ServiceTargets,
     dns_refreshed_targets,

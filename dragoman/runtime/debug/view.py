@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.model import Dag
-from dragoman.dag.upstreams.dns_check import DnsObservations
 from dragoman.objects import ObjectKey
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.summary import external_name_states

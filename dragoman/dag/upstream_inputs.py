@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dragoman.dag.upstreams.backend_tls_policy import BackendTlsPolicies
-from dragoman.dag.upstreams.dns_check import DnsObservations
+from dragoman.dag.backend_tls_policy import BackendTlsPolicies
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.store import Store
 
 

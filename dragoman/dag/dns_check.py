@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.conditions import Condition, condition
-from dragoman.dag.upstreams.external_name_policy import ExternalNamePolicy
+from dragoman.dag.external_name_policy import ExternalNamePolicy
 
 # Failures the checker reports, also the DNSResolved=False reasons.
 NXDOMAIN = "NXDOMAIN"  # the name does not exist
