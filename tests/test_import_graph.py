@@ -16,7 +16,8 @@ PACKAGE = Path(dragoman.__file__).parent
 # Each top-level part of the package, by layer: an import may only reach a lower layer (or
 # stay inside its own part). Parts on one layer are independent of each other.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"objects", "snapshots", "security"}),
+    # log_text: how untrusted strings are shown in logs, for every layer that logs them.
+    frozenset({"objects", "snapshots", "security", "log_text"}),
     frozenset({"sources"}),
     frozenset({"store"}),
     frozenset({"dag"}),

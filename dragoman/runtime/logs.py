@@ -13,6 +13,8 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from dragoman.log_text import cut
+
 if TYPE_CHECKING:
     from dragoman.dag.model import Problem
 
@@ -33,7 +35,8 @@ class JsonFormatter(logging.Formatter):
         for name in EXTRA_FIELDS:
             value = getattr(record, name, None)
             if value is not None:
-                entry[name] = str(value)
+                # `node` is what an xDS client claims: bounded like every client string.
+                entry[name] = cut(str(value))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         # ensure_ascii: control characters and any other byte a name carries stay escaped.

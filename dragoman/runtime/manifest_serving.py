@@ -22,7 +22,7 @@ from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.security.files import TlsFiles
 from dragoman.sources.errors import SourceError
-from dragoman.sources.manifests import ManifestDirectory
+from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
 from dragoman.xds.cache import cyclic_gc_paused
@@ -95,13 +95,21 @@ class ManifestServer:
             await ops.start()
             self.ops = ops
 
-    def reload(self, changed: Collection[str] | None = None) -> None:
+    async def reload(self, changed: Collection[str] | None = None) -> None:
         """Loads the directory (only the `changed` files when given) and publishes what it
-        means; nothing is built when no file's content changed."""
-        with cyclic_gc_paused():  # parsing allocates many acyclic values
-            result = self.directory.load(changed)
+        means; nothing is built when no file's content changed. Decoding and parsing grow
+        with what the files hold: they run off the event loop, so every xDS stream keeps
+        being served while a large (or hostile) file is read."""
+        result = await asyncio.to_thread(self._load, changed)
         if not result.changed:
             return
+        self._apply(result)
+
+    def _load(self, changed: Collection[str] | None) -> LoadResult:
+        with cyclic_gc_paused():  # parsing allocates many acyclic values
+            return self.directory.load(changed)
+
+    def _apply(self, result: LoadResult) -> None:
         errors = set(result.errors)
         for error in sorted(errors - self._reported, key=str):
             log.error("%s", error)
@@ -132,7 +140,7 @@ class ManifestServer:
                 self.ops = None
 
     async def _serve(self, stop: asyncio.Event) -> None:
-        self.reload()
+        await self.reload()
         # What the first load and build made lives as long as the process: keep the cyclic
         # collector from scanning it again on every later collection.
         gc.freeze()
@@ -169,9 +177,9 @@ class ManifestServer:
             await server.stop(grace=1.0)
             log.info("stopped")
 
-    def _on_change(self, changed: frozenset[str]) -> None:
+    async def _on_change(self, changed: frozenset[str]) -> None:
         try:
-            self.reload(changed)
+            await self.reload(changed)
         except Exception:  # a bug must not stop serving the last good snapshot
             log.exception(
                 "reload of %s failed; still serving the previous configuration",

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_settings import LOOKUP_FAMILIES, parse_resolver
 from dragoman.dag.upstreams.endpoint_addresses import exception_problem
@@ -45,6 +43,7 @@ from dragoman.dag.upstreams.external_name_policy import (
 )
 from dragoman.envoy.options import DEFAULT_SYSTEM_CA_FILE, TranslateOptions
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
+from dragoman.sources.decode import DecodeError, decode_documents
 from dragoman.sources.errors import FieldProblem
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_SUBDOMAIN
@@ -132,9 +131,13 @@ def load_config(path: Path) -> ServerConfig:
     if len(raw) > MAX_FILE_BYTES:
         raise ConfigError(name, [("", f"is larger than {MAX_FILE_BYTES} bytes")])
     try:
-        document = yaml.safe_load(raw.decode("utf-8")) if raw.strip() else {}
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        # The manifests' bounded decoder: nesting, aliases and integers are limited here too.
+        documents = decode_documents(raw, is_json=False) if raw.strip() else [{}]
+    except DecodeError as error:
         raise ConfigError(name, [("", f"is not valid YAML: {error}")]) from error
+    if len(documents) > 1:
+        raise ConfigError(name, [("", "holds more than one YAML document")])
+    document = documents[0] if documents else {}
     config = parse_config(document, name)
     check = config.dns_check
     if check.enabled and not check.resolvers and not _system_resolvers():

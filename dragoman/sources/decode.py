@@ -3,6 +3,10 @@
 YAML is read the way Kubernetes clients read it, with two differences from PyYAML's
 defaults: timestamps stay strings (as in JSON), and a key repeated in one mapping is an
 error instead of silently keeping the last value.
+
+Files come from whoever can write to the directory: size, nesting depth, expanded size
+(aliases) and integer length are bounded before the work they would cost is done, and every
+way a file can fail is a DecodeError naming it, never an exception escaping the loader.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from typing import Any
 
 import yaml
 
-try:  # libyaml's parser when PyYAML was built with it: several times faster
-    from yaml import CSafeLoader as _BaseLoader
-except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+from dragoman.sources.bounded_yaml import MAX_DEPTH, MAX_INT_DIGITS, BoundedLoader
+
+# A file larger than this is not read at all (Kubernetes stores objects of 1.5 MB at most).
+MAX_FILE_BYTES = 16 * 1024 * 1024
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
 
 
 class DecodeError(ValueError):
@@ -33,11 +39,12 @@ _MERGE = "tag:yaml.org,2002:merge"
 _TAG_CACHE_SIZE = 4096
 
 
-class _ManifestLoader(_BaseLoader):
-    """libyaml composes the nodes; mappings, sequences and strings (nearly every node of a
-    manifest) are built here in one recursive pass, without PyYAML's generic per-node
-    machinery (generators, deep-construction state). Merge keys and uncommon tags take
-    PyYAML's own path."""
+class _ManifestLoader(BoundedLoader):
+    """libyaml parses; BoundedLoader composes the nodes within its limits (depth, expanded
+    size); mappings, sequences and strings (nearly every node of a manifest) are built here in
+    one recursive pass (its depth is bounded by the composer's), without PyYAML's generic
+    per-node machinery (generators, deep-construction state). Merge keys and uncommon tags
+    take PyYAML's own path."""
 
     yaml_implicit_resolvers = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
@@ -147,6 +154,8 @@ def decode_documents(data: bytes, *, is_json: bool) -> list[Any]:
 
 
 def decode_text(data: bytes) -> str:
+    if len(data) > MAX_FILE_BYTES:
+        raise DecodeError(f"larger than {MAX_FILE_BYTES} bytes ({len(data)} bytes)")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -199,6 +208,10 @@ def _decode_yaml(text: str, first_line: int = 0) -> list[Any]:
         raise DecodeError(message) from None
     except yaml.YAMLError as exc:
         raise DecodeError(f"invalid YAML: {exc}") from None
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+        # A constructor failing on a value the limits let through: the file is still bad,
+        # and the server must go on.
+        raise DecodeError(f"invalid YAML: {type(exc).__name__}: {exc}") from None
 
 
 def _at(mark: yaml.Mark | None, first_line: int = 0) -> str:
@@ -206,12 +219,62 @@ def _at(mark: yaml.Mark | None, first_line: int = 0) -> str:
 
 
 def _decode_json(text: str) -> Any:
+    _check_json_depth(text)
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        document = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_json_int)
     except json.JSONDecodeError as exc:
         raise DecodeError(
             f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
+    except DecodeError:
+        raise
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise DecodeError(f"invalid JSON: {type(exc).__name__}: {exc}") from None
+    _check_json_strings(document)
+    return document
+
+
+def _check_json_depth(text: str) -> None:
+    """Refuses JSON nested deeper than MAX_DEPTH before json.loads recurses into it."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return  # cannot be deeper than the number of brackets it opens
+    depth = 0
+    for match in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        if match.group() in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise DecodeError(f"invalid JSON: nested more than {MAX_DEPTH} levels deep")
+        else:
+            depth -= 1
+
+
+def _json_int(digits: str) -> int:
+    if len(digits) > MAX_INT_DIGITS:
+        raise DecodeError(
+            f"invalid JSON: found an integer of {len(digits)} digits (at most {MAX_INT_DIGITS})"
+        )
+    return int(digits)
+
+
+def _check_json_strings(document: Any) -> None:
+    """JSON's \\u escapes can spell half a surrogate pair, which is no Unicode character
+    (and cannot be encoded again for Envoy); YAML parsers refuse those themselves."""
+    pending = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise DecodeError(
+                    "invalid JSON: a string holds an unpaired UTF-16 surrogate "
+                    f"({value.encode('utf-8', 'backslashreplace')[:80]!r})"
+                ) from None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

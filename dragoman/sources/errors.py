@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dragoman.log_text import plain
+
 # (field path, message), e.g. ("spec.ports[0].port", "expected an integer from 1 to 65535, got 0")
 FieldProblem = tuple[str, str]
 
@@ -19,8 +21,16 @@ class SourceError:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.origin} {self.object}" if self.object else self.origin
+        # A file name or object name can hold anything a file system or a manifest allows:
+        # shown escaped when it would break the log line (message values are, by `describe`).
+        origin, object = printable(self.origin), printable(self.object)
+        where = f"{origin} {object}" if object else origin
         return ": ".join(part for part in (where, self.field, self.message) if part)
+
+
+def printable(text: str) -> str:
+    """text itself when it is printable and of a sane length, else a quoted, cut form."""
+    return plain(text)
 
 
 class ObjectError(Exception):

@@ -106,6 +106,7 @@ class Node:
     def _list(
         self, key: str, *, required: bool, min_items: int, max_items: int | None
     ) -> list[Any] | None:
+        """The list under key; None when absent, not a list, or longer than max_items."""
         if self._absent(key, required):
             return None
         value = self.data[key]
@@ -116,6 +117,7 @@ class Node:
             self.report(self.at(key), f"must have at least {min_items} item(s)")
         if max_items is not None and len(value) > max_items:
             self.report(self.at(key), f"must have at most {max_items} items, got {len(value)}")
+            return None  # the object is refused: reading every item would be work for nothing
         return list(value)
 
     def optional_string(

@@ -17,13 +17,14 @@ from typing import Any
 
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.decode import (
+    MAX_FILE_BYTES,
     DecodeError,
     decode_documents,
     decode_text,
     decode_yaml_piece,
     split_yaml_documents,
 )
-from dragoman.sources.errors import ObjectError, SourceError
+from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.tree import FileStamp, scan_tree
@@ -203,7 +204,9 @@ class ManifestDirectory:
         full = self.path / relative
         try:
             before = os.stat(full)
-            data = full.read_bytes()
+            with open(full, "rb") as file:
+                # Never more than the limit in memory, even if the file grows meanwhile.
+                data = file.read(MAX_FILE_BYTES + 1)
             after = os.stat(full)
         except FileNotFoundError:
             return None
@@ -301,7 +304,10 @@ class ManifestDirectory:
                 continue
             if parsed is None:
                 log.debug(
-                    "%s: ignoring %s %s", item_origin, item.get("apiVersion"), item.get("kind")
+                    "%s: ignoring %s %s",
+                    printable(item_origin),
+                    printable(str(item.get("apiVersion"))),
+                    printable(str(item.get("kind"))),
                 )
             else:
                 objects.append(LocatedObject.of(item_origin, parsed))

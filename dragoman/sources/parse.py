@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dragoman.objects import KubeObject, ObjectMeta
-from dragoman.sources.errors import FieldProblem, ObjectError
+from dragoman.sources.errors import FieldProblem, ObjectError, printable
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_LABEL, Format
 from dragoman.sources.kinds import KINDS_BY_GROUP_KIND
@@ -64,8 +64,8 @@ def describe_object(doc: Mapping[str, Any], default_namespace: str = "default") 
     if not isinstance(name, str) or not name or not isinstance(namespace, str):
         return ""
     if _is_cluster_scoped(doc, kind):
-        return f"{kind}/{name}"
-    return f"{kind}/{namespace}/{name}"
+        return printable(f"{kind}/{name}")
+    return printable(f"{kind}/{namespace}/{name}")
 
 
 def _is_cluster_scoped(doc: Mapping[str, Any], kind: str) -> bool:

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+# Directories nested deeper than this below the root are reported, not read: the walk's
+# work and the paths it builds stay bounded whatever the tree looks like.
+MAX_DIRECTORY_DEPTH = 32
 
 
 class FileStamp(NamedTuple):
@@ -44,7 +47,18 @@ def scan_tree(root: Path) -> TreeScan:
     if not stat.S_ISDIR(root_stat.st_mode):
         raise NotADirectoryError(f"not a directory: {root}")
     visited.add((root_stat.st_dev, root_stat.st_ino))
-    _scan(root, "", files, unreadable, visited, is_root=True)
+    # Depth first with an explicit stack (no recursion, however deep the tree goes).
+    pending: list[tuple[Path, str, int]] = [(root, "", 0)]
+    while pending:
+        directory, prefix, depth = pending.pop()
+        subdirectories = _scan(directory, prefix, files, unreadable, visited, is_root=depth == 0)
+        for path, relative in reversed(subdirectories):
+            if depth + 1 > MAX_DIRECTORY_DEPTH:
+                unreadable.append(
+                    (relative, f"nested more than {MAX_DIRECTORY_DEPTH} directories deep")
+                )
+            else:
+                pending.append((path, relative + "/", depth + 1))
     files.sort(key=lambda f: f.path.split("/"))
     return TreeScan(tuple(files), tuple(sorted(unreadable)))
 
@@ -63,7 +77,10 @@ def _scan(
     visited: set[tuple[int, int]],
     *,
     is_root: bool = False,
-) -> None:
+) -> list[tuple[Path, str]]:
+    """Lists one directory: its manifest files into `files`, and returns its subdirectories
+    (path, relative path) not visited before."""
+    subdirectories: list[tuple[Path, str]] = []
     try:
         with os.scandir(directory) as entries:
             listing = sorted(entries, key=lambda e: e.name)
@@ -71,7 +88,7 @@ def _scan(
         if is_root:
             raise
         unreadable.append((prefix.rstrip("/"), exc.strerror or str(exc)))
-        return
+        return subdirectories
     for entry in listing:
         if entry.name.startswith("."):
             continue
@@ -91,6 +108,7 @@ def _scan(
             identity = (info.st_dev, info.st_ino)
             if identity not in visited:
                 visited.add(identity)
-                _scan(Path(entry.path), relative + "/", files, unreadable, visited)
+                subdirectories.append((Path(entry.path), relative))
         elif is_manifest and stat.S_ISREG(info.st_mode):
             files.append(FileStamp(relative, info.st_mtime_ns, info.st_size, info.st_ino))
+    return subdirectories

@@ -7,10 +7,10 @@ envoy.service.status.v3.ClientStatusDiscoveryService on the xDS gRPC server.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
+import re2
 from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus, UpdateFailureState
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.status.v3 import csds_pb2_grpc
@@ -32,6 +32,16 @@ from dragoman.xds.tls import peer_identity
 
 logger = logging.getLogger("dragoman.xds")
 
+# A request is answered on the event loop every stream shares: its work is bounded. RE2
+# (Envoy's regex engine) matches in time linear in the node id, and like Envoy (runtime key
+# re2.max_program_size.error_level) dragoman refuses programs over 100 instructions.
+MAX_NODE_MATCHERS = 64
+MAX_PATTERN_LENGTH = 1024
+MAX_PROGRAM_SIZE = 100
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the client's error, answered to it
+
 
 class UnsupportedMatcher(ValueError):
     """A ClientStatusRequest asks to match nodes in a way dragoman does not support."""
@@ -44,14 +54,14 @@ def client_status_response(
 
     Raises UnsupportedMatcher for node metadata matchers and invalid regular expressions.
     """
-    matchers = list(request.node_matchers)
-    for matcher in matchers:
-        _check(matcher)
+    if len(request.node_matchers) > MAX_NODE_MATCHERS:
+        raise UnsupportedMatcher(f"at most {MAX_NODE_MATCHERS} node_matchers are supported")
+    matchers = [_compiled(matcher) for matcher in request.node_matchers]
     by_node: dict[tuple[str, str], list[ConnectedStream]] = {}
     for stream in sorted(registry.streams(), key=lambda s: s.stream_id):
         if not stream.identified:
             continue
-        if matchers and not any(_matches(m, stream.node_id) for m in matchers):
+        if matchers and not any(matches(stream.node_id) for matches in matchers):
             continue
         by_node.setdefault((stream.node_id, stream.node_cluster), []).append(stream)
     configs = [
@@ -89,45 +99,56 @@ def _generic(status: ResourceStatus, include_contents: bool) -> ClientConfig.Gen
     return entry
 
 
-def _check(matcher: NodeMatcher) -> None:
+def _compiled(matcher: NodeMatcher) -> Callable[[str], bool]:
+    """Whether a node id matches `matcher`, checked and compiled once per request."""
     if matcher.node_metadatas:
         raise UnsupportedMatcher("node_matchers[].node_metadatas is not supported; match node_id")
-    if matcher.HasField("node_id"):
-        which = matcher.node_id.WhichOneof("match_pattern")
-        if which not in (None, "exact", "prefix", "suffix", "contains", "safe_regex"):
-            raise UnsupportedMatcher(f"node_matchers[].node_id.{which} is not supported")
-        if which == "safe_regex":
-            try:
-                re.compile(matcher.node_id.safe_regex.regex)
-            except re.error as error:
-                raise UnsupportedMatcher(
-                    f"node_matchers[].node_id.safe_regex.regex: invalid: {error}"
-                ) from error
-
-
-def _matches(matcher: NodeMatcher, node_id: str) -> bool:
     if not matcher.HasField("node_id"):
-        return True
-    return string_matches(matcher.node_id, node_id)
+        return lambda node_id: True
+    return string_matcher(matcher.node_id, "node_matchers[].node_id")
 
 
-def string_matches(matcher: StringMatcher, value: str) -> bool:
-    """Envoy's StringMatcher semantics for exact, prefix, suffix, contains and safe_regex."""
+def string_matcher(matcher: StringMatcher, field: str = "matcher") -> Callable[[str], bool]:
+    """Envoy's StringMatcher semantics for exact, prefix, suffix, contains and safe_regex (as
+    RE2, the engine Envoy uses). Raises UnsupportedMatcher, naming `field`, for other kinds
+    and for patterns Envoy would refuse."""
     which = matcher.WhichOneof("match_pattern")
     if which is None:
-        return True
+        return lambda value: True
     if which == "safe_regex":
-        return re.fullmatch(matcher.safe_regex.regex, value) is not None
+        regex = _regex(matcher.safe_regex.regex, f"{field}.safe_regex.regex")
+        return lambda value: regex.fullmatch(value) is not None
+    if which not in ("exact", "prefix", "suffix", "contains"):
+        raise UnsupportedMatcher(f"{field}.{which} is not supported")
     pattern: str = getattr(matcher, which)
-    if matcher.ignore_case:
-        pattern, value = pattern.lower(), value.lower()
-    if which == "exact":
-        return value == pattern
-    if which == "prefix":
-        return value.startswith(pattern)
-    if which == "suffix":
-        return value.endswith(pattern)
-    return pattern in value
+    fold = matcher.ignore_case
+    if fold:
+        pattern = pattern.lower()
+    compare: Callable[[str, str], bool] = {
+        "exact": str.__eq__,
+        "prefix": str.startswith,
+        "suffix": str.endswith,
+        "contains": str.__contains__,
+    }[which]
+    return lambda value: compare(value.lower() if fold else value, pattern)
+
+
+def _regex(pattern: str, field: str) -> re2._Regexp:
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise UnsupportedMatcher(f"{field}: longer than {MAX_PATTERN_LENGTH} characters")
+    try:
+        compiled = re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as error:
+        detail = error.args[0] if error.args else error
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        raise UnsupportedMatcher(f"{field}: invalid RE2 regular expression: {detail}") from None
+    if compiled.programsize > MAX_PROGRAM_SIZE:
+        raise UnsupportedMatcher(
+            f"{field}: too complex (RE2 program size {compiled.programsize}, "
+            f"at most {MAX_PROGRAM_SIZE})"
+        )
+    return compiled
 
 
 class ClientStatusService(csds_pb2_grpc.ClientStatusDiscoveryServiceServicer):

@@ -25,6 +25,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
 )
 
+from dragoman.log_text import plain, quoted, quoted_list
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
@@ -48,6 +49,9 @@ from dragoman.xds.wire import DeltaResponse, Response, SotwResponse, serialize
 logger = logging.getLogger("dragoman.xds")
 
 FETCH_UNIMPLEMENTED = "REST-style Fetch* xDS is not implemented by dragoman; use a stream"
+
+# Envoy's NACK messages name the resource and field at fault: worth more room than a name.
+MAX_NACK_SHOWN = 1024
 
 SERVER_OPTIONS: list[tuple[str, int]] = [
     # No SO_REUSEPORT: a second control plane on the same port must fail, not share it.
@@ -202,7 +206,7 @@ class XdsStreams:
                     try:
                         responses += _feed(protocol, request, snapshot)
                     except StreamError as error:
-                        logger.warning("xDS stream %s: %s", _describe(stream), error)
+                        logger.warning("xDS stream %s: %s", _describe(stream), quoted(str(error)))
                         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
                     # Not kept while the stream idles: a SotW EDS request names every CLA.
                     request = None
@@ -268,13 +272,13 @@ class XdsStreams:
         )
         if isinstance(access, Refusal):
             logger.warning(
-                "xDS %s refused: node=%r cluster=%r identity=%s peer=%s: %s",
+                "xDS %s refused: node=%s cluster=%s identity=%s peer=%s: %s",
                 _kind(stream),
-                request.node.id,
-                request.node.cluster,
-                stream.identity or "(none)",
+                quoted(request.node.id),
+                quoted(request.node.cluster),
+                plain(str(stream.identity)) if stream.identity else "(none)",
                 stream.peer,
-                access.message,
+                quoted(access.message, MAX_NACK_SHOWN),
             )
             return access
         stream.identified = True
@@ -287,7 +291,7 @@ class XdsStreams:
             _kind(stream),
             _describe(stream),
             stream.peer,
-            f" identity={stream.identity}" if stream.identity is not None else "",
+            f" identity={plain(str(stream.identity))}" if stream.identity is not None else "",
             extra={"node": stream.node_id},
         )
         self._check_gateway(stream)
@@ -388,49 +392,46 @@ def _kind(stream: ConnectedStream) -> str:
 def _describe(stream: ConnectedStream) -> str:
     base, grpc = split_group(stream.group)
     group = (base or "(all gateways)") + (GRPC_GROUP_SUFFIX if grpc else "")
-    return f"node={stream.node_id!r} cluster={stream.node_cluster!r} group={group!r}"
+    return (
+        f"node={quoted(stream.node_id)} cluster={quoted(stream.node_cluster)} group={quoted(group)}"
+    )
 
 
 def _short(type_url: str) -> str:
-    return SHORT_NAMES.get(type_url, type_url)
+    return SHORT_NAMES.get(type_url) or quoted(type_url)
 
 
 def _log_event(stream: ConnectedStream, event: StreamEvent) -> None:
     if isinstance(event, Nack):
         logger.warning(
-            "NACK from node %r: %s version %s rejected (nonce %s, resources %s): %s",
-            stream.node_id,
+            "NACK from node %s: %s version %s rejected (nonce %s, resources %s): %s",
+            quoted(stream.node_id),
             _short(event.type_url),
-            event.version,
-            event.nonce,
-            _some(event.resource_names),
-            event.message,
+            quoted(event.version),
+            quoted(event.nonce),
+            quoted_list(event.resource_names),
+            quoted(event.message, MAX_NACK_SHOWN),
             extra={"node": stream.node_id},
         )
     elif isinstance(event, Ack):
         logger.debug(
-            "ACK from node %r: %s version %s (nonce %s)",
-            stream.node_id,
+            "ACK from node %s: %s version %s (nonce %s)",
+            quoted(stream.node_id),
             _short(event.type_url),
-            event.version,
-            event.nonce,
+            quoted(event.version),
+            quoted(event.nonce),
         )
     elif isinstance(event, StaleRequest):
         logger.debug(
-            "ignored stale %s request from node %r: nonce %r, expected %r%s",
+            "ignored stale %s request from node %s: nonce %s, expected %s%s",
             _short(event.type_url),
-            stream.node_id,
-            event.nonce,
-            event.expected_nonce,
-            f" (stale NACK: {event.error_message})" if event.error_message else "",
+            quoted(stream.node_id),
+            quoted(event.nonce),
+            quoted(event.expected_nonce),
+            f" (stale NACK: {quoted(event.error_message, MAX_NACK_SHOWN)})"
+            if event.error_message
+            else "",
         )
-
-
-def _some(names: tuple[str, ...], shown: int = 5) -> str:
-    if not names:
-        return "none"
-    listed = ", ".join(names[:shown])
-    return listed if len(names) <= shown else f"{listed} and {len(names) - shown} more"
 
 
 def _log_push(stream: ConnectedStream, response: Response) -> None:
@@ -438,22 +439,22 @@ def _log_push(stream: ConnectedStream, response: Response) -> None:
         return
     if isinstance(response, SotwResponse):
         logger.debug(
-            "sending %s version %s nonce %s (%d resources) to node %r",
+            "sending %s version %s nonce %s (%d resources) to node %s",
             _short(response.type_url),
             response.version_info,
             response.nonce,
             len(response.names),
-            stream.node_id,
+            quoted(stream.node_id),
         )
     elif isinstance(response, DeltaResponse):
         logger.debug(
-            "sending delta %s system version %s nonce %s (%d resources, %d removed) to node %r",
+            "sending delta %s system version %s nonce %s (%d resources, %d removed) to node %s",
             _short(response.type_url),
             response.system_version_info,
             response.nonce,
             len(response.names),
             len(response.removed),
-            stream.node_id,
+            quoted(stream.node_id),
         )
 
 

@@ -73,10 +73,11 @@ def test_the_debug_page_in_a_headless_browser(tmp_path: Path) -> None:
         stop = asyncio.Event()
         await server.start_ops()
         task = asyncio.create_task(server.run(stop))
+        # The client's stream starts connecting when made: only once the server listens.
+        await until(lambda: server.serving)
         channel = grpc.aio.insecure_channel(config.xds_address)
         client = XdsClient(channel, Node(id="envoy-7", cluster="default/edge"))
         try:
-            await until(lambda: server.serving)
             await client.subscribe(CLUSTER)
             await client.receive_acked()
             await client.subscribe(LISTENER)

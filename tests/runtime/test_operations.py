@@ -95,7 +95,7 @@ def test_scraped_metrics_are_exactly_what_happened(tmp_path: Path) -> None:
                 await until(lambda: server.metrics.nacks.labels("LDS")._value.get() == 1)
                 # One EndpointSlice change: the EDS fast path.
                 write(tmp_path, "endpoints.yaml", endpoints("10.0.0.1", "10.0.0.2"))
-                server.reload()
+                await server.reload()
                 _, content_type, text = await asyncio.to_thread(get, port, "/metrics")
             finally:
                 client.cancel()

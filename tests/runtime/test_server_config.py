@@ -269,3 +269,15 @@ def test_a_dns_check_without_resolvers_needs_the_system_ones(
     assert "no resolver configuration" in message
     monkeypatch.setattr(dragoman.runtime.server_config, "_system_resolvers", lambda: True)
     assert load_config(path).dns_check.enabled is True
+
+
+def test_hostile_config_files_are_errors_not_crashes(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("externalNames: " + "[" * 40_000 + "]" * 40_000 + "\n")
+    two = tmp_path / "two.yaml"
+    two.write_text("externalNames: {}\n---\nexternalNames: {}\n")
+
+    with pytest.raises(ConfigError, match="nested more than 100 levels deep"):
+        load_config(deep)
+    with pytest.raises(ConfigError, match="more than one YAML document"):
+        load_config(two)

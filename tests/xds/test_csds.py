@@ -236,6 +236,54 @@ def test_csds_node_matchers_and_excluded_contents() -> None:
     run(scenario)
 
 
+def test_csds_regex_is_re2_and_bounded() -> None:
+    """`(a+)+b` backtracks for seconds in Python's re over a 28-character node id; RE2 (what
+    Envoy uses) answers at once. Patterns Envoy refuses are refused with INVALID_ARGUMENT."""
+    hostile_id = "a" * 28
+
+    async def scenario() -> None:
+        async with xds_channel(cache_with(base())) as channel:
+            clients = [XdsClient(channel, Node(id=name)) for name in (hostile_id, "gw-1")]
+            for client in clients:
+                await client.subscribe(CLUSTER)
+                await client.receive_acked()
+            await settled(channel, lambda r: len(r.config) == 2)
+
+            def regex(pattern: str) -> ClientStatusRequest:
+                matcher = StringMatcher()
+                matcher.safe_regex.regex = pattern
+                return ClientStatusRequest(node_matchers=[NodeMatcher(node_id=matcher)])
+
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            response = await fetch(channel, regex("(a+)+b"))
+            assert response.config == []  # nothing ends in b
+            response = await fetch(channel, regex("(a+)+"))
+            assert [c.node.id for c in response.config] == [hostile_id]
+            # Generous: Python's re takes seconds on the first pattern alone.
+            assert loop.time() - started < 2.0
+            for pattern, detail in (
+                ("(a", "invalid RE2"),
+                ("a{1000}", "too complex"),
+                ("(?=a)", "invalid RE2"),  # lookahead: Python re syntax, not RE2
+                ("x" * 2000, "longer than"),
+            ):
+                with pytest.raises(grpc.aio.AioRpcError) as raised:
+                    await fetch(channel, regex(pattern))
+                assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert detail in (raised.value.details() or ""), pattern
+            many = ClientStatusRequest(
+                node_matchers=[NodeMatcher(node_id=StringMatcher(exact="x"))] * 65
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await fetch(channel, many)
+            assert "at most 64 node_matchers" in (raised.value.details() or "")
+            for client in clients:
+                client.cancel()
+
+    run(scenario)
+
+
 def test_csds_stream_answers_each_request() -> None:
     async def scenario() -> None:
         registry = StreamRegistry()

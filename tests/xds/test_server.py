@@ -186,6 +186,31 @@ def test_nack_is_logged_and_rejected_content_not_resent(caplog: pytest.LogCaptur
         run(scenario)
 
 
+def test_client_strings_are_logged_bounded_and_escaped(caplog: pytest.LogCaptureFixture) -> None:
+    """A 1 MB node id and a NACK message with line breaks: every record stays one short line."""
+    hostile = Node(id="n" * 1_000_000 + "\nFORGED", cluster="c\r\nFORGED")
+
+    async def scenario() -> None:
+        cache = SnapshotCache()
+        cache.set_snapshots({ALL_GATEWAYS: with_clusters("a")})
+        async with serving(cache) as (_, registry, channel):
+            call = ads(channel)
+            await call.write(request(CLUSTER, node=hostile))
+            cds = await read(call)
+            await call.write(nack(cds, "bad\nWARNING dragoman.xds: FORGED" + "x" * 100_000))
+            (stream,) = registry.streams()
+            await until(lambda: stream.type_statuses()[0].last_nack is not None)
+            call.cancel()
+
+    with caplog.at_level(logging.DEBUG, logger="dragoman.xds"):
+        run(scenario)
+    messages = [r.getMessage() for r in caplog.records if r.name == "dragoman.xds"]
+    assert any("NACK" in m for m in messages) and any("connected" in m for m in messages)
+    for message in messages:
+        assert "\n" not in message and "\r" not in message, message[:300]
+        assert len(message) < 4000, message[:300]
+
+
 def test_ads_empty_type_url_is_invalid_argument() -> None:
     async def scenario() -> None:
         cache = SnapshotCache(per_type=PerTypeConfigSources())

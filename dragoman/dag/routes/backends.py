@@ -12,7 +12,7 @@ from dragoman.dag.reference_grants import (
     route_referrer,
     service_target,
 )
-from dragoman.dag.routes.filters import header_edits
+from dragoman.dag.routes.filters import envoy_refuses, header_edits
 from dragoman.dag.upstreams.clusters import (
     Unresolved,
     cluster_warnings,
@@ -79,6 +79,18 @@ def _backend_filters(
     problems: list[Problem] = []
     for index, route_filter in enumerate(ref.filters):
         rewrite = route_filter.url_rewrite
+        refused = envoy_refuses(route_filter, f"{field}.filters[{index}]")
+        if refused:
+            problems.extend(
+                Problem(
+                    route.key,
+                    at,
+                    "UnsupportedValue",
+                    f"{message}; requests sent to this backend answer 500",
+                )
+                for at, message in refused
+            )
+            continue
         if route_filter.request_header_modifier is not None:
             request, header_host = header_edits(route_filter.request_header_modifier)
             host = host or header_host

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.model import NO_EDITS, CorsPolicy, HeaderEdits, PathRewrite, Problem, Redirect
+from dragoman.dag.routes.envoy_strings import header_name_problem, header_value_problem
 from dragoman.objects import HeaderModifier, ObjectKey, RequestMirror, RouteFilter
 
 HOST = "host"
@@ -52,6 +53,16 @@ def rule_filters(
     for index, route_filter in enumerate(filters):
         at = f"{field_path}[{index}]"
         kind = route_filter.type
+        refused = envoy_refuses(route_filter, at)
+        if refused:
+            # Sent as written, Envoy would refuse the route table of every route on the
+            # listener; refused here, only this rule answers 500.
+            invalid = True
+            for field, message in refused:
+                problem(
+                    field, "UnsupportedValue", f"{message}; requests this rule matches answer 500"
+                )
+            continue
         if route_filter.request_header_modifier is not None:
             request, host = header_edits(route_filter.request_header_modifier)
             host_rewrite = host_rewrite or host
@@ -127,6 +138,49 @@ def rule_filters(
         problems=tuple(problems),
         cors=cors,
     )
+
+
+def envoy_refuses(route_filter: RouteFilter, at: str) -> list[tuple[str, str]]:
+    """(field, why) for every string of `route_filter` (at `at`) that Envoy would refuse."""
+    found: list[tuple[str, str]] = []
+    for key, modifier, response in (
+        ("requestHeaderModifier", route_filter.request_header_modifier, False),
+        ("responseHeaderModifier", route_filter.response_header_modifier, True),
+    ):
+        if modifier is None:
+            continue
+        for list_name, headers in (("set", modifier.set), ("add", modifier.add)):
+            for index, header in enumerate(headers):
+                field = f"{at}.{key}.{list_name}[{index}]"
+                name_problem = header_name_problem(header.name, editable_host=not response)
+                if name_problem is not None:
+                    found.append((f"{field}.name", name_problem))
+                value_problem = header_value_problem(header.value)
+                if value_problem is not None:
+                    found.append((f"{field}.value", value_problem))
+        for index, name in enumerate(modifier.remove):
+            # A request's Host is never removed (reported apart, and the entry ignored).
+            name_problem = header_name_problem(name, editable_host=not response)
+            if name_problem is not None:
+                found.append((f"{at}.{key}.remove[{index}]", name_problem))
+    for key, spec in (
+        ("requestRedirect", route_filter.request_redirect),
+        ("urlRewrite", route_filter.url_rewrite),
+    ):
+        if spec is None:
+            continue
+        if spec.path is not None:
+            field = (
+                "replaceFullPath" if spec.path.type == "ReplaceFullPath" else "replacePrefixMatch"
+            )
+            path_problem = header_value_problem(spec.path.value)
+            if path_problem is not None:
+                found.append((f"{at}.{key}.path.{field}", path_problem))
+        if spec.hostname is not None:
+            host_problem = header_value_problem(spec.hostname)
+            if host_problem is not None:
+                found.append((f"{at}.{key}.hostname", host_problem))
+    return found
 
 
 def header_edits(

@@ -1,0 +1,230 @@
+"""A YAML loader whose work is bounded by limits, not by what a hostile file asks for.
+
+PyYAML's C composer recurses once per nesting level (a 40,000-deep `[[[...]]]` overflows
+the C stack and kills the process: no exception to catch), and aliases let a few kilobytes
+stand for millions of nodes. So libyaml only tokenizes here (its parser keeps an explicit
+stack); the composer below is a loop over its events that refuses, before building
+anything further, a document nested deeper than `max_depth` (aliases count with the depth
+of what they stand for) or expanding to more than `max_nodes` nodes (an alias counts every
+node it stands for). Integers longer than `max_int_digits` are refused instead of being
+converted (int() is quadratic in the digit count, and past 4,300 digits raises ValueError).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from yaml.events import (
+    AliasEvent,
+    CollectionEndEvent,
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+try:  # libyaml's parser when PyYAML was built with it: several times faster
+    from yaml.cyaml import CParser as _Parser
+except ImportError:  # pragma: no cover
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class _Parser(Reader, Scanner, Parser):  # type: ignore[no-redef]
+        def __init__(self, stream: str) -> None:
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
+
+
+# Kubernetes objects nest about 25 levels at most (the Gateway API CRDs' own schemas).
+MAX_DEPTH = 100
+# Expanded nodes per file: a List of several thousand objects fits; an alias bomb does not.
+MAX_NODES = 1_000_000
+# Python's own limit for int() of a decimal string (sys.get_int_max_str_digits()).
+MAX_INT_DIGITS = 4300
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_depth: int = MAX_DEPTH
+    max_nodes: int = MAX_NODES
+    max_int_digits: int = MAX_INT_DIGITS
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class LimitError(yaml.MarkedYAMLError):
+    """A document over one of the limits; raised before the work the limit guards."""
+
+
+class _Open:
+    """A collection whose end event has not come yet."""
+
+    __slots__ = ("anchor", "depth", "key", "node", "nodes_before")
+
+    def __init__(self, node: SequenceNode | MappingNode, anchor: str | None, nodes_before: int):
+        self.node = node
+        self.anchor = anchor
+        self.nodes_before = nodes_before  # expanded nodes counted before this one began
+        self.depth = 1  # levels below and including this node, aliases expanded
+        self.key: Node | None = None  # a mapping's key waiting for its value
+
+
+class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """`yaml.load_all(text, Loader=...)` with the limits of `limits` (a class attribute, so
+    a subclass can change them)."""
+
+    limits: Limits = DEFAULT_LIMITS
+
+    def __init__(self, stream: str) -> None:
+        _Parser.__init__(self, stream)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self._expanded = 0  # nodes of the documents composed so far, aliases expanded
+
+    # The composer interface the constructor calls (replacing the C composer).
+
+    def check_node(self) -> bool:
+        if self.check_event(StreamStartEvent):
+            self.get_event()
+        return not self.check_event(StreamEndEvent)
+
+    def get_node(self) -> Node | None:
+        if self.check_event(StreamEndEvent):
+            return None
+        return self._compose_document()
+
+    def get_single_node(self) -> Node | None:
+        self.get_event()  # StreamStartEvent
+        document = None if self.check_event(StreamEndEvent) else self._compose_document()
+        if not self.check_event(StreamEndEvent):
+            event = self.get_event()
+            raise yaml.composer.ComposerError(
+                "expected a single document in the stream",
+                document.start_mark if document is not None else None,
+                "but found another document",
+                event.start_mark,
+            )
+        self.get_event()
+        return document
+
+    def _compose_document(self) -> Node:
+        start = self.get_event()
+        assert isinstance(start, DocumentStartEvent)
+        anchors: dict[str, tuple[Node, int, int]] = {}  # anchor -> (node, nodes, depth)
+        open_: list[_Open] = []
+        nodes = self._expanded  # the limit holds for the whole file, not each document
+        root: Node | None = None
+
+        while root is None:
+            event = self.get_event()
+            depth = len(open_) + 1  # the level this event's node sits at
+            if isinstance(event, CollectionEndEvent):
+                closed = open_.pop()
+                closed.node.end_mark = event.end_mark
+                if closed.anchor is not None:
+                    anchors[closed.anchor] = (
+                        closed.node,
+                        nodes - closed.nodes_before,
+                        closed.depth,
+                    )
+                node: Node = closed.node
+                height = closed.depth
+            elif isinstance(event, AliasEvent):
+                if event.anchor not in anchors:
+                    open_anchors = {o.anchor for o in open_}
+                    problem = (
+                        f"found a recursive alias {event.anchor!r}"
+                        if event.anchor in open_anchors
+                        else f"found undefined alias {event.anchor!r}"
+                    )
+                    raise yaml.composer.ComposerError(None, None, problem, event.start_mark)
+                node, size, height = anchors[event.anchor]
+                nodes += size
+                self._check(nodes, depth + height - 1, event)
+            else:
+                nodes += 1
+                self._check(nodes, depth, event)
+                anchor = event.anchor
+                if isinstance(event, ScalarEvent):
+                    node = self._scalar(event)
+                    height = 1
+                elif isinstance(event, SequenceStartEvent):
+                    tag = event.tag
+                    if tag is None or tag == "!":
+                        tag = self.resolve(SequenceNode, None, event.implicit)
+                    sequence = SequenceNode(
+                        tag, [], event.start_mark, None, flow_style=event.flow_style
+                    )
+                    open_.append(_Open(sequence, anchor, nodes - 1))
+                    continue
+                elif isinstance(event, MappingStartEvent):
+                    tag = event.tag
+                    if tag is None or tag == "!":
+                        tag = self.resolve(MappingNode, None, event.implicit)
+                    mapping = MappingNode(
+                        tag, [], event.start_mark, None, flow_style=event.flow_style
+                    )
+                    open_.append(_Open(mapping, anchor, nodes - 1))
+                    continue
+                else:  # pragma: no cover - libyaml emits nothing else inside a document
+                    raise yaml.composer.ComposerError(
+                        None, None, f"unexpected {type(event).__name__}", event.start_mark
+                    )
+                if anchor is not None:
+                    anchors[anchor] = (node, 1, 1)
+            if not open_:
+                root = node
+                break
+            parent = open_[-1]
+            parent.depth = max(parent.depth, height + 1)
+            if isinstance(parent.node, SequenceNode):
+                parent.node.value.append(node)
+            elif parent.key is None:
+                parent.key = node
+            else:
+                parent.node.value.append((parent.key, node))
+                parent.key = None
+
+        end = self.get_event()
+        assert isinstance(end, DocumentEndEvent)
+        self._expanded = nodes
+        return root
+
+    def _scalar(self, event: ScalarEvent) -> ScalarNode:
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(ScalarNode, event.value, event.implicit)
+        if tag == "tag:yaml.org,2002:int" and len(event.value) > self.limits.max_int_digits:
+            raise LimitError(
+                None,
+                None,
+                f"found an integer of {len(event.value)} characters "
+                f"(at most {self.limits.max_int_digits})",
+                event.start_mark,
+            )
+        return ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+
+    def _check(self, nodes: int, depth: int, event: Any) -> None:
+        if depth > self.limits.max_depth:
+            raise LimitError(
+                None,
+                None,
+                f"nested more than {self.limits.max_depth} levels deep",
+                event.start_mark,
+            )
+        if nodes > self.limits.max_nodes:
+            raise LimitError(
+                None,
+                None,
+                f"more than {self.limits.max_nodes} values (aliases count every value they repeat)",
+                event.start_mark,
+            )
