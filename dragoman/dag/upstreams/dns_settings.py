@@ -32,6 +32,9 @@ LOOKUP_FAMILIES = {
     "v4-preferred": "V4_PREFERRED",
     "all": "ALL",
 }
+# The family used when neither the Service nor the server configuration names one: Envoy's
+# own default, so names dragoman checks and names Envoy resolves pick addresses alike.
+DEFAULT_LOOKUP_FAMILY = "V4_PREFERRED"
 MODES = ("strict", "logical")
 DEFAULT_RESOLVERS = "Envoy's resolver (from its bootstrap)"
 DNS_PORT = 53
