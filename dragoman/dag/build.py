@@ -172,7 +172,11 @@ def build(
         policy = options.external_names
         statuses = with_dns_conditions(statuses, routes_to_names, upstream.dns, policy)
     # Checked external names' addresses, and ExternalNames' externalIPs.
-    assignments.update(checked_assignments(clusters, upstream.dns, options.external_names))
+    assignments.update(
+        checked_assignments(
+            clusters, upstream.dns, options.external_names, options.dns_lookup_family
+        )
+    )
     return Dag(
         groups=groups,
         clusters=clusters,

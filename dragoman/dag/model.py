@@ -74,6 +74,10 @@ class DnsSettings:
 
 DEFAULT_DNS_SETTINGS = DnsSettings()
 
+# The family used when neither the Service nor the server configuration names one: Envoy's
+# own default, so names dragoman checks and names Envoy resolves pick addresses alike.
+DEFAULT_LOOKUP_FAMILY = "V4_PREFERRED"
+
 
 @dataclass(frozen=True, slots=True)
 class EdsCluster:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dragoman.dag.external_name_policy import NO_POLICY, ExternalNamePolicy, Network
+from dragoman.dag.model import DEFAULT_LOOKUP_FAMILY
 
 # The GatewayClass spec.controllerName that names dragoman, unless configured otherwise.
 DEFAULT_CONTROLLER_NAME = "dragoman.dev/gateway-controller"
@@ -27,6 +28,9 @@ class BuildOptions:
     # EndpointSlice addresses inside the always-denied ranges (loopback, link-local, ...)
     # that may still be endpoints: a lab whose pods are processes on 127.0.0.x.
     endpoint_networks: tuple[Network, ...] = ()
+    # The lookup family for Services that name none (the server's dnsDefaults): which of
+    # the DNS check's addresses are served, as Envoy would pick them resolving the name.
+    dns_lookup_family: str = DEFAULT_LOOKUP_FAMILY
     # Where clients reach the Gateways (IP addresses or hostnames), written to every served
     # Gateway's status.addresses: the operator's list, then the load balancer addresses of
     # `address_service` (namespace, name), the Service in front of Envoy, when one is named.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dragoman.dag.model import DEFAULT_LOOKUP_FAMILY
+
 # The values of envoy.extensions.clusters.common.dns.v3.DnsLookupFamily we accept by name.
 DNS_LOOKUP_FAMILIES = ("AUTO", "V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL")
 DEFAULT_SYSTEM_CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
@@ -16,7 +18,7 @@ class TranslateOptions:
     # Defaults follow Envoy Gateway: refresh every 30 s, honour the record's TTL, prefer IPv4.
     dns_refresh_s: int = 30
     dns_respect_ttl: bool = True
-    dns_lookup_family: str = "V4_PREFERRED"
+    dns_lookup_family: str = DEFAULT_LOOKUP_FAMILY
     # The CA bundle Envoy trusts for "system" CAs (TLS to external hosts without a
     # BackendTLSPolicy CA). A path on Envoy's machine: Debian, Ubuntu (the envoyproxy/envoy
     # image) and Alpine keep it here; RHEL-family systems in /etc/pki/tls/certs/ca-bundle.crt.

@@ -135,7 +135,9 @@ class Controller:
         for value in checked_clusters(dag.clusters):
             if value.hostname in changed:
                 served = served_addresses(value.hostname, dns.get(value.hostname), policy)
-                assignments[value.name] = checked_assignment(value, served)
+                assignments[value.name] = checked_assignment(
+                    value, served, self.build_options.dns_lookup_family
+                )
         statuses = with_dns_conditions(dag.statuses, dag.dns_routes, dns, policy, changed)
         statuses_changed = statuses != dag.statuses
         dag = dataclasses.replace(dag, load_assignments=assignments, statuses=statuses)

@@ -100,6 +100,7 @@ class ServerConfig:
             external_names=self.external_names,
             dns_check=self.dns_check.enabled,
             endpoint_networks=self.endpoint_networks,
+            dns_lookup_family=self.dns_lookup_family or base.dns_lookup_family,
         )
 
     def translate_options(self, base: TranslateOptions = TranslateOptions()) -> TranslateOptions:

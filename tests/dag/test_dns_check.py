@@ -15,6 +15,7 @@ from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_settings import LOOKUP_FAMILY, RESOLVERS
 from dragoman.dag.upstreams.endpoints import checked_assignment
 from dragoman.objects import ObjectKey
+from dragoman.runtime.server_config import ServerConfig
 from tests.support.builders import external_service, http_route, service
 from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
 
@@ -243,8 +244,9 @@ def endpoint_hosts(dag: Dag, cluster: str = "default/ext/443") -> list[tuple[str
 
 def test_a_checked_name_is_served_as_its_checked_addresses_keeping_the_name() -> None:
     dns = {"api.example.com": DnsObservation(("93.184.216.34", "2606:2800:220:1::1"))}
+    both_families = dataclasses.replace(CHECKED, dns_lookup_family="ALL")
 
-    dag = build_yaml(*OBJECTS, options=CHECKED, dns=dns)
+    dag = build_yaml(*OBJECTS, options=both_families, dns=dns)
 
     [cluster] = dag.clusters.values()
     assert isinstance(cluster, DnsCluster) and cluster.checked
@@ -271,7 +273,8 @@ def test_without_the_check_envoy_resolves_and_no_endpoints_are_served() -> None:
         ("v6", ["2001:db8::1"]),
         ("v4-preferred", ["192.0.2.1"]),
         ("all", ["192.0.2.1", "2001:db8::1"]),
-        (None, ["192.0.2.1", "2001:db8::1"]),
+        # No annotation: the server's default (V4_PREFERRED), as Envoy would resolve it.
+        (None, ["192.0.2.1"]),
     ],
 )
 def test_the_services_lookup_family_picks_the_checked_addresses_used(
@@ -286,11 +289,39 @@ def test_the_services_lookup_family_picks_the_checked_addresses_used(
     assert [address for address, _, _ in endpoint_hosts(dag)] == expected
 
 
+@pytest.mark.parametrize(
+    ("server_family", "expected"),
+    [
+        ("ALL", ["192.0.2.1", "2001:db8::1"]),
+        ("V6_ONLY", ["2001:db8::1"]),
+        ("V4_ONLY", ["192.0.2.1"]),
+    ],
+)
+def test_the_servers_lookup_family_applies_to_services_that_name_none(
+    server_family: str, expected: list[str]
+) -> None:
+    service = external_service("ext", "api.example.com")
+    dns = {"api.example.com": DnsObservation(("192.0.2.1", "2001:db8::1"))}
+    options = dataclasses.replace(CHECKED, dns_lookup_family=server_family)
+
+    dag = build_yaml(GATEWAY, service, http_route("r", "ext", 443), options=options, dns=dns)
+
+    assert [address for address, _, _ in endpoint_hosts(dag)] == expected
+
+
+def test_the_config_files_lookup_family_reaches_the_build() -> None:
+    config = ServerConfig(dns_lookup_family="V6_ONLY")
+    assert config.build_options().dns_lookup_family == "V6_ONLY"
+    assert config.translate_options().dns_lookup_family == "V6_ONLY"
+    assert ServerConfig().build_options().dns_lookup_family == "V4_PREFERRED"
+
+
 def test_v6_preferred_falls_back_to_v4_only_without_v6() -> None:
     cluster = DnsCluster("c", ObjectKey("Service", "d", "s"), "h.example", 80, checked=True)
     v4_only = checked_assignment(
         dataclasses.replace(cluster, dns=DnsSettings(lookup_family="V6_PREFERRED")),
         ["192.0.2.1"],
+        "V4_ONLY",
     )
     assert [e.address for p in v4_only.localities for e in p.endpoints] == ["192.0.2.1"]
 

@@ -98,7 +98,7 @@ endpoints: [{{addresses: [127.0.0.2]}}]
     dns.start()
     xds_address = f"127.0.0.1:{free_port()}"
     dragoman = DragomanProcess(manifests, xds_address, root / "dragoman.log").start()
-    envoy = start_envoy(root, xds_address, dns.port)
+    envoy = start_envoy(root, xds_address, dns.port, node_cluster="default/hostile")
     w = World(manifests, f"http://127.0.0.1:{listener_port}", dragoman, envoy)
     try:
         try:

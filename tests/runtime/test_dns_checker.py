@@ -229,9 +229,9 @@ def test_the_loop_serves_checked_addresses_and_refuses_a_rebinding(
     responder: DnsResponder,
 ) -> None:
     clock = Clock()
-    controller = Controller(
-        SnapshotCache(per_type=PerTypeConfigSources()), BuildOptions(dns_check=True)
-    )
+    # Both families served (lookupFamily: all), so every checked address is an endpoint.
+    options = BuildOptions(dns_check=True, dns_lookup_family="ALL")
+    controller = Controller(SnapshotCache(per_type=PerTypeConfigSources()), options)
     controller.update(store())
     assert controller.dag is not None
     assert controller.dag.clusters == {}  # not checked yet: not served

@@ -572,7 +572,11 @@ class _State:
                 clusters, store, previous.load_assignments, previous_store, changed, allowed
             )
         # Checked external names' addresses, and ExternalNames' externalIPs (as dag.build).
-        assignments.update(checked_assignments(clusters, self.dns, self.options.external_names))
+        assignments.update(
+            checked_assignments(
+                clusters, self.dns, self.options.external_names, self.options.dns_lookup_family
+            )
+        )
         self.upstream_problems = [
             *slice_problems(store.endpoint_slices.values(), allowed),
             *affinity_timeout_problems(clusters.values(), store.services),

@@ -253,25 +253,32 @@ def _dns_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:
 
 
 def checked_assignments(
-    clusters: Mapping[str, Cluster], dns: DnsObservations, policy: ExternalNamePolicy
+    clusters: Mapping[str, Cluster],
+    dns: DnsObservations,
+    policy: ExternalNamePolicy,
+    default_family: str,
 ) -> dict[str, LoadAssignment]:
     """A load assignment for each external-name cluster dragoman gives its endpoints: its
     externalIPs, or the DNS check's addresses. By cluster name."""
     assignments = {}
     for value in _dns_clusters(clusters):
         if value.addresses:
-            assignments[value.name] = checked_assignment(value, value.addresses)
+            # Addresses the Service lists itself: only its own family setting filters them.
+            assignments[value.name] = checked_assignment(value, value.addresses, "ALL")
         elif value.checked:
             served = served_addresses(value.hostname, dns.get(value.hostname), policy)
-            assignments[value.name] = checked_assignment(value, served)
+            assignments[value.name] = checked_assignment(value, served, default_family)
     return assignments
 
 
-def checked_assignment(cluster: DnsCluster, addresses: Sequence[str]) -> LoadAssignment:
+def checked_assignment(
+    cluster: DnsCluster, addresses: Sequence[str], default_family: str
+) -> LoadAssignment:
     """The addresses the DNS check accepted for the cluster's name, each an endpoint that keeps
-    the name as its hostname (Host rewrite, SNI and certificate checks use it). No address:
-    no endpoint, and Envoy answers 503."""
-    chosen = _of_family(addresses, cluster.dns.lookup_family)
+    the name as its hostname (Host rewrite, SNI and certificate checks use it), of the
+    Service's lookup family or else `default_family`. No address: no endpoint, and Envoy
+    answers 503."""
+    chosen = _of_family(addresses, cluster.dns.lookup_family or default_family)
     if not chosen:
         return LoadAssignment(cluster=cluster.name)
     endpoints = tuple(LbEndpoint(a, cluster.port, hostname=cluster.hostname) for a in chosen)

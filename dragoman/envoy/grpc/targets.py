@@ -109,7 +109,9 @@ def service_targets(
             name = target_name(host, port)
             listeners.append(ApiListener(name=name, host=host, routes=(route,)))
     assignments = load_assignments(clusters, store, options.endpoint_networks)
-    assignments.update(checked_assignments(clusters, dns or {}, options.external_names))
+    assignments.update(
+        checked_assignments(clusters, dns or {}, options.external_names, options.dns_lookup_family)
+    )
     return ServiceTargets(
         listeners=tuple(listeners), clusters=clusters, load_assignments=assignments
     )
@@ -135,13 +137,14 @@ def dns_refreshed_targets(
     dns: DnsObservations,
     policy: ExternalNamePolicy,
     changed: Container[str],
+    default_family: str,
 ) -> ServiceTargets:
     """The same targets with the checked addresses of the `changed` external names."""
     assignments = dict(targets.load_assignments)
     for value in checked_clusters(targets.clusters):
         if value.hostname in changed:
             served = served_addresses(value.hostname, dns.get(value.hostname), policy)
-            assignments[value.name] = checked_assignment(value, served)
+            assignments[value.name] = checked_assignment(value, served, default_family)
     return dataclasses.replace(targets, load_assignments=assignments)
 
 

@@ -42,7 +42,11 @@ def grpc_snapshots(
             return refreshed_service_targets(earlier, store, previous_store, build_options)
         if earlier is not None and dns_changed is not None:
             return dns_refreshed_targets(
-                earlier, dns, build_options.external_names, set(dns_changed)
+                earlier,
+                dns,
+                build_options.external_names,
+                set(dns_changed),
+                build_options.dns_lookup_family,
             )
         return service_targets(store, build_options, dns)
 
