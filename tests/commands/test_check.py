@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dragoman.runtime.server_config import load_config
+
 GATEWAY = """
     apiVersion: gateway.networking.k8s.io/v1
     kind: Gateway
@@ -141,3 +143,29 @@ def test_status_shows_the_gateway_addresses(tmp_path: Path) -> None:
     ]
     refused = dragoman("status", "--manifests", str(tmp_path), "--gateway-address", "not_a_host")
     assert refused.returncode == 2 and "--gateway-address" in refused.stderr
+
+
+def test_the_example_manifests_with_the_demo_config_have_only_the_refusal_they_show() -> None:
+    root = Path(__file__).resolve().parents[2]
+    manifests, config = root / "examples" / "manifests", root / "examples" / "demo-config.yaml"
+    # The demo writes the same exception for itself; the file must say what the demo runs.
+    assert [str(n) for n in load_config(config).endpoint_networks] == ["127.0.0.0/8"]
+
+    without = run_check(manifests)
+    assert without.returncode == 1
+    assert "DeniedEndpointAddress" in without.stdout
+
+    checked = run_check(manifests, "--config", str(config))
+    # The one refusal is the demo's point: an ExternalName to localhost answers 500.
+    assert checked.returncode == 1
+    [line] = checked.stdout.splitlines()
+    assert "Service default/sneaky" in line and "(UnsafeExternalName)" in line
+
+
+def run_check(manifests: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dragoman", "check", "--manifests", str(manifests), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
