@@ -166,6 +166,7 @@ DAG_STAGES: tuple[str, ...] = (
     "upstreams",
     "routes",
     "frontends",
+    "node_groups",
     "status",
     "build",
     "incremental",

@@ -11,10 +11,10 @@ from dragoman.dag.frontends.attachment import Attachment, attach
 from dragoman.dag.frontends.backend_client_certificates import with_client_certificates
 from dragoman.dag.frontends.kind_conflicts import AttachedRoute, without_kind_conflicts
 from dragoman.dag.frontends.l4_conflicts import without_l4_conflicts
-from dragoman.dag.frontends.l4_listeners import ServedL4Route
 from dragoman.dag.frontends.listeners import Frontends, frontends
-from dragoman.dag.frontends.node_groups import ServedRoutes, node_group, shadowed_listeners
 from dragoman.dag.model import ALL_GATEWAYS, Cluster, Dag, NodeGroup, Problem
+from dragoman.dag.node_groups.groups import ServedRoutes, node_group, shadowed_listeners
+from dragoman.dag.node_groups.l4_listeners import ServedL4Route
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.routes.l4_rules import l4_route_rules
 from dragoman.dag.routes.rules import route_rules

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from dragoman.dag.build import build
-from dragoman.dag.frontends.node_groups import SHADOWED_LISTENER
 from dragoman.dag.model import ALL_GATEWAYS
+from dragoman.dag.node_groups.groups import SHADOWED_LISTENER
 from dragoman.envoy import translate
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER
 from dragoman.store import Store

@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from dragoman.dag.build import build
-from dragoman.dag.frontends.virtual_hosts import placed_redirect
 from dragoman.dag.model import (
     Backend,
     CorsPolicy,
@@ -22,6 +21,7 @@ from dragoman.dag.model import (
     Redirect,
     Route,
 )
+from dragoman.dag.node_groups.virtual_hosts import placed_redirect
 from dragoman.dag.routes.actions import http_timeouts
 from dragoman.objects import HTTPRouteTimeouts, KubeObject, ObjectKey
 from dragoman.sources.parse import parse_object

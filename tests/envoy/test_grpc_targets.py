@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dragoman.dag.build import build
-from dragoman.dag.frontends.node_groups import MISDIRECTED
 from dragoman.dag.model import (
     AggregateCluster,
     Backend,
@@ -18,6 +17,7 @@ from dragoman.dag.model import (
     TlsFilterChain,
     VirtualHost,
 )
+from dragoman.dag.node_groups.groups import MISDIRECTED
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.grpc.targets import (
     group_targets,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from dragoman.dag.frontends.attachment import Attachable, Attachment, ParentOutcome
-from dragoman.dag.frontends.virtual_hosts import covering_domains
+from dragoman.dag.frontends.hostnames import covering_domains
 from dragoman.dag.model import Problem
 from dragoman.objects import ObjectKey
 

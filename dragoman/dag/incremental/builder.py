@@ -29,8 +29,6 @@ from dragoman.dag.dns_check import DnsObservations, dns_resolved_condition
 from dragoman.dag.frontends.attachment import ParentOutcome, attach
 from dragoman.dag.frontends.kind_conflicts import AttachedRoute, without_kind_conflicts
 from dragoman.dag.frontends.listeners import Frontends, frontends
-from dragoman.dag.frontends.node_group_index import NodeGroupIndex, ServedKey
-from dragoman.dag.frontends.node_groups import ServedRoutes, shadowed_listeners
 from dragoman.dag.incremental.changes import StoreChanges, store_changes
 from dragoman.dag.incremental.reads import RecordingGrants, RecordingServices
 from dragoman.dag.model import (
@@ -42,6 +40,8 @@ from dragoman.dag.model import (
     ObjectStatus,
     Problem,
 )
+from dragoman.dag.node_groups.group_index import NodeGroupIndex, ServedKey
+from dragoman.dag.node_groups.groups import ServedRoutes, shadowed_listeners
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.reference_grants import ReferenceGrants, Referrer, Target
 from dragoman.dag.routes.rules import RouteRules, route_rules

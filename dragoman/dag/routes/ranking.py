@@ -2,7 +2,7 @@
 
 Precedence sorts ascending into the order Envoy must try routes in, and is unique per
 (route, rule, match). Its first element ranks the route kind; hostname precedence comes next
-but depends on the virtual host a route lands in, so vhosts.py inserts it there.
+but depends on the virtual host a route lands in, so node_groups/virtual_hosts.py inserts it there.
 """
 
 from __future__ import annotations

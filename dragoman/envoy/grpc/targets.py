@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from dragoman.dag.context import build_context
 from dragoman.dag.dns_check import DnsObservations, served_addresses
 from dragoman.dag.external_name_policy import ExternalNamePolicy
-from dragoman.dag.frontends.node_groups import MISDIRECTED
-from dragoman.dag.frontends.virtual_hosts import ANY_HOST
+from dragoman.dag.frontends.hostnames import ANY_HOST
 from dragoman.dag.model import (
     AggregateCluster,
     Backend,
@@ -36,6 +35,7 @@ from dragoman.dag.model import (
     RouteTable,
     VirtualHost,
 )
+from dragoman.dag.node_groups.groups import MISDIRECTED
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.clusters import Unresolved, service_cluster
 from dragoman.dag.upstreams.endpoints import (

@@ -13,16 +13,10 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
-from dragoman.dag.frontends.node_groups import host_clusters
-from dragoman.dag.frontends.virtual_hosts import (
-    ANY_HOST,
-    ListenerRoutes,
-    covering_domains,
-    covers,
-    domain_virtual_host,
-    listener_host,
-)
+from dragoman.dag.frontends.hostnames import ANY_HOST, covering_domains, covers, listener_host
 from dragoman.dag.model import VirtualHost
+from dragoman.dag.node_groups.groups import host_clusters
+from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, domain_virtual_host
 
 # Orders items as the full build serves them (listener, route, parentRef, attachment).
 ItemKey = tuple[Any, ...]

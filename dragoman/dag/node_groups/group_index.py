@@ -1,4 +1,4 @@
-"""What one group of Envoys receives (see node_groups.py), kept up to date as the routes
+"""What one group of Envoys receives (see groups.py), kept up to date as the routes
 served change: each route table is a VirtualHostIndex, so a change to one route costs the
 virtual hosts it reaches, not the whole table."""
 
@@ -8,17 +8,17 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dragoman.dag.frontends.l4_listeners import l4_listener
 from dragoman.dag.frontends.listeners import L4_PROTOCOLS, GatewayVerdict, ListenerVerdict
-from dragoman.dag.frontends.node_groups import (
+from dragoman.dag.model import Listener, NodeGroup, VirtualHost
+from dragoman.dag.node_groups.groups import (
     ServedRoutes,
     assembled_group,
     l4_clusters,
     listeners_by_port,
 )
-from dragoman.dag.frontends.virtual_host_index import ItemKey, VirtualHostIndex
-from dragoman.dag.frontends.virtual_hosts import ListenerRoutes
-from dragoman.dag.model import Listener, NodeGroup, VirtualHost
+from dragoman.dag.node_groups.l4_listeners import l4_listener
+from dragoman.dag.node_groups.virtual_host_index import ItemKey, VirtualHostIndex
+from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes
 
 # A served item: (route key, parentRef position, attachment position), the build's order.
 ServedKey = tuple[Any, ...]

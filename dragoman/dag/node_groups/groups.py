@@ -2,7 +2,7 @@
 
 Every port of the group's Gateways becomes one Envoy listener. A plain-HTTP port has one route
 table; an HTTPS port has one TLS filter chain per listener hostname (SNI), each with its own
-route table. Virtual hosts follow Gateway API hostname rules (vhosts.py), listener isolation
+route table. Virtual hosts follow Gateway API hostname rules (virtual_hosts.py), listener isolation
 included: a request is answered only by routes of the most specific listener matching it.
 """
 
@@ -13,20 +13,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.frontends.attachment import Attachment
-from dragoman.dag.frontends.l4_listeners import ServedL4Route, l4_listener
+from dragoman.dag.frontends.hostnames import ANY_HOST, owner, specificity
 from dragoman.dag.frontends.listeners import (
     L4_PROTOCOLS,
     GatewayVerdict,
     ListenerVerdict,
     listener_name,
     port_key,
-)
-from dragoman.dag.frontends.virtual_hosts import (
-    ANY_HOST,
-    ListenerRoutes,
-    covers,
-    specificity,
-    virtual_hosts,
 )
 from dragoman.dag.model import (
     DirectResponse,
@@ -44,6 +37,8 @@ from dragoman.dag.model import (
     UdpListener,
     VirtualHost,
 )
+from dragoman.dag.node_groups.l4_listeners import ServedL4Route, l4_listener
+from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, virtual_hosts
 from dragoman.dag.routes.ranking import RankedRoute
 from dragoman.objects import ObjectKey
 
@@ -250,7 +245,7 @@ def _https_port(
         own = hostname or ANY_HOST
         hosts = [
             host
-            if host.routes or _owner(host.name, hostnames) == own
+            if host.routes or owner(host.name, hostnames) == own
             else dataclasses.replace(host, routes=misdirected)
             for host in https_hosts(port, verdicts, verdict)
         ]
@@ -266,13 +261,6 @@ def _https_port(
             )
         )
     return HttpsListener(https_listener_name(port), port, tuple(chains)), tables
-
-
-def _owner(domain: str, hostnames: Iterable[str | None]) -> str:
-    """The most specific listener hostname ("*": none) that matches `domain`."""
-    candidates = {hostname or ANY_HOST for hostname in hostnames}
-    matching = [h for h in candidates if h == domain or covers(h, domain)]
-    return min(matching, key=specificity, default=ANY_HOST)
 
 
 def _referenced_clusters(

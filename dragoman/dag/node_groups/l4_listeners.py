@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.frontends.attachment import Attachment
+from dragoman.dag.frontends.hostnames import ANY_HOST, covers, owner, specificity
 from dragoman.dag.frontends.listeners import ListenerVerdict
-from dragoman.dag.frontends.virtual_hosts import ANY_HOST, covers, specificity
 from dragoman.dag.model import Backend, L4Forward, TcpFilterChain, TcpListener, UdpListener
 from dragoman.dag.routes.l4_rules import L4Rules
 from dragoman.objects import ObjectKey
@@ -80,7 +80,7 @@ def _tls_listener(
             names = [
                 d
                 for d in item.attachment.domains
-                if d not in claimed and _owner(d, hostnames) == own
+                if d not in claimed and owner(d, hostnames) == own
             ]
             if not names:
                 continue
@@ -120,12 +120,6 @@ def _caught_by_wider(hostname: str, chains: Sequence[TcpFilterChain]) -> bool:
         not chain.server_names or any(covers(name, hostname) for name in chain.server_names)
         for chain in chains
     )
-
-
-def _owner(domain: str, hostnames: Sequence[str]) -> str:
-    """The most specific listener hostname ("*": none) that matches `domain`."""
-    matching = [h for h in hostnames if h in (domain, ANY_HOST) or covers(h, domain)]
-    return min(matching, key=specificity, default=ANY_HOST)
 
 
 def _served(verdict: ListenerVerdict, by_listener: L4ByListener) -> Sequence[ServedL4Route]:

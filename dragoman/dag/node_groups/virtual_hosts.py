@@ -19,10 +19,15 @@ import dataclasses
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
+from dragoman.dag.frontends.hostnames import (
+    covering_domains,
+    covers,
+    listener_host,
+    specificity,
+)
 from dragoman.dag.model import Redirect, Route, VirtualHost
 from dragoman.dag.routes.ranking import Precedence, RankedRoute
 
-ANY_HOST = "*"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -97,34 +102,6 @@ def domain_virtual_host(
     return None
 
 
-def covering_domains(domain: str) -> list[str]:
-    """Every domain that `covers` this one: its broader `*.suffix` wildcards, then `*`."""
-    if domain == ANY_HOST:
-        return []
-    labels = domain.split(".")
-    # "a.b.c" is covered by "*.b.c" and "*.c"; "*.b.c" by "*.c" only (never by itself).
-    start = 1 if labels[0] != "*" else 2
-    return [f"*.{'.'.join(labels[i:])}" for i in range(start, len(labels))] + [ANY_HOST]
-
-
-def covers(wildcard: str, hostname: str) -> bool:
-    """`*` covers every other host; `*.example.com` covers `a.example.com`, `a.b.example.com`
-    and `*.a.example.com`."""
-    if wildcard == ANY_HOST:
-        return hostname != ANY_HOST
-    if not wildcard.startswith("*."):
-        return False
-    suffix = wildcard[1:]  # ".example.com"
-    return hostname.endswith(suffix) and len(hostname) > len(suffix)
-
-
-def specificity(domain: str) -> tuple[int, int]:
-    """Sorts ascending from the most specific: exact names, longer wildcards, then `*`."""
-    if domain == ANY_HOST:
-        return 2, 0
-    return (1 if domain.startswith("*.") else 0), -len(domain)
-
-
 def placed_redirect(redirect: Redirect, listener_port: int, listener_scheme: str) -> Redirect:
     """A redirect with the port its Location needs on this listener (Gateway API rules).
 
@@ -148,10 +125,6 @@ def _for_listener(route: Route, port: int, scheme: str) -> Route:
     if isinstance(route.action, Redirect):
         return dataclasses.replace(route, action=placed_redirect(route.action, port, scheme))
     return route
-
-
-def listener_host(hostname: str | None) -> str:
-    return hostname.lower() if hostname else ANY_HOST
 
 
 def _hostname_rank(route_hostnames: Sequence[str], domain: str) -> tuple[int, int]:
