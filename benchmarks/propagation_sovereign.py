@@ -319,6 +319,20 @@ class SovereignWorkload:
             environment["SOVEREIGN_WORKERS"] = str(workers)
         return environment
 
+    def render(self) -> dict[str, list[dict[str, Any]]]:
+        """What sovereign's templates make of the source now, by type (run here, in this
+        Python: the templates are plain functions)."""
+        loaded = importlib.util.spec_from_file_location("templates", self.root / "clusters.py")
+        assert loaded is not None and loaded.loader is not None
+        module = importlib.util.module_from_spec(loaded)
+        loaded.loader.exec_module(module)
+        instances = json.loads(self.source.read_text())
+        return {
+            "clusters": list(module.clusters(instances=instances)),
+            "listeners": list(module.listeners()),
+            "routes": list(module.routes(instances=instances)),
+        }
+
     def change(self, i: int) -> int:
         self.current[i] = self.ports[1] if self.current[i] == self.ports[0] else self.ports[0]
         self._write_source()
@@ -360,16 +374,7 @@ def equivalence_problems(workdir: Path, services: int = 3) -> list[str]:
     ours = next(d for d in yaml.safe_load_all(rendered) if d and d.get("group") == group)
     workload = SovereignWorkload(workdir / "templates", services, listener_port, ports, 1.0)
     workload.write_all(0, None)
-    loaded = importlib.util.spec_from_file_location("templates", workload.root / "clusters.py")
-    assert loaded is not None and loaded.loader is not None
-    module = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(module)
-    instances = json.loads(workload.source.read_text())
-    theirs = {
-        "clusters": list(module.clusters(instances=instances)),
-        "listeners": list(module.listeners()),
-        "routes": list(module.routes(instances=instances)),
-    }
+    theirs = workload.render()
     for listener in theirs["listeners"]:
         for chain in listener["filter_chains"]:
             for filter_ in chain["filters"]:
@@ -487,14 +492,12 @@ def wait_sovereign(port: int, process: subprocess.Popen[bytes], timeout: float) 
     raise TimeoutError(f"sovereign did not answer within {timeout} s")
 
 
-def start_envoy(
-    workdir: Path, k: int, sovereign_port: int, dns_port: int, refresh: float
-) -> EnvoyProcess:
-    """An Envoy like dragoman's (same DNS resolver, overload manager, admin), whose
+def sovereign_bootstrap(
+    k: int, admin: Path, sovereign_port: int, dns_port: int, refresh: float
+) -> dict[str, Any]:
+    """Envoy k's bootstrap: dragoman's (same DNS resolver, overload manager, admin), but
     listeners and clusters come from sovereign over REST."""
-    directory = workdir / f"envoy{k}"
-    admin = directory / "admin.sock"
-    bootstrap = yaml.safe_load(
+    bootstrap: dict[str, Any] = yaml.safe_load(
         bootstrap_yaml(
             f"127.0.0.1:{sovereign_port}",
             node_id=f"bench-{k}",
@@ -504,6 +507,7 @@ def start_envoy(
             dns_use_tcp=True,
         )
     )
+    address = {"socket_address": {"address": "127.0.0.1", "port_value": sovereign_port}}
     bootstrap["static_resources"]["clusters"] = [
         {
             "name": SOVEREIGN_CLUSTER,
@@ -511,27 +515,21 @@ def start_envoy(
             "connect_timeout": "5s",
             "load_assignment": {
                 "cluster_name": SOVEREIGN_CLUSTER,
-                "endpoints": [
-                    {
-                        "lb_endpoints": [
-                            {
-                                "endpoint": {
-                                    "address": {
-                                        "socket_address": {
-                                            "address": "127.0.0.1",
-                                            "port_value": sovereign_port,
-                                        }
-                                    }
-                                }
-                            }
-                        ]
-                    }
-                ],
+                "endpoints": [{"lb_endpoints": [{"endpoint": {"address": address}}]}],
             },
         }
     ]
     source = {"api_config_source": rest_config_source(refresh), "resource_api_version": "V3"}
     bootstrap["dynamic_resources"] = {"lds_config": source, "cds_config": source}
+    return bootstrap
+
+
+def start_envoy(
+    workdir: Path, k: int, sovereign_port: int, dns_port: int, refresh: float
+) -> EnvoyProcess:
+    directory = workdir / f"envoy{k}"
+    admin = directory / "admin.sock"
+    bootstrap = sovereign_bootstrap(k, admin, sovereign_port, dns_port, refresh)
     envoy = EnvoyProcess(
         yaml.safe_dump(bootstrap), directory, admin, log_level="warning", concurrency=1
     )
