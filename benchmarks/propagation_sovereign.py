@@ -537,6 +537,17 @@ def start_envoy(
     return envoy.start()
 
 
+def envoy_state(envoy: EnvoyProcess) -> str:
+    """What an Envoy got from sovereign so far, for a phase that did not finish."""
+    try:
+        stats = envoy.stats(r"cluster_manager\.(active_clusters|warming_clusters|cds\.update_)")
+    except Exception as error:
+        return f"no stats ({type(error).__name__})"
+    return ", ".join(
+        f"{name.removeprefix('cluster_manager.')} {value}" for name, value in sorted(stats.items())
+    )
+
+
 # --- one sovereign phase -------------------------------------------------------------------
 
 
@@ -621,6 +632,10 @@ def run_sovereign(args: argparse.Namespace, workdir: Path, executable: Path) -> 
         # Reported, not raised: at large N sovereign may not keep up; the dragoman figures
         # of the run still stand.
         figures.error = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+        figures.error += "".join(f"\n  Envoy {k}: {envoy_state(e)}" for k, e in enumerate(envoys))
+        with contextlib.suppress(OSError):
+            tail = log_path.read_text(errors="replace").splitlines()[-5:]
+            figures.error += "".join(f"\n  sovereign: {line[:200]}" for line in tail)
         figures.loads.append(prop.load())
     finally:
         with prop.ThreadPoolExecutor(max(1, len(envoys))) as pool:
@@ -722,14 +737,17 @@ def report_sovereign(name: str, args: argparse.Namespace, f: SovereignFigures) -
         print(f"first Envoy start -> all clusters active   {f.envoy_ready_s[0]:8.2f} s")
     if len(f.envoy_ready_s) > 1:
         print(f"other Envoys -> all clusters active        {f.envoy_ready_s[1]:8.2f} s")
-    print(f"idle CPU (all processes), 1 Envoy          {f.idle_cpu_1:8.2f} s/min")
-    print(f"idle CPU (all processes), {args.envoys} Envoys        {f.idle_cpu_all:8.2f} s/min")
+    print(f"idle CPU (all processes), 1 Envoy          {_measured(f.idle_cpu_1)} s/min")
     print(
-        f"RSS summed over {f.processes} processes, 1 / {args.envoys} Envoys  "
-        f"{f.rss_1:6.1f} / {f.rss_all:.1f} MiB"
+        f"idle CPU (all processes), {args.envoys} Envoys        {_measured(f.idle_cpu_all)} s/min"
     )
     print(
-        f"PSS summed, 1 / {args.envoys} Envoys                 {f.pss_1:6.1f} / {f.pss_all:.1f} MiB"
+        f"RSS summed over {f.processes} processes, 1 / {args.envoys} Envoys  "
+        f"{_measured(f.rss_1)} / {_measured(f.rss_all)} MiB"
+    )
+    print(
+        f"PSS summed, 1 / {args.envoys} Envoys                 "
+        f"{_measured(f.pss_1)} / {_measured(f.pss_all)} MiB"
     )
     if f.changes:
         median, p90, p99 = prop.quantiles(f.changes)
@@ -745,6 +763,11 @@ def report_sovereign(name: str, args: argparse.Namespace, f: SovereignFigures) -
     print(f"non-200 answers during changes             {len(f.failures)}")
     for failure in f.failures[:10]:
         print(f"  {failure}")
+
+
+def _measured(value: float) -> str:
+    """A figure, or "-" where the phase stopped before measuring it."""
+    return f"{value:8.2f}" if value else f"{'-':>8}"
 
 
 def report(
