@@ -28,9 +28,6 @@ from dragoman.dag.model import (
 from dragoman.dag.options import BuildOptions
 from dragoman.objects import (
     BackendRef,
-    Endpoint,
-    EndpointPort,
-    EndpointSlice,
     Gateway,
     GatewayListener,
     HTTPRoute,
@@ -41,28 +38,19 @@ from dragoman.objects import (
     ObjectMeta,
     ParentRef,
     PathMatch,
-    Service,
-    ServicePort,
 )
-from dragoman.objects.core import SERVICE_NAME_LABEL
 from dragoman.store import Store
+from tests.support.builders import (
+    Object,
+    endpoint_slice,
+    external_service,
+    service,
+    service_port,
+    typed,
+)
 from tests.support.dag_invariants import checked
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def service(name: str, *ports: ServicePort, ns: str = "default") -> Service:
-    return Service(meta=ObjectMeta(name, ns), ports=ports, selector={"app": name})
-
-
-def external(name: str, external_name: str, *ports: ServicePort, ns: str = "default") -> Service:
-    return Service(
-        meta=ObjectMeta(name, ns), type="ExternalName", ports=ports, external_name=external_name
-    )
-
-
-def sport(number: int, name: str = "", target: int | str | None = None) -> ServicePort:
-    return ServicePort(port=number, name=name, target_port=target)
 
 
 def listener(
@@ -120,21 +108,13 @@ def route(
     )
 
 
-def endpoints(service_name: str, *ready: str, not_ready: tuple[str, ...] = ()) -> EndpointSlice:
-    items = [Endpoint(addresses=(a,)) for a in ready]
-    items += [Endpoint(addresses=(a,), ready=False) for a in not_ready]
-    return EndpointSlice(
-        meta=ObjectMeta(f"{service_name}-x", labels={SERVICE_NAME_LABEL: service_name}),
-        endpoints=tuple(items),
-        ports=(EndpointPort(8080, "http"), EndpointPort(9090, "metrics")),
-    )
-
-
 DEFAULT_OPTIONS = BuildOptions()
 
 
-def dag_of(*objects: KubeObject, options: BuildOptions = DEFAULT_OPTIONS) -> Dag:
-    return checked(build(Store.from_objects(objects), options))
+def dag_of(*objects: Object | KubeObject, options: BuildOptions = DEFAULT_OPTIONS) -> Dag:
+    """The checked DAG of these objects; dicts (from `tests.support.builders`) are parsed."""
+    found = [typed(o)[0] if isinstance(o, dict) else o for o in objects]
+    return checked(build(Store.from_objects(found), options))
 
 
 def vhosts(dag: Dag, group: str = ALL_GATEWAYS, port: int = 80) -> dict[str, VirtualHost]:
@@ -157,14 +137,16 @@ def problems(dag: Dag) -> list[tuple[str, str, str]]:
 
 GW = gateway()
 ROUTE = ObjectKey("HTTPRoute", "default", "r")
-WEB = service("web", sport(80, "http", 8080))
+WEB = service("web", 80, 8080)
+# The ports of the pods behind it.
+WEB_PORTS = {"http": 8080, "metrics": 9090}
 
 # --- clusters ------------------------------------------------------------------------------
 
 
 def test_external_name_becomes_a_dns_cluster() -> None:
     dag = dag_of(
-        GW, external("api", "API.Example.com.", sport(443)), route("r", rule(ref("api", 443)))
+        GW, external_service("api", "API.Example.com.", 443), route("r", rule(ref("api", 443)))
     )
 
     assert dag.clusters == {
@@ -183,7 +165,9 @@ def test_external_name_becomes_a_dns_cluster() -> None:
 
 
 def test_external_name_without_ports_uses_the_backend_ref_port() -> None:
-    dag = dag_of(GW, external("api", "api.example.com"), route("r", rule(ref("api", 8443))))
+    dag = dag_of(
+        GW, external_service("api", "api.example.com", None), route("r", rule(ref("api", 8443)))
+    )
     assert list(dag.clusters) == ["default/api/8443"]
     assert dag.problems == ()
 
@@ -192,7 +176,7 @@ def test_selector_service_becomes_an_eds_cluster_with_ready_endpoints() -> None:
     dag = dag_of(
         GW,
         WEB,
-        endpoints("web", "10.0.0.2", "10.0.0.1", not_ready=("10.0.0.3",)),
+        endpoint_slice("web", WEB_PORTS, "10.0.0.2", "10.0.0.1", not_ready=["10.0.0.3"]),
         route("r", rule(ref("web"))),
     )
 
@@ -213,22 +197,22 @@ def test_selector_service_becomes_an_eds_cluster_with_ready_endpoints() -> None:
 
 
 @pytest.mark.parametrize(
-    ("service_port", "target_port", "endpoint_port"),
+    ("declared", "target_port", "endpoint_port"),
     [
-        pytest.param(sport(80, "web", 9090), 9090, 9090, id="numeric targetPort"),
-        pytest.param(sport(80, "web", "metrics"), "metrics", 9090, id="named targetPort"),
-        pytest.param(sport(80, "http", "metrics"), "metrics", 8080, id="port name wins"),
-        pytest.param(sport(8080, "web"), 8080, 8080, id="targetPort defaults to port"),
+        pytest.param(service_port(80, "web", 9090), 9090, 9090, id="numeric targetPort"),
+        pytest.param(service_port(80, "web", "metrics"), "metrics", 9090, id="named targetPort"),
+        pytest.param(service_port(80, "http", "metrics"), "metrics", 8080, id="port name wins"),
+        pytest.param(service_port(8080, "web"), 8080, 8080, id="targetPort defaults to port"),
     ],
 )
 def test_target_port_selects_the_endpoint_port(
-    service_port: ServicePort, target_port: int | str, endpoint_port: int
+    declared: Object, target_port: int | str, endpoint_port: int
 ) -> None:
     dag = dag_of(
         GW,
-        service("web", service_port),
-        endpoints("web", "10.0.0.1"),
-        route("r", rule(ref("web", service_port.port))),
+        service("web", ports=[declared]),
+        endpoint_slice("web", WEB_PORTS, "10.0.0.1"),
+        route("r", rule(ref("web", declared["port"]))),
     )
     (cluster,) = dag.clusters.values()
     assert isinstance(cluster, EdsCluster)
@@ -239,7 +223,7 @@ def test_target_port_selects_the_endpoint_port(
 
 # --- weights -------------------------------------------------------------------------------
 
-API = external("api", "api.example.com", sport(80))
+API = external_service("api", "api.example.com", 80)
 
 WEIGHTS = [
     pytest.param(
@@ -270,7 +254,7 @@ WEIGHTS = [
 
 @pytest.mark.parametrize(("refs", "expected"), WEIGHTS)
 def test_backend_weights(refs: list[BackendRef], expected: Forward | DirectResponse) -> None:
-    localhost = external("localhost-svc", "localhost", sport(80))
+    localhost = external_service("localhost-svc", "localhost", 80)
     dag = dag_of(GW, WEB, API, localhost, route("r", rule(*refs)))
     assert action(dag) == expected
     referenced = sorted(
@@ -319,8 +303,8 @@ def test_namespace_breaks_ties_before_name() -> None:
     listeners = listener(allowed="All")
     objects = [
         gateway("gw", listeners),
-        service("web", sport(80)),
-        service("web", sport(80), ns="a"),
+        service("web", ports=[service_port(80)]),
+        service("web", ports=[service_port(80)], namespace="a"),
         route("z", rule(ref("web")), ns="a", parents=(ParentRef("gw", "default"),)),
         route("a", rule(ref("web"))),
     ]
@@ -421,9 +405,7 @@ def test_virtual_hosts_merge_by_domain_across_routes_and_listeners() -> None:
 GW_KEY = "Gateway/default/gw"
 R = str(ROUTE)
 TCP = listener("tcp", 443, protocol="example.com/sctp")
-UDP_DNS = Service(
-    meta=ObjectMeta("dns"), ports=(ServicePort(53, "dns", protocol="UDP"),), selector={"a": "b"}
-)
+UDP_DNS = service("dns", ports=[service_port(53, "dns", protocol="UDP")], selector={"a": "b"})
 
 PROBLEMS = [
     pytest.param(
@@ -483,7 +465,7 @@ PROBLEMS = [
     pytest.param(
         [
             GW,
-            service("web", sport(80), ns="team"),
+            service("web", ports=[service_port(80)], namespace="team"),
             route("r", rule(ref("web")), ns="team", parents=(ParentRef("gw", "default"),)),
         ],
         [("HTTPRoute/team/r", "spec.parentRefs[0]", "NotAllowedByListeners")],
@@ -510,7 +492,7 @@ PROBLEMS = [
     pytest.param(
         [
             GW,
-            service("web", sport(80), ns="other"),
+            service("web", ports=[service_port(80)], namespace="other"),
             route("r", rule(ref("web", namespace="other"))),
         ],
         [(R, "spec.rules[0].backendRefs[0].namespace", "RefNotPermitted")],
@@ -532,7 +514,7 @@ PROBLEMS = [
         id="port the Service does not declare",
     ),
     pytest.param(
-        [GW, external("api", "api.example.com", sport(443)), route("r", rule(ref("api", 80)))],
+        [GW, external_service("api", "api.example.com", 443), route("r", rule(ref("api", 80)))],
         [(R, "spec.rules[0].backendRefs[0].port", "BackendNotFound")],
         id="port an ExternalName Service does not declare",
     ),
@@ -542,7 +524,7 @@ PROBLEMS = [
         id="UDP Service port",
     ),
     pytest.param(
-        [GW, external("x", "127.0.0.1", sport(80)), route("r", rule(ref("x")))],
+        [GW, external_service("x", "127.0.0.1", 80), route("r", rule(ref("x")))],
         [(R, "spec.rules[0].backendRefs[0]", "UnsafeExternalName")],
         id="unsafe external name",
     ),
@@ -574,7 +556,7 @@ def test_a_route_that_attaches_nowhere_adds_no_clusters_but_reports_its_backends
 def test_allowed_routes_all_accepts_other_namespaces() -> None:
     objects = [
         gateway("gw", listener(allowed="All")),
-        service("web", sport(80), ns="team"),
+        service("web", ports=[service_port(80)], namespace="team"),
         route("r", rule(ref("web")), ns="team", parents=(ParentRef("gw", "default"),)),
     ]
     dag = dag_of(*objects)
@@ -601,7 +583,7 @@ def test_allowed_routes_all_accepts_other_namespaces() -> None:
     ],
 )
 def test_unsafe_external_names_are_never_built(name: str) -> None:
-    dag = dag_of(GW, external("x", name, sport(80)), route("r", rule(ref("x"))))
+    dag = dag_of(GW, external_service("x", name, 80), route("r", rule(ref("x"))))
     assert action(dag) == DirectResponse(500)
     assert dag.clusters == {}
     (problem,) = dag.problems
@@ -614,28 +596,38 @@ WEB_EDS = EdsCluster(
 )
 
 ALIASES = [
-    pytest.param([external("a", "web.default.svc.cluster.local")], WEB_EDS, id="full name"),
-    pytest.param([external("a", "WEB.default.svc.cluster.local.")], WEB_EDS, id="normalised"),
-    pytest.param([external("a", "web.default.svc")], WEB_EDS, id="short name"),
     pytest.param(
-        [external("a", "web.default.svc", sport(80))], WEB_EDS, id="alias declaring the port"
+        [external_service("a", "web.default.svc.cluster.local", None)], WEB_EDS, id="full name"
     ),
     pytest.param(
-        [external("a", "b.default.svc.cluster.local"), external("b", "web.default.svc")],
+        [external_service("a", "WEB.default.svc.cluster.local.", None)], WEB_EDS, id="normalised"
+    ),
+    pytest.param([external_service("a", "web.default.svc", None)], WEB_EDS, id="short name"),
+    pytest.param(
+        [external_service("a", "web.default.svc", 80)], WEB_EDS, id="alias declaring the port"
+    ),
+    pytest.param(
+        [
+            external_service("a", "b.default.svc.cluster.local", None),
+            external_service("b", "web.default.svc", None),
+        ],
         WEB_EDS,
         id="two hops",
     ),
     pytest.param(
         [
-            external("a", "b.default.svc"),
-            external("b", "c.default.svc"),
-            external("c", "web.default.svc"),
+            external_service("a", "b.default.svc", None),
+            external_service("b", "c.default.svc", None),
+            external_service("c", "web.default.svc", None),
         ],
         WEB_EDS,
         id="three hops",
     ),
     pytest.param(
-        [external("a", "b.default.svc"), external("b", "api.example.com")],
+        [
+            external_service("a", "b.default.svc", None),
+            external_service("b", "api.example.com", None),
+        ],
         DnsCluster("default/b/80", ObjectKey("Service", "default", "b"), "api.example.com", 80),
         id="alias of an external host",
     ),
@@ -644,9 +636,11 @@ ALIASES = [
 
 @pytest.mark.parametrize(("services", "cluster"), ALIASES)
 def test_in_cluster_external_name_is_an_alias(
-    services: list[Service], cluster: EdsCluster | DnsCluster
+    services: list[Object], cluster: EdsCluster | DnsCluster
 ) -> None:
-    dag = dag_of(GW, WEB, *services, endpoints("web", "10.0.0.1"), route("r", rule(ref("a"))))
+    dag = dag_of(
+        GW, WEB, *services, endpoint_slice("web", WEB_PORTS, "10.0.0.1"), route("r", rule(ref("a")))
+    )
     assert dag.problems == ()
     assert dag.clusters == {cluster.name: cluster}
     assert action(dag) == Forward(
@@ -657,35 +651,48 @@ def test_in_cluster_external_name_is_an_alias(
 
 def test_alias_uses_the_configured_cluster_domain() -> None:
     options = BuildOptions(cluster_domain="corp.internal")
-    alias = external("a", "web.default.svc.corp.internal")
+    alias = external_service("a", "web.default.svc.corp.internal", None)
     dag = dag_of(GW, WEB, alias, route("r", rule(ref("a"))), options=options)
     assert dag.clusters == {"default/web/80": WEB_EDS}
 
 
 BAD_ALIASES = [
-    pytest.param([external("a", "web.other.svc.cluster.local")], "RefNotPermitted", id="cross-ns"),
-    pytest.param([external("a", "nope.default.svc")], "BackendNotFound", id="missing target"),
-    pytest.param([external("a", "a.default.svc")], "BackendNotFound", id="loop to itself"),
     pytest.param(
-        [external("a", "b.default.svc"), external("b", "a.default.svc")],
+        [external_service("a", "web.other.svc.cluster.local", None)],
+        "RefNotPermitted",
+        id="cross-ns",
+    ),
+    pytest.param(
+        [external_service("a", "nope.default.svc", None)], "BackendNotFound", id="missing target"
+    ),
+    pytest.param(
+        [external_service("a", "a.default.svc", None)], "BackendNotFound", id="loop to itself"
+    ),
+    pytest.param(
+        [
+            external_service("a", "b.default.svc", None),
+            external_service("b", "a.default.svc", None),
+        ],
         "BackendNotFound",
         id="loop of two",
     ),
     pytest.param(
         [
-            external("a", "b.default.svc"),
-            external("b", "c.default.svc"),
-            external("c", "d.default.svc"),
-            external("d", "web.default.svc"),
+            external_service("a", "b.default.svc", None),
+            external_service("b", "c.default.svc", None),
+            external_service("c", "d.default.svc", None),
+            external_service("d", "web.default.svc", None),
         ],
         "BackendNotFound",
         id="four hops",
     ),
     pytest.param(
-        [external("a", "web.default.svc", sport(81))], "BackendNotFound", id="target lacks the port"
+        [external_service("a", "web.default.svc", 81)],
+        "BackendNotFound",
+        id="target lacks the port",
     ),
     pytest.param(
-        [external("a", "b.default.svc"), external("b", "localhost")],
+        [external_service("a", "b.default.svc", None), external_service("b", "localhost", None)],
         "UnsafeExternalName",
         id="alias of an unsafe name",
     ),
@@ -693,9 +700,10 @@ BAD_ALIASES = [
 
 
 @pytest.mark.parametrize(("services", "reason"), BAD_ALIASES)
-def test_bad_aliases_are_rejected(services: list[Service], reason: str) -> None:
-    web_elsewhere = service("web", sport(80, "http", 8080), ns="other")
-    port = services[0].ports[0].port if services[0].ports else 80
+def test_bad_aliases_are_rejected(services: list[Object], reason: str) -> None:
+    web_elsewhere = service("web", 80, 8080, namespace="other")
+    declared = services[0]["spec"].get("ports", [{"port": 80}])
+    port = declared[0]["port"]
     dag = dag_of(GW, WEB, web_elsewhere, *services, route("r", rule(ref("a", port))))
     assert action(dag) == DirectResponse(500)
     assert dag.clusters == {}
@@ -709,7 +717,7 @@ def test_groups_per_gateway_and_all() -> None:
     gw_a = gateway("gw-a", listener())
     gw_b = gateway("gw-b", listener(), listener("admin", 8080))
     gw_c = gateway("gw-c", listener("h", 9000), ns="other")
-    api = external("api", "api.example.com", sport(80))
+    api = external_service("api", "api.example.com", 80)
     objects = [
         gw_a,
         gw_b,
@@ -776,7 +784,7 @@ def test_equal_inputs_give_equal_output_in_any_order() -> None:
         gateway("gw2", listener("x", 8080)),
         WEB,
         API,
-        endpoints("web", "10.0.0.2", "10.0.0.1"),
+        endpoint_slice("web", WEB_PORTS, "10.0.0.2", "10.0.0.1"),
         route("r", rule(ref("web"), ref("api")), hostnames=("b.example.com", "a.example.com")),
         route("s", rule(ref("nope")), rule(ref("web")), parents=(ParentRef("gw2"), ParentRef("x"))),
         route("t", rule(ref("api", port=1)), ns="z", parents=(ParentRef("gw", "default"),)),

@@ -68,7 +68,7 @@ def metadata(
 def service(
     name: str,
     port: Any = 80,
-    target_port: int | None = None,
+    target_port: int | str | None = None,
     *,
     namespace: str | None = "default",
     port_name: str = "http",
@@ -76,13 +76,22 @@ def service(
     service_type: str = "",
     labels: Mapping[str, str] | None = None,
     resource_version: str = "",
+    ports: Sequence[Object] = (),
+    selector: Mapping[str, str] | None = None,
 ) -> Object:
-    """A pod-backed Service with one TCP port (targetPort: the port itself unless given).
+    """A pod-backed Service selecting `app: <name>` (or `selector`) with one TCP port
+    (targetPort: the port itself unless given), or with `ports` (see `service_port`).
     `port` is typed loosely so that tests can hand an unreadable one to a source."""
-    declared: Object = {"name": port_name, "port": port, "targetPort": target_port or port}
-    if app_protocol:
-        declared["appProtocol"] = app_protocol
-    spec: Object = {"selector": {"app": name}, "ports": [declared]}
+    if ports and (port != 80 or target_port is not None or app_protocol or port_name != "http"):
+        raise TypeError("give the Service either one port's fields or its `ports`")
+    if ports:
+        declared_ports = [dict(declared) for declared in ports]
+    else:
+        declared: Object = {"name": port_name, "port": port, "targetPort": target_port or port}
+        if app_protocol:
+            declared["appProtocol"] = app_protocol
+        declared_ports = [declared]
+    spec: Object = {"selector": dict(selector or {"app": name}), "ports": declared_ports}
     if service_type:
         spec["type"] = service_type
     return {
@@ -93,46 +102,82 @@ def service(
     }
 
 
+def service_port(
+    port: int,
+    name: str = "",
+    target_port: int | str | None = None,
+    *,
+    protocol: str = "",
+    app_protocol: str = "",
+) -> Object:
+    """One of a Service's `ports`, with only the fields given: no name, and no targetPort
+    (which the API reads as the port itself), unless given."""
+    declared: Object = {"port": port}
+    if name:
+        declared["name"] = name
+    if target_port is not None:
+        declared["targetPort"] = target_port
+    if protocol:
+        declared["protocol"] = protocol
+    if app_protocol:
+        declared["appProtocol"] = app_protocol
+    return declared
+
+
 def external_service(
     name: str,
     external_name: str,
-    port: int = 443,
+    port: int | None = 443,
     *,
     namespace: str = "default",
     annotations: Mapping[str, str] | None = None,
     app_protocol: str = "",
     port_name: str = "",
 ) -> Object:
-    """A `type: ExternalName` Service declaring one port."""
-    declared: Object = {"port": port}
-    if app_protocol:
-        declared["appProtocol"] = app_protocol
-    if port_name:
-        declared["name"] = port_name
+    """A `type: ExternalName` Service declaring one port, or none when `port` is None."""
+    spec: Object = {"type": "ExternalName", "externalName": external_name}
+    if port is not None:
+        declared: Object = {"port": port}
+        if app_protocol:
+            declared["appProtocol"] = app_protocol
+        if port_name:
+            declared["name"] = port_name
+        spec["ports"] = [declared]
+    elif app_protocol or port_name:
+        raise TypeError("a port's name and appProtocol need the port")
     meta = metadata(name, namespace)
     if annotations:
         meta["annotations"] = dict(annotations)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta,
-        "spec": {"type": "ExternalName", "externalName": external_name, "ports": [declared]},
-    }
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec}
 
 
-def endpoint_slice(service_name: str, port: int, *addresses: str, ready: bool = True) -> Object:
+def endpoint_slice(
+    service_name: str,
+    port: int | Mapping[str, int],
+    *addresses: str,
+    ready: bool = True,
+    not_ready: Sequence[str] = (),
+    namespace: str = "default",
+    name: str = "",
+) -> Object:
+    """An IPv4 EndpointSlice of a Service (named `<service>-1` unless `name` says otherwise):
+    `port` is the number of its one port `http`, or ports by name; `addresses` one endpoint
+    each (all ready, or all not ready), then one not-ready endpoint per `not_ready` address."""
+    ports = {"http": port} if isinstance(port, int) else dict(port)
+    states = [(address, ready) for address in addresses]
+    states += [(address, False) for address in not_ready]
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service_name}-1",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": service_name},
-        },
+        "metadata": metadata(
+            name or f"{service_name}-1",
+            namespace,
+            labels={"kubernetes.io/service-name": service_name},
+        ),
         "addressType": "IPv4",
-        "ports": [{"name": "http", "port": port}],
+        "ports": [{"name": port_name, "port": number} for port_name, number in ports.items()],
         "endpoints": [
-            {"addresses": [address], "conditions": {"ready": ready}} for address in addresses
+            {"addresses": [address], "conditions": {"ready": state}} for address, state in states
         ],
     }
 
