@@ -199,10 +199,14 @@ def test_selector_service_becomes_an_eds_cluster_with_ready_endpoints() -> None:
 @pytest.mark.parametrize(
     ("declared", "target_port", "endpoint_port"),
     [
-        pytest.param(service_port(80, "web", 9090), 9090, 9090, id="numeric targetPort"),
-        pytest.param(service_port(80, "web", "metrics"), "metrics", 9090, id="named targetPort"),
-        pytest.param(service_port(80, "http", "metrics"), "metrics", 8080, id="port name wins"),
-        pytest.param(service_port(8080, "web"), 8080, 8080, id="targetPort defaults to port"),
+        pytest.param(service_port(80, 9090, name="web"), 9090, 9090, id="numeric targetPort"),
+        pytest.param(
+            service_port(80, "metrics", name="web"), "metrics", 9090, id="named targetPort"
+        ),
+        pytest.param(
+            service_port(80, "metrics", name="http"), "metrics", 8080, id="port name wins"
+        ),
+        pytest.param(service_port(8080, name="web"), 8080, 8080, id="targetPort defaults to port"),
     ],
 )
 def test_target_port_selects_the_endpoint_port(
@@ -405,7 +409,7 @@ def test_virtual_hosts_merge_by_domain_across_routes_and_listeners() -> None:
 GW_KEY = "Gateway/default/gw"
 R = str(ROUTE)
 TCP = listener("tcp", 443, protocol="example.com/sctp")
-UDP_DNS = service("dns", ports=[service_port(53, "dns", protocol="UDP")], selector={"a": "b"})
+UDP_DNS = service("dns", ports=[service_port(53, name="dns", protocol="UDP")], selector={"a": "b"})
 
 PROBLEMS = [
     pytest.param(

@@ -68,7 +68,7 @@ def metadata(
 def service(
     name: str,
     port: Any = 80,
-    target_port: int | str | None = None,
+    target_port: int | None = None,
     *,
     namespace: str | None = "default",
     port_name: str = "http",
@@ -76,22 +76,21 @@ def service(
     service_type: str = "",
     labels: Mapping[str, str] | None = None,
     resource_version: str = "",
-    ports: Sequence[Object] = (),
+    ports: Sequence[Mapping[str, Any]] | None = None,
     selector: Mapping[str, str] | None = None,
 ) -> Object:
-    """A pod-backed Service selecting `app: <name>` (or `selector`) with one TCP port
-    (targetPort: the port itself unless given), or with `ports` (see `service_port`).
-    `port` is typed loosely so that tests can hand an unreadable one to a source."""
-    if ports and (port != 80 or target_port is not None or app_protocol or port_name != "http"):
-        raise TypeError("give the Service either one port's fields or its `ports`")
-    if ports:
-        declared_ports = [dict(declared) for declared in ports]
-    else:
+    """A pod-backed Service with one TCP port (targetPort: the port itself unless given), or
+    with `ports` (see `service_port`) instead. `port` is typed loosely so that tests can hand
+    an unreadable one to a source."""
+    if ports is None:
         declared: Object = {"name": port_name, "port": port, "targetPort": target_port or port}
         if app_protocol:
             declared["appProtocol"] = app_protocol
-        declared_ports = [declared]
-    spec: Object = {"selector": dict(selector or {"app": name}), "ports": declared_ports}
+        ports = [declared]
+    spec: Object = {
+        "selector": dict(selector) if selector is not None else {"app": name},
+        "ports": [dict(p) for p in ports],
+    }
     if service_type:
         spec["type"] = service_type
     return {
@@ -104,14 +103,13 @@ def service(
 
 def service_port(
     port: int,
-    name: str = "",
     target_port: int | str | None = None,
     *,
+    name: str = "",
     protocol: str = "",
     app_protocol: str = "",
 ) -> Object:
-    """One of a Service's `ports`, with only the fields given: no name, and no targetPort
-    (which the API reads as the port itself), unless given."""
+    """One port of a Service; only the fields given (the API server defaults the others)."""
     declared: Object = {"port": port}
     if name:
         declared["name"] = name
