@@ -93,7 +93,7 @@ def clusters_answered(port: int, services: int, delta: bool, deadline: float) ->
         channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=options)
         done = threading.Event()
 
-        def requests() -> Iterator[object]:
+        def requests(done: threading.Event = done) -> Iterator[object]:
             if delta:
                 yield DeltaDiscoveryRequest(node=node, type_url=CDS)
             else:
@@ -156,9 +156,11 @@ def phases_child(manifests: Path, started_at: float) -> None:
         wall0, cpu0 = wall, cpu
 
     import asyncio
+    import importlib
 
-    import dragoman.cli  # noqa: F401  (what `dragoman serve` imports before it runs)
-    import dragoman.commands.serve  # noqa: F401
+    # What `dragoman serve` imports before it runs.
+    importlib.import_module("dragoman.cli")
+    importlib.import_module("dragoman.commands.serve")
     from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
 
     mark("imports")
