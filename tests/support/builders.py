@@ -145,10 +145,12 @@ def service(
         if app_protocol:
             declared["appProtocol"] = app_protocol
         ports = [declared]
-    spec: Object = {
-        "selector": dict(selector) if selector is not None else {"app": name},
-        "ports": [dict(p) for p in ports],
-    }
+    spec: Object = {}
+    if selector is None:
+        spec["selector"] = {"app": name}
+    elif selector:  # an empty selector is no selector: a Service without pods
+        spec["selector"] = dict(selector)
+    spec["ports"] = [dict(p) for p in ports]
     if service_type:
         spec["type"] = service_type
     return {
@@ -256,7 +258,9 @@ def http_route(
         ]
     elif rules is None:
         raise TypeError("give the route `to` or `rules`")
-    spec: Object = {"parentRefs": [_parent(parent, namespace) for parent in parents]}
+    spec: Object = {}
+    if parents:
+        spec["parentRefs"] = [_parent(parent, namespace) for parent in parents]
     if hostnames:
         spec["hostnames"] = list(hostnames)
     spec["rules"] = [dict(r) for r in rules]
@@ -527,9 +531,22 @@ def namespace_object(name: str, labels: Mapping[str, str] | None = None) -> Obje
     }
 
 
-def yaml_text(*documents: Mapping[str, Any]) -> str:
-    """The objects as one manifest file."""
+def yaml_text(*documents: Mapping[str, Any], flow: bool = False) -> str:
+    """The objects as one manifest file. `flow`: each top-level field on one line, its value in
+    flow style (`metadata: {name: web}`), for tests that count a file's lines."""
+    if flow:
+        return "---\n".join(_flow_lines(document) for document in documents)
     return yaml.safe_dump_all([dict(document) for document in documents], sort_keys=False)
+
+
+def _flow_lines(document: Mapping[str, Any]) -> str:
+    lines = []
+    for key, value in document.items():
+        field = yaml.safe_dump(
+            {key: value}, default_flow_style=True, sort_keys=False, width=1 << 30
+        )
+        lines.append(field.strip().removeprefix("{").removesuffix("}") + "\n")
+    return "".join(lines)
 
 
 def typed(*documents: Mapping[str, Any]) -> list[KubeObject]:
