@@ -43,18 +43,55 @@ def gateway(
     namespace: str = "default",
     listeners: Sequence[Object] | None = None,
     generation: int | None = None,
+    allowed_listeners: str | Mapping[str, Any] | None = None,
+    addresses: Sequence[Mapping[str, Any]] | None = None,
 ) -> Object:
     """A Gateway with one HTTP listener `http` on `port` (8080 unless given), or with
-    `listeners` (see `listener`)."""
+    `listeners` (see `listener`). `allowed_listeners`: the namespaces whose ListenerSets may
+    attach (`from`: Same, All, None, or the namespaces dict in full); `addresses` as the API
+    spells them."""
     if listeners is not None and port is not None:
         raise TypeError("give the Gateway either a port or its listeners")
     if listeners is None:
         listeners = [listener(port=8080 if port is None else port)]
+    spec: Object = {"gatewayClassName": class_name}
+    if allowed_listeners is not None:
+        namespaces = (
+            {"from": allowed_listeners}
+            if isinstance(allowed_listeners, str)
+            else dict(allowed_listeners)
+        )
+        spec["allowedListeners"] = {"namespaces": namespaces}
+    if addresses is not None:
+        spec["addresses"] = [dict(a) for a in addresses]
+    spec["listeners"] = [dict(x) for x in listeners]
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "Gateway",
         "metadata": metadata(name, namespace, generation=generation),
-        "spec": {"gatewayClassName": class_name, "listeners": [dict(x) for x in listeners]},
+        "spec": spec,
+    }
+
+
+def listener_set(
+    name: str,
+    listeners: Sequence[Object],
+    *,
+    parent: str = "gw",
+    parent_namespace: str | None = None,
+    namespace: str = "default",
+    generation: int | None = None,
+    created: str = "",
+) -> Object:
+    """A ListenerSet adding `listeners` (see `listener`) to the Gateway `parent`."""
+    ref: Object = {"name": parent}
+    if parent_namespace is not None:
+        ref["namespace"] = parent_namespace
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "ListenerSet",
+        "metadata": metadata(name, namespace, generation=generation, created=created),
+        "spec": {"parentRef": ref, "listeners": [dict(x) for x in listeners]},
     }
 
 
@@ -241,7 +278,8 @@ def http_route(
     generation: int | None = None,
     status: Mapping[str, Any] | None = None,
 ) -> Object:
-    """A route (an HTTPRoute unless `kind` says GRPCRoute). `to`: one backend Service (with
+    """A route (an HTTPRoute unless `kind` says GRPCRoute, TCPRoute, TLSRoute or UDPRoute:
+    their rules have the same backendRefs, without matches). `to`: one backend Service (with
     `port`), matching every request; or rules (path prefix, backend Service, port); or `rules`
     in full (see `rule`). `parents`: Gateway names in namespace `default`, or parentRefs (see
     `parent_ref`)."""
