@@ -45,11 +45,12 @@ def gateway(
     generation: int | None = None,
     allowed_listeners: str | Mapping[str, Any] | None = None,
     addresses: Sequence[Mapping[str, Any]] | None = None,
+    tls: Mapping[str, Any] | None = None,
 ) -> Object:
     """A Gateway with one HTTP listener `http` on `port` (8080 unless given), or with
     `listeners` (see `listener`). `allowed_listeners`: the namespaces whose ListenerSets may
-    attach (`from`: Same, All, None, or the namespaces dict in full); `addresses` as the API
-    spells them."""
+    attach (`from`: Same, All, None, or the namespaces dict in full); `addresses` and `tls`
+    (the Gateway's own, for backends) as the API spells them."""
     if listeners is not None and port is not None:
         raise TypeError("give the Gateway either a port or its listeners")
     if listeners is None:
@@ -65,6 +66,8 @@ def gateway(
     if addresses is not None:
         spec["addresses"] = [dict(a) for a in addresses]
     spec["listeners"] = [dict(x) for x in listeners]
+    if tls is not None:
+        spec["tls"] = dict(tls)
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "Gateway",
