@@ -26,12 +26,20 @@ GATEWAY_V1 = f"{GATEWAY_GROUP}/v1"
 Object = dict[str, Any]
 
 
-def gateway_class(name: str = "dragoman", controller: str = DEFAULT_CONTROLLER_NAME) -> Object:
+def gateway_class(
+    name: str = "dragoman",
+    controller: str = DEFAULT_CONTROLLER_NAME,
+    *,
+    parameters_ref: Mapping[str, Any] | None = None,
+) -> Object:
+    spec: Object = {"controllerName": controller}
+    if parameters_ref is not None:
+        spec["parametersRef"] = dict(parameters_ref)
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "GatewayClass",
         "metadata": {"name": name},
-        "spec": {"controllerName": controller},
+        "spec": spec,
     }
 
 
