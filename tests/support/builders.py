@@ -31,6 +31,7 @@ def gateway_class(
     controller: str = DEFAULT_CONTROLLER_NAME,
     *,
     parameters_ref: Mapping[str, Any] | None = None,
+    generation: int | None = None,
 ) -> Object:
     spec: Object = {"controllerName": controller}
     if parameters_ref is not None:
@@ -38,7 +39,7 @@ def gateway_class(
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "GatewayClass",
-        "metadata": {"name": name},
+        "metadata": metadata(name, None, generation=generation),
         "spec": spec,
     }
 
@@ -54,11 +55,12 @@ def gateway(
     allowed_listeners: str | Mapping[str, Any] | None = None,
     addresses: Sequence[Mapping[str, Any]] | None = None,
     tls: Mapping[str, Any] | None = None,
+    infrastructure: Mapping[str, Any] | None = None,
 ) -> Object:
     """A Gateway with one HTTP listener `http` on `port` (8080 unless given), or with
     `listeners` (see `listener`). `allowed_listeners`: the namespaces whose ListenerSets may
-    attach (`from`: Same, All, None, or the namespaces dict in full); `addresses` and `tls`
-    (the Gateway's own, for backends) as the API spells them."""
+    attach (`from`: Same, All, None, or the namespaces dict in full); `addresses`, `tls` (the
+    Gateway's own, for backends) and `infrastructure` as the API spells them."""
     if listeners is not None and port is not None:
         raise TypeError("give the Gateway either a port or its listeners")
     if listeners is None:
@@ -76,6 +78,8 @@ def gateway(
     spec["listeners"] = [dict(x) for x in listeners]
     if tls is not None:
         spec["tls"] = dict(tls)
+    if infrastructure is not None:
+        spec["infrastructure"] = dict(infrastructure)
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "Gateway",
@@ -124,6 +128,19 @@ def listener(
         found["tls"] = dict(tls)
     if allowed_routes is not None:
         found["allowedRoutes"] = dict(allowed_routes)
+    return found
+
+
+def listener_tls(*certificates: str | Mapping[str, Any], mode: str | None = None) -> Object:
+    """A listener's tls: its certificateRefs (Secret names of the Gateway's namespace, or refs
+    in full), and the mode when given (Terminate is the API's default)."""
+    found: Object = {}
+    if mode is not None:
+        found["mode"] = mode
+    if certificates:
+        found["certificateRefs"] = [
+            {"name": c} if isinstance(c, str) else dict(c) for c in certificates
+        ]
     return found
 
 
@@ -482,10 +499,12 @@ def reference_grant(
     to_name: str | None = None,
     from_group: str | None = None,
     to_group: str | None = None,
+    version: str = "v1",
 ) -> Object:
     """A ReferenceGrant in `namespace` letting `from_kind` objects of `from_namespace` refer to
     `to_kind` objects here (those named `to_name`, or all). Groups follow the kinds unless
-    given: core for Service, Secret, ConfigMap; the Gateway API's for the others."""
+    given: core for Service, Secret, ConfigMap; the Gateway API's for the others. `version`:
+    of the Gateway API (v1beta1 is still served)."""
     to: Object = {"group": _group_of(to_kind) if to_group is None else to_group, "kind": to_kind}
     if to_name is not None:
         to["name"] = to_name
@@ -495,7 +514,7 @@ def reference_grant(
         "namespace": from_namespace,
     }
     return {
-        "apiVersion": GATEWAY_V1,
+        "apiVersion": f"{GATEWAY_GROUP}/{version}",
         "kind": "ReferenceGrant",
         "metadata": metadata(name, namespace),
         "spec": {"from": [source], "to": [to]},
