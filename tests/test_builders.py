@@ -271,3 +271,20 @@ def test_services_and_slices_with_several_ports() -> None:
 def test_a_port_name_without_a_port_is_refused() -> None:
     with pytest.raises(TypeError, match="need the port"):
         external_service("ext", "api.example.com", None, port_name="https")
+
+
+def test_objects_built_from_the_same_parts_share_nothing() -> None:
+    """A test may change an object it built; another object of the same parts stays as built."""
+    web = backend_ref("web", 80)
+    rules = [rule(web, matches=[match("/a")])]
+    first = http_route("a", rules=rules)
+    second = http_route("b", rules=rules)
+    first["spec"]["rules"][0]["backendRefs"][0]["port"] = 81
+    first["spec"]["rules"][0]["matches"][0]["path"]["value"] = "/changed"
+    assert second["spec"]["rules"][0]["backendRefs"] == [{"name": "web", "port": 80}]
+    assert second["spec"]["rules"][0]["matches"][0]["path"]["value"] == "/a"
+    assert rules[0]["backendRefs"] == [web] and web == {"name": "web", "port": 80}
+    http = listener(allowed_routes=allowed_routes("All"))
+    one, two = gateway("one", listeners=[http]), gateway("two", listeners=[http])
+    one["spec"]["listeners"][0]["allowedRoutes"]["namespaces"]["from"] = "Same"
+    assert two["spec"]["listeners"][0]["allowedRoutes"] == {"namespaces": {"from": "All"}}

@@ -11,6 +11,7 @@ a plain dict does as well wherever one of those goes.
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,12 @@ GATEWAY_V1 = f"{GATEWAY_GROUP}/v1"
 Object = dict[str, Any]
 
 
+def _own(part: Mapping[str, Any]) -> Object:
+    """A deep copy of a part handed in: objects built from the same parts share nothing that
+    a test might change in one of them."""
+    return copy.deepcopy(dict(part))
+
+
 def gateway_class(
     name: str = "dragoman",
     controller: str = DEFAULT_CONTROLLER_NAME,
@@ -35,7 +42,7 @@ def gateway_class(
 ) -> Object:
     spec: Object = {"controllerName": controller}
     if parameters_ref is not None:
-        spec["parametersRef"] = dict(parameters_ref)
+        spec["parametersRef"] = _own(parameters_ref)
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "GatewayClass",
@@ -70,16 +77,16 @@ def gateway(
         namespaces = (
             {"from": allowed_listeners}
             if isinstance(allowed_listeners, str)
-            else dict(allowed_listeners)
+            else _own(allowed_listeners)
         )
         spec["allowedListeners"] = {"namespaces": namespaces}
     if addresses is not None:
-        spec["addresses"] = [dict(a) for a in addresses]
-    spec["listeners"] = [dict(x) for x in listeners]
+        spec["addresses"] = [_own(a) for a in addresses]
+    spec["listeners"] = [_own(x) for x in listeners]
     if tls is not None:
-        spec["tls"] = dict(tls)
+        spec["tls"] = _own(tls)
     if infrastructure is not None:
-        spec["infrastructure"] = dict(infrastructure)
+        spec["infrastructure"] = _own(infrastructure)
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "Gateway",
@@ -106,7 +113,7 @@ def listener_set(
         "apiVersion": GATEWAY_V1,
         "kind": "ListenerSet",
         "metadata": metadata(name, namespace, generation=generation, created=created),
-        "spec": {"parentRef": ref, "listeners": [dict(x) for x in listeners]},
+        "spec": {"parentRef": ref, "listeners": [_own(x) for x in listeners]},
     }
 
 
@@ -125,9 +132,9 @@ def listener(
     if hostname is not None:
         found["hostname"] = hostname
     if tls is not None:
-        found["tls"] = dict(tls)
+        found["tls"] = _own(tls)
     if allowed_routes is not None:
-        found["allowedRoutes"] = dict(allowed_routes)
+        found["allowedRoutes"] = _own(allowed_routes)
     return found
 
 
@@ -139,7 +146,7 @@ def listener_tls(*certificates: str | Mapping[str, Any], mode: str | None = None
         found["mode"] = mode
     if certificates:
         found["certificateRefs"] = [
-            {"name": c} if isinstance(c, str) else dict(c) for c in certificates
+            {"name": c} if isinstance(c, str) else _own(c) for c in certificates
         ]
     return found
 
@@ -154,11 +161,11 @@ def allowed_routes(
     matchLabels/matchExpressions) and route kinds (a name, or a dict with its group)."""
     found: Object = {}
     if kinds:
-        found["kinds"] = [{"kind": k} if isinstance(k, str) else dict(k) for k in kinds]
+        found["kinds"] = [{"kind": k} if isinstance(k, str) else _own(k) for k in kinds]
     if namespaces is not None:
         found["namespaces"] = {"from": namespaces}
         if selector is not None:
-            found["namespaces"]["selector"] = dict(selector)
+            found["namespaces"]["selector"] = _own(selector)
     return found
 
 
@@ -215,7 +222,7 @@ def service(
         spec["selector"] = {"app": name}
     elif selector:  # an empty selector is no selector: a Service without pods
         spec["selector"] = dict(selector)
-    spec["ports"] = [dict(p) for p in ports]
+    spec["ports"] = [_own(p) for p in ports]
     if service_type:
         spec["type"] = service_type
     return {
@@ -343,7 +350,7 @@ def http_route(
         spec["parentRefs"] = [_parent(parent, namespace) for parent in parents]
     if hostnames:
         spec["hostnames"] = list(hostnames)
-    spec["rules"] = [dict(r) for r in rules]
+    spec["rules"] = [_own(r) for r in rules]
     route: Object = {
         "apiVersion": GATEWAY_V1,
         "kind": kind,
@@ -357,7 +364,7 @@ def http_route(
         "spec": spec,
     }
     if status is not None:
-        route["status"] = dict(status)
+        route["status"] = _own(status)
     return route
 
 
@@ -368,7 +375,7 @@ def grpc_route(name: str, to: str | None = None, port: int | None = None, **opti
 
 def _parent(parent: str | Mapping[str, Any], route_namespace: str | None) -> Object:
     if not isinstance(parent, str):
-        return dict(parent)
+        return _own(parent)
     # A route in another namespace names its Gateway's namespace; one in default need not.
     return parent_ref(parent, namespace=None if route_namespace in ("default", None) else "default")
 
@@ -430,10 +437,10 @@ def rule(
     (see `match`, `grpc_match`)."""
     found: Object = {}
     if matches is not None:
-        found["matches"] = [dict(m) for m in matches]
+        found["matches"] = [_own(m) for m in matches]
     if filters is not None:
-        found["filters"] = [dict(f) for f in filters]
-    found["backendRefs"] = [dict(b) for b in backends]
+        found["filters"] = [_own(f) for f in filters]
+    found["backendRefs"] = [_own(b) for b in backends]
     return found
 
 
@@ -445,7 +452,7 @@ def _name_values(items: NameValues) -> list[Object]:
     (for another match type)."""
     if isinstance(items, Mapping):
         return [{"name": name, "value": value} for name, value in items.items()]
-    return [dict(item) for item in items]
+    return [_own(item) for item in items]
 
 
 def match(
@@ -555,11 +562,11 @@ def backend_tls_policy(
         target["sectionName"] = section
     validation: Object = {"hostname": hostname}
     if ca_refs:
-        validation["caCertificateRefs"] = [dict(r) for r in ca_refs]
+        validation["caCertificateRefs"] = [_own(r) for r in ca_refs]
     if well_known is not None:
         validation["wellKnownCACertificates"] = well_known
     if subject_alt_names:
-        validation["subjectAltNames"] = [dict(n) for n in subject_alt_names]
+        validation["subjectAltNames"] = [_own(n) for n in subject_alt_names]
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "BackendTLSPolicy",
