@@ -16,6 +16,7 @@ from tests.support.builders import (
     Object,
     allowed_routes,
     backend_ref,
+    external_service,
     gateway,
     gateway_class,
     http_route,
@@ -510,17 +511,10 @@ def test_udp_weighted_backends_send_everything_to_the_heaviest_and_say_so() -> N
 
 
 def test_the_dns_check_covers_external_names_of_tcp_tls_and_udp_routes() -> None:
-    external = (
-        "apiVersion: v1\nkind: Service\nmetadata: {name: db, namespace: infra}\n"
-        "spec: {type: ExternalName, externalName: db.partner.example, ports: [{port: 5432}]}\n"
-        "---\n"
-        "apiVersion: v1\nkind: Service\nmetadata: {name: logs, namespace: infra}\n"
-        "spec: {type: ExternalName, externalName: logs.partner.example,"
-        " ports: [{port: 514, protocol: UDP}]}\n---\n"
-    )
     texts = (
         gateway_class(),
-        external,
+        external_service("db", "db.partner.example", 5432, namespace="infra"),
+        external_service("logs", "logs.partner.example", 514, namespace="infra", protocol="UDP"),
         infra_gateway("gw", listeners=[TCP, UDP]),
         route("db", "db", 5432, kind="TCPRoute"),
         route("logs", "logs", 514, kind="UDPRoute"),

@@ -263,18 +263,25 @@ def external_service(
     annotations: Mapping[str, str] | None = None,
     app_protocol: str = "",
     port_name: str = "",
+    protocol: str = "",
+    external_ips: Sequence[str] = (),
 ) -> Object:
-    """A `type: ExternalName` Service declaring one port, or none when `port` is None."""
+    """A `type: ExternalName` Service declaring one port (TCP unless `protocol` says UDP), or
+    none when `port` is None; `external_ips`: its spec.externalIPs."""
     spec: Object = {"type": "ExternalName", "externalName": external_name}
+    if external_ips:
+        spec["externalIPs"] = list(external_ips)
     if port is not None:
         declared: Object = {"port": port}
+        if protocol:
+            declared["protocol"] = protocol
         if app_protocol:
             declared["appProtocol"] = app_protocol
         if port_name:
             declared["name"] = port_name
         spec["ports"] = [declared]
-    elif app_protocol or port_name:
-        raise TypeError("a port's name and appProtocol need the port")
+    elif app_protocol or port_name or protocol:
+        raise TypeError("a port's name, protocol and appProtocol need the port")
     meta = metadata(name, namespace)
     if annotations:
         meta["annotations"] = dict(annotations)
