@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
@@ -344,37 +345,18 @@ def test_unchanged_parts_keep_their_objects_and_bytes() -> None:
     rng = random.Random(7)
     held = {k: v for k, v in _initial(rng).items() if k[0] != "GRPCRoute"}
 
-    def route(path: str) -> KubeObject:
-        return _one(f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: mine, namespace: default}}
-spec:
-  parentRefs: [{{name: edge, namespace: default, sectionName: http}}]
-  hostnames: [mine.example.org]
-  rules: [{{matches: [{{path: {{type: PathPrefix, value: {path}}}}}],
-           backendRefs: [{{name: mine, port: 80}}, {{name: kept, port: 80}}]}}]
-""")
-
-    def service(host: str) -> KubeObject:
-        return _one(f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: mine, namespace: default}}
-spec: {{type: ExternalName, externalName: {host}, ports: [{{port: 80}}]}}
-""")
-
-    held[("HTTPRoute", "default", "mine")] = route("/one")
-    held[("Service", "default", "mine")] = service("mine.example.net")
-    held[("Service", "default", "kept")] = _one("""
-apiVersion: v1
-kind: Service
-metadata: {name: kept, namespace: default}
-spec: {type: ExternalName, externalName: kept.example.net, ports: [{port: 80}]}
-""")
+    mine = partial(http_route, "mine", parents=[_edge("http")], hostnames=["mine.example.org"])
+    to_both = [backend_ref("mine", 80), backend_ref("kept", 80)]
+    held[("HTTPRoute", "default", "mine")] = _one(
+        mine(rules=[rule(*to_both, matches=[match("/one")])])
+    )
+    held[("Service", "default", "mine")] = _one(external_service("mine", "mine.example.net", 80))
+    held[("Service", "default", "kept")] = _one(external_service("kept", "kept.example.net", 80))
     builder, translation = IncrementalBuild(), IncrementalTranslation()
     before = translation.translate(builder.build(Store.from_objects(held.values())).dag)
-    held[("HTTPRoute", "default", "mine")] = route("/two")
+    held[("HTTPRoute", "default", "mine")] = _one(
+        mine(rules=[rule(*to_both, matches=[match("/two")])])
+    )
     result = builder.build(Store.from_objects(held.values()))
     after = translation.translate(result.dag)
     assert result.kind == "incremental"
@@ -396,7 +378,7 @@ spec: {type: ExternalName, externalName: kept.example.net, ports: [{port: 80}]}
     assert tables
     assert len(tables) < sum(len(s.of_type(ROUTE).resources) for s in after.values())
     # Then a Service: its cluster is made again, every other one is still the first made.
-    held[("Service", "default", "mine")] = service("moved.example.net")
+    held[("Service", "default", "mine")] = _one(external_service("mine", "moved.example.net", 80))
     result = builder.build(Store.from_objects(held.values()))
     assert result.kind == "incremental"
     last = translation.translate(result.dag)
