@@ -63,11 +63,13 @@ def gateway(
     addresses: Sequence[Mapping[str, Any]] | None = None,
     tls: Mapping[str, Any] | None = None,
     infrastructure: Mapping[str, Any] | None = None,
+    status: Mapping[str, Any] | None = None,
 ) -> Object:
     """A Gateway with one HTTP listener `http` on `port` (8080 unless given), or with
     `listeners` (see `listener`). `allowed_listeners`: the namespaces whose ListenerSets may
     attach (`from`: Same, All, None, or the namespaces dict in full); `addresses`, `tls` (the
-    Gateway's own, for backends) and `infrastructure` as the API spells them."""
+    Gateway's own, for backends) and `infrastructure` as the API spells them; `status` as
+    the API server holds it."""
     if listeners is not None and port is not None:
         raise TypeError("give the Gateway either a port or its listeners")
     if listeners is None:
@@ -87,12 +89,15 @@ def gateway(
         spec["tls"] = _own(tls)
     if infrastructure is not None:
         spec["infrastructure"] = _own(infrastructure)
-    return {
+    found: Object = {
         "apiVersion": GATEWAY_V1,
         "kind": "Gateway",
         "metadata": metadata(name, namespace, generation=generation),
         "spec": spec,
     }
+    if status is not None:
+        found["status"] = _own(status)
+    return found
 
 
 def listener_set(
