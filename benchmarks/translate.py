@@ -34,7 +34,12 @@ from dataclasses import dataclass
 
 from envoy.config.accesslog.v3 import accesslog_pb2
 from envoy.config.cluster.v3 import cluster_pb2
-from envoy.config.core.v3 import address_pb2, config_source_pb2, substitution_format_string_pb2
+from envoy.config.core.v3 import (
+    address_pb2,
+    base_pb2,
+    config_source_pb2,
+    substitution_format_string_pb2,
+)
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
@@ -88,6 +93,7 @@ LISTENER_PORT = 8080
 TLS_PORT = 8443
 TCP_BASE_PORT = 20000  # TCPRoute i gets a TCP listener on TCP_BASE_PORT + i
 SERVICE_PORT = 80
+SERVICE_PORT_NAME = "http"
 TARGET_PORT = 8080
 ENDPOINTS_PER_SLICE = 3
 TARGET_RATIO = 5.0
@@ -168,7 +174,9 @@ def synthesize(n: int, l4: bool = False) -> list[KubeObject]:
         objects.append(
             Service(
                 meta=ObjectMeta(name=pod_service_name(i), namespace=NAMESPACE),
-                ports=(ServicePort(port=SERVICE_PORT, name="http", target_port=TARGET_PORT),),
+                ports=(
+                    ServicePort(port=SERVICE_PORT, name=SERVICE_PORT_NAME, target_port=TARGET_PORT),
+                ),
                 selector={"app": pod_service_name(i)},
             )
         )
@@ -178,7 +186,7 @@ def synthesize(n: int, l4: bool = False) -> list[KubeObject]:
                 meta=ObjectMeta(name=external_service_name(i), namespace=NAMESPACE),
                 type="ExternalName",
                 external_name=external_host(i),
-                ports=(ServicePort(port=SERVICE_PORT, name="http"),),
+                ports=(ServicePort(port=SERVICE_PORT, name=SERVICE_PORT_NAME),),
             )
         )
         kind = route_kind(i, l4)
@@ -334,7 +342,10 @@ def floor(n: int, l4: bool = False) -> tuple[float, dict[tuple[str, str], str]]:
                     server_names=[route_hostname(i)]
                 ),
                 filters=[
-                    _tcp_proxy(f"tls-{TLS_PORT}", f"{NAMESPACE}/{external_service_name(i)}/80/tcp")
+                    _tcp_proxy(
+                        f"tls-{TLS_PORT}",
+                        f"{NAMESPACE}/{external_service_name(i)}/{SERVICE_PORT_NAME}/tcp",
+                    )
                 ],
             )
             tls_chains.append((f"route-{i}", chain))
@@ -404,6 +415,8 @@ def _emit_eds(
             cluster_name=eds_name,
             endpoints=[
                 endpoint_components_pb2.LocalityLbEndpoints(
+                    # An empty locality, always present (gRPC clients require it).
+                    locality=base_pb2.Locality(),
                     load_balancing_weight=wrappers_pb2.UInt32Value(value=len(addresses)),
                     lb_endpoints=[_lb_endpoint(a, TARGET_PORT) for a in addresses],
                 )
@@ -416,7 +429,8 @@ def _emit_dns(
     emit: Callable[[str, str, Message], None], cluster_url: str, i: int, suffix: str
 ) -> None:
     # STRICT_DNS through the envoy.cluster.dns extension, with an inline load assignment.
-    dns_name = f"{NAMESPACE}/{external_service_name(i)}/{SERVICE_PORT}{suffix}"
+    # Named for the Service's port name, which survives a change of the port's number.
+    dns_name = f"{NAMESPACE}/{external_service_name(i)}/{SERVICE_PORT_NAME}{suffix}"
     host = external_host(i)
     settings = dns_cluster_pb2.DnsCluster(
         dns_refresh_rate=duration_pb2.Duration(seconds=30),
@@ -513,7 +527,7 @@ def _emit_http(
                         name=f"{source}/1",
                         match=route_components_pb2.RouteMatch(path="/ext"),
                         route=route_components_pb2.RouteAction(
-                            cluster=f"{NAMESPACE}/{external_service_name(i)}/{SERVICE_PORT}",
+                            cluster=f"{NAMESPACE}/{external_service_name(i)}/{SERVICE_PORT_NAME}",
                             auto_host_rewrite=wrappers_pb2.BoolValue(value=True),
                         ),
                     ),
