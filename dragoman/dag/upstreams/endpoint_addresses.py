@@ -14,6 +14,7 @@ always-denied ranges; an address inside one is used.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable, Sequence
 
 from dragoman.dag.external_name_policy import BUILTIN_DENIED_NETWORKS, Network
@@ -22,9 +23,27 @@ from dragoman.objects import EndpointSlice
 
 DENIED_ENDPOINT_ADDRESS = "DeniedEndpointAddress"
 
+# A dotted-quad IPv4 address exactly as `ipaddress` spells one (0-255, no leading zeros): the
+# common case, judged without building an address object (tens of thousands per build).
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_DOTTED_QUAD = re.compile(rf"({_OCTET})\.({_OCTET})\.({_OCTET})\.({_OCTET})")
+# The always-denied IPv4 ranges as (network, mask) integers.
+_DENIED_V4 = tuple(
+    (int(network.network_address), int(network.netmask))
+    for network, _ in BUILTIN_DENIED_NETWORKS
+    if network.version == 4
+)
+
 
 def endpoint_address_refusal(text: str, allowed: Sequence[Network] = ()) -> str | None:
     """None when `text` may be an endpoint, else why not."""
+    quad = _DOTTED_QUAD.fullmatch(text)
+    if quad is not None:
+        a, b, c, d = quad.groups()
+        value = (int(a) << 24) | (int(b) << 16) | (int(c) << 8) | int(d)
+        if not any(value & mask == network for network, mask in _DENIED_V4):
+            return None
+        # In a denied range: the exceptions and the message come from the full check below.
     try:
         address = ipaddress.ip_address(text)
     except ValueError:
