@@ -45,6 +45,9 @@ _METADATA_PATTERNS = ((re.compile(r"instance-data\.[a-z0-9-]+\.compute\.internal
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
+# Without a colon a name can only be an IPv4 literal, made of ASCII digits and dots alone.
+_NOT_IPV4 = re.compile(r"[^0-9.]")
+
 
 def normalise(external_name: str) -> str:
     """Lower-case, without one trailing dot: the form DNS compares and clusters are named by."""
@@ -115,6 +118,8 @@ def _in_cluster_part(name: str, domain: str) -> str:
 
 
 def _ip_literal(name: str) -> IPAddress | None:
+    if ":" not in name and _NOT_IPV4.search(name) is not None:
+        return None  # a host name (the common case), known without parsing it twice
     bracketed = name.startswith("[") and name.endswith("]")
     try:
         ip = ipaddress.ip_address(name[1:-1] if bracketed else name)
