@@ -70,16 +70,18 @@ def route(value: Route) -> rc_pb2.Route:
     action = value.action
     if isinstance(action, Forward):
         weights = merged_weights(action)
-        if not weights or [name for name, _ in weights] == [INVALID_BACKEND_CLUSTER]:
+        if not weights or (len(weights) == 1 and weights[0][0] == INVALID_BACKEND_CLUSTER):
             status = NO_GRPC_BACKEND_STATUS if action.grpc else NO_BACKEND_STATUS
             message.direct_response.CopyFrom(direct_response(DirectResponse(status)))
         else:
-            message.route.CopyFrom(route_action(action, weights, value.match))
+            # Filled in place: building a RouteAction apart and copying it costs a copy.
+            fill_route_action(message.route, action, weights, value.match)
     elif isinstance(action, Redirect):
         message.redirect.CopyFrom(redirect_action(action, value.match))
     else:
         message.direct_response.CopyFrom(direct_response(action))
-    _add_header_edits(message, value.request_headers, value.response_headers)
+    if value.request_headers or value.response_headers:
+        _add_header_edits(message, value.request_headers, value.response_headers)
     if value.cors is not None:
         message.typed_per_filter_config[CORS_FILTER].CopyFrom(pack(cors_policy(value.cors)))
     return message
@@ -136,17 +138,29 @@ def string_matcher(value: ValueMatch) -> string_pb2.StringMatcher:
 def merged_weights(action: Forward) -> list[tuple[str, int]]:
     """(cluster, total weight) in first-seen order, backends with the same cluster and the same
     own filters merged; weight 0 means no traffic at all."""
+    backends = action.backends
+    if len(backends) == 1:
+        # The common rule: one backendRef, nothing to merge.
+        (backend,) = backends
+        return (
+            [(backend.cluster or INVALID_BACKEND_CLUSTER, backend.weight)]
+            if backend.weight > 0
+            else []
+        )
     merged: dict[Backend, int] = {}
-    for backend in action.backends:
+    for backend in backends:
         if backend.weight <= 0:
             continue
-        key = backend if backend.cluster is not None else Backend(INVALID_BACKEND_CLUSTER, 0)
-        key = _unweighted(key)
+        key = _unweighted(backend)
         merged[key] = merged.get(key, 0) + backend.weight
     return [(key.cluster or INVALID_BACKEND_CLUSTER, weight) for key, weight in merged.items()]
 
 
 def _unweighted(backend: Backend) -> Backend:
+    """The backend as a merge key: its weight dropped; an invalid reference stands for the
+    invalid-backend cluster, whatever filters it had."""
+    if backend.cluster is None:
+        return _INVALID_BACKEND
     return Backend(
         cluster=backend.cluster,
         weight=0,
@@ -156,10 +170,21 @@ def _unweighted(backend: Backend) -> Backend:
     )
 
 
+_INVALID_BACKEND = Backend(INVALID_BACKEND_CLUSTER, 0)
+
+
 def route_action(
     action: Forward, weights: list[tuple[str, int]], match: RouteMatch
 ) -> rc_pb2.RouteAction:
     message = rc_pb2.RouteAction()
+    fill_route_action(message, action, weights, match)
+    return message
+
+
+def fill_route_action(
+    message: rc_pb2.RouteAction, action: Forward, weights: list[tuple[str, int]], match: RouteMatch
+) -> None:
+    """Sets `message` (an empty RouteAction) to forward as `action` asks."""
     backends = _backends_by_weight_order(action, weights)
     own_filters = any(_has_own_filters(backend) for backend in backends)
     if len(weights) == 1 and not own_filters:
@@ -182,7 +207,8 @@ def route_action(
         message.auto_host_rewrite.value = True
     if action.path_rewrite is not None:
         _rewrite_path(message, action.path_rewrite, match)
-    message.request_mirror_policies.extend(_mirror_policy(m) for m in action.mirrors)
+    if action.mirrors:
+        message.request_mirror_policies.extend(_mirror_policy(m) for m in action.mirrors)
     if action.timeout_ms is not None:
         message.timeout.CopyFrom(seconds(action.timeout_ms / 1000))
     if action.per_try_timeout_ms is not None:
@@ -195,16 +221,21 @@ def route_action(
     if action.grpc:
         # Bound each call by the client's grpc-timeout header, with no cap of ours.
         message.max_stream_duration.grpc_timeout_header_max.CopyFrom(seconds(0))
-    return message
 
 
 def _backends_by_weight_order(action: Forward, weights: list[tuple[str, int]]) -> list[Backend]:
     """The (unweighted) backend behind each entry of merged_weights, in the same order."""
+    backends = action.backends
+    if len(backends) == 1:
+        # Only its own filters are read from it: its weight needs no dropping.
+        (backend,) = backends
+        if backend.weight <= 0:
+            return []
+        return [backend if backend.cluster is not None else _INVALID_BACKEND]
     seen: dict[Backend, None] = {}
-    for backend in action.backends:
+    for backend in backends:
         if backend.weight > 0:
-            key = backend if backend.cluster is not None else Backend(INVALID_BACKEND_CLUSTER, 0)
-            seen.setdefault(_unweighted(key), None)
+            seen.setdefault(_unweighted(backend), None)
     return list(seen)
 
 
