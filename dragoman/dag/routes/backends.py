@@ -142,12 +142,13 @@ def resolve_backend_ref(
             f"{field}.kind",
         )
     namespace = ref.namespace or route.meta.namespace
-    referrer = route_referrer(route.kind, route.meta.namespace)
-    target = service_target(namespace, ref.name)
-    if not context.grants.permits(referrer, target):
-        return problem(
-            "RefNotPermitted", not_permitted_message(referrer, target), f"{field}.namespace"
-        )
+    if namespace != route.meta.namespace:  # the same namespace needs no grant
+        referrer = route_referrer(route.kind, route.meta.namespace)
+        target = service_target(namespace, ref.name)
+        if not context.grants.permits(referrer, target):
+            return problem(
+                "RefNotPermitted", not_permitted_message(referrer, target), f"{field}.namespace"
+            )
     if ref.port is None:
         return problem(
             "BackendNotFound",

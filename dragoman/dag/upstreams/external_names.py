@@ -11,7 +11,9 @@ import re
 from dragoman.dag.external_name_policy import CLOUD_METADATA_ADDRESSES
 
 _MAX_NAME_LENGTH = 253
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+# Every dot-separated label an RFC 1123 label, in one match.
+_LABELS = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 
 # Names that /etc/hosts or the resolver itself maps to the loopback interface.
 _LOCALHOST_NAMES = frozenset(
@@ -66,7 +68,7 @@ def unsafe_reason(external_name: str) -> str | None:
     if len(name) > _MAX_NAME_LENGTH:
         return f"externalName is longer than {_MAX_NAME_LENGTH} characters"
     labels = name.split(".")
-    if not all(_LABEL.fullmatch(label) for label in labels):
+    if _LABELS.fullmatch(name) is None:
         return f"externalName {name!r} is not a valid DNS name (RFC 1123)"
     if name in _LOCALHOST_NAMES or name.endswith(".localhost"):
         return f"externalName {name!r} points to localhost"
