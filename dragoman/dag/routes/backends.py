@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.model import Backend, Cluster, HeaderEdits, Problem
+from dragoman.dag.model import NO_EDITS, Backend, Cluster, HeaderEdits, Problem
 from dragoman.dag.reference_grants import (
     not_permitted_message,
     route_referrer,
@@ -74,6 +74,8 @@ def _backend_filters(
     route: HTTPRoute | GRPCRoute, field: str, ref: BackendRef
 ) -> tuple[HeaderEdits, HeaderEdits, str | None, list[Problem]]:
     """The header edits and Host a backendRef's own filters ask for, or why they cannot be."""
+    if not ref.filters:
+        return NO_EDITS, NO_EDITS, None, []
     request = response = HeaderEdits()
     host: str | None = None
     problems: list[Problem] = []
