@@ -50,23 +50,46 @@ SET = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
 APPEND = base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD
 
 
+# The tree is filled in place, top down: a message handed to a constructor or a repeated
+# field's extend is copied, and copying every route twice (into its virtual host, then the
+# virtual host into the table) costs more than building it.
+
+
 def route_configuration(table: RouteTable) -> route_pb2.RouteConfiguration:
-    return route_pb2.RouteConfiguration(
+    message = route_pb2.RouteConfiguration(
         name=table.name,
-        virtual_hosts=[virtual_host(v) for v in table.virtual_hosts],
         # Routes may name the invalid-backend cluster on purpose; never reject the table for it.
         validate_clusters=BoolValue(value=False),
     )
+    add = message.virtual_hosts.add
+    for value in table.virtual_hosts:
+        _fill_virtual_host(add(), value)
+    return message
 
 
 def virtual_host(value: VirtualHost) -> rc_pb2.VirtualHost:
-    return rc_pb2.VirtualHost(
-        name=value.name, domains=list(value.domains), routes=[route(r) for r in value.routes]
-    )
+    message = rc_pb2.VirtualHost()
+    _fill_virtual_host(message, value)
+    return message
+
+
+def _fill_virtual_host(message: rc_pb2.VirtualHost, value: VirtualHost) -> None:
+    message.name = value.name
+    message.domains.extend(value.domains)
+    add = message.routes.add
+    for item in value.routes:
+        _fill_route(add(), item)
 
 
 def route(value: Route) -> rc_pb2.Route:
-    message = rc_pb2.Route(name=route_name(value), match=route_match(value.match))
+    message = rc_pb2.Route()
+    _fill_route(message, value)
+    return message
+
+
+def _fill_route(message: rc_pb2.Route, value: Route) -> None:
+    message.name = route_name(value)
+    _fill_route_match(message.match, value.match)
     action = value.action
     if isinstance(action, Forward):
         weights = merged_weights(action)
@@ -74,7 +97,6 @@ def route(value: Route) -> rc_pb2.Route:
             status = NO_GRPC_BACKEND_STATUS if action.grpc else NO_BACKEND_STATUS
             message.direct_response.CopyFrom(direct_response(DirectResponse(status)))
         else:
-            # Filled in place: building a RouteAction apart and copying it costs a copy.
             fill_route_action(message.route, action, weights, value.match)
     elif isinstance(action, Redirect):
         message.redirect.CopyFrom(redirect_action(action, value.match))
@@ -84,7 +106,6 @@ def route(value: Route) -> rc_pb2.Route:
         _add_header_edits(message, value.request_headers, value.response_headers)
     if value.cors is not None:
         message.typed_per_filter_config[CORS_FILTER].CopyFrom(pack(cors_policy(value.cors)))
-    return message
 
 
 def route_name(value: Route) -> str:
@@ -93,7 +114,13 @@ def route_name(value: Route) -> str:
 
 
 def route_match(value: RouteMatch) -> rc_pb2.RouteMatch:
-    match = path_match(value)
+    match = rc_pb2.RouteMatch()
+    _fill_route_match(match, value)
+    return match
+
+
+def _fill_route_match(match: rc_pb2.RouteMatch, value: RouteMatch) -> None:
+    _fill_path_match(match, value)
     for header in value.headers:
         match.headers.append(_header_matcher(header.name, header))
     if value.method is not None:
@@ -108,21 +135,29 @@ def route_match(value: RouteMatch) -> rc_pb2.RouteMatch:
         )
     if value.grpc:
         match.grpc.SetInParent()
-    return match
 
 
 def path_match(value: RouteMatch) -> rc_pb2.RouteMatch:
+    match = rc_pb2.RouteMatch()
+    _fill_path_match(match, value)
+    return match
+
+
+def _fill_path_match(match: rc_pb2.RouteMatch, value: RouteMatch) -> None:
     if value.path_type == "Exact":
-        return rc_pb2.RouteMatch(path=value.path)
+        match.path = value.path
+        return
     if value.path_type == "RegularExpression":
-        return rc_pb2.RouteMatch(safe_regex=regex_pb2.RegexMatcher(regex=value.path))
+        match.safe_regex.regex = value.path
+        return
     if value.path_type != "PathPrefix":
         raise ValueError(f"unknown path match type {value.path_type!r}")
     prefix = value.path.rstrip("/")
     if not prefix:
-        return rc_pb2.RouteMatch(prefix="/")
+        match.prefix = "/"
+        return
     # Gateway API prefixes match whole path elements: /foo matches /foo and /foo/bar, not /foobar.
-    return rc_pb2.RouteMatch(path_separated_prefix=prefix)
+    match.path_separated_prefix = prefix
 
 
 def _header_matcher(name: str, value: ValueMatch) -> rc_pb2.HeaderMatcher:
