@@ -24,7 +24,7 @@ from dragoman.dag.model import (
 )
 from dragoman.envoy.core import ads_config_source, pack, seconds
 from dragoman.envoy.dns import cares_resolver, dns_cluster_type
-from dragoman.envoy.endpoints import single_host_assignment
+from dragoman.envoy.endpoints import fill_single_host_assignment
 from dragoman.envoy.options import TranslateOptions
 from dragoman.envoy.tls import upstream_tls_socket
 
@@ -136,7 +136,7 @@ def dns_cluster(value: DnsCluster, options: TranslateOptions) -> cluster_pb2.Clu
     failure = None
     if settings.failure_base_s is not None:
         failure = (settings.failure_base_s, settings.failure_max_s or settings.failure_base_s)
-    return cluster_pb2.Cluster(
+    message = cluster_pb2.Cluster(
         name=value.name,
         cluster_type=_dns_type(
             settings.refresh_s or options.dns_refresh_s,
@@ -150,10 +150,12 @@ def dns_cluster(value: DnsCluster, options: TranslateOptions) -> cluster_pb2.Clu
         ),
         lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
         connect_timeout=_timeout(options.connect_timeout_s),
-        load_assignment=single_host_assignment(
-            value.name, value.hostname, value.port, absolute=True
-        ),
     )
+    # Filled in place rather than built apart and copied in.
+    fill_single_host_assignment(
+        message.load_assignment, value.name, value.hostname, value.port, absolute=True
+    )
+    return message
 
 
 def aggregate_cluster(value: AggregateCluster, options: TranslateOptions) -> cluster_pb2.Cluster:

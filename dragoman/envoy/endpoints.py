@@ -53,7 +53,20 @@ def single_host_assignment(
     `<ns>.svc.cluster.local`) is ever appended, so an external `web.other` can never turn
     into another namespace's Service.
     """
-    address = hostname.rstrip(".") + "." if absolute else hostname
-    message = endpoint_pb2.ClusterLoadAssignment(cluster_name=cluster_name)
-    _fill_lb_endpoint(message.endpoints.add().lb_endpoints.add(), address, port, hostname)
+    message = endpoint_pb2.ClusterLoadAssignment()
+    fill_single_host_assignment(message, cluster_name, hostname, port, absolute=absolute)
     return message
+
+
+def fill_single_host_assignment(
+    message: endpoint_pb2.ClusterLoadAssignment,
+    cluster_name: str,
+    hostname: str,
+    port: int,
+    *,
+    absolute: bool = False,
+) -> None:
+    """single_host_assignment into `message` (an empty one, such as a cluster's own)."""
+    address = hostname.rstrip(".") + "." if absolute else hostname
+    message.cluster_name = cluster_name
+    _fill_lb_endpoint(message.endpoints.add().lb_endpoints.add(), address, port, hostname)

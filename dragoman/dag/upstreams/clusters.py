@@ -269,8 +269,8 @@ def cluster_warnings(cluster: Cluster, context: BuildContext) -> tuple[str, ...]
     if isinstance(cluster, EdsCluster):
         return ()
     service = context.services.get((cluster.service.namespace, cluster.service.name))
-    if service is None:
-        return ()
+    if service is None or not (service.meta.annotations or service.external_ips):
+        return ()  # every warning comes from an annotation or from spec.externalIPs
     warnings = list(service_dns_settings(service, context.options.dns_check).problems)
     if service.is_external_name and service.external_ips:
         _, refused = external_ip_verdicts(service.external_ips, context.options.external_names)
@@ -343,7 +343,8 @@ def _external_name_step(
     if reason is not None:
         return Unresolved("UnsafeExternalName", f"{_describe(path)}: {reason}")
 
-    target = in_cluster_target(service.external_name, options.cluster_domain)
+    hostname = normalise(service.external_name)
+    target = in_cluster_target(hostname, options.cluster_domain)
     if target is not None:
         namespace, name = target
         # The alias is a reference from this Service to one in the target's namespace.
@@ -364,7 +365,6 @@ def _external_name_step(
             )
         return aliased
 
-    hostname = normalise(service.external_name)
     if is_cluster_local(hostname, options.cluster_domain):
         # Never let Envoy resolve cluster DNS itself: that would bypass namespace checks.
         return Unresolved(
