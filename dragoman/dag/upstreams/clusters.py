@@ -98,10 +98,10 @@ def service_cluster(
             declared = found
             if not current.is_external_name:
                 return _eds_cluster(path, port, declared, context.upstream, l4)
-        step = _external_name_step(path, port, context)
-        if isinstance(step, DnsCluster):
+        step = _external_name_step(path, context)
+        if isinstance(step, str):
             own = declared if current.ports else None
-            return _external_cluster(path, step, own, declared, context, l4)
+            return _external_cluster(path, step, port, own, declared, context, l4)
         if not isinstance(step, Service):
             return step
         if any(step.key == seen.key for seen in path):
@@ -178,7 +178,8 @@ def _eds_cluster(
 
 def _external_cluster(
     path: list[Service],
-    dns: DnsCluster,
+    hostname: str,
+    port: int,
     own_port: ServicePort | None,
     declared: ServicePort | None,
     context: BuildContext,
@@ -189,7 +190,7 @@ def _external_cluster(
     service = path[-1]
     options, upstream = context.options, context.upstream
     policy = options.external_names
-    refusal = policy.domain_refusal(dns.hostname)
+    refusal = policy.domain_refusal(hostname)
     if refusal is not None:
         return Unresolved(NOT_ALLOWED_BY_POLICY, f"{_describe(path)}: {refusal}")
     fixed: tuple[str, ...] = ()
@@ -203,12 +204,12 @@ def _external_cluster(
                 f"{_describe(path)}: no usable spec.externalIPs: {'; '.join(refused)}",
             )
     elif options.dns_check:
-        checked = dns_refusal(dns.hostname, upstream.dns.get(dns.hostname), policy)
+        checked = dns_refusal(hostname, upstream.dns.get(hostname), policy)
         if checked is not None:
             return Unresolved(checked.reason, f"{_describe(path)}: {checked.message}")
     tls = _tls(
         service,
-        dns.port,
+        port,
         own_port.name if own_port else "",
         declared.app_protocol if declared else "",
         upstream,
@@ -217,12 +218,11 @@ def _external_cluster(
     if isinstance(tls, TlsRefusal):
         return Unresolved(tls.reason, f"{_describe(path)}: {tls.message}")
     protocol = _protocol(declared, tls, l4)
-    # Built whole rather than by dataclasses.replace, which costs several times as much.
     external = DnsCluster(
-        name=_dns_cluster_name(service, dns.port, own_port, protocol),
-        service=dns.service,
-        hostname=dns.hostname,
-        port=dns.port,
+        name=_dns_cluster_name(service, port, own_port, protocol),
+        service=service.key,
+        hostname=hostname,
+        port=port,
         protocol=protocol,
         tls=tls,
         dns=service_dns_settings(service, options.dns_check).settings,
@@ -230,7 +230,7 @@ def _external_cluster(
         client_ip_affinity=service.client_ip_affinity,
         addresses=fixed,
     )
-    preferred = _preferred_cluster(service, dns.port, context, l4)
+    preferred = _preferred_cluster(service, port, context, l4)
     if not isinstance(preferred, EdsCluster):
         return external
     fallback_name = _renamed(external.name, protocol, HTTP1) + f"/{FALLBACK_SUFFIX}"
@@ -333,10 +333,9 @@ def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePor
     )
 
 
-def _external_name_step(
-    path: list[Service], port: int, context: BuildContext
-) -> DnsCluster | Service | Unresolved:
-    """A DNS cluster for an outside host, the Service an in-cluster name aliases, or why not."""
+def _external_name_step(path: list[Service], context: BuildContext) -> str | Service | Unresolved:
+    """The outside host to resolve (normalised), the Service an in-cluster name aliases, or
+    why neither."""
     service = path[-1]
     options = context.options
     reason = unsafe_reason(service.external_name)
@@ -372,9 +371,7 @@ def _external_name_step(
             f"{_describe(path)}: externalName {hostname!r} is inside the cluster domain but is "
             f"not a Service name (<service>.<namespace>.svc.{options.cluster_domain})",
         )
-    return DnsCluster(
-        name=cluster_name(service, port), service=service.key, hostname=hostname, port=port
-    )
+    return hostname
 
 
 def _tls(
