@@ -312,10 +312,10 @@ def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePor
     """The last Service's port numbered `port`, of protocol TCP (UDP for UDP clusters)."""
     service = path[-1]
     wanted = "UDP" if l4 == UDP else "TCP"
+    for declared in service.ports:
+        if declared.port == port and declared.protocol == wanted:
+            return declared
     numbered = [p for p in service.ports if p.port == port]
-    found = next((p for p in numbered if p.protocol == wanted), None)
-    if found is not None:
-        return found
     # Only the first Service's port is the backendRef's; later ones are an alias's.
     first_hop = len(path) == 1
     if numbered:
