@@ -8,6 +8,7 @@ from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.core.v3 import protocol_pb2
 from envoy.extensions.clusters.aggregate.v3 import cluster_pb2 as aggregate_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as http_options_pb2
+from google.protobuf import duration_pb2
 
 from dragoman.dag.model import (
     H2,
@@ -27,6 +28,8 @@ from dragoman.envoy.tls import upstream_tls_socket
 
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 AGGREGATE_CLUSTER_EXTENSION = "envoy.clusters.aggregate"
+# Envoy's connect_timeout when a Cluster sets none (documented, and the same since v2).
+ENVOY_DEFAULT_CONNECT_TIMEOUT_S = 5.0
 
 _HttpOptions = http_options_pb2.HttpProtocolOptions
 
@@ -84,6 +87,16 @@ def upstream_protocol_options(protocol: str, *, tls: bool = False) -> _HttpOptio
     raise ValueError(f"unknown upstream protocol {protocol!r}")
 
 
+def connect_timeout(options: TranslateOptions) -> duration_pb2.Duration | None:
+    """The Cluster's connect_timeout; None (left out) when it is Envoy's own default.
+
+    Every SotW CDS update makes each Envoy parse and hash every cluster again: a field
+    left out of 10,000 clusters is measurable CPU on every Envoy at every change."""
+    if options.connect_timeout_s == ENVOY_DEFAULT_CONNECT_TIMEOUT_S:
+        return None
+    return seconds(options.connect_timeout_s)
+
+
 def eds_cluster(value: EdsCluster | DnsCluster, options: TranslateOptions) -> cluster_pb2.Cluster:
     return cluster_pb2.Cluster(
         name=value.name,
@@ -91,7 +104,7 @@ def eds_cluster(value: EdsCluster | DnsCluster, options: TranslateOptions) -> cl
         # The CLA is named like the cluster, so no service_name is needed.
         eds_cluster_config=cluster_pb2.Cluster.EdsClusterConfig(eds_config=ads_config_source()),
         lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-        connect_timeout=seconds(options.connect_timeout_s),
+        connect_timeout=connect_timeout(options),
     )
 
 
@@ -115,7 +128,7 @@ def dns_cluster(value: DnsCluster, options: TranslateOptions) -> cluster_pb2.Clu
             logical=settings.logical,
         ),
         lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-        connect_timeout=seconds(options.connect_timeout_s),
+        connect_timeout=connect_timeout(options),
         load_assignment=single_host_assignment(
             value.name, value.hostname, value.port, absolute=True
         ),
@@ -132,5 +145,5 @@ def aggregate_cluster(value: AggregateCluster, options: TranslateOptions) -> clu
             name=AGGREGATE_CLUSTER_EXTENSION, typed_config=pack(config)
         ),
         lb_policy=cluster_pb2.Cluster.CLUSTER_PROVIDED,
-        connect_timeout=seconds(options.connect_timeout_s),
+        connect_timeout=connect_timeout(options),
     )
