@@ -7,6 +7,7 @@ load told which files changed (by the directory watcher) looks at those files al
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -27,12 +28,16 @@ from dragoman.sources.decode import (
 from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
+from dragoman.sources.parse_worker import parse_shared, usable_cpus
+from dragoman.sources.reads import ReadOutcome, read_file, read_files
 from dragoman.sources.tree import FileStamp, scan_tree
 
 log = logging.getLogger("dragoman.sources")
 
 # Files of at least this many documents keep what each document meant, by its text.
 KEEP_PIECES_FROM = 16
+# A first load of at least this many files is shared with a worker process.
+SHARE_FROM = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,7 @@ class ManifestDirectory:
         self._parsed: dict[str, _ParsedFile] = {}  # in scan order (path components)
         self._unreadable: dict[str, str] = {}  # relative path -> reason
         self._last: LoadResult | None = None
+        self.parsed_by_worker = 0  # files of the first load a worker process parsed
 
     def stamps(self) -> dict[str, FileStamp]:
         """The stamp of every file as last read (the files a watcher must compare with)."""
@@ -122,17 +128,43 @@ class ManifestDirectory:
         dirty = unreadable != self._unreadable or len(scan.files) != len(self._parsed)
         self._unreadable = unreadable
         parsed: dict[str, _ParsedFile] = {}
-        for stamp in scan.files:
-            cached = self._parsed.get(stamp.path)
-            if cached is None or cached.stamp != stamp:
-                dirty = True
-                fresh = self._parse_file(stamp.path, cached)
-                cached = _keeping_last_good(fresh, cached) if fresh is not None else None
-            if cached is not None:
-                parsed[stamp.path] = cached
+        stale = [s.path for s in scan.files if _stamp_of_parsed(self._parsed.get(s.path)) != s]
+        shared = self._parse_shared(stale) if not self._parsed else {}
+        to_read = [path for path in stale if path not in shared]
+        with contextlib.closing(read_files(str(self.path), to_read, MAX_FILE_BYTES + 1)) as reads:
+            for stamp in scan.files:
+                cached = self._parsed.get(stamp.path)
+                if cached is None or cached.stamp != stamp:
+                    dirty = True
+                    if stamp.path in shared:
+                        fresh = shared[stamp.path]
+                    else:
+                        fresh = self._parse_file(stamp.path, cached, next(reads))
+                    cached = _keeping_last_good(fresh, cached) if fresh is not None else None
+                if cached is not None:
+                    parsed[stamp.path] = cached
         dirty = dirty or parsed.keys() != self._parsed.keys()
         self._parsed = parsed
         return dirty
+
+    def _parse_shared(self, relatives: list[str]) -> dict[str, _ParsedFile | None]:
+        """A first load of many files, by path, shared with a worker process when another
+        CPU can run it; {} when the files are better parsed one by one here."""
+        if (
+            len(relatives) < SHARE_FROM
+            or usable_cpus() < 2
+            or log.isEnabledFor(logging.DEBUG)  # what is ignored is logged by this process
+        ):
+            return {}
+        root = str(self.path)
+        parsed, from_worker = parse_shared(
+            root,
+            self.default_namespace,
+            relatives,
+            lambda chunk: parse_fresh_files(root, self.default_namespace, chunk),
+        )
+        self.parsed_by_worker = from_worker
+        return dict(zip(relatives, parsed, strict=True))
 
     def _load_some(self, changed: Collection[str]) -> bool:
         dirty = False
@@ -154,7 +186,9 @@ class ManifestDirectory:
             if cached is not None and cached.stamp == stamp:
                 continue
             dirty = True
-            fresh = self._parse_file(relative, cached)
+            fresh = self._parse_file(
+                relative, cached, read_file(str(self.path), relative, MAX_FILE_BYTES + 1)
+            )
             if fresh is None:
                 self._parsed.pop(relative, None)
                 continue
@@ -199,21 +233,16 @@ class ManifestDirectory:
                 kept.append(located_object.object)
         return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
 
-    def _parse_file(self, relative: str, previous: _ParsedFile | None) -> _ParsedFile | None:
-        """Decode and parse one file; None when it disappeared since the scan."""
-        full = self.path / relative
-        try:
-            before = os.stat(full)
-            with open(full, "rb") as file:
-                # Never more than the limit in memory, even if the file grows meanwhile.
-                data = file.read(MAX_FILE_BYTES + 1)
-            after = os.stat(full)
-        except FileNotFoundError:
+    def _parse_file(
+        self, relative: str, previous: _ParsedFile | None, read: ReadOutcome
+    ) -> _ParsedFile | None:
+        """Decode and parse one file as read; None when it disappeared since the scan."""
+        if read is None:
             return None
-        except OSError as exc:
-            error = SourceError(relative, "", "", f"cannot read: {exc.strerror or exc}")
+        if isinstance(read, OSError):
+            error = SourceError(relative, "", "", f"cannot read: {read.strerror or read}")
             return _ParsedFile(None, (), (error,))
-        stamp = _stamp(relative, before) if _stamp_unchanged(before, after) else None
+        stamp, data = read.stamp, read.data
         try:
             if relative.endswith(".json"):
                 return self._parse_documents(relative, stamp, decode_documents(data, is_json=True))
@@ -313,6 +342,18 @@ class ManifestDirectory:
                 objects.append(LocatedObject.of(item_origin, parsed))
 
 
+def parse_fresh_files(
+    root: str, default_namespace: str, relatives: list[str]
+) -> list[_ParsedFile | None]:
+    """Files read and parsed as by a first load (here, or in a worker process)."""
+    directory = ManifestDirectory(Path(root), default_namespace=default_namespace)
+    reads = read_files(root, relatives, MAX_FILE_BYTES + 1)
+    return [
+        directory._parse_file(relative, None, read)
+        for relative, read in zip(relatives, reads, strict=True)
+    ]
+
+
 class _Origins(Mapping[ObjectKey, str]):
     """Where each object was defined, by key; made on first use (only messages need it, and
     10,000 keys are not worth making on every load)."""
@@ -360,12 +401,8 @@ def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError,
     return tuple(replace(e, message=f"{e.message} ({note})") for e in errors)
 
 
-def _stamp_unchanged(before: os.stat_result, after: os.stat_result) -> bool:
-    return (before.st_mtime_ns, before.st_size, before.st_ino) == (
-        after.st_mtime_ns,
-        after.st_size,
-        after.st_ino,
-    )
+def _stamp_of_parsed(parsed: _ParsedFile | None) -> FileStamp | None:
+    return parsed.stamp if parsed is not None else None
 
 
 def _stamp_of(root: Path, relative: str) -> FileStamp | str | None:
