@@ -116,7 +116,6 @@ def clusters(instances, **_):
         name = "default/" + instance["name"] + "/http"
         yield {{
             "name": name,
-            "connect_timeout": "5s",
             "load_assignment": {{
                 "cluster_name": name,
                 "endpoints": [{{"lb_endpoints": [{{
