@@ -1,17 +1,19 @@
-"""A Dag kept up to date change by change, equal to what `dag.build.build` makes of the same
-store.
+"""The build, from a store to a Dag: the one place its steps are ordered. A full build
+(`full_build`, which `dag.build.build` is) feeds every route to an empty state; later builds
+feed it only the routes a change reaches, and the result is the same Dag.
 
-Every route is an entry: its parent outcomes, rules, problems, status and served items,
-with what it read (the Services and the namespaces of the ReferenceGrants it consulted).
-A change to routes, Services, EndpointSlices, ReferenceGrants or Secrets recomputes the
-entries it reaches and feeds their served items to each node group's index, which rebuilds
-only the virtual hosts those items reach; everything else is the previous Dag's objects.
+Every route (HTTP, gRPC, TCP, TLS, UDP) is an entry: its parent outcomes, rules, problems,
+status and served items, with what it read (the Services and the namespaces of the
+ReferenceGrants it consulted). A change to routes, Services, EndpointSlices,
+ReferenceGrants or Secrets recomputes the entries it reaches and feeds their served items
+to each node group's index, which rebuilds only the virtual hosts (or TCP, TLS and UDP
+listeners) those items reach; everything else is the previous Dag's objects.
 
-A change to Gateways, GatewayClasses or Namespaces is a full build, and so is one to a
-Secret or ReferenceGrant that changes how a Gateway listener is judged: they reach every
-route. So are stores with an HTTPRoute and a GRPCRoute on one listener (which of them is
-accepted depends on both), and the appearance of the first BackendTLSPolicy or the removal
-of the last (from then on every route records the backends it reaches).
+A change to Gateways, GatewayClasses, ListenerSets or Namespaces is a full build, and so is
+one to a Secret or ReferenceGrant that changes how a Gateway listener is judged: they reach
+every route. So are stores with ListenerSets or Gateway client certificates, and the
+appearance of the first BackendTLSPolicy or the removal of the last (from then on every
+route records the backends it reaches).
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from dragoman.dag.build import build
 from dragoman.dag.context import BuildContext, build_context
 from dragoman.dag.dns_check import DnsObservations, dns_resolved_condition
-from dragoman.dag.frontends.attachment import ParentOutcome, attach
+from dragoman.dag.frontends.attachment import Attachment, ParentOutcome, attach
+from dragoman.dag.frontends.backend_client_certificates import with_client_certificates
 from dragoman.dag.frontends.kind_conflicts import AttachedRoute, without_kind_conflicts
+from dragoman.dag.frontends.l4_conflicts import without_l4_conflicts
 from dragoman.dag.frontends.listeners import Frontends, frontends
 from dragoman.dag.incremental.changes import StoreChanges, store_changes
 from dragoman.dag.incremental.reads import RecordingGrants, RecordingServices
@@ -42,8 +45,10 @@ from dragoman.dag.model import (
 )
 from dragoman.dag.node_groups.group_index import NodeGroupIndex, ServedKey
 from dragoman.dag.node_groups.groups import ServedRoutes, shadowed_listeners
+from dragoman.dag.node_groups.l4_listeners import ServedL4Route
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.reference_grants import ReferenceGrants, Referrer, Target
+from dragoman.dag.routes.l4_rules import L4Rules, l4_route_rules
 from dragoman.dag.routes.rules import RouteRules, route_rules
 from dragoman.dag.status.addresses import with_gateway_addresses
 from dragoman.dag.status.objects import frontend_statuses, status_order
@@ -66,27 +71,35 @@ from dragoman.dag.upstreams.reachable_backends import (
     route_backend_names,
 )
 from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
-from dragoman.objects import GRPCRoute, HTTPRoute, ObjectKey
+from dragoman.objects import GRPCRoute, HTTPRoute, ObjectKey, TCPRoute, TLSRoute, UDPRoute
 from dragoman.store import NamespacedName, Store
 
-Route = HTTPRoute | GRPCRoute
+Route = HTTPRoute | GRPCRoute | TCPRoute | TLSRoute | UDPRoute
 _K = TypeVar("_K")
 
+# Route kinds in the order of their statuses (see status_order), with their Store fields.
+_ROUTE_FIELDS = {
+    HTTPRoute.kind: "http_routes",
+    GRPCRoute.kind: "grpc_routes",
+    TLSRoute.kind: "tls_routes",
+    TCPRoute.kind: "tcp_routes",
+    UDPRoute.kind: "udp_routes",
+}
+# Those that proxy whole connections or datagrams (whose conflicts l4_conflicts.py decides).
+_L4_KINDS = frozenset({TCPRoute.kind, TLSRoute.kind, UDPRoute.kind})
 # Store fields whose changes an entry-by-entry update handles; any other change (Gateways,
-# GatewayClasses, Namespaces) is a full build.
+# GatewayClasses, ListenerSets, Namespaces) is a full build.
 _PATCHABLE_FIELDS = frozenset(
     {
         "services",
         "endpoint_slices",
-        "http_routes",
-        "grpc_routes",
         "reference_grants",
         "secrets",
         "config_maps",
         "backend_tls_policies",
+        *_ROUTE_FIELDS.values(),
     }
 )
-_ROUTE_FIELDS = {HTTPRoute.kind: "http_routes", GRPCRoute.kind: "grpc_routes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +108,20 @@ class BuildResult:
     kind: str  # "full", "incremental", "endpoints" (only EndpointSlices changed) or "unchanged"
 
 
+def full_build(store: Store, options: BuildOptions, dns: DnsObservations | None = None) -> Dag:
+    """Listeners, route tables and clusters per node group, and every problem found.
+
+    `dns`: what the DNS check last observed per external name (used when options.dns_check).
+    """
+    return _State.made(store, options, dict(dns or {})).dag
+
+
 class IncrementalBuild:
     """Builds Dags for successive stores, each from what changed since the previous one."""
 
     def __init__(self, options: BuildOptions = BuildOptions()) -> None:
         self.options = options
-        self._state: _State | None = None  # None: the last store was built in full
+        self._state: _State | None = None
         self._store: Store | None = None
         self._dag: Dag | None = None
         self._dns: DnsObservations = {}
@@ -124,8 +145,7 @@ class IncrementalBuild:
                 kind = "endpoints" if changes.keys() == {"endpoint_slices"} else "incremental"
                 return self._keep(store, dns, dag, kind)
         self._state = _State.made(store, self.options, dns)
-        dag = self._state.dag if self._state is not None else build(store, self.options, dns)
-        return self._keep(store, dns, dag, "full")
+        return self._keep(store, dns, self._state.dag, "full")
 
     def _keep(self, store: Store, dns: DnsObservations, dag: Dag, kind: str) -> BuildResult:
         self._store, self._dns, self._dag = store, dns, dag
@@ -138,7 +158,7 @@ class _Entry:
 
     route: Route
     attached: tuple[ParentOutcome, ...]  # as attach() found them
-    rules: RouteRules
+    rules: RouteRules | L4Rules
     # What it reaches, for BackendTLSPolicy statuses and the DNS check (when either is on).
     names: RouteBackendNames
     # Tuples, not frozensets: a few items each, ten thousand entries, only ever iterated.
@@ -151,20 +171,27 @@ class _Entry:
     outcome: RouteOutcome | None = None
     problems: tuple[Problem, ...] = ()  # in the build's order: parentRefs', then rules'
     status: ObjectStatus | None = None
-    served: Mapping[ServedKey, ServedRoutes] = field(default_factory=dict)
+    served: Mapping[ServedKey, ServedRoutes | ServedL4Route] = field(default_factory=dict)
 
 
 class _State:
     """What a patchable store's Dag is made of, and the indexes from objects to it."""
 
     def __init__(
-        self, store: Store, options: BuildOptions, dns: DnsObservations, judged: Frontends
+        self,
+        store: Store,
+        options: BuildOptions,
+        dns: DnsObservations,
+        context: BuildContext,
+        judged: Frontends,
     ) -> None:
         self.store, self.options, self.dns, self.judged = store, options, dns, judged
         self.with_names = _needs_names(store, options)
-        self.context: BuildContext = build_context(store, options, dns)
+        self.context = context
+        # Whether changes other than to Gateways can be patched (see _patchable).
+        self.patchable = _patchable(store, judged)
         self.entries: dict[ObjectKey, _Entry] = {}
-        # Route keys in the build's order (GRPCRoutes then HTTPRoutes, each by key).
+        # Route keys of each kind, by key.
         self.keys: dict[str, list[ObjectKey]] = {kind: [] for kind in _ROUTE_FIELDS}
         self.bulk = False  # within an update of many routes (see update)
         self.readers: dict[NamespacedName, set[ObjectKey]] = {}
@@ -173,6 +200,10 @@ class _State:
         # Per (Gateway, listener): the route kinds attached and the routes, before conflicts.
         self.listener_kinds: dict[tuple[ObjectKey, str], Counter[str]] = {}
         self.listener_routes: dict[tuple[ObjectKey, str], set[ObjectKey]] = {}
+        # The same of TCPRoutes, TLSRoutes and UDPRoutes.
+        self.l4_listener_routes: dict[tuple[ObjectKey, str], set[ObjectKey]] = {}
+        # TCPRoutes, TLSRoutes and UDPRoutes: their conflicts are decided among them all.
+        self.l4_keys: set[ObjectKey] = set()
         # Routes whose parents kind conflicts changed, and routes with problems.
         self.conflicted: set[ObjectKey] = set()
         self.with_problems: set[ObjectKey] = set()
@@ -199,37 +230,43 @@ class _State:
             )
             for verdict in gateways
         }
-        # One Gateway: every Envoy gets the same configuration (see dag.build).
+        # One Gateway: every Envoy gets the same configuration; built (and serialized) once.
+        # (Unless a ListenerSet's routes are served with no Gateway: see _dag.)
         self.single = len(gateways) == 1
-        self.shadowed: dict[tuple[ObjectKey, int], Problem] = {}
-        if not self.single:
+        # Gateways sharing a port: the all-gateways group can serve only one listener per
+        # port and hostname, so it may reference fewer clusters than some Gateway's group.
+        self.every_shadowed: dict[tuple[ObjectKey, int], Problem] = {}
+        if not self.single or judged.listener_sets:
             every = [item for verdict in gateways for item in judged.with_children(verdict)]
             self.indexes[ALL_GATEWAYS] = NodeGroupIndex(ALL_GATEWAYS, every)
-            self.shadowed = shadowed_listeners(every)
+            self.every_shadowed = shadowed_listeners(every)
+        self.shadowed: dict[tuple[ObjectKey, int], Problem] = (
+            {} if self.single else self.every_shadowed
+        )
         self.copied: tuple[NodeGroup, NodeGroup] | None = None
         self.dag: Dag = Dag()
 
     @classmethod
-    def made(cls, store: Store, options: BuildOptions, dns: DnsObservations) -> _State | None:
-        """A full build: a state fed every route of `store`; None for a store whose builds
-        are all full (see _kept_up_to_date)."""
+    def made(cls, store: Store, options: BuildOptions, dns: DnsObservations) -> _State:
+        """A full build: the state of `store` fed every route."""
         context = build_context(store, options, dns)
+        # dragoman's GatewayClasses and Gateways, each listener judged (TLS, conflicts, kinds).
         judged = frontends(context)
-        if not _kept_up_to_date(store, judged):
-            return None
-        state = cls(store, options, dns, judged)
-        every = {
-            **{ObjectKey(HTTPRoute.kind, *key): route for key, route in store.http_routes.items()},
-            **{ObjectKey(GRPCRoute.kind, *key): route for key, route in store.grpc_routes.items()},
-        }
+        state = cls(store, options, dns, context, judged)
+        every: dict[ObjectKey, Route | None] = {}
+        for kind, name in _ROUTE_FIELDS.items():
+            routes: Mapping[NamespacedName, Route] = getattr(store, name)
+            every.update((ObjectKey(kind, *key), route) for key, route in routes.items())
         state.update(store, context, every, previous_store=None)
         return state
 
     def patch(self, store: Store, changes: StoreChanges) -> Dag | None:
         """The Dag after `changes` (from the state's store to `store`); None when the
         change needs a full build."""
-        if changes.keys() - _PATCHABLE_FIELDS or _needs_names(store, self.options) != (
-            self.with_names
+        if (
+            not self.patchable
+            or changes.keys() - _PATCHABLE_FIELDS
+            or _needs_names(store, self.options) != self.with_names
         ):
             return None
         context = build_context(store, self.options, self.dns)
@@ -240,7 +277,7 @@ class _State:
             if judged != self.judged:
                 if _without_certificates(judged) != _without_certificates(self.judged):
                     return None
-                if not _kept_up_to_date(store, judged):
+                if not _patchable(store, judged):
                     return None
                 self.judged = judged
                 for name, index in self.indexes.items():
@@ -301,7 +338,7 @@ class _State:
         # Routes whose entries were replaced; None when routes came or went.
         replaced: set[ObjectKey] | None = set()
         removed: list[ServedKey] = []
-        added: dict[ServedKey, ServedRoutes] = {}
+        added: dict[ServedKey, ServedRoutes | ServedL4Route] = {}
         recording = self._recording()
         # Many routes (a full build): their keys are sorted once, not inserted one by one.
         self.bulk = len(routes) > _BULK
@@ -320,12 +357,14 @@ class _State:
             elif old is not None or route is not None:
                 replaced = None
         if self.bulk:
-            for kind in self.keys:
-                self.keys[kind] = sorted(
-                    (key for key in self.entries if key.kind == kind), key=_sort_key
-                )
+            by_kind: dict[str, list[ObjectKey]] = {kind: [] for kind in self.keys}
+            for key in self.entries:
+                by_kind[key.kind].append(key)
+            for keys in by_kind.values():
+                keys.sort(key=_sort_key)
+            self.keys = by_kind
             self.bulk = False
-        for old, entry in self._kind_conflicts():
+        for old, entry in self._conflicts():
             self._forget(old)
             for served in old.served:
                 # Placed by this update (not yet in the indexes), or by an earlier one.
@@ -342,25 +381,43 @@ class _State:
         self.dag = self._dag(store, previous_store, previous_dag)
         return self.dag
 
-    def _kind_conflicts(self) -> list[tuple[_Entry, _Entry]]:
-        """(entry, replacement) for the routes whose parents kind conflicts change: those on
-        a listener with both route kinds (see kind_conflicts.py), and those that were."""
-        shared = [
+    def _conflicts(self) -> list[tuple[_Entry, _Entry]]:
+        """(entry, replacement) for the routes whose parents conflicts change: HTTPRoutes and
+        GRPCRoutes on a listener with both kinds (see kind_conflicts.py), TCPRoutes,
+        TLSRoutes and UDPRoutes on a listener with several (l4_conflicts.py), and those
+        that were. A route alone on its listeners keeps them: the others decide alike."""
+        http = [
             keys
             for listener, keys in self.listener_routes.items()
             if len(self.listener_kinds[listener]) > 1
         ]
+        l4 = [keys for keys in self.l4_listener_routes.values() if len(keys) > 1]
+        conflicted = self.conflicted
+        l4_conflicted = {key for key in conflicted if key.kind in _L4_KINDS}
+        return [
+            *self._decided(http, conflicted - l4_conflicted, without_kind_conflicts),
+            *self._decided(l4, l4_conflicted, without_l4_conflicts),
+        ]
+
+    def _decided(
+        self,
+        shared: list[set[ObjectKey]],
+        conflicted: set[ObjectKey],
+        decide: Callable[[Sequence[AttachedRoute]], tuple[list[AttachedRoute], list[Problem]]],
+    ) -> list[tuple[_Entry, _Entry]]:
         involved = sorted(set().union(*shared)) if shared else []
         entries = self.entries
-        kept, conflicts = without_kind_conflicts(
-            [AttachedRoute(entries[key].route, entries[key].attached) for key in involved]
+        kept, conflicts = (
+            decide([AttachedRoute(entries[key].route, entries[key].attached) for key in involved])
+            if involved
+            else ([], [])
         )
         changed = []
         by_route: dict[ObjectKey, list[Problem]] = {}
         for problem in conflicts:
             by_route.setdefault(problem.object, []).append(problem)
         outcomes = {key: item.parents for key, item in zip(involved, kept, strict=True)}
-        for key in sorted(self.conflicted | outcomes.keys()):
+        for key in sorted(conflicted | outcomes.keys()):
             entry = entries[key]
             parents = outcomes.get(key, entry.attached)
             lost = tuple(by_route.get(key, ()))
@@ -374,7 +431,11 @@ class _State:
         services, grants, context = recording
         services.restart()
         grants.restart()
-        rules = route_rules(route, context)
+        rules: RouteRules | L4Rules = (
+            l4_route_rules(route, context)
+            if route.kind in _L4_KINDS
+            else route_rules(route, context)  # type: ignore[arg-type]
+        )
         names = route_backend_names(route, context) if self.with_names else NO_BACKEND_NAMES
         entry = _Entry(
             route=route,
@@ -385,6 +446,16 @@ class _State:
             grant_questions=tuple(grants.asked) if grants.asked else (),
         )
         return self._placed(entry, parents, ())
+
+    def _terminates(self, attachment: Attachment) -> bool:
+        """Whether the listener an attachment is on terminates TLS (else: passes it through)."""
+        judged = self.judged
+        owners = (
+            judged.listener_sets if attachment.gateway.kind == "ListenerSet" else judged.gateways
+        )
+        gateway = owners.get((attachment.gateway.namespace, attachment.gateway.name))
+        verdict = gateway.listener(attachment.listener) if gateway is not None else None
+        return verdict is not None and verdict.terminates_tls
 
     def _recording(self) -> _Recording:
         """The build context with the Services and ReferenceGrants recording what is read."""
@@ -399,6 +470,15 @@ class _State:
         """`entry` with these parents (after kind conflicts) and what follows from them."""
         route, rules, names = entry.route, entry.rules, entry.names
         problems = (*(p.problem for p in parents if p.problem is not None), *rules.problems)
+        # A TLSRoute's backends that cannot take a passed-through connection: a problem
+        # where some listener passes TLS through.
+        if (
+            isinstance(rules, L4Rules)
+            and rules.passthrough_problems
+            and route.kind == TLSRoute.kind
+            and any(not self._terminates(a) for parent in parents for a in parent.attachments)
+        ):
+            problems = (*problems, *rules.passthrough_problems)
         key = route.key
         outcome = RouteOutcome(route, route.meta.generation, parents)
         # The build lists every conflict before the routes' own problems.
@@ -409,11 +489,19 @@ class _State:
                 names.hostnames, self.dns, outcome.generation, self.options.external_names
             )
             status = add_route_condition(status, resolved)
-        served = {
-            (key, p, a): ServedRoutes(attachment, rules.ranked, route.hostnames)
-            for p, parent in enumerate(parents)
-            for a, attachment in enumerate(parent.attachments)
-        }
+        served: dict[ServedKey, ServedRoutes | ServedL4Route]
+        if isinstance(rules, L4Rules):
+            served = {
+                (key, p, a): ServedL4Route(attachment, key, rules)
+                for p, parent in enumerate(parents)
+                for a, attachment in enumerate(parent.attachments)
+            }
+        else:
+            served = {
+                (key, p, a): ServedRoutes(attachment, rules.ranked, route.hostnames)
+                for p, parent in enumerate(parents)
+                for a, attachment in enumerate(parent.attachments)
+            }
         return _Entry(  # not dataclasses.replace: ten thousand of these in a full build
             route=route,
             attached=entry.attached,
@@ -460,9 +548,15 @@ class _State:
             else:
                 by_route[key] = cluster
             self._resolve(name)
+        l4 = key.kind in _L4_KINDS
+        if l4:
+            self.l4_keys.add(key)
         for parent in entry.attached:
             for attachment in parent.attachments:
                 listener = (attachment.gateway, attachment.listener)
+                if l4:
+                    self.l4_listener_routes.setdefault(listener, set()).add(key)
+                    continue
                 if (kinds := self.listener_kinds.get(listener)) is None:
                     kinds = self.listener_kinds[listener] = Counter()
                 kinds[key.kind] += 1
@@ -500,9 +594,14 @@ class _State:
             if not sources:
                 del self.cluster_sources[name]
             self._resolve(name)
+        l4 = key.kind in _L4_KINDS
+        self.l4_keys.discard(key)
         for parent in entry.attached:
             for attachment in parent.attachments:
                 listener = (attachment.gateway, attachment.listener)
+                if l4:
+                    _discard(self.l4_listener_routes, listener, key)
+                    continue
                 kinds = self.listener_kinds[listener]
                 kinds[key.kind] -= 1
                 if not kinds[key.kind]:
@@ -535,7 +634,9 @@ class _State:
         for name, index in self.indexes.items():
             if name != ALL_GATEWAYS:
                 groups[name] = index.group()
-        if self.single:
+        single = self.single and not self._served_elsewhere()
+        self.shadowed = {} if single else self.every_shadowed
+        if single:
             only = next(iter(groups.values()))
             if self.copied is None or self.copied[0] is not only:
                 self.copied = only, dataclasses.replace(only, name=ALL_GATEWAYS)
@@ -548,7 +649,14 @@ class _State:
             )
         groups = {ALL_GATEWAYS: everyone, **groups}
         resolved = self.resolved
+        # Only clusters some attached route forwards to, in any group.
         clusters = {name: resolved[name] for name in referenced}
+        gateways = self.judged.ordered()
+        if any(verdict.client_certificate is not None for verdict in gateways):
+            groups, clusters = with_client_certificates(groups, clusters, gateways)
+            # Only clusters some group still references (a variant may replace the original).
+            used = {name for group in groups.values() for name in group.clusters}
+            clusters = {name: cluster for name, cluster in clusters.items() if name in used}
         if self.aggregates:
             groups, clusters = with_aggregate_children(groups, clusters)
         changed, self.changed_resolved = self.changed_resolved, set()
@@ -597,6 +705,19 @@ class _State:
             problems=self._problems(),
             dns_hostnames=self._checked_hostnames() if self.options.dns_check else (),
             dns_routes=self._dns_routes() if self.options.dns_check else {},
+        )
+
+    def _served_elsewhere(self) -> bool:
+        """Whether routes are served on the listeners of a ListenerSet whose Gateway is not
+        the one Gateway (then the all-gateways group is made of every listener)."""
+        judged = self.judged
+        if not judged.listener_sets:
+            return False
+        (only,) = judged.gateways.values()
+        return any(
+            judged.owner(item.attachment.gateway) != only.gateway.key
+            for entry in self.entries.values()
+            for item in entry.served.values()
         )
 
     def _dns_routes(self) -> dict[ObjectKey, tuple[tuple[str, ...], int]]:
@@ -650,7 +771,7 @@ class _State:
             entries = self.entries
             for status in front:
                 statuses[status.key] = status
-            for kind in (HTTPRoute.kind, GRPCRoute.kind):
+            for kind in _ROUTE_FIELDS:  # in status_order's order of kinds
                 for key in self.keys[kind]:
                     statuses[key] = entries[key].status
         for status in (*front, *made):
@@ -689,14 +810,11 @@ def _sort_key(key: ObjectKey) -> tuple[str, str, str]:
     return key.kind, key.namespace, key.name
 
 
-def _kept_up_to_date(store: Store, judged: Frontends) -> bool:
-    """Whether builds of `store` can be patched: not yet with TCP, TLS or UDP routes,
-    ListenerSets or Gateway client certificates (dag.build makes those, in full)."""
+def _patchable(store: Store, judged: Frontends) -> bool:
+    """Whether changes to `store` can be patched: not yet with ListenerSets or Gateway client
+    certificates (their builds are all full)."""
     return not (
-        store.tcp_routes
-        or store.tls_routes
-        or store.udp_routes
-        or store.listener_sets
+        store.listener_sets
         or any(verdict.client_certificate is not None for verdict in judged.gateways.values())
     )
 
