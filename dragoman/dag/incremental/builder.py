@@ -44,7 +44,7 @@ from dragoman.dag.model import (
     Problem,
 )
 from dragoman.dag.node_groups.group_index import NodeGroupIndex, ServedKey
-from dragoman.dag.node_groups.groups import ServedRoutes, shadowed_listeners
+from dragoman.dag.node_groups.groups import ServedRoutes, node_group, shadowed_listeners
 from dragoman.dag.node_groups.l4_listeners import ServedL4Route
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.reference_grants import ReferenceGrants, Referrer, Target
@@ -112,8 +112,9 @@ def full_build(store: Store, options: BuildOptions, dns: DnsObservations | None 
     """Listeners, route tables and clusters per node group, and every problem found.
 
     `dns`: what the DNS check last observed per external name (used when options.dns_check).
+    The same steps as an incremental build's, without the indexes a later change would need.
     """
-    return _State.made(store, options, dict(dns or {})).dag
+    return _State.made(store, options, dict(dns or {}), indexed=False).dag
 
 
 class IncrementalBuild:
@@ -156,6 +157,7 @@ class IncrementalBuild:
 class _Entry:
     """One route's share of the build."""
 
+    key: ObjectKey  # the route's
     route: Route
     attached: tuple[ParentOutcome, ...]  # as attach() found them
     rules: RouteRules | L4Rules
@@ -184,8 +186,12 @@ class _State:
         dns: DnsObservations,
         context: BuildContext,
         judged: Frontends,
+        indexed: bool = True,
     ) -> None:
         self.store, self.options, self.dns, self.judged = store, options, dns, judged
+        # False: built once, never patched; what only a patch reads is not kept (what each
+        # route read, node group indexes: groups are made from the routes served).
+        self.indexed = indexed
         self.with_names = _needs_names(store, options)
         self.context = context
         # Whether changes other than to Gateways can be patched (see _patchable).
@@ -222,13 +228,15 @@ class _State:
         self.upstream_problems: list[Problem] = []
         self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
         self.cluster_sources: dict[str, dict[ObjectKey, Cluster]] = {}
+        # Clusters whose sources changed in this update: resolved once at its end.
+        self.unresolved: set[str] = set()
         self.resolved: dict[str, Cluster] = {}
         gateways = judged.ordered()
         self.indexes: dict[str, NodeGroupIndex] = {
             _group_name(verdict.gateway.key): NodeGroupIndex(
                 _group_name(verdict.gateway.key), judged.with_children(verdict)
             )
-            for verdict in gateways
+            for verdict in (gateways if indexed else ())
         }
         # One Gateway: every Envoy gets the same configuration; built (and serialized) once.
         # (Unless a ListenerSet's routes are served with no Gateway: see _dag.)
@@ -238,7 +246,8 @@ class _State:
         self.every_shadowed: dict[tuple[ObjectKey, int], Problem] = {}
         if not self.single or judged.listener_sets:
             every = [item for verdict in gateways for item in judged.with_children(verdict)]
-            self.indexes[ALL_GATEWAYS] = NodeGroupIndex(ALL_GATEWAYS, every)
+            if indexed:
+                self.indexes[ALL_GATEWAYS] = NodeGroupIndex(ALL_GATEWAYS, every)
             self.every_shadowed = shadowed_listeners(every)
         self.shadowed: dict[tuple[ObjectKey, int], Problem] = (
             {} if self.single else self.every_shadowed
@@ -247,16 +256,18 @@ class _State:
         self.dag: Dag = Dag()
 
     @classmethod
-    def made(cls, store: Store, options: BuildOptions, dns: DnsObservations) -> _State:
+    def made(
+        cls, store: Store, options: BuildOptions, dns: DnsObservations, indexed: bool = True
+    ) -> _State:
         """A full build: the state of `store` fed every route."""
         context = build_context(store, options, dns)
         # dragoman's GatewayClasses and Gateways, each listener judged (TLS, conflicts, kinds).
         judged = frontends(context)
-        state = cls(store, options, dns, context, judged)
+        state = cls(store, options, dns, context, judged, indexed)
         every: dict[ObjectKey, Route | None] = {}
-        for kind, name in _ROUTE_FIELDS.items():
+        for name in _ROUTE_FIELDS.values():
             routes: Mapping[NamespacedName, Route] = getattr(store, name)
-            every.update((ObjectKey(kind, *key), route) for key, route in routes.items())
+            every.update((route.key, route) for route in routes.values())
         state.update(store, context, every, previous_store=None)
         return state
 
@@ -341,15 +352,27 @@ class _State:
         added: dict[ServedKey, ServedRoutes | ServedL4Route] = {}
         recording = self._recording()
         # Many routes (a full build): their keys are sorted once, not inserted one by one.
+        # (No other step depends on the order routes are fed in: indexes sort what they keep.)
         self.bulk = len(routes) > _BULK
-        for key in sorted(routes, key=_sort_key):
+        if not self.entries:
+            # A full build: nothing to forget or replace, nothing in the indexes yet.
+            entry_of, remember = self._entry, self._remember
+            for key, route in routes.items():
+                if route is not None:
+                    entry = entry_of(key, route, recording)
+                    remember(entry)
+                    if self.indexed:
+                        added.update(entry.served)
+            routes = {}
+            replaced = None
+        for key in routes:
             old = self.entries.get(key)
             if old is not None:
                 self._forget(old)
                 removed.extend(old.served)
             route = routes[key]
             if route is not None:
-                entry = self._entry(route, recording)
+                entry = self._entry(key, route, recording)
                 self._remember(entry)
                 added.update(entry.served)
             if replaced is not None and old is not None and route is not None:
@@ -373,7 +396,9 @@ class _State:
             self._remember(entry)
             added.update(entry.served)
             if replaced is not None:
-                replaced.add(entry.route.key)
+                replaced.add(entry.key)
+        self._resolve(self.unresolved)
+        self.unresolved.clear()
         # (The Gateways and classes are those of the previous Dag: patch judged them alike.)
         self.replaced = replaced if previous_dag.statuses else None
         for index in self.indexes.values():
@@ -425,27 +450,32 @@ class _State:
                 changed.append((entry, self._placed(entry, parents, lost)))
         return changed
 
-    def _entry(self, route: Route, recording: _Recording) -> _Entry:
+    def _entry(self, key: ObjectKey, route: Route, recording: _Recording | None) -> _Entry:
         store = self.store
         parents = tuple(attach(route, self.judged, store.namespaces, store.gateways))
-        services, grants, context = recording
-        services.restart()
-        grants.restart()
+        if recording is None:
+            services, grants, context = None, None, self.context
+        else:
+            services, grants, context = recording
+            services.restart()
+            grants.restart()
         rules: RouteRules | L4Rules = (
             l4_route_rules(route, context)
             if route.kind in _L4_KINDS
             else route_rules(route, context)  # type: ignore[arg-type]
         )
         names = route_backend_names(route, context) if self.with_names else NO_BACKEND_NAMES
-        entry = _Entry(
-            route=route,
-            attached=parents,
-            rules=rules,
-            names=names,
-            services_read=None if services.every else tuple(services.keys_read),
-            grant_questions=tuple(grants.asked) if grants.asked else (),
+        return self._made(
+            key,
+            route,
+            parents,
+            rules,
+            names,
+            None if services is None or services.every else tuple(services.keys_read),
+            tuple(grants.asked) if grants is not None and grants.asked else (),
+            parents,
+            (),
         )
-        return self._placed(entry, parents, ())
 
     def _terminates(self, attachment: Attachment) -> bool:
         """Whether the listener an attachment is on terminates TLS (else: passes it through)."""
@@ -457,8 +487,10 @@ class _State:
         verdict = gateway.listener(attachment.listener) if gateway is not None else None
         return verdict is not None and verdict.terminates_tls
 
-    def _recording(self) -> _Recording:
+    def _recording(self) -> _Recording | None:
         """The build context with the Services and ReferenceGrants recording what is read."""
+        if not self.indexed:
+            return None
         services = RecordingServices(self.store.services)
         grants = RecordingGrants(self.context.grants)
         store = dataclasses.replace(self.store, services=services)
@@ -468,8 +500,33 @@ class _State:
         self, entry: _Entry, parents: tuple[ParentOutcome, ...], conflicts: tuple[Problem, ...]
     ) -> _Entry:
         """`entry` with these parents (after kind conflicts) and what follows from them."""
-        route, rules, names = entry.route, entry.rules, entry.names
-        problems = (*(p.problem for p in parents if p.problem is not None), *rules.problems)
+        return self._made(
+            entry.key,
+            entry.route,
+            entry.attached,
+            entry.rules,
+            entry.names,
+            entry.services_read,
+            entry.grant_questions,
+            parents,
+            conflicts,
+        )
+
+    def _made(
+        self,
+        key: ObjectKey,
+        route: Route,
+        attached: tuple[ParentOutcome, ...],
+        rules: RouteRules | L4Rules,
+        names: RouteBackendNames,
+        services_read: tuple[NamespacedName, ...] | None,
+        grant_questions: tuple[tuple[Referrer, Target], ...],
+        parents: tuple[ParentOutcome, ...],
+        conflicts: tuple[Problem, ...],
+    ) -> _Entry:
+        """The entry of a route whose parents (after conflicts) are `parents`."""
+        refused = [p.problem for p in parents if p.problem is not None]
+        problems = (*refused, *rules.problems) if refused else rules.problems
         # A TLSRoute's backends that cannot take a passed-through connection: a problem
         # where some listener passes TLS through.
         if (
@@ -479,10 +536,13 @@ class _State:
             and any(not self._terminates(a) for parent in parents for a in parent.attachments)
         ):
             problems = (*problems, *rules.passthrough_problems)
-        key = route.key
         outcome = RouteOutcome(route, route.meta.generation, parents)
         # The build lists every conflict before the routes' own problems.
-        own = [problem for problem in (*conflicts, *problems) if problem.object == key]
+        own = (
+            [problem for problem in (*conflicts, *problems) if problem.object == key]
+            if conflicts or problems
+            else ()
+        )
         status = route_status(outcome, own, self.options.controller_name)
         if self.options.dns_check and names.hostnames:
             resolved = dns_resolved_condition(
@@ -503,12 +563,13 @@ class _State:
                 for a, attachment in enumerate(parent.attachments)
             }
         return _Entry(  # not dataclasses.replace: ten thousand of these in a full build
+            key=key,
             route=route,
-            attached=entry.attached,
+            attached=attached,
             rules=rules,
             names=names,
-            services_read=entry.services_read,
-            grant_questions=entry.grant_questions,
+            services_read=services_read,
+            grant_questions=grant_questions,
             parents=parents,
             conflicts=conflicts,
             outcome=outcome,
@@ -518,7 +579,7 @@ class _State:
         )
 
     def _remember(self, entry: _Entry) -> None:
-        key = entry.route.key
+        key = entry.key
         self.entries[key] = entry
         if not self.bulk:
             bisect.insort(self.keys[key.kind], key, key=_sort_key)
@@ -530,7 +591,9 @@ class _State:
             self.with_hostnames.add(key)
         # No setdefault(k, set()) below: ten thousand routes would allocate (and drop) a
         # default each time, a Counter's in Python.
-        if entry.services_read is None:
+        if not self.indexed:
+            pass  # what each route read matters to a later change only
+        elif entry.services_read is None:
             self.readers_of_all.add(key)
         else:
             readers = self.readers
@@ -547,7 +610,7 @@ class _State:
                 sources[name] = {key: cluster}
             else:
                 by_route[key] = cluster
-            self._resolve(name)
+            self.unresolved.add(name)
         l4 = key.kind in _L4_KINDS
         if l4:
             self.l4_keys.add(key)
@@ -575,7 +638,7 @@ class _State:
                         keys.add(key)
 
     def _forget(self, entry: _Entry) -> None:
-        key = entry.route.key
+        key = entry.key
         if not self.bulk:
             keys = self.keys[key.kind]
             del keys[bisect.bisect_left(keys, _sort_key(key), key=_sort_key)]
@@ -593,7 +656,7 @@ class _State:
             del sources[key]
             if not sources:
                 del self.cluster_sources[name]
-            self._resolve(name)
+            self.unresolved.add(name)
         l4 = key.kind in _L4_KINDS
         self.l4_keys.discard(key)
         for parent in entry.attached:
@@ -612,42 +675,30 @@ class _State:
                 gateway = self.attached.get(attachment.gateway, {})
                 _discard(gateway, attachment.listener, key)
 
-    def _resolve(self, name: str) -> None:
+    def _resolve(self, names: Iterable[str]) -> None:
         """The build keeps the cluster of the last route (in its order) that resolved it."""
-        sources = self.cluster_sources.get(name)
-        if sources:
-            cluster = sources[max(sources)]
-            if self.resolved.get(name) is not cluster:
-                self.changed_resolved.add(name)
-            self.resolved[name] = cluster
-            if isinstance(cluster, AggregateCluster):
-                self.aggregates.add(name)
+        all_sources, resolved = self.cluster_sources, self.resolved
+        changed, aggregates = self.changed_resolved, self.aggregates
+        for name in names:
+            sources = all_sources.get(name)
+            if sources:
+                # One source (most often): no comparison of route keys needed.
+                last = max(sources) if len(sources) > 1 else next(iter(sources))
+                cluster = sources[last]
+                if resolved.get(name) is not cluster:
+                    changed.add(name)
+                resolved[name] = cluster
+                if isinstance(cluster, AggregateCluster):
+                    aggregates.add(name)
+                else:
+                    aggregates.discard(name)
             else:
-                self.aggregates.discard(name)
-        else:
-            if self.resolved.pop(name, None) is not None:
-                self.changed_resolved.add(name)
-            self.aggregates.discard(name)
+                if resolved.pop(name, None) is not None:
+                    changed.add(name)
+                aggregates.discard(name)
 
     def _dag(self, store: Store, previous_store: Store | None, previous: Dag) -> Dag:
-        groups: dict[str, NodeGroup] = {}
-        for name, index in self.indexes.items():
-            if name != ALL_GATEWAYS:
-                groups[name] = index.group()
-        single = self.single and not self._served_elsewhere()
-        self.shadowed = {} if single else self.every_shadowed
-        if single:
-            only = next(iter(groups.values()))
-            if self.copied is None or self.copied[0] is not only:
-                self.copied = only, dataclasses.replace(only, name=ALL_GATEWAYS)
-            everyone = self.copied[1]
-            referenced: Iterable[str] = everyone.clusters
-        else:
-            everyone = self.indexes[ALL_GATEWAYS].group()
-            referenced = sorted(
-                {name for group in (everyone, *groups.values()) for name in group.clusters}
-            )
-        groups = {ALL_GATEWAYS: everyone, **groups}
+        groups, referenced = self._groups()
         resolved = self.resolved
         # Only clusters some attached route forwards to, in any group.
         clusters = {name: resolved[name] for name in referenced}
@@ -706,6 +757,74 @@ class _State:
             dns_hostnames=self._checked_hostnames() if self.options.dns_check else (),
             dns_routes=self._dns_routes() if self.options.dns_check else {},
         )
+
+    def _groups(self) -> tuple[dict[str, NodeGroup], Iterable[str]]:
+        """What each group of Envoys receives (the all-gateways group first), and the names
+        of the clusters any of them references."""
+        if not self.indexed:
+            return self._groups_made()
+        groups: dict[str, NodeGroup] = {}
+        for name, index in self.indexes.items():
+            if name != ALL_GATEWAYS:
+                groups[name] = index.group()
+        single = self.single and not self._served_elsewhere()
+        self.shadowed = {} if single else self.every_shadowed
+        if single:
+            only = next(iter(groups.values()))
+            if self.copied is None or self.copied[0] is not only:
+                self.copied = only, dataclasses.replace(only, name=ALL_GATEWAYS)
+            everyone = self.copied[1]
+            referenced: Iterable[str] = everyone.clusters
+        else:
+            everyone = self.indexes[ALL_GATEWAYS].group()
+            referenced = sorted(
+                {name for group in (everyone, *groups.values()) for name in group.clusters}
+            )
+        return {ALL_GATEWAYS: everyone, **groups}, referenced
+
+    def _groups_made(self) -> tuple[dict[str, NodeGroup], Iterable[str]]:
+        """_groups without node group indexes: each group made from the routes served."""
+        judged, entries = self.judged, self.entries
+        served: list[ServedRoutes] = []
+        served_l4: list[ServedL4Route] = []
+        for kind in sorted(self.keys):  # the routes in ObjectKey order
+            for key in self.keys[kind]:
+                for item in entries[key].served.values():
+                    if isinstance(item, ServedL4Route):
+                        served_l4.append(item)
+                    else:
+                        served.append(item)
+        # Routes on a ListenerSet's listeners are served with its Gateway's.
+        by_gateway: dict[ObjectKey, list[ServedRoutes]] = {}
+        for item in served:
+            by_gateway.setdefault(judged.owner(item.attachment.gateway), []).append(item)
+        l4_by_gateway: dict[ObjectKey, list[ServedL4Route]] = {}
+        for l4_item in served_l4:
+            owner = judged.owner(l4_item.attachment.gateway)
+            l4_by_gateway.setdefault(owner, []).append(l4_item)
+        gateways = judged.ordered()
+        groups: dict[str, NodeGroup] = {}
+        for verdict in gateways:
+            key = verdict.gateway.key
+            groups[_group_name(key)] = node_group(
+                _group_name(key),
+                judged.with_children(verdict),
+                by_gateway.get(key, []),
+                l4_by_gateway.get(key, []),
+            )
+        served_gateways = by_gateway.keys() | l4_by_gateway.keys()
+        single = self.single and not served_gateways - {gateways[0].gateway.key}
+        self.shadowed = {} if single else self.every_shadowed
+        if single:
+            everyone = dataclasses.replace(next(iter(groups.values())), name=ALL_GATEWAYS)
+            referenced: Iterable[str] = everyone.clusters
+        else:
+            every = [item for verdict in gateways for item in judged.with_children(verdict)]
+            everyone = node_group(ALL_GATEWAYS, every, served, served_l4)
+            referenced = sorted(
+                {name for group in (everyone, *groups.values()) for name in group.clusters}
+            )
+        return {ALL_GATEWAYS: everyone, **groups}, referenced
 
     def _served_elsewhere(self) -> bool:
         """Whether routes are served on the listeners of a ListenerSet whose Gateway is not
@@ -781,7 +900,8 @@ class _State:
     def _policy_upstreams(self) -> list[RouteUpstreams]:
         """The routes that may reach a Service some BackendTLSPolicy targets: the only ones
         policy_statuses finds anything in."""
-        candidates = set(self.readers_of_all)
+        # (Unindexed, what each route read is unknown: every route may.)
+        candidates = set(self.readers_of_all if self.indexed else self.entries)
         for policy in self.store.backend_tls_policies.values():
             for ref in policy.target_refs:
                 candidates.update(self.readers.get((policy.meta.namespace, ref.name), ()))

@@ -30,10 +30,10 @@ from dragoman.dag.reference_grants import (
 from dragoman.dag.upstream_inputs import UpstreamInputs
 from dragoman.dag.upstreams.dns_settings import service_dns_settings
 from dragoman.dag.upstreams.external_names import (
-    in_cluster_target,
-    is_cluster_local,
     normalise,
-    unsafe_reason,
+    normalised_in_cluster_target,
+    normalised_is_cluster_local,
+    normalised_unsafe_reason,
 )
 from dragoman.dag.upstreams.in_cluster_first import PREFER_SERVICE, preferred_service
 from dragoman.dag.upstreams.tls import TlsRefusal, upstream_tls
@@ -217,9 +217,11 @@ def _external_cluster(
     if isinstance(tls, TlsRefusal):
         return Unresolved(tls.reason, f"{_describe(path)}: {tls.message}")
     protocol = _protocol(declared, tls, l4)
-    external = dataclasses.replace(
-        dns,
+    external = DnsCluster(  # not dataclasses.replace: one per route in a full build
         name=_dns_cluster_name(service, dns.port, own_port, protocol),
+        service=dns.service,
+        hostname=dns.hostname,
+        port=dns.port,
         protocol=protocol,
         tls=tls,
         dns=service_dns_settings(service, options.dns_check).settings,
@@ -336,11 +338,14 @@ def _external_name_step(
     """A DNS cluster for an outside host, the Service an in-cluster name aliases, or why not."""
     service = path[-1]
     options = context.options
-    reason = unsafe_reason(service.external_name)
+    # Normalised once here, not by each check (one of these per route in a full build).
+    hostname = normalise(service.external_name)
+    reason = normalised_unsafe_reason(hostname)
     if reason is not None:
         return Unresolved("UnsafeExternalName", f"{_describe(path)}: {reason}")
 
-    target = in_cluster_target(service.external_name, options.cluster_domain)
+    domain = normalise(options.cluster_domain)
+    target = normalised_in_cluster_target(hostname, domain)
     if target is not None:
         namespace, name = target
         # The alias is a reference from this Service to one in the target's namespace.
@@ -361,8 +366,7 @@ def _external_name_step(
             )
         return aliased
 
-    hostname = normalise(service.external_name)
-    if is_cluster_local(hostname, options.cluster_domain):
+    if normalised_is_cluster_local(hostname, domain):
         # Never let Envoy resolve cluster DNS itself: that would bypass namespace checks.
         return Unresolved(
             "UnsafeExternalName",
