@@ -34,11 +34,13 @@ from dragoman.dag.frontends.l4_conflicts import without_l4_conflicts
 from dragoman.dag.frontends.listeners import Frontends, frontends
 from dragoman.dag.incremental.changes import StoreChanges, store_changes
 from dragoman.dag.incremental.reads import RecordingGrants, RecordingServices
+from dragoman.dag.incremental.slices import SliceIndex
 from dragoman.dag.model import (
     ALL_GATEWAYS,
     AggregateCluster,
     Cluster,
     Dag,
+    EdsCluster,
     NodeGroup,
     ObjectStatus,
     Problem,
@@ -228,6 +230,13 @@ class _State:
         self.upstream_problems: list[Problem] = []
         self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
         self.cluster_sources: dict[str, dict[ObjectKey, Cluster]] = {}
+        # The names of the EDS clusters resolved for each Service.
+        self.eds_clusters: dict[NamespacedName, set[str]] = {}
+        # EndpointSlices by Service, and the Services whose slices the last change changed.
+        self.slices = SliceIndex(
+            store.endpoint_slices if indexed else {}, options.endpoint_networks
+        )
+        self.changed_services: set[NamespacedName] = set()
         # Clusters whose sources changed in this update: resolved once at its end.
         self.unresolved: set[str] = set()
         self.resolved: dict[str, Cluster] = {}
@@ -281,6 +290,9 @@ class _State:
         ):
             return None
         context = build_context(store, self.options, self.dns)
+        self.changed_services = self.slices.update(
+            self.store.endpoint_slices, store.endpoint_slices, changes.get("endpoint_slices", ())
+        )
         if changes.keys() & {"reference_grants", "secrets"}:
             # Listeners read both (certificateRefs). New certificates alone (a rotation)
             # change only the HTTPS listeners; a listener judged otherwise reaches every route.
@@ -681,13 +693,18 @@ class _State:
         changed, aggregates = self.changed_resolved, self.aggregates
         for name in names:
             sources = all_sources.get(name)
+            before = resolved.get(name)
+            if isinstance(before, EdsCluster):
+                self._eds_cluster(before, name, present=False)
             if sources:
                 # One source (most often): no comparison of route keys needed.
                 last = max(sources) if len(sources) > 1 else next(iter(sources))
                 cluster = sources[last]
-                if resolved.get(name) is not cluster:
+                if before is not cluster:
                     changed.add(name)
                 resolved[name] = cluster
+                if isinstance(cluster, EdsCluster):
+                    self._eds_cluster(cluster, name, present=True)
                 if isinstance(cluster, AggregateCluster):
                     aggregates.add(name)
                 else:
@@ -696,6 +713,19 @@ class _State:
                 if resolved.pop(name, None) is not None:
                     changed.add(name)
                 aggregates.discard(name)
+
+    def _eds_cluster(self, cluster: EdsCluster, name: str, present: bool) -> None:
+        service = (cluster.service.namespace, cluster.service.name)
+        names = self.eds_clusters.get(service)
+        if present:
+            if names is None:
+                self.eds_clusters[service] = {name}
+            else:
+                names.add(name)
+        elif names is not None:
+            names.discard(name)
+            if not names:
+                del self.eds_clusters[service]
 
     def _dag(self, store: Store, previous_store: Store | None, previous: Dag) -> Dag:
         groups, referenced = self._groups()
@@ -718,18 +748,25 @@ class _State:
             # Children of aggregates are defined beside the clusters resolved: compare all.
             assignments = updated_load_assignments(
                 clusters,
-                store,
                 previous.clusters,
                 previous.load_assignments,
-                previous_store,
+                self.changed_services,
+                self.slices.slices,
                 allowed,
             )
         else:
             # Every cluster is the one resolved: those resolved anew, added or removed changed.
             changed |= clusters.keys() ^ previous.clusters.keys()
             assignments = patched_load_assignments(
-                clusters, store, previous.load_assignments, previous_store, changed, allowed
+                clusters,
+                previous.load_assignments,
+                changed,
+                self.changed_services,
+                self.eds_clusters,
+                self.slices.slices,
+                allowed,
             )
+        self.changed_services = set()
         # Checked external names' addresses, and ExternalNames' externalIPs (as dag.build).
         assignments.update(
             checked_assignments(
@@ -737,7 +774,11 @@ class _State:
             )
         )
         self.upstream_problems = [
-            *slice_problems(store.endpoint_slices.values(), allowed),
+            *(
+                self.slices.problems()
+                if self.indexed
+                else slice_problems(store.endpoint_slices.values(), allowed)
+            ),
             *affinity_timeout_problems(clusters.values(), store.services),
         ]
         self.had_aggregates = bool(self.aggregates)
