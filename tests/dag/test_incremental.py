@@ -59,8 +59,20 @@ def _gateway(rng: random.Random, name: str = "edge") -> str:
         listeners.append(
             "{name: grpc, protocol: HTTP, port: 8081, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}"
         )
-    if rng.random() < 0.5:
+    if rng.random() < 0.7:
         listeners.append("{name: tcp, protocol: TCP, port: 9000}")
+    if rng.random() < 0.7:
+        listeners.append("{name: udp, protocol: UDP, port: 9000}")
+    if rng.random() < 0.7:
+        # Passthrough for the example.com names, terminated for one of them: on one port.
+        listeners.append(
+            '{name: tls-pass, protocol: TLS, port: 9443, hostname: "*.example.com", '
+            "tls: {mode: Passthrough}}"
+        )
+        listeners.append(
+            "{name: tls-end, protocol: TLS, port: 9443, hostname: secure.example.com, "
+            "tls: {mode: Terminate, certificateRefs: [{name: site}]}}"
+        )
     return f"""
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -219,15 +231,27 @@ spec:
 """
 
 
-def _tcp_route(rng: random.Random, namespace: str, name: str) -> str:
-    return f"""
+def _l4_route(kind: str, sections: tuple[str, ...]) -> Maker:
+    """TCPRoutes, TLSRoutes and UDPRoutes: several compete for one listener (l4_conflicts)."""
+
+    def make(rng: random.Random, namespace: str, name: str) -> str:
+        section = rng.choice(sections)
+        hostnames = ""
+        if kind == "TLSRoute":
+            chosen = rng.sample(("a.example.com", "secure.example.com", "*.example.com"), 2)
+            hostnames = f"hostnames: [{', '.join(repr(h) for h in chosen)}]"
+        created = f"2024-01-0{rng.randrange(1, 4)}T00:00:00Z"
+        return f"""
 apiVersion: gateway.networking.k8s.io/v1
-kind: TCPRoute
-metadata: {{name: {name}, namespace: {namespace}}}
+kind: {kind}
+metadata: {{name: {name}, namespace: {namespace}, creationTimestamp: "{created}"}}
 spec:
-  parentRefs: [{{name: edge, namespace: default, sectionName: tcp}}]
-  rules: [{{backendRefs: [{{name: svc-{rng.randrange(6)}, port: 80}}]}}]
+  parentRefs: [{{name: edge, namespace: default, sectionName: {section}}}]
+  {hostnames}
+  rules: [{{backendRefs: [{_backend_refs(rng)}]}}]
 """
+
+    return make
 
 
 Maker = Callable[[random.Random, str, str], str]
@@ -248,11 +272,18 @@ KINDS: dict[str, tuple[Maker, tuple[str, ...], tuple[str, ...], int, float]] = {
     "Secret": (_secret, ("site",), NAMESPACES, 1, 0.25),
     "ReferenceGrant": (_reference_grant, ("grant-0", "grant-1"), NAMESPACES, 2, 0.25),
     "BackendTLSPolicy": (_backend_tls_policy, ("policy",), ("default",), 1, 0.5),
-    # Present, it makes every build a full one (dag.build's): seldom made, soon deleted.
-    "TCPRoute": (_tcp_route, ("tcp",), ("default",), 6, 1.0),
+    "TCPRoute": (_l4_route("TCPRoute", ("tcp",)), ("tcp-0", "tcp-1"), NAMESPACES, 2, 0.25),
+    "TLSRoute": (
+        _l4_route("TLSRoute", ("tls-pass", "tls-end")),
+        ("tls-0", "tls-1", "tls-2"),
+        NAMESPACES,
+        2,
+        0.25,
+    ),
+    "UDPRoute": (_l4_route("UDPRoute", ("udp", "tcp")), ("udp-0", "udp-1"), NAMESPACES, 2, 0.25),
 }
 # Of the changes that would make an object that does not exist, the share that do.
-CREATING = {"TCPRoute": 0.1}
+CREATING: dict[str, float] = {}
 GATEWAY_CLASS = """
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -336,6 +367,8 @@ ADDRESSES = BuildOptions(
         *((seed, BuildOptions()) for seed in range(12)),
         (100, BuildOptions(dns_check=True)),
         (101, BuildOptions(dns_check=True)),
+        (102, BuildOptions(dns_check=True)),
+        (103, BuildOptions(dns_check=True)),
         (200, ADDRESSES),
         (201, ADDRESSES),
     ],
@@ -358,8 +391,8 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
             assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
         except AssertionError as error:
             raise AssertionError(f"seed {seed}, step {step} ({result.kind})") from error
-        if dns_check and rng.random() < 0.1:
-            dns = _observations(rng)  # new observations: a full build
+        if dns_check and rng.random() < 0.15:
+            dns = _observations(rng)  # new observations: the routes forwarding to them
             continue
         kind, key = _change(rng, held)
         if rng.random() < 0.5:

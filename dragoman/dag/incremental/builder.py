@@ -137,16 +137,17 @@ class IncrementalBuild:
         """The Dag of `store` with `dns` (the DNS check's observations)."""
         dns = dict(dns or {})
         previous, state = self._store, self._state
-        if previous is not None and self._dag is not None and dns == self._dns:
+        if previous is not None and self._dag is not None:
             changes = store_changes(previous, store)
             if not previous.backend_tls_policies and not store.backend_tls_policies:
                 changes.pop("config_maps", None)  # read only through BackendTLSPolicies
-            if not changes:
+            observed = {n for n in dns.keys() | self._dns.keys() if dns.get(n) != self._dns.get(n)}
+            if not changes and not observed:
                 return self._keep(store, dns, self._dag, "unchanged")
-            dag = state.patch(store, changes) if state is not None else None
+            dag = state.patch(store, changes, dns, observed) if state is not None else None
             if dag is not None:
-                kind = "endpoints" if changes.keys() == {"endpoint_slices"} else "incremental"
-                return self._keep(store, dns, dag, kind)
+                only_slices = changes.keys() == {"endpoint_slices"} and not observed
+                return self._keep(store, dns, dag, "endpoints" if only_slices else "incremental")
         self._state = _State.made(store, self.options, dns)
         return self._keep(store, dns, self._state.dag, "full")
 
@@ -215,8 +216,10 @@ class _State:
         # Routes whose parents kind conflicts changed, and routes with problems.
         self.conflicted: set[ObjectKey] = set()
         self.with_problems: set[ObjectKey] = set()
-        # Routes attached somewhere that forward to external names (for the DNS check).
+        # Routes attached somewhere that forward to external names (for the DNS check), and
+        # the routes forwarding to each external name (attached or not).
         self.with_hostnames: set[ObjectKey] = set()
+        self.hostname_readers: dict[str, set[ObjectKey]] = {}
         # Names of resolved clusters that are aggregates (now, and at the last Dag), and of
         # those resolved anew since the last Dag.
         self.aggregates: set[str] = set()
@@ -280,8 +283,15 @@ class _State:
         state.update(store, context, every, previous_store=None)
         return state
 
-    def patch(self, store: Store, changes: StoreChanges) -> Dag | None:
-        """The Dag after `changes` (from the state's store to `store`); None when the
+    def patch(
+        self,
+        store: Store,
+        changes: StoreChanges,
+        dns: DnsObservations | None = None,
+        observed: Iterable[str] = (),
+    ) -> Dag | None:
+        """The Dag after `changes` (from the state's store to `store`) and new DNS check
+        observations `dns` (`observed`: the names whose observation changed); None when the
         change needs a full build."""
         if (
             not self.patchable
@@ -289,6 +299,13 @@ class _State:
             or _needs_names(store, self.options) != self.with_names
         ):
             return None
+        affected: set[ObjectKey] = set()
+        if dns is not None:
+            # What the DNS check saw of a name reaches the routes that forward to it: their
+            # clusters (refused or not) and their DNSResolved condition.
+            self.dns = dns
+            for name in observed:
+                affected.update(self.hostname_readers.get(name, ()))
         context = build_context(store, self.options, self.dns)
         self.changed_services = self.slices.update(
             self.store.endpoint_slices, store.endpoint_slices, changes.get("endpoint_slices", ())
@@ -309,7 +326,6 @@ class _State:
                         if name == ALL_GATEWAYS
                         else judged.with_children(judged.gateways[_gateway_of(name)])
                     )
-        affected: set[ObjectKey] = set()
         for kind, name in _ROUTE_FIELDS.items():
             affected.update(ObjectKey(kind, *key) for key in changes.get(name, ()))
         if "services" in changes:
@@ -599,8 +615,12 @@ class _State:
             self.conflicted.add(key)
         if entry.problems:
             self.with_problems.add(key)
-        if entry.names.hostnames and any(parent.attachments for parent in entry.parents):
-            self.with_hostnames.add(key)
+        if entry.names.hostnames:
+            if any(parent.attachments for parent in entry.parents):
+                self.with_hostnames.add(key)
+            if self.indexed:
+                for name in entry.names.hostnames:
+                    self.hostname_readers.setdefault(name, set()).add(key)
         # No setdefault(k, set()) below: ten thousand routes would allocate (and drop) a
         # default each time, a Counter's in Python.
         if not self.indexed:
@@ -658,6 +678,8 @@ class _State:
         self.conflicted.discard(key)
         self.with_problems.discard(key)
         self.with_hostnames.discard(key)
+        for name in entry.names.hostnames:
+            _discard(self.hostname_readers, name, key)
         self.readers_of_all.discard(key)
         for service in entry.services_read or ():
             _discard(self.readers, service, key)
