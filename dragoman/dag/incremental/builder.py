@@ -40,6 +40,7 @@ from dragoman.dag.model import (
     AggregateCluster,
     Cluster,
     Dag,
+    DnsCluster,
     EdsCluster,
     NodeGroup,
     ObjectStatus,
@@ -240,6 +241,8 @@ class _State:
             store.endpoint_slices if indexed else {}, options.endpoint_networks
         )
         self.changed_services: set[NamespacedName] = set()
+        # The names whose DNS check observation the last change changed.
+        self.observed: set[str] = set()
         # Clusters whose sources changed in this update: resolved once at its end.
         self.unresolved: set[str] = set()
         self.resolved: dict[str, Cluster] = {}
@@ -304,6 +307,7 @@ class _State:
             # What the DNS check saw of a name reaches the routes that forward to it: their
             # clusters (refused or not) and their DNSResolved condition.
             self.dns = dns
+            self.observed = set(observed)
             for name in observed:
                 affected.update(self.hostname_readers.get(name, ()))
         context = build_context(store, self.options, self.dns)
@@ -764,6 +768,7 @@ class _State:
             groups, clusters = with_aggregate_children(groups, clusters)
         changed, self.changed_resolved = self.changed_resolved, set()
         allowed = self.options.endpoint_networks
+        checked_from: Mapping[str, Cluster] = clusters
         if previous_store is None:
             assignments = load_assignments(clusters, store, allowed)
         elif self.aggregates or self.had_aggregates:
@@ -788,11 +793,25 @@ class _State:
                 self.slices.slices,
                 allowed,
             )
+            # Checked external names' addresses, and ExternalNames' externalIPs: only those
+            # of the clusters that changed or whose name the DNS check observed anew (the
+            # others are the previous ones, kept above).
+            observed = self.observed
+            checked_from = {
+                name: cluster
+                for name, cluster in clusters.items()
+                if name in changed
+                or (isinstance(cluster, DnsCluster) and cluster.hostname in observed)
+            }
         self.changed_services = set()
+        self.observed = set()
         # Checked external names' addresses, and ExternalNames' externalIPs (as dag.build).
         assignments.update(
             checked_assignments(
-                clusters, self.dns, self.options.external_names, self.options.dns_lookup_family
+                checked_from,
+                self.dns,
+                self.options.external_names,
+                self.options.dns_lookup_family,
             )
         )
         self.upstream_problems = [
