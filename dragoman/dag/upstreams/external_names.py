@@ -12,8 +12,8 @@ from dragoman.dag.external_name_policy import CLOUD_METADATA_ADDRESSES
 
 _MAX_NAME_LENGTH = 253
 _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
-# Dot-separated RFC 1123 labels: a name checked in one match, not label by label.
-_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+# Every dot-separated label an RFC 1123 label, in one match.
+_LABELS = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 
 # Names that /etc/hosts or the resolver itself maps to the loopback interface.
 _LOCALHOST_NAMES = frozenset(
@@ -47,6 +47,9 @@ _METADATA_PATTERNS = ((re.compile(r"instance-data\.[a-z0-9-]+\.compute\.internal
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
+# Without a colon a name can only be an IPv4 literal, made of ASCII digits and dots alone.
+_NOT_IPV4 = re.compile(r"[^0-9.]")
+
 
 def normalise(external_name: str) -> str:
     """Lower-case, without one trailing dot: the form DNS compares and clusters are named by."""
@@ -56,11 +59,7 @@ def normalise(external_name: str) -> str:
 
 def unsafe_reason(external_name: str) -> str | None:
     """None if Envoy may resolve this name itself, else a message saying why not."""
-    return normalised_unsafe_reason(normalise(external_name))
-
-
-def normalised_unsafe_reason(name: str) -> str | None:
-    """unsafe_reason of a name already normalised."""
+    name = normalise(external_name)
     if not name:
         return "externalName is empty"
     ip = _ip_literal(name)
@@ -68,7 +67,8 @@ def normalised_unsafe_reason(name: str) -> str | None:
         return _ip_reason(name, ip)
     if len(name) > _MAX_NAME_LENGTH:
         return f"externalName is longer than {_MAX_NAME_LENGTH} characters"
-    if not _NAME.fullmatch(name):
+    labels = name.split(".")
+    if _LABELS.fullmatch(name) is None:
         return f"externalName {name!r} is not a valid DNS name (RFC 1123)"
     if name in _LOCALHOST_NAMES or name.endswith(".localhost"):
         return f"externalName {name!r} points to localhost"
@@ -78,10 +78,10 @@ def normalised_unsafe_reason(name: str) -> str | None:
             f"externalName {name!r} names the {cloud} instance metadata service, which hands "
             "out the machine's credentials"
         )
-    if "." not in name:
+    if len(labels) == 1:
         # A single label is completed by the resolver's search path: in a pod, an in-cluster name.
         return f"externalName {name!r} is a single-label name; use a fully qualified name"
-    if name.rpartition(".")[2].isdigit():
+    if labels[-1].isdigit():
         # No top-level domain is numeric; resolvers read such names as short IPv4 forms (127.1).
         return (
             f"externalName {name!r} looks like an IPv4 address; an ExternalName must be a DNS name"
@@ -99,12 +99,7 @@ def _metadata_service(name: str) -> str | None:
 
 def in_cluster_target(external_name: str, cluster_domain: str) -> tuple[str, str] | None:
     """(namespace, service) when the name is `<svc>.<ns>.svc[.<cluster_domain>]`, else None."""
-    return normalised_in_cluster_target(normalise(external_name), normalise(cluster_domain))
-
-
-def normalised_in_cluster_target(name: str, domain: str) -> tuple[str, str] | None:
-    """in_cluster_target of a name and cluster domain already normalised."""
-    labels = _in_cluster_part(name, domain).split(".")
+    labels = _in_cluster_part(normalise(external_name), normalise(cluster_domain)).split(".")
     if len(labels) == 3 and labels[2] == "svc" and labels[0] and labels[1]:
         return labels[1], labels[0]
     return None
@@ -112,11 +107,8 @@ def normalised_in_cluster_target(name: str, domain: str) -> tuple[str, str] | No
 
 def is_cluster_local(external_name: str, cluster_domain: str) -> bool:
     """True for any name inside the cluster's DNS zone, Service-shaped or not."""
-    return normalised_is_cluster_local(normalise(external_name), normalise(cluster_domain))
-
-
-def normalised_is_cluster_local(name: str, domain: str) -> bool:
-    """is_cluster_local of a name and cluster domain already normalised."""
+    name = normalise(external_name)
+    domain = normalise(cluster_domain)
     in_domain = bool(domain) and (name == domain or name.endswith("." + domain))
     return in_domain or name == "svc" or name.endswith(".svc")
 
@@ -128,8 +120,8 @@ def _in_cluster_part(name: str, domain: str) -> str:
 
 
 def _ip_literal(name: str) -> IPAddress | None:
-    if ":" not in name and not name.replace(".", "").isdigit():
-        return None  # neither IPv6 nor dotted decimal (what ip_address reads as IPv4)
+    if ":" not in name and _NOT_IPV4.search(name) is not None:
+        return None  # a host name (the common case), known without parsing it twice
     bracketed = name.startswith("[") and name.endswith("]")
     try:
         ip = ipaddress.ip_address(name[1:-1] if bracketed else name)
