@@ -44,7 +44,6 @@ class Resource:
     type_url: str
     body: bytes  # deterministic serialization of the message
     digest: str  # sha256 of body, hex: the resource's version
-    any: Any  # body packed once, reused in every response
 
     @classmethod
     def of(cls, name: str, message: Message) -> Resource:
@@ -60,8 +59,14 @@ class Resource:
             type_url=type_url,
             body=body,
             digest=hashlib.sha256(body).hexdigest(),
-            any=Any(type_url=type_url, value=body),
         )
+
+    @property
+    def any(self) -> Any:
+        """The body packed as an Any, made on each use: responses are encoded from `body`
+        (see xds/wire.py), and a message kept per resource would hold a second copy of it in
+        an arena of its own (about 1 KiB per resource)."""
+        return Any(type_url=self.type_url, value=self.body)
 
 
 @dataclass(frozen=True, slots=True)
