@@ -6,14 +6,42 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from dragoman.objects import EndpointSlice, Gateway, GatewayClass, HTTPRoute, Service
+from dragoman.objects import (
+    BackendTLSPolicy,
+    ConfigMap,
+    EndpointSlice,
+    Gateway,
+    GatewayClass,
+    GRPCRoute,
+    HTTPRoute,
+    Namespace,
+    ReferenceGrant,
+    Secret,
+    Service,
+)
 from tests.support.builders import (
+    allowed_routes,
+    backend_ref,
+    backend_tls_policy,
+    config_map,
     endpoint_slice,
     external_service,
     gateway,
     gateway_class,
+    grpc_match,
+    grpc_route,
     http_route,
+    listener,
+    local_ref,
+    match,
+    namespace_object,
+    parent_ref,
+    reference_grant,
+    rule,
+    secret,
     service,
+    service_port,
+    tls_secret,
     typed,
     yaml_text,
 )
@@ -55,3 +83,142 @@ def test_rules_with_a_stray_positional_port_are_refused() -> None:
     """Parents given where the single backend's port goes would build a different route."""
     with pytest.raises(TypeError, match="by keyword"):
         http_route("r", [("/", "web", 80)], ("gw",))  # type: ignore[arg-type]
+
+
+def test_nested_parts_build_the_gateway_api_objects_they_name() -> None:
+    listeners = [
+        listener(),
+        listener(
+            "https",
+            443,
+            "HTTPS",
+            hostname="*.example.com",
+            tls={"certificateRefs": [{"name": "cert"}]},
+            allowed_routes=allowed_routes(
+                "Selector", selector={"matchLabels": {"a": "b"}}, kinds=["HTTPRoute"]
+            ),
+        ),
+    ]
+    documents = [
+        gateway("edge", namespace="infra", listeners=listeners, generation=3),
+        http_route(
+            "r",
+            namespace="infra",
+            parents=[parent_ref("edge", section="https", port=443), "gw"],
+            created="2026-01-01T00:00:00Z",
+            rules=[
+                rule(
+                    backend_ref("v1", 8080, weight=70),
+                    backend_ref("v2", 8080, namespace="web", weight=30),
+                    matches=[
+                        match("/a", path_type="Exact", headers={"x": "1"}, method="GET"),
+                        match(
+                            query_params=[{"name": "q", "type": "RegularExpression", "value": "."}]
+                        ),
+                    ],
+                    filters=[
+                        {
+                            "type": "RequestHeaderModifier",
+                            "requestHeaderModifier": {"remove": ["x"]},
+                        }
+                    ],
+                )
+            ],
+        ),
+        grpc_route(
+            "g",
+            rules=[
+                rule(
+                    backend_ref("v1", 9000), matches=[grpc_match("pkg.S", "M", headers={"v": "2"})]
+                )
+            ],
+        ),
+        reference_grant("grant", "web", from_kind="HTTPRoute", from_namespace="infra"),
+        service(
+            "multi",
+            ports=[
+                service_port(80, 8080, name="http"),
+                service_port(53, name="dns", protocol="UDP"),
+            ],
+            selector={"app": "x"},
+        ),
+        backend_tls_policy(
+            "p",
+            "multi",
+            "abc.example.com",
+            section="http",
+            ca_refs=[local_ref("ConfigMap", "ca")],
+            subject_alt_names=[{"type": "URI", "uri": "spiffe://x/y"}],
+            created="2026-01-02T00:00:00Z",
+            generation=2,
+        ),
+        config_map("ca", {"ca.crt": "pem"}),
+        secret("s", {"k": b"\x00secret"}, namespace="infra"),
+        tls_secret("cert", b"chain", b"key", namespace="infra"),
+        namespace_object("web", {"team": "web"}),
+    ]
+    parsed = typed(*documents)
+    assert [type(o) for o in parsed] == [
+        Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, Service, BackendTLSPolicy, ConfigMap,
+        Secret, Secret, Namespace,
+    ]  # fmt: skip
+    gw, route, grpc, grant, multi, policy, ca, opaque, cert, ns = parsed
+    assert isinstance(gw, Gateway) and gw.meta.generation == 3
+    assert [(x.name, x.port, x.protocol, x.hostname) for x in gw.listeners] == [
+        ("http", 80, "HTTP", None),
+        ("https", 443, "HTTPS", "*.example.com"),
+    ]
+    https = gw.listeners[1]
+    assert https.tls is not None and [r.name for r in https.tls.certificate_refs] == ["cert"]
+    assert https.allowed_namespaces == "Selector" and https.namespace_selector is not None
+    assert https.namespace_selector.match_labels == {"a": "b"}
+    assert [k.kind for k in https.allowed_kinds] == ["HTTPRoute"]
+    assert isinstance(route, HTTPRoute) and route.meta.creation_timestamp == "2026-01-01T00:00:00Z"
+    # A parent given by name gets the Gateway's namespace; one given in full is kept as given.
+    assert [(p.name, p.namespace, p.section_name, p.port) for p in route.parent_refs] == [
+        ("edge", None, "https", 443),
+        ("gw", "default", None, None),
+    ]
+    [only] = route.rules
+    assert [(b.name, b.namespace, b.weight) for b in only.backend_refs] == [
+        ("v1", None, 70),
+        ("v2", "web", 30),
+    ]
+    exact, query = only.matches
+    assert (exact.path.type, exact.path.value, exact.method) == ("Exact", "/a", "GET")
+    assert [(h.name, h.value) for h in exact.headers] == [("x", "1")]
+    assert [(q.name, q.type) for q in query.query_params] == [("q", "RegularExpression")]
+    assert [f.type for f in only.filters] == ["RequestHeaderModifier"]
+    assert isinstance(grpc, GRPCRoute)
+    [grpc_rule] = grpc.rules
+    [grpc_matched] = grpc_rule.matches
+    assert grpc_matched.method is not None
+    assert (grpc_matched.method.service, grpc_matched.method.method) == ("pkg.S", "M")
+    assert isinstance(grant, ReferenceGrant)
+    assert [(f.group, f.kind, f.namespace) for f in grant.from_] == [
+        ("gateway.networking.k8s.io", "HTTPRoute", "infra")
+    ]
+    assert [(t.group, t.kind, t.name) for t in grant.to] == [("", "Service", None)]
+    assert isinstance(multi, Service) and multi.selector == {"app": "x"}
+    assert [(p.name, p.port, p.target_port, p.protocol) for p in multi.ports] == [
+        ("http", 80, 8080, "TCP"),
+        ("dns", 53, None, "UDP"),
+    ]
+    assert isinstance(policy, BackendTLSPolicy) and policy.meta.generation == 2
+    assert [(t.name, t.section_name) for t in policy.target_refs] == [("multi", "http")]
+    assert [(r.kind, r.name) for r in policy.ca_certificate_refs] == [("ConfigMap", "ca")]
+    assert [(n.type, n.value) for n in policy.subject_alt_names] == [("URI", "spiffe://x/y")]
+    assert isinstance(ca, ConfigMap) and ca.data == {"ca.crt": "pem"}
+    assert isinstance(opaque, Secret) and opaque.data == {"k": b"\x00secret"}
+    assert isinstance(cert, Secret) and cert.type == "kubernetes.io/tls"
+    assert cert.data == {"tls.crt": b"chain", "tls.key": b"key"}
+    assert isinstance(ns, Namespace) and ns.meta.labels == {"team": "web"}
+
+
+def test_contradicting_arguments_are_refused() -> None:
+    with pytest.raises(TypeError, match="either a port or its listeners"):
+        gateway(port=80, listeners=[listener()])
+    with pytest.raises(TypeError, match="either `to` or `rules`"):
+        http_route("r", "web", 80, rules=[rule(backend_ref("web", 80))])
+    with pytest.raises(TypeError, match="`to` or `rules`"):
+        http_route("r")

@@ -32,15 +32,15 @@ from dragoman.objects import (
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.fields import Node
 from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
-from dragoman.sources.parse_backend_tls import parse_backend_tls_policy
-from dragoman.sources.parse_core import parse_endpoint_slice, parse_service
-from dragoman.sources.parse_gateway import parse_gateway
-from dragoman.sources.parse_gateway_class import parse_gateway_class, parse_reference_grant
-from dragoman.sources.parse_grpc_route import parse_grpc_route
-from dragoman.sources.parse_http_route import parse_http_route
-from dragoman.sources.parse_l4_routes import parse_tcp_route, parse_tls_route, parse_udp_route
-from dragoman.sources.parse_listener_set import parse_listener_set
-from dragoman.sources.parse_secrets import parse_config_map, parse_namespace, parse_secret
+from dragoman.sources.parsers.backend_tls import parse_backend_tls_policy
+from dragoman.sources.parsers.core import parse_endpoint_slice, parse_service
+from dragoman.sources.parsers.gateway import parse_gateway
+from dragoman.sources.parsers.gateway_class import parse_gateway_class, parse_reference_grant
+from dragoman.sources.parsers.grpc_route import parse_grpc_route
+from dragoman.sources.parsers.http_route import parse_http_route
+from dragoman.sources.parsers.l4_routes import parse_tcp_route, parse_tls_route, parse_udp_route
+from dragoman.sources.parsers.listener_set import parse_listener_set
+from dragoman.sources.parsers.secrets import parse_config_map, parse_namespace, parse_secret
 
 
 @dataclass(frozen=True, slots=True)

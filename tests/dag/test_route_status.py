@@ -11,284 +11,303 @@ from dragoman.dag.model import ALL_GATEWAYS, Forward
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.status.routes import add_route_condition
 from dragoman.objects import ObjectKey
+from tests.support.builders import (
+    Object,
+    allowed_routes,
+    backend_ref,
+    external_service,
+    gateway,
+    gateway_class,
+    grpc_route,
+    http_route,
+    listener,
+    namespace_object,
+    parent_ref,
+    reference_grant,
+    rule,
+    service,
+    service_port,
+)
 from tests.support.status_builds import (
     CONTROLLER,
-    GW,
     build_text,
-    listener,
     parents,
     route_condition,
 )
+from tests.support.status_builds import listener as listener_status
 
-SERVICES = """
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec: {selector: {app: web}, ports: [{port: 80}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: team}
-spec: {selector: {app: web}, ports: [{port: 80}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: dns, namespace: default}
-spec: {selector: {app: dns}, ports: [{port: 53, protocol: UDP}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: local, namespace: default}
-spec: {type: ExternalName, externalName: localhost, ports: [{port: 80}]}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: team, labels: {access: gateway}}
----
-"""
+WEB = backend_ref("web", 80)
+TEAM_WEB = backend_ref("web", 80, namespace="team")
+SERVICES = [
+    service("web", ports=[service_port(80)]),
+    service("web", namespace="team", ports=[service_port(80)]),
+    service("dns", ports=[service_port(53, protocol="UDP")]),
+    external_service("local", "localhost", 80),
+    namespace_object("team", {"access": "gateway"}),
+]
 
-
-def gateway(*listeners: str, name: str = "gw") -> str:
-    body = "\n".join(f"    - {item}" for item in listeners)
-    return f"""
-apiVersion: {GW}
-kind: Gateway
-metadata: {{name: {name}, namespace: default}}
-spec:
-  gatewayClassName: dragoman
-  listeners:
-{body}
----
-"""
-
-
-HTTP = "{name: http, port: 80, protocol: HTTP}"
-ALL = "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}"
-GW_DEFAULT = gateway(HTTP)
-
-
-def route(
-    backends: str = "[{name: web, port: 80}]",
-    parent: str = "{name: gw}",
-    namespace: str = "default",
-    hostnames: str = "[]",
-    kind: str = "HTTPRoute",
-    name: str = "r",
-    generation: int = 5,
-) -> str:
-    return f"""
-apiVersion: {GW}
-kind: {kind}
-metadata: {{name: {name}, namespace: {namespace}, generation: {generation}}}
-spec:
-  parentRefs: [{parent}]
-  hostnames: {hostnames}
-  rules: [{{backendRefs: {backends}}}]
----
-"""
-
-
-def backend_grant(kind: str = "HTTPRoute", to_name: str | None = "web") -> str:
-    name = f", name: {to_name}" if to_name else ""
-    return f"""
-apiVersion: {GW}
-kind: ReferenceGrant
-metadata: {{name: allow, namespace: team}}
-spec:
-  from: [{{group: gateway.networking.k8s.io, kind: {kind}, namespace: default}}]
-  to: [{{group: "", kind: Service{name}}}]
----
-"""
-
+HTTP = listener()
+ALL = listener(allowed_routes=allowed_routes("All"))
+ADMIN = listener("admin", 8080)
+GW_DEFAULT = gateway(port=80)
+SELECTED = allowed_routes("Selector", selector={"matchLabels": {"access": "gateway"}})
+GRANT = reference_grant(
+    "allow", "team", from_kind="HTTPRoute", from_namespace="default", to_name="web"
+)
 
 ACCEPTED = ("True", "Accepted")
 RESOLVED = ("True", "ResolvedRefs")
 
 # (id, manifests, Accepted, ResolvedRefs) of the route's only parent entry
 ROUTES = [
-    pytest.param(GW_DEFAULT + route(), ACCEPTED, RESOLVED, id="valid"),
     pytest.param(
-        GW_DEFAULT + route(parent="{name: gw, sectionName: nope}"),
+        [GW_DEFAULT, http_route("r", "web", 80, generation=5)], ACCEPTED, RESOLVED, id="valid"
+    ),
+    pytest.param(
+        [
+            GW_DEFAULT,
+            http_route("r", "web", 80, parents=[parent_ref(section="nope")], generation=5),
+        ],
         ("False", "NoMatchingParent"),
         RESOLVED,
         id="no listener of that sectionName",
     ),
     pytest.param(
-        GW_DEFAULT + route(parent="{name: gw, port: 8080}"),
+        [GW_DEFAULT, http_route("r", "web", 80, parents=[parent_ref(port=8080)], generation=5)],
         ("False", "NoMatchingParent"),
         RESOLVED,
         id="no listener on that port",
     ),
     pytest.param(
-        GW_DEFAULT + route(parent="{name: gw, sectionName: http, port: 8080}"),
+        [
+            GW_DEFAULT,
+            http_route(
+                "r", "web", 80, parents=[parent_ref(section="http", port=8080)], generation=5
+            ),
+        ],
         ("False", "NoMatchingParent"),
         RESOLVED,
         id="sectionName and port do not match",
     ),
     pytest.param(
-        route(parent="{name: absent}"),
+        [http_route("r", "web", 80, parents=["absent"], generation=5)],
         ("False", "NoMatchingParent"),
         RESOLVED,
         id="missing Gateway (manifest mode)",
     ),
     pytest.param(
-        GW_DEFAULT + route(parent="{name: gw, kind: Service, group: ''}"),
+        [
+            GW_DEFAULT,
+            http_route(
+                "r", "web", 80, parents=[parent_ref(kind="Service", group="")], generation=5
+            ),
+        ],
         ("False", "UnsupportedValue"),
         RESOLVED,
         id="parentRef kind",
     ),
     pytest.param(
-        GW_DEFAULT + route(namespace="team", parent="{name: gw, namespace: default}"),
+        [GW_DEFAULT, http_route("r", "web", 80, namespace="team", generation=5)],
         ("False", "NotAllowedByListeners"),
         RESOLVED,
         id="namespace Same refuses another namespace",
     ),
     pytest.param(
-        gateway(ALL) + route(namespace="team", parent="{name: gw, namespace: default}"),
+        [gateway(listeners=[ALL]), http_route("r", "web", 80, namespace="team", generation=5)],
         ACCEPTED,
         RESOLVED,
         id="namespace All",
     ),
     pytest.param(
-        gateway(
-            "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: "
-            "{from: Selector, selector: {matchLabels: {access: gateway}}}}}"
-        )
-        + route(namespace="team", parent="{name: gw, namespace: default}"),
+        [
+            gateway(listeners=[listener(allowed_routes=SELECTED)]),
+            http_route("r", "web", 80, namespace="team", generation=5),
+        ],
         ACCEPTED,
         RESOLVED,
         id="selector matchLabels",
     ),
     pytest.param(
-        gateway(
-            "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: "
-            "{from: Selector, selector: {matchLabels: {access: gateway}}}}}"
-        )
-        + route(),
+        [
+            gateway(listeners=[listener(allowed_routes=SELECTED)]),
+            http_route("r", "web", 80, generation=5),
+        ],
         ("False", "NotAllowedByListeners"),
         RESOLVED,
         id="selector refuses an unlabelled namespace",
     ),
     pytest.param(
-        gateway(
-            "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: "
-            "{from: Selector, selector: {matchExpressions: "
-            "[{key: access, operator: In, values: [gateway, mesh]}]}}}}"
-        )
-        + route(namespace="team", parent="{name: gw, namespace: default}"),
+        [
+            gateway(
+                listeners=[
+                    listener(
+                        allowed_routes=allowed_routes(
+                            "Selector",
+                            selector={
+                                "matchExpressions": [
+                                    {
+                                        "key": "access",
+                                        "operator": "In",
+                                        "values": ["gateway", "mesh"],
+                                    }
+                                ]
+                            },
+                        )
+                    )
+                ]
+            ),
+            http_route("r", "web", 80, namespace="team", generation=5),
+        ],
         ACCEPTED,
         RESOLVED,
         id="selector matchExpressions In",
     ),
     pytest.param(
-        gateway(
-            "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: "
-            "{from: Selector, selector: {matchExpressions: [{key: access, operator: Exists}]}}}}"
-        )
-        + route(),
+        [
+            gateway(
+                listeners=[
+                    listener(
+                        allowed_routes=allowed_routes(
+                            "Selector",
+                            selector={
+                                "matchExpressions": [{"key": "access", "operator": "Exists"}]
+                            },
+                        )
+                    )
+                ]
+            ),
+            http_route("r", "web", 80, generation=5),
+        ],
         ("False", "NotAllowedByListeners"),
         RESOLVED,
         id="selector matchExpressions Exists",
     ),
     pytest.param(
-        gateway(
-            "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: "
-            "{from: Selector, selector: {matchLabels: "
-            "{kubernetes.io/metadata.name: default}}}}}"
-        )
-        + route(),
+        [
+            gateway(
+                listeners=[
+                    listener(
+                        allowed_routes=allowed_routes(
+                            "Selector",
+                            selector={"matchLabels": {"kubernetes.io/metadata.name": "default"}},
+                        )
+                    )
+                ]
+            ),
+            http_route("r", "web", 80, generation=5),
+        ],
         ACCEPTED,
         RESOLVED,
         id="selector on the name label of a namespace with no Namespace object",
     ),
     pytest.param(
-        gateway(
-            "{name: http, port: 80, protocol: HTTP, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}"
-        )
-        + route(),
+        [
+            gateway(listeners=[listener(allowed_routes=allowed_routes(kinds=["GRPCRoute"]))]),
+            http_route("r", "web", 80, generation=5),
+        ],
         ("False", "NotAllowedByListeners"),
         RESOLVED,
         id="listener admits only another kind",
     ),
     pytest.param(
-        gateway("{name: tcp, port: 9000, protocol: example.com/sctp}") + route(),
+        [
+            gateway(listeners=[listener("tcp", 9000, "example.com/sctp")]),
+            http_route("r", "web", 80, generation=5),
+        ],
         ("False", "NotAllowedByListeners"),
         RESOLVED,
         id="listener of an unsupported protocol",
     ),
     pytest.param(
-        gateway("{name: http, port: 80, protocol: HTTP, hostname: a.example.com}")
-        + route(hostnames="[b.example.com]"),
+        [
+            gateway(listeners=[listener(hostname="a.example.com")]),
+            http_route("r", "web", 80, hostnames=["b.example.com"], generation=5),
+        ],
         ("False", "NoMatchingListenerHostname"),
         RESOLVED,
         id="hostnames do not intersect",
     ),
     pytest.param(
-        GW_DEFAULT + route("[{name: absent, port: 80}]"),
+        [GW_DEFAULT, http_route("r", "absent", 80, generation=5)],
         ACCEPTED,
         ("False", "BackendNotFound"),
         id="missing Service",
     ),
     pytest.param(
-        GW_DEFAULT + route("[{name: web, port: 81}]"),
+        [GW_DEFAULT, http_route("r", "web", 81, generation=5)],
         ACCEPTED,
         ("False", "BackendNotFound"),
         id="port the Service does not declare",
     ),
     pytest.param(
-        GW_DEFAULT + route("[{name: web, kind: ConfigMap, port: 80}]"),
+        [
+            GW_DEFAULT,
+            http_route("r", rules=[rule(backend_ref("web", 80, kind="ConfigMap"))], generation=5),
+        ],
         ACCEPTED,
         ("False", "InvalidKind"),
         id="backendRef kind",
     ),
     pytest.param(
-        GW_DEFAULT + route("[{name: dns, port: 53}]"),
+        [GW_DEFAULT, http_route("r", "dns", 53, generation=5)],
         ACCEPTED,
         ("False", "UnsupportedProtocol"),
         id="UDP port",
     ),
     pytest.param(
-        GW_DEFAULT + route("[{name: local, port: 80}]"),
+        [GW_DEFAULT, http_route("r", "local", 80, generation=5)],
         ACCEPTED,
         ("False", "UnsafeExternalName"),
         id="unsafe ExternalName",
     ),
     pytest.param(
-        GW_DEFAULT + route("[{name: web, namespace: team, port: 80}]"),
+        [GW_DEFAULT, http_route("r", rules=[rule(TEAM_WEB)], generation=5)],
         ACCEPTED,
         ("False", "RefNotPermitted"),
         id="cross-namespace backend without a grant",
     ),
     pytest.param(
-        GW_DEFAULT + route("[{name: web, namespace: team, port: 80}]") + backend_grant(),
+        [GW_DEFAULT, http_route("r", rules=[rule(TEAM_WEB)], generation=5), GRANT],
         ACCEPTED,
         RESOLVED,
         id="cross-namespace backend granted by name",
     ),
     pytest.param(
-        GW_DEFAULT
-        + route("[{name: web, namespace: team, port: 80}]")
-        + backend_grant(to_name=None),
+        [
+            GW_DEFAULT,
+            http_route("r", rules=[rule(TEAM_WEB)], generation=5),
+            reference_grant("allow", "team", from_kind="HTTPRoute", from_namespace="default"),
+        ],
         ACCEPTED,
         RESOLVED,
         id="cross-namespace backend, every Service granted",
     ),
     pytest.param(
-        GW_DEFAULT + route("[{name: web, namespace: team, port: 80}]") + backend_grant("Gateway"),
+        [
+            GW_DEFAULT,
+            http_route("r", rules=[rule(TEAM_WEB)], generation=5),
+            reference_grant(
+                "allow", "team", from_kind="Gateway", from_namespace="default", to_name="web"
+            ),
+        ],
         ACCEPTED,
         ("False", "RefNotPermitted"),
         id="grant from another kind",
     ),
     pytest.param(
-        GW_DEFAULT
-        + route("[{name: web, namespace: team, port: 80}]")
-        + backend_grant(to_name="other"),
+        [
+            GW_DEFAULT,
+            http_route("r", rules=[rule(TEAM_WEB)], generation=5),
+            reference_grant(
+                "allow", "team", from_kind="HTTPRoute", from_namespace="default", to_name="other"
+            ),
+        ],
         ACCEPTED,
         ("False", "RefNotPermitted"),
         id="grant to another name",
     ),
     pytest.param(
-        GW_DEFAULT + route("[{name: web, port: 80}, {name: web, namespace: team, port: 80}]"),
+        [GW_DEFAULT, http_route("r", rules=[rule(WEB, TEAM_WEB)], generation=5)],
         ACCEPTED,
         ("False", "RefNotPermitted"),
         id="one invalid backend of two",
@@ -298,9 +317,9 @@ ROUTES = [
 
 @pytest.mark.parametrize(("manifests", "accepted", "resolved"), ROUTES)
 def test_route_conditions(
-    manifests: str, accepted: tuple[str, str], resolved: tuple[str, str]
+    manifests: list[Object], accepted: tuple[str, str], resolved: tuple[str, str]
 ) -> None:
-    dag = build_text(SERVICES, manifests)
+    dag = build_text(*SERVICES, *manifests)
     [namespace] = [key.namespace for key in dag.statuses if key.kind == "HTTPRoute"]
     [entry] = parents(dag, "r", namespace)
     assert entry["controllerName"] == CONTROLLER
@@ -310,7 +329,7 @@ def test_route_conditions(
 
 
 def test_messages_name_the_field_and_what_to_do() -> None:
-    dag = build_text(SERVICES, GW_DEFAULT + route("[{name: web, namespace: team, port: 80}]"))
+    dag = build_text(*SERVICES, GW_DEFAULT, http_route("r", rules=[rule(TEAM_WEB)], generation=5))
     [entry] = parents(dag, "r")
     [resolved] = [c for c in entry["conditions"] if c["type"] == "ResolvedRefs"]
     assert resolved["message"].startswith("spec.rules[0].backendRefs[0].namespace: ")
@@ -318,9 +337,9 @@ def test_messages_name_the_field_and_what_to_do() -> None:
 
 
 def test_parent_ref_is_echoed_with_defaults() -> None:
+    parent = parent_ref(namespace="default", section="http", port=80)
     dag = build_text(
-        SERVICES,
-        GW_DEFAULT + route(parent="{name: gw, namespace: default, sectionName: http, port: 80}"),
+        *SERVICES, GW_DEFAULT, http_route("r", "web", 80, parents=[parent], generation=5)
     )
     [entry] = parents(dag, "r")
     assert entry["parentRef"] == {
@@ -331,7 +350,7 @@ def test_parent_ref_is_echoed_with_defaults() -> None:
         "sectionName": "http",
         "port": 80,
     }
-    bare = build_text(SERVICES, GW_DEFAULT + route())
+    bare = build_text(*SERVICES, GW_DEFAULT, http_route("r", "web", 80, generation=5))
     assert parents(bare, "r")[0]["parentRef"] == {
         "group": "gateway.networking.k8s.io",
         "kind": "Gateway",
@@ -340,20 +359,21 @@ def test_parent_ref_is_echoed_with_defaults() -> None:
 
 
 def test_parents_of_other_controllers_get_no_entry() -> None:
-    theirs = f"""
-apiVersion: {GW}
-kind: GatewayClass
-metadata: {{name: theirs}}
-spec: {{controllerName: example.com/another}}
----
-""" + gateway(HTTP, name="their-gw").replace("dragoman", "theirs")
-    dag = build_text(SERVICES, theirs, GW_DEFAULT, route(parent="{name: gw}, {name: their-gw}"))
+    dag = build_text(
+        *SERVICES,
+        gateway_class("theirs", "example.com/another"),
+        gateway("their-gw", class_name="theirs", listeners=[HTTP]),
+        GW_DEFAULT,
+        http_route("r", "web", 80, parents=["gw", "their-gw"], generation=5),
+    )
     assert [entry["parentRef"]["name"] for entry in parents(dag, "r")] == ["gw"]
 
 
 def test_missing_gateway_gets_no_entry_when_classes_are_required() -> None:
     dag = build_text(
-        SERVICES, route(parent="{name: absent}"), options=BuildOptions(require_gateway_class=True)
+        *SERVICES,
+        http_route("r", "web", 80, parents=["absent"], generation=5),
+        options=BuildOptions(require_gateway_class=True),
     )
     assert parents(dag, "r") == []
     assert [p.reason for p in dag.problems] == ["NoMatchingParent"]  # still logged
@@ -361,60 +381,61 @@ def test_missing_gateway_gets_no_entry_when_classes_are_required() -> None:
 
 def test_one_entry_per_parent_ref() -> None:
     dag = build_text(
-        SERVICES,
-        gateway(HTTP, "{name: admin, port: 8080, protocol: HTTP}"),
-        route(parent="{name: gw, sectionName: http}, {name: gw, sectionName: nope}"),
+        *SERVICES,
+        gateway(listeners=[HTTP, ADMIN]),
+        http_route(
+            "r",
+            "web",
+            80,
+            parents=[parent_ref(section="http"), parent_ref(section="nope")],
+            generation=5,
+        ),
     )
     assert route_condition(dag, "r", "Accepted", parent=0) == ACCEPTED
     assert route_condition(dag, "r", "Accepted", parent=1) == ("False", "NoMatchingParent")
-    assert listener(dag, "gw", "http")["attachedRoutes"] == 1
-    assert listener(dag, "gw", "admin")["attachedRoutes"] == 0
+    assert listener_status(dag, "gw", "http")["attachedRoutes"] == 1
+    assert listener_status(dag, "gw", "admin")["attachedRoutes"] == 0
 
 
 def test_attached_routes_count_each_route_once_per_listener() -> None:
+    http = parent_ref(section="http")
+    port_80 = parent_ref(port=80)
+    nope = parent_ref(section="nope")
     dag = build_text(
-        SERVICES,
-        gateway(HTTP, "{name: admin, port: 8080, protocol: HTTP}"),
-        route(name="both"),
-        route(name="http-only", parent="{name: gw, sectionName: http}"),
-        route(name="twice", parent="{name: gw, sectionName: http}, {name: gw, port: 80}"),
-        route(name="refused", parent="{name: gw, sectionName: nope}"),
+        *SERVICES,
+        gateway(listeners=[HTTP, ADMIN]),
+        http_route("both", "web", 80, generation=5),
+        http_route("http-only", "web", 80, parents=[http], generation=5),
+        http_route("twice", "web", 80, parents=[http, port_80], generation=5),
+        http_route("refused", "web", 80, parents=[nope], generation=5),
     )
-    assert listener(dag, "gw", "http")["attachedRoutes"] == 3
-    assert listener(dag, "gw", "admin")["attachedRoutes"] == 1
+    assert listener_status(dag, "gw", "http")["attachedRoutes"] == 3
+    assert listener_status(dag, "gw", "admin")["attachedRoutes"] == 1
 
 
 def test_grpc_routes_get_status_too() -> None:
-    grpc = f"""
-apiVersion: {GW}
-kind: GRPCRoute
-metadata: {{name: g, namespace: default, generation: 2}}
-spec:
-  parentRefs: [{{name: gw}}]
-  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]
-"""
-    dag = build_text(SERVICES, GW_DEFAULT, grpc)
+    dag = build_text(*SERVICES, GW_DEFAULT, grpc_route("g", "web", 80, generation=2))
     [entry] = parents(dag, "g", kind="GRPCRoute")
     assert [(c["type"], c["status"]) for c in entry["conditions"]] == [
         ("Accepted", "True"),
         ("ResolvedRefs", "True"),
     ]
-    assert listener(dag, "gw", "http")["attachedRoutes"] == 1
+    assert listener_status(dag, "gw", "http")["attachedRoutes"] == 1
 
 
 def test_partially_invalid_rules_are_reported() -> None:
-    text = GW_DEFAULT + route().replace(
-        "rules: [{backendRefs: [{name: web, port: 80}]}]",
-        "rules: [{backendRefs: [{name: web, port: 80}], filters: "
-        "[{type: ExtensionRef, extensionRef: {group: example.com, kind: X, name: x}}]}]",
-    )
-    dag = build_text(SERVICES, text)
+    unknown = {
+        "type": "ExtensionRef",
+        "extensionRef": {"group": "example.com", "kind": "X", "name": "x"},
+    }
+    partly = http_route("r", rules=[rule(WEB, filters=[unknown])], generation=5)
+    dag = build_text(*SERVICES, GW_DEFAULT, partly)
     status, _ = route_condition(dag, "r", "PartiallyInvalid")
     assert status == "True"
 
 
 def test_route_condition_extension_point() -> None:
-    dag = build_text(SERVICES, GW_DEFAULT + route())
+    dag = build_text(*SERVICES, GW_DEFAULT, http_route("r", "web", 80, generation=5))
     key = ObjectKey("HTTPRoute", "default", "r")
     dns = condition("DNSResolved", True, "Resolved", "every name resolved", 5)
     extended = add_route_condition(dag.statuses[key], dns)
@@ -432,40 +453,53 @@ def test_route_condition_extension_point() -> None:
 
 # --- ExternalName aliases across namespaces -------------------------------------------------
 
-ALIAS = """
-apiVersion: v1
-kind: Service
-metadata: {name: alias, namespace: default}
-spec: {type: ExternalName, externalName: web.team.svc.cluster.local, ports: [{port: 80}]}
----
-"""
-
-
-def alias_grant(from_kind: str = "Service", to_name: str = "web") -> str:
-    return f"""
-apiVersion: {GW}
-kind: ReferenceGrant
-metadata: {{name: alias, namespace: team}}
-spec:
-  from: [{{group: "", kind: {from_kind}, namespace: default}}]
-  to: [{{group: "", kind: Service, name: {to_name}}}]
----
-"""
+ALIAS = external_service("alias", "web.team.svc.cluster.local", 80)
 
 
 @pytest.mark.parametrize(
-    ("grant", "resolved"),
+    ("grants", "resolved"),
     [
-        pytest.param("", ("False", "RefNotPermitted"), id="no grant"),
-        pytest.param(alias_grant(), RESOLVED, id="granted"),
-        pytest.param(alias_grant(from_kind="HTTPRoute"), ("False", "RefNotPermitted"), id="kind"),
-        pytest.param(alias_grant(to_name="api"), ("False", "RefNotPermitted"), id="name"),
+        pytest.param([], ("False", "RefNotPermitted"), id="no grant"),
+        pytest.param(
+            [
+                reference_grant(
+                    "alias", "team", from_kind="Service", from_namespace="default", to_name="web"
+                )
+            ],
+            RESOLVED,
+            id="granted",
+        ),
+        pytest.param(
+            [
+                reference_grant(
+                    "alias",
+                    "team",
+                    from_kind="HTTPRoute",
+                    from_group="",
+                    from_namespace="default",
+                    to_name="web",
+                )
+            ],
+            ("False", "RefNotPermitted"),
+            id="kind",
+        ),
+        pytest.param(
+            [
+                reference_grant(
+                    "alias", "team", from_kind="Service", from_namespace="default", to_name="api"
+                )
+            ],
+            ("False", "RefNotPermitted"),
+            id="name",
+        ),
     ],
 )
 def test_external_name_alias_into_another_namespace_needs_a_grant(
-    grant: str, resolved: tuple[str, str]
+    grants: list[Object], resolved: tuple[str, str]
 ) -> None:
-    dag = build_text(SERVICES, ALIAS, grant, GW_DEFAULT + route("[{name: alias, port: 80}]"))
+    dag = build_text(
+        *SERVICES, ALIAS, *grants, GW_DEFAULT, http_route("r", "alias", 80, generation=5)
+    )
     assert route_condition(dag, "r", "ResolvedRefs") == resolved
     if resolved == RESOLVED:
         # Served as the aliased Service's own EDS cluster.
@@ -475,11 +509,11 @@ def test_external_name_alias_into_another_namespace_needs_a_grant(
 
 
 def test_cross_namespace_backend_is_served_only_with_its_grant() -> None:
-    text = SERVICES + GW_DEFAULT + route("[{name: web, namespace: team, port: 80}]")
-    refused = build_text(text)
+    world = [*SERVICES, GW_DEFAULT, http_route("r", rules=[rule(TEAM_WEB)], generation=5)]
+    refused = build_text(*world)
     [vhost] = refused.groups[ALL_GATEWAYS].route_tables[0].virtual_hosts
     assert not isinstance(vhost.routes[0].action, Forward)  # answers 500
-    granted = build_text(text, backend_grant())
+    granted = build_text(*world, GRANT)
     [vhost] = granted.groups[ALL_GATEWAYS].route_tables[0].virtual_hosts
     action = vhost.routes[0].action
     assert isinstance(action, Forward)

@@ -29,7 +29,7 @@ from dragoman.objects import (
 )
 from dragoman.sources.errors import ObjectError
 from dragoman.sources.parse import parse_object
-from dragoman.sources.parse_route_parts import duration_ms
+from dragoman.sources.parsers.route_parts import duration_ms
 
 HTTP_ROUTE = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\n"
 GRPC_ROUTE = "apiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {name: g}\n"

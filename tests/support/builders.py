@@ -3,11 +3,14 @@ server and a manifest hold it (a dict). Give it to the fake API server as it is,
 as YAML with `yaml_text`, or turn it into typed objects with `typed`.
 
 Defaults are the usual test world: namespace `default`, a Gateway `gw` of class `dragoman`
-with one HTTP listener, pod-backed Services selecting `app: <name>`.
+with one HTTP listener, pod-backed Services selecting `app: <name>`. The nested parts (a
+listener, a parentRef, a backendRef, a rule, a match) come from small helpers returning dicts;
+a plain dict does as well wherever one of those goes.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +20,8 @@ from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.objects import KubeObject
 from dragoman.sources.parse import parse_object
 
-GATEWAY_V1 = "gateway.networking.k8s.io/v1"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+GATEWAY_V1 = f"{GATEWAY_GROUP}/v1"
 
 Object = dict[str, Any]
 
@@ -31,16 +35,66 @@ def gateway_class(name: str = "dragoman", controller: str = DEFAULT_CONTROLLER_N
     }
 
 
-def gateway(name: str = "gw", port: int = 8080, class_name: str = "dragoman") -> Object:
+def gateway(
+    name: str = "gw",
+    port: int | None = None,
+    class_name: str = "dragoman",
+    *,
+    namespace: str = "default",
+    listeners: Sequence[Object] | None = None,
+    generation: int | None = None,
+) -> Object:
+    """A Gateway with one HTTP listener `http` on `port` (8080 unless given), or with
+    `listeners` (see `listener`)."""
+    if listeners is not None and port is not None:
+        raise TypeError("give the Gateway either a port or its listeners")
+    if listeners is None:
+        listeners = [listener(port=8080 if port is None else port)]
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "Gateway",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "gatewayClassName": class_name,
-            "listeners": [{"name": "http", "port": port, "protocol": "HTTP"}],
-        },
+        "metadata": metadata(name, namespace, generation=generation),
+        "spec": {"gatewayClassName": class_name, "listeners": [dict(x) for x in listeners]},
     }
+
+
+def listener(
+    name: str = "http",
+    port: int = 80,
+    protocol: str = "HTTP",
+    *,
+    hostname: str | None = None,
+    tls: Mapping[str, Any] | None = None,
+    allowed_routes: Mapping[str, Any] | None = None,
+) -> Object:
+    """A Gateway listener; `tls` and `allowed_routes` as the API spells them (see
+    `allowed_routes`)."""
+    found: Object = {"name": name, "port": port, "protocol": protocol}
+    if hostname is not None:
+        found["hostname"] = hostname
+    if tls is not None:
+        found["tls"] = dict(tls)
+    if allowed_routes is not None:
+        found["allowedRoutes"] = dict(allowed_routes)
+    return found
+
+
+def allowed_routes(
+    namespaces: str | None = None,
+    *,
+    selector: Mapping[str, Any] | None = None,
+    kinds: Sequence[str | Mapping[str, Any]] = (),
+) -> Object:
+    """A listener's allowedRoutes: namespaces `from` (Same, All, Selector with `selector`:
+    matchLabels/matchExpressions) and route kinds (a name, or a dict with its group)."""
+    found: Object = {}
+    if kinds:
+        found["kinds"] = [{"kind": k} if isinstance(k, str) else dict(k) for k in kinds]
+    if namespaces is not None:
+        found["namespaces"] = {"from": namespaces}
+        if selector is not None:
+            found["namespaces"]["selector"] = dict(selector)
+    return found
 
 
 def metadata(
@@ -50,9 +104,11 @@ def metadata(
     labels: Mapping[str, str] | None = None,
     resource_version: str = "",
     generation: int | None = None,
+    created: str = "",
 ) -> Object:
     """An object's metadata. Without a namespace for a body the API server places by its URL;
-    resourceVersion and generation as a list or watch from the API server carries them."""
+    resourceVersion, generation and creationTimestamp (`created`) as a list or watch from the
+    API server carries them."""
     meta: Object = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
@@ -62,6 +118,8 @@ def metadata(
         meta["resourceVersion"] = resource_version
     if generation is not None:
         meta["generation"] = generation
+    if created:
+        meta["creationTimestamp"] = created
     return meta
 
 
@@ -76,13 +134,21 @@ def service(
     service_type: str = "",
     labels: Mapping[str, str] | None = None,
     resource_version: str = "",
+    ports: Sequence[Mapping[str, Any]] | None = None,
+    selector: Mapping[str, str] | None = None,
 ) -> Object:
-    """A pod-backed Service with one TCP port (targetPort: the port itself unless given).
-    `port` is typed loosely so that tests can hand an unreadable one to a source."""
-    declared: Object = {"name": port_name, "port": port, "targetPort": target_port or port}
-    if app_protocol:
-        declared["appProtocol"] = app_protocol
-    spec: Object = {"selector": {"app": name}, "ports": [declared]}
+    """A pod-backed Service with one TCP port (targetPort: the port itself unless given), or
+    with `ports` (see `service_port`) instead. `port` is typed loosely so that tests can hand
+    an unreadable one to a source."""
+    if ports is None:
+        declared: Object = {"name": port_name, "port": port, "targetPort": target_port or port}
+        if app_protocol:
+            declared["appProtocol"] = app_protocol
+        ports = [declared]
+    spec: Object = {
+        "selector": dict(selector) if selector is not None else {"app": name},
+        "ports": [dict(p) for p in ports],
+    }
     if service_type:
         spec["type"] = service_type
     return {
@@ -91,6 +157,27 @@ def service(
         "metadata": metadata(name, namespace, labels=labels, resource_version=resource_version),
         "spec": spec,
     }
+
+
+def service_port(
+    port: int,
+    target_port: int | None = None,
+    *,
+    name: str = "",
+    protocol: str = "",
+    app_protocol: str = "",
+) -> Object:
+    """One port of a Service; only the fields given (the API server defaults the others)."""
+    declared: Object = {"port": port}
+    if name:
+        declared["name"] = name
+    if target_port is not None:
+        declared["targetPort"] = target_port
+    if protocol:
+        declared["protocol"] = protocol
+    if app_protocol:
+        declared["appProtocol"] = app_protocol
+    return declared
 
 
 def external_service(
@@ -139,48 +226,305 @@ def endpoint_slice(service_name: str, port: int, *addresses: str, ready: bool = 
 
 def http_route(
     name: str,
-    to: str | Sequence[tuple[str, str, int]],
+    to: str | Sequence[tuple[str, str, int]] | None = None,
     port: int | None = None,
     *,
-    parents: Sequence[str] = ("gw",),
+    rules: Sequence[Mapping[str, Any]] | None = None,
+    parents: Sequence[str | Mapping[str, Any]] = ("gw",),
     namespace: str | None = "default",
     kind: str = "HTTPRoute",
     hostnames: Sequence[str] = (),
+    created: str = "",
     resource_version: str = "",
     generation: int | None = None,
     status: Mapping[str, Any] | None = None,
 ) -> Object:
-    """A route (an HTTPRoute unless `kind` says GRPCRoute) attached to Gateways of namespace
-    `default`. `to`: one backend Service (with `port`), matching every request; or rules
-    (path prefix, backend Service, port)."""
+    """A route (an HTTPRoute unless `kind` says GRPCRoute). `to`: one backend Service (with
+    `port`), matching every request; or rules (path prefix, backend Service, port); or `rules`
+    in full (see `rule`). `parents`: Gateway names in namespace `default`, or parentRefs (see
+    `parent_ref`)."""
+    if to is not None and rules is not None:
+        raise TypeError("give the route either `to` or `rules`")
     if not isinstance(to, str) and port is not None:
         raise TypeError("rules name their own ports; pass `parents` by keyword")
     if isinstance(to, str):
-        rules: list[Object] = [{"backendRefs": [{"name": to, "port": port}]}]
-    else:
+        rules = [rule(backend_ref(to, port))]
+    elif to is not None:
         rules = [
-            {
-                "matches": [{"path": {"type": "PathPrefix", "value": path}}],
-                "backendRefs": [{"name": backend, "port": backend_port}],
-            }
+            rule(backend_ref(backend, backend_port), matches=[match(path)])
             for path, backend, backend_port in to
         ]
-    parent_namespace = {} if namespace in ("default", None) else {"namespace": "default"}
-    spec: Object = {"parentRefs": [{"name": parent, **parent_namespace} for parent in parents]}
+    elif rules is None:
+        raise TypeError("give the route `to` or `rules`")
+    spec: Object = {"parentRefs": [_parent(parent, namespace) for parent in parents]}
     if hostnames:
         spec["hostnames"] = list(hostnames)
-    spec["rules"] = rules
+    spec["rules"] = [dict(r) for r in rules]
     route: Object = {
         "apiVersion": GATEWAY_V1,
         "kind": kind,
         "metadata": metadata(
-            name, namespace, resource_version=resource_version, generation=generation
+            name,
+            namespace,
+            resource_version=resource_version,
+            generation=generation,
+            created=created,
         ),
         "spec": spec,
     }
     if status is not None:
         route["status"] = dict(status)
     return route
+
+
+def grpc_route(name: str, to: str | None = None, port: int | None = None, **options: Any) -> Object:
+    """A GRPCRoute: `http_route` of that kind (its matches from `grpc_match`)."""
+    return http_route(name, to, port, kind="GRPCRoute", **options)
+
+
+def _parent(parent: str | Mapping[str, Any], route_namespace: str | None) -> Object:
+    if not isinstance(parent, str):
+        return dict(parent)
+    # A route in another namespace names its Gateway's namespace; one in default need not.
+    return parent_ref(parent, namespace=None if route_namespace in ("default", None) else "default")
+
+
+def parent_ref(
+    name: str = "gw",
+    *,
+    namespace: str | None = None,
+    section: str | None = None,
+    port: int | None = None,
+    kind: str | None = None,
+    group: str | None = None,
+) -> Object:
+    """A route's parentRef (a Gateway of the route's namespace unless told otherwise)."""
+    found: Object = {"name": name}
+    if group is not None:
+        found["group"] = group
+    if kind is not None:
+        found["kind"] = kind
+    if namespace is not None:
+        found["namespace"] = namespace
+    if section is not None:
+        found["sectionName"] = section
+    if port is not None:
+        found["port"] = port
+    return found
+
+
+def backend_ref(
+    name: str,
+    port: int | None = None,
+    *,
+    namespace: str | None = None,
+    weight: int | None = None,
+    kind: str | None = None,
+    group: str | None = None,
+) -> Object:
+    """A backendRef (a Service of the route's namespace unless told otherwise)."""
+    found: Object = {"name": name}
+    if group is not None:
+        found["group"] = group
+    if kind is not None:
+        found["kind"] = kind
+    if namespace is not None:
+        found["namespace"] = namespace
+    if port is not None:
+        found["port"] = port
+    if weight is not None:
+        found["weight"] = weight
+    return found
+
+
+def rule(
+    *backends: Mapping[str, Any],
+    matches: Sequence[Mapping[str, Any]] | None = None,
+    filters: Sequence[Mapping[str, Any]] | None = None,
+) -> Object:
+    """A route rule sending to `backends` (see `backend_ref`); every request unless `matches`
+    (see `match`, `grpc_match`)."""
+    found: Object = {}
+    if matches is not None:
+        found["matches"] = [dict(m) for m in matches]
+    if filters is not None:
+        found["filters"] = [dict(f) for f in filters]
+    found["backendRefs"] = [dict(b) for b in backends]
+    return found
+
+
+NameValues = Mapping[str, str] | Sequence[Mapping[str, Any]]
+
+
+def _name_values(items: NameValues) -> list[Object]:
+    """Header or query parameter matches: a mapping of exact values, or the entries in full
+    (for another match type)."""
+    if isinstance(items, Mapping):
+        return [{"name": name, "value": value} for name, value in items.items()]
+    return [dict(item) for item in items]
+
+
+def match(
+    path: str | None = None,
+    *,
+    path_type: str = "PathPrefix",
+    headers: NameValues | None = None,
+    query_params: NameValues | None = None,
+    method: str | None = None,
+) -> Object:
+    """An HTTPRoute match: path (a prefix unless `path_type` says otherwise), headers, query
+    parameters, method."""
+    found: Object = {}
+    if path is not None:
+        found["path"] = {"type": path_type, "value": path}
+    if headers is not None:
+        found["headers"] = _name_values(headers)
+    if query_params is not None:
+        found["queryParams"] = _name_values(query_params)
+    if method is not None:
+        found["method"] = method
+    return found
+
+
+def grpc_match(
+    service: str | None = None,
+    method: str | None = None,
+    *,
+    match_type: str | None = None,
+    headers: NameValues | None = None,
+) -> Object:
+    """A GRPCRoute match: gRPC service and method (Exact unless `match_type` says otherwise),
+    headers."""
+    found: Object = {}
+    if service is not None or method is not None or match_type is not None:
+        grpc_method: Object = {}
+        if match_type is not None:
+            grpc_method["type"] = match_type
+        if service is not None:
+            grpc_method["service"] = service
+        if method is not None:
+            grpc_method["method"] = method
+        found["method"] = grpc_method
+    if headers is not None:
+        found["headers"] = _name_values(headers)
+    return found
+
+
+def local_ref(kind: str, name: str, group: str = "") -> Object:
+    """A reference to an object in the referrer's namespace (a certificate, a CA bundle)."""
+    return {"group": group, "kind": kind, "name": name}
+
+
+def _group_of(kind: str) -> str:
+    return "" if kind in ("Service", "Secret", "ConfigMap", "Namespace") else GATEWAY_GROUP
+
+
+def reference_grant(
+    name: str,
+    namespace: str,
+    *,
+    from_kind: str,
+    from_namespace: str,
+    to_kind: str = "Service",
+    to_name: str | None = None,
+    from_group: str | None = None,
+    to_group: str | None = None,
+) -> Object:
+    """A ReferenceGrant in `namespace` letting `from_kind` objects of `from_namespace` refer to
+    `to_kind` objects here (those named `to_name`, or all). Groups follow the kinds unless
+    given: core for Service, Secret, ConfigMap; the Gateway API's for the others."""
+    to: Object = {"group": _group_of(to_kind) if to_group is None else to_group, "kind": to_kind}
+    if to_name is not None:
+        to["name"] = to_name
+    source = {
+        "group": _group_of(from_kind) if from_group is None else from_group,
+        "kind": from_kind,
+        "namespace": from_namespace,
+    }
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "ReferenceGrant",
+        "metadata": metadata(name, namespace),
+        "spec": {"from": [source], "to": [to]},
+    }
+
+
+def backend_tls_policy(
+    name: str,
+    service_name: str,
+    hostname: str,
+    *,
+    namespace: str = "default",
+    section: str | None = None,
+    ca_refs: Sequence[Mapping[str, Any]] = (),
+    well_known: str | None = None,
+    subject_alt_names: Sequence[Mapping[str, Any]] = (),
+    created: str = "",
+    generation: int | None = None,
+) -> Object:
+    """A BackendTLSPolicy for a Service (one port of it with `section`): verify `hostname`
+    against the CAs of `ca_refs` (see `local_ref`) or the `well_known` ones."""
+    target: Object = {"group": "", "kind": "Service", "name": service_name}
+    if section is not None:
+        target["sectionName"] = section
+    validation: Object = {"hostname": hostname}
+    if ca_refs:
+        validation["caCertificateRefs"] = [dict(r) for r in ca_refs]
+    if well_known is not None:
+        validation["wellKnownCACertificates"] = well_known
+    if subject_alt_names:
+        validation["subjectAltNames"] = [dict(n) for n in subject_alt_names]
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "BackendTLSPolicy",
+        "metadata": metadata(name, namespace, generation=generation, created=created),
+        "spec": {"targetRefs": [target], "validation": validation},
+    }
+
+
+def secret(
+    name: str,
+    data: Mapping[str, bytes],
+    *,
+    namespace: str = "default",
+    secret_type: str = "",
+) -> Object:
+    """A Secret holding `data` (encoded here, as the API server holds it)."""
+    found: Object = {"apiVersion": "v1", "kind": "Secret", "metadata": metadata(name, namespace)}
+    if secret_type:
+        found["type"] = secret_type
+    found["data"] = {key: base64.b64encode(value).decode() for key, value in data.items()}
+    return found
+
+
+def tls_secret(
+    name: str, certificate: bytes, private_key: bytes, *, namespace: str = "default"
+) -> Object:
+    """A kubernetes.io/tls Secret: a certificate chain and its key, PEM."""
+    return secret(
+        name,
+        {"tls.crt": certificate, "tls.key": private_key},
+        namespace=namespace,
+        secret_type="kubernetes.io/tls",
+    )
+
+
+def config_map(name: str, data: Mapping[str, str], *, namespace: str = "default") -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(name, namespace),
+        "data": dict(data),
+    }
+
+
+def namespace_object(name: str, labels: Mapping[str, str] | None = None) -> Object:
+    """A Namespace (with the labels a listener's selector reads)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": metadata(name, None, labels=labels),
+    }
 
 
 def yaml_text(*documents: Mapping[str, Any]) -> str:

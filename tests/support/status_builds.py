@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -13,6 +14,7 @@ from dragoman.dag.options import BuildOptions
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
+from tests.support.builders import typed
 from tests.support.dag_invariants import checked
 
 GW = "gateway.networking.k8s.io/v1"
@@ -31,8 +33,13 @@ def objects(text: str) -> list[KubeObject]:
     return [obj for obj in parsed if obj is not None]
 
 
-def build_text(*texts: str, options: BuildOptions = BuildOptions()) -> Dag:
-    found = [obj for text in texts for obj in objects(text)]
+def build_text(*documents: str | Mapping[str, Any], options: BuildOptions = BuildOptions()) -> Dag:
+    """The DAG of manifest texts and objects (from `tests.support.builders`)."""
+    found = [
+        obj
+        for document in documents
+        for obj in (objects(document) if isinstance(document, str) else typed(document))
+    ]
     return checked(build(Store.from_objects(found), options))
 
 

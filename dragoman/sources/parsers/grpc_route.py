@@ -8,7 +8,7 @@ import re
 from dragoman.objects import GRPCMethodMatch, GRPCRoute, GRPCRouteMatch, GRPCRouteRule, ObjectMeta
 from dragoman.sources.fields import Node
 from dragoman.sources.formats import DNS1123_SUBDOMAIN, HOSTNAME
-from dragoman.sources.parse_route_parts import (
+from dragoman.sources.parsers.route_parts import (
     GRPC_FILTER_TYPES,
     MATCH_TYPES,
     backend_ref,

@@ -8,7 +8,7 @@ from dragoman.objects import ObjectMeta
 from dragoman.objects.l4_routes import L4RouteRule, TCPRoute, TLSRoute, UDPRoute
 from dragoman.sources.fields import Node
 from dragoman.sources.formats import DNS1123_SUBDOMAIN, HOSTNAME
-from dragoman.sources.parse_route_parts import backend_ref, parent_refs
+from dragoman.sources.parsers.route_parts import backend_ref, parent_refs
 
 
 def parse_tcp_route(root: Node, meta: ObjectMeta) -> TCPRoute:

@@ -31,7 +31,7 @@ from dragoman.sources.formats import (
     KIND,
     LISTENER_PROTOCOL,
 )
-from dragoman.sources.parse_selector import parse_label_selector
+from dragoman.sources.parsers.selector import parse_label_selector
 
 ALLOWED_NAMESPACES = ("All", "Selector", "Same")
 TLS_MODES = ("Terminate", "Passthrough")

@@ -7,7 +7,7 @@ from dragoman.objects import ListenerSet, ListenerSetParent, ObjectMeta
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.fields import Node
 from dragoman.sources.formats import DNS1123_LABEL, GROUP, KIND
-from dragoman.sources.parse_gateway import listeners_of
+from dragoman.sources.parsers.gateway import listeners_of
 
 
 def parse_listener_set(root: Node, meta: ObjectMeta) -> ListenerSet:

@@ -19,7 +19,7 @@ from dragoman.objects import (
 )
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_SUBDOMAIN, HOSTNAME, http_path_problem
-from dragoman.sources.parse_route_parts import (
+from dragoman.sources.parsers.route_parts import (
     DURATION,
     HTTP_FILTER_TYPES,
     backend_ref,

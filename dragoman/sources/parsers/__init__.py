@@ -1,0 +1,2 @@
+"""One parser per kind (or family of kinds): a decoded document to a typed object, every
+problem named with its field path. `sources/kinds.py` names the parser of each kind."""
