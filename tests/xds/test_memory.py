@@ -320,3 +320,28 @@ def test_a_nacked_first_delta_response_is_taken_back_and_sent_again() -> None:
     assert set(state.rejected) == set(cds.names)
     (again,) = stream.on_snapshot(second)
     assert len(again.names) == CLUSTERS
+
+
+@pytest.mark.parametrize("stream_type", [SotwStream, DeltaStream], ids=["sotw", "delta"])
+def test_a_stream_keeps_the_node_without_the_extensions_envoy_lists(
+    stream_type: type[SotwStream] | type[DeltaStream],
+) -> None:
+    """Envoy's node names its 500-odd extensions (60 KB on the wire, 120 KiB parsed); the
+    stream keeps everything else the node says, for routing, logs and CSDS."""
+    node = Node(id="envoy-1", cluster="default/gw", user_agent_name="envoy")
+    node.user_agent_build_version.version.major_number = 1
+    node.metadata.fields["zone"].string_value = "a"
+    node.client_features.append("envoy.lb.does_not_support_overprovisioning")
+    for i in range(500):
+        extension = node.extensions.add(name=f"envoy.filters.example_{i}", category="filters")
+        extension.type_urls.append(f"type.googleapis.com/example.v3.Config{i}")
+    assert node.ByteSize() > 30_000
+    stream = stream_type(memos=StreamMemos())
+    make = delta_request if stream_type is DeltaStream else request
+    stream.on_request(make(CLUSTER, node=node), many_clusters())
+    assert stream.node is not None and not stream.node.extensions
+    expected = Node()
+    expected.CopyFrom(node)
+    expected.ClearField("extensions")
+    assert stream.node == expected
+    assert stream.node.ByteSize() < 500
