@@ -129,7 +129,7 @@ class _Watcher:
                 changed = {
                     p for p in view.keys() | baseline.keys() if view.get(p) != baseline.get(p)
                 }
-                self.view = view
+                self.view = _sharing(view, baseline)
                 if changed:
                     self.pending = set(changed)
                     await self._report()
@@ -221,7 +221,7 @@ class _Watcher:
             log.info("manifest directory %s is readable again", self.path)
             self.missing = False
         changed = {p for p in view.keys() | self.view.keys() if view.get(p) != self.view.get(p)}
-        self.view = view
+        self.view = _sharing(view, self.view)
         return changed
 
     async def _scan(self) -> View | None:
@@ -380,6 +380,17 @@ def _scan_with_identity(root: Path) -> tuple[View, tuple[int, int]]:
     info = os.stat(root)
     scan = scan_tree(root)
     return {stamp.path: stamp for stamp in scan.files}, (info.st_dev, info.st_ino)
+
+
+def _sharing(view: View, previous: Mapping[str, FileStamp]) -> View:
+    """`view` holding the stamps of `previous` where they are equal: at 10,000 files the
+    loader's (the baseline) and the watcher's stamps are one set of objects, and a rescan that
+    found nothing new leaves nothing new behind."""
+    shared: View = {}
+    for path, stamp in view.items():
+        before = previous.get(path)
+        shared[path] = before if before == stamp and before is not None else stamp
+    return shared
 
 
 def _restat(root: Path, view: View, paths: frozenset[str]) -> set[str]:
