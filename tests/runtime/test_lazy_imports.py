@@ -1,6 +1,7 @@
 """What `dragoman serve --manifests` loads: heavy libraries only when the configuration needs
 them. `cryptography` (about 9 MiB of the process) is loaded by the first certificate to
-check, the `kubernetes` client only in Kubernetes mode.
+check, `prometheus_client` and `importlib.metadata` (about 7 MiB) by the operations server
+that serves metrics, the `kubernetes` client only in Kubernetes mode.
 
 Each case runs the real command in a fresh interpreter, waits until it serves xDS, reads
 `sys.modules` from inside that process and stops it with SIGTERM.
@@ -18,7 +19,7 @@ from tests.support.certificates import certificate_authority
 from tests.support.harness import free_port
 
 # Runs `dragoman serve` on the main thread (its signal handlers need it); a second thread
-# waits for the xDS port, prints the loaded top-level packages, then stops the server.
+# waits for the xDS port, prints the loaded modules, then stops the server.
 PROBE = textwrap.dedent(
     """
     import json, os, signal, socket, sys, threading, time
@@ -34,14 +35,14 @@ PROBE = textwrap.dedent(
                 break
             except OSError:
                 time.sleep(0.05)
-        loaded = sorted({name.split(".")[0] for name in list(sys.modules)})
+        loaded = sorted(sys.modules)
         print(json.dumps(loaded), flush=True)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=probe, daemon=True).start()
     sys.exit(main([
         "serve", "--manifests", sys.argv[1], "--xds-address", f"127.0.0.1:{port}",
-        "--metrics-address", "off",
+        *sys.argv[3:],
     ]))
     """
 )
@@ -70,15 +71,17 @@ def gateway(*listeners: str) -> str:
     )
 
 
-def loaded_while_serving(manifests: Path) -> set[str]:
+def loaded_while_serving(manifests: Path, *args: str) -> set[str]:
+    """Modules loaded (and their top-level packages) while serving `manifests`."""
     completed = subprocess.run(
-        [sys.executable, "-c", PROBE, str(manifests), str(free_port())],
+        [sys.executable, "-c", PROBE, str(manifests), str(free_port()), *args],
         capture_output=True,
         text=True,
         timeout=90,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
-    return set(json.loads(completed.stdout.splitlines()[-1]))
+    modules = set(json.loads(completed.stdout.splitlines()[-1]))
+    return modules | {name.split(".")[0] for name in modules}
 
 
 def test_plaintext_serving_of_routes_loads_neither_cryptography_nor_kubernetes(
@@ -86,10 +89,19 @@ def test_plaintext_serving_of_routes_loads_neither_cryptography_nor_kubernetes(
 ) -> None:
     (tmp_path / "gateway.yaml").write_text(gateway("{name: http, protocol: HTTP, port: 8080}"))
     (tmp_path / "web.yaml").write_text(SERVICE)
-    loaded = loaded_while_serving(tmp_path)
+    loaded = loaded_while_serving(tmp_path, "--metrics-address", "off")
     assert {"dragoman", "grpc", "yaml"} <= loaded  # the probe saw a serving process
     assert "cryptography" not in loaded
     assert "kubernetes" not in loaded
+    assert "prometheus_client" not in loaded and "importlib.metadata" not in loaded
+
+
+def test_the_operations_server_loads_prometheus_client(tmp_path: Path) -> None:
+    (tmp_path / "gateway.yaml").write_text(gateway("{name: http, protocol: HTTP, port: 8080}"))
+    (tmp_path / "web.yaml").write_text(SERVICE)
+    loaded = loaded_while_serving(tmp_path, "--metrics-address", f"127.0.0.1:{free_port()}")
+    assert "prometheus_client" in loaded
+    assert "cryptography" not in loaded
 
 
 def test_a_certificate_to_check_loads_cryptography(tmp_path: Path) -> None:
@@ -103,6 +115,6 @@ def test_a_certificate_to_check_loads_cryptography(tmp_path: Path) -> None:
     )
     (tmp_path / "secret.yaml").write_text(pem.secret_yaml("web-tls"))
     (tmp_path / "web.yaml").write_text(SERVICE)
-    loaded = loaded_while_serving(tmp_path)
+    loaded = loaded_while_serving(tmp_path, "--metrics-address", "off")
     assert "cryptography" in loaded
     assert "kubernetes" not in loaded
