@@ -9,6 +9,7 @@ import yaml
 from dragoman.objects import (
     BackendTLSPolicy,
     ConfigMap,
+    EndpointPort,
     EndpointSlice,
     Gateway,
     GatewayClass,
@@ -18,6 +19,7 @@ from dragoman.objects import (
     ReferenceGrant,
     Secret,
     Service,
+    ServicePort,
 )
 from tests.support.builders import (
     allowed_routes,
@@ -222,3 +224,50 @@ def test_contradicting_arguments_are_refused() -> None:
         http_route("r", "web", 80, rules=[rule(backend_ref("web", 80))])
     with pytest.raises(TypeError, match="`to` or `rules`"):
         http_route("r")
+
+
+def test_services_and_slices_with_several_ports() -> None:
+    web, ext, slice_ = typed(
+        service(
+            "web",
+            ports=[
+                service_port(80, "metrics", name="http"),
+                service_port(53, name="dns", protocol="UDP"),
+            ],
+            namespace="shop",
+            selector={"tier": "web"},
+        ),
+        external_service("ext", "api.example.com", None),
+        endpoint_slice(
+            "web",
+            {"http": 8080, "metrics": 9090},
+            "10.0.0.1",
+            not_ready=["10.0.0.2"],
+            namespace="shop",
+            name="web-abc",
+        ),
+    )
+    assert isinstance(web, Service) and isinstance(ext, Service)
+    # Only the fields given: no targetPort means the port itself, as the API reads it.
+    assert web.ports == (
+        ServicePort(80, "http", target_port="metrics"),
+        ServicePort(53, "dns", protocol="UDP"),
+    )
+    assert (web.meta.namespace, web.selector) == ("shop", {"tier": "web"})
+    assert ext.is_external_name and ext.ports == ()
+    assert isinstance(slice_, EndpointSlice)
+    assert (slice_.meta.namespace, slice_.meta.name, slice_.service_name) == (
+        "shop",
+        "web-abc",
+        "web",
+    )
+    assert slice_.ports == (EndpointPort(8080, "http"), EndpointPort(9090, "metrics"))
+    assert [(e.addresses, e.ready) for e in slice_.endpoints] == [
+        (("10.0.0.1",), True),
+        (("10.0.0.2",), False),
+    ]
+
+
+def test_a_port_name_without_a_port_is_refused() -> None:
+    with pytest.raises(TypeError, match="need the port"):
+        external_service("ext", "api.example.com", None, port_name="https")

@@ -28,113 +28,42 @@ from dragoman.dag.model import (
 from dragoman.dag.options import BuildOptions
 from dragoman.objects import (
     BackendRef,
-    Endpoint,
-    EndpointPort,
-    EndpointSlice,
-    Gateway,
-    GatewayListener,
     HTTPRoute,
-    HTTPRouteMatch,
     HTTPRouteRule,
     KubeObject,
     ObjectKey,
     ObjectMeta,
     ParentRef,
-    PathMatch,
-    Service,
-    ServicePort,
 )
-from dragoman.objects.core import SERVICE_NAME_LABEL
 from dragoman.store import Store
+from tests.support.builders import (
+    Object,
+    allowed_routes,
+    backend_ref,
+    endpoint_slice,
+    external_service,
+    gateway,
+    http_route,
+    listener,
+    match,
+    parent_ref,
+    rule,
+    service,
+    service_port,
+    typed,
+)
 from tests.support.dag_invariants import checked
 
-# --- helpers -------------------------------------------------------------------------------
-
-
-def service(name: str, *ports: ServicePort, ns: str = "default") -> Service:
-    return Service(meta=ObjectMeta(name, ns), ports=ports, selector={"app": name})
-
-
-def external(name: str, external_name: str, *ports: ServicePort, ns: str = "default") -> Service:
-    return Service(
-        meta=ObjectMeta(name, ns), type="ExternalName", ports=ports, external_name=external_name
-    )
-
-
-def sport(number: int, name: str = "", target: int | str | None = None) -> ServicePort:
-    return ServicePort(port=number, name=name, target_port=target)
-
-
-def listener(
-    name: str = "http",
-    port: int = 80,
-    hostname: str | None = None,
-    protocol: str = "HTTP",
-    allowed: str = "Same",
-) -> GatewayListener:
-    return GatewayListener(name, port, protocol, hostname, allowed)
-
-
-def gateway(name: str = "gw", *listeners: GatewayListener, ns: str = "default") -> Gateway:
-    return Gateway(meta=ObjectMeta(name, ns), listeners=listeners or (listener(),))
-
-
-def prefix(value: str) -> HTTPRouteMatch:
-    return HTTPRouteMatch(PathMatch("PathPrefix", value))
-
-
-def exact(value: str) -> HTTPRouteMatch:
-    return HTTPRouteMatch(PathMatch("Exact", value))
-
-
-def ref(
-    name: str,
-    port: int | None = 80,
-    weight: int = 1,
-    namespace: str | None = None,
-    group: str = "",
-    kind: str = "Service",
-) -> BackendRef:
-    return BackendRef(name, namespace, group, kind, port, weight)
-
-
-def rule(
-    *backends: BackendRef, matches: tuple[HTTPRouteMatch, ...] = (prefix("/"),)
-) -> HTTPRouteRule:
-    return HTTPRouteRule(matches=matches, backend_refs=backends)
-
-
-def route(
-    name: str,
-    *rules: HTTPRouteRule,
-    parents: tuple[ParentRef, ...] = (ParentRef("gw"),),
-    hostnames: tuple[str, ...] = (),
-    ns: str = "default",
-    created: str = "",
-) -> HTTPRoute:
-    return HTTPRoute(
-        meta=ObjectMeta(name, ns, creation_timestamp=created),
-        parent_refs=parents,
-        hostnames=hostnames,
-        rules=rules,
-    )
-
-
-def endpoints(service_name: str, *ready: str, not_ready: tuple[str, ...] = ()) -> EndpointSlice:
-    items = [Endpoint(addresses=(a,)) for a in ready]
-    items += [Endpoint(addresses=(a,), ready=False) for a in not_ready]
-    return EndpointSlice(
-        meta=ObjectMeta(f"{service_name}-x", labels={SERVICE_NAME_LABEL: service_name}),
-        endpoints=tuple(items),
-        ports=(EndpointPort(8080, "http"), EndpointPort(9090, "metrics")),
-    )
+# --- helpers: the objects come from tests.support.builders; these read the Dag ---------------
 
 
 DEFAULT_OPTIONS = BuildOptions()
 
 
-def dag_of(*objects: KubeObject, options: BuildOptions = DEFAULT_OPTIONS) -> Dag:
-    return checked(build(Store.from_objects(objects), options))
+def dag_of(*objects: Object | KubeObject, options: BuildOptions = DEFAULT_OPTIONS) -> Dag:
+    """The checked DAG of these objects; dicts (from `tests.support.builders`) are parsed."""
+    found = [obj for o in objects for obj in (typed(o) if isinstance(o, dict) else [o])]
+    return checked(build(Store.from_objects(found), options))
 
 
 def vhosts(dag: Dag, group: str = ALL_GATEWAYS, port: int = 80) -> dict[str, VirtualHost]:
@@ -155,17 +84,17 @@ def problems(dag: Dag) -> list[tuple[str, str, str]]:
     return [(str(p.object), p.field, p.reason) for p in dag.problems]
 
 
-GW = gateway()
+GW = gateway("gw", 80)
 ROUTE = ObjectKey("HTTPRoute", "default", "r")
-WEB = service("web", sport(80, "http", 8080))
+WEB = service("web", 80, 8080)
+# The ports of the pods behind it.
+WEB_PORTS = {"http": 8080, "metrics": 9090}
 
 # --- clusters ------------------------------------------------------------------------------
 
 
 def test_external_name_becomes_a_dns_cluster() -> None:
-    dag = dag_of(
-        GW, external("api", "API.Example.com.", sport(443)), route("r", rule(ref("api", 443)))
-    )
+    dag = dag_of(GW, external_service("api", "API.Example.com.", 443), http_route("r", "api", 443))
 
     assert dag.clusters == {
         "default/api/443": DnsCluster(
@@ -183,7 +112,7 @@ def test_external_name_becomes_a_dns_cluster() -> None:
 
 
 def test_external_name_without_ports_uses_the_backend_ref_port() -> None:
-    dag = dag_of(GW, external("api", "api.example.com"), route("r", rule(ref("api", 8443))))
+    dag = dag_of(GW, external_service("api", "api.example.com", None), http_route("r", "api", 8443))
     assert list(dag.clusters) == ["default/api/8443"]
     assert dag.problems == ()
 
@@ -192,8 +121,8 @@ def test_selector_service_becomes_an_eds_cluster_with_ready_endpoints() -> None:
     dag = dag_of(
         GW,
         WEB,
-        endpoints("web", "10.0.0.2", "10.0.0.1", not_ready=("10.0.0.3",)),
-        route("r", rule(ref("web"))),
+        endpoint_slice("web", WEB_PORTS, "10.0.0.2", "10.0.0.1", not_ready=["10.0.0.3"]),
+        http_route("r", "web", 80),
     )
 
     assert dag.clusters == {
@@ -213,22 +142,26 @@ def test_selector_service_becomes_an_eds_cluster_with_ready_endpoints() -> None:
 
 
 @pytest.mark.parametrize(
-    ("service_port", "target_port", "endpoint_port"),
+    ("declared", "target_port", "endpoint_port"),
     [
-        pytest.param(sport(80, "web", 9090), 9090, 9090, id="numeric targetPort"),
-        pytest.param(sport(80, "web", "metrics"), "metrics", 9090, id="named targetPort"),
-        pytest.param(sport(80, "http", "metrics"), "metrics", 8080, id="port name wins"),
-        pytest.param(sport(8080, "web"), 8080, 8080, id="targetPort defaults to port"),
+        pytest.param(service_port(80, 9090, name="web"), 9090, 9090, id="numeric targetPort"),
+        pytest.param(
+            service_port(80, "metrics", name="web"), "metrics", 9090, id="named targetPort"
+        ),
+        pytest.param(
+            service_port(80, "metrics", name="http"), "metrics", 8080, id="port name wins"
+        ),
+        pytest.param(service_port(8080, name="web"), 8080, 8080, id="targetPort defaults to port"),
     ],
 )
 def test_target_port_selects_the_endpoint_port(
-    service_port: ServicePort, target_port: int | str, endpoint_port: int
+    declared: Object, target_port: int | str, endpoint_port: int
 ) -> None:
     dag = dag_of(
         GW,
-        service("web", service_port),
-        endpoints("web", "10.0.0.1"),
-        route("r", rule(ref("web", service_port.port))),
+        service("web", ports=[declared]),
+        endpoint_slice("web", WEB_PORTS, "10.0.0.1"),
+        http_route("r", "web", declared["port"]),
     )
     (cluster,) = dag.clusters.values()
     assert isinstance(cluster, EdsCluster)
@@ -239,39 +172,41 @@ def test_target_port_selects_the_endpoint_port(
 
 # --- weights -------------------------------------------------------------------------------
 
-API = external("api", "api.example.com", sport(80))
+API = external_service("api", "api.example.com", 80)
 
 WEIGHTS = [
     pytest.param(
-        [ref("web", weight=3), ref("api", weight=1)],
+        [backend_ref("web", 80, weight=3), backend_ref("api", 80, weight=1)],
         Forward((Backend("default/web/80", 3), Backend("default/api/80", 1)), True),
         id="pod-backed and external mixed",
     ),
     pytest.param(
-        [ref("web", weight=1), ref("missing", weight=2)],
+        [backend_ref("web", 80, weight=1), backend_ref("missing", 80, weight=2)],
         Forward((Backend("default/web/80", 1), Backend(None, 2)), False),
         id="invalid backend keeps its weight",
     ),
     pytest.param(
-        [ref("web", weight=1), ref("api", weight=0)],
+        [backend_ref("web", 80, weight=1), backend_ref("api", 80, weight=0)],
         Forward((Backend("default/web/80", 1),), False),
         id="weight 0 dropped, so no host rewrite",
     ),
     pytest.param(
-        [ref("api", weight=2), ref("localhost-svc", weight=1)],
+        [backend_ref("api", 80, weight=2), backend_ref("localhost-svc", 80, weight=1)],
         Forward((Backend("default/api/80", 2), Backend(None, 1)), True),
         id="unsafe external keeps its weight",
     ),
-    pytest.param([ref("missing"), ref("web", port=81)], DirectResponse(500), id="all invalid"),
-    pytest.param([ref("web", weight=0)], DirectResponse(500), id="all weight 0"),
+    pytest.param(
+        [backend_ref("missing", 80), backend_ref("web", 81)], DirectResponse(500), id="all invalid"
+    ),
+    pytest.param([backend_ref("web", 80, weight=0)], DirectResponse(500), id="all weight 0"),
     pytest.param([], DirectResponse(500), id="no backendRefs"),
 ]
 
 
 @pytest.mark.parametrize(("refs", "expected"), WEIGHTS)
-def test_backend_weights(refs: list[BackendRef], expected: Forward | DirectResponse) -> None:
-    localhost = external("localhost-svc", "localhost", sport(80))
-    dag = dag_of(GW, WEB, API, localhost, route("r", rule(*refs)))
+def test_backend_weights(refs: list[Object], expected: Forward | DirectResponse) -> None:
+    localhost = external_service("localhost-svc", "localhost", 80)
+    dag = dag_of(GW, WEB, API, localhost, http_route("r", rules=[rule(*refs)]))
     assert action(dag) == expected
     referenced = sorted(
         b.cluster for b in getattr(expected, "backends", ()) if b.cluster is not None
@@ -288,16 +223,37 @@ def test_path_precedence_across_routes() -> None:
     objects = [
         GW,
         WEB,
-        route("b-new", rule(ref("web"), matches=(prefix("/"), prefix("/api"))), created=new),
-        route("a-new", rule(ref("web"), matches=(prefix("/api"),)), created=new),
-        route("z-old", rule(ref("web"), matches=(prefix("/api"), exact("/"))), created=old),
-        route(
-            "long",
-            rule(ref("web"), matches=(prefix("/api/v1"),)),
-            rule(ref("web"), matches=(exact("/api/v1/x"), prefix("/api/v1"))),
+        http_route(
+            "b-new",
+            rules=[rule(backend_ref("web", 80), matches=[match("/"), match("/api")])],
             created=new,
         ),
-        route("m", rule(ref("web"), matches=(prefix("/zz"), prefix("/aa"))), created=new),
+        http_route(
+            "a-new", rules=[rule(backend_ref("web", 80), matches=[match("/api")])], created=new
+        ),
+        http_route(
+            "z-old",
+            rules=[
+                rule(backend_ref("web", 80), matches=[match("/api"), match("/", path_type="Exact")])
+            ],
+            created=old,
+        ),
+        http_route(
+            "long",
+            rules=[
+                rule(backend_ref("web", 80), matches=[match("/api/v1")]),
+                rule(
+                    backend_ref("web", 80),
+                    matches=[match("/api/v1/x", path_type="Exact"), match("/api/v1")],
+                ),
+            ],
+            created=new,
+        ),
+        http_route(
+            "m",
+            rules=[rule(backend_ref("web", 80), matches=[match("/zz"), match("/aa")])],
+            created=new,
+        ),
     ]
     dag = dag_of(*objects)
     order = [(r.source.name, r.rule_index, r.match.path_type, r.match.path) for r in routes(dag)]
@@ -316,13 +272,12 @@ def test_path_precedence_across_routes() -> None:
 
 
 def test_namespace_breaks_ties_before_name() -> None:
-    listeners = listener(allowed="All")
     objects = [
-        gateway("gw", listeners),
-        service("web", sport(80)),
-        service("web", sport(80), ns="a"),
-        route("z", rule(ref("web")), ns="a", parents=(ParentRef("gw", "default"),)),
-        route("a", rule(ref("web"))),
+        gateway("gw", listeners=[listener(allowed_routes=allowed_routes("All"))]),
+        service("web", ports=[service_port(80)]),
+        service("web", ports=[service_port(80)], namespace="a"),
+        http_route("z", "web", 80, namespace="a", parents=[parent_ref("gw", namespace="default")]),
+        http_route("a", "web", 80),
     ]
     assert [(r.source.namespace, r.source.name) for r in routes(dag_of(*objects))] == [
         ("a", "z"),
@@ -330,15 +285,33 @@ def test_namespace_breaks_ties_before_name() -> None:
     ]
 
 
-def test_empty_match_list_matches_everything() -> None:
-    dag = dag_of(GW, WEB, route("r", HTTPRouteRule(matches=(), backend_refs=(ref("web"),))))
+@pytest.mark.parametrize(
+    "route",
+    [
+        pytest.param(
+            http_route("r", rules=[rule(backend_ref("web", 80), matches=[])]), id="manifest"
+        ),
+        # The parser reads `matches: []` as the CRD defaults it (one PathPrefix "/" match); a
+        # source that does not hands the build a rule with no matches, which means the same.
+        pytest.param(
+            HTTPRoute(
+                ObjectMeta("r"),
+                (ParentRef("gw"),),
+                rules=(HTTPRouteRule(matches=(), backend_refs=(BackendRef("web", port=80),)),),
+            ),
+            id="typed rule without matches",
+        ),
+    ],
+)
+def test_empty_match_list_matches_everything(route: Object | HTTPRoute) -> None:
+    dag = dag_of(GW, WEB, route)
     assert [r.match for r in routes(dag)] == [RouteMatch("PathPrefix", "/")]
 
 
 def test_regular_expression_matches_rank_after_exact_and_before_prefix() -> None:
-    regex = HTTPRouteMatch(PathMatch("RegularExpression", "/v[0-9]+"))
-    matches = (prefix("/keep/"), regex, exact("/x"))
-    dag = dag_of(GW, WEB, route("r", rule(ref("web"), matches=matches)))
+    regex = match("/v[0-9]+", path_type="RegularExpression")
+    matches = [match("/keep/"), regex, match("/x", path_type="Exact")]
+    dag = dag_of(GW, WEB, http_route("r", rules=[rule(backend_ref("web", 80), matches=matches)]))
     assert [r.match for r in routes(dag)] == [
         RouteMatch("Exact", "/x"),
         RouteMatch("RegularExpression", "/v[0-9]+"),
@@ -348,8 +321,12 @@ def test_regular_expression_matches_rank_after_exact_and_before_prefix() -> None
 
 
 def test_invalid_regular_expression_match_is_skipped_with_a_problem() -> None:
-    regex = HTTPRouteMatch(PathMatch("RegularExpression", "/v(?!1)"))
-    dag = dag_of(GW, WEB, route("r", rule(ref("web"), matches=(regex, prefix("/keep/")))))
+    regex = match("/v(?!1)", path_type="RegularExpression")
+    dag = dag_of(
+        GW,
+        WEB,
+        http_route("r", rules=[rule(backend_ref("web", 80), matches=[regex, match("/keep/")])]),
+    )
     assert [r.match for r in routes(dag)] == [RouteMatch("PathPrefix", "/keep/")]
     assert problems(dag) == [
         (str(ROUTE), "spec.rules[0].matches[0].path.value", "UnsupportedValue")
@@ -388,19 +365,29 @@ def test_hostname_intersection(
 def test_virtual_hosts_merge_by_domain_across_routes_and_listeners() -> None:
     gw = gateway(
         "gw",
-        listener("wild", 80, "*.example.com"),
-        listener("exact", 80, "foo.example.com"),
-        listener("any", 80),
+        listeners=[
+            listener("wild", 80, hostname="*.example.com"),
+            listener("exact", 80, hostname="foo.example.com"),
+            listener("any", 80),
+        ],
     )
     objects = [
         gw,
         WEB,
-        route("one", rule(ref("web"), matches=(prefix("/one"),)), hostnames=("foo.example.com",)),
-        route("two", rule(ref("web"), matches=(prefix("/two"),)), hostnames=("*.example.com",)),
-        route(
+        http_route(
+            "one",
+            rules=[rule(backend_ref("web", 80), matches=[match("/one")])],
+            hostnames=("foo.example.com",),
+        ),
+        http_route(
+            "two",
+            rules=[rule(backend_ref("web", 80), matches=[match("/two")])],
+            hostnames=("*.example.com",),
+        ),
+        http_route(
             "three",
-            rule(ref("web"), matches=(prefix("/three"),)),
-            parents=(ParentRef("gw", section_name="any"),),
+            rules=[rule(backend_ref("web", 80), matches=[match("/three")])],
+            parents=[parent_ref("gw", section="any")],
         ),
     ]
     dag = dag_of(*objects)
@@ -421,48 +408,51 @@ def test_virtual_hosts_merge_by_domain_across_routes_and_listeners() -> None:
 GW_KEY = "Gateway/default/gw"
 R = str(ROUTE)
 TCP = listener("tcp", 443, protocol="example.com/sctp")
-UDP_DNS = Service(
-    meta=ObjectMeta("dns"), ports=(ServicePort(53, "dns", protocol="UDP"),), selector={"a": "b"}
-)
+UDP_DNS = service("dns", ports=[service_port(53, name="dns", protocol="UDP")], selector={"a": "b"})
 
 PROBLEMS = [
     pytest.param(
-        [gateway("gw", listener(), TCP), route("r", rule(ref("web")))],
+        [gateway("gw", listeners=[listener(), TCP]), http_route("r", "web", 80)],
         [(GW_KEY, "spec.listeners[1].protocol", "UnsupportedProtocol")],
         id="unsupported listener protocol",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web")), parents=(ParentRef("nope"),))],
+        [GW, http_route("r", "web", 80, parents=[parent_ref("nope")])],
         [(R, "spec.parentRefs[0]", "NoMatchingParent")],
         id="missing Gateway",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw"), ParentRef("gw", "other")))],
+        [
+            GW,
+            http_route(
+                "r", "web", 80, parents=[parent_ref("gw"), parent_ref("gw", namespace="other")]
+            ),
+        ],
         [(R, "spec.parentRefs[1]", "NoMatchingParent")],
         id="Gateway in another namespace missing",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw", section_name="nope"),))],
+        [GW, http_route("r", "web", 80, parents=[parent_ref("gw", section="nope")])],
         [(R, "spec.parentRefs[0].sectionName", "NoMatchingParent")],
         id="no listener with that sectionName",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw", port=8080),))],
+        [GW, http_route("r", "web", 80, parents=[parent_ref("gw", port=8080)])],
         [(R, "spec.parentRefs[0].port", "NoMatchingParent")],
         id="no listener on that port",
     ),
     pytest.param(
         [
             GW,
-            route("r", rule(ref("web")), parents=(ParentRef("gw", section_name="http", port=81),)),
+            http_route("r", "web", 80, parents=[parent_ref("gw", section="http", port=81)]),
         ],
         [(R, "spec.parentRefs[0].port", "NoMatchingParent")],
         id="named listener on another port",
     ),
     pytest.param(
         [
-            gateway("gw", listener(), TCP),
-            route("r", rule(ref("web")), parents=(ParentRef("gw", section_name="tcp"),)),
+            gateway("gw", listeners=[listener(), TCP]),
+            http_route("r", "web", 80, parents=[parent_ref("gw", section="tcp")]),
         ],
         [
             (GW_KEY, "spec.listeners[1].protocol", "UnsupportedProtocol"),
@@ -471,83 +461,113 @@ PROBLEMS = [
         id="only an unsupported listener selected",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw", kind="Service"),))],
+        [GW, http_route("r", "web", 80, parents=[parent_ref("gw", kind="Service")])],
         [(R, "spec.parentRefs[0].kind", "UnsupportedValue")],
         id="parentRef kind",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web")), parents=(ParentRef("gw", group="example.com"),))],
+        [GW, http_route("r", "web", 80, parents=[parent_ref("gw", group="example.com")])],
         [(R, "spec.parentRefs[0].group", "UnsupportedValue")],
         id="parentRef group",
     ),
     pytest.param(
         [
             GW,
-            service("web", sport(80), ns="team"),
-            route("r", rule(ref("web")), ns="team", parents=(ParentRef("gw", "default"),)),
+            service("web", ports=[service_port(80)], namespace="team"),
+            http_route(
+                "r", "web", 80, namespace="team", parents=[parent_ref("gw", namespace="default")]
+            ),
         ],
         [("HTTPRoute/team/r", "spec.parentRefs[0]", "NotAllowedByListeners")],
         id="namespace not allowed",
     ),
     pytest.param(
         [
-            gateway("gw", listener(hostname="foo.example.com")),
-            route("r", rule(ref("web")), hostnames=("bar.example.com",)),
+            gateway("gw", listeners=[listener(hostname="foo.example.com")]),
+            http_route("r", "web", 80, hostnames=("bar.example.com",)),
         ],
         [(R, "spec.hostnames", "NoMatchingListenerHostname")],
         id="hostnames do not intersect",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web", group="gateway.envoyproxy.io", kind="Backend")))],
+        [
+            GW,
+            http_route(
+                "r",
+                rules=[rule(backend_ref("web", 80, group="gateway.envoyproxy.io", kind="Backend"))],
+            ),
+        ],
         [(R, "spec.rules[0].backendRefs[0].group", "InvalidKind")],
         id="backendRef group",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web", kind="ConfigMap")))],
+        [GW, http_route("r", rules=[rule(backend_ref("web", 80, kind="ConfigMap"))])],
         [(R, "spec.rules[0].backendRefs[0].kind", "InvalidKind")],
         id="backendRef kind",
     ),
     pytest.param(
         [
             GW,
-            service("web", sport(80), ns="other"),
-            route("r", rule(ref("web", namespace="other"))),
+            service("web", ports=[service_port(80)], namespace="other"),
+            http_route("r", rules=[rule(backend_ref("web", 80, namespace="other"))]),
         ],
         [(R, "spec.rules[0].backendRefs[0].namespace", "RefNotPermitted")],
         id="cross-namespace backendRef",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("nope")))],
+        [GW, http_route("r", "nope", 80)],
         [(R, "spec.rules[0].backendRefs[0]", "BackendNotFound")],
         id="missing Service",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web", port=None)))],
+        # The CRD, and so the parser, refuses a Service backendRef without a port; the build
+        # refuses it too, whatever its source.
+        [
+            GW,
+            HTTPRoute(
+                ObjectMeta("r"),
+                (ParentRef("gw"),),
+                rules=(HTTPRouteRule(backend_refs=(BackendRef("web", port=None),)),),
+            ),
+        ],
         [(R, "spec.rules[0].backendRefs[0].port", "BackendNotFound")],
         id="backendRef without port",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web", port=81)))],
+        [GW, http_route("r", "web", 81)],
         [(R, "spec.rules[0].backendRefs[0].port", "BackendNotFound")],
         id="port the Service does not declare",
     ),
     pytest.param(
-        [GW, external("api", "api.example.com", sport(443)), route("r", rule(ref("api", 80)))],
+        [GW, external_service("api", "api.example.com", 443), http_route("r", "api", 80)],
         [(R, "spec.rules[0].backendRefs[0].port", "BackendNotFound")],
         id="port an ExternalName Service does not declare",
     ),
     pytest.param(
-        [GW, UDP_DNS, route("r", rule(ref("dns", 53)))],
+        [GW, UDP_DNS, http_route("r", "dns", 53)],
         [(R, "spec.rules[0].backendRefs[0].port", "UnsupportedProtocol")],
         id="UDP Service port",
     ),
     pytest.param(
-        [GW, external("x", "127.0.0.1", sport(80)), route("r", rule(ref("x")))],
+        [GW, external_service("x", "127.0.0.1", 80), http_route("r", "x", 80)],
         [(R, "spec.rules[0].backendRefs[0]", "UnsafeExternalName")],
         id="unsafe external name",
     ),
     pytest.param(
-        [GW, route("r", rule(ref("web")), rule(ref("web"), ref("web", weight=0), ref("nope")))],
+        [
+            GW,
+            http_route(
+                "r",
+                rules=[
+                    rule(backend_ref("web", 80)),
+                    rule(
+                        backend_ref("web", 80),
+                        backend_ref("web", 80, weight=0),
+                        backend_ref("nope", 80),
+                    ),
+                ],
+            ),
+        ],
         [(R, "spec.rules[1].backendRefs[2]", "BackendNotFound")],
         id="indexes in the field path",
     ),
@@ -555,14 +575,22 @@ PROBLEMS = [
 
 
 @pytest.mark.parametrize(("objects", "expected"), PROBLEMS)
-def test_problems(objects: list[KubeObject], expected: list[tuple[str, str, str]]) -> None:
+def test_problems(objects: list[Object | KubeObject], expected: list[tuple[str, str, str]]) -> None:
     dag = dag_of(WEB, *objects)
     assert problems(dag) == expected
     assert all(p.message for p in dag.problems)
 
 
 def test_a_route_that_attaches_nowhere_adds_no_clusters_but_reports_its_backends() -> None:
-    dag = dag_of(GW, WEB, route("r", rule(ref("web"), ref("nope")), parents=(ParentRef("x"),)))
+    dag = dag_of(
+        GW,
+        WEB,
+        http_route(
+            "r",
+            rules=[rule(backend_ref("web", 80), backend_ref("nope", 80))],
+            parents=[parent_ref("x")],
+        ),
+    )
     assert dag.clusters == {}
     assert vhosts(dag) == {}
     assert problems(dag) == [
@@ -573,9 +601,11 @@ def test_a_route_that_attaches_nowhere_adds_no_clusters_but_reports_its_backends
 
 def test_allowed_routes_all_accepts_other_namespaces() -> None:
     objects = [
-        gateway("gw", listener(allowed="All")),
-        service("web", sport(80), ns="team"),
-        route("r", rule(ref("web")), ns="team", parents=(ParentRef("gw", "default"),)),
+        gateway("gw", listeners=[listener(allowed_routes=allowed_routes("All"))]),
+        service("web", ports=[service_port(80)], namespace="team"),
+        http_route(
+            "r", "web", 80, namespace="team", parents=[parent_ref("gw", namespace="default")]
+        ),
     ]
     dag = dag_of(*objects)
     assert dag.problems == ()
@@ -601,7 +631,7 @@ def test_allowed_routes_all_accepts_other_namespaces() -> None:
     ],
 )
 def test_unsafe_external_names_are_never_built(name: str) -> None:
-    dag = dag_of(GW, external("x", name, sport(80)), route("r", rule(ref("x"))))
+    dag = dag_of(GW, external_service("x", name, 80), http_route("r", "x", 80))
     assert action(dag) == DirectResponse(500)
     assert dag.clusters == {}
     (problem,) = dag.problems
@@ -614,28 +644,38 @@ WEB_EDS = EdsCluster(
 )
 
 ALIASES = [
-    pytest.param([external("a", "web.default.svc.cluster.local")], WEB_EDS, id="full name"),
-    pytest.param([external("a", "WEB.default.svc.cluster.local.")], WEB_EDS, id="normalised"),
-    pytest.param([external("a", "web.default.svc")], WEB_EDS, id="short name"),
     pytest.param(
-        [external("a", "web.default.svc", sport(80))], WEB_EDS, id="alias declaring the port"
+        [external_service("a", "web.default.svc.cluster.local", None)], WEB_EDS, id="full name"
     ),
     pytest.param(
-        [external("a", "b.default.svc.cluster.local"), external("b", "web.default.svc")],
+        [external_service("a", "WEB.default.svc.cluster.local.", None)], WEB_EDS, id="normalised"
+    ),
+    pytest.param([external_service("a", "web.default.svc", None)], WEB_EDS, id="short name"),
+    pytest.param(
+        [external_service("a", "web.default.svc", 80)], WEB_EDS, id="alias declaring the port"
+    ),
+    pytest.param(
+        [
+            external_service("a", "b.default.svc.cluster.local", None),
+            external_service("b", "web.default.svc", None),
+        ],
         WEB_EDS,
         id="two hops",
     ),
     pytest.param(
         [
-            external("a", "b.default.svc"),
-            external("b", "c.default.svc"),
-            external("c", "web.default.svc"),
+            external_service("a", "b.default.svc", None),
+            external_service("b", "c.default.svc", None),
+            external_service("c", "web.default.svc", None),
         ],
         WEB_EDS,
         id="three hops",
     ),
     pytest.param(
-        [external("a", "b.default.svc"), external("b", "api.example.com")],
+        [
+            external_service("a", "b.default.svc", None),
+            external_service("b", "api.example.com", None),
+        ],
         DnsCluster("default/b/80", ObjectKey("Service", "default", "b"), "api.example.com", 80),
         id="alias of an external host",
     ),
@@ -644,9 +684,11 @@ ALIASES = [
 
 @pytest.mark.parametrize(("services", "cluster"), ALIASES)
 def test_in_cluster_external_name_is_an_alias(
-    services: list[Service], cluster: EdsCluster | DnsCluster
+    services: list[Object], cluster: EdsCluster | DnsCluster
 ) -> None:
-    dag = dag_of(GW, WEB, *services, endpoints("web", "10.0.0.1"), route("r", rule(ref("a"))))
+    dag = dag_of(
+        GW, WEB, *services, endpoint_slice("web", WEB_PORTS, "10.0.0.1"), http_route("r", "a", 80)
+    )
     assert dag.problems == ()
     assert dag.clusters == {cluster.name: cluster}
     assert action(dag) == Forward(
@@ -657,35 +699,48 @@ def test_in_cluster_external_name_is_an_alias(
 
 def test_alias_uses_the_configured_cluster_domain() -> None:
     options = BuildOptions(cluster_domain="corp.internal")
-    alias = external("a", "web.default.svc.corp.internal")
-    dag = dag_of(GW, WEB, alias, route("r", rule(ref("a"))), options=options)
+    alias = external_service("a", "web.default.svc.corp.internal", None)
+    dag = dag_of(GW, WEB, alias, http_route("r", "a", 80), options=options)
     assert dag.clusters == {"default/web/80": WEB_EDS}
 
 
 BAD_ALIASES = [
-    pytest.param([external("a", "web.other.svc.cluster.local")], "RefNotPermitted", id="cross-ns"),
-    pytest.param([external("a", "nope.default.svc")], "BackendNotFound", id="missing target"),
-    pytest.param([external("a", "a.default.svc")], "BackendNotFound", id="loop to itself"),
     pytest.param(
-        [external("a", "b.default.svc"), external("b", "a.default.svc")],
+        [external_service("a", "web.other.svc.cluster.local", None)],
+        "RefNotPermitted",
+        id="cross-ns",
+    ),
+    pytest.param(
+        [external_service("a", "nope.default.svc", None)], "BackendNotFound", id="missing target"
+    ),
+    pytest.param(
+        [external_service("a", "a.default.svc", None)], "BackendNotFound", id="loop to itself"
+    ),
+    pytest.param(
+        [
+            external_service("a", "b.default.svc", None),
+            external_service("b", "a.default.svc", None),
+        ],
         "BackendNotFound",
         id="loop of two",
     ),
     pytest.param(
         [
-            external("a", "b.default.svc"),
-            external("b", "c.default.svc"),
-            external("c", "d.default.svc"),
-            external("d", "web.default.svc"),
+            external_service("a", "b.default.svc", None),
+            external_service("b", "c.default.svc", None),
+            external_service("c", "d.default.svc", None),
+            external_service("d", "web.default.svc", None),
         ],
         "BackendNotFound",
         id="four hops",
     ),
     pytest.param(
-        [external("a", "web.default.svc", sport(81))], "BackendNotFound", id="target lacks the port"
+        [external_service("a", "web.default.svc", 81)],
+        "BackendNotFound",
+        id="target lacks the port",
     ),
     pytest.param(
-        [external("a", "b.default.svc"), external("b", "localhost")],
+        [external_service("a", "b.default.svc", None), external_service("b", "localhost", None)],
         "UnsafeExternalName",
         id="alias of an unsafe name",
     ),
@@ -693,10 +748,11 @@ BAD_ALIASES = [
 
 
 @pytest.mark.parametrize(("services", "reason"), BAD_ALIASES)
-def test_bad_aliases_are_rejected(services: list[Service], reason: str) -> None:
-    web_elsewhere = service("web", sport(80, "http", 8080), ns="other")
-    port = services[0].ports[0].port if services[0].ports else 80
-    dag = dag_of(GW, WEB, web_elsewhere, *services, route("r", rule(ref("a", port))))
+def test_bad_aliases_are_rejected(services: list[Object], reason: str) -> None:
+    web_elsewhere = service("web", 80, 8080, namespace="other")
+    declared = services[0]["spec"].get("ports", [{"port": 80}])
+    port = declared[0]["port"]
+    dag = dag_of(GW, WEB, web_elsewhere, *services, http_route("r", "a", port))
     assert action(dag) == DirectResponse(500)
     assert dag.clusters == {}
     assert problems(dag) == [(R, "spec.rules[0].backendRefs[0]", reason)]
@@ -706,22 +762,22 @@ def test_bad_aliases_are_rejected(services: list[Service], reason: str) -> None:
 
 
 def test_groups_per_gateway_and_all() -> None:
-    gw_a = gateway("gw-a", listener())
-    gw_b = gateway("gw-b", listener(), listener("admin", 8080))
-    gw_c = gateway("gw-c", listener("h", 9000), ns="other")
-    api = external("api", "api.example.com", sport(80))
+    gw_a = gateway("gw-a", listeners=[listener()])
+    gw_b = gateway("gw-b", listeners=[listener(), listener("admin", 8080)])
+    gw_c = gateway("gw-c", namespace="other", listeners=[listener("h", 9000)])
+    api = external_service("api", "api.example.com", 80)
     objects = [
         gw_a,
         gw_b,
         gw_c,
         WEB,
         api,
-        route("to-a", rule(ref("web")), parents=(ParentRef("gw-a"),), hostnames=("a.example",)),
-        route("to-b", rule(ref("api")), parents=(ParentRef("gw-b", section_name="admin"),)),
-        route(
+        http_route("to-a", "web", 80, parents=[parent_ref("gw-a")], hostnames=("a.example",)),
+        http_route("to-b", "api", 80, parents=[parent_ref("gw-b", section="admin")]),
+        http_route(
             "to-both",
-            rule(ref("web"), matches=(prefix("/both"),)),
-            parents=(ParentRef("gw-a"), ParentRef("gw-b")),
+            rules=[rule(backend_ref("web", 80), matches=[match("/both")])],
+            parents=[parent_ref("gw-a"), parent_ref("gw-b")],
             hostnames=("a.example",),
         ),
     ]
@@ -761,7 +817,7 @@ def test_groups_per_gateway_and_all() -> None:
 
 
 def test_no_gateways_gives_an_empty_all_group() -> None:
-    dag = dag_of(WEB, route("r", rule(ref("web"))))
+    dag = dag_of(WEB, http_route("r", "web", 80))
     assert list(dag.groups) == [ALL_GATEWAYS]
     group = dag.groups[ALL_GATEWAYS]
     assert (group.listeners, group.route_tables, group.clusters) == ((), (), ())
@@ -772,14 +828,22 @@ def test_no_gateways_gives_an_empty_all_group() -> None:
 
 def test_equal_inputs_give_equal_output_in_any_order() -> None:
     objects: list[KubeObject] = [
-        gateway("gw", listener(), listener("other", 80, "*.example.com"), TCP),
-        gateway("gw2", listener("x", 8080)),
+        gateway("gw", listeners=[listener(), listener("other", 80, hostname="*.example.com"), TCP]),
+        gateway("gw2", listeners=[listener("x", 8080)]),
         WEB,
         API,
-        endpoints("web", "10.0.0.2", "10.0.0.1"),
-        route("r", rule(ref("web"), ref("api")), hostnames=("b.example.com", "a.example.com")),
-        route("s", rule(ref("nope")), rule(ref("web")), parents=(ParentRef("gw2"), ParentRef("x"))),
-        route("t", rule(ref("api", port=1)), ns="z", parents=(ParentRef("gw", "default"),)),
+        endpoint_slice("web", WEB_PORTS, "10.0.0.2", "10.0.0.1"),
+        http_route(
+            "r",
+            rules=[rule(backend_ref("web", 80), backend_ref("api", 80))],
+            hostnames=("b.example.com", "a.example.com"),
+        ),
+        http_route(
+            "s",
+            rules=[rule(backend_ref("nope", 80)), rule(backend_ref("web", 80))],
+            parents=[parent_ref("gw2"), parent_ref("x")],
+        ),
+        http_route("t", "api", 1, namespace="z", parents=[parent_ref("gw", namespace="default")]),
     ]
     expected = dag_of(*objects)
     shuffled = list(objects)

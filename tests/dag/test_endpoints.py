@@ -8,22 +8,15 @@ from dragoman.dag.build import build
 from dragoman.dag.model import EdsCluster, LbEndpoint, LoadAssignment, Locality
 from dragoman.dag.upstreams.endpoints import load_assignment, refresh_load_assignments
 from dragoman.objects import (
-    BackendRef,
     Endpoint,
     EndpointPort,
     EndpointSlice,
-    Gateway,
-    GatewayListener,
-    HTTPRoute,
-    HTTPRouteRule,
     ObjectKey,
     ObjectMeta,
-    ParentRef,
-    Service,
-    ServicePort,
 )
 from dragoman.objects.core import SERVICE_NAME_LABEL
 from dragoman.store import Store
+from tests.support.builders import external_service, gateway, http_route, service, typed
 
 
 def eds(port_name: str = "http", target_port: int | str = 8080) -> EdsCluster:
@@ -163,15 +156,13 @@ def test_load_assignment(
 
 
 def _store(*slices: EndpointSlice) -> Store:
-    gateway = Gateway(meta=ObjectMeta("gw"), listeners=(GatewayListener(name="http", port=80),))
-    route = HTTPRoute(
-        meta=ObjectMeta("r"),
-        parent_refs=(ParentRef("gw"),),
-        rules=(HTTPRouteRule(backend_refs=(BackendRef("web", port=80),)),),
+    world = typed(
+        gateway("gw", 80),
+        http_route("r", "web", 80),
+        service("web", 80, 8080),
+        external_service("ext", "api.example.com", None),
     )
-    web = Service(meta=ObjectMeta("web"), ports=(ServicePort(80, "http", target_port=8080),))
-    external = Service(meta=ObjectMeta("ext"), type="ExternalName", external_name="api.example.com")
-    return Store.from_objects([gateway, route, web, external, *slices])
+    return Store.from_objects([*world, *slices])
 
 
 def test_refresh_recomputes_only_load_assignments() -> None:

@@ -7,63 +7,43 @@ import dataclasses
 
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
-from dragoman.objects import (
-    BackendRef,
-    Endpoint,
-    EndpointPort,
-    EndpointSlice,
-    Gateway,
-    GatewayListener,
-    HTTPRoute,
-    HTTPRouteRule,
-    ObjectMeta,
-    ParentRef,
-    Service,
-    ServicePort,
-)
+from dragoman.objects import HTTPRoute
 from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.store import Store
 from dragoman.xds.cache import SnapshotCache
+from tests.support.builders import (
+    Object,
+    backend_ref,
+    endpoint_slice,
+    gateway,
+    http_route,
+    rule,
+    service,
+    typed,
+)
+
+# The pods behind Services a and b, listening on 8080.
+SLICE_A = endpoint_slice("a", 8080, "10.0.0.1")
+SLICE_B = endpoint_slice("b", 8080, "10.0.0.2")
 
 
-def _slice(service: str, *addresses: str, name: str | None = None) -> EndpointSlice:
-    return EndpointSlice(
-        meta=ObjectMeta(
-            name=name or f"{service}-1", labels={"kubernetes.io/service-name": service}
-        ),
-        endpoints=tuple(Endpoint(addresses=(a,)) for a in addresses),
-        ports=(EndpointPort(port=8080, name="http"),),
-    )
-
-
-def _store(*slices: EndpointSlice, route_path_services: tuple[str, ...] = ("a", "b")) -> Store:
-    services = [
-        Service(
-            meta=ObjectMeta(name=name),
-            selector={"app": name},
-            ports=(ServicePort(port=80, name="http", target_port=8080),),
+def _store(*slices: Object, route_path_services: tuple[str, ...] = ("a", "b")) -> Store:
+    """Services behind one route of Gateway `gw` (HTTP on 8080), and their EndpointSlices."""
+    backends = [backend_ref(name, 80) for name in route_path_services]
+    return Store.from_objects(
+        typed(
+            *(service(name, 80, 8080) for name in route_path_services),
+            gateway(),
+            http_route("r", rules=[rule(*backends)]),
+            *slices,
         )
-        for name in route_path_services
-    ]
-    gateway = Gateway(
-        meta=ObjectMeta(name="gw"), listeners=(GatewayListener(name="http", port=8080),)
     )
-    route = HTTPRoute(
-        meta=ObjectMeta(name="r"),
-        parent_refs=(ParentRef(name="gw"),),
-        rules=(
-            HTTPRouteRule(
-                backend_refs=tuple(BackendRef(name=n, port=80) for n in route_path_services)
-            ),
-        ),
-    )
-    return Store.from_objects([*services, gateway, route, *slices])
 
 
 def test_first_update_is_a_full_build_published_to_the_cache() -> None:
     cache = SnapshotCache(per_type=PerTypeConfigSources())
-    result = Controller(cache).update(_store(_slice("a", "10.0.0.1"), _slice("b", "10.0.0.2")))
+    result = Controller(cache).update(_store(SLICE_A, SLICE_B))
     assert result.kind == "full"
     snapshot = cache.snapshot_for(ALL_GATEWAYS)
     assert set(snapshot.of_type(CLUSTER).resources) == {"default/a/80", "default/b/80"}
@@ -75,9 +55,9 @@ def test_first_update_is_a_full_build_published_to_the_cache() -> None:
 def test_equal_store_changes_nothing() -> None:
     cache = SnapshotCache(per_type=PerTypeConfigSources())
     controller = Controller(cache)
-    controller.update(_store(_slice("a", "10.0.0.1")))
+    controller.update(_store(SLICE_A))
     generation = cache.generation
-    result = controller.update(_store(_slice("a", "10.0.0.1")))
+    result = controller.update(_store(SLICE_A))
     assert result.kind == "unchanged"
     assert cache.generation == generation
 
@@ -85,9 +65,9 @@ def test_equal_store_changes_nothing() -> None:
 def test_endpoint_only_change_takes_the_fast_path_and_touches_one_cla() -> None:
     cache = SnapshotCache(per_type=PerTypeConfigSources())
     controller = Controller(cache)
-    controller.update(_store(_slice("a", "10.0.0.1"), _slice("b", "10.0.0.2")))
+    controller.update(_store(SLICE_A, SLICE_B))
     before = cache.snapshot_for(ALL_GATEWAYS)
-    result = controller.update(_store(_slice("a", "10.0.0.1", "10.0.0.3"), _slice("b", "10.0.0.2")))
+    result = controller.update(_store(endpoint_slice("a", 8080, "10.0.0.1", "10.0.0.3"), SLICE_B))
     assert result.kind == "endpoints"
     after = cache.snapshot_for(ALL_GATEWAYS)
     for type_url in (CLUSTER, LISTENER, ROUTE):
@@ -100,18 +80,11 @@ def test_endpoint_only_change_takes_the_fast_path_and_touches_one_cla() -> None:
 
 def test_configuration_change_rebuilds_and_reports_new_problems_once() -> None:
     controller = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
-    store = _store(_slice("a", "10.0.0.1"), route_path_services=("a",))
+    store = _store(SLICE_A, route_path_services=("a",))
     controller.update(store)
-    broken = dataclasses.replace(
-        store,
-        http_routes={
-            key: dataclasses.replace(
-                route,
-                rules=(HTTPRouteRule(backend_refs=(BackendRef(name="missing", port=80),)),),
-            )
-            for key, route in store.http_routes.items()
-        },
-    )
+    (missing,) = typed(http_route("r", "missing", 80))
+    assert isinstance(missing, HTTPRoute)
+    broken = dataclasses.replace(store, http_routes={key: missing for key in store.http_routes})
     first = controller.update(broken)
     assert first.kind == "incremental"
     assert [p.reason for p in first.new_problems] == ["BackendNotFound"]

@@ -161,7 +161,7 @@ def service(
 
 def service_port(
     port: int,
-    target_port: int | None = None,
+    target_port: int | str | None = None,
     *,
     name: str = "",
     protocol: str = "",
@@ -183,43 +183,57 @@ def service_port(
 def external_service(
     name: str,
     external_name: str,
-    port: int = 443,
+    port: int | None = 443,
     *,
     namespace: str = "default",
     annotations: Mapping[str, str] | None = None,
     app_protocol: str = "",
     port_name: str = "",
 ) -> Object:
-    """A `type: ExternalName` Service declaring one port."""
-    declared: Object = {"port": port}
-    if app_protocol:
-        declared["appProtocol"] = app_protocol
-    if port_name:
-        declared["name"] = port_name
+    """A `type: ExternalName` Service declaring one port, or none when `port` is None."""
+    spec: Object = {"type": "ExternalName", "externalName": external_name}
+    if port is not None:
+        declared: Object = {"port": port}
+        if app_protocol:
+            declared["appProtocol"] = app_protocol
+        if port_name:
+            declared["name"] = port_name
+        spec["ports"] = [declared]
+    elif app_protocol or port_name:
+        raise TypeError("a port's name and appProtocol need the port")
     meta = metadata(name, namespace)
     if annotations:
         meta["annotations"] = dict(annotations)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta,
-        "spec": {"type": "ExternalName", "externalName": external_name, "ports": [declared]},
-    }
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec}
 
 
-def endpoint_slice(service_name: str, port: int, *addresses: str, ready: bool = True) -> Object:
+def endpoint_slice(
+    service_name: str,
+    port: int | Mapping[str, int],
+    *addresses: str,
+    ready: bool = True,
+    not_ready: Sequence[str] = (),
+    namespace: str = "default",
+    name: str = "",
+) -> Object:
+    """An IPv4 EndpointSlice of a Service (named `<service>-1` unless `name` says otherwise):
+    `port` is the number of its one port `http`, or ports by name; `addresses` one endpoint
+    each (all ready, or all not ready), then one not-ready endpoint per `not_ready` address."""
+    ports = {"http": port} if isinstance(port, int) else dict(port)
+    states = [(address, ready) for address in addresses]
+    states += [(address, False) for address in not_ready]
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service_name}-1",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": service_name},
-        },
+        "metadata": metadata(
+            name or f"{service_name}-1",
+            namespace,
+            labels={"kubernetes.io/service-name": service_name},
+        ),
         "addressType": "IPv4",
-        "ports": [{"name": "http", "port": port}],
+        "ports": [{"name": port_name, "port": number} for port_name, number in ports.items()],
         "endpoints": [
-            {"addresses": [address], "conditions": {"ready": ready}} for address in addresses
+            {"addresses": [address], "conditions": {"ready": state}} for address, state in states
         ],
     }
 
