@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -48,7 +49,8 @@ class Resource:
     @classmethod
     def of(cls, name: str, message: Message) -> Resource:
         body = message.SerializeToString(deterministic=True)
-        type_url = "type.googleapis.com/" + message.DESCRIPTOR.full_name
+        # One string per type, not one per resource (10,000 copies of the Cluster's URL).
+        type_url = sys.intern("type.googleapis.com/" + message.DESCRIPTOR.full_name)
         return cls.of_bytes(name, type_url, body)
 
     @classmethod
