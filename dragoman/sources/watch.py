@@ -125,14 +125,18 @@ class _Watcher:
         # interval.
         self.last_rescan = self.loop.time() - self.rescan_interval + min(1.0, self.rescan_interval)
         try:
+            changed: set[str] = set()
             if view is not None and baseline is not None:
                 changed = {
                     p for p in view.keys() | baseline.keys() if view.get(p) != baseline.get(p)
                 }
                 self.view = _sharing(view, baseline)
-                if changed:
-                    self.pending = set(changed)
-                    await self._report()
+            # This frame lives as long as the watcher: it must not keep the first scan's
+            # stamps (10,000 of them) besides the view's.
+            del view
+            if changed:
+                self.pending = set(changed)
+                await self._report()
             while True:
                 self._ensure_kernel_events()
                 now = self.loop.time()
