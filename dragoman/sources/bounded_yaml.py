@@ -8,10 +8,16 @@ anything further, a document nested deeper than `max_depth` (aliases count with 
 of what they stand for) or expanding to more than `max_nodes` nodes (an alias counts every
 node it stands for). Integers longer than `max_int_digits` are refused instead of being
 converted (int() is quadratic in the digit count, and past 4,300 digits raises ValueError).
+
+Most manifests are small and plain: for a text that `composable_in_c` proves within the
+depth and size limits by its characters alone (no anchor or alias, few enough nesting
+indicators), `PrecheckedLoader` lets libyaml's own composer build the nodes, several times
+faster; integers are still bounded, by the constructor.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +37,10 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 try:  # libyaml's parser when PyYAML was built with it: several times faster
     from yaml.cyaml import CParser as _Parser
+
+    HAS_C_COMPOSER = True
 except ImportError:  # pragma: no cover
+    HAS_C_COMPOSER = False
     from yaml.parser import Parser
     from yaml.reader import Reader
     from yaml.scanner import Scanner
@@ -228,3 +237,63 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
                 f"more than {self.limits.max_nodes} values (aliases count every value they repeat)",
                 event.start_mark,
             )
+
+
+# Every collection a document opens is started by a token of its own, and each such token
+# takes one of these characters: `[`, `{`, `?` or `:` (a mapping's explicit key, or the
+# value indicator that makes a key of what precedes it), or `-` before a blank (a block
+# sequence entry). A chain of nested collections is at most as long as their count.
+_COLLECTION_INDICATORS = "[{?:"
+_BLOCK_ENTRY = re.compile(r"-(?=[\s\x00]|\Z)")
+# An anchor or alias: `&` or `*` before a name character (libyaml's: ASCII letters, digits,
+# `_` and `-`). A `*` before anything else cannot start an alias (`"*.example.com"`).
+_ANCHOR_OR_ALIAS = re.compile(r"[&*][0-9A-Za-z_-]")
+# Nodes per character at most, without aliases: an empty key and an empty value may stand
+# beside a `:`, an empty entry beside a `-`.
+_NODES_PER_CHARACTER = 4
+
+
+def composable_in_c(text: str, limits: Limits = DEFAULT_LIMITS) -> bool:
+    """True when no document of `text` can be nested deeper than `limits.max_depth` or
+    hold more than `limits.max_nodes` nodes, as its characters prove: then libyaml's
+    recursive composer is safe to run on it (`PrecheckedLoader`). Conservative: a False
+    only means the text takes the event-by-event composer, which finds the exact answer."""
+    if not HAS_C_COMPOSER:
+        return False
+    if _NODES_PER_CHARACTER * (len(text) + 1) > limits.max_nodes:
+        return False
+    if _ANCHOR_OR_ALIAS.search(text) is not None:
+        return False
+    starts = sum(map(text.count, _COLLECTION_INDICATORS))
+    if starts < limits.max_depth:
+        starts += len(_BLOCK_ENTRY.findall(text))
+    # The scalar a collection holds is one more level: depth <= starts + 1.
+    return starts < limits.max_depth
+
+
+_INT = "tag:yaml.org,2002:int"
+
+
+class PrecheckedLoader(BoundedLoader):
+    """BoundedLoader for a text `composable_in_c` accepted: libyaml composes the nodes (in
+    C); integers longer than `limits.max_int_digits` are refused where they are
+    constructed."""
+
+    if HAS_C_COMPOSER:
+        check_node = _Parser.check_node
+        get_node = _Parser.get_node
+        get_single_node = _Parser.get_single_node
+
+    def construct_bounded_int(self, node: Node) -> int:
+        if len(node.value) > self.limits.max_int_digits:
+            raise LimitError(
+                None,
+                None,
+                f"found an integer of {len(node.value)} characters "
+                f"(at most {self.limits.max_int_digits})",
+                node.start_mark,
+            )
+        return int(self.construct_yaml_int(node))
+
+
+PrecheckedLoader.add_constructor(_INT, PrecheckedLoader.construct_bounded_int)

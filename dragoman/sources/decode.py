@@ -18,7 +18,13 @@ from typing import Any
 
 import yaml
 
-from dragoman.sources.bounded_yaml import MAX_DEPTH, MAX_INT_DIGITS, BoundedLoader
+from dragoman.sources.bounded_yaml import (
+    MAX_DEPTH,
+    MAX_INT_DIGITS,
+    BoundedLoader,
+    PrecheckedLoader,
+    composable_in_c,
+)
 
 # A file larger than this is not read at all (Kubernetes stores objects of 1.5 MB at most).
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -126,6 +132,10 @@ class _ManifestLoader(BoundedLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class _PrecheckedManifestLoader(_ManifestLoader, PrecheckedLoader):
+    """_ManifestLoader for a text within the limits by its characters: libyaml composes."""
+
+
 _MISSING = object()
 
 
@@ -196,8 +206,9 @@ def decode_yaml_piece(text: str, first_line: int) -> list[Any]:
 
 
 def _decode_yaml(text: str, first_line: int = 0) -> list[Any]:
+    loader = _PrecheckedManifestLoader if composable_in_c(text) else _ManifestLoader
     try:
-        return list(yaml.load_all(text, Loader=_ManifestLoader))
+        return list(yaml.load_all(text, Loader=loader))
     except yaml.MarkedYAMLError as exc:
         message = (
             "invalid YAML" + _at(exc.problem_mark, first_line) + f": {exc.problem or exc.context}"

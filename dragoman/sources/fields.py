@@ -130,10 +130,21 @@ class Node:
         min_length: int = 0,
         max_length: int | None = None,
     ) -> str | None:
-        if self._absent(key, required):
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                self.report(self.at(key), REQUIRED)
             return None
+        if (
+            type(value) is str
+            and (choices is None or value in choices)
+            and min_length <= len(value)
+            and (max_length is None or len(value) <= max_length)
+            and (format is None or format.accepts(value))
+        ):
+            return value  # the usual case, checked without making the field's path
         return self.check_string(
-            self.data[key],
+            value,
             self.at(key),
             format=format,
             choices=choices,

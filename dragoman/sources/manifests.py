@@ -7,6 +7,7 @@ load told which files changed (by the directory watcher) looks at those files al
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -27,6 +28,7 @@ from dragoman.sources.decode import (
 from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
+from dragoman.sources.reads import ReadOutcome, read_file, read_files
 from dragoman.sources.tree import FileStamp, scan_tree
 
 log = logging.getLogger("dragoman.sources")
@@ -122,14 +124,16 @@ class ManifestDirectory:
         dirty = unreadable != self._unreadable or len(scan.files) != len(self._parsed)
         self._unreadable = unreadable
         parsed: dict[str, _ParsedFile] = {}
-        for stamp in scan.files:
-            cached = self._parsed.get(stamp.path)
-            if cached is None or cached.stamp != stamp:
-                dirty = True
-                fresh = self._parse_file(stamp.path, cached)
-                cached = _keeping_last_good(fresh, cached) if fresh is not None else None
-            if cached is not None:
-                parsed[stamp.path] = cached
+        stale = [s.path for s in scan.files if _stamp_of_parsed(self._parsed.get(s.path)) != s]
+        with contextlib.closing(read_files(str(self.path), stale, MAX_FILE_BYTES + 1)) as reads:
+            for stamp in scan.files:
+                cached = self._parsed.get(stamp.path)
+                if cached is None or cached.stamp != stamp:
+                    dirty = True
+                    fresh = self._parse_file(stamp.path, cached, next(reads))
+                    cached = _keeping_last_good(fresh, cached) if fresh is not None else None
+                if cached is not None:
+                    parsed[stamp.path] = cached
         dirty = dirty or parsed.keys() != self._parsed.keys()
         self._parsed = parsed
         return dirty
@@ -154,7 +158,9 @@ class ManifestDirectory:
             if cached is not None and cached.stamp == stamp:
                 continue
             dirty = True
-            fresh = self._parse_file(relative, cached)
+            fresh = self._parse_file(
+                relative, cached, read_file(str(self.path), relative, MAX_FILE_BYTES + 1)
+            )
             if fresh is None:
                 self._parsed.pop(relative, None)
                 continue
@@ -199,21 +205,16 @@ class ManifestDirectory:
                 kept.append(located_object.object)
         return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
 
-    def _parse_file(self, relative: str, previous: _ParsedFile | None) -> _ParsedFile | None:
-        """Decode and parse one file; None when it disappeared since the scan."""
-        full = self.path / relative
-        try:
-            before = os.stat(full)
-            with open(full, "rb") as file:
-                # Never more than the limit in memory, even if the file grows meanwhile.
-                data = file.read(MAX_FILE_BYTES + 1)
-            after = os.stat(full)
-        except FileNotFoundError:
+    def _parse_file(
+        self, relative: str, previous: _ParsedFile | None, read: ReadOutcome
+    ) -> _ParsedFile | None:
+        """Decode and parse one file as read; None when it disappeared since the scan."""
+        if read is None:
             return None
-        except OSError as exc:
-            error = SourceError(relative, "", "", f"cannot read: {exc.strerror or exc}")
+        if isinstance(read, OSError):
+            error = SourceError(relative, "", "", f"cannot read: {read.strerror or read}")
             return _ParsedFile(None, (), (error,))
-        stamp = _stamp(relative, before) if _stamp_unchanged(before, after) else None
+        stamp, data = read.stamp, read.data
         try:
             if relative.endswith(".json"):
                 return self._parse_documents(relative, stamp, decode_documents(data, is_json=True))
@@ -360,12 +361,8 @@ def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError,
     return tuple(replace(e, message=f"{e.message} ({note})") for e in errors)
 
 
-def _stamp_unchanged(before: os.stat_result, after: os.stat_result) -> bool:
-    return (before.st_mtime_ns, before.st_size, before.st_ino) == (
-        after.st_mtime_ns,
-        after.st_size,
-        after.st_ino,
-    )
+def _stamp_of_parsed(parsed: _ParsedFile | None) -> FileStamp | None:
+    return parsed.stamp if parsed is not None else None
 
 
 def _stamp_of(root: Path, relative: str) -> FileStamp | str | None:

@@ -6,7 +6,6 @@ would reject is rejected here too, with the same field path.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 
 from dragoman.objects import Endpoint, EndpointPort, EndpointSlice, ObjectMeta, Service, ServicePort
@@ -186,10 +185,10 @@ def _report_duplicates(
     nodes: list[Node], values: list[str | None], key: str, *, what: str | None = None
 ) -> None:
     """Report the second and later occurrence of each value (None: not compared)."""
-    seen: Counter[str] = Counter()
+    seen: set[str] = set()
     for node, value in zip(nodes, values, strict=True):
         if value is None:
             continue
-        seen[value] += 1
-        if seen[value] > 1:
+        if value in seen:
             node.report(node.at(key), f"duplicate {what or key} {describe(value)}")
+        seen.add(value)

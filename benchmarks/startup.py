@@ -1,0 +1,300 @@
+"""Startup: `dragoman serve` started → its xDS port answers with the whole configuration.
+
+    python benchmarks/startup.py                       # N = 10,000, files and one file
+    python benchmarks/startup.py --services 1000 --repeat 3
+    python benchmarks/startup.py --layout files --delta
+    python benchmarks/startup.py --no-phases           # the end-to-end figure alone
+
+The workload of the propagation benchmark (`propagation.py`): N ExternalName Services
+`svcI.example.test`, one Gateway with an HTTP listener, one HTTPRoute per Service; one file
+per Service (`files`) or every object in one file (`one-file`).
+
+End to end, `dragoman serve` runs as a child process; from just before it is started, a
+minimal ADS client (SotW, or delta with `--delta`) keeps trying to connect, asks for CDS as a
+node of the Gateway, and stops the clock when a response holding all N clusters arrives.
+Printed per run: the wall time, the child's CPU time (user + sys, from /proc) at that moment,
+and the load average, since the machine may be shared (CPU time depends less on that).
+
+With phases (the default), a second child process runs the steps of `dragoman serve`'s
+startup one by one, as serve calls them, and prints each one's wall and CPU time:
+interpreter start, imports, directory scan + read + decode + parse, the store, the build,
+the translation (serialized resources), publishing (gRPC variants, cache), starting the xDS
+server and answering the first CDS request.
+
+It prints figures; nothing asserts on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NODE_CLUSTER = "default/bench"  # the Gateway of propagation.py's workload
+CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_workload(root: Path, services: int, one_file: bool) -> None:
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE.parent))
+    from propagation import Workload
+
+    listener, port0, port1 = free_port(), free_port(), free_port()
+    Workload(root, services, listener, (port0, port1), False, one_file).write_all()
+
+
+# --- the client --------------------------------------------------------------------------
+
+
+def clusters_answered(port: int, services: int, delta: bool, deadline: float) -> int:
+    """Connects (retrying until the server listens), asks for CDS over ADS, and returns the
+    number of clusters of the first response holding at least `services` of them."""
+    import grpc
+    from envoy.config.core.v3.base_pb2 import Node
+    from envoy.service.discovery.v3 import ads_pb2_grpc
+    from envoy.service.discovery.v3.discovery_pb2 import (
+        DeltaDiscoveryRequest,
+        DiscoveryRequest,
+    )
+
+    node = Node(id="startup-bench", cluster=NODE_CLUSTER)
+    options = [("grpc.max_receive_message_length", 512 * 1024 * 1024)]
+    while time.monotonic() < deadline:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=options)
+        done = threading.Event()
+
+        def requests(done: threading.Event = done) -> Iterator[object]:
+            if delta:
+                yield DeltaDiscoveryRequest(node=node, type_url=CDS)
+            else:
+                yield DiscoveryRequest(node=node, type_url=CDS)
+            done.wait(max(0.0, deadline - time.monotonic()))
+
+        stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
+        method = stub.DeltaAggregatedResources if delta else stub.StreamAggregatedResources
+        try:
+            for response in method(requests(), timeout=max(0.1, deadline - time.monotonic())):
+                if len(response.resources) >= services:
+                    return len(response.resources)
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            time.sleep(0.01)  # not listening yet
+        finally:
+            done.set()
+            channel.close()
+    raise TimeoutError("no complete CDS response before the deadline")
+
+
+# --- end to end --------------------------------------------------------------------------
+
+
+def end_to_end(manifests: Path, services: int, delta: bool) -> dict[str, float | str]:
+    port = free_port()
+    dragoman = str(Path(sys.executable).parent / "dragoman")
+    command = [dragoman, "serve", "--manifests", str(manifests)]
+    command += ["--xds-address", f"127.0.0.1:{port}", "--metrics-address", "off"]
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        clusters = clusters_answered(port, services, delta, started + 300)
+        wall = time.monotonic() - started
+        cpu = cpu_seconds(process.pid)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return {"wall": wall, "cpu": cpu, "clusters": clusters, "load": load()}
+
+
+# --- phases, in a child process ----------------------------------------------------------
+
+
+def phases_child(manifests: Path, started_at: float) -> None:
+    """Runs serve's startup steps one by one; prints their times as JSON lines."""
+    # Before anything of dragoman is imported: the interpreter's own start.
+    wall0, cpu0 = time.time(), time.process_time()
+    marks: list[tuple[str, float, float]] = [("interpreter start", wall0 - started_at, cpu0)]
+
+    def mark(name: str) -> None:
+        nonlocal wall0, cpu0
+        wall, cpu = time.time(), time.process_time()
+        marks.append((name, wall - wall0, cpu - cpu0))
+        wall0, cpu0 = wall, cpu
+
+    import asyncio
+    import importlib
+
+    # What `dragoman serve` imports before it runs.
+    importlib.import_module("dragoman.cli")
+    importlib.import_module("dragoman.commands.serve")
+    from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
+
+    mark("imports")
+    server = ManifestServer(ServeConfig(manifests=manifests, xds_address="127.0.0.1:0"))
+    result = server._load(None)
+    mark("scan + read + decode + parse")
+    controller = server.controller
+    timed: dict[str, float] = {}
+
+    def timing(name: str, function: object) -> object:
+        def timed_call(*args: object, **kwargs: object) -> object:
+            wall, cpu = time.time(), time.process_time()
+            try:
+                return function(*args, **kwargs)  # type: ignore[operator]
+            finally:
+                timed[name + " wall"] = timed.get(name + " wall", 0.0) + time.time() - wall
+                timed[name + " cpu"] = timed.get(name + " cpu", 0.0) + time.process_time() - cpu
+
+        return timed_call
+
+    from dragoman import store as store_module
+    from dragoman.dag.incremental import IncrementalBuild
+    from dragoman.envoy.incremental import IncrementalTranslation
+
+    controller.builder = IncrementalBuild(controller.build_options)
+    controller.translation = IncrementalTranslation(controller.translate_options)
+    controller.builder.build = timing("build", controller.builder.build)  # type: ignore
+    controller.translation.translate = timing(  # type: ignore[method-assign]
+        "translate", controller.translation.translate
+    )
+    store_module.Store.from_objects = timing("store", store_module.Store.from_objects)  # type: ignore
+    wall_before, cpu_before = time.time(), time.process_time()
+    server._apply(result)
+    apply_wall, apply_cpu = time.time() - wall_before, time.process_time() - cpu_before
+    for name in ("store", "build", "translate"):
+        marks.append((name, timed.get(name + " wall", 0.0), timed.get(name + " cpu", 0.0)))
+    spent_wall = sum(timed.get(n + " wall", 0.0) for n in ("store", "build", "translate"))
+    spent_cpu = sum(timed.get(n + " cpu", 0.0) for n in ("store", "build", "translate"))
+    marks.append(("publish (gRPC variants, cache)", apply_wall - spent_wall, apply_cpu - spent_cpu))
+    wall0, cpu0 = time.time(), time.process_time()
+
+    services = sum(1 for o in result.objects if o.key.kind == "Service")
+
+    async def serve_first() -> int:
+        from dragoman.runtime.serving import start_serving
+        from dragoman.xds.server import bound_port
+
+        stop = asyncio.Event()
+        xds, _ = await start_serving(
+            controller, "127.0.0.1:0", server.config.dns_check, stop, streams=server.streams
+        )
+        try:
+            port = bound_port(xds)
+            clusters = await asyncio.to_thread(
+                clusters_answered, port, services, False, time.monotonic() + 120
+            )
+        finally:
+            await xds.stop(grace=0)
+        return clusters
+
+    asyncio.run(serve_first())
+    mark("start xDS + first CDS response")
+    print(json.dumps({"marks": marks, "objects": len(result.objects)}), flush=True)
+
+
+def phases(manifests: Path) -> dict[str, object]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--phases-child", str(manifests)]
+    output = subprocess.run(
+        [*command, repr(time.time())], check=True, capture_output=True, text=True
+    ).stdout
+    figures: dict[str, object] = json.loads(output.strip().splitlines()[-1])
+    figures["load"] = load()
+    return figures
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--services", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3, help="end-to-end runs per layout")
+    parser.add_argument(
+        "--layout", choices=("files", "one-file", "both"), default="both", help="default: both"
+    )
+    parser.add_argument("--delta", action="store_true", help="the client asks over delta ADS")
+    parser.add_argument("--no-phases", dest="phases", action="store_false")
+    parser.add_argument("--phases-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.phases_child:
+        phases_child(Path(args.phases_child[0]), float(args.phases_child[1]))
+        return 0
+
+    layouts = ["files", "one-file"] if args.layout == "both" else [args.layout]
+    for layout in layouts:
+        with workspace() as workdir:
+            manifests = workdir / "manifests"
+            write_workload(manifests, args.services, layout == "one-file")
+            print(f"\n== N = {args.services:,}, {layout}, {'delta' if args.delta else 'SotW'} ==")
+            runs = []
+            for _ in range(args.repeat):
+                run = end_to_end(manifests, args.services, args.delta)
+                runs.append(run)
+                print(
+                    f"start -> all {run['clusters']} clusters served   "
+                    f"wall {run['wall']:5.2f} s   cpu {run['cpu']:5.2f} s   ({run['load']})"
+                )
+            if len(runs) > 1:
+                walls = [float(r["wall"]) for r in runs]
+                cpus = [float(r["cpu"]) for r in runs]
+                print(
+                    f"median of {len(runs)}                    wall {statistics.median(walls):5.2f}"
+                    f" s   cpu {statistics.median(cpus):5.2f} s"
+                )
+            if args.phases:
+                figures = phases(manifests)
+                print(f"phases ({figures['objects']} objects; {figures['load']}):")
+                total_wall = total_cpu = 0.0
+                for name, wall, cpu in figures["marks"]:  # type: ignore[union-attr]
+                    total_wall += wall
+                    total_cpu += cpu
+                    print(f"  {name:34s} wall {wall:5.2f} s   cpu {cpu:5.2f} s")
+                print(f"  {'total':34s} wall {total_wall:5.2f} s   cpu {total_cpu:5.2f} s")
+    return 0
+
+
+@contextlib.contextmanager
+def workspace() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="startup-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
