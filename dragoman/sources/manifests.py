@@ -28,6 +28,7 @@ from dragoman.sources.decode import (
 from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
+from dragoman.sources.parse_worker import parse_shared, usable_cpus
 from dragoman.sources.reads import ReadOutcome, read_file, read_files
 from dragoman.sources.tree import FileStamp, scan_tree
 
@@ -35,6 +36,8 @@ log = logging.getLogger("dragoman.sources")
 
 # Files of at least this many documents keep what each document meant, by its text.
 KEEP_PIECES_FROM = 16
+# A first load of at least this many files is shared with a worker process.
+SHARE_FROM = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,7 @@ class ManifestDirectory:
         self._parsed: dict[str, _ParsedFile] = {}  # in scan order (path components)
         self._unreadable: dict[str, str] = {}  # relative path -> reason
         self._last: LoadResult | None = None
+        self.parsed_by_worker = 0  # files of the first load a worker process parsed
 
     def stamps(self) -> dict[str, FileStamp]:
         """The stamp of every file as last read (the files a watcher must compare with)."""
@@ -125,18 +129,42 @@ class ManifestDirectory:
         self._unreadable = unreadable
         parsed: dict[str, _ParsedFile] = {}
         stale = [s.path for s in scan.files if _stamp_of_parsed(self._parsed.get(s.path)) != s]
-        with contextlib.closing(read_files(str(self.path), stale, MAX_FILE_BYTES + 1)) as reads:
+        shared = self._parse_shared(stale) if not self._parsed else {}
+        to_read = [path for path in stale if path not in shared]
+        with contextlib.closing(read_files(str(self.path), to_read, MAX_FILE_BYTES + 1)) as reads:
             for stamp in scan.files:
                 cached = self._parsed.get(stamp.path)
                 if cached is None or cached.stamp != stamp:
                     dirty = True
-                    fresh = self._parse_file(stamp.path, cached, next(reads))
+                    if stamp.path in shared:
+                        fresh = shared[stamp.path]
+                    else:
+                        fresh = self._parse_file(stamp.path, cached, next(reads))
                     cached = _keeping_last_good(fresh, cached) if fresh is not None else None
                 if cached is not None:
                     parsed[stamp.path] = cached
         dirty = dirty or parsed.keys() != self._parsed.keys()
         self._parsed = parsed
         return dirty
+
+    def _parse_shared(self, relatives: list[str]) -> dict[str, _ParsedFile | None]:
+        """A first load of many files, by path, shared with a worker process when another
+        CPU can run it; {} when the files are better parsed one by one here."""
+        if (
+            len(relatives) < SHARE_FROM
+            or usable_cpus() < 2
+            or log.isEnabledFor(logging.DEBUG)  # what is ignored is logged by this process
+        ):
+            return {}
+        root = str(self.path)
+        parsed, from_worker = parse_shared(
+            root,
+            self.default_namespace,
+            relatives,
+            lambda chunk: parse_fresh_files(root, self.default_namespace, chunk),
+        )
+        self.parsed_by_worker = from_worker
+        return dict(zip(relatives, parsed, strict=True))
 
     def _load_some(self, changed: Collection[str]) -> bool:
         dirty = False
@@ -312,6 +340,18 @@ class ManifestDirectory:
                 )
             else:
                 objects.append(LocatedObject.of(item_origin, parsed))
+
+
+def parse_fresh_files(
+    root: str, default_namespace: str, relatives: list[str]
+) -> list[_ParsedFile | None]:
+    """Files read and parsed as by a first load (here, or in a worker process)."""
+    directory = ManifestDirectory(Path(root), default_namespace=default_namespace)
+    reads = read_files(root, relatives, MAX_FILE_BYTES + 1)
+    return [
+        directory._parse_file(relative, None, read)
+        for relative, read in zip(relatives, reads, strict=True)
+    ]
 
 
 class _Origins(Mapping[ObjectKey, str]):

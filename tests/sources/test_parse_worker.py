@@ -1,0 +1,117 @@
+"""A first load of many files shared with a worker process: the same objects, errors and
+origins as a load in one process, and the same when the worker fails."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from dragoman.sources import manifests, parse_worker
+from dragoman.sources.manifests import LoadResult, ManifestDirectory
+
+FILES = 240
+
+
+@pytest.fixture
+def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(manifests, "SHARE_FROM", 100)
+    monkeypatch.setattr(manifests, "usable_cpus", lambda: 2)  # whatever runs the tests
+    for i in range(FILES):
+        (tmp_path / f"d{i % 3}").mkdir(exist_ok=True)
+        if i % 50 == 7:
+            text = "apiVersion: v1\nkind: Service\nmetadata: {name: [}\n"  # not YAML
+        elif i % 50 == 9:
+            text = f"apiVersion: v1\nkind: Service\nmetadata: {{name: s{i}}}\nspec: {{ports: 1}}\n"
+        elif i % 50 == 11:
+            text = "apiVersion: v1\nkind: Service\nmetadata: {name: s1}\nspec: {selector: {}}\n"
+        else:
+            text = (
+                f"apiVersion: v1\nkind: Service\nmetadata: {{name: s{i}}}\n"
+                f"spec: {{type: ExternalName, externalName: s{i}.example.test}}\n---\n"
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n"
+                f"metadata: {{name: r{i}}}\nspec:\n  parentRefs: [{{name: gw}}]\n"
+                f"  rules: [{{backendRefs: [{{name: s{i}, port: 80}}]}}]\n"
+            )
+        (tmp_path / f"d{i % 3}" / f"f{i:04}.yaml").write_text(text)
+    return tmp_path
+
+
+def _alone(path: Path, monkeypatch: pytest.MonkeyPatch) -> LoadResult:
+    with monkeypatch.context() as patch:
+        patch.setattr(manifests, "SHARE_FROM", 10**9)
+        loader = ManifestDirectory(path)
+        result = loader.load()
+        assert loader.parsed_by_worker == 0
+        return result
+
+
+def _same(shared: LoadResult, alone: LoadResult) -> None:
+    assert shared.objects == alone.objects
+    assert shared.errors == alone.errors
+    assert dict(shared.origins) == dict(alone.origins)
+    assert shared.files == alone.files == FILES
+
+
+def test_a_worker_parses_a_share_of_a_first_load(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loader = ManifestDirectory(directory)
+    shared = loader.load()
+    assert 0 < loader.parsed_by_worker < FILES
+    _same(shared, _alone(directory, monkeypatch))
+    assert len(shared.errors) >= 3 and any("invalid YAML" in e.message for e in shared.errors)
+    # A later load reads only what changed, in this process.
+    (directory / "d0" / "f0000.yaml").write_text("apiVersion: v1\nkind: Namespace\n")
+    again = loader.load()
+    assert len(again.objects) == len(shared.objects) - 2
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("-c", "import sys; sys.exit(3)"),  # dies
+        ("-c", "print('not a pickle')"),  # answers nonsense
+        ("-c", "import pickle, sys; sys.stdout.buffer.write(pickle.dumps([None]))"),  # too few
+    ],
+    ids=["dies", "nonsense", "too-few"],
+)
+def test_a_failing_worker_leaves_its_files_to_the_caller(
+    directory: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, str]
+) -> None:
+    monkeypatch.setattr(parse_worker, "WORKER_COMMAND", command)
+    loader = ManifestDirectory(directory)
+    shared = loader.load()
+    assert loader.parsed_by_worker == 0
+    _same(shared, _alone(directory, monkeypatch))
+
+
+def test_no_worker_when_debug_logs_are_on(
+    directory: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="dragoman.sources")
+    loader = ManifestDirectory(directory)
+    loader.load()
+    assert loader.parsed_by_worker == 0
+
+
+def test_no_worker_with_one_cpu(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(manifests, "usable_cpus", lambda: 1)
+    loader = ManifestDirectory(directory)
+    loader.load()
+    assert loader.parsed_by_worker == 0
+
+
+def test_a_hostile_file_in_the_workers_share_is_reported(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = 40_000
+    (directory / "d0" / "0000-deep.yaml").write_text("x: " + "[" * deep + "]" * deep + "\n")
+    loader = ManifestDirectory(directory)
+    shared = loader.load()
+    assert loader.parsed_by_worker > 0  # sorted first: in the worker's share
+    [error] = [e for e in shared.errors if e.origin == "d0/0000-deep.yaml"]
+    assert "nested more than 100 levels deep (file skipped)" in error.message
+    alone = _alone(directory, monkeypatch)
+    assert shared.objects == alone.objects and shared.errors == alone.errors
