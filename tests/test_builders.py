@@ -15,6 +15,7 @@ from dragoman.objects import (
     GatewayClass,
     GRPCRoute,
     HTTPRoute,
+    ListenerSet,
     Namespace,
     ReferenceGrant,
     Secret,
@@ -34,6 +35,8 @@ from tests.support.builders import (
     grpc_route,
     http_route,
     listener,
+    listener_set,
+    listener_tls,
     local_ref,
     match,
     namespace_object,
@@ -271,3 +274,80 @@ def test_services_and_slices_with_several_ports() -> None:
 def test_a_port_name_without_a_port_is_refused() -> None:
     with pytest.raises(TypeError, match="need the port"):
         external_service("ext", "api.example.com", None, port_name="https")
+
+
+def test_objects_built_from_the_same_parts_share_nothing() -> None:
+    """A test may change an object it built; another object of the same parts stays as built."""
+    web = backend_ref("web", 80)
+    rules = [rule(web, matches=[match("/a")])]
+    first = http_route("a", rules=rules)
+    second = http_route("b", rules=rules)
+    first["spec"]["rules"][0]["backendRefs"][0]["port"] = 81
+    first["spec"]["rules"][0]["matches"][0]["path"]["value"] = "/changed"
+    assert second["spec"]["rules"][0]["backendRefs"] == [{"name": "web", "port": 80}]
+    assert second["spec"]["rules"][0]["matches"][0]["path"]["value"] == "/a"
+    assert rules[0]["backendRefs"] == [web] and web == {"name": "web", "port": 80}
+    http = listener(allowed_routes=allowed_routes("All"))
+    one, two = gateway("one", listeners=[http]), gateway("two", listeners=[http])
+    one["spec"]["listeners"][0]["allowedRoutes"]["namespaces"]["from"] = "Same"
+    assert two["spec"]["listeners"][0]["allowedRoutes"] == {"namespaces": {"from": "All"}}
+
+
+def test_gateway_options_listener_sets_and_class_parameters_mean_what_they_say() -> None:
+    parameters = {"group": "example.com", "kind": "Config", "name": "c"}
+    documents = [
+        gateway_class("dragoman", parameters_ref=parameters, generation=7),
+        gateway(
+            "edge",
+            80,
+            allowed_listeners="Same",
+            addresses=[{"type": "Hostname", "value": "gw.example.com"}],
+            tls={"backend": {"clientCertificateRef": {"name": "client"}}},
+            infrastructure={"parametersRef": parameters},
+        ),
+        listener_set(
+            "more",
+            [
+                listener(
+                    "tls", 443, "HTTPS", tls=listener_tls("site", {"name": "x", "namespace": "o"})
+                )
+            ],
+            parent="edge",
+            parent_namespace="default",
+            created="2026-01-01T00:00:00Z",
+        ),
+        reference_grant(
+            "g",
+            "o",
+            from_kind="Gateway",
+            from_namespace="default",
+            to_kind="Secret",
+            version="v1beta1",
+        ),
+        external_service(
+            "logs", "logs.example.com", 514, protocol="UDP", external_ips=["192.0.2.1"]
+        ),
+    ]
+    assert documents[3]["apiVersion"] == "gateway.networking.k8s.io/v1beta1"
+    cls, edge, more, grant, logs = typed(*documents)
+    assert isinstance(cls, GatewayClass) and cls.meta.generation == 7
+    assert cls.parameters_ref is not None and cls.parameters_ref.name == "c"
+    assert isinstance(edge, Gateway) and edge.allowed_listener_sets == "Same"
+    assert [(a.type, a.value) for a in edge.addresses] == [("Hostname", "gw.example.com")]
+    assert edge.backend_client_certificate is not None
+    assert edge.backend_client_certificate.name == "client"
+    assert edge.parameters_ref is not None and edge.parameters_ref.kind == "Config"
+    assert isinstance(more, ListenerSet) and more.meta.creation_timestamp.startswith("2026")
+    assert (more.parent_ref.name, more.parent_ref.namespace) == ("edge", "default")
+    [https] = more.listeners
+    assert https.tls is not None
+    assert [(r.name, r.namespace) for r in https.tls.certificate_refs] == [
+        ("site", None),
+        ("x", "o"),
+    ]
+    assert isinstance(grant, ReferenceGrant) and [t.kind for t in grant.to] == ["Secret"]
+    assert isinstance(logs, Service) and logs.external_ips == ("192.0.2.1",)
+    assert [(p.port, p.protocol) for p in logs.ports] == [(514, "UDP")]
+    # An L4 route is a route of that kind: same parentRefs and backendRefs, no matches.
+    [tcp] = typed(http_route("db", "web", 5432, kind="TCPRoute", parents=["edge"]))
+    assert type(tcp).__name__ == "TCPRoute" and tcp.rules[0].backend_refs[0].port == 5432

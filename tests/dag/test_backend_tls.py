@@ -7,99 +7,61 @@ generation) and their status expectations, with manifests written for these test
 
 from __future__ import annotations
 
-import base64
+from functools import partial
 from typing import Any
 
 import pytest
 
 from dragoman.dag.model import Dag, DirectResponse, EdsCluster, SubjectAltNameMatch
+from tests.support.builders import (
+    Object,
+    backend_ref,
+    backend_tls_policy,
+    config_map,
+    gateway,
+    http_route,
+    listener,
+    local_ref,
+    match,
+    parent_ref,
+    rule,
+    secret,
+    service,
+    service_port,
+)
 from tests.support.certificates import certificate_authority
 from tests.support.upstream_builds import build_yaml
 
 NS = "gateway-conformance-infra"
 CA = certificate_authority("conformance CA")
 OTHER_CA = certificate_authority("unrelated CA")
+HOST = "abc.example.com"
+OLDER = "2026-01-01T00:00:00Z"
+NEWER = "2026-01-02T00:00:00Z"
+CA_REF = local_ref("ConfigMap", "tls-checks-ca-certificate")
+INFRA = [
+    gateway("same-namespace", namespace=NS, listeners=[listener()]),
+    config_map("tls-checks-ca-certificate", {"ca.crt": CA.pem.decode()}, namespace=NS),
+    config_map("mismatch-ca-certificate", {"ca.crt": OTHER_CA.pem.decode()}, namespace=NS),
+]
+
+# This file's world: the TLS backend's Services (every port to targetPort 8443), routes
+# attached to the Gateway above, policies with its CA created at one time.
+backend_service = partial(service, namespace=NS, selector={"app": "tls-backend"})
+BTLS = service_port(443, 8443, name="btls")
+HTTPS = service_port(443, 8443, name="https")
+HTTPS_1 = service_port(443, 8443, name="https-1")
+HTTPS_2 = service_port(8443, 8443, name="https-2")
+BTLS_HTTPS = service_port(443, 8443, name="btls", app_protocol="HTTPS")
+HTTPS_HTTPS = service_port(443, 8443, name="https", app_protocol="HTTPS")
+route = partial(http_route, namespace=NS, parents=[parent_ref("same-namespace")])
+policy = partial(backend_tls_policy, namespace=NS, ca_refs=[CA_REF], created=OLDER, generation=1)
 
 
-def indented(pem: bytes) -> str:
-    return "\n".join("    " + line for line in pem.decode().splitlines())
-
-
-INFRA = f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: same-namespace, namespace: {NS}}}
-spec:
-  gatewayClassName: dragoman
-  listeners: [{{name: http, protocol: HTTP, port: 80}}]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: tls-checks-ca-certificate, namespace: {NS}}}
-data:
-  ca.crt: |
-{indented(CA.pem)}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: mismatch-ca-certificate, namespace: {NS}}}
-data:
-  ca.crt: |
-{indented(OTHER_CA.pem)}
-"""
-
-
-def service(name: str, *ports: tuple[str, int], app_protocol: str = "") -> str:
-    extra = f", appProtocol: {app_protocol}" if app_protocol else ""
-    listed = ", ".join(
-        f"{{name: {port_name}, port: {number}, targetPort: 8443{extra}}}"
-        for port_name, number in ports
-    )
-    return f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: {NS}}}
-spec: {{selector: {{app: tls-backend}}, ports: [{listed}]}}
-"""
-
-
-def route(*backends: tuple[str, int], name: str = "r") -> str:
-    rules = ", ".join(
-        f"{{matches: [{{path: {{type: Exact, value: /{svc}-{port}}}}}], "
-        f"backendRefs: [{{name: {svc}, port: {port}}}]}}"
-        for svc, port in backends
-    )
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: {name}, namespace: {NS}}}
-spec:
-  parentRefs: [{{name: same-namespace}}]
-  rules: [{rules}]
-"""
-
-
-def policy(
-    name: str,
-    target: str,
-    hostname: str = "abc.example.com",
-    *,
-    section: str | None = None,
-    ca_refs: str = '[{group: "", kind: ConfigMap, name: tls-checks-ca-certificate}]',
-    created: str = "2026-01-01T00:00:00Z",
-    generation: int = 1,
-    extra: str = "",
-) -> str:
-    section_field = f", sectionName: {section}" if section else ""
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: BackendTLSPolicy
-metadata: {{name: {name}, namespace: {NS}, creationTimestamp: "{created}",
-  generation: {generation}}}
-spec:
-  targetRefs: [{{group: "", kind: Service, name: {target}{section_field}}}]
-  validation: {{hostname: {hostname}, caCertificateRefs: {ca_refs}{extra}}}
-"""
+def to(service_name: str, port: int) -> Object:
+    """A rule sending /<service>-<port> to that Service port."""
+    exact = match(f"/{service_name}-{port}", path_type="Exact")
+    return rule(backend_ref(service_name, port), matches=[exact])
 
 
 def policy_conditions(dag: Dag, name: str) -> dict[str, dict[str, Any]]:
@@ -140,10 +102,10 @@ def eds(dag: Dag, service: str, port: int) -> EdsCluster:
 
 def test_a_policy_gives_its_service_port_verified_tls() -> None:
     dag = build_yaml(
-        INFRA,
-        service("backendtlspolicy-test", ("btls", 443)),
-        route(("backendtlspolicy-test", 443)),
-        policy("normative-test", "backendtlspolicy-test", section="btls"),
+        *INFRA,
+        backend_service("backendtlspolicy-test", ports=[BTLS]),
+        route("r", rules=[to("backendtlspolicy-test", 443)]),
+        policy("normative-test", "backendtlspolicy-test", HOST, section="btls"),
     )
 
     conditions = policy_conditions(dag, "normative-test")
@@ -162,16 +124,17 @@ def test_a_policy_with_an_unrelated_ca_or_another_hostname_is_accepted_and_fails
     None
 ):
     dag = build_yaml(
-        INFRA,
-        service("host-mismatch", ("btls", 443), app_protocol="HTTPS"),
-        service("cert-mismatch", ("btls", 443), app_protocol="HTTPS"),
-        route(("host-mismatch", 443), ("cert-mismatch", 443)),
+        *INFRA,
+        backend_service("host-mismatch", ports=[BTLS_HTTPS]),
+        backend_service("cert-mismatch", ports=[BTLS_HTTPS]),
+        route("r", rules=[to("host-mismatch", 443), to("cert-mismatch", 443)]),
         policy("host-mismatch", "host-mismatch", "mismatch.example.com", section="btls"),
         policy(
             "cert-mismatch",
             "cert-mismatch",
+            HOST,
             section="btls",
-            ca_refs='[{group: "", kind: ConfigMap, name: mismatch-ca-certificate}]',
+            ca_refs=[local_ref("ConfigMap", "mismatch-ca-certificate")],
         ),
     )
 
@@ -185,16 +148,14 @@ def test_a_policy_with_an_unrelated_ca_or_another_hostname_is_accepted_and_fails
 
 # --- subjectAltNames -----------------------------------------------------------------------
 
+ABC = {"type": "Hostname", "hostname": "abc.example.com"}
+SPIFFE = {"type": "URI", "uri": "spiffe://abc.example.com/test-identity"}
 SANS = [
-    ("[{type: Hostname, hostname: abc.example.com}]", (("DNS", "abc.example.com"),)),
-    ("[{type: Hostname, hostname: dce.example.com}]", (("DNS", "dce.example.com"),)),
+    ([ABC], (("DNS", "abc.example.com"),)),
+    ([{"type": "Hostname", "hostname": "dce.example.com"}], (("DNS", "dce.example.com"),)),
+    ([SPIFFE], (("URI", "spiffe://abc.example.com/test-identity"),)),
     (
-        "[{type: URI, uri: 'spiffe://abc.example.com/test-identity'}]",
-        (("URI", "spiffe://abc.example.com/test-identity"),),
-    ),
-    (
-        "[{type: URI, uri: 'spiffe://abc.example.com/test-identity'}, "
-        "{type: Hostname, hostname: abc.example.com}]",
+        [SPIFFE, ABC],
         (("URI", "spiffe://abc.example.com/test-identity"), ("DNS", "abc.example.com")),
     ),
 ]
@@ -202,13 +163,13 @@ SANS = [
 
 @pytest.mark.parametrize(("sans", "expected"), SANS)
 def test_subject_alt_names_replace_the_hostname_as_the_verified_names(
-    sans: str, expected: tuple[tuple[str, str], ...]
+    sans: list[Object], expected: tuple[tuple[str, str], ...]
 ) -> None:
     dag = build_yaml(
-        INFRA,
-        service("san", ("btls", 443)),
-        route(("san", 443)),
-        policy("san", "san", section="btls", extra=f", subjectAltNames: {sans}"),
+        *INFRA,
+        backend_service("san", ports=[BTLS]),
+        route("r", rules=[to("san", 443)]),
+        policy("san", "san", HOST, section="btls", subject_alt_names=sans),
     )
 
     tls = eds(dag, "san", 443).tls
@@ -220,18 +181,15 @@ def test_subject_alt_names_replace_the_hostname_as_the_verified_names(
 
 # --- conflict resolution -------------------------------------------------------------------
 
-OLDER = "2026-01-01T00:00:00Z"
-NEWER = "2026-01-02T00:00:00Z"
-
 
 @pytest.mark.parametrize("section", [None, "https-1"])
 def test_of_two_policies_on_the_same_target_the_older_wins(section: str | None) -> None:
     dag = build_yaml(
-        INFRA,
-        service("conflicted", ("https-1", 443), ("https-2", 8443)),
-        route(("conflicted", 443)),
+        *INFRA,
+        backend_service("conflicted", ports=[HTTPS_1, HTTPS_2]),
+        route("r", rules=[to("conflicted", 443)]),
         # The newer one comes first in the input: order must not matter.
-        policy("conflicted-2", "conflicted", "abc.example.com", section=section, created=NEWER),
+        policy("conflicted-2", "conflicted", HOST, section=section, created=NEWER),
         policy("conflicted-1", "conflicted", "other.example.com", section=section, created=OLDER),
     )
 
@@ -246,9 +204,9 @@ def test_of_two_policies_on_the_same_target_the_older_wins(section: str | None) 
 
 def test_equal_creation_times_fall_back_to_namespace_and_name() -> None:
     dag = build_yaml(
-        INFRA,
-        service("svc", ("https", 443)),
-        route(("svc", 443)),
+        *INFRA,
+        backend_service("svc", ports=[HTTPS]),
+        route("r", rules=[to("svc", 443)]),
         policy("b-policy", "svc", "b.example.com"),
         policy("a-policy", "svc", "a.example.com"),
     )
@@ -259,11 +217,11 @@ def test_equal_creation_times_fall_back_to_namespace_and_name() -> None:
 
 def test_a_policy_on_a_port_and_one_on_the_whole_service_do_not_conflict() -> None:
     dag = build_yaml(
-        INFRA,
-        service("not-conflicted", ("https-1", 443), ("https-2", 8443)),
-        route(("not-conflicted", 443), ("not-conflicted", 8443)),
+        *INFRA,
+        backend_service("not-conflicted", ports=[HTTPS_1, HTTPS_2]),
+        route("r", rules=[to("not-conflicted", 443), to("not-conflicted", 8443)]),
         policy("with-section", "not-conflicted", "other.example.com", section="https-1"),
-        policy("without-section", "not-conflicted", "abc.example.com"),
+        policy("without-section", "not-conflicted", HOST),
     )
 
     for name in ("with-section", "without-section"):
@@ -276,42 +234,34 @@ def test_a_policy_on_a_port_and_one_on_the_whole_service_do_not_conflict() -> No
 
 # --- invalid CA certificate references -----------------------------------------------------
 
-MALFORMED = f"""
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: malformed-ca-certificate, namespace: {NS}}}
-data: {{}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: not-pem, namespace: {NS}}}
-data: {{ca.crt: "hello"}}
-"""
+MALFORMED = [
+    config_map("malformed-ca-certificate", {}, namespace=NS),
+    config_map("not-pem", {"ca.crt": "hello"}, namespace=NS),
+]
 
 INVALID_REFS = [
-    ('[{group: "", kind: ConfigMap, name: nonexistent-ca-certificate}]', "InvalidCACertificateRef",
+    (local_ref("ConfigMap", "nonexistent-ca-certificate"), "InvalidCACertificateRef",
      "ConfigMap gateway-conformance-infra/nonexistent-ca-certificate not found"),
-    ('[{group: "", kind: ConfigMap, name: malformed-ca-certificate}]', "InvalidCACertificateRef",
+    (local_ref("ConfigMap", "malformed-ca-certificate"), "InvalidCACertificateRef",
      "has no 'ca.crt' key"),
-    ('[{group: "", kind: ConfigMap, name: not-pem}]', "InvalidCACertificateRef",
-     "is not PEM CA certificates"),
-    ('[{group: "", kind: Secret, name: no-such-secret}]', "InvalidCACertificateRef",
+    (local_ref("ConfigMap", "not-pem"), "InvalidCACertificateRef", "is not PEM CA certificates"),
+    (local_ref("Secret", "no-such-secret"), "InvalidCACertificateRef",
      "Secret gateway-conformance-infra/no-such-secret not found"),
-    ("[{group: invalid.io, kind: InvalidKind, name: invalid-kind}]", "InvalidKind",
+    (local_ref("InvalidKind", "invalid-kind", "invalid.io"), "InvalidKind",
      "'invalid.io/InvalidKind' is not supported"),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("ca_refs", "reason", "words"), INVALID_REFS)
+@pytest.mark.parametrize(("ca_ref", "reason", "words"), INVALID_REFS)
 def test_a_policy_without_a_valid_ca_is_not_accepted_and_its_backend_fails(
-    ca_refs: str, reason: str, words: str
+    ca_ref: Object, reason: str, words: str
 ) -> None:
     dag = build_yaml(
-        INFRA,
-        MALFORMED,
-        service("invalid", ("https", 443), app_protocol="HTTPS"),
-        route(("invalid", 443)),
-        policy("invalid", "invalid", ca_refs=ca_refs),
+        *INFRA,
+        *MALFORMED,
+        backend_service("invalid", ports=[HTTPS_HTTPS]),
+        route("r", rules=[to("invalid", 443)]),
+        policy("invalid", "invalid", HOST, ca_refs=[ca_ref]),
     )
 
     conditions = policy_conditions(dag, "invalid")
@@ -328,12 +278,12 @@ def test_a_policy_without_a_valid_ca_is_not_accepted_and_its_backend_fails(
 
 
 def test_some_invalid_references_leave_the_valid_ones_in_use() -> None:
-    refs = (
-        '[{group: "", kind: ConfigMap, name: tls-checks-ca-certificate}, '
-        '{group: "", kind: ConfigMap, name: missing}]'
-    )
+    refs = [CA_REF, local_ref("ConfigMap", "missing")]
     dag = build_yaml(
-        INFRA, service("svc", ("https", 443)), route(("svc", 443)), policy("p", "svc", ca_refs=refs)
+        *INFRA,
+        backend_service("svc", ports=[HTTPS]),
+        route("r", rules=[to("svc", 443)]),
+        policy("p", "svc", HOST, ca_refs=refs),
     )
 
     conditions = policy_conditions(dag, "p")
@@ -345,18 +295,12 @@ def test_some_invalid_references_leave_the_valid_ones_in_use() -> None:
 
 
 def test_a_ca_in_a_secret() -> None:
-    secret = f"""
-apiVersion: v1
-kind: Secret
-metadata: {{name: ca-secret, namespace: {NS}}}
-data: {{ca.crt: {base64.b64encode(CA.pem).decode()}}}
-"""
     dag = build_yaml(
-        INFRA,
-        secret,
-        service("svc", ("https", 443)),
-        route(("svc", 443)),
-        policy("p", "svc", ca_refs='[{group: "", kind: Secret, name: ca-secret}]'),
+        *INFRA,
+        secret("ca-secret", {"ca.crt": CA.pem}, namespace=NS),
+        backend_service("svc", ports=[HTTPS]),
+        route("r", rules=[to("svc", 443)]),
+        policy("p", "svc", HOST, ca_refs=[local_ref("Secret", "ca-secret")]),
     )
 
     tls = eds(dag, "svc", 443).tls
@@ -365,24 +309,24 @@ data: {{ca.crt: {base64.b64encode(CA.pem).decode()}}}
 
 
 def test_well_known_cas_other_than_system_are_invalid() -> None:
-    text = policy("p", "svc").replace(
-        '{hostname: abc.example.com, caCertificateRefs: [{group: "", kind: ConfigMap, '
-        "name: tls-checks-ca-certificate}]}",
-        "{hostname: abc.example.com, wellKnownCACertificates: example.com/corporate}",
+    dag = build_yaml(
+        *INFRA,
+        backend_service("svc", ports=[HTTPS]),
+        route("r", rules=[to("svc", 443)]),
+        policy("p", "svc", HOST, ca_refs=(), well_known="example.com/corporate"),
     )
-    dag = build_yaml(INFRA, service("svc", ("https", 443)), route(("svc", 443)), text)
 
     assert state(policy_conditions(dag, "p"), "Accepted") == ("False", "Invalid")
     assert dag.clusters == {}
 
 
 def test_well_known_system_cas_trust_the_system_bundle() -> None:
-    text = policy("p", "svc").replace(
-        '{hostname: abc.example.com, caCertificateRefs: [{group: "", kind: ConfigMap, '
-        "name: tls-checks-ca-certificate}]}",
-        "{hostname: abc.example.com, wellKnownCACertificates: System}",
+    dag = build_yaml(
+        *INFRA,
+        backend_service("svc", ports=[HTTPS]),
+        route("r", rules=[to("svc", 443)]),
+        policy("p", "svc", HOST, ca_refs=(), well_known="System"),
     )
-    dag = build_yaml(INFRA, service("svc", ("https", 443)), route(("svc", 443)), text)
 
     tls = eds(dag, "svc", 443).tls
     assert tls is not None and tls.trusted_ca is None and tls.sni == "abc.example.com"
@@ -390,10 +334,10 @@ def test_well_known_system_cas_trust_the_system_bundle() -> None:
 
 def test_a_section_name_that_names_no_port_is_target_not_found() -> None:
     dag = build_yaml(
-        INFRA,
-        service("svc", ("https", 443)),
-        route(("svc", 443)),
-        policy("p", "svc", section="nope"),
+        *INFRA,
+        backend_service("svc", ports=[HTTPS]),
+        route("r", rules=[to("svc", 443)]),
+        policy("p", "svc", HOST, section="nope"),
     )
 
     conditions = policy_conditions(dag, "p")
@@ -407,10 +351,10 @@ def test_a_section_name_that_names_no_port_is_target_not_found() -> None:
 
 def test_conditions_carry_the_policy_generation() -> None:
     dag = build_yaml(
-        INFRA,
-        service("observed-generation-bump-test", ("https", 443)),
-        route(("observed-generation-bump-test", 443)),
-        policy("observed", "observed-generation-bump-test", section="https", generation=7),
+        *INFRA,
+        backend_service("observed-generation-bump-test", ports=[HTTPS]),
+        route("r", rules=[to("observed-generation-bump-test", 443)]),
+        policy("observed", "observed-generation-bump-test", HOST, section="https", generation=7),
     )
 
     conditions = policy_conditions(dag, "observed")
@@ -418,19 +362,21 @@ def test_conditions_carry_the_policy_generation() -> None:
 
 
 def test_a_policy_no_route_of_ours_reaches_has_no_ancestors() -> None:
-    dag = build_yaml(INFRA, service("svc", ("https", 443)), policy("p", "svc"))
+    dag = build_yaml(*INFRA, backend_service("svc", ports=[HTTPS]), policy("p", "svc", HOST))
 
     [status] = [s for k, s in dag.statuses.items() if k.kind == "BackendTLSPolicy"]
     assert status.status == {"ancestors": []}
 
 
 def test_every_gateway_of_the_routes_is_an_ancestor() -> None:
-    second = INFRA.split("---")[0].replace("same-namespace", "second")
-    other_route = route(("svc", 443), name="r2").replace("same-namespace", "second")
     dag = build_yaml(
-        INFRA, second, service("svc", ("https", 443)), route(("svc", 443)), other_route,
-        policy("p", "svc"),
-    )  # fmt: skip
+        *INFRA,
+        gateway("second", namespace=NS, listeners=[listener()]),
+        backend_service("svc", ports=[HTTPS]),
+        route("r", rules=[to("svc", 443)]),
+        route("r2", rules=[to("svc", 443)], parents=[parent_ref("second")]),
+        policy("p", "svc", HOST),
+    )
 
     [status] = [s for k, s in dag.statuses.items() if k.kind == "BackendTLSPolicy"]
     names = [a["ancestorRef"]["name"] for a in status.status["ancestors"]]

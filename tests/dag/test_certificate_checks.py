@@ -4,7 +4,6 @@ key appended to `tls.crt` is reported and dropped, never served or printed)."""
 
 from __future__ import annotations
 
-import base64
 import datetime
 import subprocess
 from pathlib import Path
@@ -20,21 +19,14 @@ from envoy.extensions.transport_sockets.tls.v3 import secret_pb2
 from dragoman.envoy import translate
 from dragoman.envoy.render import render_yaml
 from dragoman.snapshots.resources import SECRET
+from tests.support.builders import gateway, listener, tls_secret
 from tests.support.envoy_dags import envoy_binary
-from tests.support.status_builds import GW, build_text, listener, listener_condition
+from tests.support.status_builds import build_text, listener_condition
+from tests.support.status_builds import listener as listener_status
 
-
-def gateway_with_https() -> str:
-    return f"""
-apiVersion: {GW}
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  gatewayClassName: dragoman
-  listeners:
-  - {{name: https, port: 443, protocol: HTTPS, tls: {{certificateRefs: [{{name: site}}]}}}}
----
-"""
+HTTPS_GATEWAY = gateway(
+    listeners=[listener("https", 443, "HTTPS", tls={"certificateRefs": [{"name": "site"}]})]
+)
 
 
 def pem_pair(key: Any) -> tuple[bytes, bytes]:
@@ -62,14 +54,6 @@ def pem_pair(key: Any) -> tuple[bytes, bytes]:
     )
 
 
-def secret(chain: bytes, key: bytes, name: str = "site") -> str:
-    return (
-        f"apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}}}\ntype: kubernetes.io/tls\n"
-        f"data: {{tls.crt: {base64.b64encode(chain).decode()}, "
-        f"tls.key: {base64.b64encode(key).decode()}}}\n"
-    )
-
-
 KEYS = {
     "RSA 1024": (lambda: rsa.generate_private_key(65537, 1024), "2048 bits"),
     "RSA 2047": (lambda: rsa.generate_private_key(65537, 2047), "2048 bits"),
@@ -94,7 +78,7 @@ def test_key_types_and_sizes_as_envoy_takes_them(
 ) -> None:
     chain, key = pairs[kind]
     refused_because = KEYS[kind][1]
-    dag = build_text(gateway_with_https() + secret(chain, key))
+    dag = build_text(HTTPS_GATEWAY, tls_secret("site", chain, key))
     if refused_because is None:
         assert listener_condition(dag, "gw", "https", "Programmed") == ("True", "Programmed")
         assert listener_condition(dag, "gw", "https", "ResolvedRefs") == ("True", "ResolvedRefs")
@@ -104,7 +88,7 @@ def test_key_types_and_sizes_as_envoy_takes_them(
         assert resolved == ("False", "InvalidCertificateRef")
         [message] = [
             c["message"]
-            for c in listener(dag, "gw", "https")["conditions"]
+            for c in listener_status(dag, "gw", "https")["conditions"]
             if c["type"] == "ResolvedRefs"
         ]
         assert refused_because in message and "Secret default/site" in message
@@ -161,7 +145,7 @@ def test_a_key_appended_to_the_chain_is_reported_and_never_served(
     pairs: dict[str, tuple[bytes, bytes]],
 ) -> None:
     chain, key = pairs["P-256"]
-    dag = build_text(gateway_with_https() + secret(chain + key, key))
+    dag = build_text(HTTPS_GATEWAY, tls_secret("site", chain + key, key))
     # Served with the certificate alone, and the extra block reported.
     assert listener_condition(dag, "gw", "https", "Programmed") == ("True", "Programmed")
     assert listener_condition(dag, "gw", "https", "ResolvedRefs") == (
@@ -170,7 +154,7 @@ def test_a_key_appended_to_the_chain_is_reported_and_never_served(
     )
     [message] = [
         c["message"]
-        for c in listener(dag, "gw", "https")["conditions"]
+        for c in listener_status(dag, "gw", "https")["conditions"]
         if c["type"] == "ResolvedRefs"
     ]
     assert "tls.crt holds a private key besides certificates" in message
@@ -185,7 +169,7 @@ def test_a_key_appended_to_the_chain_is_reported_and_never_served(
 
 def test_a_chain_of_keys_only_is_refused(pairs: dict[str, tuple[bytes, bytes]]) -> None:
     _, key = pairs["P-256"]
-    dag = build_text(gateway_with_https() + secret(key, key))
+    dag = build_text(HTTPS_GATEWAY, tls_secret("site", key, key))
     assert listener_condition(dag, "gw", "https", "Programmed") == ("False", "Invalid")
     assert listener_condition(dag, "gw", "https", "ResolvedRefs") == (
         "False",

@@ -7,77 +7,62 @@ from __future__ import annotations
 import pytest
 
 from dragoman.dag.model import ALL_GATEWAYS, DnsCluster, Forward
-from tests.support.certificates import certificate_authority
-from tests.support.status_builds import (
-    DRAGOMAN_CLASS,
-    GW,
-    build_text,
-    gateway_condition,
-    status,
+from tests.support.builders import (
+    Object,
+    backend_ref,
+    external_service,
+    gateway,
+    gateway_class,
+    http_route,
+    local_ref,
+    match,
+    parent_ref,
+    reference_grant,
+    rule,
+    secret,
+    tls_secret,
 )
+from tests.support.certificates import certificate_authority
+from tests.support.status_builds import build_text, gateway_condition, status
 
 CLIENT = certificate_authority().issue("gateway.example.com")
 
 
-def gateway(name: str, ref: str | None, port: int = 80) -> str:
-    tls = f"  tls:\n    backend:\n      clientCertificateRef: {ref}\n" if ref else ""
-    return (
-        f"apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: {name}, namespace: infra}}\n"
-        f"spec:\n  gatewayClassName: dragoman\n"
-        f"  listeners: [{{name: http, port: {port}, protocol: HTTP}}]\n{tls}---\n"
+def presenting(ref: Object) -> Object:
+    """The Gateway's tls: present the certificate of `ref` to backends."""
+    return {"backend": {"clientCertificateRef": ref}}
+
+
+TO_PARTNER_AND_PLAIN = [
+    rule(backend_ref("partner", 443), matches=[match("/tls")]),
+    rule(backend_ref("plain", 8080), matches=[match("/plain")]),
+]
+ROUTE = http_route("r", rules=TO_PARTNER_AND_PLAIN, parents=[parent_ref("gw")], namespace="infra")
+
+
+def build(*documents: Object):  # type: ignore[no-untyped-def]
+    return build_text(
+        gateway_class(),
+        external_service("partner", "api.partner.example", 443, namespace="infra"),
+        external_service("plain", "plain.partner.example", 8080, namespace="infra"),
+        secret("malformed", {}, namespace="infra", secret_type="Opaque"),
+        tls_secret("client", CLIENT.certificate, CLIENT.private_key, namespace="infra"),
+        *documents,
     )
-
-
-BACKENDS = """
-apiVersion: v1
-kind: Service
-metadata: {name: partner, namespace: infra}
-spec: {type: ExternalName, externalName: api.partner.example, ports: [{port: 443}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: plain, namespace: infra}
-spec: {type: ExternalName, externalName: plain.partner.example, ports: [{port: 8080}]}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: malformed, namespace: infra}
-type: Opaque
-data: {}
----
-"""
-
-
-def route(name: str, *parents: str) -> str:
-    refs = ", ".join(f"{{name: {p}}}" for p in parents)
-    return (
-        f"apiVersion: {GW}\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: infra}}\n"
-        f"spec:\n  parentRefs: [{refs}]\n  rules:\n"
-        "  - matches: [{path: {value: /tls}}]\n    backendRefs: [{name: partner, port: 443}]\n"
-        "  - matches: [{path: {value: /plain}}]\n    backendRefs: [{name: plain, port: 8080}]\n"
-        "---\n"
-    )
-
-
-def build(*texts: str):  # type: ignore[no-untyped-def]
-    return build_text(DRAGOMAN_CLASS, BACKENDS, CLIENT.secret_yaml("client", "infra"), *texts)
 
 
 @pytest.mark.parametrize(
     ("ref", "reason"),
     [
-        ("{group: '', kind: Secret, name: nonexistent-certificate}", "InvalidClientCertificateRef"),
-        (
-            "{group: wrong.group.company.io, kind: Secret, name: client}",
-            "InvalidClientCertificateRef",
-        ),
-        ("{group: '', kind: WrongKind, name: client}", "InvalidClientCertificateRef"),
-        ("{group: '', kind: Secret, name: malformed}", "InvalidClientCertificateRef"),
-        ("{group: '', kind: Secret, name: certificate, namespace: web}", "RefNotPermitted"),
+        (local_ref("Secret", "nonexistent-certificate"), "InvalidClientCertificateRef"),
+        (local_ref("Secret", "client", "wrong.group.company.io"), "InvalidClientCertificateRef"),
+        (local_ref("WrongKind", "client"), "InvalidClientCertificateRef"),
+        (local_ref("Secret", "malformed"), "InvalidClientCertificateRef"),
+        ({**local_ref("Secret", "certificate"), "namespace": "web"}, "RefNotPermitted"),
     ],
 )
-def test_invalid_references_are_reported_on_the_gateway(ref: str, reason: str) -> None:
-    dag = build(gateway("gw", ref), route("r", "gw"))
+def test_invalid_references_are_reported_on_the_gateway(ref: Object, reason: str) -> None:
+    dag = build(gateway("gw", 80, namespace="infra", tls=presenting(ref)), ROUTE)
     assert gateway_condition(dag, "gw", "ResolvedRefs", "infra") == ("False", reason)
     assert gateway_condition(dag, "gw", "Accepted", "infra")[0] == "True"
     # Nothing is presented: the clusters stay as they are.
@@ -85,23 +70,27 @@ def test_invalid_references_are_reported_on_the_gateway(ref: str, reason: str) -
 
 
 def test_a_granted_secret_in_another_namespace_is_used() -> None:
-    grant = (
-        f"apiVersion: {GW}\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: web}}\n"
-        "spec:\n  from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: infra}]\n"
-        "  to: [{group: '', kind: Secret, name: certificate}]\n---\n"
+    grant = reference_grant(
+        "g",
+        "web",
+        from_kind="Gateway",
+        from_namespace="infra",
+        to_kind="Secret",
+        to_name="certificate",
     )
+    certificate = {"name": "certificate", "namespace": "web"}
     dag = build(
-        gateway("gw", "{name: certificate, namespace: web}"),
-        route("r", "gw"),
+        gateway("gw", 80, namespace="infra", tls=presenting(certificate)),
+        ROUTE,
         grant,
-        CLIENT.secret_yaml("certificate", "web"),
+        tls_secret("certificate", CLIENT.certificate, CLIENT.private_key, namespace="web"),
     )
     assert gateway_condition(dag, "gw", "ResolvedRefs", "infra") == ("True", "ResolvedRefs")
     assert "infra/partner/443/client-certificate/web/certificate" in dag.clusters
 
 
 def test_only_clusters_reached_over_tls_present_it() -> None:
-    dag = build(gateway("gw", "{name: client}"), route("r", "gw"))
+    dag = build(gateway("gw", 80, namespace="infra", tls=presenting({"name": "client"})), ROUTE)
     assert gateway_condition(dag, "gw", "ResolvedRefs", "infra") == ("True", "ResolvedRefs")
     variant = dag.clusters["infra/partner/443/client-certificate/infra/client"]
     assert isinstance(variant, DnsCluster) and variant.tls is not None
@@ -123,9 +112,14 @@ def test_only_clusters_reached_over_tls_present_it() -> None:
 
 def test_a_gateway_without_one_never_presents_anothers() -> None:
     dag = build(
-        gateway("mtls", "{name: client}"),
-        gateway("plain", None, port=8080),
-        route("r", "mtls", "plain"),
+        gateway("mtls", 80, namespace="infra", tls=presenting({"name": "client"})),
+        gateway("plain", 8080, namespace="infra"),
+        http_route(
+            "r",
+            rules=TO_PARTNER_AND_PLAIN,
+            parents=[parent_ref("mtls"), parent_ref("plain")],
+            namespace="infra",
+        ),
     )
     assert "infra/partner/443/client-certificate/infra/client" in dag.groups["infra/mtls"].clusters
     assert "infra/partner/443" in dag.groups["infra/plain"].clusters
@@ -135,6 +129,6 @@ def test_a_gateway_without_one_never_presents_anothers() -> None:
 
 
 def test_no_condition_without_a_reference() -> None:
-    dag = build(gateway("gw", None), route("r", "gw"))
+    dag = build(gateway("gw", 80, namespace="infra"), ROUTE)
     types = [c["type"] for c in status(dag, "Gateway", "gw", "infra")["conditions"]]
     assert types == ["Accepted", "Programmed"]

@@ -7,115 +7,95 @@ label the `backend-namespaces` Gateway selects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import pytest
 
 from dragoman.dag.model import ALL_GATEWAYS, Dag, DirectResponse, Forward, RouteTable
+from tests.support.builders import (
+    Object,
+    allowed_routes,
+    backend_ref,
+    gateway,
+    gateway_class,
+    http_route,
+    listener,
+    local_ref,
+    match,
+    namespace_object,
+    parent_ref,
+    reference_grant,
+    rule,
+    service,
+    service_port,
+    tls_secret,
+)
 from tests.support.certificates import certificate_authority
 from tests.support.status_builds import (
-    DRAGOMAN_CLASS,
-    GW,
     build_text,
     gateway_condition,
-    listener,
     listener_condition,
     parents,
     route_condition,
     status,
 )
+from tests.support.status_builds import listener as listener_status
 
 CERT = certificate_authority().issue("secure.example.com")
 
+# This file's world: objects in namespace `infra` at generation 1 unless told otherwise.
+infra_gateway = partial(gateway, namespace="infra", generation=1)
+route = partial(http_route, namespace="infra", generation=1)
+HTTP = listener()
+ALL = allowed_routes("All")
+HTTP_FROM_ALL = listener(allowed_routes=ALL)
+https_listener = partial(listener, port=443, protocol="HTTPS", allowed_routes=ALL)
 
-def namespace(name: str, labels: str = "{}") -> str:
-    return f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {labels}}}\n---\n"
-
-
-def service(name: str, ns: str) -> str:
-    return (
-        f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}}}\n"
-        f"spec: {{selector: {{app: {name}}}, ports: [{{port: 8080}}]}}\n---\n"
-    )
-
-
-def gateway(name: str, *listeners: str, ns: str = "infra", generation: int = 1) -> str:
-    body = "\n".join(f"  - {item}" for item in listeners)
-    return (
-        f"apiVersion: {GW}\nkind: Gateway\n"
-        f"metadata: {{name: {name}, namespace: {ns}, generation: {generation}}}\n"
-        f"spec:\n  gatewayClassName: dragoman\n  listeners:\n{body}\n---\n"
-    )
-
-
-def route(
-    name: str,
-    parent: str,
-    backends: str = "[{name: infra-v1, port: 8080}]",
-    ns: str = "infra",
-    extra: str = "",
-    generation: int = 1,
-) -> str:
-    return (
-        f"apiVersion: {GW}\nkind: HTTPRoute\n"
-        f"metadata: {{name: {name}, namespace: {ns}, generation: {generation}}}\n"
-        f"spec:\n  parentRefs: [{parent}]{extra}\n  rules: [{{backendRefs: {backends}}}]\n---\n"
-    )
-
-
-INFRA = (
-    DRAGOMAN_CLASS
-    + "---\n"
-    + namespace("infra", "{conformance: infra}")
-    + namespace("web", "{conformance: backend}")
-    + namespace("app")
-    + service("infra-v1", "infra")
-    + service("infra-v2", "infra")
-    + service("web-v1", "web")
-    + service("app-v1", "app")
-    + gateway("same-namespace", "{name: http, port: 80, protocol: HTTP}")
-    + gateway(
-        "all-namespaces",
-        "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}",
-    )
-    + gateway(
+INFRA = [
+    gateway_class(),
+    namespace_object("infra", {"conformance": "infra"}),
+    namespace_object("web", {"conformance": "backend"}),
+    namespace_object("app"),
+    service("infra-v1", namespace="infra", ports=[service_port(8080)]),
+    service("infra-v2", namespace="infra", ports=[service_port(8080)]),
+    service("web-v1", namespace="web", ports=[service_port(8080)]),
+    service("app-v1", namespace="app", ports=[service_port(8080)]),
+    infra_gateway("same-namespace", listeners=[HTTP]),
+    infra_gateway("all-namespaces", listeners=[HTTP_FROM_ALL]),
+    infra_gateway(
         "backend-namespaces",
-        "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Selector,"
-        " selector: {matchLabels: {conformance: backend}}}}}",
-    )
-    + CERT.secret_yaml("secure", "infra")
-    + "---\n"
-    + CERT.secret_yaml("certificate", "web")
-    + "---\n"
-)
+        listeners=[
+            listener(
+                allowed_routes=allowed_routes(
+                    "Selector", selector={"matchLabels": {"conformance": "backend"}}
+                )
+            )
+        ],
+    ),
+    tls_secret("secure", CERT.certificate, CERT.private_key, namespace="infra"),
+    tls_secret("certificate", CERT.certificate, CERT.private_key, namespace="web"),
+]
 
-SAME = "{name: same-namespace, namespace: infra}"
-ALL_NS = "{name: all-namespaces, namespace: infra}"
-BACKEND_NS = "{name: backend-namespaces, namespace: infra}"
+SAME = parent_ref("same-namespace", namespace="infra")
+WEB_V1 = backend_ref("web-v1", 8080, namespace="web")
+ALL_NS = parent_ref("all-namespaces", namespace="infra")
+BACKEND_NS = parent_ref("backend-namespaces", namespace="infra")
 
 
-def dag_of(*texts: str) -> Dag:
-    return build_text(INFRA, *texts)
-
-
-def https(name: str, refs: str, extra: str = "") -> str:
-    return (
-        f"{{name: {name}, port: 443, protocol: HTTPS{extra}, allowedRoutes: "
-        f"{{namespaces: {{from: All}}}}, tls: {{certificateRefs: {refs}}}}}"
-    )
+def dag_of(*documents: Object) -> Dag:
+    return build_text(*INFRA, *documents)
 
 
 # --- Gateways -------------------------------------------------------------------------------
 
 
 def test_gateway_listener_unsupported_protocol() -> None:
+    invalid = listener("invalid", 1111, "INVALID")
     dag = dag_of(
-        gateway("only-unsupported", "{name: invalid, port: 1111, protocol: INVALID}"),
-        gateway(
-            "mixed",
-            "{name: http, port: 80, protocol: HTTP}",
-            "{name: invalid, port: 1111, protocol: INVALID}",
-        ),
+        infra_gateway("only-unsupported", listeners=[invalid]),
+        infra_gateway("mixed", listeners=[HTTP, invalid]),
     )
     assert gateway_condition(dag, "only-unsupported", "Accepted", "infra") == (
         "False",
@@ -125,7 +105,7 @@ def test_gateway_listener_unsupported_protocol() -> None:
         "False",
         "UnsupportedProtocol",
     )
-    assert listener(dag, "only-unsupported", "invalid", "infra")["supportedKinds"] == []
+    assert listener_status(dag, "only-unsupported", "invalid", "infra")["supportedKinds"] == []
     assert gateway_condition(dag, "mixed", "Accepted", "infra") == ("True", "ListenersNotValid")
     assert listener_condition(dag, "mixed", "http", "Accepted", "infra") == ("True", "Accepted")
     assert listener_condition(dag, "mixed", "invalid", "Accepted", "infra") == (
@@ -135,25 +115,19 @@ def test_gateway_listener_unsupported_protocol() -> None:
 
 
 def test_gateway_invalid_route_kind() -> None:
+    only = allowed_routes(kinds=["InvalidRoute"])
+    both = allowed_routes(kinds=["InvalidRoute", "HTTPRoute"])
     dag = dag_of(
-        gateway(
-            "only-invalid-kind",
-            "{name: http, port: 80, protocol: HTTP,"
-            " allowedRoutes: {kinds: [{kind: InvalidRoute}]}}",
-        ),
-        gateway(
-            "invalid-and-valid-kind",
-            "{name: http, port: 80, protocol: HTTP, allowedRoutes: "
-            "{kinds: [{kind: InvalidRoute}, {kind: HTTPRoute}]}}",
-        ),
+        infra_gateway("only-invalid-kind", listeners=[listener(allowed_routes=only)]),
+        infra_gateway("invalid-and-valid-kind", listeners=[listener(allowed_routes=both)]),
     )
-    only = listener(dag, "only-invalid-kind", "http", "infra")
+    only = listener_status(dag, "only-invalid-kind", "http", "infra")
     assert only["supportedKinds"] == []
     assert listener_condition(dag, "only-invalid-kind", "http", "ResolvedRefs", "infra") == (
         "False",
         "InvalidRouteKinds",
     )
-    both = listener(dag, "invalid-and-valid-kind", "http", "infra")
+    both = listener_status(dag, "invalid-and-valid-kind", "http", "infra")
     assert both["supportedKinds"] == [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}]
     assert listener_condition(dag, "invalid-and-valid-kind", "http", "ResolvedRefs", "infra") == (
         "False",
@@ -161,46 +135,45 @@ def test_gateway_invalid_route_kind() -> None:
     )
 
 
-MALFORMED = (
-    "apiVersion: v1\nkind: Secret\nmetadata: {name: malformed, namespace: infra}\n"
-    "type: kubernetes.io/tls\ndata: {tls.crt: SGVsbG8gd29ybGQK, tls.key: SGVsbG8gd29ybGQK}\n---\n"
-)
+MALFORMED = tls_secret("malformed", b"Hello world\n", b"Hello world\n", namespace="infra")
 
 
 @pytest.mark.parametrize(
-    "refs",
+    "ref",
     [
-        pytest.param("[{name: nonexistent}]", id="nonexistent Secret"),
-        pytest.param("[{group: wrong.group.example.com, kind: Secret, name: secure}]", id="group"),
-        pytest.param("[{group: '', kind: WrongKind, name: secure}]", id="kind"),
-        pytest.param("[{name: malformed}]", id="malformed Secret"),
+        pytest.param({"name": "nonexistent"}, id="nonexistent Secret"),
+        pytest.param(local_ref("Secret", "secure", "wrong.group.example.com"), id="group"),
+        pytest.param(local_ref("WrongKind", "secure"), id="kind"),
+        pytest.param({"name": "malformed"}, id="malformed Secret"),
     ],
 )
-def test_gateway_invalid_tls_configuration(refs: str) -> None:
-    dag = dag_of(MALFORMED, gateway("gw", https("https", refs)))
+def test_gateway_invalid_tls_configuration(ref: Object) -> None:
+    https = https_listener("https", tls={"certificateRefs": [ref]})
+    dag = dag_of(MALFORMED, infra_gateway("gw", listeners=[https]))
     assert listener_condition(dag, "gw", "https", "ResolvedRefs", "infra") == (
         "False",
         "InvalidCertificateRef",
     )
-    assert {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"} in listener(
+    assert {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"} in listener_status(
         dag, "gw", "https", "infra"
     )["supportedKinds"]
-    assert listener(dag, "gw", "https", "infra")["attachedRoutes"] == 0
+    assert listener_status(dag, "gw", "https", "infra")["attachedRoutes"] == 0
 
 
-def secret_grant(name: str, ns: str, from_: str, to: str) -> str:
-    return (
-        f"apiVersion: {GW}\nkind: ReferenceGrant\nmetadata: {{name: {name}, namespace: {ns}}}\n"
-        f"spec:\n  from: [{from_}]\n  to: [{to}]\n---\n"
-    )
-
-
-GATEWAY_FROM = "{group: gateway.networking.k8s.io, kind: Gateway, namespace: infra}"
-CROSS_SECRET = https("https", "[{group: '', kind: Secret, name: certificate, namespace: web}]")
+CROSS_SECRET = https_listener(
+    "https",
+    tls={
+        "certificateRefs": [
+            {"group": "", "kind": "Secret", "name": "certificate", "namespace": "web"}
+        ]
+    },
+)
+secret_grant = partial(reference_grant, to_kind="Secret")
+from_gateways = partial(secret_grant, from_kind="Gateway", from_namespace="infra")
 
 
 def test_gateway_secret_missing_reference_grant() -> None:
-    dag = dag_of(gateway("gw", CROSS_SECRET))
+    dag = dag_of(infra_gateway("gw", listeners=[CROSS_SECRET]))
     assert listener_condition(dag, "gw", "https", "ResolvedRefs", "infra") == (
         "False",
         "RefNotPermitted",
@@ -209,36 +182,29 @@ def test_gateway_secret_missing_reference_grant() -> None:
 
 def test_gateway_secret_invalid_reference_grants() -> None:
     grants = [
-        secret_grant(
-            "wrong-namespace", "app", GATEWAY_FROM, "{group: '', kind: Secret, name: certificate}"
-        ),
-        secret_grant(
-            "wrong-from-group",
-            "web",
-            "{group: not-the-group.example.com, kind: Gateway, namespace: infra}",
-            "{group: '', kind: Secret, name: certificate}",
+        from_gateways("wrong-namespace", "app", to_name="certificate"),
+        from_gateways(
+            "wrong-from-group", "web", from_group="not-the-group.example.com", to_name="certificate"
         ),
         secret_grant(
             "wrong-from-kind",
             "web",
-            "{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: infra}",
-            "{group: '', kind: Secret, name: certificate}",
+            from_kind="HTTPRoute",
+            from_namespace="infra",
+            to_name="certificate",
         ),
         secret_grant(
             "wrong-from-namespace",
             "web",
-            "{group: gateway.networking.k8s.io, kind: Gateway, namespace: elsewhere}",
-            "{group: '', kind: Secret, name: certificate}",
+            from_kind="Gateway",
+            from_namespace="elsewhere",
+            to_name="certificate",
         ),
-        secret_grant(
-            "wrong-to-group", "web", GATEWAY_FROM, "{group: wrong.example.com, kind: Secret}"
-        ),
-        secret_grant("wrong-to-kind", "web", GATEWAY_FROM, "{group: '', kind: Service}"),
-        secret_grant(
-            "wrong-to-name", "web", GATEWAY_FROM, "{group: '', kind: Secret, name: not-this-one}"
-        ),
+        from_gateways("wrong-to-group", "web", to_group="wrong.example.com"),
+        from_gateways("wrong-to-kind", "web", to_kind="Service"),
+        from_gateways("wrong-to-name", "web", to_name="not-this-one"),
     ]
-    dag = dag_of(gateway("gw", CROSS_SECRET), *grants)
+    dag = dag_of(infra_gateway("gw", listeners=[CROSS_SECRET]), *grants)
     assert listener_condition(dag, "gw", "https", "ResolvedRefs", "infra") == (
         "False",
         "RefNotPermitted",
@@ -246,14 +212,15 @@ def test_gateway_secret_invalid_reference_grants() -> None:
 
 
 @pytest.mark.parametrize(
-    "to",
+    "to_name",
     [
-        pytest.param("{group: '', kind: Secret}", id="all in namespace"),
-        pytest.param("{group: '', kind: Secret, name: certificate}", id="specific"),
+        pytest.param(None, id="all in namespace"),
+        pytest.param("certificate", id="specific"),
     ],
 )
-def test_gateway_secret_reference_grant(to: str) -> None:
-    dag = dag_of(gateway("gw", CROSS_SECRET), secret_grant("grant", "web", GATEWAY_FROM, to))
+def test_gateway_secret_reference_grant(to_name: str | None) -> None:
+    grant = from_gateways("grant", "web", to_name=to_name)
+    dag = dag_of(infra_gateway("gw", listeners=[CROSS_SECRET]), grant)
     assert listener_condition(dag, "gw", "https", "ResolvedRefs", "infra") == (
         "True",
         "ResolvedRefs",
@@ -262,58 +229,61 @@ def test_gateway_secret_reference_grant(to: str) -> None:
 
 
 def test_gateway_with_attached_routes() -> None:
-    selector = (
-        "allowedRoutes: {kinds: [{kind: HTTPRoute}], namespaces: {from: Selector, selector: "
-        "{matchLabels: {kubernetes.io/metadata.name: infra}}}}"
+    selector = allowed_routes(
+        "Selector",
+        selector={"matchLabels": {"kubernetes.io/metadata.name": "infra"}},
+        kinds=["HTTPRoute"],
     )
-    one = "{name: one, namespace: infra}"
-    two = "{name: two, namespace: infra}"
+    one = parent_ref("one", namespace="infra")
+    two = parent_ref("two", namespace="infra")
+    unresolved_tls = {"certificateRefs": [{"name": "does-not-exist"}], "mode": "Terminate"}
     dag = dag_of(
-        gateway("one", f"{{name: http, port: 80, protocol: HTTP, {selector}}}"),
-        route("route-1", one),
-        gateway(
-            "two",
-            f"{{name: http, port: 80, protocol: HTTP, hostname: foo.example.com, {selector}}}",
+        infra_gateway("one", listeners=[listener(allowed_routes=selector)]),
+        route("route-1", "infra-v1", 8080, parents=[one]),
+        infra_gateway(
+            "two", listeners=[listener(hostname="foo.example.com", allowed_routes=selector)]
         ),
-        route("route-2", two),
-        route("route-3", two),
-        route("not-accepted", two, extra="\n  hostnames: [not-accepted.example.com]"),
-        gateway(
+        route("route-2", "infra-v1", 8080, parents=[two]),
+        route("route-3", "infra-v1", 8080, parents=[two]),
+        route(
+            "not-accepted",
+            "infra-v1",
+            8080,
+            parents=[two],
+            hostnames=["not-accepted.example.com"],
+        ),
+        infra_gateway(
             "unresolved",
-            "{name: tls, port: 443, protocol: HTTPS, "
-            f"{selector}, tls: {{certificateRefs: [{{name: does-not-exist}}], mode: Terminate}}}}",
+            listeners=[listener("tls", 443, "HTTPS", allowed_routes=selector, tls=unresolved_tls)],
         ),
         route(
             "route-4",
-            "{name: unresolved, namespace: infra, sectionName: tls}",
-            backends="[{name: does-not-exist, port: 8080}]",
+            "does-not-exist",
+            8080,
+            parents=[parent_ref("unresolved", namespace="infra", section="tls")],
         ),
     )
     for name, count in (("one", 1), ("two", 2)):
-        assert listener(dag, name, "http", "infra")["attachedRoutes"] == count
+        assert listener_status(dag, name, "http", "infra")["attachedRoutes"] == count
         assert listener_condition(dag, name, "http", "Accepted", "infra")[0] == "True"
         assert listener_condition(dag, name, "http", "ResolvedRefs", "infra")[0] == "True"
     assert route_condition(dag, "not-accepted", "Accepted", "infra") == (
         "False",
         "NoMatchingListenerHostname",
     )
-    assert listener(dag, "unresolved", "tls", "infra")["attachedRoutes"] == 1
+    assert listener_status(dag, "unresolved", "tls", "infra")["attachedRoutes"] == 1
     assert listener_condition(dag, "unresolved", "tls", "Programmed", "infra")[0] == "False"
     assert listener_condition(dag, "unresolved", "tls", "ResolvedRefs", "infra")[0] == "False"
     assert route_condition(dag, "route-4", "ResolvedRefs", "infra")[0] == "False"
 
 
 def test_gateway_modify_listeners() -> None:
-    before = gateway(
-        "gw", "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}"
+    before = infra_gateway("gw", listeners=[HTTP_FROM_ALL])
+    secure = https_listener(
+        "https", hostname="secure.example.com", tls={"certificateRefs": [{"name": "secure"}]}
     )
-    after = gateway(
-        "gw",
-        "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}",
-        https("https", "[{name: secure}]", ", hostname: secure.example.com"),
-        generation=2,
-    )
-    attached = route("r", "{name: gw, namespace: infra}")
+    after = infra_gateway("gw", listeners=[HTTP_FROM_ALL, secure], generation=2)
+    attached = route("r", "infra-v1", 8080, parents=[parent_ref("gw", namespace="infra")])
     dag = dag_of(before, attached)
     assert [entry["name"] for entry in status(dag, "Gateway", "gw", "infra")["listeners"]] == [
         "http"
@@ -326,7 +296,7 @@ def test_gateway_modify_listeners() -> None:
 
 def test_gateway_and_gateway_class_observed_generation_bump() -> None:
     for generation in (1, 2):
-        dag = dag_of(gateway("gw", "{name: http, port: 80, protocol: HTTP}", generation=generation))
+        dag = dag_of(infra_gateway("gw", listeners=[HTTP], generation=generation))
         gateway_status = status(dag, "Gateway", "gw", "infra")
         observed = {c["observedGeneration"] for c in gateway_status["conditions"]}
         observed |= {
@@ -339,72 +309,66 @@ def test_gateway_and_gateway_class_observed_generation_bump() -> None:
 
 
 def test_httproute_simple_and_cross_namespace() -> None:
-    dag = dag_of(route("cross", BACKEND_NS, "[{name: web-v1, port: 8080}]", ns="web"))
+    dag = dag_of(route("cross", "web-v1", 8080, parents=[BACKEND_NS], namespace="web"))
     assert route_condition(dag, "cross", "Accepted", "web") == ("True", "Accepted")
     assert route_condition(dag, "cross", "ResolvedRefs", "web") == ("True", "ResolvedRefs")
     assert backends_for(dag, "backend-namespaces", "/") == ["web/web-v1/8080"]
 
 
 def test_httproute_invalid_cross_namespace_parent_ref() -> None:
-    dag = dag_of(route("r", SAME, "[{name: web-v1, port: 8080}]", ns="web"))
+    dag = dag_of(route("r", "web-v1", 8080, parents=[SAME], namespace="web"))
     assert route_condition(dag, "r", "Accepted", "web") == ("False", "NotAllowedByListeners")
     assert route_condition(dag, "r", "ResolvedRefs", "web") == ("True", "ResolvedRefs")
-    assert listener(dag, "same-namespace", "http", "infra")["attachedRoutes"] == 0
+    assert listener_status(dag, "same-namespace", "http", "infra")["attachedRoutes"] == 0
 
 
 @pytest.mark.parametrize(
-    ("parent", "gateway_text"),
+    ("parent", "gateways"),
     [
-        pytest.param("{name: same-namespace, namespace: infra, port: 81}", "", id="port"),
+        pytest.param(parent_ref("same-namespace", namespace="infra", port=81), [], id="port"),
         pytest.param(
-            "{name: same-namespace, namespace: infra, sectionName: nope}", "", id="sectionName"
+            parent_ref("same-namespace", namespace="infra", section="nope"), [], id="sectionName"
         ),
         pytest.param(
-            "{name: two-listeners, namespace: infra, sectionName: http, port: 8080}",
-            gateway(
-                "two-listeners",
-                "{name: http, port: 80, protocol: HTTP}",
-                "{name: other, port: 8080, protocol: HTTP}",
-            ),
+            parent_ref("two-listeners", namespace="infra", section="http", port=8080),
+            [infra_gateway("two-listeners", listeners=[HTTP, listener("other", 8080)])],
             id="sectionName not on that port",
         ),
     ],
 )
-def test_httproute_invalid_parent_ref_not_matching(parent: str, gateway_text: str) -> None:
-    dag = dag_of(gateway_text, route("r", parent))
+def test_httproute_invalid_parent_ref_not_matching(parent: Object, gateways: list[Object]) -> None:
+    dag = dag_of(*gateways, route("r", "infra-v1", 8080, parents=[parent]))
     assert route_condition(dag, "r", "Accepted", "infra") == ("False", "NoMatchingParent")
     assert route_condition(dag, "r", "ResolvedRefs", "infra") == ("True", "ResolvedRefs")
-    name = parent.split(",")[0].removeprefix("{name: ")
+    name = parent["name"]
     assert all(e["attachedRoutes"] == 0 for e in status(dag, "Gateway", name, "infra")["listeners"])
 
 
 @pytest.mark.parametrize(
-    ("backends", "reason"),
+    ("backend", "reason"),
     [
-        pytest.param("[{name: nonexistent, port: 8080}]", "BackendNotFound", id="nonexistent"),
+        pytest.param(backend_ref("nonexistent", 8080), "BackendNotFound", id="nonexistent"),
         pytest.param(
-            "[{group: unknownkind.example.com, kind: NonExistent, name: infra-v1, port: 8080}]",
+            backend_ref("infra-v1", 8080, group="unknownkind.example.com", kind="NonExistent"),
             "InvalidKind",
             id="unknown kind",
         ),
-        pytest.param(
-            "[{name: web-v1, namespace: web, port: 8080}]", "RefNotPermitted", id="cross-namespace"
-        ),
+        pytest.param(WEB_V1, "RefNotPermitted", id="cross-namespace"),
     ],
 )
-def test_httproute_invalid_backend_refs_answer_500(backends: str, reason: str) -> None:
-    dag = dag_of(route("r", SAME, backends))
+def test_httproute_invalid_backend_refs_answer_500(backend: Object, reason: str) -> None:
+    dag = dag_of(route("r", rules=[rule(backend)], parents=[SAME]))
     assert route_condition(dag, "r", "Accepted", "infra") == ("True", "Accepted")
     assert route_condition(dag, "r", "ResolvedRefs", "infra") == ("False", reason)
     assert served_action(dag, "same-namespace", "/") == DirectResponse(status=500)
 
 
-ROUTE_FROM = "{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: infra}"
+from_routes = partial(reference_grant, from_kind="HTTPRoute", from_namespace="infra")
 
 
 def test_httproute_reference_grant_and_its_deletion() -> None:
-    text = route("r", SAME, "[{name: web-v1, namespace: web, port: 8080}]")
-    grant = secret_grant("grant", "web", ROUTE_FROM, "{group: '', kind: Service, name: web-v1}")
+    text = route("r", rules=[rule(WEB_V1)], parents=[SAME])
+    grant = from_routes("grant", "web", to_name="web-v1")
     dag = dag_of(text, grant)
     assert route_condition(dag, "r", "ResolvedRefs", "infra") == ("True", "ResolvedRefs")
     assert backends_for(dag, "same-namespace", "/") == ["web/web-v1/8080"]
@@ -414,19 +378,16 @@ def test_httproute_reference_grant_and_its_deletion() -> None:
 
 
 def test_httproute_invalid_reference_grant() -> None:
-    text = route("r", SAME, "[{name: web-v1, namespace: web, port: 8080}]")
-    grant = secret_grant("grant", "web", ROUTE_FROM, "{group: '', kind: Service, name: other}")
+    text = route("r", rules=[rule(WEB_V1)], parents=[SAME])
+    grant = from_routes("grant", "web", to_name="other")
     dag = dag_of(text, grant)
     assert route_condition(dag, "r", "ResolvedRefs", "infra") == ("False", "RefNotPermitted")
 
 
 def test_httproute_partially_invalid_via_invalid_reference_grant() -> None:
-    text = route(
-        "r",
-        SAME,
-        "[{name: app-v1, namespace: app, port: 8080}, {name: web-v1, namespace: web, port: 8080}]",
-    )
-    grant = secret_grant("grant", "app", ROUTE_FROM, "{group: '', kind: Service, name: app-v1}")
+    app_v1 = backend_ref("app-v1", 8080, namespace="app")
+    text = route("r", rules=[rule(app_v1, WEB_V1)], parents=[SAME])
+    grant = from_routes("grant", "app", to_name="app-v1")
     dag = dag_of(text, grant)
     assert route_condition(dag, "r", "Accepted", "infra") == ("True", "Accepted")
     assert route_condition(dag, "r", "ResolvedRefs", "infra") == ("False", "RefNotPermitted")
@@ -437,13 +398,21 @@ def test_httproute_partially_invalid_via_invalid_reference_grant() -> None:
 
 
 def test_httproute_disallowed_kind() -> None:
+    tls_only = listener(
+        "tls",
+        443,
+        "TLS",
+        tls={"mode": "Passthrough"},
+        allowed_routes=allowed_routes("Same", kinds=["TLSRoute"]),
+    )
     dag = dag_of(
-        gateway(
-            "tlsroutes-only",
-            "{name: tls, port: 443, protocol: TLS, tls: {mode: Passthrough}, "
-            "allowedRoutes: {namespaces: {from: Same}, kinds: [{kind: TLSRoute}]}}",
+        infra_gateway("tlsroutes-only", listeners=[tls_only]),
+        route(
+            "disallowed-kind",
+            "infra-v1",
+            8080,
+            parents=[parent_ref("tlsroutes-only", namespace="infra")],
         ),
-        route("disallowed-kind", "{name: tlsroutes-only, namespace: infra}"),
     )
     assert route_condition(dag, "disallowed-kind", "Accepted", "infra") == (
         "False",
@@ -457,7 +426,7 @@ def test_httproute_disallowed_kind() -> None:
 
 def test_httproute_observed_generation_bump() -> None:
     for generation, backend in ((1, "infra-v1"), (2, "infra-v2")):
-        dag = dag_of(route("r", SAME, f"[{{name: {backend}, port: 8080}}]", generation=generation))
+        dag = dag_of(route("r", backend, 8080, parents=[SAME], generation=generation))
         [entry] = parents(dag, "r", "infra")
         assert {c["observedGeneration"] for c in entry["conditions"]} == {generation}
         assert route_condition(dag, "r", "Accepted", "infra") == ("True", "Accepted")
@@ -465,15 +434,14 @@ def test_httproute_observed_generation_bump() -> None:
 
 # --- listener isolation ---------------------------------------------------------------------
 
-ISOLATION = gateway(
+ISOLATION = infra_gateway(
     "isolation",
-    "{name: empty-hostname, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}",
-    "{name: wildcard-example-com, port: 80, protocol: HTTP, hostname: '*.example.com',"
-    " allowedRoutes: {namespaces: {from: All}}}",
-    "{name: wildcard-foo-example-com, port: 80, protocol: HTTP, hostname: '*.foo.example.com',"
-    " allowedRoutes: {namespaces: {from: All}}}",
-    "{name: abc-foo-example-com, port: 80, protocol: HTTP, hostname: abc.foo.example.com,"
-    " allowedRoutes: {namespaces: {from: All}}}",
+    listeners=[
+        listener("empty-hostname", allowed_routes=ALL),
+        listener("wildcard-example-com", hostname="*.example.com", allowed_routes=ALL),
+        listener("wildcard-foo-example-com", hostname="*.foo.example.com", allowed_routes=ALL),
+        listener("abc-foo-example-com", hostname="abc.foo.example.com", allowed_routes=ALL),
+    ],
 )
 LISTENERS = (
     "empty-hostname",
@@ -483,18 +451,17 @@ LISTENERS = (
 )
 
 
-def isolation_routes(hostnames: str = "") -> str:
-    return "".join(
+def isolation_routes(hostnames: Sequence[str] = ()) -> list[Object]:
+    """A route attached to each listener, on a path named after it."""
+    return [
         route(
             f"attaches-to-{name}",
-            f"{{name: isolation, namespace: infra, sectionName: {name}}}",
-            extra=hostnames,
-        ).replace(
-            "rules: [{backendRefs:",
-            f"rules: [{{matches: [{{path: {{type: PathPrefix, value: /{name}}}}}], backendRefs:",
+            rules=[rule(backend_ref("infra-v1", 8080), matches=[match(f"/{name}")])],
+            parents=[parent_ref("isolation", namespace="infra", section=name)],
+            hostnames=hostnames,
         )
         for name in LISTENERS
-    )
+    ]
 
 
 HOSTS = {
@@ -508,15 +475,15 @@ HOSTS = {
 @pytest.mark.parametrize(
     "hostnames",
     [
-        pytest.param("", id="routes without hostnames"),
+        pytest.param((), id="routes without hostnames"),
         pytest.param(
-            "\n  hostnames: [bar.com, '*.example.com', '*.foo.example.com', abc.foo.example.com]",
+            ("bar.com", "*.example.com", "*.foo.example.com", "abc.foo.example.com"),
             id="with hostname intersection",
         ),
     ],
 )
-def test_gateway_http_listener_isolation(hostnames: str) -> None:
-    dag = dag_of(ISOLATION, isolation_routes(hostnames))
+def test_gateway_http_listener_isolation(hostnames: tuple[str, ...]) -> None:
+    dag = dag_of(ISOLATION, *isolation_routes(hostnames))
     table = dag.groups["infra/isolation"].route_tables[0]
     for host, owner in HOSTS.items():
         for path_listener in LISTENERS:
@@ -570,8 +537,9 @@ def route_for(table: RouteTable, host: str, path: str) -> str | None:
 
 
 def test_isolation_helper_sees_every_listener() -> None:
-    dag = dag_of(ISOLATION, isolation_routes())
+    dag = dag_of(ISOLATION, *isolation_routes())
     assert all(
-        listener(dag, "isolation", name, "infra")["attachedRoutes"] == 1 for name in LISTENERS
+        listener_status(dag, "isolation", name, "infra")["attachedRoutes"] == 1
+        for name in LISTENERS
     )
     assert dag.groups[ALL_GATEWAYS].route_tables

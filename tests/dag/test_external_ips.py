@@ -4,32 +4,14 @@ the certificate must carry. Invalid or denied entries are reported on the routes
 
 from __future__ import annotations
 
-import textwrap
-
 from envoy.config.cluster.v3 import cluster_pb2
 
 from dragoman.dag.model import DnsCluster
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.options import DEFAULT_OPTIONS
-from tests.support.builders import http_route
+from tests.support.builders import external_service, http_route
 from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
-
-
-def service(*ips: str) -> str:
-    listed = ", ".join(f'"{ip}"' for ip in ips)
-    return textwrap.dedent(
-        f"""
-        apiVersion: v1
-        kind: Service
-        metadata: {{name: ext, namespace: default}}
-        spec:
-          type: ExternalName
-          externalName: api.example.com
-          externalIPs: [{listed}]
-          ports: [{{port: 443}}]
-        """
-    )
 
 
 def hosts(dag, name: str = "default/ext/443") -> list[tuple[str, int, str]]:  # type: ignore[no-untyped-def]
@@ -40,7 +22,11 @@ def hosts(dag, name: str = "default/ext/443") -> list[tuple[str, int, str]]:  # 
 def test_usable_external_ips_are_the_endpoints_and_the_rest_is_reported() -> None:
     dag = build_yaml(
         GATEWAY,
-        service("203.0.113.5", "not-an-ip", "127.0.0.1", "203.0.113.5", "2001:DB8::7"),
+        external_service(
+            "ext",
+            "api.example.com",
+            external_ips=["203.0.113.5", "not-an-ip", "127.0.0.1", "203.0.113.5", "2001:DB8::7"],
+        ),
         http_route("r", "ext", 443),
     )
 
@@ -61,7 +47,11 @@ def test_usable_external_ips_are_the_endpoints_and_the_rest_is_reported() -> Non
 
 
 def test_no_usable_external_ip_refuses_the_backend() -> None:
-    dag = build_yaml(GATEWAY, service("169.254.169.254", "0.0.0.0"), http_route("r", "ext", 443))
+    dag = build_yaml(
+        GATEWAY,
+        external_service("ext", "api.example.com", external_ips=["169.254.169.254", "0.0.0.0"]),
+        http_route("r", "ext", 443),
+    )
 
     assert dag.clusters == {}
     refs = parent_conditions(dag)["ResolvedRefs"]
@@ -72,7 +62,7 @@ def test_no_usable_external_ip_refuses_the_backend() -> None:
 def test_with_the_dns_check_external_ips_need_no_resolution() -> None:
     dag = build_yaml(
         GATEWAY,
-        service("203.0.113.5"),
+        external_service("ext", "api.example.com", external_ips=["203.0.113.5"]),
         http_route("r", "ext", 443),
         options=BuildOptions(dns_check=True),
         dns={},

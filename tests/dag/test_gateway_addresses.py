@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dragoman.dag.options import BuildOptions
-from tests.support.status_builds import GW, build_text, condition, status
+from tests.support.builders import Object, gateway, service, service_port
+from tests.support.status_builds import build_text, condition, status
 
 SERVED_AT = BuildOptions(gateway_addresses=("203.0.113.10", "gw.example.com"))
 ALL = [
@@ -15,20 +16,11 @@ ALL = [
 ]
 
 
-def gateway(addresses: str = "") -> str:
-    requested = f"\n  addresses: {addresses}" if addresses else ""
-    return f"""
-apiVersion: {GW}
-kind: Gateway
-metadata: {{name: gw, namespace: default, generation: 2}}
-spec:
-  gatewayClassName: dragoman{requested}
-  listeners: [{{name: http, port: 80, protocol: HTTP}}]
-"""
+GATEWAY = gateway(port=80, generation=2)
 
 
 def test_every_served_gateway_lists_the_configured_addresses() -> None:
-    dag = build_text(gateway(), options=SERVED_AT)
+    dag = build_text(GATEWAY, options=SERVED_AT)
     gateway_status = status(dag, "Gateway", "gw")
     assert gateway_status["addresses"] == ALL
     assert condition(gateway_status["conditions"], "Programmed") == ("True", "Programmed")
@@ -36,30 +28,30 @@ def test_every_served_gateway_lists_the_configured_addresses() -> None:
 
 
 def test_no_addresses_configured_writes_none() -> None:
-    assert "addresses" not in status(build_text(gateway()), "Gateway", "gw")
+    assert "addresses" not in status(build_text(GATEWAY), "Gateway", "gw")
 
 
 def test_a_load_balancer_service_gives_its_ingress_addresses() -> None:
-    service = """
-apiVersion: v1
-kind: Service
-metadata: {name: envoy, namespace: edge}
-spec: {type: LoadBalancer, selector: {app: envoy}, ports: [{port: 80}]}
-status: {loadBalancer: {ingress: [{ip: 198.51.100.7}, {hostname: lb.example.net}, {}]}}
----
-"""
+    ingress = [{"ip": "198.51.100.7"}, {"hostname": "lb.example.net"}, {}]
+    envoy = {
+        **service("envoy", namespace="edge", service_type="LoadBalancer", ports=[service_port(80)]),
+        "status": {"loadBalancer": {"ingress": ingress}},
+    }
     options = BuildOptions(address_service=("edge", "envoy"))
-    dag = build_text(service, gateway(), options=options)
+    dag = build_text(envoy, GATEWAY, options=options)
     assert status(dag, "Gateway", "gw")["addresses"] == [
         {"type": "IPAddress", "value": "198.51.100.7"},
         {"type": "Hostname", "value": "lb.example.net"},
     ]
     # The Service not there (yet): an empty list, so a stale address is taken away.
-    assert status(build_text(gateway(), options=options), "Gateway", "gw")["addresses"] == []
+    assert status(build_text(GATEWAY, options=options), "Gateway", "gw")["addresses"] == []
 
 
 def test_requested_addresses_among_those_served_are_honoured() -> None:
-    dag = build_text(gateway("[{type: Hostname, value: gw.example.com}]"), options=SERVED_AT)
+    dag = build_text(
+        gateway(port=80, generation=2, addresses=[{"type": "Hostname", "value": "gw.example.com"}]),
+        options=SERVED_AT,
+    )
     gateway_status = status(dag, "Gateway", "gw")
     assert gateway_status["addresses"] == [{"type": "Hostname", "value": "gw.example.com"}]
     assert condition(gateway_status["conditions"], "Programmed") == ("True", "Programmed")
@@ -69,15 +61,21 @@ def test_requested_addresses_among_those_served_are_honoured() -> None:
 @pytest.mark.parametrize(
     ("requested", "message"),
     [
-        ("[{value: 192.0.2.1}]", "IPAddress '192.0.2.1' is not an address the Envoys"),
-        ("[{type: IPAddress}]", "dragoman does not choose addresses"),
-        ("[{type: IPAddress, value: 203.0.113.10}, {type: Hostname, value: x.example}]", "x."),
+        ([{"value": "192.0.2.1"}], "IPAddress '192.0.2.1' is not an address the Envoys"),
+        ([{"type": "IPAddress"}], "dragoman does not choose addresses"),
+        (
+            [
+                {"type": "IPAddress", "value": "203.0.113.10"},
+                {"type": "Hostname", "value": "x.example"},
+            ],
+            "x.",
+        ),
     ],
 )
 def test_a_requested_address_dragoman_cannot_assign_is_reported(
-    requested: str, message: str
+    requested: list[Object], message: str
 ) -> None:
-    dag = build_text(gateway(requested), options=SERVED_AT)
+    dag = build_text(gateway(port=80, generation=2, addresses=requested), options=SERVED_AT)
     gateway_status = status(dag, "Gateway", "gw")
     assert condition(gateway_status["conditions"], "Programmed") == (
         "False",
@@ -92,7 +90,10 @@ def test_a_requested_address_dragoman_cannot_assign_is_reported(
 
 
 def test_an_unsupported_address_type_makes_the_gateway_not_accepted() -> None:
-    dag = build_text(gateway("[{type: example.com/pool, value: blue}]"), options=SERVED_AT)
+    dag = build_text(
+        gateway(port=80, generation=2, addresses=[{"type": "example.com/pool", "value": "blue"}]),
+        options=SERVED_AT,
+    )
     gateway_status = status(dag, "Gateway", "gw")
     assert condition(gateway_status["conditions"], "Accepted") == ("False", "UnsupportedAddress")
     assert condition(gateway_status["conditions"], "Programmed")[0] == "False"

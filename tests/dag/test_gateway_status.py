@@ -2,82 +2,64 @@
 
 from __future__ import annotations
 
-import base64
+from functools import partial
 
 import pytest
 
 from dragoman.dag.model import ALL_GATEWAYS, HttpsListener
 from dragoman.dag.options import BuildOptions
+from tests.support.builders import (
+    Object,
+    allowed_routes,
+    gateway,
+    gateway_class,
+    listener,
+    listener_tls,
+    local_ref,
+    reference_grant,
+    secret,
+    tls_secret,
+)
 from tests.support.certificates import certificate_authority
 from tests.support.status_builds import (
     CONTROLLER,
-    DRAGOMAN_CLASS,
-    GW,
     build_text,
     gateway_condition,
-    listener,
     listener_condition,
     status,
 )
+from tests.support.status_builds import listener as listener_status
 
 CA = certificate_authority()
 SITE = CA.issue("site.example.com")
 OTHER = CA.issue("other.example.com")
 
 
-def gateway(
-    *listeners: str, name: str = "gw", class_name: str = "dragoman", extra: str = ""
-) -> str:
-    body = "\n".join(f"    - {item}" for item in listeners)
-    return f"""
-apiVersion: {GW}
-kind: Gateway
-metadata: {{name: {name}, namespace: default, generation: 4}}
-spec:
-  gatewayClassName: {class_name}{extra}
-  listeners:
-{body}
----
-"""
-
-
-def https(name: str = "https", refs: str = "[{name: site}]", extra: str = "") -> str:
-    return f"{{name: {name}, port: 443, protocol: HTTPS{extra}, tls: {{certificateRefs: {refs}}}}}"
-
-
-HTTP = "{name: http, port: 80, protocol: HTTP}"
-PARAMETERS = "\n  infrastructure: {parametersRef: {group: example.com, kind: Config, name: c}}"
-SECRETS = SITE.secret_yaml("site") + "---\n" + OTHER.secret_yaml("other", "certs")
-MISMATCHED = (
-    "apiVersion: v1\nkind: Secret\nmetadata: {name: mismatched}\ntype: kubernetes.io/tls\n"
-    f"data: {{tls.crt: {base64.b64encode(SITE.certificate).decode()}, "
-    f"tls.key: {base64.b64encode(OTHER.private_key).decode()}}}\n"
+# This file's world: Gateways at generation 4.
+gw = partial(gateway, generation=4)
+HTTP = listener()
+SCTP = listener("tcp", 9000, "example.com/sctp")
+https_listener = partial(listener, port=443, protocol="HTTPS")
+SITE_HTTPS = https_listener("https", tls=listener_tls("site"))
+CROSS_NAMESPACE = https_listener("https", tls=listener_tls({"name": "other", "namespace": "certs"}))
+PARAMETERS = {"parametersRef": {"group": "example.com", "kind": "Config", "name": "c"}}
+SECRETS = [
+    tls_secret("site", SITE.certificate, SITE.private_key),
+    tls_secret("other", OTHER.certificate, OTHER.private_key, namespace="certs"),
+]
+MISMATCHED = tls_secret("mismatched", SITE.certificate, OTHER.private_key)
+OPAQUE = secret("opaque", {"tls.crt": SITE.certificate, "tls.key": SITE.private_key})
+MALFORMED = tls_secret("malformed", b"Hello world\n", b"Hello world\n")
+grant = partial(
+    reference_grant,
+    "g",
+    "certs",
+    from_kind="Gateway",
+    from_namespace="default",
+    to_kind="Secret",
+    to_name="other",
+    version="v1beta1",
 )
-OPAQUE = (
-    "apiVersion: v1\nkind: Secret\nmetadata: {name: opaque}\n"
-    f"data: {{tls.crt: {base64.b64encode(SITE.certificate).decode()}, "
-    f"tls.key: {base64.b64encode(SITE.private_key).decode()}}}\n"
-)
-MALFORMED = (
-    "apiVersion: v1\nkind: Secret\nmetadata: {name: malformed}\ntype: kubernetes.io/tls\n"
-    "data: {tls.crt: SGVsbG8gd29ybGQK, tls.key: SGVsbG8gd29ybGQK}\n"
-)
-
-
-def grant(
-    from_kind: str = "Gateway", to_name: str | None = "other", namespace: str = "default"
-) -> str:
-    to_name_field = f", name: {to_name}" if to_name else ""
-    return f"""
----
-apiVersion: gateway.networking.k8s.io/v1beta1
-kind: ReferenceGrant
-metadata: {{name: g, namespace: certs}}
-spec:
-  from: [{{group: gateway.networking.k8s.io, kind: {from_kind}, namespace: {namespace}}}]
-  to: [{{group: "", kind: Secret{to_name_field}}}]
-"""
-
 
 VALID = (
     ("True", "Accepted"),
@@ -85,13 +67,29 @@ VALID = (
     ("True", "ResolvedRefs"),
     ("False", "NoConflicts"),
 )
+REFUSED_CERTIFICATE = (
+    ("True", "Accepted"),
+    ("False", "Invalid"),
+    ("False", "InvalidCertificateRef"),
+    ("False", "NoConflicts"),
+)
+NOT_PERMITTED = (
+    ("True", "Accepted"),
+    ("False", "Invalid"),
+    ("False", "RefNotPermitted"),
+    ("False", "NoConflicts"),
+)
+CLASH = listener("clash", 80, "HTTPS", hostname="a.example.com", tls=listener_tls("site"))
+
 
 # (id, manifests, listener, Accepted, Programmed, ResolvedRefs, Conflicted)
 LISTENERS = [
-    pytest.param(gateway(HTTP), "http", *VALID, id="plain HTTP"),
-    pytest.param(gateway(https()) + SECRETS, "https", *VALID, id="HTTPS with its Secret"),
+    pytest.param([gw(listeners=[HTTP])], "http", *VALID, id="plain HTTP"),
     pytest.param(
-        gateway(HTTP, "{name: tcp, port: 9000, protocol: example.com/sctp}"),
+        [gw(listeners=[SITE_HTTPS]), *SECRETS], "https", *VALID, id="HTTPS with its Secret"
+    ),
+    pytest.param(
+        [gw(listeners=[HTTP, SCTP])],
         "tcp",
         ("False", "UnsupportedProtocol"),
         ("False", "Invalid"),
@@ -100,9 +98,7 @@ LISTENERS = [
         id="unsupported protocol",
     ),
     pytest.param(
-        gateway(
-            "{name: http, port: 80, protocol: HTTP, allowedRoutes: {kinds: [{kind: TCPRoute}]}}"
-        ),
+        [gw(listeners=[listener(allowed_routes=allowed_routes(kinds=["TCPRoute"]))])],
         "http",
         ("True", "Accepted"),
         ("False", "Invalid"),
@@ -111,10 +107,7 @@ LISTENERS = [
         id="only an invalid route kind",
     ),
     pytest.param(
-        gateway(
-            "{name: http, port: 80, protocol: HTTP, allowedRoutes: {kinds: "
-            "[{kind: TCPRoute}, {kind: HTTPRoute}]}}"
-        ),
+        [gw(listeners=[listener(allowed_routes=allowed_routes(kinds=["TCPRoute", "HTTPRoute"]))])],
         "http",
         ("True", "Accepted"),
         ("True", "Programmed"),
@@ -123,120 +116,101 @@ LISTENERS = [
         id="an invalid route kind beside a valid one",
     ),
     pytest.param(
-        gateway(https(refs="[{name: nope}]")),
+        [gw(listeners=[https_listener("https", tls=listener_tls("nope"))])],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "InvalidCertificateRef"),
-        ("False", "NoConflicts"),
+        *REFUSED_CERTIFICATE,
         id="missing Secret",
     ),
     pytest.param(
-        gateway(https(refs="[{group: wrong.example.com, kind: Secret, name: site}]")) + SECRETS,
+        [
+            gw(
+                listeners=[
+                    https_listener(
+                        "https", tls=listener_tls(local_ref("Secret", "site", "wrong.example.com"))
+                    )
+                ]
+            ),
+            *SECRETS,
+        ],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "InvalidCertificateRef"),
-        ("False", "NoConflicts"),
+        *REFUSED_CERTIFICATE,
         id="certificateRef group",
     ),
     pytest.param(
-        gateway(https(refs="[{kind: ConfigMap, name: site}]")) + SECRETS,
+        [
+            gw(
+                listeners=[
+                    https_listener("https", tls=listener_tls({"kind": "ConfigMap", "name": "site"}))
+                ]
+            ),
+            *SECRETS,
+        ],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "InvalidCertificateRef"),
-        ("False", "NoConflicts"),
+        *REFUSED_CERTIFICATE,
         id="certificateRef kind",
     ),
     pytest.param(
-        gateway(https(refs="[{name: malformed}]")) + MALFORMED,
+        [gw(listeners=[https_listener("https", tls=listener_tls("malformed"))]), MALFORMED],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "InvalidCertificateRef"),
-        ("False", "NoConflicts"),
+        *REFUSED_CERTIFICATE,
         id="malformed certificate",
     ),
     pytest.param(
-        gateway(https(refs="[{name: mismatched}]")) + MISMATCHED,
+        [gw(listeners=[https_listener("https", tls=listener_tls("mismatched"))]), MISMATCHED],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "InvalidCertificateRef"),
-        ("False", "NoConflicts"),
+        *REFUSED_CERTIFICATE,
         id="key of another certificate",
     ),
     pytest.param(
-        gateway(https(refs="[{name: opaque}]")) + OPAQUE,
+        [gw(listeners=[https_listener("https", tls=listener_tls("opaque"))]), OPAQUE],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "InvalidCertificateRef"),
-        ("False", "NoConflicts"),
+        *REFUSED_CERTIFICATE,
         id="Secret not of type kubernetes.io/tls",
     ),
     pytest.param(
-        gateway("{name: https, port: 443, protocol: HTTPS}"),
+        [gw(listeners=[https_listener("https")])],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "InvalidCertificateRef"),
-        ("False", "NoConflicts"),
+        *REFUSED_CERTIFICATE,
         id="HTTPS without tls",
     ),
     pytest.param(
-        gateway(https(refs="[{name: other, namespace: certs}]")) + SECRETS,
+        [gw(listeners=[CROSS_NAMESPACE]), *SECRETS],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "RefNotPermitted"),
-        ("False", "NoConflicts"),
+        *NOT_PERMITTED,
         id="Secret in another namespace without a grant",
     ),
     pytest.param(
-        gateway(https(refs="[{name: other, namespace: certs}]")) + SECRETS + grant(),
+        [gw(listeners=[CROSS_NAMESPACE]), *SECRETS, grant()],
         "https",
         *VALID,
         id="Secret in another namespace, granted by name",
     ),
     pytest.param(
-        gateway(https(refs="[{name: other, namespace: certs}]")) + SECRETS + grant(to_name=None),
+        [gw(listeners=[CROSS_NAMESPACE]), *SECRETS, grant(to_name=None)],
         "https",
         *VALID,
         id="Secret in another namespace, every Secret granted",
     ),
     pytest.param(
-        gateway(https(refs="[{name: other, namespace: certs}]")) + SECRETS + grant("HTTPRoute"),
+        [gw(listeners=[CROSS_NAMESPACE]), *SECRETS, grant(from_kind="HTTPRoute")],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "RefNotPermitted"),
-        ("False", "NoConflicts"),
+        *NOT_PERMITTED,
         id="grant for another kind",
     ),
     pytest.param(
-        gateway(https(refs="[{name: other, namespace: certs}]")) + SECRETS + grant(to_name="x"),
+        [gw(listeners=[CROSS_NAMESPACE]), *SECRETS, grant(to_name="x")],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "RefNotPermitted"),
-        ("False", "NoConflicts"),
+        *NOT_PERMITTED,
         id="grant for another Secret name",
     ),
     pytest.param(
-        gateway(https(refs="[{name: other, namespace: certs}]"))
-        + SECRETS
-        + grant(namespace="elsewhere"),
+        [gw(listeners=[CROSS_NAMESPACE]), *SECRETS, grant(from_namespace="elsewhere")],
         "https",
-        ("True", "Accepted"),
-        ("False", "Invalid"),
-        ("False", "RefNotPermitted"),
-        ("False", "NoConflicts"),
+        *NOT_PERMITTED,
         id="grant for another namespace",
     ),
     pytest.param(
-        gateway(https(refs="[{name: site}, {name: nope}]")) + SECRETS,
+        [gw(listeners=[https_listener("https", tls=listener_tls("site", "nope"))]), *SECRETS],
         "https",
         ("True", "Accepted"),
         ("True", "Programmed"),
@@ -245,8 +219,7 @@ LISTENERS = [
         id="one usable certificate of two",
     ),
     pytest.param(
-        gateway(HTTP, https(name="clash", extra=", hostname: a.example.com").replace("443", "80"))
-        + SECRETS,
+        [gw(listeners=[HTTP, CLASH]), *SECRETS],
         "clash",
         ("True", "Accepted"),
         ("False", "Invalid"),
@@ -255,8 +228,7 @@ LISTENERS = [
         id="another protocol on the port",
     ),
     pytest.param(
-        gateway(HTTP, https(name="clash", extra=", hostname: a.example.com").replace("443", "80"))
-        + SECRETS,
+        [gw(listeners=[HTTP, CLASH]), *SECRETS],
         "http",
         *VALID,
         id="the first listener of a port keeps it",
@@ -268,14 +240,14 @@ LISTENERS = [
     ("manifests", "name", "accepted", "programmed", "resolved", "conflicted"), LISTENERS
 )
 def test_listener_conditions(
-    manifests: str,
+    manifests: list[Object],
     name: str,
     accepted: tuple[str, str],
     programmed: tuple[str, str],
     resolved: tuple[str, str],
     conflicted: tuple[str, str],
 ) -> None:
-    dag = build_text(manifests)
+    dag = build_text(*manifests)
     assert listener_condition(dag, "gw", name, "Accepted") == accepted
     assert listener_condition(dag, "gw", name, "Programmed") == programmed
     assert listener_condition(dag, "gw", name, "ResolvedRefs") == resolved
@@ -305,49 +277,40 @@ def test_hostname_conflict_reaches_the_dag_even_if_a_source_does_not_check() -> 
 
 
 def test_supported_kinds() -> None:
-    dag = build_text(
-        gateway(
-            HTTP,
-            "{name: grpc-only, port: 81, protocol: HTTP,"
-            " allowedRoutes: {kinds: [{kind: GRPCRoute}]}}",
-            "{name: tcp, port: 82, protocol: example.com/sctp}",
-        )
-    )
+    grpc_only = listener("grpc-only", 81, allowed_routes=allowed_routes(kinds=["GRPCRoute"]))
+    dag = build_text(gw(listeners=[HTTP, grpc_only, listener("tcp", 82, "example.com/sctp")]))
     kinds = {
         entry["name"]: [k["kind"] for k in entry["supportedKinds"]]
         for entry in status(dag, "Gateway", "gw")["listeners"]
     }
     assert kinds == {"http": ["HTTPRoute", "GRPCRoute"], "grpc-only": ["GRPCRoute"], "tcp": []}
-    groups = {k["group"] for k in listener(dag, "gw", "http")["supportedKinds"]}
+    groups = {k["group"] for k in listener_status(dag, "gw", "http")["supportedKinds"]}
     assert groups == {"gateway.networking.k8s.io"}
 
 
 # (id, manifests, Accepted, Programmed)
 GATEWAYS = [
-    pytest.param(gateway(HTTP), ("True", "Accepted"), ("True", "Programmed"), id="valid"),
+    pytest.param(gw(listeners=[HTTP]), ("True", "Accepted"), ("True", "Programmed"), id="valid"),
     pytest.param(
-        gateway(HTTP, "{name: tcp, port: 9000, protocol: example.com/sctp}"),
+        gw(listeners=[HTTP, SCTP]),
         ("True", "ListenersNotValid"),
         ("True", "Programmed"),
         id="some listeners not valid",
     ),
     pytest.param(
-        gateway("{name: tcp, port: 9000, protocol: example.com/sctp}"),
+        gw(listeners=[SCTP]),
         ("False", "ListenersNotValid"),
         ("False", "Invalid"),
         id="no listener valid",
     ),
     pytest.param(
-        gateway(https(refs="[{name: nope}]")),
+        gw(listeners=[https_listener("https", tls=listener_tls("nope"))]),
         ("True", "ListenersNotValid"),
         ("False", "Invalid"),
         id="accepted but nothing can be served",
     ),
     pytest.param(
-        gateway(
-            HTTP,
-            extra=PARAMETERS,
-        ),
+        gw(listeners=[HTTP], infrastructure=PARAMETERS),
         ("False", "InvalidParameters"),
         ("False", "Invalid"),
         id="parametersRef",
@@ -357,39 +320,28 @@ GATEWAYS = [
 
 @pytest.mark.parametrize(("manifests", "accepted", "programmed"), GATEWAYS)
 def test_gateway_conditions(
-    manifests: str, accepted: tuple[str, str], programmed: tuple[str, str]
+    manifests: Object, accepted: tuple[str, str], programmed: tuple[str, str]
 ) -> None:
-    dag = build_text(DRAGOMAN_CLASS, manifests)
+    dag = build_text(gateway_class(), manifests)
     assert gateway_condition(dag, "gw", "Accepted") == accepted
     assert gateway_condition(dag, "gw", "Programmed") == programmed
 
 
 def test_a_gateway_that_is_not_accepted_is_not_served() -> None:
-    dag = build_text(
-        gateway(
-            HTTP,
-            extra=PARAMETERS,
-        )
-    )
+    dag = build_text(gw(listeners=[HTTP], infrastructure=PARAMETERS))
     assert dag.groups[ALL_GATEWAYS].listeners == ()
     # Its listeners are valid, but none is programmed: the Gateway serves nothing.
     assert listener_condition(dag, "gw", "http", "Accepted") == ("True", "Accepted")
     assert listener_condition(dag, "gw", "http", "Programmed") == ("False", "Invalid")
     [programmed] = [
-        c for c in listener(dag, "gw", "http")["conditions"] if c["type"] == "Programmed"
+        c for c in listener_status(dag, "gw", "http")["conditions"] if c["type"] == "Programmed"
     ]
     assert programmed["message"].startswith("the Gateway is not accepted: dragoman takes no")
 
 
 # --- GatewayClass ---------------------------------------------------------------------------
 
-OTHER_CLASS = f"""
-apiVersion: {GW}
-kind: GatewayClass
-metadata: {{name: theirs}}
-spec: {{controllerName: example.com/another-controller}}
----
-"""
+OTHER_CLASS = gateway_class("theirs", "example.com/another-controller")
 
 
 def served_gateways(dag) -> list[str]:
@@ -397,7 +349,7 @@ def served_gateways(dag) -> list[str]:
 
 
 def test_gateways_of_dragomans_class_are_served() -> None:
-    dag = build_text(DRAGOMAN_CLASS, gateway(HTTP))
+    dag = build_text(gateway_class(), gw(listeners=[HTTP]))
     assert served_gateways(dag) == ["default/gw"]
     assert status(dag, "GatewayClass", "dragoman")["conditions"][0]["reason"] == "Accepted"
     message = status(dag, "Gateway", "gw")["conditions"][0]["message"]
@@ -406,16 +358,16 @@ def test_gateways_of_dragomans_class_are_served() -> None:
 
 def test_a_class_of_another_controller_is_never_served_nor_given_status() -> None:
     for options in (BuildOptions(), BuildOptions(require_gateway_class=True)):
-        dag = build_text(OTHER_CLASS, gateway(HTTP, class_name="theirs"), options=options)
+        dag = build_text(OTHER_CLASS, gw(listeners=[HTTP], class_name="theirs"), options=options)
         assert served_gateways(dag) == []
         assert dag.groups[ALL_GATEWAYS].listeners == ()
         assert dag.statuses == {}
-    problems = build_text(OTHER_CLASS, gateway(HTTP, class_name="theirs")).problems
+    problems = build_text(OTHER_CLASS, gw(listeners=[HTTP], class_name="theirs")).problems
     assert [(p.reason, p.field) for p in problems] == [("NotServed", "spec.gatewayClassName")]
 
 
 def test_an_absent_class_is_served_in_manifest_mode_with_a_note() -> None:
-    dag = build_text(gateway(HTTP, class_name="missing"))
+    dag = build_text(gw(listeners=[HTTP], class_name="missing"))
     assert served_gateways(dag) == ["default/gw"]
     accepted = status(dag, "Gateway", "gw")["conditions"][0]
     assert accepted["status"] == "True"
@@ -425,7 +377,7 @@ def test_an_absent_class_is_served_in_manifest_mode_with_a_note() -> None:
 
 def test_an_absent_class_is_not_served_when_classes_are_required() -> None:
     dag = build_text(
-        gateway(HTTP, class_name="missing"), options=BuildOptions(require_gateway_class=True)
+        gw(listeners=[HTTP], class_name="missing"), options=BuildOptions(require_gateway_class=True)
     )
     assert served_gateways(dag) == []
     assert dag.statuses == {}
@@ -434,17 +386,15 @@ def test_an_absent_class_is_not_served_when_classes_are_required() -> None:
 def test_the_controller_name_is_configurable() -> None:
     options = BuildOptions(controller_name="example.com/another-controller")
     dag = build_text(
-        OTHER_CLASS, DRAGOMAN_CLASS, gateway(HTTP, class_name="theirs"), options=options
+        OTHER_CLASS, gateway_class(), gw(listeners=[HTTP], class_name="theirs"), options=options
     )
     assert served_gateways(dag) == ["default/gw"]
     assert list(map(str, dag.statuses)) == ["GatewayClass/theirs", "Gateway/default/gw"]
 
 
 def test_a_class_with_parameters_is_not_accepted_and_its_gateways_are_not_served() -> None:
-    with_parameters = DRAGOMAN_CLASS.replace(
-        "spec: {", "spec: {parametersRef: {group: example.com, kind: Config, name: c}, "
-    )
-    dag = build_text(with_parameters, "---", gateway(HTTP))
+    with_parameters = gateway_class(parameters_ref=PARAMETERS["parametersRef"])
+    dag = build_text(with_parameters, gw(listeners=[HTTP]))
     assert status(dag, "GatewayClass", "dragoman")["conditions"][0]["reason"] == "InvalidParameters"
     assert gateway_condition(dag, "gw", "Accepted") == ("False", "InvalidParameters")
     assert listener_condition(dag, "gw", "http", "Programmed") == ("False", "Invalid")
@@ -452,10 +402,7 @@ def test_a_class_with_parameters_is_not_accepted_and_its_gateways_are_not_served
 
 
 def test_gateway_class_observed_generation() -> None:
-    bumped = DRAGOMAN_CLASS.replace(
-        "metadata: {name: dragoman}", "metadata: {name: dragoman, generation: 7}"
-    )
-    dag = build_text(bumped)
+    dag = build_text(gateway_class(generation=7))
     [accepted] = status(dag, "GatewayClass", "dragoman")["conditions"]
     assert accepted["observedGeneration"] == 7
 
@@ -465,15 +412,19 @@ def test_gateway_class_observed_generation() -> None:
 
 def test_https_listener_has_one_chain_per_hostname_with_its_certificate() -> None:
     dag = build_text(
-        gateway(
-            https("site", "[{name: site}]", ", hostname: site.example.com"),
-            https(
-                "other", "[{name: other, namespace: certs}]", ", hostname: '*.other.example.com'"
-            ),
-            https("fallback", "[{name: site}]"),
-        )
-        + SECRETS
-        + grant(to_name=None)
+        gw(
+            listeners=[
+                https_listener("site", hostname="site.example.com", tls=listener_tls("site")),
+                https_listener(
+                    "other",
+                    hostname="*.other.example.com",
+                    tls=listener_tls({"name": "other", "namespace": "certs"}),
+                ),
+                https_listener("fallback", tls=listener_tls("site")),
+            ]
+        ),
+        *SECRETS,
+        grant(to_name=None),
     )
     [value] = dag.groups["default/gw"].listeners
     assert isinstance(value, HttpsListener) and value.port == 443
@@ -489,10 +440,15 @@ def test_https_listener_has_one_chain_per_hostname_with_its_certificate() -> Non
 
 
 def test_gateways_sharing_a_port_in_the_all_gateways_group() -> None:
-    first = gateway(HTTP, name="a")
-    second = gateway(https(extra=", hostname: site.example.com").replace("443", "80"), name="b")
-    third = gateway(HTTP.replace("name: http", "name: again"), name="c")
-    dag = build_text(first, second, third, SECRETS)
+    first = gw("a", listeners=[HTTP])
+    second = gw(
+        "b",
+        listeners=[
+            listener("https", 80, "HTTPS", hostname="site.example.com", tls=listener_tls("site"))
+        ],
+    )
+    third = gw("c", listeners=[listener("again")])
+    dag = build_text(first, second, third, *SECRETS)
     # Envoy has one listener per port: the first Gateway's protocol (and hostname) wins it ...
     [shared] = dag.groups[ALL_GATEWAYS].listeners
     assert (type(shared).__name__, shared.port) == ("HttpListener", 80)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
@@ -21,9 +22,30 @@ from dragoman.envoy.translate import translate
 from dragoman.objects import KubeObject
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.store import Store
+from tests.support.builders import (
+    Object,
+    allowed_routes,
+    backend_ref,
+    backend_tls_policy,
+    endpoint_slice,
+    external_service,
+    gateway,
+    gateway_class,
+    grpc_match,
+    grpc_route,
+    http_route,
+    listener,
+    listener_tls,
+    match,
+    parent_ref,
+    reference_grant,
+    rule,
+    service,
+    tls_secret,
+    typed,
+)
 from tests.support.certificates import certificate_authority
 from tests.support.feature_manifests import every_feature_dag
-from tests.support.status_builds import objects
 
 _CA = certificate_authority("incremental builds CA")
 _CERTIFICATES = [_CA.issue("secure.example.com", "*.example.com") for _ in range(2)]
@@ -42,188 +64,144 @@ PATHS = ("/", "/api", "/api/v2", "/static")
 Key = tuple[str, str, str]
 
 
-def _gateway(rng: random.Random, name: str = "edge") -> str:
-    listeners = ["{name: http, protocol: HTTP, port: 8080}"]
+def _gateway(rng: random.Random, name: str = "edge") -> Object:
+    listeners = [listener("http", 8080)]
     if rng.random() < 0.7:
-        listeners.append('{name: wild, protocol: HTTP, port: 8080, hostname: "*.example.com"}')
+        listeners.append(listener("wild", 8080, hostname="*.example.com"))
     if rng.random() < 0.7:
-        listeners.append(
-            "{name: https, protocol: HTTPS, port: 8443, hostname: secure.example.com, "
-            "tls: {certificateRefs: [{name: site}]}}"
-        )
-        listeners.append(
-            "{name: https-any, protocol: HTTPS, port: 8443, "
-            "tls: {certificateRefs: [{name: site, namespace: apps}]}}"
-        )
+        site = listener_tls("site")
+        listeners.append(listener("https", 8443, "HTTPS", hostname="secure.example.com", tls=site))
+        other = listener_tls({"name": "site", "namespace": "apps"})
+        listeners.append(listener("https-any", 8443, "HTTPS", tls=other))
     if rng.random() < 0.7:
-        listeners.append(
-            "{name: grpc, protocol: HTTP, port: 8081, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}"
-        )
+        grpc_only = allowed_routes(kinds=["GRPCRoute"])
+        listeners.append(listener("grpc", 8081, allowed_routes=grpc_only))
     if rng.random() < 0.5:
-        listeners.append("{name: tcp, protocol: TCP, port: 9000}")
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: {name}, namespace: default}}
-spec:
-  gatewayClassName: dragoman
-  listeners: [{", ".join(listeners)}]
-"""
+        listeners.append(listener("tcp", 9000, "TCP"))
+    return gateway(name, listeners=listeners)
 
 
-def _service(rng: random.Random, namespace: str, name: str) -> str:
+def _service(rng: random.Random, namespace: str, name: str) -> Object:
     port = rng.choice((80, 8080))
     shape = rng.random()
     if shape < 0.4:
-        ports = f"[{{name: http, port: {port}, targetPort: 8080}}]"
-        spec = f"{{selector: {{app: {name}}}, ports: {ports}}}"
+        made = service(name, port, 8080, namespace=namespace)
     elif shape < 0.7:
-        spec = (
-            f"{{type: ExternalName, externalName: {name}.example.net, ports: [{{port: {port}}}]}}"
-        )
+        made = external_service(name, f"{name}.example.net", port, namespace=namespace)
     elif shape < 0.85:
         target = rng.choice(("svc-0", "svc-1"))
-        spec = (
-            f"{{type: ExternalName, externalName: {target}.{rng.choice(NAMESPACES)}"
-            f".svc.cluster.local, ports: [{{port: {port}}}]}}"
-        )
+        host = f"{target}.{rng.choice(NAMESPACES)}.svc.cluster.local"
+        made = external_service(name, host, port, namespace=namespace)
     else:
-        spec = f"{{type: ExternalName, externalName: 127.0.0.1, ports: [{{port: {port}}}]}}"
+        made = external_service(name, "127.0.0.1", port, namespace=namespace)
     # A load balancer in front: its address may be a Gateway's (see the address options).
-    status = ""
     if rng.random() < 0.3:
-        status = f"status: {{loadBalancer: {{ingress: [{{ip: 203.0.113.{rng.randrange(9)}}}]}}}}"
-    return f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: {namespace}}}
-spec: {spec}
-{status}
-"""
+        ingress = [{"ip": f"203.0.113.{rng.randrange(9)}"}]
+        made["status"] = {"loadBalancer": {"ingress": ingress}}
+    return made
 
 
-def _slice(rng: random.Random, namespace: str, name: str) -> str:
-    service = f"svc-{rng.randrange(6)}"
-    endpoints = ", ".join(
-        f"{{addresses: [10.0.{rng.randrange(4)}.{rng.randrange(1, 200)}], "
-        f"conditions: {{ready: {rng.choice(('true', 'true', 'false'))}}}}}"
-        for _ in range(rng.randrange(0, 4))
-    )
-    return f"""
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: {name}
-  namespace: {namespace}
-  labels: {{kubernetes.io/service-name: {service}}}
-addressType: IPv4
-ports: [{{name: http, port: 8080}}]
-endpoints: [{endpoints}]
-"""
+def _slice(rng: random.Random, namespace: str, name: str) -> Object:
+    service_name = f"svc-{rng.randrange(6)}"
+    endpoints = []
+    for _ in range(rng.randrange(0, 4)):
+        address = f"10.0.{rng.randrange(4)}.{rng.randrange(1, 200)}"
+        ready = rng.choice((True, True, False))
+        endpoints.append({"addresses": [address], "conditions": {"ready": ready}})
+    # Ready and not-ready endpoints in a random order: given in full.
+    made = endpoint_slice(service_name, 8080, namespace=namespace, name=name)
+    return {**made, "endpoints": endpoints}
 
 
-def _backend_refs(rng: random.Random) -> str:
+def _backend_refs(rng: random.Random) -> list[Object]:
     refs = []
     for _ in range(rng.randrange(1, 3)):
         namespace = rng.choice(NAMESPACES)
-        refs.append(
-            f"{{name: svc-{rng.randrange(6)}, namespace: {namespace}, "
-            f"port: {rng.choice((80, 8080))}, weight: {rng.randrange(0, 3)}}}"
-        )
-    return ", ".join(refs)
+        name = f"svc-{rng.randrange(6)}"
+        port = rng.choice((80, 8080))
+        refs.append(backend_ref(name, port, namespace=namespace, weight=rng.randrange(0, 3)))
+    return refs
 
 
-def _hostnames(rng: random.Random) -> str:
-    return ", ".join(f'"{h}"' for h in rng.sample(HOSTNAMES, rng.randrange(0, 3)))
+def _hostnames(rng: random.Random) -> list[str]:
+    return rng.sample(HOSTNAMES, rng.randrange(0, 3))
 
 
-def _http_route(rng: random.Random, namespace: str, name: str) -> str:
+def _edge(section: str | None = None) -> Object:
+    return parent_ref("edge", namespace="default", section=section)
+
+
+def _http_route(rng: random.Random, namespace: str, name: str) -> Object:
     parents = rng.choice(
         (
-            "[{name: edge, namespace: default}]",
-            "[{name: edge, namespace: default, sectionName: wild}]",
-            "[{name: edge, namespace: default, sectionName: https}]",
-            "[{name: edge, namespace: default}, {name: second, namespace: default}]",
-            "[{name: missing, namespace: default}]",
+            [_edge()],
+            [_edge("wild")],
+            [_edge("https")],
+            [_edge(), parent_ref("second", namespace="default")],
+            [parent_ref("missing", namespace="default")],
         )
     )
     rules = []
     for _ in range(rng.randrange(1, 3)):
         path = rng.choice(PATHS)
-        match_type = rng.choice(("PathPrefix", "Exact"))
-        rules.append(
-            f"{{matches: [{{path: {{type: {match_type}, value: {path}}}}}], "
-            f"backendRefs: [{_backend_refs(rng)}]}}"
-        )
+        path_type = rng.choice(("PathPrefix", "Exact"))
+        rules.append(rule(*_backend_refs(rng), matches=[match(path, path_type=path_type)]))
     created = f"2024-01-0{rng.randrange(1, 4)}T00:00:00Z"
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: {name}, namespace: {namespace}, creationTimestamp: "{created}"}}
-spec:
-  parentRefs: {parents}
-  hostnames: [{_hostnames(rng)}]
-  rules: [{", ".join(rules)}]
-"""
+    return http_route(
+        name,
+        namespace=namespace,
+        created=created,
+        parents=parents,
+        hostnames=_hostnames(rng),
+        rules=rules,
+    )
 
 
-def _grpc_route(rng: random.Random, namespace: str, name: str) -> str:
+def _grpc_route(rng: random.Random, namespace: str, name: str) -> Object:
     # On the HTTP listener it may conflict with HTTPRoutes: a full build, kept rare.
     section = "http" if rng.random() < 0.15 else "grpc"
     created = f"2024-01-0{rng.randrange(1, 4)}T00:00:00Z"
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: GRPCRoute
-metadata: {{name: {name}, namespace: {namespace}, creationTimestamp: "{created}"}}
-spec:
-  parentRefs: [{{name: edge, namespace: default, sectionName: {section}}}]
-  hostnames: [{_hostnames(rng)}]
-  rules: [{{matches: [{{method: {{service: pkg.Svc{rng.randrange(3)}}}}}],
-           backendRefs: [{_backend_refs(rng)}]}}]
-"""
+    hostnames = _hostnames(rng)
+    method = grpc_match(f"pkg.Svc{rng.randrange(3)}")
+    return grpc_route(
+        name,
+        namespace=namespace,
+        created=created,
+        parents=[_edge(section)],
+        hostnames=hostnames,
+        rules=[rule(*_backend_refs(rng), matches=[method])],
+    )
 
 
-def _reference_grant(rng: random.Random, namespace: str, name: str) -> str:
-    target = rng.choice(('{group: "", kind: Service}', '{group: "", kind: Secret}'))
+def _reference_grant(rng: random.Random, namespace: str, name: str) -> Object:
+    target = rng.choice(("Service", "Secret"))
     source = rng.choice(("HTTPRoute", "Gateway", "GRPCRoute"))
     other = "default" if namespace == "apps" else "apps"
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1beta1
-kind: ReferenceGrant
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  from: [{{group: gateway.networking.k8s.io, kind: {source}, namespace: {other}}}]
-  to: [{target}]
-"""
+    return reference_grant(
+        name, namespace, from_kind=source, from_namespace=other, to_kind=target, version="v1beta1"
+    )
 
 
-def _secret(rng: random.Random, namespace: str, name: str) -> str:
-    return rng.choice(_CERTIFICATES).secret_yaml(name, namespace)
+def _secret(rng: random.Random, namespace: str, name: str) -> Object:
+    pem = rng.choice(_CERTIFICATES)
+    return tls_secret(name, pem.certificate, pem.private_key, namespace=namespace)
 
 
-def _backend_tls_policy(rng: random.Random, namespace: str, name: str) -> str:
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: BackendTLSPolicy
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  targetRefs: [{{group: "", kind: Service, name: svc-{rng.randrange(6)}}}]
-  validation: {{hostname: svc.example.net, wellKnownCACertificates: System}}
-"""
+def _backend_tls_policy(rng: random.Random, namespace: str, name: str) -> Object:
+    target = f"svc-{rng.randrange(6)}"
+    return backend_tls_policy(
+        name, target, "svc.example.net", namespace=namespace, well_known="System"
+    )
 
 
-def _tcp_route(rng: random.Random, namespace: str, name: str) -> str:
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: TCPRoute
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  parentRefs: [{{name: edge, namespace: default, sectionName: tcp}}]
-  rules: [{{backendRefs: [{{name: svc-{rng.randrange(6)}, port: 80}}]}}]
-"""
+def _tcp_route(rng: random.Random, namespace: str, name: str) -> Object:
+    target = f"svc-{rng.randrange(6)}"
+    return http_route(
+        name, target, 80, kind="TCPRoute", namespace=namespace, parents=[_edge("tcp")]
+    )
 
 
-Maker = Callable[[random.Random, str, str], str]
+Maker = Callable[[random.Random, str, str], Object]
 # kind -> (how to make one, names it may have, namespaces, weight among changes, how often a
 # change to an existing one deletes it)
 KINDS: dict[str, tuple[Maker, tuple[str, ...], tuple[str, ...], int, float]] = {
@@ -246,16 +224,10 @@ KINDS: dict[str, tuple[Maker, tuple[str, ...], tuple[str, ...], int, float]] = {
 }
 # Of the changes that would make an object that does not exist, the share that do.
 CREATING = {"TCPRoute": 0.1}
-GATEWAY_CLASS = """
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: dragoman}
-spec: {controllerName: dragoman.dev/gateway-controller}
-"""
 
 
-def _one(text: str) -> KubeObject:
-    (made,) = objects(text)
+def _one(document: Object) -> KubeObject:
+    (made,) = typed(document)
     return made
 
 
@@ -276,7 +248,7 @@ def _change(
 
 
 def _initial(rng: random.Random) -> dict[Key, KubeObject]:
-    held: dict[Key, KubeObject] = {("GatewayClass", "", "dragoman"): _one(GATEWAY_CLASS)}
+    held: dict[Key, KubeObject] = {("GatewayClass", "", "dragoman"): _one(gateway_class())}
     held[("Gateway", "default", "edge")] = _one(_gateway(rng))
     for kind in ("Service", "EndpointSlice", "HTTPRoute", "Service", "HTTPRoute", "Secret"):
         for _ in range(4):
@@ -373,37 +345,18 @@ def test_unchanged_parts_keep_their_objects_and_bytes() -> None:
     rng = random.Random(7)
     held = {k: v for k, v in _initial(rng).items() if k[0] != "GRPCRoute"}
 
-    def route(path: str) -> KubeObject:
-        return _one(f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: mine, namespace: default}}
-spec:
-  parentRefs: [{{name: edge, namespace: default, sectionName: http}}]
-  hostnames: [mine.example.org]
-  rules: [{{matches: [{{path: {{type: PathPrefix, value: {path}}}}}],
-           backendRefs: [{{name: mine, port: 80}}, {{name: kept, port: 80}}]}}]
-""")
-
-    def service(host: str) -> KubeObject:
-        return _one(f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: mine, namespace: default}}
-spec: {{type: ExternalName, externalName: {host}, ports: [{{port: 80}}]}}
-""")
-
-    held[("HTTPRoute", "default", "mine")] = route("/one")
-    held[("Service", "default", "mine")] = service("mine.example.net")
-    held[("Service", "default", "kept")] = _one("""
-apiVersion: v1
-kind: Service
-metadata: {name: kept, namespace: default}
-spec: {type: ExternalName, externalName: kept.example.net, ports: [{port: 80}]}
-""")
+    mine = partial(http_route, "mine", parents=[_edge("http")], hostnames=["mine.example.org"])
+    to_both = [backend_ref("mine", 80), backend_ref("kept", 80)]
+    held[("HTTPRoute", "default", "mine")] = _one(
+        mine(rules=[rule(*to_both, matches=[match("/one")])])
+    )
+    held[("Service", "default", "mine")] = _one(external_service("mine", "mine.example.net", 80))
+    held[("Service", "default", "kept")] = _one(external_service("kept", "kept.example.net", 80))
     builder, translation = IncrementalBuild(), IncrementalTranslation()
     before = translation.translate(builder.build(Store.from_objects(held.values())).dag)
-    held[("HTTPRoute", "default", "mine")] = route("/two")
+    held[("HTTPRoute", "default", "mine")] = _one(
+        mine(rules=[rule(*to_both, matches=[match("/two")])])
+    )
     result = builder.build(Store.from_objects(held.values()))
     after = translation.translate(result.dag)
     assert result.kind == "incremental"
@@ -425,7 +378,7 @@ spec: {type: ExternalName, externalName: kept.example.net, ports: [{port: 80}]}
     assert tables
     assert len(tables) < sum(len(s.of_type(ROUTE).resources) for s in after.values())
     # Then a Service: its cluster is made again, every other one is still the first made.
-    held[("Service", "default", "mine")] = service("moved.example.net")
+    held[("Service", "default", "mine")] = _one(external_service("mine", "moved.example.net", 80))
     result = builder.build(Store.from_objects(held.values()))
     assert result.kind == "incremental"
     last = translation.translate(result.dag)

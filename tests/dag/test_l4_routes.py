@@ -4,6 +4,7 @@ listener is served as."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -11,65 +12,55 @@ import pytest
 from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.model import ALL_GATEWAYS, Dag, TcpListener, UdpListener
 from dragoman.dag.options import BuildOptions
-from tests.support.certificates import certificate_authority
-from tests.support.status_builds import (
-    DRAGOMAN_CLASS,
-    GW,
-    build_text,
-    condition,
+from tests.support.builders import (
+    Object,
+    allowed_routes,
+    backend_ref,
+    external_service,
+    gateway,
+    gateway_class,
+    http_route,
     listener,
-    listener_condition,
-    status,
+    parent_ref,
+    reference_grant,
+    rule,
+    service,
+    service_port,
+    tls_secret,
 )
+from tests.support.certificates import certificate_authority
+from tests.support.status_builds import build_text, condition, listener_condition, status
+from tests.support.status_builds import listener as listener_status
 from tests.support.upstream_builds import build_yaml
 
 CERT = certificate_authority().issue("terminate.example.com", "tls.example.com")
 
 
-def gateway(name: str, *listeners: str, ns: str = "infra", generation: int = 1) -> str:
-    body = "\n".join(f"  - {item}" for item in listeners)
-    return (
-        f"apiVersion: {GW}\nkind: Gateway\n"
-        f"metadata: {{name: {name}, namespace: {ns}, generation: {generation}}}\n"
-        f"spec:\n  gatewayClassName: dragoman\n  listeners:\n{body}\n---\n"
+# This file's world: Gateways in namespace infra and routes there, at generation 1, created
+# at one time unless told otherwise, attached to the Gateway `gw`.
+infra_gateway = partial(gateway, namespace="infra", generation=1)
+route = partial(
+    http_route,
+    namespace="infra",
+    parents=[parent_ref("gw")],
+    created="2024-01-01T00:00:00Z",
+    generation=1,
+)
+tcp_backend = partial(service, namespace="infra", ports=[service_port(3000, protocol="TCP")])
+udp_backend = partial(service, namespace="infra", ports=[service_port(3000, protocol="UDP")])
+BACKENDS = [tcp_backend("echo"), tcp_backend("echo-2"), udp_backend("udp-echo")]
+TCP = listener("tcp", 9310, "TCP")
+UDP = listener("udp", 5300, "UDP")
+PASSTHROUGH = listener("tls", 443, "TLS", tls={"mode": "Passthrough"})
+
+
+def build(*documents: Object) -> Dag:
+    return build_text(
+        gateway_class(),
+        *BACKENDS,
+        tls_secret("cert", CERT.certificate, CERT.private_key, namespace="infra"),
+        *documents,
     )
-
-
-def route(
-    kind: str,
-    name: str,
-    parents: str,
-    backends: str = "[{name: echo, port: 3000}]",
-    hostnames: str = "",
-    ns: str = "infra",
-    created: str = "2024-01-01T00:00:00Z",
-    generation: int = 1,
-) -> str:
-    hosts = f"  hostnames: {hostnames}\n" if hostnames else ""
-    return (
-        f"apiVersion: {GW}\nkind: {kind}\n"
-        f"metadata: {{name: {name}, namespace: {ns}, generation: {generation}, "
-        f"creationTimestamp: '{created}'}}\n"
-        f"spec:\n  parentRefs: {parents}\n{hosts}  rules: [{{backendRefs: {backends}}}]\n---\n"
-    )
-
-
-def service(name: str, ns: str = "infra", port: int = 3000, protocol: str = "TCP") -> str:
-    return (
-        f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}}}\n"
-        f"spec: {{selector: {{app: {name}}}, ports: [{{port: {port}, protocol: {protocol}}}]}}\n"
-        "---\n"
-    )
-
-
-BACKENDS = service("echo") + service("echo-2") + service("udp-echo", protocol="UDP")
-TCP = "{name: tcp, port: 9310, protocol: TCP}"
-UDP = "{name: udp, port: 5300, protocol: UDP}"
-PASSTHROUGH = "{name: tls, port: 443, protocol: TLS, tls: {mode: Passthrough}}"
-
-
-def build(*texts: str) -> Dag:
-    return build_text(DRAGOMAN_CLASS, BACKENDS, CERT.secret_yaml("cert", "infra"), *texts)
 
 
 def parent_conditions(
@@ -84,17 +75,16 @@ def listeners_of(dag: Dag, group: str = ALL_GATEWAYS) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("kind", "listener_text", "backend", "cluster"),
+    ("kind", "listening", "backend", "cluster"),
     [
         ("TCPRoute", TCP, "echo", "infra/echo/3000/tcp"),
         ("UDPRoute", UDP, "udp-echo", "infra/udp-echo/3000/udp"),
     ],
 )
 def test_simple_route_is_accepted_and_served(
-    kind: str, listener_text: str, backend: str, cluster: str
+    kind: str, listening: Object, backend: str, cluster: str
 ) -> None:
-    backends = f"[{{name: {backend}, port: 3000}}]"
-    dag = build(gateway("gw", listener_text), route(kind, "r", "[{name: gw}]", backends))
+    dag = build(infra_gateway("gw", listeners=[listening]), route("r", backend, 3000, kind=kind))
 
     assert parent_conditions(dag, kind, "r") == {
         "Accepted": ("True", "Accepted"),
@@ -103,19 +93,26 @@ def test_simple_route_is_accepted_and_served(
     [served] = dag.groups[ALL_GATEWAYS].listeners
     assert isinstance(served, TcpListener if kind == "TCPRoute" else UdpListener)
     assert dag.groups[ALL_GATEWAYS].clusters == (cluster,)
-    assert listener(dag, "gw", listener_text[7:10], "infra")["attachedRoutes"] == 1
+    assert listener_status(dag, "gw", listening["name"], "infra")["attachedRoutes"] == 1
 
 
 def test_each_protocol_advertises_the_route_kinds_it_serves() -> None:
     dag = build(
-        gateway(
+        infra_gateway(
             "gw",
-            TCP,
-            UDP,
-            PASSTHROUGH,
-            "{name: tls-end, port: 8443, protocol: TLS, hostname: terminate.example.com,"
-            " tls: {mode: Terminate, certificateRefs: [{name: cert}]}}",
-            "{name: http, port: 80, protocol: HTTP}",
+            listeners=[
+                TCP,
+                UDP,
+                PASSTHROUGH,
+                listener(
+                    "tls-end",
+                    8443,
+                    "TLS",
+                    hostname="terminate.example.com",
+                    tls={"mode": "Terminate", "certificateRefs": [{"name": "cert"}]},
+                ),
+                listener(),
+            ],
         )
     )
     kinds = {
@@ -140,23 +137,37 @@ def test_each_protocol_advertises_the_route_kinds_it_serves() -> None:
 def test_passthrough_listener_naming_tcproute_too_reports_invalid_route_kinds() -> None:
     # tlsroute-listener-passthrough-supported-kinds
     dag = build(
-        gateway(
+        infra_gateway(
             "gw",
-            "{name: tls-passthrough, port: 443, protocol: TLS, tls: {mode: Passthrough},"
-            " allowedRoutes: {kinds: [{kind: TCPRoute}, {kind: TLSRoute}]}}",
+            listeners=[
+                listener(
+                    "tls-passthrough",
+                    443,
+                    "TLS",
+                    tls={"mode": "Passthrough"},
+                    allowed_routes=allowed_routes(kinds=["TCPRoute", "TLSRoute"]),
+                )
+            ],
         )
     )
-    entry = listener(dag, "gw", "tls-passthrough", "infra")
+    entry = listener_status(dag, "gw", "tls-passthrough", "infra")
     assert [k["kind"] for k in entry["supportedKinds"]] == ["TLSRoute"]
     assert condition(entry["conditions"], "ResolvedRefs") == ("False", "InvalidRouteKinds")
 
 
 def test_terminate_listener_without_a_certificate_is_not_programmed() -> None:
     dag = build(
-        gateway(
+        infra_gateway(
             "gw",
-            "{name: tls-end, port: 8443, protocol: TLS, hostname: terminate.example.com,"
-            " tls: {mode: Terminate, certificateRefs: [{name: missing}]}}",
+            listeners=[
+                listener(
+                    "tls-end",
+                    8443,
+                    "TLS",
+                    hostname="terminate.example.com",
+                    tls={"mode": "Terminate", "certificateRefs": [{"name": "missing"}]},
+                )
+            ],
         )
     )
     assert listener_condition(dag, "gw", "tls-end", "ResolvedRefs", "infra") == (
@@ -167,32 +178,36 @@ def test_terminate_listener_without_a_certificate_is_not_programmed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("listener_text", "kind", "hostnames"),
+    ("listening", "kind", "hostnames"),
     [
         # tcproute-invalid-non-tcp-listener
         (
-            "{name: only-allow-http-routes, port: 5300, protocol: HTTP,"
-            " allowedRoutes: {kinds: [{kind: HTTPRoute}]}}",
+            listener(
+                "only-allow-http-routes", 5300, allowed_routes=allowed_routes(kinds=["HTTPRoute"])
+            ),
             "TCPRoute",
-            "",
+            [],
         ),
         # udproute-not-allowed-by-listeners
-        (PASSTHROUGH, "UDPRoute", ""),
+        (PASSTHROUGH, "UDPRoute", []),
         # tlsroute-invalid-no-matching-listener: HTTP and HTTPS listeners carry no TLSRoute
-        ("{name: http, port: 80, protocol: HTTP}", "TLSRoute", "[tls.example.com]"),
+        (listener(), "TLSRoute", ["tls.example.com"]),
         (
-            "{name: https, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: cert}]}}",
+            listener("https", 443, "HTTPS", tls={"certificateRefs": [{"name": "cert"}]}),
             "TLSRoute",
-            "[tls.example.com]",
+            ["tls.example.com"],
         ),
-        ("{name: tcp, port: 9000, protocol: TCP}", "TLSRoute", "[tls.example.com]"),
-        (UDP, "TCPRoute", ""),
+        (listener("tcp", 9000, "TCP"), "TLSRoute", ["tls.example.com"]),
+        (UDP, "TCPRoute", []),
     ],
 )
 def test_route_on_a_listener_of_another_protocol_is_not_allowed(
-    listener_text: str, kind: str, hostnames: str
+    listening: Object, kind: str, hostnames: list[str]
 ) -> None:
-    dag = build(gateway("gw", listener_text), route(kind, "r", "[{name: gw}]", hostnames=hostnames))
+    dag = build(
+        infra_gateway("gw", listeners=[listening]),
+        route("r", "echo", 3000, kind=kind, hostnames=hostnames),
+    )
 
     assert parent_conditions(dag, kind, "r")["Accepted"] == ("False", "NotAllowedByListeners")
     assert dag.groups[ALL_GATEWAYS].clusters == ()
@@ -200,12 +215,14 @@ def test_route_on_a_listener_of_another_protocol_is_not_allowed(
 
 def test_no_matching_section_name() -> None:
     dag = build(
-        gateway("gw", PASSTHROUGH),
+        infra_gateway("gw", listeners=[PASSTHROUGH]),
         route(
-            "TLSRoute",
             "r",
-            "[{name: gw, sectionName: nonexistent-listener}]",
-            hostnames="[tls.example.com]",
+            "echo",
+            3000,
+            kind="TLSRoute",
+            parents=[parent_ref("gw", section="nonexistent-listener")],
+            hostnames=["tls.example.com"],
         ),
     )
     assert parent_conditions(dag, "TLSRoute", "r")["Accepted"] == ("False", "NoMatchingParent")
@@ -215,27 +232,25 @@ def test_no_matching_section_name() -> None:
     ("listener_hostname", "route_hostnames", "served"),
     [
         # tlsroute-hostname-intersection
-        ("abc.example.com", "['*.example.com']", ("abc.example.com",)),
-        ("'*.example.com'", "[abc.example.com]", ("abc.example.com",)),
-        ("'*.example.com'", "['*.com']", ("*.example.com",)),
-        ("'*.com'", "[abc.example.com]", ("abc.example.com",)),
-        ("'*.com'", "['*.example.com']", ("*.example.com",)),
-        (None, "[abc.example.com]", ("abc.example.com",)),
-        (None, "['*.com']", ("*.com",)),
+        ("abc.example.com", ["*.example.com"], ("abc.example.com",)),
+        ("*.example.com", ["abc.example.com"], ("abc.example.com",)),
+        ("*.example.com", ["*.com"], ("*.example.com",)),
+        ("*.com", ["abc.example.com"], ("abc.example.com",)),
+        ("*.com", ["*.example.com"], ("*.example.com",)),
+        (None, ["abc.example.com"], ("abc.example.com",)),
+        (None, ["*.com"], ("*.com",)),
         # tlsroute-invalid-no-matching-listener-hostname
-        ("www.example.com", "[www.nomatch.com, '*.nomatch.com']", None),
-        ("'*.example.com'", "[www.different.com, '*.different.com']", None),
+        ("www.example.com", ["www.nomatch.com", "*.nomatch.com"], None),
+        ("*.example.com", ["www.different.com", "*.different.com"], None),
     ],
 )
 def test_tls_hostname_intersection_decides_the_server_names(
-    listener_hostname: str | None, route_hostnames: str, served: tuple[str, ...] | None
+    listener_hostname: str | None, route_hostnames: list[str], served: tuple[str, ...] | None
 ) -> None:
-    hostname = f", hostname: {listener_hostname}" if listener_hostname else ""
+    tls = listener("tls", 443, "TLS", hostname=listener_hostname, tls={"mode": "Passthrough"})
     dag = build(
-        gateway(
-            "gw", f"{{name: tls, port: 443, protocol: TLS{hostname}, tls: {{mode: Passthrough}}}}"
-        ),
-        route("TLSRoute", "r", "[{name: gw}]", hostnames=route_hostnames),
+        infra_gateway("gw", listeners=[tls]),
+        route("r", "echo", 3000, kind="TLSRoute", hostnames=route_hostnames),
     )
     accepted = parent_conditions(dag, "TLSRoute", "r")["Accepted"]
     if served is None:
@@ -253,19 +268,27 @@ def test_tls_hostname_intersection_decides_the_server_names(
 def test_mixed_termination_on_one_port() -> None:
     # tlsroute-mixed-termination-same-namespace
     dag = build(
-        gateway(
+        infra_gateway(
             "gw",
-            "{name: tls-terminate, port: 8883, protocol: TLS, hostname: tls.example.com,"
-            " tls: {mode: Terminate, certificateRefs: [{name: cert}]}}",
-            "{name: tls-passthrough, port: 8883, protocol: TLS, hostname: abc.example.com,"
-            " tls: {mode: Passthrough}}",
+            listeners=[
+                listener(
+                    "tls-terminate",
+                    8883,
+                    "TLS",
+                    hostname="tls.example.com",
+                    tls={"mode": "Terminate", "certificateRefs": [{"name": "cert"}]},
+                ),
+                listener(
+                    "tls-passthrough",
+                    8883,
+                    "TLS",
+                    hostname="abc.example.com",
+                    tls={"mode": "Passthrough"},
+                ),
+            ],
         ),
-        route(
-            "TLSRoute", "pass", "[{name: gw}]", "[{name: echo, port: 3000}]", "[abc.example.com]"
-        ),
-        route(
-            "TLSRoute", "end", "[{name: gw}]", "[{name: echo-2, port: 3000}]", "[tls.example.com]"
-        ),
+        route("pass", "echo", 3000, kind="TLSRoute", hostnames=["abc.example.com"]),
+        route("end", "echo-2", 3000, kind="TLSRoute", hostnames=["tls.example.com"]),
     )
     for name in ("pass", "end"):
         assert parent_conditions(dag, "TLSRoute", name)["Accepted"] == ("True", "Accepted")
@@ -283,43 +306,40 @@ def test_mixed_termination_on_one_port() -> None:
 @pytest.mark.parametrize("kind", ["TCPRoute", "UDPRoute"])
 def test_of_several_routes_on_one_listener_the_oldest_is_served(kind: str) -> None:
     # tcproute-multiple-routes-attachment, udproute-multiple-routes-attachment
-    listener_text, backend = (TCP, "echo") if kind == "TCPRoute" else (UDP, "udp-echo")
+    listening, backend = (TCP, "echo") if kind == "TCPRoute" else (UDP, "udp-echo")
     dag = build(
-        gateway("gw", listener_text),
-        route(
-            kind,
-            "newer",
-            "[{name: gw}]",
-            "[{name: echo-2, port: 3000}]",
-            created="2024-02-01T00:00:00Z",
-        ),
-        route(kind, "older", "[{name: gw}]", f"[{{name: {backend}, port: 3000}}]"),
+        infra_gateway("gw", listeners=[listening]),
+        route("newer", "echo-2", 3000, kind=kind, created="2024-02-01T00:00:00Z"),
+        route("older", backend, 3000, kind=kind),
     )
     assert parent_conditions(dag, kind, "older")["Accepted"] == ("True", "Accepted")
     assert parent_conditions(dag, kind, "newer")["Accepted"] == ("False", "RouteConflict")
     [served] = dag.groups[ALL_GATEWAYS].listeners
     forward = served.filter_chains[0].forward if isinstance(served, TcpListener) else served.forward
     assert forward.source.name == "older"
-    assert listener(dag, "gw", listener_text[7:10], "infra")["attachedRoutes"] == 1
+    assert listener_status(dag, "gw", listening["name"], "infra")["attachedRoutes"] == 1
 
 
 def test_tls_routes_share_a_listener_by_hostname_and_the_oldest_keeps_a_shared_one() -> None:
     dag = build(
-        gateway("gw", PASSTHROUGH),
-        route("TLSRoute", "a", "[{name: gw}]", hostnames="[a.example.com, shared.example.com]"),
+        infra_gateway("gw", listeners=[PASSTHROUGH]),
         route(
-            "TLSRoute",
+            "a", "echo", 3000, kind="TLSRoute", hostnames=["a.example.com", "shared.example.com"]
+        ),
+        route(
             "b",
-            "[{name: gw}]",
-            "[{name: echo-2, port: 3000}]",
-            "[b.example.com, shared.example.com]",
+            "echo-2",
+            3000,
+            kind="TLSRoute",
+            hostnames=["b.example.com", "shared.example.com"],
             created="2024-03-01T00:00:00Z",
         ),
         route(
-            "TLSRoute",
             "c",
-            "[{name: gw}]",
-            hostnames="[shared.example.com]",
+            "echo",
+            3000,
+            kind="TLSRoute",
+            hostnames=["shared.example.com"],
             created="2024-04-01T00:00:00Z",
         ),
     )
@@ -335,15 +355,15 @@ def test_tls_routes_share_a_listener_by_hostname_and_the_oldest_keeps_a_shared_o
 
 def test_attach_to_every_listener_and_by_port_or_section() -> None:
     # tcproute-parentref-attach-all, tcproute-parentref-port-and-section-name
-    listeners = [f"{{name: l{i}, port: {9300 + i}, protocol: TCP}}" for i in range(3)]
+    tcp_route = partial(route, to="echo", port=3000, kind="TCPRoute")
     dag = build(
-        gateway("all", *listeners),
-        gateway("some", *(item.replace("93", "94") for item in listeners)),
-        route("TCPRoute", "every", "[{name: all}]"),
-        route("TCPRoute", "by-port", "[{name: some, port: 9400}]"),
-        route("TCPRoute", "by-section", "[{name: some, sectionName: l1}]"),
-        route("TCPRoute", "both", "[{name: some, port: 9402, sectionName: l2}]"),
-        route("TCPRoute", "mismatch", "[{name: some, port: 9400, sectionName: l2}]"),
+        infra_gateway("all", listeners=[listener(f"l{i}", 9300 + i, "TCP") for i in range(3)]),
+        infra_gateway("some", listeners=[listener(f"l{i}", 9400 + i, "TCP") for i in range(3)]),
+        tcp_route("every", parents=[parent_ref("all")]),
+        tcp_route("by-port", parents=[parent_ref("some", port=9400)]),
+        tcp_route("by-section", parents=[parent_ref("some", section="l1")]),
+        tcp_route("both", parents=[parent_ref("some", port=9402, section="l2")]),
+        tcp_route("mismatch", parents=[parent_ref("some", port=9400, section="l2")]),
     )
     assert {
         e["name"]: e["attachedRoutes"] for e in status(dag, "Gateway", "all", "infra")["listeners"]
@@ -364,43 +384,22 @@ def test_attach_to_every_listener_and_by_port_or_section() -> None:
 def test_invalid_backend_references(kind: str) -> None:
     # *-invalid-backendref-nonexistent, tlsroute-invalid-backendref-unknown-kind,
     # *-invalid-cross-namespace-backend-ref, *-reference-grant
-    listener_text = {"TCPRoute": TCP, "TLSRoute": PASSTHROUGH, "UDPRoute": UDP}[kind]
-    hostnames = "[tls.example.com]" if kind == "TLSRoute" else ""
+    listening = {"TCPRoute": TCP, "TLSRoute": PASSTHROUGH, "UDPRoute": UDP}[kind]
+    if kind != "TLSRoute":
+        listening = {**listening, "allowedRoutes": allowed_routes("All")}
+    hostnames = ["tls.example.com"] if kind == "TLSRoute" else []
     backend = "udp-echo" if kind == "UDPRoute" else "echo"
-    grant = (
-        f"apiVersion: {GW}\nkind: ReferenceGrant\n"
-        "metadata: {name: grant, namespace: granted}\n"
-        f"spec:\n  from: [{{group: gateway.networking.k8s.io, kind: {kind}, namespace: infra}}]\n"
-        "  to: [{group: '', kind: Service}]\n---\n"
-    )
+    backend_service = udp_backend if kind == "UDPRoute" else tcp_backend
+    to = partial(route, kind=kind, hostnames=hostnames)
     dag = build(
-        gateway(
-            "gw",
-            listener_text.replace("}", ", allowedRoutes: {namespaces: {from: All}}}", 1)
-            if kind != "TLSRoute"
-            else listener_text,
-        ),
-        service(backend, "other", protocol="UDP" if kind == "UDPRoute" else "TCP"),
-        service(backend, "granted", protocol="UDP" if kind == "UDPRoute" else "TCP"),
-        grant,
-        route(kind, "missing", "[{name: gw}]", "[{name: nope, port: 3000}]", hostnames),
-        route(
-            kind, "kind", "[{name: gw}]", "[{group: example.com, kind: Thing, name: x}]", hostnames
-        ),
-        route(
-            kind,
-            "cross",
-            "[{name: gw}]",
-            f"[{{name: {backend}, namespace: other, port: 3000}}]",
-            hostnames,
-        ),
-        route(
-            kind,
-            "granted",
-            "[{name: gw}]",
-            f"[{{name: {backend}, namespace: granted, port: 3000}}]",
-            hostnames,
-        ),
+        infra_gateway("gw", listeners=[listening]),
+        backend_service(backend, namespace="other"),
+        backend_service(backend, namespace="granted"),
+        reference_grant("grant", "granted", from_kind=kind, from_namespace="infra"),
+        to("missing", "nope", 3000),
+        to("kind", rules=[rule(backend_ref("x", group="example.com", kind="Thing"))]),
+        to("cross", rules=[rule(backend_ref(backend, 3000, namespace="other"))]),
+        to("granted", rules=[rule(backend_ref(backend, 3000, namespace="granted"))]),
     )
     expected = {
         "missing": ("False", "BackendNotFound"),
@@ -420,9 +419,9 @@ def test_invalid_backend_references(kind: str) -> None:
 
 def test_udp_route_needs_a_udp_service_port_and_tcp_route_a_tcp_one() -> None:
     dag = build(
-        gateway("gw", TCP, UDP),
-        route("UDPRoute", "u", "[{name: gw}]", "[{name: echo, port: 3000}]"),
-        route("TCPRoute", "t", "[{name: gw}]", "[{name: udp-echo, port: 3000}]"),
+        infra_gateway("gw", listeners=[TCP, UDP]),
+        route("u", "echo", 3000, kind="UDPRoute"),
+        route("t", "udp-echo", 3000, kind="TCPRoute"),
     )
     assert parent_conditions(dag, "UDPRoute", "u")["ResolvedRefs"] == (
         "False",
@@ -436,14 +435,12 @@ def test_udp_route_needs_a_udp_service_port_and_tcp_route_a_tcp_one() -> None:
 
 def test_tcp_and_udp_listeners_share_a_port_number() -> None:
     dag = build(
-        gateway(
-            "gw",
-            "{name: dns-tcp, port: 53, protocol: TCP}",
-            "{name: dns-udp, port: 53, protocol: UDP}",
+        infra_gateway(
+            "gw", listeners=[listener("dns-tcp", 53, "TCP"), listener("dns-udp", 53, "UDP")]
         ),
-        route("TCPRoute", "t", "[{name: gw, sectionName: dns-tcp}]"),
+        route("t", "echo", 3000, kind="TCPRoute", parents=[parent_ref("gw", section="dns-tcp")]),
         route(
-            "UDPRoute", "u", "[{name: gw, sectionName: dns-udp}]", "[{name: udp-echo, port: 3000}]"
+            "u", "udp-echo", 3000, kind="UDPRoute", parents=[parent_ref("gw", section="dns-udp")]
         ),
     )
     for name in ("dns-tcp", "dns-udp"):
@@ -455,7 +452,10 @@ def test_tcp_and_udp_listeners_share_a_port_number() -> None:
 
 
 def test_observed_generation_is_the_route_s() -> None:
-    dag = build(gateway("gw", TCP), route("TCPRoute", "r", "[{name: gw}]", generation=7))
+    dag = build(
+        infra_gateway("gw", listeners=[TCP]),
+        route("r", "echo", 3000, kind="TCPRoute", generation=7),
+    )
     [parent] = status(dag, "TCPRoute", "r", "infra")["parents"]
     assert {c["observedGeneration"] for c in parent["conditions"]} == {7}
     assert parent["parentRef"] == {
@@ -469,13 +469,18 @@ def test_observed_generation_is_the_route_s() -> None:
 def test_weighted_backends_keep_their_weights_and_an_invalid_one_its_share() -> None:
     # tcproute-weighted-routing, udproute-weighted-routing
     dag = build(
-        gateway("gw", TCP),
+        infra_gateway("gw", listeners=[TCP]),
         route(
-            "TCPRoute",
             "r",
-            "[{name: gw}]",
-            "[{name: echo, port: 3000, weight: 70}, {name: echo-2, port: 3000, weight: 30},"
-            " {name: nope, port: 3000, weight: 10}, {name: echo, port: 3000, weight: 0}]",
+            kind="TCPRoute",
+            rules=[
+                rule(
+                    backend_ref("echo", 3000, weight=70),
+                    backend_ref("echo-2", 3000, weight=30),
+                    backend_ref("nope", 3000, weight=10),
+                    backend_ref("echo", 3000, weight=0),
+                )
+            ],
         ),
     )
     [tcp] = dag.groups[ALL_GATEWAYS].listeners
@@ -487,13 +492,14 @@ def test_weighted_backends_keep_their_weights_and_an_invalid_one_its_share() -> 
 def test_udp_weighted_backends_send_everything_to_the_heaviest_and_say_so() -> None:
     # udproute-weighted-routing: Envoy's UDP proxy has one cluster per listener.
     dag = build(
-        gateway("gw", UDP),
-        service("udp-2", protocol="UDP"),
+        infra_gateway("gw", listeners=[UDP]),
+        udp_backend("udp-2"),
         route(
-            "UDPRoute",
             "r",
-            "[{name: gw}]",
-            "[{name: udp-echo, port: 3000, weight: 1}, {name: udp-2, port: 3000, weight: 3}]",
+            kind="UDPRoute",
+            rules=[
+                rule(backend_ref("udp-echo", 3000, weight=1), backend_ref("udp-2", 3000, weight=3))
+            ],
         ),
     )
     [udp] = dag.groups[ALL_GATEWAYS].listeners
@@ -505,20 +511,13 @@ def test_udp_weighted_backends_send_everything_to_the_heaviest_and_say_so() -> N
 
 
 def test_the_dns_check_covers_external_names_of_tcp_tls_and_udp_routes() -> None:
-    external = (
-        "apiVersion: v1\nkind: Service\nmetadata: {name: db, namespace: infra}\n"
-        "spec: {type: ExternalName, externalName: db.partner.example, ports: [{port: 5432}]}\n"
-        "---\n"
-        "apiVersion: v1\nkind: Service\nmetadata: {name: logs, namespace: infra}\n"
-        "spec: {type: ExternalName, externalName: logs.partner.example,"
-        " ports: [{port: 514, protocol: UDP}]}\n---\n"
-    )
     texts = (
-        DRAGOMAN_CLASS,
-        external,
-        gateway("gw", TCP, UDP),
-        route("TCPRoute", "db", "[{name: gw}]", "[{name: db, port: 5432}]"),
-        route("UDPRoute", "logs", "[{name: gw}]", "[{name: logs, port: 514}]"),
+        gateway_class(),
+        external_service("db", "db.partner.example", 5432, namespace="infra"),
+        external_service("logs", "logs.partner.example", 514, namespace="infra", protocol="UDP"),
+        infra_gateway("gw", listeners=[TCP, UDP]),
+        route("db", "db", 5432, kind="TCPRoute"),
+        route("logs", "logs", 514, kind="UDPRoute"),
     )
     pending = build_yaml(*texts, options=BuildOptions(dns_check=True), dns={})
     assert pending.dns_hostnames == ("db.partner.example", "logs.partner.example")
@@ -547,18 +546,22 @@ def test_tls_listener_isolation_on_one_port() -> None:
     # A name a more specific listener matches is that listener's: the wildcard listener's
     # route does not take it, and without a route of its own it is refused, not passed on.
     dag = build(
-        gateway(
+        infra_gateway(
             "gw",
-            "{name: wild, port: 443, protocol: TLS, hostname: '*.example.com',"
-            " tls: {mode: Passthrough}}",
-            "{name: exact, port: 443, protocol: TLS, hostname: abc.example.com,"
-            " tls: {mode: Passthrough}}",
+            listeners=[
+                listener("wild", 443, "TLS", hostname="*.example.com", tls={"mode": "Passthrough"}),
+                listener(
+                    "exact", 443, "TLS", hostname="abc.example.com", tls={"mode": "Passthrough"}
+                ),
+            ],
         ),
         route(
-            "TLSRoute",
             "wide",
-            "[{name: gw, sectionName: wild}]",
-            hostnames="['*.example.com', abc.example.com]",
+            "echo",
+            3000,
+            kind="TLSRoute",
+            parents=[parent_ref("gw", section="wild")],
+            hostnames=["*.example.com", "abc.example.com"],
         ),
     )
     [tls] = dag.groups[ALL_GATEWAYS].listeners

@@ -3,60 +3,53 @@ in their style, and their listeners served to the parent Gateway's Envoys."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 
 from dragoman.dag.model import ALL_GATEWAYS, Dag, Forward
-from tests.support.status_builds import DRAGOMAN_CLASS, GW, build_text, condition, status
-
-
-def namespace(name: str, labels: str = "{}") -> str:
-    return f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {labels}}}\n---\n"
-
-
-def gateway(allowed: str | None, *listeners: str) -> str:
-    allow = f"  allowedListeners: {{namespaces: {allowed}}}\n" if allowed else ""
-    body = "\n".join(f"  - {item}" for item in listeners)
-    return (
-        f"apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: gw, namespace: infra}}\n"
-        f"spec:\n  gatewayClassName: dragoman\n{allow}  listeners:\n{body}\n---\n"
-    )
-
-
-def listener_set(
-    name: str, *listeners: str, ns: str = "infra", created: str = "2024-01-01T00:00:00Z"
-) -> str:
-    body = "\n".join(f"  - {item}" for item in listeners)
-    return (
-        f"apiVersion: {GW}\nkind: ListenerSet\n"
-        f"metadata: {{name: {name}, namespace: {ns}, generation: 2, "
-        f"creationTimestamp: '{created}'}}\n"
-        f"spec:\n  parentRef: {{name: gw, namespace: infra}}\n  listeners:\n{body}\n---\n"
-    )
-
-
-def route(name: str, parents: str, path: str, ns: str = "infra") -> str:
-    return (
-        f"apiVersion: {GW}\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {ns}}}\n"
-        f"spec:\n  parentRefs: {parents}\n  rules:\n"
-        f"  - matches: [{{path: {{value: {path}}}}}]\n"
-        "    backendRefs: [{name: web, port: 8080}]\n---\n"
-    )
-
-
-WEB = (
-    "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: infra}\n"
-    "spec: {selector: {app: web}, ports: [{port: 8080}]}\n---\n"
-    "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: apps}\n"
-    "spec: {selector: {app: web}, ports: [{port: 8080}]}\n---\n"
+from tests.support.builders import (
+    GATEWAY_GROUP,
+    Object,
+    allowed_routes,
+    backend_ref,
+    gateway,
+    gateway_class,
+    http_route,
+    listener,
+    listener_set,
+    match,
+    namespace_object,
+    parent_ref,
+    rule,
+    service,
+    service_port,
 )
-HTTP = "{name: gateway-listener, port: 80, protocol: HTTP, hostname: gateway.example.com}"
+from tests.support.status_builds import build_text, condition, status
+
+# This file's world: the Gateway infra/gw, its ListenerSets at generation 2, routes to the
+# Service `web` of their namespace.
+infra_gateway = partial(gateway, namespace="infra")
+infra_listener_set = partial(
+    listener_set,
+    parent_namespace="infra",
+    namespace="infra",
+    generation=2,
+    created="2024-01-01T00:00:00Z",
+)
+WEB = backend_ref("web", 8080)
+HTTP = listener("gateway-listener", hostname="gateway.example.com")
 
 
-def build(*texts: str) -> Dag:
+def build(*documents: Object) -> Dag:
     return build_text(
-        DRAGOMAN_CLASS, namespace("infra"), namespace("apps", "{team: apps}"), WEB, *texts
+        gateway_class(),
+        namespace_object("infra"),
+        namespace_object("apps", {"team": "apps"}),
+        service("web", namespace="infra", ports=[service_port(8080)]),
+        service("web", namespace="apps", ports=[service_port(8080)]),
+        *documents,
     )
 
 
@@ -69,34 +62,36 @@ def accepted(dag: Dag, name: str, ns: str = "infra") -> tuple[str, str]:
     return found["status"], found["reason"]
 
 
-LS_HTTP = "{name: ls-listener, port: 80, protocol: HTTP, hostname: ls.example.com}"
+LS_HTTP = listener("ls-listener", hostname="ls.example.com")
+
+
+TEAM_APPS = {"from": "Selector", "selector": {"matchLabels": {"team": "apps"}}}
 
 
 @pytest.mark.parametrize(
     ("allowed", "ns", "expected"),
     [
         (None, "infra", ("False", "NotAllowed")),  # listenerset-default-not-allowed
-        ("{from: None}", "infra", ("False", "NotAllowed")),  # ...-allowed-namespace-none
-        ("{from: Same}", "infra", ("True", "Accepted")),  # ...-allowed-namespace-same
-        ("{from: Same}", "apps", ("False", "NotAllowed")),
-        ("{from: All}", "apps", ("True", "Accepted")),
+        ("None", "infra", ("False", "NotAllowed")),  # ...-allowed-namespace-none
+        ("Same", "infra", ("True", "Accepted")),  # ...-allowed-namespace-same
+        ("Same", "apps", ("False", "NotAllowed")),
+        ("All", "apps", ("True", "Accepted")),
         # listenerset-allowed-namespace-selector
-        ("{from: Selector, selector: {matchLabels: {team: apps}}}", "apps", ("True", "Accepted")),
-        (
-            "{from: Selector, selector: {matchLabels: {team: apps}}}",
-            "infra",
-            ("False", "NotAllowed"),
-        ),
+        (TEAM_APPS, "apps", ("True", "Accepted")),
+        (TEAM_APPS, "infra", ("False", "NotAllowed")),
     ],
 )
 def test_the_gateway_decides_which_listener_sets_it_takes(
-    allowed: str | None, ns: str, expected: tuple[str, str]
+    allowed: str | Object | None, ns: str, expected: tuple[str, str]
 ) -> None:
-    dag = build(gateway(allowed, HTTP), listener_set("ls", LS_HTTP, ns=ns))
+    dag = build(
+        infra_gateway(allowed_listeners=allowed, listeners=[HTTP]),
+        infra_listener_set("ls", [LS_HTTP], namespace=ns),
+    )
     assert accepted(dag, "ls", ns) == expected
     gw = status(dag, "Gateway", "gw", "infra")
     count = 1 if expected[0] == "True" else 0
-    if allowed is None or "None" in allowed:
+    if allowed is None or allowed == "None":
         assert "attachedListenerSets" not in gw
     else:
         assert gw["attachedListenerSets"] == count
@@ -109,23 +104,21 @@ def test_the_gateway_decides_which_listener_sets_it_takes(
 
 def test_conflicting_listeners_are_rejected_and_the_oldest_wins() -> None:
     # listenerset-protocol-conflict and listenerset-hostname-conflict
+    fine = listener("fine", hostname="first.example.com")
     dag = build(
-        gateway(
-            "{from: Same}",
-            HTTP,
-            "{name: taken, port: 80, protocol: HTTP, hostname: taken.example.com}",
+        infra_gateway(
+            allowed_listeners="Same",
+            listeners=[HTTP, listener("taken", hostname="taken.example.com")],
         ),
-        listener_set(
+        infra_listener_set(
             "first",
-            "{name: fine, port: 80, protocol: HTTP, hostname: first.example.com}",
-            "{name: tcp-on-http-port, port: 80, protocol: TCP}",
-            "{name: same-host, port: 80, protocol: HTTP, hostname: taken.example.com}",
+            [
+                fine,
+                listener("tcp-on-http-port", protocol="TCP"),
+                listener("same-host", hostname="taken.example.com"),
+            ],
         ),
-        listener_set(
-            "only-conflicts",
-            "{name: fine, port: 80, protocol: HTTP, hostname: first.example.com}",
-            created="2024-02-01T00:00:00Z",
-        ),
+        infra_listener_set("only-conflicts", [fine], created="2024-02-01T00:00:00Z"),
     )
     first = {e["name"]: e for e in status(dag, "ListenerSet", "first", "infra")["listeners"]}
     assert condition(first["fine"]["conditions"], "Conflicted") == ("False", "NoConflicts")
@@ -143,19 +136,35 @@ def test_conflicting_listeners_are_rejected_and_the_oldest_wins() -> None:
 def test_routes_attach_to_a_listener_set_and_are_served_with_its_gateway() -> None:
     # listenerset-http-routing, listenerset-route-status-scoped-to-parentref,
     # listenerset-gateway-parent-section-name-not-found
-    ls_ref = "{group: gateway.networking.k8s.io, kind: ListenerSet, name: ls}"
+    ls_ref = parent_ref("ls", group=GATEWAY_GROUP, kind="ListenerSet")
+    one = listener("one", hostname="one.example.com", allowed_routes=allowed_routes("All"))
     dag = build(
-        gateway("{from: All}", HTTP),
-        listener_set(
-            "ls",
-            "{name: one, port: 80, protocol: HTTP, hostname: one.example.com,"
-            " allowedRoutes: {namespaces: {from: All}}}",
-            "{name: other-port, port: 8080, protocol: HTTP}",
+        infra_gateway(allowed_listeners="All", listeners=[HTTP]),
+        infra_listener_set("ls", [one, listener("other-port", 8080)]),
+        http_route(
+            "both",
+            rules=[rule(WEB, matches=[match("/both")])],
+            parents=[parent_ref("gw"), ls_ref],
+            namespace="infra",
         ),
-        route("both", f"[{{name: gw}}, {ls_ref}]", "/both"),
-        route("ls-only", f"[{ls_ref}]", "/ls-only"),
-        route("ls-section", "[{kind: ListenerSet, name: ls, sectionName: one}]", "/section"),
-        route("via-gateway", "[{name: gw, sectionName: one}]", "/via-gateway"),
+        http_route(
+            "ls-only",
+            rules=[rule(WEB, matches=[match("/ls-only")])],
+            parents=[ls_ref],
+            namespace="infra",
+        ),
+        http_route(
+            "ls-section",
+            rules=[rule(WEB, matches=[match("/section")])],
+            parents=[parent_ref("ls", kind="ListenerSet", section="one")],
+            namespace="infra",
+        ),
+        http_route(
+            "via-gateway",
+            rules=[rule(WEB, matches=[match("/via-gateway")])],
+            parents=[parent_ref("gw", section="one")],
+            namespace="infra",
+        ),
     )
     [gateway_parent, ls_parent] = status(dag, "HTTPRoute", "both", "infra")["parents"]
     assert gateway_parent["parentRef"]["kind"] == "Gateway"
@@ -183,12 +192,20 @@ def test_routes_attach_to_a_listener_set_and_are_served_with_its_gateway() -> No
 def test_allowed_routes_same_means_the_listener_sets_namespace() -> None:
     # listenerset-allowed-routes-namespaces
     dag = build(
-        gateway("{from: All}", HTTP),
-        listener_set(
-            "ls", "{name: l, port: 80, protocol: HTTP, hostname: l.example.com}", ns="apps"
+        infra_gateway(allowed_listeners="All", listeners=[HTTP]),
+        infra_listener_set("ls", [listener("l", hostname="l.example.com")], namespace="apps"),
+        http_route(
+            "here",
+            rules=[rule(WEB, matches=[match("/x")])],
+            parents=[parent_ref("ls", kind="ListenerSet")],
+            namespace="apps",
         ),
-        route("here", "[{kind: ListenerSet, name: ls}]", "/x", ns="apps"),
-        route("there", "[{kind: ListenerSet, name: ls, namespace: apps}]", "/y", ns="infra"),
+        http_route(
+            "there",
+            rules=[rule(WEB, matches=[match("/y")])],
+            parents=[parent_ref("ls", kind="ListenerSet", namespace="apps")],
+            namespace="infra",
+        ),
     )
     [here] = status(dag, "HTTPRoute", "here", "apps")["parents"]
     assert condition(here["conditions"], "Accepted") == ("True", "Accepted")
@@ -197,7 +214,7 @@ def test_allowed_routes_same_means_the_listener_sets_namespace() -> None:
 
 
 def test_a_listener_set_of_a_missing_gateway_is_not_accepted() -> None:
-    dag = build(listener_set("ls", LS_HTTP))
+    dag = build(infra_listener_set("ls", [LS_HTTP]))
     assert accepted(dag, "ls") == ("False", "ParentNotAccepted")
 
 

@@ -7,54 +7,57 @@ request the upstream test sends, and checks the backend the upstream test expect
 
 from __future__ import annotations
 
-import textwrap
+from functools import partial
 
 import pytest
-import yaml
 
 from dragoman.dag.build import build
 from dragoman.dag.frontends.kind_conflicts import KIND_CONFLICT
 from dragoman.dag.model import Dag, DirectResponse, Forward, Redirect, Route
-from dragoman.objects import KubeObject
-from dragoman.sources.parse import parse_object
 from dragoman.store import Store
+from tests.support.builders import (
+    Object,
+    backend_ref,
+    gateway,
+    grpc_match,
+    grpc_route,
+    http_route,
+    listener,
+    match,
+    parent_ref,
+    rule,
+    service,
+    service_port,
+    typed,
+)
 from tests.support.dag_invariants import checked
 from tests.support.routing_sim import Request, route_for
 from tests.support.status_builds import condition, parents
 
 NS = "infra"
-GW = "gateway.networking.k8s.io/v1"
-
-BACKENDS = "".join(
-    f"""
----
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: {NS}}}
-spec:
-  selector: {{app: {name}}}
-  ports: [{{name: http, port: 8080}}, {{name: grpc, port: 9000, appProtocol: kubernetes.io/h2c}}]
-"""
+V1, V2, V3 = (backend_ref(name, 8080) for name in ("v1", "v2", "v3"))
+BACKENDS = [
+    service(
+        name,
+        namespace=NS,
+        ports=[
+            service_port(8080, name="http"),
+            service_port(9000, name="grpc", app_protocol="kubernetes.io/h2c"),
+        ],
+    )
     for name in ("v1", "v2", "v3")
-)
-ONE_LISTENER = f"""
-apiVersion: {GW}
-kind: Gateway
-metadata: {{name: gw, namespace: {NS}}}
-spec:
-  gatewayClassName: dragoman
-  listeners: [{{name: http, port: 80, protocol: HTTP}}]
-"""
+]
+ONE_LISTENER = gateway(namespace=NS, listeners=[listener()])
+
+JAN, FEB, MAR = (f"2024-{month:02}-01T00:00:00Z" for month in (1, 2, 3))
+
+# This file's world: routes in namespace `infra` attached to its Gateway `gw`.
+infra_route = partial(http_route, namespace=NS, parents=[parent_ref("gw")])
+infra_grpc_route = partial(grpc_route, namespace=NS, parents=[parent_ref("gw")])
 
 
-def dag_of(manifests: str) -> Dag:
-    objects: list[KubeObject] = []
-    for document in yaml.safe_load_all(textwrap.dedent(manifests) + BACKENDS):
-        if document:
-            parsed = parse_object(document)
-            assert parsed is not None
-            objects.append(parsed)
-    return checked(build(Store.from_objects(objects)))
+def dag_of(*documents: Object) -> Dag:
+    return checked(build(Store.from_objects(typed(*documents, *BACKENDS))))
 
 
 def backend(dag: Dag, request: Request, port: int = 80) -> str:
@@ -76,19 +79,6 @@ def outcome(route: Route) -> str:
     return str(action.status)
 
 
-def http_route(name: str, body: str, gateway: str = "gw") -> str:
-    spec = textwrap.indent(textwrap.dedent(body).strip(), "  ")
-    return f"""
----
-apiVersion: {GW}
-kind: HTTPRoute
-metadata: {{name: {name}, namespace: {NS}}}
-spec:
-  parentRefs: [{{name: {gateway}}}]
-{spec}
-"""
-
-
 def expect(dag: Dag, cases: list[tuple[Request, str]], port: int = 80) -> None:
     got = [(request, backend(dag, request, port)) for request in cases_requests(cases)]
     assert got == cases
@@ -100,29 +90,17 @@ def cases_requests(cases: list[tuple[Request, str]]) -> list[Request]:
 
 def test_matching_across_routes() -> None:
     dag = dag_of(
-        ONE_LISTENER
-        + http_route(
+        ONE_LISTENER,
+        infra_route(
             "part1",
-            """
-            hostnames: [example.com, example.net]
-            rules:
-            - matches:
-              - path: {type: PathPrefix, value: /}
-              - headers: [{name: version, value: one}]
-              backendRefs: [{name: v1, port: 8080}]
-            """,
-        )
-        + http_route(
+            hostnames=["example.com", "example.net"],
+            rules=[rule(V1, matches=[match("/"), match(headers={"version": "one"})])],
+        ),
+        infra_route(
             "part2",
-            """
-            hostnames: [example.com]
-            rules:
-            - matches:
-              - path: {type: PathPrefix, value: /v2}
-              - headers: [{name: version, value: two}]
-              backendRefs: [{name: v2, port: 8080}]
-            """,
-        )
+            hostnames=["example.com"],
+            rules=[rule(V2, matches=[match("/v2"), match(headers={"version": "two"})])],
+        ),
     )
     expect(
         dag,
@@ -140,30 +118,26 @@ def test_matching_across_routes() -> None:
 
 
 def test_header_matching() -> None:
+    build_number = {"name": "x-build", "type": "RegularExpression", "value": "[0-9]+"}
     dag = dag_of(
-        ONE_LISTENER
-        + http_route(
+        ONE_LISTENER,
+        infra_route(
             "headers",
-            """
-            rules:
-            - matches: [{headers: [{name: version, value: one}]}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches: [{headers: [{name: version, value: two}]}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{headers: [{name: version, value: two}, {name: color, value: orange}]}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches:
-              - headers: [{name: color, value: blue}]
-              - headers: [{name: color, value: green}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches:
-              - headers: [{name: color, value: red}]
-              - headers: [{name: color, value: yellow}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{headers: [{name: x-build, type: RegularExpression, value: '[0-9]+'}]}]
-              backendRefs: [{name: v3, port: 8080}]
-            """,
-        )
+            rules=[
+                rule(V1, matches=[match(headers={"version": "one"})]),
+                rule(V2, matches=[match(headers={"version": "two"})]),
+                rule(V1, matches=[match(headers={"version": "two", "color": "orange"})]),
+                rule(
+                    V1,
+                    matches=[match(headers={"color": "blue"}), match(headers={"color": "green"})],
+                ),
+                rule(
+                    V2,
+                    matches=[match(headers={"color": "red"}), match(headers={"color": "yellow"})],
+                ),
+                rule(V3, matches=[match(headers=[build_number])]),
+            ],
+        ),
     )
     expect(
         dag,
@@ -185,34 +159,28 @@ def test_header_matching() -> None:
 
 
 def test_query_param_matching() -> None:
+    whale = {"animal": "whale"}
     dag = dag_of(
-        ONE_LISTENER
-        + http_route(
+        ONE_LISTENER,
+        infra_route(
             "queries",
-            """
-            rules:
-            - matches: [{queryParams: [{name: animal, value: whale}]}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches: [{queryParams: [{name: animal, value: dolphin}]}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches:
-              - queryParams: [{name: animal, value: dolphin}, {name: color, value: blue}]
-              - queryParams: [{name: ANIMAL, value: Whale}]
-              backendRefs: [{name: v3, port: 8080}]
-            - matches: [{path: {value: /path1}, queryParams: [{name: animal, value: whale}]}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches:
-              - headers: [{name: version, value: one}]
-                queryParams: [{name: animal, value: whale}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{path: {value: /path5}}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches: [{queryParams: [{name: animal, value: hydra}]}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{headers: [{name: version, value: four}]}]
-              backendRefs: [{name: v3, port: 8080}]
-            """,
-        )
+            rules=[
+                rule(V1, matches=[match(query_params=whale)]),
+                rule(V2, matches=[match(query_params={"animal": "dolphin"})]),
+                rule(
+                    V3,
+                    matches=[
+                        match(query_params={"animal": "dolphin", "color": "blue"}),
+                        match(query_params={"ANIMAL": "Whale"}),
+                    ],
+                ),
+                rule(V1, matches=[match("/path1", query_params=whale)]),
+                rule(V2, matches=[match(headers={"version": "one"}, query_params=whale)]),
+                rule(V1, matches=[match("/path5")]),
+                rule(V2, matches=[match(query_params={"animal": "hydra"})]),
+                rule(V3, matches=[match(headers={"version": "four"})]),
+            ],
+        ),
     )
     expect(
         dag,
@@ -236,27 +204,19 @@ def test_query_param_matching() -> None:
 
 def test_method_matching() -> None:
     dag = dag_of(
-        ONE_LISTENER
-        + http_route(
+        ONE_LISTENER,
+        infra_route(
             "methods",
-            """
-            rules:
-            - matches: [{method: POST}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches: [{method: GET}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{path: {value: /path1}, method: GET}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches: [{headers: [{name: version, value: one}], method: PUT}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{path: {value: /path5}}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches: [{method: PATCH}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{headers: [{name: version, value: four}]}]
-              backendRefs: [{name: v3, port: 8080}]
-            """,
-        )
+            rules=[
+                rule(V1, matches=[match(method="POST")]),
+                rule(V2, matches=[match(method="GET")]),
+                rule(V1, matches=[match("/path1", method="GET")]),
+                rule(V2, matches=[match(headers={"version": "one"}, method="PUT")]),
+                rule(V1, matches=[match("/path5")]),
+                rule(V2, matches=[match(method="PATCH")]),
+                rule(V3, matches=[match(headers={"version": "four"})]),
+            ],
+        ),
     )
     expect(
         dag,
@@ -276,27 +236,19 @@ def test_method_matching() -> None:
 
 def test_path_match_order() -> None:
     dag = dag_of(
-        ONE_LISTENER
-        + http_route(
+        ONE_LISTENER,
+        infra_route(
             "order",
-            """
-            rules:
-            - matches: [{path: {type: Exact, value: /match}}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches: [{path: {type: Exact, value: /match/exact}}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{path: {type: Exact, value: /match/exact/one}}]
-              backendRefs: [{name: v3, port: 8080}]
-            - matches: [{path: {value: /match/}}]
-              backendRefs: [{name: v3, port: 8080}]
-            - matches: [{path: {value: /match/prefix/}}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches: [{path: {value: /match/prefix/one}}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{path: {type: RegularExpression, value: '/match/re/[0-9]+'}}]
-              backendRefs: [{name: v1, port: 8080}]
-            """,
-        )
+            rules=[
+                rule(V1, matches=[match("/match", path_type="Exact")]),
+                rule(V2, matches=[match("/match/exact", path_type="Exact")]),
+                rule(V3, matches=[match("/match/exact/one", path_type="Exact")]),
+                rule(V3, matches=[match("/match/")]),
+                rule(V1, matches=[match("/match/prefix/")]),
+                rule(V2, matches=[match("/match/prefix/one")]),
+                rule(V1, matches=[match("/match/re/[0-9]+", path_type="RegularExpression")]),
+            ],
+        ),
     )
     expect(
         dag,
@@ -314,58 +266,39 @@ def test_path_match_order() -> None:
     )
 
 
-THREE_LISTENERS = f"""
-apiVersion: {GW}
-kind: Gateway
-metadata: {{name: gw, namespace: {NS}}}
-spec:
-  gatewayClassName: dragoman
-  listeners:
-  - {{name: listener-1, port: 80, protocol: HTTP, hostname: very.specific.com}}
-  - {{name: listener-2, port: 80, protocol: HTTP, hostname: "*.wildcard.io"}}
-  - {{name: listener-3, port: 80, protocol: HTTP, hostname: "*.anotherwildcard.io"}}
-"""
+THREE_LISTENERS = gateway(
+    namespace=NS,
+    listeners=[
+        listener("listener-1", hostname="very.specific.com"),
+        listener("listener-2", hostname="*.wildcard.io"),
+        listener("listener-3", hostname="*.anotherwildcard.io"),
+    ],
+)
 
 
 def test_hostname_intersection() -> None:
+    routes = {
+        "s1": (V1, ["non.matching.com", "*.nonmatchingwildcard.io", "very.specific.com"]),
+        "s2": (
+            V2,
+            [
+                "non.matching.com",
+                "wildcard.io",
+                "foo.wildcard.io",
+                "bar.wildcard.io",
+                "foo.bar.wildcard.io",
+            ],
+        ),
+        "s3": (V3, ["non.matching.com", "*.specific.com"]),
+        "s4": (V1, ["*.anotherwildcard.io"]),
+        "s5": (V2, ["specific.but.wrong.com", "wildcard.io"]),
+    }
     dag = dag_of(
-        THREE_LISTENERS
-        + http_route(
-            "s1",
-            """
-            hostnames: [non.matching.com, "*.nonmatchingwildcard.io", very.specific.com]
-            rules: [{matches: [{path: {value: /s1}}], backendRefs: [{name: v1, port: 8080}]}]
-            """,
-        )
-        + http_route(
-            "s2",
-            """
-            hostnames: [non.matching.com, wildcard.io, foo.wildcard.io, bar.wildcard.io,
-                        foo.bar.wildcard.io]
-            rules: [{matches: [{path: {value: /s2}}], backendRefs: [{name: v2, port: 8080}]}]
-            """,
-        )
-        + http_route(
-            "s3",
-            """
-            hostnames: [non.matching.com, "*.specific.com"]
-            rules: [{matches: [{path: {value: /s3}}], backendRefs: [{name: v3, port: 8080}]}]
-            """,
-        )
-        + http_route(
-            "s4",
-            """
-            hostnames: ["*.anotherwildcard.io"]
-            rules: [{matches: [{path: {value: /s4}}], backendRefs: [{name: v1, port: 8080}]}]
-            """,
-        )
-        + http_route(
-            "s5",
-            """
-            hostnames: [specific.but.wrong.com, wildcard.io]
-            rules: [{matches: [{path: {value: /s5}}], backendRefs: [{name: v2, port: 8080}]}]
-            """,
-        )
+        THREE_LISTENERS,
+        *(
+            infra_route(name, hostnames=hostnames, rules=[rule(to, matches=[match(f"/{name}")])])
+            for name, (to, hostnames) in routes.items()
+        ),
     )
     expect(
         dag,
@@ -397,35 +330,23 @@ def test_hostname_intersection() -> None:
 
 
 def test_listener_hostname_matching() -> None:
-    gateway = f"""
-apiVersion: {GW}
-kind: Gateway
-metadata: {{name: gw, namespace: {NS}}}
-spec:
-  gatewayClassName: dragoman
-  listeners:
-  - {{name: listener-1, port: 80, protocol: HTTP, hostname: bar.com}}
-  - {{name: listener-2, port: 80, protocol: HTTP, hostname: foo.bar.com}}
-  - {{name: listener-3, port: 80, protocol: HTTP, hostname: "*.bar.com"}}
-  - {{name: listener-4, port: 80, protocol: HTTP, hostname: "*.foo.com"}}
-"""
-    routes = "".join(
-        f"""
----
-apiVersion: {GW}
-kind: HTTPRoute
-metadata: {{name: {name}, namespace: {NS}}}
-spec:
-  parentRefs: [{", ".join(f"{{name: gw, sectionName: {s}}}" for s in sections)}]
-  rules: [{{backendRefs: [{{name: {name}, port: 8080}}]}}]
-"""
+    hostnames = ("bar.com", "foo.bar.com", "*.bar.com", "*.foo.com")
+    four_listeners = gateway(
+        namespace=NS,
+        listeners=[
+            listener(f"listener-{n}", hostname=hostname)
+            for n, hostname in enumerate(hostnames, start=1)
+        ],
+    )
+    routes = [
+        infra_route(name, name, 8080, parents=[parent_ref("gw", section=s) for s in sections])
         for name, sections in (
             ("v1", ["listener-1"]),
             ("v2", ["listener-2"]),
             ("v3", ["listener-3", "listener-4"]),
         )
-    )
-    dag = dag_of(gateway + routes)
+    ]
+    dag = dag_of(four_listeners, *routes)
     expect(
         dag,
         [
@@ -441,18 +362,15 @@ spec:
     )
 
 
-ISOLATION_GATEWAY = f"""
-apiVersion: {GW}
-kind: Gateway
-metadata: {{name: gw, namespace: {NS}}}
-spec:
-  gatewayClassName: dragoman
-  listeners:
-  - {{name: empty-hostname, port: 80, protocol: HTTP}}
-  - {{name: wildcard-example-com, port: 80, protocol: HTTP, hostname: "*.example.com"}}
-  - {{name: wildcard-foo-example-com, port: 80, protocol: HTTP, hostname: "*.foo.example.com"}}
-  - {{name: abc-foo-example-com, port: 80, protocol: HTTP, hostname: abc.foo.example.com}}
-"""
+ISOLATION_GATEWAY = gateway(
+    namespace=NS,
+    listeners=[
+        listener("empty-hostname"),
+        listener("wildcard-example-com", hostname="*.example.com"),
+        listener("wildcard-foo-example-com", hostname="*.foo.example.com"),
+        listener("abc-foo-example-com", hostname="abc.foo.example.com"),
+    ],
+)
 ISOLATION_CASES = [
     (Request("bar.com", "/empty-hostname"), "v1"),
     (Request("bar.com", "/wildcard-example-com"), "404"),
@@ -476,65 +394,41 @@ ISOLATION_CASES = [
 @pytest.mark.parametrize("with_route_hostnames", [False, True])
 def test_listener_isolation(with_route_hostnames: bool) -> None:
     hostnames = (
-        '  hostnames: [bar.com, "*.example.com", "*.foo.example.com", abc.foo.example.com]\n'
+        ["bar.com", "*.example.com", "*.foo.example.com", "abc.foo.example.com"]
         if with_route_hostnames
-        else ""
+        else []
     )
-    routes = "".join(
-        f"""
----
-apiVersion: {GW}
-kind: HTTPRoute
-metadata: {{name: {section}, namespace: {NS}}}
-spec:
-  parentRefs: [{{name: gw, sectionName: {section}}}]
-{hostnames}  rules:
-  - matches: [{{path: {{value: /{section}}}}}]
-    backendRefs: [{{name: v1, port: 8080}}]
-"""
+    routes = [
+        infra_route(
+            section,
+            parents=[parent_ref("gw", section=section)],
+            hostnames=hostnames,
+            rules=[rule(V1, matches=[match(f"/{section}")])],
+        )
         for section in (
             "empty-hostname",
             "wildcard-example-com",
             "wildcard-foo-example-com",
             "abc-foo-example-com",
         )
-    )
-    expect(dag_of(ISOLATION_GATEWAY + routes), ISOLATION_CASES)
+    ]
+    expect(dag_of(ISOLATION_GATEWAY, *routes), ISOLATION_CASES)
 
 
 def test_wildcard_route_serves_hosts_that_also_have_exact_routes() -> None:
     dag = dag_of(
-        ONE_LISTENER
-        + http_route(
+        ONE_LISTENER,
+        infra_route(
             "wild",
-            """
-            hostnames: ["*.example.com"]
-            rules:
-            - matches: [{path: {value: /a}}]
-              backendRefs: [{name: v1, port: 8080}]
-            - matches: [{path: {value: /shared}}]
-              backendRefs: [{name: v1, port: 8080}]
-            """,
-        )
-        + http_route(
+            hostnames=["*.example.com"],
+            rules=[rule(V1, matches=[match("/a")]), rule(V1, matches=[match("/shared")])],
+        ),
+        infra_route(
             "exact",
-            """
-            hostnames: [foo.example.com]
-            rules:
-            - matches: [{path: {value: /b}}]
-              backendRefs: [{name: v2, port: 8080}]
-            - matches: [{path: {value: /shared}}]
-              backendRefs: [{name: v2, port: 8080}]
-            """,
-        )
-        + http_route(
-            "any",
-            """
-            rules:
-            - matches: [{path: {type: Exact, value: /shared}}]
-              backendRefs: [{name: v3, port: 8080}]
-            """,
-        )
+            hostnames=["foo.example.com"],
+            rules=[rule(V2, matches=[match("/b")]), rule(V2, matches=[match("/shared")])],
+        ),
+        infra_route("any", rules=[rule(V3, matches=[match("/shared", path_type="Exact")])]),
     )
     expect(
         dag,
@@ -552,48 +446,28 @@ def test_wildcard_route_serves_hosts_that_also_have_exact_routes() -> None:
 
 
 def test_older_route_wins_ties_then_namespace_and_name() -> None:
-    def timestamped(name: str, created: str, target: str) -> str:
-        return f"""
----
-apiVersion: {GW}
-kind: HTTPRoute
-metadata: {{name: {name}, namespace: {NS}, creationTimestamp: "{created}"}}
-spec:
-  parentRefs: [{{name: gw}}]
-  rules: [{{matches: [{{path: {{value: /x}}}}], backendRefs: [{{name: {target}, port: 8080}}]}}]
-"""
-
     dag = dag_of(
-        ONE_LISTENER
-        + timestamped("a-new", "2024-02-01T00:00:00Z", "v1")
-        + timestamped("b-old", "2024-01-01T00:00:00Z", "v2")
+        ONE_LISTENER,
+        infra_route("a-new", created=FEB, rules=[rule(V1, matches=[match("/x")])]),
+        infra_route("b-old", created=JAN, rules=[rule(V2, matches=[match("/x")])]),
     )
     assert backend(dag, Request("any", "/x")) == "v2"
 
 
-GRPC_ROUTES = f"""
----
-apiVersion: {GW}
-kind: GRPCRoute
-metadata: {{name: exact, namespace: {NS}}}
-spec:
-  parentRefs: [{{name: gw}}]
-  rules:
-  - matches: [{{method: {{service: pkg.Echo, method: Echo}}}}]
-    backendRefs: [{{name: v1, port: 8080}}]
-  - matches: [{{method: {{service: pkg.Echo, method: EchoTwo}}}}]
-    backendRefs: [{{name: v2, port: 8080}}]
-  - matches: [{{method: {{service: pkg.Echo}}, headers: [{{name: version, value: two}}]}}]
-    backendRefs: [{{name: v3, port: 8080}}]
-  - matches: [{{method: {{type: RegularExpression, service: 'pkg\\.Other.*', method: 'Get.*'}}}}]
-    backendRefs: [{{name: v3, port: 8080}}]
-  - matches: [{{method: {{method: Anything}}}}]
-    backendRefs: [{{name: v2, port: 8080}}]
-"""
+GRPC_ROUTES = infra_grpc_route(
+    "exact",
+    rules=[
+        rule(V1, matches=[grpc_match("pkg.Echo", "Echo")]),
+        rule(V2, matches=[grpc_match("pkg.Echo", "EchoTwo")]),
+        rule(V3, matches=[grpc_match("pkg.Echo", headers={"version": "two"})]),
+        rule(V3, matches=[grpc_match(r"pkg\.Other.*", "Get.*", match_type="RegularExpression")]),
+        rule(V2, matches=[grpc_match(method="Anything")]),
+    ],
+)
 
 
 def test_grpc_method_and_header_matching() -> None:
-    dag = dag_of(ONE_LISTENER + GRPC_ROUTES)
+    dag = dag_of(ONE_LISTENER, GRPC_ROUTES)
     grpc = {"grpc": True}
     expect(
         dag,
@@ -615,20 +489,14 @@ def test_grpc_method_and_header_matching() -> None:
 def test_grpc_backends_speak_h2c_in_clusters_of_their_own() -> None:
     # The HTTPRoute on a Gateway of its own: on the GRPCRoutes' listener it would conflict.
     dag = dag_of(
-        ONE_LISTENER
-        + GRPC_ROUTES
-        + "---\n"
-        + ONE_LISTENER.replace("name: gw,", "name: web-gw,").replace("port: 80", "port: 81")
-        + http_route(
+        ONE_LISTENER,
+        GRPC_ROUTES,
+        gateway("web-gw", namespace=NS, listeners=[listener(port=81)]),
+        infra_route(
             "web",
-            """
-            rules:
-            - matches: [{path: {value: /web}}]
-              backendRefs: [{name: v1, port: 8080}]
-            - backendRefs: [{name: v2, port: 9000}]
-            """,
-            gateway="web-gw",
-        )
+            parents=[parent_ref("web-gw")],
+            rules=[rule(V1, matches=[match("/web")]), rule(backend_ref("v2", 9000))],
+        ),
     )
     protocols = {name: cluster.protocol for name, cluster in dag.clusters.items()}
     assert protocols == {
@@ -644,19 +512,11 @@ def test_grpc_backends_speak_h2c_in_clusters_of_their_own() -> None:
 
 
 def test_weights_and_zero_weight() -> None:
-    dag = dag_of(
-        ONE_LISTENER
-        + http_route(
-            "weights",
-            """
-            rules:
-            - backendRefs:
-              - {name: v1, port: 8080, weight: 70}
-              - {name: v2, port: 8080, weight: 30}
-              - {name: v3, port: 8080, weight: 0}
-            """,
-        )
-    )
+    weighted = [
+        backend_ref(name, 8080, weight=weight)
+        for name, weight in (("v1", 70), ("v2", 30), ("v3", 0))
+    ]
+    dag = dag_of(ONE_LISTENER, infra_route("weights", rules=[rule(*weighted)]))
     route = route_for(dag, Request("any"))
     assert route is not None and isinstance(route.action, Forward)
     assert [(b.cluster, b.weight) for b in route.action.backends] == [
@@ -665,27 +525,14 @@ def test_weights_and_zero_weight() -> None:
     ]
 
 
-def grpc_route(name: str, hostnames: str, target: str, created: str = "") -> str:
-    return f"""
----
-apiVersion: {GW}
-kind: GRPCRoute
-metadata: {{name: {name}, namespace: {NS}, creationTimestamp: "{created}"}}
-spec:
-  parentRefs: [{{name: gw}}]
-  hostnames: {hostnames}
-  rules: [{{backendRefs: [{{name: {target}, port: 8080}}]}}]
-"""
-
-
 def test_grpc_route_hostname_precedence_beats_age() -> None:
     dag = dag_of(
-        ONE_LISTENER
-        + grpc_route("wildcard-older", '["*.example.com"]', "v1", "2024-01-01T00:00:00Z")
-        + grpc_route("exact-newer", "[abc.example.com]", "v2", "2024-02-01T00:00:00Z")
-        + grpc_route(
-            "deeper-wildcard-newer", '["*.deep.example.com"]', "v3", "2024-03-01T00:00:00Z"
-        )
+        ONE_LISTENER,
+        infra_grpc_route("wildcard-older", "v1", 8080, hostnames=["*.example.com"], created=JAN),
+        infra_grpc_route("exact-newer", "v2", 8080, hostnames=["abc.example.com"], created=FEB),
+        infra_grpc_route(
+            "deeper-wildcard-newer", "v3", 8080, hostnames=["*.deep.example.com"], created=MAR
+        ),
     )
     expect(
         dag,
@@ -697,19 +544,6 @@ def test_grpc_route_hostname_precedence_beats_age() -> None:
     )
 
 
-def timestamped_http_route(name: str, hostnames: str, target: str, created: str = "") -> str:
-    return f"""
----
-apiVersion: {GW}
-kind: HTTPRoute
-metadata: {{name: {name}, namespace: {NS}, creationTimestamp: "{created}"}}
-spec:
-  parentRefs: [{{name: gw}}]
-  hostnames: {hostnames}
-  rules: [{{backendRefs: [{{name: {target}, port: 8080}}]}}]
-"""
-
-
 def accepted(dag: Dag, kind: str, name: str) -> tuple[str, str]:
     [entry] = parents(dag, name, NS, kind)
     return condition(entry["conditions"], "Accepted")
@@ -719,9 +553,11 @@ def test_of_an_http_and_a_grpc_route_sharing_hostnames_on_a_listener_the_older_i
     None
 ):
     older_http = dag_of(
-        ONE_LISTENER
-        + grpc_route("grpc", '["*.example.com"]', "v1", "2025-01-01T00:00:00Z")
-        + timestamped_http_route("web", "[foo.example.com]", "v2", "2024-01-01T00:00:00Z")
+        ONE_LISTENER,
+        infra_grpc_route(
+            "grpc", "v1", 8080, hostnames=["*.example.com"], created="2025-01-01T00:00:00Z"
+        ),
+        infra_route("web", "v2", 8080, hostnames=["foo.example.com"], created=JAN),
     )
     assert accepted(older_http, "HTTPRoute", "web") == ("True", "Accepted")
     assert accepted(older_http, "GRPCRoute", "grpc") == ("False", KIND_CONFLICT)
@@ -741,27 +577,27 @@ def test_of_an_http_and_a_grpc_route_sharing_hostnames_on_a_listener_the_older_i
 
     # The same age: the first by namespace/name wins, whatever the kind.
     tie = dag_of(
-        ONE_LISTENER
-        + grpc_route("a-grpc", "[foo.example.com]", "v1")
-        + timestamped_http_route("b-web", '["*.example.com"]', "v2")
+        ONE_LISTENER,
+        infra_grpc_route("a-grpc", "v1", 8080, hostnames=["foo.example.com"]),
+        infra_route("b-web", "v2", 8080, hostnames=["*.example.com"]),
     )
     assert accepted(tie, "GRPCRoute", "a-grpc") == ("True", "Accepted")
     assert accepted(tie, "HTTPRoute", "b-web") == ("False", KIND_CONFLICT)
     # A route without hostnames takes every host: it intersects any other.
     anywhere = dag_of(
-        ONE_LISTENER
-        + grpc_route("a-grpc", "[]", "v1")
-        + timestamped_http_route("b", "[x.org]", "v2")
+        ONE_LISTENER,
+        infra_grpc_route("a-grpc", "v1", 8080),
+        infra_route("b", "v2", 8080, hostnames=["x.org"]),
     )
     assert accepted(anywhere, "HTTPRoute", "b") == ("False", KIND_CONFLICT)
 
 
 def test_http_and_grpc_routes_with_disjoint_hostnames_share_a_listener() -> None:
     dag = dag_of(
-        ONE_LISTENER
-        + grpc_route("grpc", '["*.grpc.example.com"]', "v1")
-        + timestamped_http_route("web", '["www.example.com", "*.web.example.com"]', "v2")
-        + timestamped_http_route("more-web", '["example.com"]', "v3")
+        ONE_LISTENER,
+        infra_grpc_route("grpc", "v1", 8080, hostnames=["*.grpc.example.com"]),
+        infra_route("web", "v2", 8080, hostnames=["www.example.com", "*.web.example.com"]),
+        infra_route("more-web", "v3", 8080, hostnames=["example.com"]),
     )
     for kind, name in (("GRPCRoute", "grpc"), ("HTTPRoute", "web"), ("HTTPRoute", "more-web")):
         assert accepted(dag, kind, name) == ("True", "Accepted")
@@ -777,25 +613,19 @@ def test_http_and_grpc_routes_with_disjoint_hostnames_share_a_listener() -> None
 
 
 def test_a_kind_conflict_on_one_listener_leaves_the_route_on_its_other_listeners() -> None:
-    two_listeners = ONE_LISTENER.replace(
-        "listeners: [{name: http, port: 80, protocol: HTTP}]",
-        "listeners: [{name: http, port: 80, protocol: HTTP},"
-        " {name: alt, port: 81, protocol: HTTP}]",
-    )
+    two_listeners = gateway(namespace=NS, listeners=[listener(), listener("alt", 81)])
+    web = infra_route("b-web", "v2", 8080, hostnames=["foo.example.com"])
     dag = dag_of(
-        two_listeners
-        + grpc_route("a-grpc", "[foo.example.com]", "v1")
-        + timestamped_http_route("b-web", "[foo.example.com]", "v2")
+        two_listeners, infra_grpc_route("a-grpc", "v1", 8080, hostnames=["foo.example.com"]), web
     )
     # The GRPCRoute won both listeners: the HTTPRoute is left with none.
     assert accepted(dag, "HTTPRoute", "b-web") == ("False", KIND_CONFLICT)
     assert backend(dag, Request("foo.example.com", "/"), port=81) == "404"
+    on_http = [parent_ref("gw", section="http")]
     partial = dag_of(
-        two_listeners
-        + grpc_route("a-grpc", "[foo.example.com]", "v1").replace(
-            "parentRefs: [{name: gw}]", "parentRefs: [{name: gw, sectionName: http}]"
-        )
-        + timestamped_http_route("b-web", "[foo.example.com]", "v2")
+        two_listeners,
+        infra_grpc_route("a-grpc", "v1", 8080, hostnames=["foo.example.com"], parents=on_http),
+        web,
     )
     # The HTTPRoute lost port 80 only: still accepted, served on 81, the loss reported.
     assert accepted(partial, "HTTPRoute", "b-web") == ("True", "Accepted")

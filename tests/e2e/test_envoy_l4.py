@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import ssl
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,19 @@ import pytest
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from tests.support.builders import (
+    Object,
+    backend_ref,
+    external_service,
+    gateway,
+    http_route,
+    listener,
+    listener_set,
+    parent_ref,
+    rule,
+    tls_secret,
+    yaml_text,
+)
 from tests.support.certificates import certificate_authority
 from tests.support.harness import (
     DragomanProcess,
@@ -53,32 +65,6 @@ PARTNER_B = CA.issue("b.partner.e2e.test")
 GATEWAY_CERT = CA.issue("db.gateway.e2e.test")
 
 
-def external(name: str, host: str, port: int, protocol: str = "TCP") -> str:
-    return f"""
----
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: default}}
-spec:
-  type: ExternalName
-  externalName: {host}
-  ports: [{{port: {port}, protocol: {protocol}}}]
-"""
-
-
-def route(kind: str, name: str, section: str, backends: str, hostnames: str = "") -> str:
-    hosts = f"\n  hostnames: {hostnames}" if hostnames else ""
-    return f"""
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: {kind}
-metadata: {{name: {name}, namespace: default}}
-spec:
-  parentRefs: [{{name: l4, sectionName: {section}}}]{hosts}
-  rules: [{{backendRefs: {backends}}}]
-"""
-
-
 @dataclass
 class World:
     listeners: dict[str, int]
@@ -93,91 +79,94 @@ class World:
 
 
 def manifests(listeners: dict[str, int], ports: dict[str, int]) -> str:
-    return (
-        f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: l4, namespace: default}}
-spec:
-  gatewayClassName: dragoman
-  listeners:
-  - {{name: db, protocol: TCP, port: {listeners["tcp"]}}}
-  - {{name: partners, protocol: TLS, port: {listeners["tls"]}, tls: {{mode: Passthrough}}}}
-  - {{name: terminate, protocol: TLS, port: {listeners["tls"]}, hostname: db.gateway.e2e.test,
-     tls: {{mode: Terminate, certificateRefs: [{{name: gateway-cert}}]}}}}
-  - {{name: logs, protocol: UDP, port: {listeners["udp"]}}}
-  - {{name: db-local, protocol: TCP, port: {listeners["tcp-local"]}}}
-  - {{name: logs-local, protocol: UDP, port: {listeners["udp-local"]}}}
-  allowedListeners: {{namespaces: {{from: Same}}}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: ListenerSet
-metadata: {{name: team-db, namespace: default}}
-spec:
-  parentRef: {{name: l4}}
-  listeners: [{{name: replica, protocol: TCP, port: {listeners["tcp-set"]}}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: TCPRoute
-metadata: {{name: replica, namespace: default}}
-spec:
-  parentRefs: [{{kind: ListenerSet, name: team-db}}]
-  rules: [{{backendRefs: [{{name: db-b, port: {ports["db-b"]}}}]}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: TLSRoute
-metadata: {{name: db-terminate, namespace: default}}
-spec:
-  parentRefs: [{{name: l4, sectionName: terminate}}]
-  hostnames: [db.gateway.e2e.test]
-  rules: [{{backendRefs: [{{name: db-a, port: {ports["db-a"]}}}]}}]
----
-{GATEWAY_CERT.secret_yaml("gateway-cert")}
-"""
-        + external("db-a", "db-a.e2e.test", ports["db-a"])
-        + external("db-b", "db-b.e2e.test", ports["db-b"])
-        + external("partner-a", "a.partner.e2e.test", ports["tls-a"])
-        + external("partner-b", "b.partner.e2e.test", ports["tls-b"])
-        + external("syslog", "logs.e2e.test", ports["udp"], "UDP")
-        + external("sneaky", "localhost", ports["local"])
-        + external("literal", "127.0.0.1", ports["local"])
-        + external("sneaky-udp", "localhost", ports["udp-local"], "UDP")
-        + route(
+    def to(service_name: str, port: str, weight: int | None = None) -> Object:
+        return rule(backend_ref(service_name, ports[port], weight=weight))
+
+    def route(kind: str, name: str, section: str, *rules: Object, hostname: str = "") -> Object:
+        return http_route(
+            name,
+            kind=kind,
+            rules=rules,
+            parents=[parent_ref("l4", section=section)],
+            hostnames=[hostname] if hostname else [],
+        )
+
+    gateway_tls = {"mode": "Terminate", "certificateRefs": [{"name": "gateway-cert"}]}
+    return yaml_text(
+        gateway(
+            "l4",
+            listeners=[
+                listener("db", listeners["tcp"], "TCP"),
+                listener("partners", listeners["tls"], "TLS", tls={"mode": "Passthrough"}),
+                listener(
+                    "terminate",
+                    listeners["tls"],
+                    "TLS",
+                    hostname="db.gateway.e2e.test",
+                    tls=gateway_tls,
+                ),
+                listener("logs", listeners["udp"], "UDP"),
+                listener("db-local", listeners["tcp-local"], "TCP"),
+                listener("logs-local", listeners["udp-local"], "UDP"),
+            ],
+            allowed_listeners="Same",
+        ),
+        listener_set("team-db", [listener("replica", listeners["tcp-set"], "TCP")], parent="l4"),
+        http_route(
+            "replica",
+            kind="TCPRoute",
+            rules=[to("db-b", "db-b")],
+            parents=[parent_ref("team-db", kind="ListenerSet")],
+        ),
+        route(
+            "TLSRoute",
+            "db-terminate",
+            "terminate",
+            to("db-a", "db-a"),
+            hostname="db.gateway.e2e.test",
+        ),
+        tls_secret("gateway-cert", GATEWAY_CERT.certificate, GATEWAY_CERT.private_key),
+        external_service("db-a", "db-a.e2e.test", ports["db-a"], protocol="TCP"),
+        external_service("db-b", "db-b.e2e.test", ports["db-b"], protocol="TCP"),
+        external_service("partner-a", "a.partner.e2e.test", ports["tls-a"], protocol="TCP"),
+        external_service("partner-b", "b.partner.e2e.test", ports["tls-b"], protocol="TCP"),
+        external_service("syslog", "logs.e2e.test", ports["udp"], protocol="UDP"),
+        external_service("sneaky", "localhost", ports["local"], protocol="TCP"),
+        external_service("literal", "127.0.0.1", ports["local"], protocol="TCP"),
+        external_service("sneaky-udp", "localhost", ports["udp-local"], protocol="UDP"),
+        route(
             "TCPRoute",
             "db",
             "db",
-            f"[{{name: db-a, port: {ports['db-a']}, weight: 3}},"
-            f" {{name: db-b, port: {ports['db-b']}, weight: 1}}]",
-        )
-        + route(
+            rule(
+                backend_ref("db-a", ports["db-a"], weight=3),
+                backend_ref("db-b", ports["db-b"], weight=1),
+            ),
+        ),
+        route(
             "TLSRoute",
             "partner-a",
             "partners",
-            f"[{{name: partner-a, port: {ports['tls-a']}}}]",
-            "[a.partner.e2e.test]",
-        )
-        + route(
+            to("partner-a", "tls-a"),
+            hostname="a.partner.e2e.test",
+        ),
+        route(
             "TLSRoute",
             "partner-b",
             "partners",
-            f"[{{name: partner-b, port: {ports['tls-b']}}}]",
-            "[b.partner.e2e.test]",
-        )
-        + route(
+            to("partner-b", "tls-b"),
+            hostname="b.partner.e2e.test",
+        ),
+        route(
             "TLSRoute",
             "partner-local",
             "partners",
-            f"[{{name: literal, port: {ports['local']}}}]",
-            "[local.partner.e2e.test]",
-        )
-        + route("UDPRoute", "logs", "logs", f"[{{name: syslog, port: {ports['udp']}}}]")
-        + route("TCPRoute", "db-local", "db-local", f"[{{name: sneaky, port: {ports['local']}}}]")
-        + route(
-            "UDPRoute",
-            "logs-local",
-            "logs-local",
-            f"[{{name: sneaky-udp, port: {ports['udp-local']}}}]",
-        )
+            to("literal", "local"),
+            hostname="local.partner.e2e.test",
+        ),
+        route("UDPRoute", "logs", "logs", to("syslog", "udp")),
+        route("TCPRoute", "db-local", "db-local", to("sneaky", "local")),
+        route("UDPRoute", "logs-local", "logs-local", to("sneaky-udp", "udp-local")),
     )
 
 
@@ -226,7 +215,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         dns.set_a(name, address)
     manifest_dir = root / "manifests"
     manifest_dir.mkdir()
-    (manifest_dir / "l4.yaml").write_text(textwrap.dedent(manifests(listeners, ports)))
+    (manifest_dir / "l4.yaml").write_text(manifests(listeners, ports))
     xds = f"127.0.0.1:{free_port()}"
     dragoman = DragomanProcess(manifest_dir, xds, root / "dragoman.log").start()
     envoy = start_envoy(root, xds, dns.port, node_cluster="default/l4")

@@ -25,6 +25,7 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from tests.support.builders import Object, endpoint_slice, external_service, service, yaml_text
 from tests.support.harness import (
     DragomanProcess,
     diagnostics,
@@ -38,27 +39,12 @@ EXTERNAL_HOST = "mirror.e2e.test"
 
 
 def manifests(listener_port: int, grpc_listener_port: int, ports: dict[str, int]) -> dict[str, str]:
-    def service(name: str, address: str, port: int, app_protocol: str = "") -> str:
-        protocol = f", appProtocol: {app_protocol}" if app_protocol else ""
-        return f"""
-            ---
-            apiVersion: v1
-            kind: Service
-            metadata: {{name: {name}, namespace: default}}
-            spec:
-              selector: {{app: {name}}}
-              ports: [{{name: main, port: 80, targetPort: {port}{protocol}}}]
-            ---
-            apiVersion: discovery.k8s.io/v1
-            kind: EndpointSlice
-            metadata:
-              name: {name}-1
-              namespace: default
-              labels: {{kubernetes.io/service-name: {name}}}
-            addressType: IPv4
-            ports: [{{name: main, port: {port}}}]
-            endpoints: [{{addresses: [{address}], conditions: {{ready: true}}}}]
-            """
+    def pods(name: str, address: str, port: int, app_protocol: str = "") -> list[Object]:
+        """A Service on port 80 and its one pod, at `address`:`port`."""
+        return [
+            service(name, 80, port, port_name="main", app_protocol=app_protocol),
+            endpoint_slice(name, {"main": port}, address),
+        ]
 
     return {
         "gateway.yaml": f"""
@@ -85,20 +71,13 @@ def manifests(listener_port: int, grpc_listener_port: int, ports: dict[str, int]
               listeners:
                 - {{name: http, protocol: HTTP, port: {listener_port}}}
             """,
-        "services.yaml": service("web", "127.0.0.2", ports["web"])
-        + service("alt", "127.0.0.3", ports["alt"])
-        + service("health", "127.0.0.5", ports["grpc"])
-        + service("ws", "127.0.0.6", ports["ws"], "kubernetes.io/ws")
-        + f"""
-            ---
-            apiVersion: v1
-            kind: Service
-            metadata: {{name: external, namespace: default}}
-            spec:
-              type: ExternalName
-              externalName: {EXTERNAL_HOST}
-              ports: [{{port: {ports["external"]}}}]
-            """,
+        "services.yaml": yaml_text(
+            *pods("web", "127.0.0.2", ports["web"]),
+            *pods("alt", "127.0.0.3", ports["alt"]),
+            *pods("health", "127.0.0.5", ports["grpc"]),
+            *pods("ws", "127.0.0.6", ports["ws"], "kubernetes.io/ws"),
+            external_service("external", EXTERNAL_HOST, ports["external"]),
+        ),
         "routes.yaml": """
             apiVersion: gateway.networking.k8s.io/v1
             kind: HTTPRoute

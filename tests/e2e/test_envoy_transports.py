@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,17 @@ from dragoman.demo.http import http_get, wait_until
 from dragoman.envoy.bootstrap import XdsTransport, bootstrap_yaml
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.csds_client import fetch_client_status
+from tests.support.builders import (
+    backend_ref,
+    endpoint_slice,
+    external_service,
+    gateway,
+    http_route,
+    match,
+    rule,
+    service,
+    yaml_text,
+)
 from tests.support.harness import DragomanProcess, free_port, rejected_updates, write_manifest
 
 EXTERNAL_HOST = "api.transports.test"
@@ -44,96 +54,35 @@ MODES = (
 )
 
 
-def gateway(mode: Mode, port: int) -> str:
-    return f"""
-        apiVersion: gateway.networking.k8s.io/v1
-        kind: Gateway
-        metadata: {{name: gw-{mode.name}, namespace: default}}
-        spec:
-          gatewayClassName: dragoman
-          listeners:
-            - {{name: http, protocol: HTTP, port: {port}}}
-        """
-
-
 def services(web_port: int, api_port: int, extra_ready: bool = False) -> str:
-    return f"""
-        apiVersion: v1
-        kind: Service
-        metadata: {{name: web, namespace: default}}
-        spec:
-          selector: {{app: web}}
-          ports: [{{name: http, port: 80, targetPort: {web_port}}}]
-        ---
-        apiVersion: discovery.k8s.io/v1
-        kind: EndpointSlice
-        metadata:
-          name: web-1
-          namespace: default
-          labels: {{kubernetes.io/service-name: web}}
-        addressType: IPv4
-        ports: [{{name: http, port: {web_port}}}]
-        endpoints:
-          - addresses: [127.0.0.2]
-            conditions: {{ready: true}}
-          - addresses: [127.0.0.3]
-            conditions: {{ready: {"true" if extra_ready else "false"}}}
-        ---
-        apiVersion: v1
-        kind: Service
-        metadata: {{name: api, namespace: default}}
-        spec:
-          type: ExternalName
-          externalName: {EXTERNAL_HOST}
-          ports: [{{port: {api_port}}}]
-        """
+    """web's pods: 127.0.0.2, and 127.0.0.3 ready only when told; api: the external host."""
+    if extra_ready:
+        pods = endpoint_slice("web", web_port, "127.0.0.2", "127.0.0.3")
+    else:
+        pods = endpoint_slice("web", web_port, "127.0.0.2", not_ready=["127.0.0.3"])
+    return yaml_text(
+        service("web", 80, web_port), pods, external_service("api", EXTERNAL_HOST, api_port)
+    )
+
+
+EVERY_GATEWAY = [f"gw-{m.name}" for m in MODES]
 
 
 def routes(api_port: int) -> str:
-    parents = ", ".join(f"{{name: gw-{m.name}}}" for m in MODES)
-    return f"""
-        apiVersion: gateway.networking.k8s.io/v1
-        kind: HTTPRoute
-        metadata: {{name: everywhere, namespace: default}}
-        spec:
-          parentRefs: [{parents}]
-          rules:
-            - matches: [{{path: {{type: PathPrefix, value: /external}}}}]
-              backendRefs: [{{name: api, port: {api_port}}}]
-            - backendRefs: [{{name: web, port: 80}}]
-        """
+    to_api = rule(backend_ref("api", api_port), matches=[match("/external")])
+    return yaml_text(
+        http_route(
+            "everywhere", rules=[to_api, rule(backend_ref("web", 80))], parents=EVERY_GATEWAY
+        )
+    )
 
 
 def extra_route(extra_port: int) -> str:
-    parents = ", ".join(f"{{name: gw-{m.name}}}" for m in MODES)
-    return f"""
-        apiVersion: v1
-        kind: Service
-        metadata: {{name: extra, namespace: default}}
-        spec:
-          selector: {{app: extra}}
-          ports: [{{name: http, port: 8080, targetPort: {extra_port}}}]
-        ---
-        apiVersion: discovery.k8s.io/v1
-        kind: EndpointSlice
-        metadata:
-          name: extra-1
-          namespace: default
-          labels: {{kubernetes.io/service-name: extra}}
-        addressType: IPv4
-        ports: [{{name: http, port: {extra_port}}}]
-        endpoints:
-          - addresses: [127.0.0.6]
-        ---
-        apiVersion: gateway.networking.k8s.io/v1
-        kind: HTTPRoute
-        metadata: {{name: extra, namespace: default}}
-        spec:
-          parentRefs: [{parents}]
-          rules:
-            - matches: [{{path: {{type: PathPrefix, value: /added}}}}]
-              backendRefs: [{{name: extra, port: 8080}}]
-        """
+    return yaml_text(
+        service("extra", 8080, extra_port),
+        endpoint_slice("extra", extra_port, "127.0.0.6"),
+        http_route("extra", [("/added", "extra", 8080)], parents=EVERY_GATEWAY),
+    )
 
 
 @dataclass
@@ -198,14 +147,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     extra_port = free_port("127.0.0.6")
     listener_ports = {m.name: free_port() for m in MODES}
     files = {
-        "gateways.yaml": "---\n".join(
-            textwrap.dedent(gateway(m, listener_ports[m.name])) for m in MODES
+        "gateways.yaml": yaml_text(
+            *(gateway(f"gw-{m.name}", listener_ports[m.name]) for m in MODES)
         ),
         "services.yaml": services(web_port, api_port),
         "routes.yaml": routes(api_port),
     }
     for name, text in files.items():
-        (manifest_dir / name).write_text(textwrap.dedent(text))
+        (manifest_dir / name).write_text(text)
     backends = [
         EchoBackend("web-ready", host="127.0.0.2", port=web_port),
         EchoBackend("web-other", host="127.0.0.3", port=web_port),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,15 @@ import pytest
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from tests.support.builders import (
+    backend_tls_policy,
+    config_map,
+    external_service,
+    gateway,
+    http_route,
+    local_ref,
+    yaml_text,
+)
 from tests.support.certificates import CertificateAuthority, certificate_authority
 from tests.support.harness import (
     DragomanProcess,
@@ -42,97 +52,34 @@ BY_IPS = "ips.e2e.test"
 BACKEND_IP = "127.0.0.7"
 
 
-def indented(pem: bytes, spaces: int) -> str:
-    return "\n".join(" " * spaces + line for line in pem.decode().splitlines())
-
-
 def manifests(
     listener: int, port: int, ca: CertificateAuthority, other: CertificateAuthority
 ) -> str:
-    def external(name: str, host: str, app_protocol: str = "https") -> str:
-        app = f", appProtocol: {app_protocol}" if app_protocol else ""
-        return f"""
----
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: default}}
-spec: {{type: ExternalName, externalName: {host}, ports: [{{name: https, port: {port}{app}}}]}}
-"""
-
-    def policy(name: str, target: str, ca_map: str, extra: str = "") -> str:
-        return f"""
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: BackendTLSPolicy
-metadata: {{name: {name}, namespace: default}}
-spec:
-  targetRefs: [{{group: "", kind: Service, name: {target}, sectionName: https}}]
-  validation:
-    hostname: {SECURE}
-    caCertificateRefs: [{{group: "", kind: ConfigMap, name: {ca_map}}}]{extra}
-"""
-
-    rules = "\n".join(
-        f"    - matches: [{{path: {{type: PathPrefix, value: /{name}}}}}]\n"
-        f"      backendRefs: [{{name: {name}, port: {port}}}]"
-        for name in ("secure", "wrong", "pinned", "pinned-san", "untrusted", "kubernetes", "ips")
-    )
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: e2e, namespace: default}}
-spec:
-  gatewayClassName: dragoman
-  listeners: [{{name: http, protocol: HTTP, port: {listener}}}]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: test-ca, namespace: default}}
-data:
-  ca.crt: |
-{indented(ca.pem, 4)}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: other-ca, namespace: default}}
-data:
-  ca.crt: |
-{indented(other.pem, 4)}
-{external("secure", SECURE)}
-{external("wrong", "wrongname.e2e.test")}
-{external("pinned", "pinned.e2e.test", app_protocol="")}
-{external("pinned-san", "pinned.e2e.test", app_protocol="")}
-{external("untrusted", SECURE, app_protocol="")}
-{external("kubernetes", API_SERVER)}
----
-apiVersion: v1
-kind: Service
-metadata: {{name: ips, namespace: default}}
-spec:
-  type: ExternalName
-  externalName: {BY_IPS}
-  externalIPs: [{BACKEND_IP}]
-  ports: [{{name: https, port: {port}, appProtocol: https}}]
-{policy("pinned", "pinned", "test-ca")}
-{
+    https = partial(external_service, port=port, port_name="https", app_protocol="https")
+    plain = partial(external_service, port=port, port_name="https")
+    policy = partial(backend_tls_policy, hostname=SECURE, section="https")
+    paths = ("secure", "wrong", "pinned", "pinned-san", "untrusted", "kubernetes", "ips")
+    return yaml_text(
+        gateway("e2e", listener),
+        config_map("test-ca", {"ca.crt": ca.pem.decode()}),
+        config_map("other-ca", {"ca.crt": other.pem.decode()}),
+        https("secure", SECURE),
+        https("wrong", "wrongname.e2e.test"),
+        plain("pinned", "pinned.e2e.test"),
+        plain("pinned-san", "pinned.e2e.test"),
+        plain("untrusted", SECURE),
+        https("kubernetes", API_SERVER),
+        https("ips", BY_IPS, external_ips=[BACKEND_IP]),
+        policy("pinned", "pinned", ca_refs=[local_ref("ConfigMap", "test-ca")]),
         policy(
             "pinned-san",
             "pinned-san",
-            "test-ca",
-            '''
-    subjectAltNames: [{type: Hostname, hostname: other.e2e.test}]''',
-        )
-    }
-{policy("untrusted", "untrusted", "other-ca")}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: tls, namespace: default}}
-spec:
-  parentRefs: [{{name: e2e}}]
-  rules:
-{rules}
-"""
+            ca_refs=[local_ref("ConfigMap", "test-ca")],
+            subject_alt_names=[{"type": "Hostname", "hostname": "other.e2e.test"}],
+        ),
+        policy("untrusted", "untrusted", ca_refs=[local_ref("ConfigMap", "other-ca")]),
+        http_route("tls", [(f"/{name}", name, port) for name in paths], parents=["e2e"]),
+    )
 
 
 @dataclass

@@ -6,7 +6,6 @@ listener."""
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import socket
@@ -34,8 +33,9 @@ from tests.support.builders import (
     gateway_class,
     http_route,
     service,
+    tls_secret,
 )
-from tests.support.certificates import Pem, certificate_authority
+from tests.support.certificates import certificate_authority
 from tests.support.harness import (
     LAB_CONFIG,
     DragomanProcess,
@@ -361,9 +361,9 @@ def test_an_https_listener_follows_its_secret(world: World) -> None:
         # Not served while its Secret is missing, as its status says.
         wait_until(lambda: _listener_condition(world, "https", "ResolvedRefs") == "False")
         assert _refused(https_port)
-        world.api.apply(tls_secret("e2e-cert", first))
+        world.api.apply(tls_secret("e2e-cert", first.certificate, first.private_key))
         wait_until(lambda: served_certificate() == first.certificate, timeout=10)
-        world.api.apply(tls_secret("e2e-cert", second))  # rotated
+        world.api.apply(tls_secret("e2e-cert", second.certificate, second.private_key))  # rotated
         wait_until(lambda: served_certificate() == second.certificate, timeout=10)
         world.api.delete("Secret", "e2e-cert")
         wait_until(lambda: _refused(https_port), timeout=10)
@@ -382,19 +382,6 @@ def _listener_condition(world: World, listener: str, type: str) -> str:
         if entry["name"] == listener:
             return next((c["status"] for c in entry["conditions"] if c["type"] == type), "")
     return ""
-
-
-def tls_secret(name: str, pem: Pem) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": "default"},
-        "type": "kubernetes.io/tls",
-        "data": {
-            "tls.crt": base64.b64encode(pem.certificate).decode(),
-            "tls.key": base64.b64encode(pem.private_key).decode(),
-        },
-    }
 
 
 def test_the_deployed_envoy_is_ready_only_once_it_has_its_configuration(tmp_path: Path) -> None:

@@ -5,9 +5,9 @@ not to hold before the step, so every step is seen to change something)."""
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -16,15 +16,29 @@ from dragoman.dag.model import Dag, DnsCluster, EdsCluster, HttpsListener, TcpLi
 from dragoman.kubernetes.kinds import WATCHED_KINDS, served_kinds
 from dragoman.objects import ObjectKey
 from tests.support.builders import (
-    GATEWAY_V1,
+    allowed_routes,
+    backend_ref,
+    backend_tls_policy,
+    config_map,
     endpoint_slice,
     external_service,
     gateway,
     gateway_class,
+    grpc_match,
+    grpc_route,
     http_route,
+    listener,
+    listener_set,
+    local_ref,
+    match,
+    namespace_object,
+    reference_grant,
+    rule,
     service,
+    service_port,
+    tls_secret,
 )
-from tests.support.certificates import Pem, certificate_authority
+from tests.support.certificates import certificate_authority
 from tests.support.kube_replica import (
     Replica,
     eventually,
@@ -41,154 +55,36 @@ CERT_ONE, CERT_TWO = CA_ONE.issue("tls.example.com"), CA_TWO.issue("tls.example.
 # ------------------------------------------------------------------ objects
 
 
-def namespace(name: str, **labels: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
-
-
-def in_namespace(obj: dict[str, Any], name: str) -> dict[str, Any]:
-    obj["metadata"]["namespace"] = name
-    return obj
-
-
-def listener_gateway(name: str, port: int, **listener: Any) -> dict[str, Any]:
-    obj = gateway(name, port)
-    obj["spec"]["listeners"][0].update(listener)
-    return obj
-
-
-def tls_secret(pem: Pem) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "cert", "namespace": "default"},
-        "type": "kubernetes.io/tls",
-        "data": {
-            "tls.crt": base64.b64encode(pem.certificate).decode(),
-            "tls.key": base64.b64encode(pem.private_key).decode(),
-        },
-    }
-
-
-def ca_config_map(pem: bytes) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "ca", "namespace": "default"},
-        "data": {"ca.crt": pem.decode()},
-    }
-
-
-def backend_tls_policy(**validation: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "BackendTLSPolicy",
-        "metadata": {"name": "web-tls", "namespace": "default"},
-        "spec": {
-            "targetRefs": [{"group": "", "kind": "Service", "name": "web"}],
-            "validation": {"hostname": "web.example.com", **validation},
-        },
-    }
-
-
-def grpc_route(method: str) -> dict[str, Any]:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "GRPCRoute",
-        "metadata": {"name": "rpc", "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"name": "gw"}],
-            "rules": [
-                {
-                    "matches": [{"method": {"service": "pkg.Echo", "method": method}}],
-                    "backendRefs": [{"name": "web", "port": 80}],
-                }
-            ],
-        },
-    }
-
-
-def reference_grant(from_namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "ReferenceGrant",
-        "metadata": {"name": "routes-from-shop", "namespace": "default"},
-        "spec": {
-            "from": [
-                {
-                    "group": GATEWAY_V1.split("/")[0],
-                    "kind": "HTTPRoute",
-                    "namespace": from_namespace,
-                }
-            ],
-            "to": [{"group": "", "kind": "Service"}],
-        },
-    }
-
-
-def class_with_parameters() -> dict[str, Any]:
-    obj = gateway_class()
-    obj["spec"]["parametersRef"] = {
-        "group": "",
-        "kind": "ConfigMap",
-        "name": "x",
-        "namespace": "default",
-    }
-    return obj
-
-
 def web() -> list[dict[str, Any]]:
     """A Service with one endpoint."""
     return [service("web", 80, 8080), endpoint_slice("web", 8080, "10.0.0.1")]
 
 
-def shop_route() -> dict[str, Any]:
-    """A route in namespace shop, attached to Gateway default/open, to Service default/web."""
-    route = http_route("shop", [("/shop", "web", 80)], parents=("open",))
-    route["spec"]["parentRefs"][0]["namespace"] = "default"
-    route["spec"]["rules"][0]["backendRefs"][0]["namespace"] = "default"
-    return in_namespace(route, "shop")
+WEB_TLS = partial(backend_tls_policy, "web-tls", "web")
+L4_GATEWAY = gateway(
+    "l4",
+    listeners=[
+        listener("tcp", 9000, "TCP"),
+        listener("tls", 9443, "TLS", tls={"mode": "Passthrough"}),
+        listener("udp", 9053, "UDP"),
+    ],
+    allowed_listeners="Same",
+)
+# A route in namespace shop, attached to Gateway default/open, to Service default/web.
+SHOP_ROUTE = http_route(
+    "shop",
+    rules=[rule(backend_ref("web", 80, namespace="default"), matches=[match("/shop")])],
+    parents=["open"],
+    namespace="shop",
+)
+routes_from = partial(reference_grant, "routes-from-shop", "default", from_kind="HTTPRoute")
 
 
-def l4_gateway() -> dict[str, Any]:
-    obj = gateway("l4", 9000)
-    obj["spec"]["listeners"] = [
-        {"name": "tcp", "port": 9000, "protocol": "TCP"},
-        {"name": "tls", "port": 9443, "protocol": "TLS", "tls": {"mode": "Passthrough"}},
-        {"name": "udp", "port": 9053, "protocol": "UDP"},
-    ]
-    obj["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
-    return obj
-
-
-def l4_route(kind: str, name: str, port: int, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"name": "l4"}],
-            "rules": [{"backendRefs": [{"name": "web", "port": port}]}],
-            **spec,
-        },
-    }
-
-
-def udp_service() -> dict[str, Any]:
-    obj = service("dns", 53, 5353)
-    obj["spec"]["ports"][0]["protocol"] = "UDP"
-    return obj
-
-
-def listener_set(port: int) -> dict[str, Any]:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "ListenerSet",
-        "metadata": {"name": "extra", "namespace": "default"},
-        "spec": {
-            "parentRef": {"name": "l4"},
-            "listeners": [{"name": "extra", "port": port, "protocol": "HTTP"}],
-        },
-    }
+def say_grpc(method: str) -> dict[str, Any]:
+    """The GRPCRoute `rpc` sending pkg.Echo/<method> to the Service web."""
+    return grpc_route(
+        "rpc", rules=[rule(backend_ref("web", 80), matches=[grpc_match("pkg.Echo", method)])]
+    )
 
 
 # ------------------------------------------------------------ what the DAG says
@@ -207,16 +103,16 @@ def paths(dag: Dag, group: str = "default/gw") -> set[str]:
 
 
 def l4_sources(dag: Dag) -> dict[str, tuple[str, ...]]:
-    """Envoy listener name -> the clusters its connections go to, in Gateway l4's group."""
+    """Envoy served name -> the clusters its connections go to, in Gateway l4's group."""
     found = dag.groups.get("default/l4")
     result: dict[str, tuple[str, ...]] = {}
-    for listener in found.listeners if found else ():
-        if isinstance(listener, TcpListener):
-            result[listener.name] = tuple(
-                c for chain in listener.filter_chains for c in chain.forward.clusters
+    for served in found.listeners if found else ():
+        if isinstance(served, TcpListener):
+            result[served.name] = tuple(
+                c for chain in served.filter_chains for c in chain.forward.clusters
             )
-        elif isinstance(listener, UdpListener):
-            result[listener.name] = listener.forward.clusters
+        elif isinstance(served, UdpListener):
+            result[served.name] = served.forward.clusters
     return result
 
 
@@ -227,9 +123,9 @@ def ports(dag: Dag, group: str) -> list[int]:
 
 def certificate(dag: Dag) -> bytes | None:
     found = dag.groups.get("default/tls")
-    for listener in found.listeners if found else ():
-        if isinstance(listener, HttpsListener):
-            return listener.filter_chains[0].certificates[0].certificate_chain
+    for served in found.listeners if found else ():
+        if isinstance(served, HttpsListener):
+            return served.filter_chains[0].certificates[0].certificate_chain
     return None
 
 
@@ -280,34 +176,35 @@ ROWS = (
         "",
         lambda: [
             gateway_class(),
-            listener_gateway(
+            gateway(
                 "open",
-                8081,
-                allowedRoutes={
-                    "namespaces": {
-                        "from": "Selector",
-                        "selector": {"matchLabels": {"team": "blue"}},
-                    }
-                },
+                listeners=[
+                    listener(
+                        port=8081,
+                        allowed_routes=allowed_routes(
+                            "Selector", selector={"matchLabels": {"team": "blue"}}
+                        ),
+                    )
+                ],
             ),
             *web(),
-            shop_route(),
-            {**reference_grant("shop")},
+            SHOP_ROUTE,
+            routes_from(from_namespace="shop"),
         ],
         (
             Step(
                 "labels match",
-                namespace("shop", team="blue"),
+                namespace_object("shop", {"team": "blue"}),
                 lambda d: "/shop" in paths(d, "default/open"),
             ),
             Step(
                 "labels changed",
-                namespace("shop", team="red"),
+                namespace_object("shop", {"team": "red"}),
                 lambda d: "/shop" not in paths(d, "default/open") and "default/open" in d.groups,
             ),
             Step(
                 "labels back",
-                namespace("shop", team="blue"),
+                namespace_object("shop", {"team": "blue"}),
                 lambda d: "/shop" in paths(d, "default/open"),
             ),
             deleted(
@@ -372,32 +269,24 @@ ROWS = (
         "default",
         lambda: [
             gateway_class(),
-            {
-                **gateway("tls", 8443),
-                "spec": {
-                    "gatewayClassName": "dragoman",
-                    "listeners": [
-                        {
-                            "name": "https",
-                            "port": 8443,
-                            "protocol": "HTTPS",
-                            "tls": {"certificateRefs": [{"name": "cert"}]},
-                        }
-                    ],
-                },
-            },
+            gateway(
+                "tls",
+                listeners=[
+                    listener("https", 8443, "HTTPS", tls={"certificateRefs": [{"name": "cert"}]})
+                ],
+            ),
             *web(),
             http_route("web", [("/", "web", 80)], parents=("tls",)),
         ],
         (
             Step(
                 "certificate one",
-                tls_secret(CERT_ONE),
+                tls_secret("cert", CERT_ONE.certificate, CERT_ONE.private_key),
                 lambda d: certificate(d) == CERT_ONE.certificate,
             ),
             Step(
                 "certificate two",
-                tls_secret(CERT_TWO),
+                tls_secret("cert", CERT_TWO.certificate, CERT_TWO.private_key),
                 lambda d: certificate(d) == CERT_TWO.certificate,
             ),
             deleted(lambda d: certificate(d) is None),
@@ -412,19 +301,17 @@ ROWS = (
             gateway(),
             *web(),
             http_route("web", [("/", "web", 80)]),
-            backend_tls_policy(
-                caCertificateRefs=[{"group": "", "kind": "ConfigMap", "name": "ca"}]
-            ),
+            WEB_TLS("web.example.com", ca_refs=[local_ref("ConfigMap", "ca")]),
         ],
         (
             Step(
                 "CA one",
-                ca_config_map(CA_ONE.pem),
+                config_map("ca", {"ca.crt": CA_ONE.pem.decode()}),
                 lambda d: getattr(upstream_tls(d), "trusted_ca", None) == CA_ONE.pem,
             ),
             Step(
                 "CA two",
-                ca_config_map(CA_TWO.pem),
+                config_map("ca", {"ca.crt": CA_TWO.pem.decode()}),
                 lambda d: getattr(upstream_tls(d), "trusted_ca", None) == CA_TWO.pem,
             ),
             deleted(lambda d: upstream_tls(d) is None),
@@ -439,7 +326,14 @@ ROWS = (
             Step("ours", gateway_class(), lambda d: "/" in paths(d)),
             Step(
                 "given parameters dragoman refuses",
-                class_with_parameters(),
+                gateway_class(
+                    parameters_ref={
+                        "group": "",
+                        "kind": "ConfigMap",
+                        "name": "x",
+                        "namespace": "default",
+                    }
+                ),
                 lambda d: ports(d, "default/gw") == [],
             ),
             Step("parameters removed", gateway_class(), lambda d: "/" in paths(d)),
@@ -482,10 +376,10 @@ ROWS = (
         "default",
         lambda: [gateway_class(), gateway(), *web()],
         (
-            Step("Say", grpc_route("Say"), lambda d: "/pkg.Echo/Say" in paths(d)),
+            Step("Say", say_grpc("Say"), lambda d: "/pkg.Echo/Say" in paths(d)),
             Step(
                 "Shout",
-                grpc_route("Shout"),
+                say_grpc("Shout"),
                 lambda d: "/pkg.Echo/Shout" in paths(d) and "/pkg.Echo/Say" not in paths(d),
             ),
             deleted(
@@ -502,22 +396,28 @@ ROWS = (
         "default",
         lambda: [
             gateway_class(),
-            listener_gateway("open", 8082, allowedRoutes={"namespaces": {"from": "All"}}),
-            namespace("shop"),
+            gateway("open", listeners=[listener(port=8082, allowed_routes=allowed_routes("All"))]),
+            namespace_object("shop"),
             *web(),
-            shop_route(),
+            SHOP_ROUTE,
         ],
         (
-            Step("granted", reference_grant("shop"), lambda d: "default/web/80" in d.clusters),
+            Step(
+                "granted",
+                routes_from(from_namespace="shop"),
+                lambda d: "default/web/80" in d.clusters,
+            ),
             Step(
                 "granted to another namespace",
-                reference_grant("other"),
+                routes_from(from_namespace="other"),
                 lambda d: (
                     "default/web/80" not in d.clusters and "/shop" in paths(d, "default/open")
                 ),
             ),
             Step(
-                "granted again", reference_grant("shop"), lambda d: "default/web/80" in d.clusters
+                "granted again",
+                routes_from(from_namespace="shop"),
+                lambda d: "default/web/80" in d.clusters,
             ),
             deleted(
                 lambda d: "default/web/80" not in d.clusters and "/shop" in paths(d, "default/open")
@@ -532,21 +432,12 @@ ROWS = (
         (
             Step(
                 "TLS to web.example.com",
-                backend_tls_policy(wellKnownCACertificates="System"),
+                WEB_TLS("web.example.com", well_known="System"),
                 lambda d: getattr(upstream_tls(d), "sni", None) == "web.example.com",
             ),
             Step(
                 "TLS to other.example.com",
-                {
-                    **backend_tls_policy(wellKnownCACertificates="System"),
-                    "spec": {
-                        **backend_tls_policy()["spec"],
-                        "validation": {
-                            "hostname": "other.example.com",
-                            "wellKnownCACertificates": "System",
-                        },
-                    },
-                },
+                WEB_TLS("other.example.com", well_known="System"),
                 lambda d: getattr(upstream_tls(d), "sni", None) == "other.example.com",
             ),
             deleted(lambda d: upstream_tls(d) is None and "default/web/80" in d.clusters),
@@ -556,22 +447,16 @@ ROWS = (
         "TCPRoute",
         "db",
         "default",
-        lambda: [gateway_class(), l4_gateway(), *web(), service("web2", 81, 8081)],
+        lambda: [gateway_class(), L4_GATEWAY, *web(), service("web2", 81, 8081)],
         (
             Step(
                 "to web",
-                l4_route("TCPRoute", "db", 80),
+                http_route("db", "web", 80, kind="TCPRoute", parents=["l4"]),
                 lambda d: l4_sources(d).get("tcp-9000") == ("default/web/80/tcp",),
             ),
             Step(
                 "to web2",
-                {
-                    **l4_route("TCPRoute", "db", 81),
-                    "spec": {
-                        "parentRefs": [{"name": "l4"}],
-                        "rules": [{"backendRefs": [{"name": "web2", "port": 81}]}],
-                    },
-                },
+                http_route("db", "web2", 81, kind="TCPRoute", parents=["l4"]),
                 lambda d: l4_sources(d).get("tcp-9000") == ("default/web2/81/tcp",),
             ),
             deleted(lambda d: "tcp-9000" not in l4_sources(d) and "default/l4" in d.groups),
@@ -581,11 +466,18 @@ ROWS = (
         "TLSRoute",
         "partner",
         "default",
-        lambda: [gateway_class(), l4_gateway(), *web()],
+        lambda: [gateway_class(), L4_GATEWAY, *web()],
         (
             Step(
                 "a.example.com",
-                l4_route("TLSRoute", "partner", 80, hostnames=["a.example.com"]),
+                http_route(
+                    "partner",
+                    "web",
+                    80,
+                    kind="TLSRoute",
+                    parents=["l4"],
+                    hostnames=["a.example.com"],
+                ),
                 lambda d: l4_sources(d).get("tls-9443") == ("default/web/80/tcp",),
             ),
             deleted(lambda d: "tls-9443" not in l4_sources(d) and "default/l4" in d.groups),
@@ -595,17 +487,15 @@ ROWS = (
         "UDPRoute",
         "dns",
         "default",
-        lambda: [gateway_class(), l4_gateway(), udp_service()],
+        lambda: [
+            gateway_class(),
+            L4_GATEWAY,
+            service("dns", ports=[service_port(53, 5353, name="http", protocol="UDP")]),
+        ],
         (
             Step(
                 "to dns",
-                {
-                    **l4_route("UDPRoute", "dns", 53),
-                    "spec": {
-                        "parentRefs": [{"name": "l4"}],
-                        "rules": [{"backendRefs": [{"name": "dns", "port": 53}]}],
-                    },
-                },
+                http_route("dns", "dns", 53, kind="UDPRoute", parents=["l4"]),
                 lambda d: l4_sources(d).get("udp-9053") == ("default/dns/53/udp",),
             ),
             deleted(lambda d: "udp-9053" not in l4_sources(d) and "default/l4" in d.groups),
@@ -615,12 +505,16 @@ ROWS = (
         "ListenerSet",
         "extra",
         "default",
-        lambda: [gateway_class(), l4_gateway()],
+        lambda: [gateway_class(), L4_GATEWAY],
         (
-            Step("port 9100", listener_set(9100), lambda d: 9100 in ports(d, "default/l4")),
+            Step(
+                "port 9100",
+                listener_set("extra", [listener("extra", 9100)], parent="l4"),
+                lambda d: 9100 in ports(d, "default/l4"),
+            ),
             Step(
                 "port 9101",
-                listener_set(9101),
+                listener_set("extra", [listener("extra", 9101)], parent="l4"),
                 lambda d: 9101 in ports(d, "default/l4") and 9100 not in ports(d, "default/l4"),
             ),
             deleted(lambda d: 9101 not in ports(d, "default/l4") and "default/l4" in d.groups),

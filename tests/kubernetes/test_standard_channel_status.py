@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import GATEWAY_V1, gateway, gateway_class, service
+from tests.support.builders import (
+    gateway,
+    gateway_class,
+    http_route,
+    listener,
+    listener_set,
+    service,
+)
 from tests.support.kube_replica import Replica, eventually, replica_config
 from tests.support.kubeapi import KubeApiServer
 
@@ -22,28 +29,15 @@ def api() -> Iterator[KubeApiServer]:
         yield server
 
 
-def l4_gateway() -> dict[str, Any]:
-    obj = gateway("l4", 9000)
-    obj["spec"]["listeners"] = [
-        {"name": "tcp", "port": 9000, "protocol": "TCP"},
-        {"name": "tls", "port": 9443, "protocol": "TLS", "tls": {"mode": "Passthrough"}},
-        {"name": "udp", "port": 9053, "protocol": "UDP"},
-    ]
-    obj["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
-    return obj
-
-
-def route(kind: str, name: str, backend: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"name": "l4"}],
-            "rules": [{"backendRefs": [{"name": backend, "port": 80}]}],
-            **spec,
-        },
-    }
+L4_GATEWAY = gateway(
+    "l4",
+    listeners=[
+        listener("tcp", 9000, "TCP"),
+        listener("tls", 9443, "TLS", tls={"mode": "Passthrough"}),
+        listener("udp", 9053, "UDP"),
+    ],
+    allowed_listeners="Same",
+)
 
 
 def conditions(obj: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
@@ -58,22 +52,16 @@ def conditions(obj: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
 
 def test_the_leader_writes_the_status_of_every_new_kind(api: KubeApiServer) -> None:
     api.apply(gateway_class())
-    api.apply(l4_gateway())
+    api.apply(L4_GATEWAY)
     api.apply(service("web", 80, 8080))
-    api.apply(route("TCPRoute", "db", "web"))
-    api.apply(route("TLSRoute", "partner", "web", hostnames=["a.example.com"]))
-    api.apply(route("UDPRoute", "dns", "missing"))
+    api.apply(http_route("db", "web", 80, kind="TCPRoute", parents=["l4"]))
     api.apply(
-        {
-            "apiVersion": GATEWAY_V1,
-            "kind": "ListenerSet",
-            "metadata": {"name": "extra", "namespace": "default"},
-            "spec": {
-                "parentRef": {"name": "l4"},
-                "listeners": [{"name": "more", "port": 9100, "protocol": "TCP"}],
-            },
-        }
+        http_route(
+            "partner", "web", 80, kind="TLSRoute", parents=["l4"], hostnames=["a.example.com"]
+        )
     )
+    api.apply(http_route("dns", "missing", 80, kind="UDPRoute", parents=["l4"]))
+    api.apply(listener_set("extra", [listener("more", 9100, "TCP")], parent="l4"))
 
     async def scenario() -> None:
         replica = Replica(api, replica_config("replica-a")).start()

@@ -17,7 +17,7 @@ from dragoman.kubernetes.cache import CachedObject, ObjectCache
 from dragoman.kubernetes.kinds import KINDS_BY_NAME
 from dragoman.kubernetes.status_writer import StatusClient, StatusWriter
 from dragoman.objects import ObjectKey
-from tests.support.builders import http_route
+from tests.support.builders import gateway, gateway_class, http_route
 from tests.support.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -202,14 +202,7 @@ def test_our_entries_are_withdrawn_when_we_compute_no_status(
 
 
 def test_cluster_scoped_gateway_class(api: KubeApiServer, writer: StatusWriter) -> None:
-    api.apply(
-        {
-            "apiVersion": GATEWAY_V1,
-            "kind": "GatewayClass",
-            "metadata": {"name": "dragoman"},
-            "spec": {"controllerName": OURS},
-        }
-    )
+    api.apply(gateway_class("dragoman", OURS))
     key = ObjectKey("GatewayClass", "", "dragoman")
     accepted = {"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}
     result = writer.publish(desired(key, {"conditions": [accepted]}), cached(api))
@@ -253,21 +246,6 @@ def test_leadership_lost_between_the_read_and_the_write_writes_nothing(
     assert stored_status(api) is None
 
 
-def gateway_object(status: dict[str, Any] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": GATEWAY_V1,
-        "kind": "Gateway",
-        "metadata": {"name": "gw", "namespace": "default"},
-        "spec": {
-            "gatewayClassName": "gone",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
-        },
-    }
-    if status is not None:
-        obj["status"] = status
-    return obj
-
-
 SERVED = {
     "conditions": [
         {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "ok"},
@@ -296,7 +274,7 @@ def test_a_gateway_no_longer_ours_is_handed_back_as_waiting_for_controller(
             {**c, "lastTransitionTime": "2029-01-01T00:00:00Z"} for c in SERVED["conditions"]
         ],
     }
-    api.apply(gateway_object(stamped))
+    api.apply(gateway(port=80, class_name="gone", status=stamped))
     result = writer.publish({}, gateways(api), released={GATEWAY: SERVED})
     assert result.written == 1
     status = stored_status(api, "Gateway", "gw")
@@ -330,14 +308,14 @@ def test_a_gateway_another_controller_has_written_since_is_left_alone(
             }
         ]
     }
-    api.apply(gateway_object(theirs))
+    api.apply(gateway(port=80, class_name="gone", status=theirs))
     result = writer.publish({}, gateways(api), released={GATEWAY: SERVED})
     assert (result.written, result.left_alone) == (0, 1)
     assert stored_status(api, "Gateway", "gw") == theirs
     # Also when they write between our informers' copy and our read.
-    api.apply(gateway_object(SERVED))
+    api.apply(gateway(port=80, class_name="gone", status=SERVED))
     snapshot = gateways(api)
-    api.apply(gateway_object(theirs))
+    api.apply(gateway(port=80, class_name="gone", status=theirs))
     result = writer.publish({}, snapshot, released={GATEWAY: SERVED})
     assert (result.written, result.left_alone) == (0, 1)
     assert stored_status(api, "Gateway", "gw") == theirs

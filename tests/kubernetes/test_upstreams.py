@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any
+from functools import partial
 
 import pytest
 
@@ -13,12 +13,14 @@ from dragoman.dag.model import EdsCluster
 from dragoman.demo.dns import DnsResponder
 from dragoman.runtime.server_config import DnsCheckSettings
 from tests.support.builders import (
-    GATEWAY_V1,
+    backend_tls_policy,
+    config_map,
     endpoint_slice,
     external_service,
     gateway,
     gateway_class,
     http_route,
+    local_ref,
     service,
 )
 from tests.support.certificates import certificate_authority
@@ -38,19 +40,8 @@ def api() -> Iterator[KubeApiServer]:
         yield server
 
 
-def policy(ca_map: str) -> dict[str, Any]:
-    return {
-        "apiVersion": GATEWAY_V1,
-        "kind": "BackendTLSPolicy",
-        "metadata": {"name": "web-tls", "namespace": "default"},
-        "spec": {
-            "targetRefs": [{"group": "", "kind": "Service", "name": "web", "sectionName": "http"}],
-            "validation": {
-                "hostname": "web.example.com",
-                "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca_map}],
-            },
-        },
-    }
+# The BackendTLSPolicy of the Service web's port http, its CA in the ConfigMap named.
+web_tls = partial(backend_tls_policy, "web-tls", "web", "web.example.com", section="http")
 
 
 def ancestor_conditions(api: KubeApiServer) -> dict[str, tuple[str, str]] | None:
@@ -68,15 +59,8 @@ def test_backend_tls_policies_are_applied_and_their_status_written(api: KubeApiS
     api.apply(service("web", 443, 8443))
     api.apply(endpoint_slice("web", 8443, "10.0.0.1"))
     api.apply(http_route("web", [("/", "web", 443)]))
-    api.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "web-ca", "namespace": "default"},
-            "data": {"ca.crt": ca.pem.decode()},
-        }
-    )
-    api.apply(policy("missing-ca"))
+    api.apply(config_map("web-ca", {"ca.crt": ca.pem.decode()}))
+    api.apply(web_tls(ca_refs=[local_ref("ConfigMap", "missing-ca")]))
 
     async def scenario() -> None:
         replica = Replica(api, replica_config("replica-a")).start()
@@ -95,7 +79,7 @@ def test_backend_tls_policies_are_applied_and_their_status_written(api: KubeApiS
             )
             assert "default/web/443" not in replica.dag.clusters
             # Fixed: accepted, and the cluster originates TLS with the policy's name.
-            api.apply(policy("web-ca"))
+            api.apply(web_tls(ca_refs=[local_ref("ConfigMap", "web-ca")]))
             await eventually(
                 lambda: (
                     ancestor_conditions(api)

@@ -9,15 +9,8 @@ import time
 from pathlib import Path
 
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
+from tests.support.builders import external_service, yaml_text
 from tests.support.configmap import configmap_volume
-
-
-def service(name: str, port: int) -> str:
-    return (
-        f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: default}}\n"
-        f"spec: {{type: ExternalName, externalName: {name}.example.com, "
-        f"ports: [{{port: {port}}}]}}\n"
-    )
 
 
 def free_port() -> int:
@@ -27,7 +20,14 @@ def free_port() -> int:
 
 
 def test_a_configmap_update_is_served(tmp_path: Path) -> None:
-    configmap_volume(tmp_path, "2026_01", {"a.yaml": service("a", 80), "b.yaml": service("b", 80)})
+    configmap_volume(
+        tmp_path,
+        "2026_01",
+        {
+            "a.yaml": yaml_text(external_service("a", "a.example.com", 80)),
+            "b.yaml": yaml_text(external_service("b", "b.example.com", 80)),
+        },
+    )
 
     def ports(server: ManifestServer) -> dict[str, int]:
         store = server.controller.store
@@ -45,7 +45,12 @@ def test_a_configmap_update_is_served(tmp_path: Path) -> None:
             await until(lambda: ports(server) == {"a": 80, "b": 80})
             await asyncio.sleep(0.3)  # the kernel watch is up
             configmap_volume(
-                tmp_path, "2026_02", {"a.yaml": service("a", 81), "c.yaml": service("c", 80)}
+                tmp_path,
+                "2026_02",
+                {
+                    "a.yaml": yaml_text(external_service("a", "a.example.com", 81)),
+                    "c.yaml": yaml_text(external_service("c", "c.example.com", 80)),
+                },
             )
             await until(lambda: ports(server) == {"a": 81, "c": 80}, lambda: ports(server))
         finally:

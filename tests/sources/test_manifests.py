@@ -18,7 +18,14 @@ from dragoman.sources.decode import DecodeError, decode_documents
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import ManifestDirectory
 from dragoman.store import Store
-from tests.support.builders import service, yaml_text
+from tests.support.builders import (
+    backend_ref,
+    http_route,
+    rule,
+    service,
+    service_port,
+    yaml_text,
+)
 
 GW = "gateway.networking.k8s.io/v1"
 
@@ -76,20 +83,17 @@ def test_one_bad_document_is_skipped_and_named(tmp_path: Path) -> None:
     write(
         tmp_path,
         "routes.yaml",
-        yaml_text(service("web", namespace=None))
-        + f"""---
-apiVersion: {GW}
-kind: HTTPRoute
-metadata: {{name: web}}
-spec:
-  rules:
-  - backendRefs: [{{name: web, port: 80}}, {{name: api, port: http}}]
----
-apiVersion: {GW}
-kind: HTTPRoute
-metadata: {{name: other}}
-spec: {{rules: [{{backendRefs: [{{name: web, port: 80}}]}}]}}
-""",
+        yaml_text(
+            service("web", namespace=None),
+            # A port given by name: not a number, as a backendRef's port must be.
+            http_route(
+                "web",
+                rules=[rule(backend_ref("web", 80), {"name": "api", "port": "http"})],
+                parents=(),
+                namespace=None,
+            ),
+            http_route("other", "web", 80, parents=(), namespace=None),
+        ),
     )
 
     result = ManifestDirectory(tmp_path).load()
@@ -484,10 +488,9 @@ def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> No
 
 
 def flow_service(name: str, port: int = 80) -> str:
-    """A Service in flow style, one document of a few lines (line numbers are asserted)."""
-    return (
-        f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n"
-        f"spec: {{ports: [{{port: {port}}}]}}\n"
+    """A Service in flow style, one document of four lines (line numbers are asserted)."""
+    return yaml_text(
+        service(name, namespace=None, ports=[service_port(port)], selector={}), flow=True
     )
 
 

@@ -11,6 +11,7 @@ a plain dict does as well wherever one of those goes.
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,12 +27,27 @@ GATEWAY_V1 = f"{GATEWAY_GROUP}/v1"
 Object = dict[str, Any]
 
 
-def gateway_class(name: str = "dragoman", controller: str = DEFAULT_CONTROLLER_NAME) -> Object:
+def _own(part: Mapping[str, Any]) -> Object:
+    """A deep copy of a part handed in: objects built from the same parts share nothing that
+    a test might change in one of them."""
+    return copy.deepcopy(dict(part))
+
+
+def gateway_class(
+    name: str = "dragoman",
+    controller: str = DEFAULT_CONTROLLER_NAME,
+    *,
+    parameters_ref: Mapping[str, Any] | None = None,
+    generation: int | None = None,
+) -> Object:
+    spec: Object = {"controllerName": controller}
+    if parameters_ref is not None:
+        spec["parametersRef"] = _own(parameters_ref)
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "GatewayClass",
-        "metadata": {"name": name},
-        "spec": {"controllerName": controller},
+        "metadata": metadata(name, None, generation=generation),
+        "spec": spec,
     }
 
 
@@ -43,18 +59,66 @@ def gateway(
     namespace: str = "default",
     listeners: Sequence[Object] | None = None,
     generation: int | None = None,
+    allowed_listeners: str | Mapping[str, Any] | None = None,
+    addresses: Sequence[Mapping[str, Any]] | None = None,
+    tls: Mapping[str, Any] | None = None,
+    infrastructure: Mapping[str, Any] | None = None,
+    status: Mapping[str, Any] | None = None,
 ) -> Object:
     """A Gateway with one HTTP listener `http` on `port` (8080 unless given), or with
-    `listeners` (see `listener`)."""
+    `listeners` (see `listener`). `allowed_listeners`: the namespaces whose ListenerSets may
+    attach (`from`: Same, All, None, or the namespaces dict in full); `addresses`, `tls` (the
+    Gateway's own, for backends) and `infrastructure` as the API spells them; `status` as
+    the API server holds it."""
     if listeners is not None and port is not None:
         raise TypeError("give the Gateway either a port or its listeners")
     if listeners is None:
         listeners = [listener(port=8080 if port is None else port)]
-    return {
+    spec: Object = {"gatewayClassName": class_name}
+    if allowed_listeners is not None:
+        namespaces = (
+            {"from": allowed_listeners}
+            if isinstance(allowed_listeners, str)
+            else _own(allowed_listeners)
+        )
+        spec["allowedListeners"] = {"namespaces": namespaces}
+    if addresses is not None:
+        spec["addresses"] = [_own(a) for a in addresses]
+    spec["listeners"] = [_own(x) for x in listeners]
+    if tls is not None:
+        spec["tls"] = _own(tls)
+    if infrastructure is not None:
+        spec["infrastructure"] = _own(infrastructure)
+    found: Object = {
         "apiVersion": GATEWAY_V1,
         "kind": "Gateway",
         "metadata": metadata(name, namespace, generation=generation),
-        "spec": {"gatewayClassName": class_name, "listeners": [dict(x) for x in listeners]},
+        "spec": spec,
+    }
+    if status is not None:
+        found["status"] = _own(status)
+    return found
+
+
+def listener_set(
+    name: str,
+    listeners: Sequence[Object],
+    *,
+    parent: str = "gw",
+    parent_namespace: str | None = None,
+    namespace: str = "default",
+    generation: int | None = None,
+    created: str = "",
+) -> Object:
+    """A ListenerSet adding `listeners` (see `listener`) to the Gateway `parent`."""
+    ref: Object = {"name": parent}
+    if parent_namespace is not None:
+        ref["namespace"] = parent_namespace
+    return {
+        "apiVersion": GATEWAY_V1,
+        "kind": "ListenerSet",
+        "metadata": metadata(name, namespace, generation=generation, created=created),
+        "spec": {"parentRef": ref, "listeners": [_own(x) for x in listeners]},
     }
 
 
@@ -73,9 +137,22 @@ def listener(
     if hostname is not None:
         found["hostname"] = hostname
     if tls is not None:
-        found["tls"] = dict(tls)
+        found["tls"] = _own(tls)
     if allowed_routes is not None:
-        found["allowedRoutes"] = dict(allowed_routes)
+        found["allowedRoutes"] = _own(allowed_routes)
+    return found
+
+
+def listener_tls(*certificates: str | Mapping[str, Any], mode: str | None = None) -> Object:
+    """A listener's tls: its certificateRefs (Secret names of the Gateway's namespace, or refs
+    in full), and the mode when given (Terminate is the API's default)."""
+    found: Object = {}
+    if mode is not None:
+        found["mode"] = mode
+    if certificates:
+        found["certificateRefs"] = [
+            {"name": c} if isinstance(c, str) else _own(c) for c in certificates
+        ]
     return found
 
 
@@ -89,11 +166,11 @@ def allowed_routes(
     matchLabels/matchExpressions) and route kinds (a name, or a dict with its group)."""
     found: Object = {}
     if kinds:
-        found["kinds"] = [{"kind": k} if isinstance(k, str) else dict(k) for k in kinds]
+        found["kinds"] = [{"kind": k} if isinstance(k, str) else _own(k) for k in kinds]
     if namespaces is not None:
         found["namespaces"] = {"from": namespaces}
         if selector is not None:
-            found["namespaces"]["selector"] = dict(selector)
+            found["namespaces"]["selector"] = _own(selector)
     return found
 
 
@@ -145,10 +222,12 @@ def service(
         if app_protocol:
             declared["appProtocol"] = app_protocol
         ports = [declared]
-    spec: Object = {
-        "selector": dict(selector) if selector is not None else {"app": name},
-        "ports": [dict(p) for p in ports],
-    }
+    spec: Object = {}
+    if selector is None:
+        spec["selector"] = {"app": name}
+    elif selector:  # an empty selector is no selector: a Service without pods
+        spec["selector"] = dict(selector)
+    spec["ports"] = [_own(p) for p in ports]
     if service_type:
         spec["type"] = service_type
     return {
@@ -189,18 +268,25 @@ def external_service(
     annotations: Mapping[str, str] | None = None,
     app_protocol: str = "",
     port_name: str = "",
+    protocol: str = "",
+    external_ips: Sequence[str] = (),
 ) -> Object:
-    """A `type: ExternalName` Service declaring one port, or none when `port` is None."""
+    """A `type: ExternalName` Service declaring one port (TCP unless `protocol` says UDP), or
+    none when `port` is None; `external_ips`: its spec.externalIPs."""
     spec: Object = {"type": "ExternalName", "externalName": external_name}
+    if external_ips:
+        spec["externalIPs"] = list(external_ips)
     if port is not None:
         declared: Object = {"port": port}
+        if protocol:
+            declared["protocol"] = protocol
         if app_protocol:
             declared["appProtocol"] = app_protocol
         if port_name:
             declared["name"] = port_name
         spec["ports"] = [declared]
-    elif app_protocol or port_name:
-        raise TypeError("a port's name and appProtocol need the port")
+    elif app_protocol or port_name or protocol:
+        raise TypeError("a port's name, protocol and appProtocol need the port")
     meta = metadata(name, namespace)
     if annotations:
         meta["annotations"] = dict(annotations)
@@ -253,7 +339,8 @@ def http_route(
     generation: int | None = None,
     status: Mapping[str, Any] | None = None,
 ) -> Object:
-    """A route (an HTTPRoute unless `kind` says GRPCRoute). `to`: one backend Service (with
+    """A route (an HTTPRoute unless `kind` says GRPCRoute, TCPRoute, TLSRoute or UDPRoute:
+    their rules have the same backendRefs, without matches). `to`: one backend Service (with
     `port`), matching every request; or rules (path prefix, backend Service, port); or `rules`
     in full (see `rule`). `parents`: Gateway names in namespace `default`, or parentRefs (see
     `parent_ref`)."""
@@ -270,10 +357,12 @@ def http_route(
         ]
     elif rules is None:
         raise TypeError("give the route `to` or `rules`")
-    spec: Object = {"parentRefs": [_parent(parent, namespace) for parent in parents]}
+    spec: Object = {}
+    if parents:
+        spec["parentRefs"] = [_parent(parent, namespace) for parent in parents]
     if hostnames:
         spec["hostnames"] = list(hostnames)
-    spec["rules"] = [dict(r) for r in rules]
+    spec["rules"] = [_own(r) for r in rules]
     route: Object = {
         "apiVersion": GATEWAY_V1,
         "kind": kind,
@@ -287,7 +376,7 @@ def http_route(
         "spec": spec,
     }
     if status is not None:
-        route["status"] = dict(status)
+        route["status"] = _own(status)
     return route
 
 
@@ -298,7 +387,7 @@ def grpc_route(name: str, to: str | None = None, port: int | None = None, **opti
 
 def _parent(parent: str | Mapping[str, Any], route_namespace: str | None) -> Object:
     if not isinstance(parent, str):
-        return dict(parent)
+        return _own(parent)
     # A route in another namespace names its Gateway's namespace; one in default need not.
     return parent_ref(parent, namespace=None if route_namespace in ("default", None) else "default")
 
@@ -360,10 +449,10 @@ def rule(
     (see `match`, `grpc_match`)."""
     found: Object = {}
     if matches is not None:
-        found["matches"] = [dict(m) for m in matches]
+        found["matches"] = [_own(m) for m in matches]
     if filters is not None:
-        found["filters"] = [dict(f) for f in filters]
-    found["backendRefs"] = [dict(b) for b in backends]
+        found["filters"] = [_own(f) for f in filters]
+    found["backendRefs"] = [_own(b) for b in backends]
     return found
 
 
@@ -375,7 +464,7 @@ def _name_values(items: NameValues) -> list[Object]:
     (for another match type)."""
     if isinstance(items, Mapping):
         return [{"name": name, "value": value} for name, value in items.items()]
-    return [dict(item) for item in items]
+    return [_own(item) for item in items]
 
 
 def match(
@@ -443,10 +532,12 @@ def reference_grant(
     to_name: str | None = None,
     from_group: str | None = None,
     to_group: str | None = None,
+    version: str = "v1",
 ) -> Object:
     """A ReferenceGrant in `namespace` letting `from_kind` objects of `from_namespace` refer to
     `to_kind` objects here (those named `to_name`, or all). Groups follow the kinds unless
-    given: core for Service, Secret, ConfigMap; the Gateway API's for the others."""
+    given: core for Service, Secret, ConfigMap; the Gateway API's for the others. `version`:
+    of the Gateway API (v1beta1 is still served)."""
     to: Object = {"group": _group_of(to_kind) if to_group is None else to_group, "kind": to_kind}
     if to_name is not None:
         to["name"] = to_name
@@ -456,7 +547,7 @@ def reference_grant(
         "namespace": from_namespace,
     }
     return {
-        "apiVersion": GATEWAY_V1,
+        "apiVersion": f"{GATEWAY_GROUP}/{version}",
         "kind": "ReferenceGrant",
         "metadata": metadata(name, namespace),
         "spec": {"from": [source], "to": [to]},
@@ -483,11 +574,11 @@ def backend_tls_policy(
         target["sectionName"] = section
     validation: Object = {"hostname": hostname}
     if ca_refs:
-        validation["caCertificateRefs"] = [dict(r) for r in ca_refs]
+        validation["caCertificateRefs"] = [_own(r) for r in ca_refs]
     if well_known is not None:
         validation["wellKnownCACertificates"] = well_known
     if subject_alt_names:
-        validation["subjectAltNames"] = [dict(n) for n in subject_alt_names]
+        validation["subjectAltNames"] = [_own(n) for n in subject_alt_names]
     return {
         "apiVersion": GATEWAY_V1,
         "kind": "BackendTLSPolicy",
@@ -541,9 +632,22 @@ def namespace_object(name: str, labels: Mapping[str, str] | None = None) -> Obje
     }
 
 
-def yaml_text(*documents: Mapping[str, Any]) -> str:
-    """The objects as one manifest file."""
+def yaml_text(*documents: Mapping[str, Any], flow: bool = False) -> str:
+    """The objects as one manifest file. `flow`: each top-level field on one line, its value in
+    flow style (`metadata: {name: web}`), for tests that count a file's lines."""
+    if flow:
+        return "---\n".join(_flow_lines(document) for document in documents)
     return yaml.safe_dump_all([dict(document) for document in documents], sort_keys=False)
+
+
+def _flow_lines(document: Mapping[str, Any]) -> str:
+    lines = []
+    for key, value in document.items():
+        field = yaml.safe_dump(
+            {key: value}, default_flow_style=True, sort_keys=False, width=1 << 30
+        )
+        lines.append(field.strip().removeprefix("{").removesuffix("}") + "\n")
+    return "".join(lines)
 
 
 def typed(*documents: Mapping[str, Any]) -> list[KubeObject]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import datetime
 from dataclasses import dataclass, field
 
@@ -11,6 +10,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.support.builders import tls_secret, yaml_text
+
 
 @dataclass(frozen=True)
 class Pem:
@@ -18,15 +19,10 @@ class Pem:
     private_key: bytes = field(repr=False)
 
     def secret_yaml(self, name: str, namespace: str = "default") -> str:
-        """A kubernetes.io/tls Secret holding this certificate and key."""
-        crt = base64.b64encode(self.certificate).decode()
-        key = base64.b64encode(self.private_key).decode()
-        return (
-            "apiVersion: v1\nkind: Secret\n"
-            f"metadata: {{name: {name}, namespace: {namespace}}}\n"
-            "type: kubernetes.io/tls\n"
-            f"data: {{tls.crt: {crt}, tls.key: {key}}}\n"
-        )
+        """A kubernetes.io/tls Secret holding this certificate and key, as a few lines of
+        manifest text (for manifests written as text)."""
+        secret = tls_secret(name, self.certificate, self.private_key, namespace=namespace)
+        return yaml_text(secret, flow=True)
 
 
 @dataclass(frozen=True)
