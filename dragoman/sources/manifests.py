@@ -28,7 +28,7 @@ from dragoman.sources.decode import (
 from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
-from dragoman.sources.parse_worker import parse_shared, usable_cpus
+from dragoman.sources.parse_worker import idle_cpus, parse_shared
 from dragoman.sources.reads import ReadOutcome, read_file, read_files
 from dragoman.sources.tree import FileStamp, scan_tree
 
@@ -148,11 +148,12 @@ class ManifestDirectory:
         return dirty
 
     def _parse_shared(self, relatives: list[str]) -> dict[str, _ParsedFile | None]:
-        """A first load of many files, by path, shared with a worker process when another
-        CPU can run it; {} when the files are better parsed one by one here."""
+        """A first load of many files, by path, shared with a worker process when a CPU is
+        idle to run it; {} when the files are better parsed one by one here."""
         if (
             len(relatives) < SHARE_FROM
-            or usable_cpus() < 2
+            # A worker on a busy machine adds CPU time and saves none.
+            or idle_cpus() < 1
             or log.isEnabledFor(logging.DEBUG)  # what is ignored is logged by this process
         ):
             return {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import pickle
 import subprocess
@@ -39,6 +40,8 @@ WORKER_COMMAND: tuple[str, ...] = (
     "from dragoman.sources.parse_worker import main\n"
     "main()\n",
 )
+# This process's CPU quota (cgroup v2).
+CPU_MAX = "/sys/fs/cgroup/cpu.max"
 # A worker that has not answered this long after the caller finished its own share is
 # given up (its files are parsed here).
 WORKER_TIMEOUT_S = 120.0
@@ -47,10 +50,27 @@ Result = TypeVar("Result")
 
 
 def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity, within its cgroup's CPU quota."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    try:  # cgroup v2: "max 100000", or "200000 100000" for two CPUs' worth
+        quota, period = Path(CPU_MAX).read_text().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+def idle_cpus() -> float:
+    """Usable CPUs that nothing else runs on, as far as the load average tells."""
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average
+        busy = 0.0
+    return usable_cpus() - busy
 
 
 def parse_shared(

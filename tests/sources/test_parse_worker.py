@@ -4,6 +4,7 @@ origins as a load in one process, and the same when the worker fails."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ FILES = 240
 @pytest.fixture
 def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(manifests, "SHARE_FROM", 100)
-    monkeypatch.setattr(manifests, "usable_cpus", lambda: 2)  # whatever runs the tests
+    monkeypatch.setattr(manifests, "idle_cpus", lambda: 1.5)  # whatever runs the tests
     for i in range(FILES):
         (tmp_path / f"d{i % 3}").mkdir(exist_ok=True)
         if i % 50 == 7:
@@ -96,8 +97,8 @@ def test_no_worker_when_debug_logs_are_on(
     assert loader.parsed_by_worker == 0
 
 
-def test_no_worker_with_one_cpu(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manifests, "usable_cpus", lambda: 1)
+def test_no_worker_without_an_idle_cpu(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(manifests, "idle_cpus", lambda: 0.7)
     loader = ManifestDirectory(directory)
     loader.load()
     assert loader.parsed_by_worker == 0
@@ -115,3 +116,18 @@ def test_a_hostile_file_in_the_workers_share_is_reported(
     assert "nested more than 100 levels deep (file skipped)" in error.message
     alone = _alone(directory, monkeypatch)
     assert shared.objects == alone.objects and shared.errors == alone.errors
+
+
+def test_usable_cpus_stay_within_the_cgroup_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    affinity = len(os.sched_getaffinity(0))
+    cpu_max = tmp_path / "cpu.max"
+    monkeypatch.setattr(parse_worker, "CPU_MAX", str(cpu_max))
+    assert parse_worker.usable_cpus() == affinity  # no such file
+    cpu_max.write_text("max 100000\n")
+    assert parse_worker.usable_cpus() == affinity
+    cpu_max.write_text("50000 100000\n")  # half a CPU
+    assert parse_worker.usable_cpus() == 1
+    cpu_max.write_text(f"{150000 * affinity} 100000\n")
+    assert parse_worker.usable_cpus() == affinity
