@@ -4,10 +4,13 @@ TLS and HTTP protocol options as the DAG decided."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.core.v3 import protocol_pb2
 from envoy.extensions.clusters.aggregate.v3 import cluster_pb2 as aggregate_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as http_options_pb2
+from google.protobuf.duration_pb2 import Duration
 
 from dragoman.dag.model import (
     H2,
@@ -21,7 +24,7 @@ from dragoman.dag.model import (
 )
 from dragoman.envoy.core import ads_config_source, pack, seconds
 from dragoman.envoy.dns import cares_resolver, dns_cluster_type
-from dragoman.envoy.endpoints import single_host_assignment
+from dragoman.envoy.endpoints import fill_single_host_assignment
 from dragoman.envoy.options import TranslateOptions
 from dragoman.envoy.tls import upstream_tls_socket
 
@@ -29,6 +32,39 @@ HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 AGGREGATE_CLUSTER_EXTENSION = "envoy.clusters.aggregate"
 
 _HttpOptions = http_options_pb2.HttpProtocolOptions
+
+# Parts every cluster of a kind shares, built once: a message given to a constructor is
+# copied into the new one, so these are read, never changed.
+_EDS_OVER_ADS = cluster_pb2.Cluster.EdsClusterConfig(eds_config=ads_config_source())
+
+
+@lru_cache(maxsize=64)
+def _timeout(value_s: float) -> Duration:
+    """A shared Duration (copied by the constructors it is given to, never changed)."""
+    return seconds(value_s)
+
+
+@lru_cache(maxsize=256)
+def _dns_type(
+    refresh_s: float,
+    respect_ttl: bool,
+    lookup_family: str,
+    resolvers: tuple[tuple[str, int], ...],
+    failure_refresh_s: tuple[float, float] | None,
+    jitter_s: float | None,
+    logical: bool,
+) -> cluster_pb2.Cluster.CustomClusterType:
+    """The DNS extension's config, packed once per distinct settings (most clusters share
+    the defaults); shared, so copied by the constructors it is given to, never changed."""
+    return dns_cluster_type(
+        refresh_s=refresh_s,
+        respect_ttl=respect_ttl,
+        lookup_family=lookup_family,
+        resolver=cares_resolver(resolvers) if resolvers else None,
+        failure_refresh_s=failure_refresh_s,
+        jitter_s=jitter_s,
+        logical=logical,
+    )
 
 
 def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
@@ -89,9 +125,9 @@ def eds_cluster(value: EdsCluster | DnsCluster, options: TranslateOptions) -> cl
         name=value.name,
         type=cluster_pb2.Cluster.EDS,
         # The CLA is named like the cluster, so no service_name is needed.
-        eds_cluster_config=cluster_pb2.Cluster.EdsClusterConfig(eds_config=ads_config_source()),
+        eds_cluster_config=_EDS_OVER_ADS,
         lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-        connect_timeout=seconds(options.connect_timeout_s),
+        connect_timeout=_timeout(options.connect_timeout_s),
     )
 
 
@@ -100,26 +136,26 @@ def dns_cluster(value: DnsCluster, options: TranslateOptions) -> cluster_pb2.Clu
     failure = None
     if settings.failure_base_s is not None:
         failure = (settings.failure_base_s, settings.failure_max_s or settings.failure_base_s)
-    return cluster_pb2.Cluster(
+    message = cluster_pb2.Cluster(
         name=value.name,
-        cluster_type=dns_cluster_type(
-            refresh_s=settings.refresh_s or options.dns_refresh_s,
-            respect_ttl=(
-                options.dns_respect_ttl if settings.respect_ttl is None else settings.respect_ttl
-            ),
-            lookup_family=settings.lookup_family or options.dns_lookup_family,
+        cluster_type=_dns_type(
+            settings.refresh_s or options.dns_refresh_s,
+            options.dns_respect_ttl if settings.respect_ttl is None else settings.respect_ttl,
+            settings.lookup_family or options.dns_lookup_family,
             # Backend names are absolute: the resolver never appends search domains.
-            resolver=cares_resolver(settings.resolvers) if settings.resolvers else None,
-            failure_refresh_s=failure,
-            jitter_s=settings.jitter_s,
-            logical=settings.logical,
+            settings.resolvers,
+            failure,
+            settings.jitter_s,
+            settings.logical,
         ),
         lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-        connect_timeout=seconds(options.connect_timeout_s),
-        load_assignment=single_host_assignment(
-            value.name, value.hostname, value.port, absolute=True
-        ),
+        connect_timeout=_timeout(options.connect_timeout_s),
     )
+    # Filled in place rather than built apart and copied in.
+    fill_single_host_assignment(
+        message.load_assignment, value.name, value.hostname, value.port, absolute=True
+    )
+    return message
 
 
 def aggregate_cluster(value: AggregateCluster, options: TranslateOptions) -> cluster_pb2.Cluster:
@@ -132,5 +168,5 @@ def aggregate_cluster(value: AggregateCluster, options: TranslateOptions) -> clu
             name=AGGREGATE_CLUSTER_EXTENSION, typed_config=pack(config)
         ),
         lb_policy=cluster_pb2.Cluster.CLUSTER_PROVIDED,
-        connect_timeout=seconds(options.connect_timeout_s),
+        connect_timeout=_timeout(options.connect_timeout_s),
     )

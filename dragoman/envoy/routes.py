@@ -50,39 +50,62 @@ SET = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
 APPEND = base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD
 
 
+# The tree is filled in place, top down: a message handed to a constructor or a repeated
+# field's extend is copied, and copying every route twice (into its virtual host, then the
+# virtual host into the table) costs more than building it.
+
+
 def route_configuration(table: RouteTable) -> route_pb2.RouteConfiguration:
-    return route_pb2.RouteConfiguration(
+    message = route_pb2.RouteConfiguration(
         name=table.name,
-        virtual_hosts=[virtual_host(v) for v in table.virtual_hosts],
         # Routes may name the invalid-backend cluster on purpose; never reject the table for it.
         validate_clusters=BoolValue(value=False),
     )
+    add = message.virtual_hosts.add
+    for value in table.virtual_hosts:
+        _fill_virtual_host(add(), value)
+    return message
 
 
 def virtual_host(value: VirtualHost) -> rc_pb2.VirtualHost:
-    return rc_pb2.VirtualHost(
-        name=value.name, domains=list(value.domains), routes=[route(r) for r in value.routes]
-    )
+    message = rc_pb2.VirtualHost()
+    _fill_virtual_host(message, value)
+    return message
+
+
+def _fill_virtual_host(message: rc_pb2.VirtualHost, value: VirtualHost) -> None:
+    message.name = value.name
+    message.domains.extend(value.domains)
+    add = message.routes.add
+    for item in value.routes:
+        _fill_route(add(), item)
 
 
 def route(value: Route) -> rc_pb2.Route:
-    message = rc_pb2.Route(name=route_name(value), match=route_match(value.match))
+    message = rc_pb2.Route()
+    _fill_route(message, value)
+    return message
+
+
+def _fill_route(message: rc_pb2.Route, value: Route) -> None:
+    message.name = route_name(value)
+    _fill_route_match(message.match, value.match)
     action = value.action
     if isinstance(action, Forward):
         weights = merged_weights(action)
-        if not weights or [name for name, _ in weights] == [INVALID_BACKEND_CLUSTER]:
+        if not weights or (len(weights) == 1 and weights[0][0] == INVALID_BACKEND_CLUSTER):
             status = NO_GRPC_BACKEND_STATUS if action.grpc else NO_BACKEND_STATUS
             message.direct_response.CopyFrom(direct_response(DirectResponse(status)))
         else:
-            message.route.CopyFrom(route_action(action, weights, value.match))
+            fill_route_action(message.route, action, weights, value.match)
     elif isinstance(action, Redirect):
         message.redirect.CopyFrom(redirect_action(action, value.match))
     else:
         message.direct_response.CopyFrom(direct_response(action))
-    _add_header_edits(message, value.request_headers, value.response_headers)
+    if value.request_headers or value.response_headers:
+        _add_header_edits(message, value.request_headers, value.response_headers)
     if value.cors is not None:
         message.typed_per_filter_config[CORS_FILTER].CopyFrom(pack(cors_policy(value.cors)))
-    return message
 
 
 def route_name(value: Route) -> str:
@@ -91,7 +114,13 @@ def route_name(value: Route) -> str:
 
 
 def route_match(value: RouteMatch) -> rc_pb2.RouteMatch:
-    match = path_match(value)
+    match = rc_pb2.RouteMatch()
+    _fill_route_match(match, value)
+    return match
+
+
+def _fill_route_match(match: rc_pb2.RouteMatch, value: RouteMatch) -> None:
+    _fill_path_match(match, value)
     for header in value.headers:
         match.headers.append(_header_matcher(header.name, header))
     if value.method is not None:
@@ -106,21 +135,29 @@ def route_match(value: RouteMatch) -> rc_pb2.RouteMatch:
         )
     if value.grpc:
         match.grpc.SetInParent()
-    return match
 
 
 def path_match(value: RouteMatch) -> rc_pb2.RouteMatch:
+    match = rc_pb2.RouteMatch()
+    _fill_path_match(match, value)
+    return match
+
+
+def _fill_path_match(match: rc_pb2.RouteMatch, value: RouteMatch) -> None:
     if value.path_type == "Exact":
-        return rc_pb2.RouteMatch(path=value.path)
+        match.path = value.path
+        return
     if value.path_type == "RegularExpression":
-        return rc_pb2.RouteMatch(safe_regex=regex_pb2.RegexMatcher(regex=value.path))
+        match.safe_regex.regex = value.path
+        return
     if value.path_type != "PathPrefix":
         raise ValueError(f"unknown path match type {value.path_type!r}")
     prefix = value.path.rstrip("/")
     if not prefix:
-        return rc_pb2.RouteMatch(prefix="/")
+        match.prefix = "/"
+        return
     # Gateway API prefixes match whole path elements: /foo matches /foo and /foo/bar, not /foobar.
-    return rc_pb2.RouteMatch(path_separated_prefix=prefix)
+    match.path_separated_prefix = prefix
 
 
 def _header_matcher(name: str, value: ValueMatch) -> rc_pb2.HeaderMatcher:
@@ -136,17 +173,29 @@ def string_matcher(value: ValueMatch) -> string_pb2.StringMatcher:
 def merged_weights(action: Forward) -> list[tuple[str, int]]:
     """(cluster, total weight) in first-seen order, backends with the same cluster and the same
     own filters merged; weight 0 means no traffic at all."""
+    backends = action.backends
+    if len(backends) == 1:
+        # The common rule: one backendRef, nothing to merge.
+        (backend,) = backends
+        return (
+            [(backend.cluster or INVALID_BACKEND_CLUSTER, backend.weight)]
+            if backend.weight > 0
+            else []
+        )
     merged: dict[Backend, int] = {}
-    for backend in action.backends:
+    for backend in backends:
         if backend.weight <= 0:
             continue
-        key = backend if backend.cluster is not None else Backend(INVALID_BACKEND_CLUSTER, 0)
-        key = _unweighted(key)
+        key = _unweighted(backend)
         merged[key] = merged.get(key, 0) + backend.weight
     return [(key.cluster or INVALID_BACKEND_CLUSTER, weight) for key, weight in merged.items()]
 
 
 def _unweighted(backend: Backend) -> Backend:
+    """The backend as a merge key: its weight dropped; an invalid reference stands for the
+    invalid-backend cluster, whatever filters it had."""
+    if backend.cluster is None:
+        return _INVALID_BACKEND
     return Backend(
         cluster=backend.cluster,
         weight=0,
@@ -156,10 +205,21 @@ def _unweighted(backend: Backend) -> Backend:
     )
 
 
+_INVALID_BACKEND = Backend(INVALID_BACKEND_CLUSTER, 0)
+
+
 def route_action(
     action: Forward, weights: list[tuple[str, int]], match: RouteMatch
 ) -> rc_pb2.RouteAction:
     message = rc_pb2.RouteAction()
+    fill_route_action(message, action, weights, match)
+    return message
+
+
+def fill_route_action(
+    message: rc_pb2.RouteAction, action: Forward, weights: list[tuple[str, int]], match: RouteMatch
+) -> None:
+    """Sets `message` (an empty RouteAction) to forward as `action` asks."""
     backends = _backends_by_weight_order(action, weights)
     own_filters = any(_has_own_filters(backend) for backend in backends)
     if len(weights) == 1 and not own_filters:
@@ -182,7 +242,8 @@ def route_action(
         message.auto_host_rewrite.value = True
     if action.path_rewrite is not None:
         _rewrite_path(message, action.path_rewrite, match)
-    message.request_mirror_policies.extend(_mirror_policy(m) for m in action.mirrors)
+    if action.mirrors:
+        message.request_mirror_policies.extend(_mirror_policy(m) for m in action.mirrors)
     if action.timeout_ms is not None:
         message.timeout.CopyFrom(seconds(action.timeout_ms / 1000))
     if action.per_try_timeout_ms is not None:
@@ -195,16 +256,21 @@ def route_action(
     if action.grpc:
         # Bound each call by the client's grpc-timeout header, with no cap of ours.
         message.max_stream_duration.grpc_timeout_header_max.CopyFrom(seconds(0))
-    return message
 
 
 def _backends_by_weight_order(action: Forward, weights: list[tuple[str, int]]) -> list[Backend]:
     """The (unweighted) backend behind each entry of merged_weights, in the same order."""
+    backends = action.backends
+    if len(backends) == 1:
+        # Only its own filters are read from it: its weight needs no dropping.
+        (backend,) = backends
+        if backend.weight <= 0:
+            return []
+        return [backend if backend.cluster is not None else _INVALID_BACKEND]
     seen: dict[Backend, None] = {}
-    for backend in action.backends:
+    for backend in backends:
         if backend.weight > 0:
-            key = backend if backend.cluster is not None else Backend(INVALID_BACKEND_CLUSTER, 0)
-            seen.setdefault(_unweighted(key), None)
+            seen.setdefault(_unweighted(backend), None)
     return list(seen)
 
 

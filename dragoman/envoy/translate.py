@@ -6,7 +6,7 @@ the same Resource object is shared by every group that serves it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from dragoman.dag.model import (
@@ -119,17 +119,39 @@ class _Translator:
         self._listeners: dict[int, tuple[Listener, Resource]] = {}
         self._route_tables: dict[int, tuple[RouteTable, Resource]] = {}
         self._secrets: dict[str, Resource] = {}
+        # By the identity of the group's tuples they derive from: the all-gateways group of a
+        # single Gateway shares its Gateway group's tuples, and so its TypeSnapshots.
+        self._typed: dict[tuple[str, int, int], tuple[object, TypeSnapshot]] = {}
 
     def snapshot(self, group: NodeGroup) -> Snapshot:
+        listeners, clusters = group.listeners, group.clusters
         return Snapshot(
             types={
-                CLUSTER: TypeSnapshot.of(self.clusters(group)),
-                ENDPOINT: TypeSnapshot.of(self.endpoints(group)),
-                SECRET: TypeSnapshot.of(self.secrets(group)),
-                LISTENER: TypeSnapshot.of(self.listeners(group)),
-                ROUTE: TypeSnapshot.of(self.route_tables(group)),
+                CLUSTER: self._type_snapshot(CLUSTER, clusters, (), self.clusters, group),
+                ENDPOINT: self._type_snapshot(ENDPOINT, clusters, (), self.endpoints, group),
+                SECRET: self._type_snapshot(SECRET, listeners, clusters, self.secrets, group),
+                LISTENER: self._type_snapshot(LISTENER, listeners, (), self.listeners, group),
+                ROUTE: self._type_snapshot(ROUTE, group.route_tables, (), self.route_tables, group),
             }
         )
+
+    def _type_snapshot(
+        self,
+        type_url: str,
+        source: tuple[object, ...],
+        other_source: tuple[object, ...],
+        resources: Callable[[NodeGroup], list[Resource]],
+        group: NodeGroup,
+    ) -> TypeSnapshot:
+        """TypeSnapshot.of(resources(group)), which depends on the DAG and on the group's
+        `source` (and `other_source`) tuples alone."""
+        key = (type_url, id(source), id(other_source))
+        known = self._typed.get(key)
+        if known is None:
+            # The sources are kept with it so their ids cannot be reused meanwhile.
+            known = (source, other_source), TypeSnapshot.of(resources(group))
+            self._typed[key] = known
+        return known[1]
 
     def clusters(self, group: NodeGroup) -> list[Resource]:
         # A name the DAG does not define is skipped: its routes answer 503 until it appears.

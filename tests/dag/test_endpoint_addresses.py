@@ -46,6 +46,36 @@ def test_pod_addresses_are_used(address: str) -> None:
     assert endpoint_address_refusal(address) is None
 
 
+@pytest.mark.parametrize(
+    "address", ["01.2.3.4", "1.2.3", "1.2.3.4.5", "256.1.1.1", "1.2.3.4\n", " 1.2.3.4", "1.2.3.4 "]
+)
+def test_text_ipaddress_refuses_is_no_endpoint(address: str) -> None:
+    """The IPv4 shortcut accepts exactly what the ipaddress module does."""
+    assert endpoint_address_refusal(address) == f"{address!r} is not an IP address"
+
+
+@pytest.mark.parametrize(
+    ("address", "denied"),
+    [
+        ("0.255.255.255", True),
+        ("1.0.0.0", False),
+        ("126.255.255.255", False),
+        ("127.255.255.255", True),
+        ("128.0.0.0", False),
+        ("169.253.255.255", False),
+        ("169.254.255.255", True),
+        ("169.255.0.0", False),
+        ("100.100.100.199", False),
+        ("100.100.100.200", True),
+        ("168.63.129.16", True),
+        ("192.0.0.192", True),
+        ("192.0.0.193", False),
+    ],
+)
+def test_edges_of_the_denied_ipv4_ranges(address: str, denied: bool) -> None:
+    assert (endpoint_address_refusal(address) is not None) is denied
+
+
 def test_an_exception_covers_only_its_range() -> None:
     lab = (ipaddress.ip_network("127.0.0.0/8"),)
     assert endpoint_address_refusal("127.0.0.25", lab) is None

@@ -141,17 +141,17 @@ def _rule_action(
     clusters = {cluster.name: cluster for cluster in resolved.clusters}
     if not clusters:
         return done(no_backend, ())
-    mirrors = _mirrors(route, rule_field, parsed, context, protocol, problems, clusters)
-    external = any(
-        isinstance(clusters[b.cluster], DnsCluster | AggregateCluster)
-        for b in resolved.backends
-        if b.cluster is not None
+    mirrors = (
+        _mirrors(route, rule_field, parsed, context, protocol, problems, clusters)
+        if parsed.mirrors
+        else ()
     )
-    affinity = any(
-        has_client_ip_affinity(clusters[b.cluster])
-        for b in resolved.backends
-        if b.cluster is not None
-    )
+    external = affinity = False
+    for backend in resolved.backends:
+        if backend.cluster is not None:
+            cluster = clusters[backend.cluster]
+            external = external or isinstance(cluster, DnsCluster | AggregateCluster)
+            affinity = affinity or has_client_ip_affinity(cluster)
     action = Forward(
         backends=resolved.backends,
         # External hosts (virtual hosting, TLS) expect their own name in Host, not the gateway's.

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.model import Backend, Cluster, HeaderEdits, Problem
+from dragoman.dag.model import NO_EDITS, Backend, Cluster, HeaderEdits, Problem
 from dragoman.dag.reference_grants import (
     not_permitted_message,
     route_referrer,
@@ -74,6 +74,8 @@ def _backend_filters(
     route: HTTPRoute | GRPCRoute, field: str, ref: BackendRef
 ) -> tuple[HeaderEdits, HeaderEdits, str | None, list[Problem]]:
     """The header edits and Host a backendRef's own filters ask for, or why they cannot be."""
+    if not ref.filters:
+        return NO_EDITS, NO_EDITS, None, []
     request = response = HeaderEdits()
     host: str | None = None
     problems: list[Problem] = []
@@ -142,12 +144,13 @@ def resolve_backend_ref(
             f"{field}.kind",
         )
     namespace = ref.namespace or route.meta.namespace
-    referrer = route_referrer(route.kind, route.meta.namespace)
-    target = service_target(namespace, ref.name)
-    if not context.grants.permits(referrer, target):
-        return problem(
-            "RefNotPermitted", not_permitted_message(referrer, target), f"{field}.namespace"
-        )
+    if namespace != route.meta.namespace:  # the same namespace needs no grant
+        referrer = route_referrer(route.kind, route.meta.namespace)
+        target = service_target(namespace, ref.name)
+        if not context.grants.permits(referrer, target):
+            return problem(
+                "RefNotPermitted", not_permitted_message(referrer, target), f"{field}.namespace"
+            )
     if ref.port is None:
         return problem(
             "BackendNotFound",

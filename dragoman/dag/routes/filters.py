@@ -31,6 +31,9 @@ class RuleFilters:
     cors: CorsPolicy | None = None
 
 
+NO_FILTERS = RuleFilters()
+
+
 def rule_filters(
     route: ObjectKey, field_path: str, filters: Sequence[RouteFilter], prefix: str
 ) -> RuleFilters:
@@ -38,6 +41,8 @@ def rule_filters(
 
     `prefix` is the rule's PathPrefix match, which ReplacePrefixMatch replaces.
     """
+    if not filters:
+        return NO_FILTERS  # most rules have none
     problems: list[Problem] = []
     request = response = HeaderEdits()
     redirect: Redirect | None = None

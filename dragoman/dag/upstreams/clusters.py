@@ -98,10 +98,10 @@ def service_cluster(
             declared = found
             if not current.is_external_name:
                 return _eds_cluster(path, port, declared, context.upstream, l4)
-        step = _external_name_step(path, port, context)
-        if isinstance(step, DnsCluster):
+        step = _external_name_step(path, context)
+        if isinstance(step, str):
             own = declared if current.ports else None
-            return _external_cluster(path, step, own, declared, context, l4)
+            return _external_cluster(path, step, port, own, declared, context, l4)
         if not isinstance(step, Service):
             return step
         if any(step.key == seen.key for seen in path):
@@ -178,7 +178,8 @@ def _eds_cluster(
 
 def _external_cluster(
     path: list[Service],
-    dns: DnsCluster,
+    hostname: str,
+    port: int,
     own_port: ServicePort | None,
     declared: ServicePort | None,
     context: BuildContext,
@@ -189,7 +190,7 @@ def _external_cluster(
     service = path[-1]
     options, upstream = context.options, context.upstream
     policy = options.external_names
-    refusal = policy.domain_refusal(dns.hostname)
+    refusal = policy.domain_refusal(hostname)
     if refusal is not None:
         return Unresolved(NOT_ALLOWED_BY_POLICY, f"{_describe(path)}: {refusal}")
     fixed: tuple[str, ...] = ()
@@ -203,12 +204,12 @@ def _external_cluster(
                 f"{_describe(path)}: no usable spec.externalIPs: {'; '.join(refused)}",
             )
     elif options.dns_check:
-        checked = dns_refusal(dns.hostname, upstream.dns.get(dns.hostname), policy)
+        checked = dns_refusal(hostname, upstream.dns.get(hostname), policy)
         if checked is not None:
             return Unresolved(checked.reason, f"{_describe(path)}: {checked.message}")
     tls = _tls(
         service,
-        dns.port,
+        port,
         own_port.name if own_port else "",
         declared.app_protocol if declared else "",
         upstream,
@@ -217,9 +218,11 @@ def _external_cluster(
     if isinstance(tls, TlsRefusal):
         return Unresolved(tls.reason, f"{_describe(path)}: {tls.message}")
     protocol = _protocol(declared, tls, l4)
-    external = dataclasses.replace(
-        dns,
-        name=_dns_cluster_name(service, dns.port, own_port, protocol),
+    external = DnsCluster(
+        name=_dns_cluster_name(service, port, own_port, protocol),
+        service=service.key,
+        hostname=hostname,
+        port=port,
         protocol=protocol,
         tls=tls,
         dns=service_dns_settings(service, options.dns_check).settings,
@@ -227,7 +230,7 @@ def _external_cluster(
         client_ip_affinity=service.client_ip_affinity,
         addresses=fixed,
     )
-    preferred = _preferred_cluster(service, dns.port, context, l4)
+    preferred = _preferred_cluster(service, port, context, l4)
     if not isinstance(preferred, EdsCluster):
         return external
     fallback_name = _renamed(external.name, protocol, HTTP1) + f"/{FALLBACK_SUFFIX}"
@@ -266,8 +269,8 @@ def cluster_warnings(cluster: Cluster, context: BuildContext) -> tuple[str, ...]
     if isinstance(cluster, EdsCluster):
         return ()
     service = context.services.get((cluster.service.namespace, cluster.service.name))
-    if service is None:
-        return ()
+    if service is None or not (service.meta.annotations or service.external_ips):
+        return ()  # every warning comes from an annotation or from spec.externalIPs
     warnings = list(service_dns_settings(service, context.options.dns_check).problems)
     if service.is_external_name and service.external_ips:
         _, refused = external_ip_verdicts(service.external_ips, context.options.external_names)
@@ -309,10 +312,10 @@ def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePor
     """The last Service's port numbered `port`, of protocol TCP (UDP for UDP clusters)."""
     service = path[-1]
     wanted = "UDP" if l4 == UDP else "TCP"
+    for declared in service.ports:
+        if declared.port == port and declared.protocol == wanted:
+            return declared
     numbered = [p for p in service.ports if p.port == port]
-    found = next((p for p in numbered if p.protocol == wanted), None)
-    if found is not None:
-        return found
     # Only the first Service's port is the backendRef's; later ones are an alias's.
     first_hop = len(path) == 1
     if numbered:
@@ -330,17 +333,17 @@ def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePor
     )
 
 
-def _external_name_step(
-    path: list[Service], port: int, context: BuildContext
-) -> DnsCluster | Service | Unresolved:
-    """A DNS cluster for an outside host, the Service an in-cluster name aliases, or why not."""
+def _external_name_step(path: list[Service], context: BuildContext) -> str | Service | Unresolved:
+    """The outside host to resolve (normalised), the Service an in-cluster name aliases, or
+    why neither."""
     service = path[-1]
     options = context.options
     reason = unsafe_reason(service.external_name)
     if reason is not None:
         return Unresolved("UnsafeExternalName", f"{_describe(path)}: {reason}")
 
-    target = in_cluster_target(service.external_name, options.cluster_domain)
+    hostname = normalise(service.external_name)
+    target = in_cluster_target(hostname, options.cluster_domain)
     if target is not None:
         namespace, name = target
         # The alias is a reference from this Service to one in the target's namespace.
@@ -361,7 +364,6 @@ def _external_name_step(
             )
         return aliased
 
-    hostname = normalise(service.external_name)
     if is_cluster_local(hostname, options.cluster_domain):
         # Never let Envoy resolve cluster DNS itself: that would bypass namespace checks.
         return Unresolved(
@@ -369,9 +371,7 @@ def _external_name_step(
             f"{_describe(path)}: externalName {hostname!r} is inside the cluster domain but is "
             f"not a Service name (<service>.<namespace>.svc.{options.cluster_domain})",
         )
-    return DnsCluster(
-        name=cluster_name(service, port), service=service.key, hostname=hostname, port=port
-    )
+    return hostname
 
 
 def _tls(

@@ -37,16 +37,15 @@ def load_assignment(
         slice_port = _slice_port(cluster, endpoint_slice.ports)
         if slice_port is None:
             continue
+        port = slice_port.port
         for endpoint in endpoint_slice.endpoints:
             if not endpoint.ready:
                 continue
             # The addresses of one endpoint are fungible (one pod): the first usable is enough.
-            usable = next(
-                (a for a in endpoint.addresses if endpoint_address_refusal(a, allowed) is None),
-                None,
-            )
-            if usable is not None:
-                zoned.add((endpoint.zone, usable, slice_port.port))
+            for address in endpoint.addresses:
+                if endpoint_address_refusal(address, allowed) is None:
+                    zoned.add((endpoint.zone, address, port))
+                    break
 
     # An address listed twice (in two slices, or under two zones while a slice is rewritten)
     # is one endpoint; keep it in its first zone so the result does not depend on input order.

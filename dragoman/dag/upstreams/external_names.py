@@ -11,7 +11,9 @@ import re
 from dragoman.dag.external_name_policy import CLOUD_METADATA_ADDRESSES
 
 _MAX_NAME_LENGTH = 253
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+# Every dot-separated label an RFC 1123 label, in one match.
+_LABELS = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 
 # Names that /etc/hosts or the resolver itself maps to the loopback interface.
 _LOCALHOST_NAMES = frozenset(
@@ -45,6 +47,9 @@ _METADATA_PATTERNS = ((re.compile(r"instance-data\.[a-z0-9-]+\.compute\.internal
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
+# Without a colon a name can only be an IPv4 literal, made of ASCII digits and dots alone.
+_NOT_IPV4 = re.compile(r"[^0-9.]")
+
 
 def normalise(external_name: str) -> str:
     """Lower-case, without one trailing dot: the form DNS compares and clusters are named by."""
@@ -63,7 +68,7 @@ def unsafe_reason(external_name: str) -> str | None:
     if len(name) > _MAX_NAME_LENGTH:
         return f"externalName is longer than {_MAX_NAME_LENGTH} characters"
     labels = name.split(".")
-    if not all(_LABEL.fullmatch(label) for label in labels):
+    if _LABELS.fullmatch(name) is None:
         return f"externalName {name!r} is not a valid DNS name (RFC 1123)"
     if name in _LOCALHOST_NAMES or name.endswith(".localhost"):
         return f"externalName {name!r} points to localhost"
@@ -115,6 +120,8 @@ def _in_cluster_part(name: str, domain: str) -> str:
 
 
 def _ip_literal(name: str) -> IPAddress | None:
+    if ":" not in name and _NOT_IPV4.search(name) is not None:
+        return None  # a host name (the common case), known without parsing it twice
     bracketed = name.startswith("[") and name.endswith("]")
     try:
         ip = ipaddress.ip_address(name[1:-1] if bracketed else name)
