@@ -229,6 +229,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
+def main_thread_cpu_seconds(pid: int) -> float:
+    """CPU time of the process's first thread, in ns precision: Envoy's main thread, where it
+    applies xDS updates (its worker thread serves the probes)."""
+    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
 def rss_mib(pid: int) -> float:
     return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / MIB
 
@@ -355,6 +361,13 @@ class Figures:
     builds_ms: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)
+    # CPU per change, from the write until `--pause` after the last answer: each Envoy's main
+    # thread, less what it spends idle in as long (load-independent: what applying one
+    # update costs it), and dragoman's (utime + stime).
+    envoy_cpu_ms: list[float] = field(default_factory=list)
+    dragoman_cpu_ms: list[float] = field(default_factory=list)
+    envoy_idle_cpu_ms_per_s: float = 0.0  # each Envoy's main thread, while nothing changes
+    cds_update_duration: str = ""  # Envoy 0's histogram, as its admin prints it
 
 
 def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
@@ -425,11 +438,23 @@ def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
         if len(envoys) > 1:
             figures.envoy_ready_s.append(time.monotonic() - started_rest)
         time.sleep(2)
+        envoy_pids = [e.pid for e in envoys if e.pid is not None]
+        before = [main_thread_cpu_seconds(pid) for pid in envoy_pids]
         figures.idle_cpu_all = idle_cpu(dragoman.pid, args.idle_seconds)
+        figures.envoy_idle_cpu_ms_per_s = statistics.mean(
+            (main_thread_cpu_seconds(pid) - b) * 1000 / args.idle_seconds
+            for pid, b in zip(envoy_pids, before, strict=True)
+        )
         figures.rss_all = rss_mib(dragoman.pid)
         figures.loads.append(load())
 
-        asyncio.run(measure_changes(args, workload, figures, log_path))
+        asyncio.run(measure_changes(args, workload, figures, log_path, envoy_pids, dragoman.pid))
+        with contextlib.suppress(Exception):
+            figures.cds_update_duration = (
+                envoys[0]
+                .admin.get("/stats", {"filter": "cluster_manager\\.cds\\.update_duration"})
+                .strip()
+            )
         figures.loads.append(load())
         figures.rss_all = max(figures.rss_all, rss_mib(dragoman.pid))
     finally:
@@ -491,7 +516,12 @@ def idle_cpu(pid: int, seconds: float) -> float:
 
 
 async def measure_changes(
-    args: argparse.Namespace, workload: Workload, figures: Figures, log_path: Path
+    args: argparse.Namespace,
+    workload: Workload,
+    figures: Figures,
+    log_path: Path,
+    envoy_pids: list[int] | None = None,
+    dragoman_pid: int | None = None,
 ) -> None:
     external = [i for i in range(workload.services) if workload.is_external(i)]
     connections = await connect_to_each(args.envoys, workload.listener_port, "svc0.bench.test")
@@ -501,6 +531,8 @@ async def measure_changes(
             i = rng.choice(external[1:] or external)
             host = f"svc{i}.bench.test"
             log_size = log_path.stat().st_size
+            envoy_cpu = [main_thread_cpu_seconds(pid) for pid in envoy_pids or ()]
+            dragoman_cpu = cpu_seconds(dragoman_pid) if dragoman_pid is not None else 0.0
             started = time.monotonic()
             port = workload.change(i)
             failures: list[str] = []
@@ -515,6 +547,13 @@ async def measure_changes(
             figures.failures.extend(f"svc{i}: {f}" for f in failures)
             await asyncio.sleep(args.pause)
             figures.builds_ms.extend(_builds(log_path, log_size))
+            idle_ms = figures.envoy_idle_cpu_ms_per_s * (time.monotonic() - started)
+            figures.envoy_cpu_ms.extend(
+                (main_thread_cpu_seconds(pid) - before) * 1000 - idle_ms
+                for pid, before in zip(envoy_pids or (), envoy_cpu, strict=True)
+            )
+            if dragoman_pid is not None:
+                figures.dragoman_cpu_ms.append((cpu_seconds(dragoman_pid) - dragoman_cpu) * 1000)
     finally:
         for connection in connections.values():
             connection.close()
@@ -575,6 +614,24 @@ def report(name: str, args: argparse.Namespace, f: Figures) -> None:
             f"dragoman update (load + build + publish)   median {median:.0f} ms, "
             f"p90 {p90:.0f} ms, max {max(f.builds_ms):.0f} ms"
         )
+    if f.envoy_cpu_ms:
+        median, p90, _ = quantiles(f.envoy_cpu_ms)
+        cores = os.cpu_count() or 1
+        print(
+            f"CPU per change, each Envoy's main thread   median {median:.0f} ms, "
+            f"p90 {p90:.0f} ms (less idle {f.envoy_idle_cpu_ms_per_s:.1f} ms/s)"
+        )
+        print(
+            f"  {args.envoys} Envoys x {median:.0f} ms on {cores} cores: no change can reach "
+            f"them all in under {args.envoys * median / min(cores, args.envoys):.0f} ms"
+        )
+    if f.dragoman_cpu_ms:
+        median, p90, _ = quantiles(f.dragoman_cpu_ms)
+        print(
+            f"CPU per change, dragoman                   median {median:.0f} ms, p90 {p90:.0f} ms"
+        )
+    if f.cds_update_duration:
+        print(f"Envoy 0: {f.cds_update_duration}")
     print(f"non-200 answers during changes             {len(f.failures)}")
     for failure in f.failures[:10]:
         print(f"  {failure}")

@@ -408,7 +408,6 @@ def _emit_eds(
             type=cluster_pb2.Cluster.EDS,
             eds_cluster_config=cluster_pb2.Cluster.EdsClusterConfig(eds_config=_ads()),
             lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-            connect_timeout=duration_pb2.Duration(seconds=5),
         ),
     )
     addresses = endpoint_addresses(i)
@@ -451,7 +450,6 @@ def _emit_dns(
                 name="envoy.cluster.dns", typed_config=_pack(settings)
             ),
             lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-            connect_timeout=duration_pb2.Duration(seconds=5),
             load_assignment=endpoint_pb2.ClusterLoadAssignment(
                 cluster_name=dns_name,
                 endpoints=[

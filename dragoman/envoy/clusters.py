@@ -30,12 +30,24 @@ from dragoman.envoy.tls import upstream_tls_socket
 
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 AGGREGATE_CLUSTER_EXTENSION = "envoy.clusters.aggregate"
+# Envoy's connect_timeout when a Cluster sets none (documented, and the same since v2).
+ENVOY_DEFAULT_CONNECT_TIMEOUT_S = 5.0
 
 _HttpOptions = http_options_pb2.HttpProtocolOptions
 
 # Parts every cluster of a kind shares, built once: a message given to a constructor is
 # copied into the new one, so these are read, never changed.
 _EDS_OVER_ADS = cluster_pb2.Cluster.EdsClusterConfig(eds_config=ads_config_source())
+
+
+def connect_timeout(options: TranslateOptions) -> Duration | None:
+    """The Cluster's connect_timeout; None (left out) when it is Envoy's own default.
+
+    Every SotW CDS update makes each Envoy parse and hash every cluster again: a field
+    left out of 10,000 clusters is measurable CPU on every Envoy at every change."""
+    if options.connect_timeout_s == ENVOY_DEFAULT_CONNECT_TIMEOUT_S:
+        return None
+    return _timeout(options.connect_timeout_s)
 
 
 @lru_cache(maxsize=64)
@@ -127,7 +139,7 @@ def eds_cluster(value: EdsCluster | DnsCluster, options: TranslateOptions) -> cl
         # The CLA is named like the cluster, so no service_name is needed.
         eds_cluster_config=_EDS_OVER_ADS,
         lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-        connect_timeout=_timeout(options.connect_timeout_s),
+        connect_timeout=connect_timeout(options),
     )
 
 
@@ -149,7 +161,7 @@ def dns_cluster(value: DnsCluster, options: TranslateOptions) -> cluster_pb2.Clu
             settings.logical,
         ),
         lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
-        connect_timeout=_timeout(options.connect_timeout_s),
+        connect_timeout=connect_timeout(options),
     )
     # Filled in place rather than built apart and copied in.
     fill_single_host_assignment(
@@ -168,5 +180,5 @@ def aggregate_cluster(value: AggregateCluster, options: TranslateOptions) -> clu
             name=AGGREGATE_CLUSTER_EXTENSION, typed_config=pack(config)
         ),
         lb_policy=cluster_pb2.Cluster.CLUSTER_PROVIDED,
-        connect_timeout=_timeout(options.connect_timeout_s),
+        connect_timeout=connect_timeout(options),
     )

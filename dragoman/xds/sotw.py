@@ -127,7 +127,7 @@ class SotwStream(StreamProtocol[TypeState]):
         full_state = state.type_url in FULL_STATE_TYPES
         if not request.HasField("error_detail"):
             if full_state:
-                state.acked_sent = state.sent
+                state.acked_sent, state.acked_whole = state.sent, state.sent_whole
             state.unacked.clear()
             state.acked_version = state.sent_version
             _accepted(state)
@@ -153,7 +153,7 @@ class SotwStream(StreamProtocol[TypeState]):
             )
         # The client keeps what it had: forget that it holds the rejected resources.
         if full_state:
-            state.sent = state.acked_sent
+            state.sent, state.sent_whole = state.acked_sent, state.acked_whole
         elif any(n in state.unacked for n in state.sent_batch):
             sent = _own(state)
             for name in [n for n in state.sent_batch if n in state.unacked]:
@@ -195,7 +195,7 @@ class SotwStream(StreamProtocol[TypeState]):
         state = self.types[type_url]
         version, resources = plan
         follow_up = type_url == CLUSTER and self.is_ads and ENDPOINT in self.types
-        changed_clusters = _changed(state.sent, resources) if follow_up else set()
+        changed_clusters = self._changed_since_sent(state, resources) if follow_up else set()
         responses = [self._respond(state, version, resources)]
         if changed_clusters:
             responses += self._resend_endpoints(changed_clusters)
@@ -208,6 +208,7 @@ class SotwStream(StreamProtocol[TypeState]):
         current = self._current(state.type_url)
         if state.type_url in FULL_STATE_TYPES:
             state.sent = resources  # never changed in place: may be the snapshot's own
+            state.sent_whole = current.version if resources is current.resources else None
         elif not state.sent and resources is current.resources:
             # The first answer to a subscription of every name: hold the snapshot's mapping.
             for name in resources:
@@ -252,12 +253,29 @@ class SotwStream(StreamProtocol[TypeState]):
         current = self._current(CLUSTER)
         if current.version == state.seen_version:
             return
-        held = {**state.retained, **state.sent}
-        gone = {n: r for n, r in held.items() if n not in current.resources}
+        if not state.retained and state.sent_whole is not None:
+            # The client holds a whole earlier snapshot: what left it is computed once for
+            # every stream holding that snapshot.
+            sent = state.sent
+            _, removed = self.memos.whole_diffs.between(sent, state.sent_whole, current)
+            gone = {n: sent[n] for n in removed}
+        else:
+            held = {**state.retained, **state.sent}
+            gone = {n: r for n, r in held.items() if n not in current.resources}
         if gone and (routes_changing or not self._routes_settled()):
             state.retained = gone
         else:
             state.retained = {}
+
+    def _changed_since_sent(
+        self, state: TypeState, resources: Mapping[str, Resource]
+    ) -> Collection[str]:
+        """Names in `resources` whose content differs from what the client holds."""
+        current = self._current(state.type_url)
+        if resources is current.resources and state.sent_whole is not None:
+            changed, _ = self.memos.whole_diffs.between(state.sent, state.sent_whole, current)
+            return changed
+        return _changed(state.sent, resources)
 
     def _release_clusters(self) -> list[SotwResponse]:
         """Send the final CDS, without the retained clusters, once the routes are in place."""
@@ -315,8 +333,14 @@ def _subscribe(
     # Forget what was sent for names no longer wanted, so a re-subscription sends them again.
     if not state.wildcard:
         if state.type_url in FULL_STATE_TYPES:
-            state.sent = _subscribed_only(state, state.sent)
-            state.acked_sent = _subscribed_only(state, state.acked_sent)
+            sent, acked = (
+                _subscribed_only(state, state.sent),
+                _subscribed_only(state, state.acked_sent),
+            )
+            if sent is not state.sent:
+                state.sent, state.sent_whole = sent, None
+            if acked is not state.acked_sent:
+                state.acked_sent, state.acked_whole = acked, None
         else:
             unwanted = [n for n in state.sent if n not in state.names]
             if unwanted:
@@ -398,6 +422,8 @@ def _digest(resource: Resource | None) -> str | None:
 
 def _assume_held(state: TypeState, current: TypeSnapshot) -> None:
     state.sent = state.acked_sent = _full_state(state, current)
+    whole = current.version if state.sent is current.resources else None
+    state.sent_whole = state.acked_whole = whole
     state.sent_version = state.acked_version = current.version
     state.seen_version = current.version
 
@@ -412,7 +438,7 @@ def _plan_full_state(state: TypeState, current: TypeSnapshot, force: bool) -> Pl
     if state.blocked(current) and not force:
         return None
     desired = _full_state(state, current)
-    if not force and _same(state.sent, desired):
+    if not force and _holds(state, desired, current):
         return None
     kept = sorted((n, r.digest) for n, r in state.retained.items() if n in desired)
     version = _retaining_version(current.version, kept) if kept else current.version
@@ -461,9 +487,14 @@ def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str
     return current.version, available if len(resources) == len(available) else resources
 
 
-def _same(held: Mapping[str, Resource], desired: Mapping[str, Resource]) -> bool:
+def _holds(state: TypeState, desired: Mapping[str, Resource], current: TypeSnapshot) -> bool:
+    """LDS/CDS: whether the client holds exactly `desired` already."""
+    held = state.sent
     if held is desired:
         return True
+    if desired is current.resources and state.sent_whole is not None:
+        # Both are whole type snapshots: their versions hash their contents.
+        return state.sent_whole == current.version
     return held.keys() == desired.keys() and not _changed(held, desired)
 
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 from dragoman.snapshots.resources import Resource, TypeSnapshot
 
 WILDCARD = "*"
+
+# Diffs between whole type snapshots kept for reuse: one change, plus a few versions back
+# for streams that lag behind.
+WHOLE_DIFFS = 8
 
 
 class StreamError(Exception):
@@ -85,6 +90,11 @@ class TypeState:
     sent_shared: bool = False
     # LDS/CDS: what the client held at its last ACK; a NACK puts it back.
     acked_sent: Mapping[str, Resource] = field(default_factory=dict)
+    # LDS/CDS: the version of the TypeSnapshot whose own mapping `sent` (`acked_sent`) is,
+    # None when it is a selection. Versions hash names and digests, so comparing two of them
+    # tells whether the contents differ, with no per-stream walk over every resource.
+    sent_whole: str | None = None
+    acked_whole: str | None = None
     # EDS/RDS: the values `sent` had at the last ACK for names changed since (None: not
     # held). A NACK restores them, so that the next change sends those resources again.
     unacked: dict[str, Resource | None] = field(default_factory=dict)
@@ -121,6 +131,40 @@ class TypeState:
     @property
     def sent_digests(self) -> dict[str, str]:
         return {name: r.digest for name, r in self.sent.items()}
+
+
+class WholeTypeDiffs:
+    """What changed between two whole type snapshots, computed once for every stream that
+    holds the first and is served the second (SotW CDS/LDS: a wildcard stream holds the
+    snapshot's own mapping). Keyed by the two versions, which are content hashes."""
+
+    def __init__(self, size: int = WHOLE_DIFFS) -> None:
+        self._size = size
+        self._diffs: OrderedDict[tuple[str, str], tuple[frozenset[str], tuple[str, ...]]] = (
+            OrderedDict()
+        )
+
+    def between(
+        self, held: Mapping[str, Resource], held_version: str, current: TypeSnapshot
+    ) -> tuple[frozenset[str], tuple[str, ...]]:
+        """(names changed or added, names removed) from `held`, the whole mapping of the
+        type snapshot `held_version`, to `current`."""
+        key = (held_version, current.version)
+        found = self._diffs.get(key)
+        if found is not None:
+            self._diffs.move_to_end(key)
+            return found
+        new = current.resources
+        changed = frozenset(n for n, r in new.items() if _digest(held.get(n)) != r.digest)
+        removed = tuple(n for n in held if n not in new)
+        found = self._diffs[key] = (changed, removed)
+        if len(self._diffs) > self._size:
+            self._diffs.popitem(last=False)
+        return found
+
+
+def _digest(resource: Resource | None) -> str | None:
+    return resource.digest if resource is not None else None
 
 
 def subscription_names(names: Iterable[str], current: TypeSnapshot) -> frozenset[str]:

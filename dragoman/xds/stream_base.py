@@ -14,7 +14,7 @@ from dragoman.snapshots.references import ResourceReferences
 from dragoman.snapshots.resources import Snapshot, TypeSnapshot, ads_ordered
 from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.delta_state import DigestMaps
-from dragoman.xds.sotw_state import MissingTypeUrl, StreamEvent, WrongTypeUrl
+from dragoman.xds.sotw_state import MissingTypeUrl, StreamEvent, WholeTypeDiffs, WrongTypeUrl
 from dragoman.xds.wire import ResponseBodies
 
 S = TypeVar("S")  # what the protocol remembers per type
@@ -23,12 +23,14 @@ S = TypeVar("S")  # what the protocol remembers per type
 @dataclass(frozen=True, slots=True, eq=False)
 class StreamMemos:
     """What the streams of one SnapshotCache compute once and share: encoded response
-    bodies, what resources reference, and (delta) digest maps and their diffs. Owned by the
-    cache; a stream made without one gets its own."""
+    bodies, what resources reference, (delta) digest maps and their diffs, and (SotW) the
+    diffs between whole type snapshots. Owned by the cache; a stream made without one gets
+    its own."""
 
     bodies: ResponseBodies = field(default_factory=ResponseBodies)
     references: ResourceReferences = field(default_factory=ResourceReferences)
     digest_maps: DigestMaps = field(default_factory=DigestMaps)
+    whole_diffs: WholeTypeDiffs = field(default_factory=WholeTypeDiffs)
 
 
 class StreamProtocol(Generic[S]):
