@@ -5,11 +5,25 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from dragoman import __version__
 from dragoman.commands import bootstrap, certgen, check, clients, demo, render, serve, status
 
 # Each module adds its subparser and sets `run`; the order is the order of `--help`.
 COMMANDS = (serve, render, check, bootstrap, certgen, demo, clients, status)
+
+
+class _Version(argparse.Action):
+    """argparse's "version" action, reading the version only when asked for it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **_: object) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        import dragoman
+
+        print(f"dragoman {dragoman.__version__}")  # on stdout, as argparse's own action
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -17,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="dragoman",
         description="An Envoy xDS control plane for Kubernetes Services and Gateway API routes.",
     )
-    parser.add_argument("--version", action="version", version=f"dragoman {__version__}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(commands)

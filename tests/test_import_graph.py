@@ -159,8 +159,8 @@ def test_no_test_file_imports_another() -> None:
 
 # The build stages of dag/, by order: a stage may import an earlier one, never a later one.
 # The modules directly in dag/ (the model, the options, the build context and the inputs it
-# carries) count as one stage, "dag", below every sub-package; dag/build.py, which runs the
-# stages in order, counts as "build", above them (the incremental builder reuses it).
+# carries) count as one stage, "dag", below every sub-package; dag/build.py, the full build,
+# counts as "build", above them all: it is the incremental builder's first build.
 DAG_STAGES: tuple[str, ...] = (
     "dag",
     "upstreams",
@@ -168,8 +168,8 @@ DAG_STAGES: tuple[str, ...] = (
     "frontends",
     "node_groups",
     "status",
-    "build",
     "incremental",
+    "build",
 )
 
 
@@ -222,21 +222,21 @@ def test_the_stage_checks_catch_a_cycle_and_a_later_stage(tmp_path: Path) -> Non
         "dag/frontends": "from dragoman.dag.routes.ranking import rank\n",
         "dag/upstreams": "from dragoman.dag.model import Cluster\nimport dragoman.dag.status.x\n",
         "dag/status": "",
-        "dag/incremental": "from dragoman.dag.build import build\n",
+        "dag/incremental": "from dragoman.dag.status.mod import x\n",
     }.items():
         (root / folder).mkdir(parents=True)
         (root / folder / "__init__.py").write_text("")
         (root / folder / "mod.py").write_text(source)
     (root / "dag" / "model.py").write_text("")
-    (root / "dag" / "build.py").write_text("from dragoman.dag.status.mod import x\n")
+    (root / "dag" / "build.py").write_text("from dragoman.dag.incremental.mod import x\n")
     edges = stage_graph(root)
     assert set(edges) == {
         ("routes", "frontends"),
         ("frontends", "routes"),
         ("upstreams", "dag"),
         ("upstreams", "status"),
-        ("build", "status"),
-        ("incremental", "build"),
+        ("build", "incremental"),
+        ("incremental", "status"),
     }
     assert cycle(edges) == ["frontends", "routes", "frontends"]
     assert later_stages(edges) == ["routes imports frontends", "upstreams imports status"]

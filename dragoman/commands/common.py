@@ -37,10 +37,10 @@ def host_port(value: str) -> str:
 
 def ops_address(value: str) -> str:
     """`HOST:PORT` of the operations HTTP server (port 0: any free port), or "off"."""
-    from dragoman.runtime.ops_server import split_address
-
     if value == "off":
         return value
+    from dragoman.runtime.ops_server import split_address
+
     try:
         split_address(value)
     except ValueError as error:

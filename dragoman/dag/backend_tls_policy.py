@@ -18,8 +18,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cryptography import x509
-
 from dragoman.dag.conditions import Condition, condition
 from dragoman.dag.model import SubjectAltNameMatch, UpstreamTls
 from dragoman.objects import BackendTLSPolicy, ConfigMap, ObjectKey, Secret
@@ -249,6 +247,8 @@ def _ca_bundle(
 # Pure and deterministic; parsing certificates is the slow part of judging a policy.
 @lru_cache(maxsize=512)
 def _is_pem_certificates(data: bytes) -> bool:
+    from cryptography import x509  # on first use: a store without policies never needs it
+
     try:
         return bool(x509.load_pem_x509_certificates(data))
     except ValueError:

@@ -252,6 +252,5 @@ def assignment_resource(value: LoadAssignment) -> LoadAssignmentResource:
         type_url=plain.type_url,
         body=plain.body,
         digest=plain.digest,
-        any=plain.any,
         source=value,
     )

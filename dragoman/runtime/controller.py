@@ -125,8 +125,9 @@ class Controller:
     def _update_dns_endpoints(self, dns: DnsObservations, changed: set[str]) -> bool:
         """Endpoints and route statuses from new observations; True if statuses changed.
 
-        The incremental builder sees other observations at its next build and builds anew,
-        so what it keeps never disagrees with what is served."""
+        The incremental builder sees other observations at its next build and rebuilds the
+        routes forwarding to those names, so what it keeps never disagrees with what is
+        served."""
         dag, store = self.dag, self.store
         assert dag is not None and store is not None
         policy = self.build_options.external_names

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
@@ -16,8 +17,6 @@ from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.debug.view import DebugView, take_view
 from dragoman.runtime.logs import problem_fields
 from dragoman.runtime.memory import MemoryTrimmer
-from dragoman.runtime.metrics import Metrics
-from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.security.files import TlsFiles
@@ -27,6 +26,10 @@ from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
 from dragoman.xds.cache import cyclic_gc_paused
 from dragoman.xds.registry import StreamRegistry
+
+if TYPE_CHECKING:
+    from dragoman.runtime.metrics import Metrics
+    from dragoman.runtime.ops_server import OpsServer
 
 log = logging.getLogger("dragoman.runtime.manifest_serving")
 
@@ -61,11 +64,17 @@ class ManifestServer:
         self.cache = self.controller.cache
         self._reported: set[SourceError] = set()
         self.streams = StreamRegistry()
-        self.metrics = Metrics()
-        self.controller.observers.append(self.metrics.built)
-        self.metrics.state.controller = self.controller
-        self.metrics.state.streams = self.streams
-        self.metrics.state.unreadable = self._unreadable
+        # Metrics exist to be scraped: without the operations server nothing is counted, and
+        # prometheus_client (and the package metadata its build_info reads) stays unloaded.
+        self.metrics: Metrics | None = None
+        if config.ops_address is not None:
+            from dragoman.runtime.metrics import Metrics
+
+            self.metrics = Metrics()
+            self.controller.observers.append(self.metrics.built)
+            self.metrics.state.controller = self.controller
+            self.metrics.state.streams = self.streams
+            self.metrics.state.unreadable = self._unreadable
         self.serving = False
         self.ops: OpsServer | None = None
 
@@ -84,6 +93,9 @@ class ManifestServer:
     async def start_ops(self) -> None:
         """The operations HTTP server, before anything is built (/readyz says so)."""
         if self.ops is None and self.config.ops_address is not None:
+            from dragoman.runtime.ops_server import OpsServer
+
+            assert self.metrics is not None  # made with the operations address
             ops = OpsServer(
                 self.config.ops_address,
                 live=lambda: "",

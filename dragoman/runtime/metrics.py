@@ -25,7 +25,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from dragoman import __version__
+import dragoman
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.summary import (
     EXTERNAL_NAME_STATES,
@@ -77,7 +77,7 @@ class Metrics:
         build_info = Gauge(
             "dragoman_build_info", "dragoman's version; always 1", ["version"], registry=registry
         )
-        build_info.labels(__version__).set(1)
+        build_info.labels(dragoman.__version__).set(1)
         self.builds = Counter(
             "dragoman_builds",
             "Configuration builds published, by kind: full, or endpoints (the EDS fast path)",

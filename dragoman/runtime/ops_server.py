@@ -19,8 +19,6 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
 if TYPE_CHECKING:
     from dragoman.runtime.debug.view import DebugView
     from dragoman.runtime.metrics import Metrics
@@ -195,6 +193,8 @@ def _route(
         problem = ops.ready()
         return _text(503, problem) if problem else _text(200, "ok")
     if path == "/metrics" and ops.metrics is not None:
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST  # with the metrics
+
         return 200, CONTENT_TYPE_LATEST, ops.metrics.exposition()
     if path.startswith("/debug") and ops.debug_view is not None:
         if not ops.debug_remote and not is_loopback_peer(peer):

@@ -15,19 +15,21 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.options import TranslateOptions
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.runtime.controller import Controller, UpdateResult
-from dragoman.runtime.metrics import Metrics
 from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.security.files import TlsFiles
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.registry import StreamRegistry
 from dragoman.xds.server import start_xds_server
 from dragoman.xds.tls import RotatingServerCredentials
+
+if TYPE_CHECKING:
+    from dragoman.runtime.metrics import Metrics
 
 
 def serving_controller(

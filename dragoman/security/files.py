@@ -10,10 +10,12 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
+# `cryptography` is imported by the functions that read files: a plaintext server, which only
+# names TlsFiles in its signatures, never loads it.
+if TYPE_CHECKING:
+    from cryptography import x509
 
 # A PEM file larger than this is not a certificate chain or a key.
 MAX_FILE_BYTES = 1 << 20
@@ -57,6 +59,8 @@ def read_pem(path: Path) -> bytes:
 
 
 def load_certificates(path: Path, data: bytes) -> list[x509.Certificate]:
+    from cryptography import x509
+
     if b"PRIVATE KEY-----" in data:
         raise TlsFileError(f"{path}: holds a private key; expected certificates only")
     try:
@@ -66,6 +70,9 @@ def load_certificates(path: Path, data: bytes) -> list[x509.Certificate]:
 
 
 def load_private_key(path: Path, data: bytes) -> object:
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
     try:
         return serialization.load_pem_private_key(data, password=None)
     except TypeError:
@@ -117,6 +124,8 @@ def check_validity(path: Path, certificate: x509.Certificate, now: datetime.date
 
 def signed_by(certificate: x509.Certificate, authorities: list[x509.Certificate]) -> bool:
     """Whether one of `authorities` signed `certificate` (issuer name and signature)."""
+    from cryptography.exceptions import InvalidSignature
+
     for authority in authorities:
         if authority.subject != certificate.issuer:
             continue
@@ -129,6 +138,9 @@ def signed_by(certificate: x509.Certificate, authorities: list[x509.Certificate]
 
 
 def _same_public_key(key: object, certificate: x509.Certificate) -> bool:
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
     public = getattr(key, "public_key", None)
     if public is None:
         return False

@@ -10,8 +10,6 @@ import base64
 import binascii
 import re
 
-from cryptography.hazmat.primitives import serialization
-
 # A PEM block: BEGIN and END with the same label, base64 (and headers) between.
 _BLOCK = re.compile(
     rb"-----BEGIN ([A-Z0-9 ]{1,64})-----\r?\n(.*?)-----END \1-----\r?\n?", re.DOTALL
@@ -64,6 +62,9 @@ def holds_private_key(data: bytes | str) -> bool:
 def _is_der_private_key(data: bytes) -> bool:
     if not data.startswith(b"\x30"):  # every DER key is a SEQUENCE
         return False
+    # Imported here: text without DER-looking blobs never needs `cryptography`.
+    from cryptography.hazmat.primitives import serialization
+
     try:
         serialization.load_der_private_key(data, password=None)
     except TypeError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -44,12 +45,12 @@ class Resource:
     type_url: str
     body: bytes  # deterministic serialization of the message
     digest: str  # sha256 of body, hex: the resource's version
-    any: Any  # body packed once, reused in every response
 
     @classmethod
     def of(cls, name: str, message: Message) -> Resource:
         body = message.SerializeToString(deterministic=True)
-        type_url = "type.googleapis.com/" + message.DESCRIPTOR.full_name
+        # One string per type, not one per resource (10,000 copies of the Cluster's URL).
+        type_url = sys.intern("type.googleapis.com/" + message.DESCRIPTOR.full_name)
         return cls.of_bytes(name, type_url, body)
 
     @classmethod
@@ -60,8 +61,14 @@ class Resource:
             type_url=type_url,
             body=body,
             digest=hashlib.sha256(body).hexdigest(),
-            any=Any(type_url=type_url, value=body),
         )
+
+    @property
+    def any(self) -> Any:
+        """The body packed as an Any, made on each use: responses are encoded from `body`
+        (see xds/wire.py), and a message kept per resource would hold a second copy of it in
+        an arena of its own (about 1 KiB per resource)."""
+        return Any(type_url=self.type_url, value=self.body)
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,22 +82,24 @@ def _scan(
     (path, relative path) not visited before."""
     subdirectories: list[tuple[Path, str]] = []
     try:
+        # Names, not DirEntry objects: each entry would keep its stat result (two dozen
+        # objects) until the listing ends, interleaved in memory with the stamps kept, and
+        # at 10,000 files the freed results would leave megabytes of pages half used.
         with os.scandir(directory) as entries:
-            listing = sorted(entries, key=lambda e: e.name)
+            listing = sorted(e.name for e in entries if not e.name.startswith("."))
     except OSError as exc:
         if is_root:
             raise
         unreadable.append((prefix.rstrip("/"), exc.strerror or str(exc)))
         return subdirectories
-    for entry in listing:
-        if entry.name.startswith("."):
-            continue
-        relative = prefix + entry.name
-        is_manifest = entry.name.endswith(MANIFEST_SUFFIXES)
+    for name in listing:
+        relative = prefix + name
+        is_manifest = name.endswith(MANIFEST_SUFFIXES)
+        path = os.path.join(directory, name)
         try:
-            info = entry.stat()  # follows symbolic links
+            info = os.stat(path)  # follows symbolic links
         except FileNotFoundError:
-            if is_manifest and entry.is_symlink():
+            if is_manifest and os.path.islink(path):
                 unreadable.append((relative, "broken symbolic link"))
             continue  # otherwise removed since the listing: simply gone
         except OSError as exc:
@@ -108,7 +110,7 @@ def _scan(
             identity = (info.st_dev, info.st_ino)
             if identity not in visited:
                 visited.add(identity)
-                subdirectories.append((Path(entry.path), relative))
+                subdirectories.append((Path(path), relative))
         elif is_manifest and stat.S_ISREG(info.st_mode):
             files.append(FileStamp(relative, info.st_mtime_ns, info.st_size, info.st_ino))
     return subdirectories

@@ -125,14 +125,18 @@ class _Watcher:
         # interval.
         self.last_rescan = self.loop.time() - self.rescan_interval + min(1.0, self.rescan_interval)
         try:
+            changed: set[str] = set()
             if view is not None and baseline is not None:
                 changed = {
                     p for p in view.keys() | baseline.keys() if view.get(p) != baseline.get(p)
                 }
-                self.view = view
-                if changed:
-                    self.pending = set(changed)
-                    await self._report()
+                self.view = _sharing(view, baseline)
+            # This frame lives as long as the watcher: it must not keep the first scan's
+            # stamps (10,000 of them) besides the view's.
+            del view
+            if changed:
+                self.pending = set(changed)
+                await self._report()
             while True:
                 self._ensure_kernel_events()
                 now = self.loop.time()
@@ -221,7 +225,7 @@ class _Watcher:
             log.info("manifest directory %s is readable again", self.path)
             self.missing = False
         changed = {p for p in view.keys() | self.view.keys() if view.get(p) != self.view.get(p)}
-        self.view = view
+        self.view = _sharing(view, self.view)
         return changed
 
     async def _scan(self) -> View | None:
@@ -380,6 +384,17 @@ def _scan_with_identity(root: Path) -> tuple[View, tuple[int, int]]:
     info = os.stat(root)
     scan = scan_tree(root)
     return {stamp.path: stamp for stamp in scan.files}, (info.st_dev, info.st_ino)
+
+
+def _sharing(view: View, previous: Mapping[str, FileStamp]) -> View:
+    """`view` holding the stamps of `previous` where they are equal: at 10,000 files the
+    loader's (the baseline) and the watcher's stamps are one set of objects, and a rescan that
+    found nothing new leaves nothing new behind."""
+    shared: View = {}
+    for path, stamp in view.items():
+        before = previous.get(path)
+        shared[path] = before if before == stamp and before is not None else stamp
+    return shared
 
 
 def _restat(root: Path, view: View, paths: frozenset[str]) -> set[str]:

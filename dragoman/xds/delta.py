@@ -11,7 +11,7 @@ writes the responses out in order, as for `SotwStream`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 
@@ -132,15 +132,19 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             self._events.append(StaleRequest(state.type_url, nonce, state.last_nonce, error))
             return
         if not request.HasField("error_detail"):
-            changed = [(n, v) for n, v in pending.sent if state.acked.get(n) != v]
+            changed = [r for r in pending.sent if state.acked.get(r.name) != r.digest]
             gone = [n for n in pending.removed if n in state.acked]
-            if changed or gone:
+            if (changed or gone) and self._acks_what_is_held(state, changed, gone):
+                state.acked = state.held  # the shared map: no copy of its own
+            elif changed or gone:
                 acked = state.acked = writable(state.acked)
-                acked.update(changed)
+                for resource in changed:
+                    acked[resource.name] = resource.digest
                 for name in gone:
                     del acked[name]
-            for name, _ in pending.sent:
-                state.rejected.pop(name, None)
+            if state.rejected:
+                for resource in pending.sent:
+                    state.rejected.pop(resource.name, None)
             state.acked_system_version = pending.system_version
             if not state.pending and self._serves(state.type_url):
                 # Idle again: share the snapshot's digest map when the client holds exactly it.
@@ -155,14 +159,16 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             nonce=nonce,
             message=request.error_detail.message,
             code=request.error_detail.code,
-            resource_names=tuple(name for name, _ in pending.sent),
+            resource_names=tuple(r.name for r in pending.sent),
             kept_version="",
         )
         state.last_nack = nack
         held = state.held = writable(state.held)
-        for (name, version), (_, before) in zip(pending.sent, pending.previous, strict=True):
+        for resource in pending.sent:
+            name, version = resource.name, resource.digest
             state.rejected[name] = (version, nack)
             if held.get(name) == version:  # not replaced by a later response since
+                before = pending.previous.get(name)
                 if before is None:
                     held.pop(name)
                 else:
@@ -209,20 +215,30 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
     ) -> DeltaResponse:
         nonce = self._next_nonce()
         system_version = self._current(state.type_url).version
-        previous = tuple((r.name, state.held.get(r.name)) for r in updates)
+        held_before = state.held
+        previous = {r.name: v for r in updates if (v := held_before.get(r.name)) is not None}
         if updates or removed:
-            held = state.held = writable(state.held)
-            for resource in updates:
-                held[resource.name] = resource.digest
-                state.absent.discard(resource.name)
+            current = self._current(state.type_url)
+            if self._brings_to_current(held_before, updates, removed, current):
+                # The client will hold exactly the snapshot: share its digest map rather
+                # than copy 10,000 names and digests into a map of this stream's own.
+                state.held = self.memos.digest_maps.digests_of(current)
+            else:
+                held = state.held = writable(held_before)
+                for resource in updates:
+                    held[resource.name] = resource.digest
+                for name in removed:
+                    held.pop(name, None)
+            if state.absent:
+                for resource in updates:
+                    state.absent.discard(resource.name)
             for name in removed:
-                held.pop(name, None)
                 if name in state.names:
                     state.absent.add(name)
         state.pending[nonce] = Pending(
             nonce=nonce,
             system_version=system_version,
-            sent=tuple((r.name, r.digest) for r in updates),
+            sent=tuple(updates),
             removed=tuple(removed),
             previous=previous,
         )
@@ -231,6 +247,64 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         state.last_nonce = nonce
         return self.memos.bodies.delta_response(
             state.type_url, system_version, updates, removed, nonce
+        )
+
+    def _brings_to_current(
+        self,
+        held: Mapping[str, str],
+        updates: Sequence[Resource],
+        removed: Sequence[str],
+        current: TypeSnapshot,
+    ) -> bool:
+        """Whether `held` with `updates` and `removed` applied is exactly `current`'s digest
+        map: a stream's first answer of the whole snapshot, or the shared diff from the
+        shared map of an earlier version (updates are always `current`'s resources)."""
+        if not held:
+            return not removed and len(updates) == len(current.resources)
+        return self._is_shared_diff(held, updates, removed, current)
+
+    def _acks_what_is_held(
+        self, state: DeltaTypeState, changed: Sequence[Resource], gone: Sequence[str]
+    ) -> bool:
+        """Whether `acked` with this ACK applied is exactly `held`, itself a shared digest map
+        and nothing else in flight: then `acked` can be that map too."""
+        held = state.held
+        if isinstance(held, dict) or state.pending:
+            return False
+        acked = state.acked
+        if not acked:
+            return (
+                not gone
+                and len(changed) == len(held)
+                and all(held.get(r.name) == r.digest for r in changed)
+            )
+        current = self._current(state.type_url)
+        if self.memos.digest_maps.shared_map_version(held) != current.version:
+            return False
+        return self._is_shared_diff(acked, changed, gone, current)
+
+    def _is_shared_diff(
+        self,
+        old: Mapping[str, str],
+        updates: Sequence[Resource],
+        removed: Sequence[str],
+        current: TypeSnapshot,
+    ) -> bool:
+        """Whether `updates` and `removed` are exactly the diff from `old`, a shared digest
+        map, to `current`."""
+        maps = self.memos.digest_maps
+        old_version = maps.shared_map_version(old)
+        if old_version is None:
+            return False
+        try:
+            changed, gone = maps.shared_diff(old_version, current)
+        except KeyError:
+            return False
+        return (
+            len(changed) == len(updates)
+            and tuple(removed) == gone
+            and all(name == r.name for name, r in zip(changed, updates, strict=True))
+            and all(current.resources.get(r.name) is r for r in updates)
         )
 
     def _resend_endpoints(self, clusters: Iterable[Resource]) -> list[DeltaResponse]:

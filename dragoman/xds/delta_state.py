@@ -7,7 +7,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from dragoman.snapshots.resources import TypeSnapshot
+from dragoman.snapshots.resources import Resource, TypeSnapshot
 from dragoman.xds.sotw_state import Nack
 
 # `held` value for a name whose state on the client is unknown: the next response carries
@@ -25,11 +25,13 @@ class Pending:
 
     nonce: str
     system_version: str
-    sent: tuple[tuple[str, str], ...]  # (name, version) carried
+    # The resources carried (name, and digest as version): the snapshot's own objects, so a
+    # response of 10,000 resources in flight costs its stream one tuple, not 10,000 pairs.
+    sent: tuple[Resource, ...]
     removed: tuple[str, ...]
-    # What `held` had for each carried name before this response (None: not held), so a
-    # NACK can put it back.
-    previous: tuple[tuple[str, str | None], ...]
+    # What `held` had before this response for each carried name it held (a name absent here
+    # was not held), so a NACK can put it back; empty for a stream's first response.
+    previous: Mapping[str, str]
 
 
 @dataclass(slots=True)

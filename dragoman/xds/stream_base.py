@@ -70,9 +70,10 @@ class StreamProtocol(Generic[S]):
         """
         type_url = self._type_of(request.type_url)
         if self.node is None and request.HasField("node"):
-            # A copy: a reference would keep the whole first request alive.
-            self.node = Node()
-            self.node.CopyFrom(request.node)
+            # A copy: a reference would keep the whole first request alive. Envoy lists its
+            # 500-odd extensions in the node (120 KiB per stream once parsed); nothing here
+            # reads them, so the copy leaves them out.
+            self.node = without_extensions(request.node)
             self.legacy_wildcard = not is_grpc_client(request.node)
         if self._snapshot is None:
             self._snapshot = snapshot
@@ -103,3 +104,16 @@ class StreamProtocol(Generic[S]):
 
     def _order(self) -> list[str]:
         return ads_ordered(self.types)
+
+
+def without_extensions(node: Node) -> Node:
+    """A copy of `node` without its `extensions` list, in an arena of its own."""
+    if not len(node.extensions):
+        copy = Node()
+        copy.CopyFrom(node)
+        return copy
+    trimmed = Node()
+    trimmed.CopyFrom(node)
+    trimmed.ClearField("extensions")
+    # Cleared fields keep their arena memory: a fresh parse holds only what is left.
+    return Node.FromString(trimmed.SerializeToString())

@@ -16,7 +16,6 @@ import threading
 from pathlib import Path
 
 import grpc
-from cryptography import x509
 
 from dragoman.security.files import TlsFileError, TlsFiles, TlsMaterial, load_material
 from dragoman.security.identities import Identity, identity_of
@@ -99,6 +98,8 @@ def peer_identity(context: grpc.aio.ServicerContext) -> tuple[bool, Identity | N
     pems = auth.get("x509_pem_cert")
     if not pems:
         return False, None  # TLS without a client certificate (never with this server's creds)
+    from cryptography import x509  # here: a plaintext server never loads `cryptography`
+
     try:
         certificate = x509.load_pem_x509_certificate(pems[0])
         names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)

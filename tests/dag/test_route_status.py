@@ -10,6 +10,7 @@ from dragoman.dag.conditions import condition
 from dragoman.dag.model import ALL_GATEWAYS, Forward
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.status.routes import add_route_condition
+from dragoman.dag.status.stamp import stamp
 from dragoman.objects import ObjectKey
 from tests.support.builders import (
     Object,
@@ -518,3 +519,24 @@ def test_cross_namespace_backend_is_served_only_with_its_grant() -> None:
     action = vhost.routes[0].action
     assert isinstance(action, Forward)
     assert [b.cluster for b in action.backends] == ["team/web/80"]
+
+
+def test_routes_share_their_parent_ref_echo_and_resolved_condition() -> None:
+    """Statuses are values: routes of one generation naming one parent share the dicts of
+    its echo and of ResolvedRefs (two dicts, not two per route at 10,000 routes), and
+    stamping a status for a write copies them rather than changing the shared ones."""
+    dag = build_text(
+        *SERVICES,
+        GW_DEFAULT,
+        http_route("a", "web", 80, generation=3),
+        http_route("b", "web", 80, generation=3),
+    )
+    [a], [b] = parents(dag, "a"), parents(dag, "b")
+    assert a["parentRef"] is b["parentRef"]
+    resolved_a = next(c for c in a["conditions"] if c["type"] == "ResolvedRefs")
+    resolved_b = next(c for c in b["conditions"] if c["type"] == "ResolvedRefs")
+    assert resolved_a is resolved_b and resolved_a["status"] == "True"
+    status = dag.statuses[ObjectKey("HTTPRoute", "default", "a")].status
+    stamped = stamp(status, "2026-01-01T00:00:00Z")
+    assert "lastTransitionTime" in stamped["parents"][0]["conditions"][0]
+    assert all("lastTransitionTime" not in c for c in (resolved_a, *a["conditions"]))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dragoman.sources.watch import fingerprint, watch_directory
+from dragoman.sources.watch import _scan_with_identity, _sharing, fingerprint, watch_directory
 from tests.support.configmap import configmap_volume
 
 # Fast timings so each test takes a fraction of a second; quiet is far longer than the gap
@@ -476,3 +476,21 @@ def test_a_save_through_a_temporary_file_needs_no_rescan(
         assert changes.paths == {"a.yaml"}
 
     run(test)
+
+
+def test_a_rescan_keeps_the_stamps_it_already_had(tmp_path: Path) -> None:
+    """The watcher's view shares the stamps of the one before it (the loader's baseline, or
+    its own last scan) where a file did not change: 10,000 files are stamped once in memory,
+    not once per scan."""
+    for name in ("a.yaml", "b.yaml", "c.yaml"):
+        (tmp_path / name).write_text("{}\n")
+    before, _ = _scan_with_identity(tmp_path)
+    (tmp_path / "b.yaml").write_text("{kind: x}\n")
+    (tmp_path / "c.yaml").unlink()
+    (tmp_path / "d.yaml").write_text("{}\n")
+    after, _ = _scan_with_identity(tmp_path)
+    shared = _sharing(after, before)
+    assert shared == after
+    assert shared["a.yaml"] is before["a.yaml"]  # unchanged: the old object
+    assert shared["b.yaml"] is after["b.yaml"] and shared["b.yaml"] != before["b.yaml"]
+    assert shared["d.yaml"] is after["d.yaml"] and "c.yaml" not in shared

@@ -39,6 +39,7 @@ from dragoman.xds.stream_base import StreamMemos
 from tests.support.xds_builders import (
     ack,
     delta_ack,
+    delta_nack,
     delta_request,
     eds_cluster,
     endpoints,
@@ -284,3 +285,63 @@ def test_parsed_references_and_per_type_rewrites_keep_no_old_bodies() -> None:
     growth, _ = retained(lambda: churn(0))
     # 150 distinct listeners went through; a handful of the last rewritten ones may stay.
     assert growth < 20 * size, f"{growth / 1024:.0f} KiB kept, listeners of {size / 1024:.0f} KiB"
+
+
+def test_a_delta_stream_holds_the_shared_digest_map_from_its_first_response_on() -> None:
+    """The first answer of a whole snapshot, its ACK, a push of the shared diff and its ACK:
+    `held` and `acked` are the snapshot's shared digest map at every step, never a copy the
+    stream made of 1,000 names (what each Envoy connecting at 10,000 Services would cost)."""
+    memos = StreamMemos()
+    first, second = many_clusters(), many_clusters(timeout_s=2)
+    stream = DeltaStream(memos=memos)
+    state_of = lambda: stream.types[CLUSTER]  # noqa: E731
+    (cds,) = stream.on_request(delta_request(CLUSTER, node=Node(id="n")), first)
+    shared_first = memos.digest_maps.digests_of(first.of_type(CLUSTER))
+    assert len(cds.names) == CLUSTERS and state_of().held is shared_first
+    stream.on_request(delta_ack(cds), first)
+    assert state_of().acked is shared_first and not state_of().pending
+    (cds,) = stream.on_snapshot(second)
+    shared_second = memos.digest_maps.digests_of(second.of_type(CLUSTER))
+    assert len(cds.names) == CLUSTERS and state_of().held is shared_second
+    assert state_of().acked is shared_first  # until the client says it applied the push
+    stream.on_request(delta_ack(cds), second)
+    assert state_of().acked is shared_second
+
+
+def test_a_nacked_first_delta_response_is_taken_back_and_sent_again() -> None:
+    """With `held` shared, a NACK still puts back what the client held (nothing), and the
+    next request gets every resource again once their content changes."""
+    first, second = many_clusters(), many_clusters(timeout_s=2)
+    stream = DeltaStream(memos=StreamMemos())
+    (cds,) = stream.on_request(delta_request(CLUSTER, node=Node(id="n")), first)
+    stream.on_request(delta_nack(cds, "rejected"), first)
+    state = stream.types[CLUSTER]
+    assert dict(state.held) == {} and dict(state.acked) == {}
+    assert set(state.rejected) == set(cds.names)
+    (again,) = stream.on_snapshot(second)
+    assert len(again.names) == CLUSTERS
+
+
+@pytest.mark.parametrize("stream_type", [SotwStream, DeltaStream], ids=["sotw", "delta"])
+def test_a_stream_keeps_the_node_without_the_extensions_envoy_lists(
+    stream_type: type[SotwStream] | type[DeltaStream],
+) -> None:
+    """Envoy's node names its 500-odd extensions (60 KB on the wire, 120 KiB parsed); the
+    stream keeps everything else the node says, for routing, logs and CSDS."""
+    node = Node(id="envoy-1", cluster="default/gw", user_agent_name="envoy")
+    node.user_agent_build_version.version.major_number = 1
+    node.metadata.fields["zone"].string_value = "a"
+    node.client_features.append("envoy.lb.does_not_support_overprovisioning")
+    for i in range(500):
+        extension = node.extensions.add(name=f"envoy.filters.example_{i}", category="filters")
+        extension.type_urls.append(f"type.googleapis.com/example.v3.Config{i}")
+    assert node.ByteSize() > 30_000
+    stream = stream_type(memos=StreamMemos())
+    make = delta_request if stream_type is DeltaStream else request
+    stream.on_request(make(CLUSTER, node=node), many_clusters())
+    assert stream.node is not None and not stream.node.extensions
+    expected = Node()
+    expected.CopyFrom(node)
+    expected.ClearField("extensions")
+    assert stream.node == expected
+    assert stream.node.ByteSize() < 500

@@ -182,21 +182,24 @@ def _selected_listeners(
 ) -> list[ListenerVerdict] | tuple[str, str]:
     """The listeners a parentRef names, or (field suffix, message) when it names none."""
     gateway = verdict.gateway
-    gateway_name = f"{gateway.kind} {gateway.meta.namespace}/{gateway.meta.name}"
+
+    def gateway_name() -> str:  # only for a message: made once per route otherwise
+        return f"{gateway.kind} {gateway.meta.namespace}/{gateway.meta.name}"
+
     section, port = parent_ref.section_name, parent_ref.port
     selected = list(verdict.listeners)
     if section is not None:
         named = verdict.listener(section)
         selected = [named] if named is not None else []
         if not selected:
-            return ".sectionName", f"{gateway_name} has no listener named {section!r}"
+            return ".sectionName", f"{gateway_name()} has no listener named {section!r}"
     if port is not None:
         selected = [v for v in selected if v.listener.port == port]
         if not selected:
             named = f" named {section!r}" if section is not None else ""
-            return ".port", f"{gateway_name} has no listener{named} on port {port}"
+            return ".port", f"{gateway_name()} has no listener{named} on port {port}"
     if not selected:
-        return "", f"{gateway_name} has no listeners"
+        return "", f"{gateway_name()} has no listeners"
     return selected
 
 

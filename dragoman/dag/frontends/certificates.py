@@ -10,11 +10,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from cryptography import x509
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-
 from dragoman.dag.model import TlsCertificate
 from dragoman.objects import Secret
 from dragoman.objects.secrets import TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TLS_SECRET_TYPE
@@ -67,6 +62,12 @@ def _name(secret: Secret) -> str:
 @lru_cache(maxsize=512)
 def pair_problem(chain: bytes, key: bytes) -> str | None:
     """None when `chain` is PEM certificates whose first matches the PEM private `key`."""
+    # Imported on first use: `cryptography` takes megabytes that a configuration without
+    # certificates never needs.
+    from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
     try:
         certificates = x509.load_pem_x509_certificates(chain)
     except ValueError:
@@ -97,6 +98,8 @@ def pair_problem(chain: bytes, key: bytes) -> str | None:
 
 def key_problem(public_key: object) -> str | None:
     """None if Envoy serves a certificate with this public key (as its TLS context checks)."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
     if isinstance(public_key, rsa.RSAPublicKey):
         if public_key.key_size < MIN_RSA_BITS:
             return (

@@ -1,6 +1,7 @@
 """What one group of Envoys receives (see groups.py), kept up to date as the routes
 served change: each route table is a VirtualHostIndex, so a change to one route costs the
-virtual hosts it reaches, not the whole table."""
+virtual hosts it reaches, not the whole table; a TCP, TLS or UDP listener is made again
+when a route served there changes."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dragoman.dag.node_groups.groups import (
     l4_clusters,
     listeners_by_port,
 )
-from dragoman.dag.node_groups.l4_listeners import l4_listener
+from dragoman.dag.node_groups.l4_listeners import ServedL4Route, l4_listener
 from dragoman.dag.node_groups.virtual_host_index import ItemKey, VirtualHostIndex
 from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes
 
@@ -35,10 +36,15 @@ class NodeGroupIndex:
         # (Gateway namespace, name, listener) -> where its routes go: (table, position of the
         # listener among the table's, scheme, listener hostname).
         self._routing: dict[tuple[str, str, str], list[tuple[_TableKey, int, str, Any]]] = {}
+        # TCP, TLS and UDP listeners (no virtual hosts): the routes served there.
+        self._l4: dict[tuple[str, str, str], dict[ServedKey, ServedL4Route]] = {}
+        self._l4_placed: dict[ServedKey, tuple[str, str, str]] = {}
         for (port, _), verdicts in self._ports.items():
             hostnames = [v.listener.hostname for v in verdicts]
             if verdicts[0].listener.protocol in L4_PROTOCOLS:
-                continue  # TCP, TLS and UDP listeners: no virtual hosts
+                for verdict in verdicts:
+                    self._l4[(verdict.gateway.namespace, verdict.gateway.name, verdict.name)] = {}
+                continue
             if verdicts[0].listener.protocol == "HTTPS":
                 for verdict in verdicts:
                     table = ("https", port, verdict.gateway, verdict.name)
@@ -70,14 +76,29 @@ class NodeGroupIndex:
         self._ports = ports
         self._group = None
 
-    def update(self, removed: Iterable[ServedKey], added: Mapping[ServedKey, ServedRoutes]) -> None:
+    def update(
+        self,
+        removed: Iterable[ServedKey],
+        added: Mapping[ServedKey, ServedRoutes | ServedL4Route],
+    ) -> None:
         gone: dict[_TableKey, list[ItemKey]] = {}
+        l4, l4_placed = self._l4, self._l4_placed
         for served_key in removed:
             for table, item_key in self._placed.pop(served_key, ()):
                 gone.setdefault(table, []).append(item_key)
+            if (listener := l4_placed.pop(served_key, None)) is not None:
+                del l4[listener][served_key]
+                self._group = None
         new: dict[_TableKey, dict[ItemKey, ListenerRoutes]] = {}
         for served_key, item in added.items():
             a = item.attachment
+            if isinstance(item, ServedL4Route):
+                listener = (a.gateway.namespace, a.gateway.name, a.listener)
+                if (served := l4.get(listener)) is not None:
+                    served[served_key] = item
+                    l4_placed[served_key] = listener
+                    self._group = None
+                continue
             placed = []
             for table, position, scheme, hostname in self._routing.get(
                 (a.gateway.namespace, a.gateway.name, a.listener), ()
@@ -110,8 +131,13 @@ class NodeGroupIndex:
                 return tables[("https", port, verdict.gateway, verdict.name)].virtual_hosts()
 
             def l4(port: int, verdicts: Sequence[ListenerVerdict]) -> Listener | None:
-                # Only stores without TCP, TLS and UDP routes are kept up to date this way.
-                return l4_listener(port, verdicts, {})
+                served = self._l4
+                by_listener = {
+                    listener: [served[listener][k] for k in sorted(served[listener])]
+                    for v in verdicts
+                    if (listener := (v.gateway.namespace, v.gateway.name, v.name)) in served
+                }
+                return l4_listener(port, verdicts, by_listener)
 
             group = assembled_group(self._name, self._ports, http_hosts, https_hosts, l4)
             names = l4_clusters(group.listeners)

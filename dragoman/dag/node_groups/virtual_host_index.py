@@ -20,6 +20,8 @@ from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, domain_virtua
 
 # Orders items as the full build serves them (listener, route, parentRef, attachment).
 ItemKey = tuple[Any, ...]
+# How many items an update of an empty index adds before they are placed at once.
+_BULK = 64
 
 
 class VirtualHostIndex:
@@ -42,6 +44,8 @@ class VirtualHostIndex:
         self, removed: Iterable[ItemKey], added: Mapping[ItemKey, ListenerRoutes]
     ) -> set[str]:
         """Take out the items `removed` names, put in `added`; the domains recomputed."""
+        if not self._items and len(added) > _BULK:
+            return self._filled(added)
         touched: set[str] = set()
         for key in removed:
             item = self._items.pop(key, None)
@@ -80,6 +84,39 @@ class VirtualHostIndex:
         affected = self._affected(touched)
         self._refresh(affected)
         return affected
+
+    def _filled(self, added: Mapping[ItemKey, ListenerRoutes]) -> set[str]:
+        """`update` of an empty index with many items (a full build): each domain's items
+        found once, in key order, as `virtual_hosts` finds them."""
+        keys = sorted(added)
+        items = [added[key] for key in keys]
+        by_domain: dict[str, list[int]] = {}
+        for index, item in enumerate(items):
+            for domain in set(item.domains):
+                if (positions := by_domain.get(domain)) is None:
+                    by_domain[domain] = [index]
+                else:
+                    positions.append(index)
+        self._items = dict(zip(keys, items, strict=True))
+        key_of = keys.__getitem__
+        self._by_domain = {
+            domain: set(map(key_of, positions)) for domain, positions in by_domain.items()
+        }
+        domains = self._domains
+        domains.update(by_domain)
+        self._sorted = sorted(domains)
+        port, listeners, hosts = self._port, self._listeners, self._hosts
+        for domain in self._sorted:
+            covering = [by_domain[d] for d in covering_domains(domain) if d in by_domain]
+            own = by_domain.get(domain, [])
+            reaching = sorted({*own, *(i for c in covering for i in c)}) if covering else own
+            host = domain_virtual_host(
+                port, domain, domains, listeners, [items[i] for i in reaching]
+            )
+            previous = hosts.get(domain)
+            if previous is None or previous != host:
+                self._set_host(domain, host)
+        return set(domains)
 
     def virtual_hosts(self) -> tuple[VirtualHost, ...]:
         """What `virtual_hosts(port, listener_hostnames, items in key order)` returns."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from dragoman.dag.conditions import (
@@ -66,9 +67,7 @@ def route_status(
             generation,
         )
     else:
-        resolved = condition(
-            "ResolvedRefs", True, "ResolvedRefs", "all references resolved", generation
-        )
+        resolved = _all_resolved(generation)
     partial = None
     if others:
         partial = condition(
@@ -94,8 +93,18 @@ def route_status(
     return ObjectStatus(key=route.key, api_version=GATEWAY_API_VERSION, status={"parents": parents})
 
 
+# Statuses are values: nothing changes a computed status in place (writers stamp copies), so
+# routes of one generation share one ResolvedRefs condition, and routes naming the same
+# parent one echo of it. At 10,000 routes that is two dicts instead of 20,000.
+@lru_cache(maxsize=64)
+def _all_resolved(generation: int) -> Condition:
+    return condition("ResolvedRefs", True, "ResolvedRefs", "all references resolved", generation)
+
+
+@lru_cache(maxsize=1024)
 def parent_ref_status(ref: ParentRef) -> dict[str, Any]:
-    """The parentRef as status echoes it: defaults filled in, unset optional fields left out."""
+    """The parentRef as status echoes it: defaults filled in, unset optional fields left out.
+    Shared by every route naming `ref`: never change it in place."""
     echoed: dict[str, Any] = {"group": ref.group, "kind": ref.kind}
     if ref.namespace is not None:
         echoed["namespace"] = ref.namespace

@@ -101,17 +101,21 @@ def with_slice_problems(
     return tuple(sorted([*kept, *slice_problems(slices, allowed)], key=lambda p: p.object))
 
 
+# A Service's EndpointSlices in name order.
+SlicesOf = Callable[[NamespacedName], Sequence[EndpointSlice]]
+
+
 def updated_load_assignments(
     clusters: Mapping[str, Cluster],
-    store: Store,
     previous_clusters: Mapping[str, Cluster],
     previous_assignments: Mapping[str, LoadAssignment],
-    previous_store: Store,
+    changed: Container[NamespacedName],
+    slices_of: SlicesOf,
     allowed: Sequence[Network] = (),
 ) -> dict[str, LoadAssignment]:
     """What load_assignments(clusters, store) gives, keeping every previous LoadAssignment
-    whose cluster and EndpointSlices did not change (the same object)."""
-    changed = _services_with_changed_slices(previous_store, store)
+    whose cluster and EndpointSlices did not change (the same object). `changed`: the
+    Services whose slices changed; `slices_of`: the store's slices of a Service."""
     kept: dict[str, LoadAssignment] = {}
     wanted: dict[str, EdsCluster] = {}
     for name, cluster in clusters.items():
@@ -127,44 +131,34 @@ def updated_load_assignments(
             kept[name] = assignment
         else:
             wanted[name] = cluster
-    if wanted:
-        slices = _slices_by_service(store, {_service_of(c) for c in wanted.values()})
-        for name, cluster in wanted.items():
-            kept[name] = load_assignment(cluster, slices.get(_service_of(cluster), []), allowed)
+    for name, cluster in wanted.items():
+        kept[name] = load_assignment(cluster, slices_of(_service_of(cluster)), allowed)
     return kept
 
 
 def patched_load_assignments(
     clusters: Mapping[str, Cluster],
-    store: Store,
     previous_assignments: Mapping[str, LoadAssignment],
-    previous_store: Store,
     changed_clusters: Iterable[str],
+    changed_services: Iterable[NamespacedName],
+    eds_clusters: Mapping[NamespacedName, Iterable[str]],
+    slices_of: SlicesOf,
     allowed: Sequence[Network] = (),
 ) -> dict[str, LoadAssignment]:
     """What load_assignments(clusters, store) gives, from the previous result and the names
     of the clusters added, removed or changed since: only those, and the EDS clusters of
-    Services whose EndpointSlices changed, are made again."""
-    changed_services = _services_with_changed_slices(previous_store, store)
+    Services whose EndpointSlices changed (`eds_clusters`: the names of each Service's EDS
+    clusters, some perhaps not in `clusters`), are made again."""
     names = set(changed_clusters)
-    if changed_services:
-        names.update(
-            name
-            for name, cluster in clusters.items()
-            if isinstance(cluster, EdsCluster) and _service_of(cluster) in changed_services
-        )
+    for service in changed_services:
+        names.update(eds_clusters.get(service, ()))
     result = dict(previous_assignments)
-    wanted: dict[str, EdsCluster] = {}
     for name in names:
         cluster = clusters.get(name)
         if isinstance(cluster, EdsCluster):
-            wanted[name] = cluster
+            result[name] = load_assignment(cluster, slices_of(_service_of(cluster)), allowed)
         else:
             result.pop(name, None)
-    if wanted:
-        slices = _slices_by_service(store, {_service_of(c) for c in wanted.values()})
-        for name, cluster in wanted.items():
-            result[name] = load_assignment(cluster, slices.get(_service_of(cluster), []), allowed)
     return result
 
 

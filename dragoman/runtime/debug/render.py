@@ -8,7 +8,7 @@ import html
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-from dragoman import __version__
+import dragoman
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.runtime.debug.graph import COLUMNS, Graph, Node, build_graph
 from dragoman.runtime.debug.view import DebugView
@@ -202,9 +202,9 @@ def page(view: DebugView, query: Mapping[str, str] | None = None) -> tuple[str, 
     sections = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>dragoman {escape(__version__)}: what is served</title>",
+        f"<title>dragoman {escape(dragoman.__version__)}: what is served</title>",
         f"<style>{STYLE}</style></head><body>",
-        f"<h1>dragoman {escape(__version__)}: what is served</h1>",
+        f"<h1>dragoman {escape(dragoman.__version__)}: what is served</h1>",
     ]
     if dag is None:
         sections.append("<p>Nothing built yet.</p>")
