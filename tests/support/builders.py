@@ -33,6 +33,12 @@ def _own(part: Mapping[str, Any]) -> Object:
     return copy.deepcopy(dict(part))
 
 
+def _given(**fields: Any) -> Object:
+    """The fields that were given (not None), in the order named: the optional part of an
+    object, left out of it as the API server leaves out what nobody set."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def gateway_class(
     name: str = "dragoman",
     controller: str = DEFAULT_CONTROLLER_NAME,
@@ -402,18 +408,10 @@ def parent_ref(
     group: str | None = None,
 ) -> Object:
     """A route's parentRef (a Gateway of the route's namespace unless told otherwise)."""
-    found: Object = {"name": name}
-    if group is not None:
-        found["group"] = group
-    if kind is not None:
-        found["kind"] = kind
-    if namespace is not None:
-        found["namespace"] = namespace
-    if section is not None:
-        found["sectionName"] = section
-    if port is not None:
-        found["port"] = port
-    return found
+    return {
+        "name": name,
+        **_given(group=group, kind=kind, namespace=namespace, sectionName=section, port=port),
+    }
 
 
 def backend_ref(
@@ -426,18 +424,10 @@ def backend_ref(
     group: str | None = None,
 ) -> Object:
     """A backendRef (a Service of the route's namespace unless told otherwise)."""
-    found: Object = {"name": name}
-    if group is not None:
-        found["group"] = group
-    if kind is not None:
-        found["kind"] = kind
-    if namespace is not None:
-        found["namespace"] = namespace
-    if port is not None:
-        found["port"] = port
-    if weight is not None:
-        found["weight"] = weight
-    return found
+    return {
+        "name": name,
+        **_given(group=group, kind=kind, namespace=namespace, port=port, weight=weight),
+    }
 
 
 def rule(
@@ -499,14 +489,8 @@ def grpc_match(
     """A GRPCRoute match: gRPC service and method (Exact unless `match_type` says otherwise),
     headers."""
     found: Object = {}
-    if service is not None or method is not None or match_type is not None:
-        grpc_method: Object = {}
-        if match_type is not None:
-            grpc_method["type"] = match_type
-        if service is not None:
-            grpc_method["service"] = service
-        if method is not None:
-            grpc_method["method"] = method
+    grpc_method = _given(type=match_type, service=service, method=method)
+    if grpc_method:
         found["method"] = grpc_method
     if headers is not None:
         found["headers"] = _name_values(headers)
