@@ -22,35 +22,18 @@ from dragoman.demo.http import wait_until
 from dragoman.envoy.bootstrap import bootstrap_message, bootstrap_yaml, xds_cluster
 from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.yaml_text import dump_yaml
+from tests.support.builders import endpoint_slice, gateway, http_route, service, yaml_text
 from tests.support.harness import DragomanProcess, free_port, get_json
 
-MANIFESTS = """
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: e2e, namespace: default}}
-spec:
-  gatewayClassName: dragoman
-  listeners: [{{name: http, protocol: HTTP, port: {listener}}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: default}}
-spec: {{selector: {{app: web}}, ports: [{{name: http, port: 80, targetPort: {port}}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: web-1, namespace: default, labels: {{kubernetes.io/service-name: web}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: [127.0.0.2]}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: web, namespace: default}}
-spec:
-  parentRefs: [{{name: e2e}}]
-  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]
-"""
+
+def web_manifests(listener: int, port: int) -> str:
+    """A Gateway `e2e` and one pod-backed Service `web` (port 80 → `port` on 127.0.0.2)."""
+    return yaml_text(
+        gateway("e2e", listener),
+        service("web", 80, port),
+        endpoint_slice("web", port, "127.0.0.2"),
+        http_route("web", "web", 80, parents=("e2e",)),
+    )
 
 
 def envoy(root: Path, name: str, bootstrap: str) -> EnvoyProcess:
@@ -69,7 +52,7 @@ def test_per_type_envoys_with_another_name_for_the_xds_cluster(tmp_path: Path) -
     backend = EchoBackend("web", host="127.0.0.2", port=port).start()
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    (manifests / "all.yaml").write_text(MANIFESTS.format(listener=listener, port=port))
+    (manifests / "all.yaml").write_text(web_manifests(listener, port))
     xds = f"127.0.0.1:{free_port()}"
     dragoman = DragomanProcess(
         manifests, xds, tmp_path / "dragoman.log", ["--xds-cluster-name", "xds_cluster"]
