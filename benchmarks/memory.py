@@ -56,7 +56,11 @@ from propagation import Workload, free_port, load, rss_mib, stop  # noqa: E402
 from startup import clusters_answered  # noqa: E402
 
 MIB = 1024 * 1024
-FRAMES = 48  # deep enough to reach a dragoman frame below the YAML loader and dataclasses
+# Deep enough to reach a dragoman frame below the YAML loader and dataclasses; every frame
+# more slows each traced allocation.
+FRAMES = 16
+# tracemalloc slows the child several times over.
+TRACED_SLOWER = 4
 
 
 def write_workload(root: Path, args: argparse.Namespace) -> None:
@@ -247,9 +251,12 @@ def _source(path: str, number: int) -> str:
 def tracemalloc_breakdown(manifests: Path, args: argparse.Namespace) -> None:
     command = [sys.executable, str(Path(__file__).resolve()), "--tracemalloc-child"]
     command += [str(manifests), str(args.services), str(args.clients), str(args.settle)]
-    command.append(str(args.timeout))
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    figures = json.loads(output.strip().splitlines()[-1])
+    command.append(str(args.timeout * TRACED_SLOWER))
+    child = subprocess.run(command, check=False, capture_output=True, text=True)
+    if child.returncode != 0:
+        print(f"\ntracemalloc child failed ({child.returncode}):\n{child.stderr[-3000:]}")
+        return
+    figures = json.loads(child.stdout.strip().splitlines()[-1])
     print(
         f"\ntracemalloc: {figures['total'] / MIB:.1f} MiB live after startup and "
         f"{args.clients} clients served (that child's RSS {figures['rss']:.1f} MiB, with "

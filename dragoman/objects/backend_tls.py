@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.meta import KindObject, ObjectMeta, no_entries
 
 # validation.wellKnownCACertificates: the system's trusted CA bundle.
 WELL_KNOWN_SYSTEM = "System"
@@ -42,7 +42,7 @@ class SubjectAltName:
 
 
 @dataclass(frozen=True, slots=True)
-class BackendTLSPolicy:
+class BackendTLSPolicy(KindObject):
     kind: ClassVar[str] = "BackendTLSPolicy"
 
     meta: ObjectMeta
@@ -52,8 +52,4 @@ class BackendTLSPolicy:
     ca_certificate_refs: tuple[CACertificateRef, ...] = ()
     well_known_ca_certificates: str | None = None
     subject_alt_names: tuple[SubjectAltName, ...] = ()
-    options: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
+    options: Mapping[str, str] = field(default_factory=no_entries)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.meta import KindObject, ObjectMeta
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
@@ -22,7 +22,7 @@ class ServicePort:
 
 
 @dataclass(frozen=True, slots=True)
-class Service:
+class Service(KindObject):
     kind: ClassVar[str] = "Service"
 
     meta: ObjectMeta
@@ -39,10 +39,6 @@ class Service:
     # status.loadBalancer.ingress: each entry's IP, else its hostname (a Gateway's addresses
     # may be taken from the Service in front of Envoy).
     load_balancer_ingress: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
 
     @property
     def is_external_name(self) -> bool:
@@ -74,17 +70,13 @@ class Endpoint:
 
 
 @dataclass(frozen=True, slots=True)
-class EndpointSlice:
+class EndpointSlice(KindObject):
     kind: ClassVar[str] = "EndpointSlice"
 
     meta: ObjectMeta
     address_type: str = "IPv4"  # IPv4, IPv6 or FQDN
     endpoints: tuple[Endpoint, ...] = ()
     ports: tuple[EndpointPort, ...] = ()
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
 
     @property
     def service_name(self) -> str:

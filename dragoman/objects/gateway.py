@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from dragoman.objects.gateway_class import ParametersRef
-from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.meta import KindObject, ObjectMeta
 from dragoman.objects.selector import LabelSelector
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -61,7 +61,7 @@ class GatewayAddress:
 
 
 @dataclass(frozen=True, slots=True)
-class Gateway:
+class Gateway(KindObject):
     kind: ClassVar[str] = "Gateway"
 
     meta: ObjectMeta
@@ -76,10 +76,6 @@ class Gateway:
     # API default, "Same", "All" or "Selector" with `listener_set_selector`).
     allowed_listener_sets: str = "None"
     listener_set_selector: LabelSelector | None = None
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,17 +218,13 @@ class HTTPRouteRule:
 
 
 @dataclass(frozen=True, slots=True)
-class HTTPRoute:
+class HTTPRoute(KindObject):
     kind: ClassVar[str] = "HTTPRoute"
 
     meta: ObjectMeta
     parent_refs: tuple[ParentRef, ...] = ()
     hostnames: tuple[str, ...] = ()
     rules: tuple[HTTPRouteRule, ...] = ()
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,17 +250,13 @@ class GRPCRouteRule:
 
 
 @dataclass(frozen=True, slots=True)
-class GRPCRoute:
+class GRPCRoute(KindObject):
     kind: ClassVar[str] = "GRPCRoute"
 
     meta: ObjectMeta
     parent_refs: tuple[ParentRef, ...] = ()
     hostnames: tuple[str, ...] = ()
     rules: tuple[GRPCRouteRule, ...] = ()
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
 
 
 # The route kinds that attach to Gateways through parentRefs.

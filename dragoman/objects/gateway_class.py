@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.meta import KindObject, ObjectMeta
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,18 +17,15 @@ class ParametersRef:
 
 
 @dataclass(frozen=True, slots=True)
-class GatewayClass:
+class GatewayClass(KindObject):
     """Cluster-scoped: `meta.namespace` is ""."""
 
     kind: ClassVar[str] = "GatewayClass"
+    cluster_scoped: ClassVar[bool] = True
 
     meta: ObjectMeta
     controller_name: str = ""
     parameters_ref: ParametersRef | None = None
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, "", self.meta.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +43,7 @@ class ReferenceGrantTo:
 
 
 @dataclass(frozen=True, slots=True)
-class ReferenceGrant:
+class ReferenceGrant(KindObject):
     """Lets objects in other namespaces (`from`) refer to objects in this one (`to`)."""
 
     kind: ClassVar[str] = "ReferenceGrant"
@@ -54,7 +51,3 @@ class ReferenceGrant:
     meta: ObjectMeta
     from_: tuple[ReferenceGrantFrom, ...] = ()
     to: tuple[ReferenceGrantTo, ...] = ()
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)

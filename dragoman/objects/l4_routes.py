@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from dragoman.objects.gateway import BackendRef, ParentRef
-from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.meta import KindObject, ObjectMeta
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +17,7 @@ class L4RouteRule:
 
 
 @dataclass(frozen=True, slots=True)
-class TCPRoute:
+class TCPRoute(KindObject):
     kind: ClassVar[str] = "TCPRoute"
 
     meta: ObjectMeta
@@ -25,16 +25,12 @@ class TCPRoute:
     rules: tuple[L4RouteRule, ...] = ()
 
     @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
-
-    @property
     def hostnames(self) -> tuple[str, ...]:
         return ()  # a TCP connection names no host: every listener hostname matches
 
 
 @dataclass(frozen=True, slots=True)
-class TLSRoute:
+class TLSRoute(KindObject):
     kind: ClassVar[str] = "TLSRoute"
 
     meta: ObjectMeta
@@ -43,22 +39,14 @@ class TLSRoute:
     hostnames: tuple[str, ...] = ()
     rules: tuple[L4RouteRule, ...] = ()
 
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
-
 
 @dataclass(frozen=True, slots=True)
-class UDPRoute:
+class UDPRoute(KindObject):
     kind: ClassVar[str] = "UDPRoute"
 
     meta: ObjectMeta
     parent_refs: tuple[ParentRef, ...] = ()
     rules: tuple[L4RouteRule, ...] = ()
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
 
     @property
     def hostnames(self) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from dragoman.objects.gateway import GATEWAY_GROUP, GatewayListener
-from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.meta import KindObject, ObjectMeta
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,13 +21,9 @@ class ListenerSetParent:
 
 
 @dataclass(frozen=True, slots=True)
-class ListenerSet:
+class ListenerSet(KindObject):
     kind: ClassVar[str] = "ListenerSet"
 
     meta: ObjectMeta
     parent_ref: ListenerSetParent = ListenerSetParent(name="")
     listeners: tuple[GatewayListener, ...] = ()
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)

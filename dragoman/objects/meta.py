@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 
 class ObjectKey(NamedTuple):
@@ -23,6 +23,41 @@ class ObjectKey(NamedTuple):
         return f"{self.kind}/{self.namespace}/{self.name}"
 
 
+class _EmptyMapping(Mapping[Any, Any]):
+    """The one empty mapping that objects without labels, annotations (nearly all of them)
+    or other optional maps share: a dict each would cost 64 bytes per object. Immutable, so
+    no holder can change what the others see; pickled as a reference to the one instance."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __contains__(self, key: object) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "{}"
+
+    def __reduce__(self) -> str:
+        return "EMPTY_MAPPING"
+
+
+EMPTY_MAPPING: Mapping[Any, Any] = _EmptyMapping()
+
+
+def no_entries() -> Mapping[Any, Any]:
+    """EMPTY_MAPPING, as a field's default_factory (a mapping, shared or not, is no
+    dataclass default)."""
+    return EMPTY_MAPPING
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectMeta:
     name: str
@@ -32,5 +67,24 @@ class ObjectMeta:
     uid: str = ""
     # RFC 3339 as the API server writes it; sorts chronologically as a string.
     creation_timestamp: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=no_entries)
+    annotations: Mapping[str, str] = field(default_factory=no_entries)
+
+
+@dataclass(frozen=True, slots=True)
+class KindObject:
+    """What every kind's object has: its metadata, and its key, made once when the object
+    is (builds, stores and indexes read and hold it for every object, and one tuple per
+    object costs less than one per read)."""
+
+    kind: ClassVar[str]
+    # Cluster-scoped kinds (GatewayClass, Namespace) are keyed with no namespace.
+    cluster_scoped: ClassVar[bool] = False
+
+    meta: ObjectMeta
+    key: ObjectKey = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        meta = self.meta
+        namespace = "" if self.cluster_scoped else meta.namespace
+        object.__setattr__(self, "key", ObjectKey(self.kind, namespace, meta.name))

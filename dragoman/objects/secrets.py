@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from dragoman.objects.meta import ObjectKey, ObjectMeta
+from dragoman.objects.meta import KindObject, ObjectMeta, no_entries
 
 # The label the API server puts on every Namespace (Kubernetes 1.22+), naming it.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -16,16 +16,13 @@ TLS_PRIVATE_KEY_KEY = "tls.key"
 
 
 @dataclass(frozen=True, slots=True)
-class Namespace:
+class Namespace(KindObject):
     """Cluster-scoped: `meta.namespace` is ""."""
 
     kind: ClassVar[str] = "Namespace"
+    cluster_scoped: ClassVar[bool] = True
 
     meta: ObjectMeta
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, "", self.meta.name)
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -34,26 +31,18 @@ class Namespace:
 
 
 @dataclass(frozen=True, slots=True)
-class Secret:
+class Secret(KindObject):
     kind: ClassVar[str] = "Secret"
 
     meta: ObjectMeta
     type: str = "Opaque"
     # Values base64-decoded. Never shown by repr: keys must not reach logs or tracebacks.
-    data: Mapping[str, bytes] = field(default_factory=dict, repr=False)
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
+    data: Mapping[str, bytes] = field(default_factory=no_entries, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
-class ConfigMap:
+class ConfigMap(KindObject):
     kind: ClassVar[str] = "ConfigMap"
 
     meta: ObjectMeta
-    data: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(self.kind, self.meta.namespace, self.meta.name)
+    data: Mapping[str, str] = field(default_factory=no_entries)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from dragoman.objects.meta import no_entries
+
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
@@ -31,7 +33,7 @@ class LabelSelectorRequirement:
 class LabelSelector:
     """Every requirement must hold; an empty selector selects everything."""
 
-    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_labels: Mapping[str, str] = field(default_factory=no_entries)
     match_expressions: tuple[LabelSelectorRequirement, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:

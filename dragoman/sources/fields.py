@@ -8,13 +8,28 @@ which is never seen because an object with problems is discarded.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dragoman.objects.meta import EMPTY_MAPPING
 from dragoman.sources.errors import FieldProblem
 from dragoman.sources.formats import Format
 
 REQUIRED = "is required"
+# Strings read into objects are interned: namespaces, kinds, groups, port and Gateway names,
+# label keys, and an object's name beside the references to it repeat in thousands of
+# objects, and the YAML loader makes a string object of each occurrence. Values read with
+# `unique=True` (a route's hostnames, an external name, a uid: one object's own) are kept as
+# read: interning them would only grow the interpreter's table of interned strings. So are
+# longer strings (certificates, long header values), rarely repeated.
+INTERN_MAX_LENGTH = 253
+_intern = sys.intern
+
+
+def interned(value: str) -> str:
+    """The one string object equal to value, when short enough to be shared."""
+    return _intern(value) if len(value) <= INTERN_MAX_LENGTH else value
 
 
 def describe(value: Any) -> str:
@@ -129,6 +144,7 @@ class Node:
         choices: Sequence[str] | None = None,
         min_length: int = 0,
         max_length: int | None = None,
+        unique: bool = False,
     ) -> str | None:
         value = self.data.get(key)
         if value is None:
@@ -142,7 +158,8 @@ class Node:
             and (max_length is None or len(value) <= max_length)
             and (format is None or format.accepts(value))
         ):
-            return value  # the usual case, checked without making the field's path
+            # The usual case, checked without making the field's path.
+            return value if unique or len(value) > INTERN_MAX_LENGTH else _intern(value)
         return self.check_string(
             value,
             self.at(key),
@@ -150,6 +167,7 @@ class Node:
             choices=choices,
             min_length=min_length,
             max_length=max_length,
+            unique=unique,
         )
 
     def string(
@@ -162,6 +180,7 @@ class Node:
         choices: Sequence[str] | None = None,
         min_length: int = 0,
         max_length: int | None = None,
+        unique: bool = False,
     ) -> str:
         value = self.optional_string(
             key,
@@ -170,6 +189,7 @@ class Node:
             choices=choices,
             min_length=min_length,
             max_length=max_length,
+            unique=unique,
         )
         return default if value is None else value
 
@@ -182,6 +202,7 @@ class Node:
         choices: Sequence[str] | None = None,
         min_length: int = 0,
         max_length: int | None = None,
+        unique: bool = False,
     ) -> str | None:
         """value itself checked as a string at path; None (and a problem) when it is not one."""
         if not isinstance(value, str):
@@ -199,7 +220,7 @@ class Node:
         if max_length is not None and len(value) > max_length:
             self.report(path, f"must be at most {max_length} characters long, got {len(value)}")
             return None
-        return value
+        return value if unique else interned(value)
 
     def optional_integer(
         self, key: str, *, minimum: int, maximum: int, required: bool = False
@@ -239,27 +260,28 @@ class Node:
         min_items: int = 0,
         max_items: int | None = None,
         required: bool = False,
+        unique: bool = False,
     ) -> tuple[str, ...]:
         items = self._list(key, required=required, min_items=min_items, max_items=max_items)
         if items is None:
             return ()
         checked = (
-            self.check_string(item, f"{self.at(key)}[{index}]", format=format)
+            self.check_string(item, f"{self.at(key)}[{index}]", format=format, unique=unique)
             for index, item in enumerate(items)
         )
         return tuple(value for value in checked if value is not None)
 
-    def string_map(self, key: str) -> dict[str, str]:
+    def string_map(self, key: str) -> Mapping[str, str]:
+        """A mapping of strings to strings; absent or empty: the shared EMPTY_MAPPING."""
         node = self.mapping(key)
-        if node is None:
-            return {}
+        if node is None or not node.data:
+            return EMPTY_MAPPING
         result = {}
         for name, value in node.data.items():
-            path = node.at(str(name))
             if not isinstance(name, str):
-                self.expected(path, "a string key", name)
+                self.expected(node.at(str(name)), "a string key", name)
             elif not isinstance(value, str):
-                self.expected(path, "a string", value)
+                self.expected(node.at(name), "a string", value)
             else:
-                result[name] = value
-        return result
+                result[interned(name)] = interned(value)
+        return result or EMPTY_MAPPING

@@ -11,12 +11,14 @@ import contextlib
 import logging
 import os
 import stat
+import sys
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dragoman.objects import KubeObject, ObjectKey
+from dragoman.objects.meta import no_entries
 from dragoman.sources.decode import (
     MAX_FILE_BYTES,
     DecodeError,
@@ -54,16 +56,18 @@ class LoadResult:
 
 @dataclass(frozen=True, slots=True)
 class LocatedObject:
-    origin: str  # "routes.yaml#2", or "list.yaml#1.items[3]" for an item of a List
+    # The file's relative path (the very string the directory's records are keyed by), and
+    # where in it: "#2", or "#1.items[3]" for an item of a List (interned: every file of
+    # one object per document has the same). Their concatenation, the origin, is made only
+    # for messages.
+    path: str
+    where: str
     object: KubeObject
-    # (kind, namespace, name), made once: a load compares every object's identity, and a
-    # tuple of strings hashes far faster than an ObjectKey built again each time.
-    identity: tuple[str, str, str] = ("", "", "")
 
-    @staticmethod
-    def of(origin: str, obj: KubeObject) -> LocatedObject:
-        key = obj.key
-        return LocatedObject(origin, obj, (key.kind, key.namespace, key.name))
+    @property
+    def origin(self) -> str:
+        """ "routes.yaml#2", or "list.yaml#1.items[3]"."""
+        return self.path + self.where
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +81,7 @@ class _ParsedFile:
     decoded: bool = True
     # A YAML file's pieces (one document each), by text: an edit to one document of a large
     # file decodes and parses that document alone.
-    pieces: Mapping[str, _Piece] = field(default_factory=dict)
+    pieces: Mapping[str, _Piece] = field(default_factory=no_entries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,29 +212,29 @@ class ManifestDirectory:
             for relative, reason in sorted(self._unreadable.items())
         ]
         located = [o for result in self._parsed.values() for o in result.objects]
-        if len({o.identity for o in located}) == len(located):  # the usual case: no duplicate
+        if len({o.object.key for o in located}) == len(located):  # the usual case: no duplicate
             for result in self._parsed.values():
                 errors.extend(result.errors)
             objects = tuple(o.object for o in located)
             return LoadResult(objects, tuple(errors), len(self._parsed), _Origins(located))
 
         kept: list[KubeObject] = []
-        first_seen: dict[tuple[str, str, str], str] = {}
+        first_seen: dict[ObjectKey, str] = {}
         for result in self._parsed.values():
             errors.extend(result.errors)
             for located_object in result.objects:
-                identity = located_object.identity
-                if identity in first_seen:
+                key = located_object.object.key
+                if key in first_seen:
                     errors.append(
                         SourceError(
                             located_object.origin,
-                            str(located_object.object.key),
+                            str(key),
                             "",
-                            f"already defined at {first_seen[identity]}; the first definition wins",
+                            f"already defined at {first_seen[key]}; the first definition wins",
                         )
                     )
                     continue
-                first_seen[identity] = located_object.origin
+                first_seen[key] = located_object.origin
                 kept.append(located_object.object)
         return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
 
@@ -262,7 +266,7 @@ class ManifestDirectory:
         errors: list[SourceError] = []
         for index, document in enumerate(documents, start=1):
             if document is not None:  # an empty document, e.g. after a trailing `---`
-                self._parse_document(f"{relative}#{index}", document, objects, errors)
+                self._parse_document(relative, f"#{index}", document, objects, errors)
         return _ParsedFile(stamp, tuple(objects), tuple(errors))
 
     def _parse_pieces(
@@ -285,8 +289,9 @@ class ManifestDirectory:
                 decoded = decode_yaml_piece(text, first_line)
                 for index, document in enumerate(decoded, start=documents + 1):
                     if document is not None:
-                        origin = f"{relative}#{index}"
-                        self._parse_document(origin, document, piece_objects, piece_errors)
+                        self._parse_document(
+                            relative, f"#{index}", document, piece_objects, piece_errors
+                        )
                 piece = _Piece(documents, len(decoded), tuple(piece_objects), tuple(piece_errors))
             if piece.before != documents:  # the piece moved: other documents came or went
                 shift = documents - piece.before
@@ -294,7 +299,7 @@ class ManifestDirectory:
                     documents,
                     piece.documents,
                     tuple(
-                        LocatedObject(_renumbered(o.origin, shift), o.object, o.identity)
+                        LocatedObject(o.path, sys.intern(_renumbered(o.where, shift)), o.object)
                         for o in piece.objects
                     ),
                     tuple(replace(e, origin=_renumbered(e.origin, shift)) for e in piece.errors),
@@ -304,16 +309,19 @@ class ManifestDirectory:
             errors.extend(piece.errors)
             documents += piece.documents
         if len(pieces) < KEEP_PIECES_FROM:
-            parsed = {}  # re-parsing a small file costs less than the memory to keep its pieces
+            # Re-parsing a small file costs less than the memory to keep its pieces.
+            return _ParsedFile(stamp, tuple(objects), tuple(errors))
         return _ParsedFile(stamp, tuple(objects), tuple(errors), pieces=parsed)
 
     def _parse_document(
         self,
-        origin: str,
+        relative: str,
+        where: str,
         document: Any,
         objects: list[LocatedObject],
         errors: list[SourceError],
     ) -> None:
+        origin = relative + where
         if not isinstance(document, Mapping):
             errors.append(_not_an_object(origin, document))
             return
@@ -322,8 +330,9 @@ class ManifestDirectory:
         except ObjectError as exc:
             errors.extend(exc.source_errors(origin))
             return
-        for where, item in items:
-            item_origin = f"{origin}.{where}" if where else origin
+        for in_list, item in items:
+            item_where = f"{where}.{in_list}" if in_list else where
+            item_origin = relative + item_where
             if not isinstance(item, Mapping):
                 errors.append(_not_an_object(item_origin, item))
                 continue
@@ -340,7 +349,7 @@ class ManifestDirectory:
                     printable(str(item.get("kind"))),
                 )
             else:
-                objects.append(LocatedObject.of(item_origin, parsed))
+                objects.append(LocatedObject(relative, sys.intern(item_where), parsed))
 
 
 def parse_fresh_files(
@@ -359,30 +368,29 @@ class _Origins(Mapping[ObjectKey, str]):
     """Where each object was defined, by key; made on first use (only messages need it, and
     10,000 keys are not worth making on every load)."""
 
-    def __init__(self, source: list[LocatedObject] | dict[tuple[str, str, str], str]) -> None:
+    def __init__(self, source: list[LocatedObject] | dict[ObjectKey, str]) -> None:
         self._source = source
-        self._by_identity: dict[tuple[str, str, str], str] | None = (
-            source if isinstance(source, dict) else None
-        )
+        self._by_key: dict[ObjectKey, str] | None = source if isinstance(source, dict) else None
 
-    def _table(self) -> dict[tuple[str, str, str], str]:
-        if self._by_identity is None:
+    def _table(self) -> dict[ObjectKey, str]:
+        if self._by_key is None:
             assert isinstance(self._source, list)
-            self._by_identity = {o.identity: o.origin for o in self._source}
-        return self._by_identity
+            self._by_key = {o.object.key: o.origin for o in self._source}
+        return self._by_key
 
     def __getitem__(self, key: ObjectKey) -> str:
-        return self._table()[(key.kind, key.namespace, key.name)]
+        return self._table()[key]
 
     def __iter__(self) -> Iterator[ObjectKey]:
-        return (ObjectKey(*identity) for identity in self._table())
+        return iter(self._table())
 
     def __len__(self) -> int:
         return len(self._table())
 
 
 def _renumbered(origin: str, shift: int) -> str:
-    """ "routes.yaml#2.items[0]" shifted by 5 documents: "routes.yaml#7.items[0]"."""
+    """ "routes.yaml#2.items[0]" (or "#2.items[0]") shifted by 5 documents:
+    "routes.yaml#7.items[0]" (or "#7.items[0]")."""
     path, _, where = origin.rpartition("#")
     number, dot, rest = where.partition(".")
     return f"{path}#{int(number) + shift}{dot}{rest}"

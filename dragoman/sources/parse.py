@@ -115,8 +115,8 @@ def _parse_meta(root: Node, default_namespace: str, name_format: Format) -> Obje
         # An empty namespace means "unset", as kubectl reads it; cluster-scoped kinds have none.
         namespace=(namespace or default_namespace) if default_namespace else "",
         generation=meta.integer("generation", minimum=0, maximum=MAX_INT64),
-        resource_version=meta.string("resourceVersion"),
-        uid=meta.string("uid"),
+        resource_version=meta.string("resourceVersion", unique=True),
+        uid=meta.string("uid", unique=True),
         creation_timestamp=_timestamp(meta),
         labels=meta.string_map("labels"),
         annotations=meta.string_map("annotations"),
@@ -130,4 +130,4 @@ def _timestamp(meta: Node) -> str:
         if value.tzinfo is not None:
             value = value.astimezone(datetime.UTC).replace(tzinfo=None)
         return value.replace(microsecond=0).isoformat() + "Z"
-    return meta.string("creationTimestamp")
+    return meta.string("creationTimestamp", unique=True)

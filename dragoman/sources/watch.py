@@ -387,13 +387,16 @@ def _scan_with_identity(root: Path) -> tuple[View, tuple[int, int]]:
 
 
 def _sharing(view: View, previous: Mapping[str, FileStamp]) -> View:
-    """`view` holding the stamps of `previous` where they are equal: at 10,000 files the
-    loader's (the baseline) and the watcher's stamps are one set of objects, and a rescan that
-    found nothing new leaves nothing new behind."""
+    """`view` holding the stamps of `previous` where they are equal, keyed by their paths:
+    at 10,000 files the loader's (the baseline) and the watcher's stamps and paths are one set
+    of objects, and a rescan that found nothing new leaves nothing new behind."""
     shared: View = {}
     for path, stamp in view.items():
         before = previous.get(path)
-        shared[path] = before if before == stamp and before is not None else stamp
+        if before is not None and before == stamp:
+            shared[before.path] = before
+        else:
+            shared[path] = stamp
     return shared
 
 

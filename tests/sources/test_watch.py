@@ -494,3 +494,6 @@ def test_a_rescan_keeps_the_stamps_it_already_had(tmp_path: Path) -> None:
     assert shared["a.yaml"] is before["a.yaml"]  # unchanged: the old object
     assert shared["b.yaml"] is after["b.yaml"] and shared["b.yaml"] != before["b.yaml"]
     assert shared["d.yaml"] is after["d.yaml"] and "c.yaml" not in shared
+    # The paths too: an unchanged file's key is the one the earlier view held.
+    [a_path] = [path for path in shared if path == "a.yaml"]
+    assert a_path is before["a.yaml"].path and a_path is not after["a.yaml"].path

@@ -43,9 +43,9 @@ def parse_service(root: Node, meta: ObjectMeta) -> Service:
     if is_external:
         # Any string: the build judges external names (case, trailing dot, IP literals,
         # localhost, metadata hosts) and says on the route exactly why one is refused.
-        external_name = spec.string("externalName", required=True)
+        external_name = spec.string("externalName", required=True, unique=True)
     else:
-        external_name = spec.string("externalName")
+        external_name = spec.string("externalName", unique=True)
     # The API treats an empty selector like none: endpoints are managed by someone else.
     selector = spec.string_map("selector") or None
     affinity = spec.string("sessionAffinity", default="None", choices=SESSION_AFFINITIES)
@@ -152,7 +152,7 @@ def parse_endpoint_slice(root: Node, meta: ObjectMeta) -> EndpointSlice:
 
 def _endpoint(node: Node, address_format: Format | None) -> Endpoint:
     addresses = node.strings(
-        "addresses", required=True, min_items=1, max_items=100, format=address_format
+        "addresses", required=True, min_items=1, max_items=100, format=address_format, unique=True
     )
     conditions = node.mapping("conditions") or Node({}, node.at("conditions"), node.problems)
     # Absent conditions mean ready; absent serving defers to ready; absent terminating is false.

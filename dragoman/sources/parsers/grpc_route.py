@@ -29,7 +29,7 @@ def parse_grpc_route(root: Node, meta: ObjectMeta) -> GRPCRoute:
     if spec is None:
         return GRPCRoute(meta=meta)
     parents = parent_refs(spec)
-    hostnames = spec.strings("hostnames", format=HOSTNAME, max_items=16)
+    hostnames = spec.strings("hostnames", format=HOSTNAME, max_items=16, unique=True)
     rule_nodes = spec.mappings("rules", max_items=16) or []
     rules = tuple(_rule(node) for node in rule_nodes)
     if sum(len(rule.matches) for rule in rules) > MAX_MATCHES_PER_ROUTE:

@@ -36,6 +36,10 @@ MAX_MATCHES_PER_ROUTE = 128
 # Rule fields of the Gateway API's experimental channel, kept by name only (the DAG reports
 # them as not served); the standard CRD does not have them.
 EXPERIMENTAL_RULE_FIELDS = ("retry", "sessionPersistence")
+# What most rules hold, made once and shared (the objects are immutable): the default match
+# (PathPrefix "/") and no timeouts.
+DEFAULT_MATCHES: tuple[HTTPRouteMatch, ...] = (HTTPRouteMatch(),)
+NO_TIMEOUTS = HTTPRouteTimeouts()
 
 
 def parse_http_route(root: Node, meta: ObjectMeta) -> HTTPRoute:
@@ -43,7 +47,7 @@ def parse_http_route(root: Node, meta: ObjectMeta) -> HTTPRoute:
     if spec is None:
         return HTTPRoute(meta=meta)
     parents = parent_refs(spec)
-    hostnames = spec.strings("hostnames", format=HOSTNAME, max_items=16)
+    hostnames = spec.strings("hostnames", format=HOSTNAME, max_items=16, unique=True)
     rule_nodes = spec.mappings("rules", min_items=1, max_items=16)
     # The CRD defaults absent rules to one rule matching every path, with no backends.
     rules = (HTTPRouteRule(),) if rule_nodes is None else tuple(_rule(n) for n in rule_nodes)
@@ -57,7 +61,7 @@ def parse_http_route(root: Node, meta: ObjectMeta) -> HTTPRoute:
 def _rule(node: Node) -> HTTPRouteRule:
     match_nodes = node.mappings("matches", max_items=64)
     # Absent matches default to one PathPrefix "/" match; the spec reads an empty list the same.
-    matches = tuple(_match(m) for m in match_nodes) if match_nodes else (HTTPRouteMatch(),)
+    matches = tuple(_match(m) for m in match_nodes) if match_nodes else DEFAULT_MATCHES
     filters = route_filters(node, HTTP_FILTER_TYPES)
     backend_nodes = node.mappings("backendRefs", max_items=16) or []
     backends = tuple(backend_ref(b, HTTP_FILTER_TYPES) for b in backend_nodes)
@@ -127,7 +131,7 @@ def _path(path: Node) -> PathMatch:
 def _timeouts(rule: Node) -> HTTPRouteTimeouts:
     node = rule.mapping("timeouts")
     if node is None:
-        return HTTPRouteTimeouts()
+        return NO_TIMEOUTS
     request = node.optional_string("request", format=DURATION)
     backend = node.optional_string("backendRequest", format=DURATION)
     request_ms = duration_ms(request) if request is not None else None

@@ -23,7 +23,7 @@ def parse_tls_route(root: Node, meta: ObjectMeta) -> TLSRoute:
     if spec is None:
         return TLSRoute(meta=meta)
     hostnames = spec.strings(
-        "hostnames", format=HOSTNAME, required=True, min_items=1, max_items=1024
+        "hostnames", format=HOSTNAME, required=True, min_items=1, max_items=1024, unique=True
     )
     if len(set(hostnames)) != len(hostnames):
         spec.report(spec.at("hostnames"), "must not list a hostname twice")

@@ -1,0 +1,120 @@
+"""What thousands of parsed objects share instead of holding copies: strings read from
+manifests are interned, empty maps are the one EMPTY_MAPPING, the defaults of route rules are
+single objects, and a manifest directory's records name each file with one string. Each
+saving rests on one of these; each test fails if its invariant breaks."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+from dragoman.objects import HTTPRoute, Service
+from dragoman.objects.meta import EMPTY_MAPPING
+from dragoman.sources.decode import decode_documents
+from dragoman.sources.manifests import ManifestDirectory, parse_fresh_files
+from dragoman.sources.parse import parse_object
+from dragoman.sources.parsers.http_route import DEFAULT_MATCHES, NO_TIMEOUTS
+
+
+def _file(i: int, *, labels: str = "") -> str:
+    return (
+        f"apiVersion: v1\nkind: Service\nmetadata:\n  name: svc{i}\n  namespace: shop\n{labels}"
+        f"spec:\n  type: ExternalName\n  externalName: svc{i}.example.test\n"
+        "  ports: [{name: http, port: 80}]\n"
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n"
+        f"metadata: {{name: svc{i}, namespace: shop}}\n"
+        "spec:\n  parentRefs: [{name: gateway, sectionName: http}]\n"
+        f"  rules: [{{backendRefs: [{{name: svc{i}, port: 80}}]}}]\n"
+    )
+
+
+def _parse(text: str) -> tuple[Service, HTTPRoute]:
+    service, route = (parse_object(d) for d in decode_documents(text.encode(), is_json=False))
+    assert isinstance(service, Service) and isinstance(route, HTTPRoute)
+    return service, route
+
+
+def test_strings_repeated_across_objects_are_one_object() -> None:
+    labels = "  labels: {app.kubernetes.io/part-of: shop}\n"
+    (service1, route1), (service2, route2) = _parse(_file(1, labels=labels)), _parse(_file(2))
+    # Namespaces, port names, types, the Gateway's name and section: once in memory.
+    assert service1.meta.namespace is service2.meta.namespace is route2.meta.namespace
+    assert service1.ports[0].name is service2.ports[0].name
+    assert service1.type is service2.type
+    [parent1], [parent2] = route1.parent_refs, route2.parent_refs
+    assert parent1.name is parent2.name and parent1.section_name is parent2.section_name
+    # A Service's name, its route's and the route's reference to it: one string.
+    backend = route1.rules[0].backend_refs[0]
+    assert service1.meta.name is route1.meta.name is backend.name
+    # Interned: equal strings read later (another file, another load) are the same object.
+    assert service1.meta.namespace is sys.intern("shop")
+    [label] = service1.meta.labels
+    assert label is sys.intern("app.kubernetes.io/part-of")
+
+
+def test_values_of_one_object_alone_are_not_interned() -> None:
+    """A route's hostnames and a Service's external name are its own: interning them would
+    grow the interpreter's table of interned strings for nothing."""
+    text = _file(1).replace("parentRefs:", "hostnames: [svc1.shop.test]\n  parentRefs:")
+    (service1, route1), (service2, route2) = _parse(text), _parse(text)
+    assert service1.external_name == service2.external_name == "svc1.example.test"
+    assert service1.external_name is not service2.external_name
+    assert route1.hostnames == route2.hostnames == ("svc1.shop.test",)
+    assert route1.hostnames[0] is not route2.hostnames[0]
+
+
+def test_long_strings_are_kept_as_read() -> None:
+    long_name = "x" * 300 + ".example.test"  # no name: an external name may be this long
+    service, _ = _parse(_file(1).replace("svc1.example.test", long_name))
+    assert service.external_name == long_name
+
+
+def test_objects_without_maps_share_the_empty_mapping() -> None:
+    (service1, route1), (service2, _) = _parse(_file(1)), _parse(_file(2))
+    for meta in (service1.meta, service2.meta, route1.meta):
+        assert meta.labels is EMPTY_MAPPING and meta.annotations is EMPTY_MAPPING
+    # An empty map written out is the shared one too; a Service without a selector has None.
+    with_empty = _file(3, labels="  labels: {}\n  annotations: {}\n")
+    service3, _ = _parse(with_empty)
+    assert service3.meta.labels is EMPTY_MAPPING and service3.meta.annotations is EMPTY_MAPPING
+    assert service1.selector is None
+
+
+def test_route_rules_share_their_defaults() -> None:
+    (_, route1), (_, route2) = _parse(_file(1)), _parse(_file(2))
+    [rule1], [rule2] = route1.rules, route2.rules
+    assert rule1.matches is rule2.matches is DEFAULT_MATCHES
+    assert rule1.timeouts is rule2.timeouts is NO_TIMEOUTS
+
+
+def test_a_directory_names_each_file_with_one_string(tmp_path: Path) -> None:
+    for i in range(3):
+        (tmp_path / f"svc{i}.yaml").write_text(_file(i))
+    directory = ManifestDirectory(tmp_path)
+    result = directory.load()
+    assert len(result.objects) == 6 and result.errors == ()
+    wheres = set()
+    for path, record in directory._parsed.items():
+        assert record.stamp is not None and record.stamp.path is path
+        assert record.pieces is EMPTY_MAPPING  # a small file keeps no pieces
+        for located in record.objects:
+            assert located.path is path
+            wheres.add(id(located.where))
+            assert located.object.key is located.object.key
+    assert len(wheres) == 2  # "#1" and "#2", shared by every file
+    assert result.origins[result.objects[1].key] == "svc0.yaml#2"
+    assert directory.stamps()["svc1.yaml"] is directory._parsed["svc1.yaml"].stamp
+
+
+def test_what_a_worker_process_parsed_shares_the_empty_mapping(tmp_path: Path) -> None:
+    """A worker's share arrives pickled: the empty mapping is still the one instance, and
+    strings the worker shared arrive shared."""
+    for i in range(2):
+        (tmp_path / f"svc{i}.yaml").write_text(_file(i))
+    parsed = parse_fresh_files(str(tmp_path), "default", ["svc0.yaml", "svc1.yaml"])
+    received = pickle.loads(pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
+    assert received == parsed
+    first, second = (record.objects[0].object for record in received if record is not None)
+    assert first.meta.labels is EMPTY_MAPPING and second.meta.annotations is EMPTY_MAPPING
+    assert first.meta.namespace is second.meta.namespace
