@@ -8,28 +8,20 @@ which is never seen because an object with problems is discarded.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dragoman.objects.meta import EMPTY_MAPPING
 from dragoman.sources.errors import FieldProblem
 from dragoman.sources.formats import Format
+from dragoman.sources.shared import interned, shared_int
 
 REQUIRED = "is required"
-# Strings read into objects are interned: namespaces, kinds, groups, port and Gateway names,
-# label keys, and an object's name beside the references to it repeat in thousands of
-# objects, and the YAML loader makes a string object of each occurrence. Values read with
-# `unique=True` (a route's hostnames, an external name, a uid: one object's own) are kept as
-# read: interning them would only grow the interpreter's table of interned strings. So are
-# longer strings (certificates, long header values), rarely repeated.
-INTERN_MAX_LENGTH = 253
-_intern = sys.intern
-
-
-def interned(value: str) -> str:
-    """The one string object equal to value, when short enough to be shared."""
-    return _intern(value) if len(value) <= INTERN_MAX_LENGTH else value
+# Strings read into objects are interned (`dragoman.sources.shared`): namespaces, kinds,
+# groups, port and Gateway names, label keys, and an object's name beside the references to
+# it repeat in thousands of objects. Values read with `unique=True` (a route's hostnames, an
+# external name, a uid: one object's own) are kept as read: interning them would only grow
+# the interpreter's table of interned strings. Ints are shared too.
 
 
 def describe(value: Any) -> str:
@@ -159,7 +151,7 @@ class Node:
             and (format is None or format.accepts(value))
         ):
             # The usual case, checked without making the field's path.
-            return value if unique or len(value) > INTERN_MAX_LENGTH else _intern(value)
+            return value if unique else interned(value)
         return self.check_string(
             value,
             self.at(key),
@@ -231,7 +223,7 @@ class Node:
         if not is_integer(value) or not minimum <= value <= maximum:
             self.expected(self.at(key), integer_range(minimum, maximum), value)
             return None
-        return int(value)
+        return shared_int(int(value))
 
     def integer(
         self, key: str, *, minimum: int, maximum: int, default: int = 0, required: bool = False

@@ -15,6 +15,7 @@ from dragoman.sources.decode import decode_documents
 from dragoman.sources.manifests import ManifestDirectory, parse_fresh_files
 from dragoman.sources.parse import parse_object
 from dragoman.sources.parsers.http_route import DEFAULT_MATCHES, NO_TIMEOUTS
+from dragoman.sources.shared import CANONICAL_LIMIT, canonical, shared_int
 
 
 def _file(i: int, *, labels: str = "") -> str:
@@ -62,6 +63,29 @@ def test_values_of_one_object_alone_are_not_interned() -> None:
     assert service1.external_name is not service2.external_name
     assert route1.hostnames == route2.hostnames == ("svc1.shop.test",)
     assert route1.hostnames[0] is not route2.hostnames[0]
+
+
+def test_equal_parent_lists_ports_and_numbers_are_one_object() -> None:
+    (service1, route1), (service2, route2) = _parse(_file(1)), _parse(_file(2))
+    assert route1.parent_refs is route2.parent_refs
+    assert service1.ports is service2.ports
+    backend1, backend2 = route1.rules[0].backend_refs[0], route2.rules[0].backend_refs[0]
+    big_port = _file(3).replace("port: 80", "port: 18080")
+    (service3, route3), (service4, _) = _parse(big_port), _parse(big_port)
+    # Beyond the ints Python itself shares (up to 256): one object per port number.
+    assert service3.ports[0].port is route3.rules[0].backend_refs[0].port is service4.ports[0].port
+    assert backend1.port is backend2.port
+
+
+def test_shared_tables_stay_bounded() -> None:
+    big, same = int("1" * 13), int("1" * 13)
+    assert shared_int(big) is big and shared_int(same) is same  # beyond the range: as given
+    assert shared_int(-1) == -1
+    values = [(f"value-{i}",) for i in range(CANONICAL_LIMIT + 10)]
+    for value in values:
+        canonical(value)
+    late = (f"value-{CANONICAL_LIMIT + 50}",)
+    assert canonical(late) is late and canonical((late[0],)) is not late
 
 
 def test_long_strings_are_kept_as_read() -> None:

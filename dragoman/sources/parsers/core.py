@@ -20,6 +20,7 @@ from dragoman.sources.formats import (
     Format,
     or_empty,
 )
+from dragoman.sources.shared import canonical
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
 SESSION_AFFINITIES = ("None", "ClientIP")
@@ -103,7 +104,7 @@ def _service_ports(spec: Node, *, required: bool) -> tuple[ServicePort, ...]:
         "port",
         what="port and protocol",
     )
-    return ports
+    return canonical(ports)  # many Services declare the same ports
 
 
 def _service_port(node: Node, *, name_required: bool) -> ServicePort:

@@ -23,6 +23,7 @@ from dragoman.objects import (
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_LABEL, DNS1123_SUBDOMAIN, GROUP, KIND, Format
+from dragoman.sources.shared import canonical
 
 _HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
 HEADER_NAME = Format(
@@ -81,7 +82,9 @@ def duration_ms(value: str) -> int:
 
 
 def parent_refs(spec: Node) -> tuple[ParentRef, ...]:
-    return tuple(_parent_ref(node) for node in spec.mappings("parentRefs", max_items=32) or [])
+    # Routes attach to few Gateways: equal lists of parents are one tuple.
+    nodes = spec.mappings("parentRefs", max_items=32) or []
+    return canonical(tuple(_parent_ref(node) for node in nodes))
 
 
 def _parent_ref(node: Node) -> ParentRef:

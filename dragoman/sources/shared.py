@@ -1,0 +1,55 @@
+"""One object for each value that thousands of parsed objects repeat.
+
+The YAML loader (or the JSON decoder, or the Kubernetes client) makes a new object of every
+occurrence of a value: at 10,000 Services, "default" is ten thousand strings, port 8080 ten
+thousand ints, `parentRefs: [{name: gateway}]` ten thousand equal tuples. Parsers hand what
+they keep through these functions, so equal values are one object. Only immutable values
+are shared (strings, ints, tuples of frozen dataclasses): no holder can change what the
+others see.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Hashable
+from typing import TypeVar
+
+# Strings longer than this (certificates, long header values) are rarely repeated: kept as
+# read.
+INTERN_MAX_LENGTH = 253
+# Ints shared: ports, weights, status codes, timeouts in seconds. Bounded by the range, so
+# the table cannot grow past it whatever the input.
+SHARED_INT_MAX = 65535
+# Distinct values `canonical` keeps; past it, values are returned as they are (a hostile
+# or unusual input must not grow the table without bound).
+CANONICAL_LIMIT = 2048
+
+_intern = sys.intern
+_ints: dict[int, int] = {}
+_canonical: dict[Hashable, Hashable] = {}
+
+Value = TypeVar("Value", bound=Hashable)
+
+
+def interned(value: str) -> str:
+    """The one string object equal to value (`sys.intern`), when short enough to be shared."""
+    return _intern(value) if len(value) <= INTERN_MAX_LENGTH else value
+
+
+def shared_int(value: int) -> int:
+    """The one int object equal to value, for small non-negative ints (Python itself shares
+    only -5 to 256)."""
+    if 0 <= value <= SHARED_INT_MAX:
+        return _ints.setdefault(value, value)
+    return value
+
+
+def canonical(value: Value) -> Value:
+    """The first value equal to `value` seen (it must be immutable: a tuple of frozen
+    dataclasses of strings and ints), or value itself."""
+    found = _canonical.get(value)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    if len(_canonical) < CANONICAL_LIMIT:
+        _canonical[value] = value
+    return value
