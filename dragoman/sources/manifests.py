@@ -32,6 +32,7 @@ from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.parse_worker import idle_cpus, parse_shared
 from dragoman.sources.reads import ReadOutcome, read_file, read_files
+from dragoman.sources.shared import canonical
 from dragoman.sources.tree import FileStamp, scan_tree
 
 log = logging.getLogger("dragoman.sources")
@@ -54,27 +55,16 @@ class LoadResult:
     changed: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class LocatedObject:
-    # The file's relative path (the very string the directory's records are keyed by), and
-    # where in it: "#2", or "#1.items[3]" for an item of a List (interned: every file of
-    # one object per document has the same). Their concatenation, the origin, is made only
-    # for messages.
-    path: str
-    where: str
-    object: KubeObject
-
-    @property
-    def origin(self) -> str:
-        """ "routes.yaml#2", or "list.yaml#1.items[3]"."""
-        return self.path + self.where
+# Files of at most this many objects share their tuple of `wheres` with every other file
+# that has the same (most files: one object per document).
+SHARE_WHERES_UP_TO = 16
 
 
 @dataclass(frozen=True, slots=True)
 class _ParsedFile:
     # The stamp the content was read under; None when the file changed while being read.
     stamp: FileStamp | None
-    objects: tuple[LocatedObject, ...]
+    objects: tuple[KubeObject, ...]
     errors: tuple[SourceError, ...]
     # False when the file is not valid YAML/JSON at all (then `objects` are the ones its last
     # decodable version defined: saving a typo must not take every object of a file away).
@@ -82,17 +72,22 @@ class _ParsedFile:
     # A YAML file's pieces (one document each), by text: an edit to one document of a large
     # file decodes and parses that document alone.
     pieces: Mapping[str, _Piece] = field(default_factory=no_entries)
+    # Where in the file each object is: "#2", or "#1.items[3]" for an item of a List; with
+    # the file's path (the very string the directory's records are keyed by) its origin,
+    # made only for messages. Interned, and shared as a tuple by most files.
+    wheres: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class _Piece:
-    """What one piece of a file meant, with origins as they were when it was parsed, after
-    `before` documents (renumbered where the piece has moved since)."""
+    """What one piece of a file meant, with where its objects are as it was when it was
+    parsed, after `before` documents (renumbered where the piece has moved since)."""
 
     before: int
     documents: int
-    objects: tuple[LocatedObject, ...]
+    objects: tuple[KubeObject, ...]
     errors: tuple[SourceError, ...]
+    wheres: tuple[str, ...] = ()
 
 
 class ManifestDirectory:
@@ -211,31 +206,32 @@ class ManifestDirectory:
             SourceError(relative, "", "", f"cannot read: {reason}")
             for relative, reason in sorted(self._unreadable.items())
         ]
-        located = [o for result in self._parsed.values() for o in result.objects]
-        if len({o.object.key for o in located}) == len(located):  # the usual case: no duplicate
-            for result in self._parsed.values():
+        # Two flat tuples, not a tuple of pairs: the result's origins keep them.
+        paths, records = tuple(self._parsed), tuple(self._parsed.values())
+        objects = tuple(o for result in records for o in result.objects)
+        if len({o.key for o in objects}) == len(objects):  # the usual case: no duplicate
+            for result in records:
                 errors.extend(result.errors)
-            objects = tuple(o.object for o in located)
-            return LoadResult(objects, tuple(errors), len(self._parsed), _Origins(located))
+            return LoadResult(objects, tuple(errors), len(records), _Origins((paths, records)))
 
         kept: list[KubeObject] = []
         first_seen: dict[ObjectKey, str] = {}
-        for result in self._parsed.values():
+        for path, result in zip(paths, records, strict=True):
             errors.extend(result.errors)
-            for located_object in result.objects:
-                key = located_object.object.key
+            for obj, where in zip(result.objects, result.wheres, strict=True):
+                key = obj.key
                 if key in first_seen:
                     errors.append(
                         SourceError(
-                            located_object.origin,
+                            path + where,
                             str(key),
                             "",
                             f"already defined at {first_seen[key]}; the first definition wins",
                         )
                     )
                     continue
-                first_seen[key] = located_object.origin
-                kept.append(located_object.object)
+                first_seen[key] = path + where
+                kept.append(obj)
         return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
 
     def _parse_file(
@@ -262,12 +258,13 @@ class ManifestDirectory:
     def _parse_documents(
         self, relative: str, stamp: FileStamp | None, documents: list[Any]
     ) -> _ParsedFile:
-        objects: list[LocatedObject] = []
+        objects: list[KubeObject] = []
+        wheres: list[str] = []
         errors: list[SourceError] = []
         for index, document in enumerate(documents, start=1):
             if document is not None:  # an empty document, e.g. after a trailing `---`
-                self._parse_document(relative, f"#{index}", document, objects, errors)
-        return _ParsedFile(stamp, tuple(objects), tuple(errors))
+                self._parse_document(relative, f"#{index}", document, objects, wheres, errors)
+        return _ParsedFile(stamp, tuple(objects), tuple(errors), wheres=_shared(wheres))
 
     def _parse_pieces(
         self,
@@ -278,47 +275,62 @@ class ManifestDirectory:
     ) -> _ParsedFile:
         known = previous.pieces if previous is not None else {}
         parsed: dict[str, _Piece] = {}
-        objects: list[LocatedObject] = []
+        objects: list[KubeObject] = []
+        wheres: list[str] = []
         errors: list[SourceError] = []
         documents = 0  # documents before the current piece
         for first_line, text in pieces:
             piece = parsed.get(text) or known.get(text)
             if piece is None:
-                piece_objects: list[LocatedObject] = []
+                piece_objects: list[KubeObject] = []
+                piece_wheres: list[str] = []
                 piece_errors: list[SourceError] = []
                 decoded = decode_yaml_piece(text, first_line)
                 for index, document in enumerate(decoded, start=documents + 1):
                     if document is not None:
                         self._parse_document(
-                            relative, f"#{index}", document, piece_objects, piece_errors
+                            relative,
+                            f"#{index}",
+                            document,
+                            piece_objects,
+                            piece_wheres,
+                            piece_errors,
                         )
-                piece = _Piece(documents, len(decoded), tuple(piece_objects), tuple(piece_errors))
+                piece = _Piece(
+                    documents,
+                    len(decoded),
+                    tuple(piece_objects),
+                    tuple(piece_errors),
+                    _shared(piece_wheres),
+                )
             if piece.before != documents:  # the piece moved: other documents came or went
                 shift = documents - piece.before
                 piece = _Piece(
                     documents,
                     piece.documents,
-                    tuple(
-                        LocatedObject(o.path, sys.intern(_renumbered(o.where, shift)), o.object)
-                        for o in piece.objects
-                    ),
+                    piece.objects,
                     tuple(replace(e, origin=_renumbered(e.origin, shift)) for e in piece.errors),
+                    _shared([sys.intern(_renumbered(w, shift)) for w in piece.wheres]),
                 )
             parsed[text] = piece
             objects.extend(piece.objects)
+            wheres.extend(piece.wheres)
             errors.extend(piece.errors)
             documents += piece.documents
         if len(pieces) < KEEP_PIECES_FROM:
             # Re-parsing a small file costs less than the memory to keep its pieces.
-            return _ParsedFile(stamp, tuple(objects), tuple(errors))
-        return _ParsedFile(stamp, tuple(objects), tuple(errors), pieces=parsed)
+            return _ParsedFile(stamp, tuple(objects), tuple(errors), wheres=_shared(wheres))
+        return _ParsedFile(
+            stamp, tuple(objects), tuple(errors), pieces=parsed, wheres=_shared(wheres)
+        )
 
     def _parse_document(
         self,
         relative: str,
         where: str,
         document: Any,
-        objects: list[LocatedObject],
+        objects: list[KubeObject],
+        wheres: list[str],
         errors: list[SourceError],
     ) -> None:
         origin = relative + where
@@ -349,7 +361,8 @@ class ManifestDirectory:
                     printable(str(item.get("kind"))),
                 )
             else:
-                objects.append(LocatedObject(relative, sys.intern(item_where), parsed))
+                objects.append(parsed)
+                wheres.append(sys.intern(item_where))
 
 
 def parse_fresh_files(
@@ -368,14 +381,21 @@ class _Origins(Mapping[ObjectKey, str]):
     """Where each object was defined, by key; made on first use (only messages need it, and
     10,000 keys are not worth making on every load)."""
 
-    def __init__(self, source: list[LocatedObject] | dict[ObjectKey, str]) -> None:
+    def __init__(
+        self, source: tuple[tuple[str, ...], tuple[_ParsedFile, ...]] | dict[ObjectKey, str]
+    ) -> None:
         self._source = source
         self._by_key: dict[ObjectKey, str] | None = source if isinstance(source, dict) else None
 
     def _table(self) -> dict[ObjectKey, str]:
         if self._by_key is None:
-            assert isinstance(self._source, list)
-            self._by_key = {o.object.key: o.origin for o in self._source}
+            assert isinstance(self._source, tuple)
+            paths, records = self._source
+            self._by_key = {
+                obj.key: path + where
+                for path, result in zip(paths, records, strict=True)
+                for obj, where in zip(result.objects, result.wheres, strict=True)
+            }
         return self._by_key
 
     def __getitem__(self, key: ObjectKey) -> str:
@@ -386,6 +406,11 @@ class _Origins(Mapping[ObjectKey, str]):
 
     def __len__(self) -> int:
         return len(self._table())
+
+
+def _shared(wheres: list[str]) -> tuple[str, ...]:
+    """The wheres of a file (or piece), as one tuple shared by the files with the same."""
+    return canonical(tuple(wheres)) if len(wheres) <= SHARE_WHERES_UP_TO else tuple(wheres)
 
 
 def _renumbered(origin: str, shift: int) -> str:
@@ -403,7 +428,12 @@ def _keeping_last_good(fresh: _ParsedFile, previous: _ParsedFile | None) -> _Par
     if previous is None or not previous.objects:
         return replace(fresh, errors=_with_note(fresh.errors, "file skipped"))
     note = f"still serving its previous version ({len(previous.objects)} objects)"
-    return replace(fresh, objects=previous.objects, errors=_with_note(fresh.errors, note))
+    return replace(
+        fresh,
+        objects=previous.objects,
+        wheres=previous.wheres,
+        errors=_with_note(fresh.errors, note),
+    )
 
 
 def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError, ...]:

@@ -122,11 +122,11 @@ def test_a_directory_names_each_file_with_one_string(tmp_path: Path) -> None:
     for path, record in directory._parsed.items():
         assert record.stamp is not None and record.stamp.path is path
         assert record.pieces is EMPTY_MAPPING  # a small file keeps no pieces
-        for located in record.objects:
-            assert located.path is path
-            wheres.add(id(located.where))
-            assert located.object.key is located.object.key
-    assert len(wheres) == 2  # "#1" and "#2", shared by every file
+        assert record.wheres == ("#1", "#2")
+        wheres.add(id(record.wheres))
+        for obj in record.objects:
+            assert obj.key is obj.key
+    assert len(wheres) == 1  # one tuple ("#1", "#2") for every file
     assert result.origins[result.objects[1].key] == "svc0.yaml#2"
     assert directory.stamps()["svc1.yaml"] is directory._parsed["svc1.yaml"].stamp
 
@@ -139,6 +139,6 @@ def test_what_a_worker_process_parsed_shares_the_empty_mapping(tmp_path: Path) -
     parsed = parse_fresh_files(str(tmp_path), "default", ["svc0.yaml", "svc1.yaml"])
     received = pickle.loads(pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
     assert received == parsed
-    first, second = (record.objects[0].object for record in received if record is not None)
+    first, second = (record.objects[0] for record in received if record is not None)
     assert first.meta.labels is EMPTY_MAPPING and second.meta.annotations is EMPTY_MAPPING
     assert first.meta.namespace is second.meta.namespace
