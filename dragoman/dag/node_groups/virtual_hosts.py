@@ -87,12 +87,14 @@ def domain_virtual_host(
             continue
         hostname_rank = _hostname_rank(item.route_hostnames, domain)
         for ranked in item.routes:
-            route = _for_listener(ranked.route, port, item.scheme)
+            route = ranked.route
+            if isinstance(route.action, Redirect):
+                route = _for_listener(route, port, item.scheme)
             # The route kind (gRPC routes first, see routes.py) comes before hostname
             # precedence, so a gRPC call never falls to an HTTPRoute while a GRPCRoute
             # matches it. Keyed by precedence: a route reaching a domain twice is one.
-            kind, *rest = ranked.precedence
-            routes[(kind, *hostname_rank, *rest)] = route
+            precedence = ranked.precedence
+            routes[precedence[:1] + hostname_rank + precedence[1:]] = route
     # An empty virtual host still matters when it keeps a broader one from taking its
     # requests (another listener's routes must not serve them): Envoy answers 404.
     shields = len(matching) > 1
@@ -122,9 +124,9 @@ def placed_redirect(redirect: Redirect, listener_port: int, listener_scheme: str
 
 
 def _for_listener(route: Route, port: int, scheme: str) -> Route:
-    if isinstance(route.action, Redirect):
-        return dataclasses.replace(route, action=placed_redirect(route.action, port, scheme))
-    return route
+    """A route that redirects, with the port its Location needs on this listener."""
+    assert isinstance(route.action, Redirect)
+    return dataclasses.replace(route, action=placed_redirect(route.action, port, scheme))
 
 
 def _hostname_rank(route_hostnames: Sequence[str], domain: str) -> tuple[int, int]:
