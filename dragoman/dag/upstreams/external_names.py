@@ -59,7 +59,11 @@ def normalise(external_name: str) -> str:
 
 def unsafe_reason(external_name: str) -> str | None:
     """None if Envoy may resolve this name itself, else a message saying why not."""
-    name = normalise(external_name)
+    return normalised_unsafe_reason(normalise(external_name))
+
+
+def normalised_unsafe_reason(name: str) -> str | None:
+    """unsafe_reason of a name already normalised (see normalise)."""
     if not name:
         return "externalName is empty"
     ip = _ip_literal(name)
