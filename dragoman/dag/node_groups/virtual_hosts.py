@@ -23,7 +23,6 @@ from dragoman.dag.frontends.hostnames import (
     covering_domains,
     covers,
     listener_host,
-    specificity,
 )
 from dragoman.dag.model import Redirect, Route, VirtualHost
 from dragoman.dag.routes.ranking import Precedence, RankedRoute
@@ -58,10 +57,11 @@ def virtual_hosts(
             served_by_domain.setdefault(domain, []).append(index)
     result = []
     for domain in sorted(domains):
-        reaching = sorted(
-            {i for d in (domain, *covering_domains(domain)) for i in served_by_domain.get(d, ())}
+        covering = covering_domains(domain)
+        reaching = sorted({i for d in (domain, *covering) for i in served_by_domain.get(d, ())})
+        host = domain_virtual_host(
+            port, domain, domains, listeners, [served[i] for i in reaching], covering
         )
-        host = domain_virtual_host(port, domain, domains, listeners, [served[i] for i in reaching])
         if host is not None:
             result.append(host)
     return tuple(result)
@@ -73,14 +73,20 @@ def domain_virtual_host(
     domains: Container[str],
     listeners: Container[str],
     reaching: Iterable[ListenerRoutes],
+    covering: Sequence[str] | None = None,
 ) -> VirtualHost | None:
     """The virtual host of `domain`, one of the port's `domains`, or None when it needs none.
 
     `listeners`: the port's listener hosts (`*` for none); `reaching`: in served order, every
-    item with `domain` or a domain covering it among its own (others are ignored).
+    item with `domain` or a domain covering it among its own (others are ignored);
+    `covering`: covering_domains(domain), when the caller has it.
     """
-    matching = [domain, *(d for d in covering_domains(domain) if d in domains)]
-    listener = min((d for d in matching if d in listeners), key=specificity)
+    if covering is None:
+        covering = covering_domains(domain)
+    matching = [domain, *(d for d in covering if d in domains)]
+    # From the most specific to the least (see covering_domains): the first listener host
+    # is the most specific.
+    listener = next(d for d in matching if d in listeners)
     routes: dict[Precedence, Route] = {}
     for item in reaching:
         if listener_host(item.listener_hostname) != listener:

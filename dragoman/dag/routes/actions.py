@@ -114,13 +114,14 @@ def _rule_action(
     timeouts: tuple[int | None, int | None],
     grpc: bool = False,
 ) -> RuleAction:
-    rule_field = f"spec.rules[{rule_index}]"
     # gRPC needs HTTP/2 all the way to the backend.
     protocol = H2C if grpc else None
     no_backend = NO_GRPC_BACKEND if grpc else NO_BACKEND
     # Most rules have no filters: their field path and the route's key are not made then.
     parsed = (
-        rule_filters(route.key, f"{rule_field}.filters", filters, prefix) if filters else NO_FILTERS
+        rule_filters(route.key, f"spec.rules[{rule_index}].filters", filters, prefix)
+        if filters
+        else NO_FILTERS
     )
     problems = list(parsed.problems)
     clusters: dict[str, Cluster] = {}
@@ -134,7 +135,7 @@ def _rule_action(
         action = no_backend
     else:
         mirrors = (
-            _mirrors(route, rule_field, parsed, context, protocol, problems, clusters)
+            _mirrors(route, rule_index, parsed, context, protocol, problems, clusters)
             if parsed.mirrors
             else ()
         )
@@ -142,7 +143,7 @@ def _rule_action(
         for backend in backends:
             if backend.cluster is not None:
                 cluster = clusters[backend.cluster]
-                external = external or isinstance(cluster, DnsCluster | AggregateCluster)
+                external = external or isinstance(cluster, _EXTERNAL_CLUSTERS)
                 affinity = affinity or has_client_ip_affinity(cluster)
         action = Forward(
             backends=backends,
@@ -167,9 +168,13 @@ def _rule_action(
     )
 
 
+# Clusters of external hosts (a tuple: `A | B` would make a new union for every rule).
+_EXTERNAL_CLUSTERS = (DnsCluster, AggregateCluster)
+
+
 def _mirrors(
     route: HTTPRoute | GRPCRoute,
-    rule_field: str,
+    rule_index: int,
     parsed: RuleFilters,
     context: BuildContext,
     protocol: str | None,
@@ -179,7 +184,7 @@ def _mirrors(
     """Mirrors whose backendRef resolves; an invalid one is dropped and reported."""
     mirrors: list[Mirror] = []
     for index, spec in parsed.mirrors:
-        field = f"{rule_field}.filters[{index}].requestMirror.backendRef"
+        field = f"spec.rules[{rule_index}].filters[{index}].requestMirror.backendRef"
         resolved = resolve_backend_ref(route, field, spec.backend_ref, context, protocol)
         if isinstance(resolved, Problem):
             problems.append(resolved)

@@ -97,7 +97,9 @@ def _metadata_service(name: str) -> str | None:
     """The cloud whose metadata service `name` (normalised) names, if it names one."""
     cloud = _METADATA_NAMES.get(name)
     if cloud is None:
-        cloud = next((c for pattern, c in _METADATA_PATTERNS if pattern.fullmatch(name)), None)
+        for pattern, pattern_cloud in _METADATA_PATTERNS:
+            if pattern.fullmatch(name):
+                return pattern_cloud
     return cloud
 
 
