@@ -56,8 +56,7 @@ def http_rule_action(
     context: BuildContext,
 ) -> RuleAction:
     # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule).
-    prefix = rule.matches[0].path.value if len(rule.matches) == 1 else ""
-    timeout_ms, per_try_timeout_ms = http_timeouts(rule.timeouts)
+    prefix = rule.matches[0].path.value if rule.filters and len(rule.matches) == 1 else ""
     return _rule_action(
         route,
         rule_index,
@@ -65,7 +64,7 @@ def http_rule_action(
         rule.backend_refs,
         context,
         prefix=prefix,
-        timeouts=(timeout_ms, per_try_timeout_ms),
+        timeouts=http_timeouts(rule.timeouts),
     )
 
 
