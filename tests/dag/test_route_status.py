@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dragoman.dag.conditions import condition
-from dragoman.dag.model import ALL_GATEWAYS, Forward
+from dragoman.dag.model import ALL_GATEWAYS, Dag, Forward
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.status.routes import add_route_condition
 from dragoman.dag.status.stamp import stamp
@@ -542,8 +542,8 @@ def test_routes_share_their_parent_ref_echo_and_resolved_condition() -> None:
     assert all("lastTransitionTime" not in c for c in (resolved_a, *a["conditions"]))
 
 
-def accepted_message(dag: object, route: str) -> str:
-    [entry] = parents(dag, route)  # type: ignore[arg-type]
+def accepted_message(dag: Dag, route: str) -> str:
+    [entry] = parents(dag, route)
     [accepted] = [c for c in entry["conditions"] if c["type"] == "Accepted"]
     assert accepted["status"] == "True"
     return str(accepted["message"])
