@@ -11,8 +11,10 @@ them. The result is byte for byte what `translate` gives for the same DAG.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from envoy.config.route.v3 import route_pb2
@@ -30,7 +32,6 @@ from dragoman.dag.model import (
     RouteTable,
     TcpListener,
     TlsCertificate,
-    VirtualHost,
 )
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.listeners import listener
@@ -58,8 +59,10 @@ _ROUTE_CONFIGURATION = "type.googleapis.com/" + route_pb2.RouteConfiguration.DES
 class _Table:
     value: RouteTable
     resource: Resource
-    # Each virtual host's value and its entry in the table's bytes (tag, length, message).
-    hosts: dict[str, tuple[VirtualHost, bytes]] = field(default_factory=dict)
+    # Where the entry (tag, length, message) of each of value.virtual_hosts starts in the
+    # resource's body, and where the last one ends: the entries are read from the body, not
+    # kept a second time.
+    offsets: array[int]
 
 
 # By the id of a group's clusters tuple: (the tuple, CDS, EDS); by the id of its route
@@ -256,20 +259,22 @@ class IncrementalTranslation:
         ):
             made[value.name] = known
             return known.resource
-        hosts: dict[str, tuple[VirtualHost, bytes]] = {}
-        previous = known.hosts if known is not None else {}
         entries = []
+        if known is None:
+            previous: dict[str, int] = {}
+        else:
+            hosts, offsets = known.value.virtual_hosts, known.offsets
+            previous = {host.name: index for index, host in enumerate(hosts)}
+            body = known.resource.body
         for host in value.virtual_hosts:
-            cached = previous.get(host.name)
-            if cached is None or cached[0] is not host:
-                if cached is not None and cached[0] == host:
-                    cached = host, cached[1]
-                else:
-                    body = virtual_host(host).SerializeToString(deterministic=True)
-                    cached = host, _VIRTUAL_HOSTS_TAG + _VarintBytes(len(body)) + body
-            hosts[host.name] = cached
-            entries.append(cached[1])
-        table = _Table(value, spliced_route_table(value, entries), hosts)
+            index = previous.get(host.name)
+            if index is not None and (hosts[index] is host or hosts[index] == host):
+                entries.append(body[offsets[index] : offsets[index + 1]])
+            else:
+                message = virtual_host(host).SerializeToString(deterministic=True)
+                entries.append(_VIRTUAL_HOSTS_TAG + _VarintBytes(len(message)) + message)
+        resource, start = _spliced(value, entries)
+        table = _Table(value, resource, array("Q", accumulate(map(len, entries), initial=start)))
         made[value.name] = table
         return table.resource
 
@@ -278,12 +283,17 @@ def spliced_route_table(value: RouteTable, virtual_hosts: list[bytes]) -> Resour
     """`value`'s RouteConfiguration, its virtual hosts given already serialized (each with
     its field tag and length), as translate serializes it whole. The table's other fields are
     those route_configuration gives a table without virtual hosts (none depends on them)."""
+    return _spliced(value, virtual_hosts)[0]
+
+
+def _spliced(value: RouteTable, virtual_hosts: list[bytes]) -> tuple[Resource, int]:
+    """spliced_route_table, and where the first virtual host starts in its body."""
     rest = route_configuration(RouteTable(value.name, ())).SerializeToString(deterministic=True)
     name = route_pb2.RouteConfiguration(name=value.name).SerializeToString(deterministic=True)
     if not rest.startswith(name):
         raise AssertionError("RouteConfiguration does not serialize its name first")
     body = b"".join((name, *virtual_hosts, rest[len(name) :]))
-    return Resource.of_bytes(value.name, _ROUTE_CONFIGURATION, body)
+    return Resource.of_bytes(value.name, _ROUTE_CONFIGURATION, body), len(name)
 
 
 def _listener_certificates(listeners: Iterable[Listener]) -> Iterator[TlsCertificate]:

@@ -1,0 +1,144 @@
+"""What the incremental build and translation keep between changes stays compact, and the
+shortcuts that keep it so give what the full structures gave: one key (not a one-key set)
+where one route is indexed, served items made again equal to those placed, route tables'
+virtual hosts read back from their serialized bytes."""
+
+from __future__ import annotations
+
+from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
+
+from dragoman.dag.build import build
+from dragoman.dag.incremental import IncrementalBuild
+from dragoman.dag.node_groups.group_index import NodeGroupIndex
+from dragoman.envoy.incremental import IncrementalTranslation
+from dragoman.envoy.routes import virtual_host
+from dragoman.objects import ObjectKey
+from dragoman.store import Store
+from tests.dag.test_incremental import _assert_same
+from tests.support.builders import (
+    external_service,
+    gateway,
+    gateway_class,
+    http_route,
+    listener,
+    typed,
+)
+
+N = 40
+
+
+def _store(shared: int = 0) -> Store:
+    """N ExternalName Services, each with its own HTTPRoute and hostname; the first `shared`
+    routes also forward to svc0 (then svc0 and its cluster have several routes)."""
+    documents = [gateway_class(), gateway(listeners=[listener("http", 8080)])]
+    for i in range(N):
+        documents.append(external_service(f"svc{i}", f"svc{i}.example.test", 80))
+        to = [("/", f"svc{i}", 80), *([("/zero", "svc0", 80)] if i < shared else [])]
+        documents.append(http_route(f"r{i}", to, hostnames=[f"h{i}.test"]))
+    return Store.from_objects(typed(*documents))
+
+
+def _by_domain_values(builder: IncrementalBuild) -> list[object]:
+    state = builder._state
+    assert state is not None
+    return [
+        held
+        for index in state.indexes.values()
+        for table in index._tables.values()
+        for held in table._by_domain.values()
+    ]
+
+
+def test_a_place_one_route_reaches_holds_its_key_alone() -> None:
+    builder = IncrementalBuild()
+    builder.build(_store())
+    state = builder._state
+    assert state is not None
+    for index in (state.readers, state.cluster_sources):
+        assert len(index) == N
+        assert all(type(held) is ObjectKey for held in index.values())
+    by_domain = _by_domain_values(builder)
+    assert len(by_domain) >= N
+    assert all(type(held) is tuple for held in by_domain)
+
+
+def test_keys_become_a_set_when_shared_and_a_key_again_when_not() -> None:
+    builder = IncrementalBuild()
+    builder.build(_store(shared=3))
+    state = builder._state
+    assert state is not None
+    svc0 = ("default", "svc0")
+    assert state.readers[svc0] == {ObjectKey("HTTPRoute", "default", f"r{i}") for i in range(3)}
+    assert type(state.cluster_sources["default/svc0/80"]) is set
+    # Routes 1 and 2 stop forwarding to svc0: route 0 alone reads it again.
+    store = _store()
+    result = builder.build(store)
+    assert result.kind == "incremental"
+    _assert_same(result.dag, build(store))
+    assert state.readers[svc0] == ObjectKey("HTTPRoute", "default", "r0")
+    assert state.cluster_sources["default/svc0/80"] == ObjectKey("HTTPRoute", "default", "r0")
+    assert all(type(held) is ObjectKey for held in state.readers.values())
+
+
+def test_wildcard_domains_shared_by_many_routes_hold_a_set() -> None:
+    documents = [gateway_class(), gateway(listeners=[listener("http", 8080)])]
+    for i in range(3):
+        documents.append(external_service(f"svc{i}", f"svc{i}.example.test", 80))
+        documents.append(http_route(f"r{i}", [(f"/{i}", f"svc{i}", 80)], hostnames=["*.test"]))
+    builder = IncrementalBuild()
+    builder.build(Store.from_objects(typed(*documents)))
+    shared = [held for held in _by_domain_values(builder) if type(held) is set]
+    assert [len(held) for held in shared] == [3]  # type: ignore[arg-type]
+    # One route leaves the domain, then another: the last one is held as a key again.
+    for left in (1, 2):
+        documents = [d for d in documents if d["metadata"]["name"] != f"r{left}"]
+        store = Store.from_objects(typed(*documents))
+        result = builder.build(store)
+        _assert_same(result.dag, build(store))
+    assert all(type(held) is tuple for held in _by_domain_values(builder))
+
+
+def test_served_items_are_made_again_equal() -> None:
+    builder = IncrementalBuild()
+    builder.build(_store(shared=3))
+    state = builder._state
+    assert state is not None
+    for entry in state.entries.values():
+        first = dict(entry.served())
+        assert first  # every route here is attached
+        assert first == dict(entry.served())
+
+
+def test_an_index_finds_removed_items_where_it_placed_them() -> None:
+    builder = IncrementalBuild()
+    builder.build(_store(shared=3))
+    state = builder._state
+    assert state is not None
+    verdicts = list(state.judged.with_children(next(iter(state.judged.gateways.values()))))
+    index = NodeGroupIndex("default/gw", verdicts)
+    empty = NodeGroupIndex("default/gw", verdicts).group()
+    items = {k: v for entry in state.entries.values() for k, v in entry.served()}
+    index.update({}, items)
+    assert index.group().route_tables != empty.route_tables
+    # Removed as the builder removes them: each item made again from its entry.
+    again = {k: v for entry in state.entries.values() for k, v in entry.served()}
+    index.update(again, {})
+    assert index.group().route_tables == empty.route_tables
+    assert index.group().clusters == ()
+
+
+def test_route_table_offsets_point_at_each_virtual_host() -> None:
+    translation = IncrementalTranslation()
+    builder = IncrementalBuild()
+    translation.translate(builder.build(_store(shared=3)).dag)
+    translation.translate(builder.build(_store()).dag)  # spliced from the previous bytes
+    tables = translation._tables
+    assert tables
+    for table in tables.values():
+        body, offsets = table.resource.body, table.offsets
+        hosts = table.value.virtual_hosts
+        assert len(offsets) == len(hosts) + 1
+        for i, host in enumerate(hosts):
+            message = virtual_host(host).SerializeToString(deterministic=True)
+            entry = b"\x12" + _VarintBytes(len(message)) + message
+            assert body[offsets[i] : offsets[i + 1]] == entry
