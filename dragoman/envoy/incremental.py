@@ -12,9 +12,8 @@ them. The result is byte for byte what `translate` gives for the same DAG.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any
 
 from envoy.config.route.v3 import route_pb2
@@ -32,6 +31,7 @@ from dragoman.dag.model import (
     RouteTable,
     TcpListener,
     TlsCertificate,
+    VirtualHost,
 )
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.listeners import listener
@@ -60,8 +60,9 @@ class _Table:
     value: RouteTable
     resource: Resource
     # Where the entry (tag, length, message) of each of value.virtual_hosts starts in the
-    # resource's body, and where the last one ends: the entries are read from the body, not
-    # kept a second time.
+    # resource's body, from `start` (the first one's), and where the last one ends: the
+    # entries are read from the body, not kept a second time.
+    start: int
     offsets: array[int]
 
 
@@ -259,22 +260,52 @@ class IncrementalTranslation:
         ):
             made[value.name] = known
             return known.resource
-        entries = []
-        if known is None:
-            previous: dict[str, int] = {}
-        else:
-            hosts, offsets = known.value.virtual_hosts, known.offsets
-            previous = {host.name: index for index, host in enumerate(hosts)}
-            body = known.resource.body
+        # Each virtual host unchanged since the last table keeps its bytes: consecutive ones
+        # are taken from the last table's body as one piece, their offsets shifted at once.
+        old: tuple[VirtualHost, ...] = known.value.virtual_hosts if known is not None else ()
+        offsets = known.offsets if known is not None else array("Q", [0])
+        body = memoryview(known.resource.body) if known is not None else memoryview(b"")
+        first = known.start if known is not None else 0
+        by_name: dict[str, int] | None = None  # made when hosts came, went or moved
+        pieces: list[bytes | memoryview] = []
+        placed = array("Q")  # where each entry starts, from the first one's start
+        position = 0
+        run = -1  # the first old host of the run being reused (-1: none)
+        after = 0  # the old host after the last one matched: the next one's likely match
+
+        def reuse_run() -> None:
+            nonlocal position
+            if run >= 0:
+                begin, end = offsets[run], offsets[after]
+                pieces.append(body[first + begin : first + end])
+                placed.extend(map((position - begin).__add__, offsets[run:after]))
+                position += end - begin
+
         for host in value.virtual_hosts:
-            index = previous.get(host.name)
-            if index is not None and (hosts[index] is host or hosts[index] == host):
-                entries.append(body[offsets[index] : offsets[index + 1]])
-            else:
-                message = virtual_host(host).SerializeToString(deterministic=True)
-                entries.append(_VIRTUAL_HOSTS_TAG + _VarintBytes(len(message)) + message)
-        resource, start = _spliced(value, entries)
-        table = _Table(value, resource, array("Q", accumulate(map(len, entries), initial=start)))
+            index: int | None = after
+            if after >= len(old) or old[after].name != host.name:
+                if by_name is None:
+                    by_name = {h.name: i for i, h in enumerate(old)}
+                index = by_name.get(host.name)
+            if index is not None and (old[index] is host or old[index] == host):
+                if run < 0 or index != after:
+                    reuse_run()
+                    run = index
+                after = index + 1
+                continue
+            reuse_run()
+            run = -1
+            if index is not None:
+                after = index + 1
+            message = virtual_host(host).SerializeToString(deterministic=True)
+            entry = _VIRTUAL_HOSTS_TAG + _VarintBytes(len(message)) + message
+            pieces.append(entry)
+            placed.append(position)
+            position += len(entry)
+        reuse_run()
+        placed.append(position)
+        resource, start = _spliced(value, pieces)
+        table = _Table(value, resource, start, placed)
         made[value.name] = table
         return table.resource
 
@@ -286,7 +317,9 @@ def spliced_route_table(value: RouteTable, virtual_hosts: list[bytes]) -> Resour
     return _spliced(value, virtual_hosts)[0]
 
 
-def _spliced(value: RouteTable, virtual_hosts: list[bytes]) -> tuple[Resource, int]:
+def _spliced(
+    value: RouteTable, virtual_hosts: Sequence[bytes | memoryview]
+) -> tuple[Resource, int]:
     """spliced_route_table, and where the first virtual host starts in its body."""
     rest = route_configuration(RouteTable(value.name, ())).SerializeToString(deterministic=True)
     name = route_pb2.RouteConfiguration(name=value.name).SerializeToString(deterministic=True)

@@ -5,6 +5,9 @@ virtual hosts read back from their serialized bytes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import pytest
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
 from dragoman.dag.build import build
@@ -12,9 +15,10 @@ from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.node_groups.group_index import NodeGroupIndex
 from dragoman.envoy.incremental import IncrementalTranslation
 from dragoman.envoy.routes import virtual_host
+from dragoman.envoy.translate import translate
 from dragoman.objects import ObjectKey
 from dragoman.store import Store
-from tests.dag.test_incremental import _assert_same
+from tests.dag.test_incremental import _assert_same, _bodies
 from tests.support.builders import (
     external_service,
     gateway,
@@ -27,11 +31,12 @@ from tests.support.builders import (
 N = 40
 
 
-def _store(shared: int = 0) -> Store:
-    """N ExternalName Services, each with its own HTTPRoute and hostname; the first `shared`
-    routes also forward to svc0 (then svc0 and its cluster have several routes)."""
+def _store(shared: int = 0, numbers: Iterable[int] = range(N)) -> Store:
+    """ExternalName Services (N unless `numbers` says which), each with its own HTTPRoute and
+    hostname; the first `shared` routes also forward to svc0 (then svc0 and its cluster have
+    several routes)."""
     documents = [gateway_class(), gateway(listeners=[listener("http", 8080)])]
-    for i in range(N):
+    for i in numbers:
         documents.append(external_service(f"svc{i}", f"svc{i}.example.test", 80))
         to = [("/", f"svc{i}", 80), *([("/zero", "svc0", 80)] if i < shared else [])]
         documents.append(http_route(f"r{i}", to, hostnames=[f"h{i}.test"]))
@@ -127,15 +132,26 @@ def test_an_index_finds_removed_items_where_it_placed_them() -> None:
     assert index.group().clusters == ()
 
 
-def test_route_table_offsets_point_at_each_virtual_host() -> None:
+@pytest.mark.parametrize(
+    "then",
+    [
+        _store(),  # hosts changed in place
+        _store(numbers=[n for n in range(N + 3) if n not in (0, 5, 6, 22)]),  # came and went
+        _store(numbers=range(1, N, 2)),  # every other one gone
+        _store(numbers=[]),
+    ],
+)
+def test_route_table_offsets_point_at_each_virtual_host(then: Store) -> None:
     translation = IncrementalTranslation()
     builder = IncrementalBuild()
     translation.translate(builder.build(_store(shared=3)).dag)
-    translation.translate(builder.build(_store()).dag)  # spliced from the previous bytes
+    dag = builder.build(then).dag
+    spliced = translation.translate(dag)  # from the previous bytes
+    assert _bodies(spliced) == _bodies(translate(dag))
     tables = translation._tables
     assert tables
     for table in tables.values():
-        body, offsets = table.resource.body, table.offsets
+        body, offsets = table.resource.body[table.start :], table.offsets
         hosts = table.value.virtual_hosts
         assert len(offsets) == len(hosts) + 1
         for i, host in enumerate(hosts):
