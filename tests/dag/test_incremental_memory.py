@@ -12,13 +12,14 @@ from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-d
 
 from dragoman.dag.build import build
 from dragoman.dag.incremental import IncrementalBuild
+from dragoman.dag.model import Dag
 from dragoman.dag.node_groups.group_index import NodeGroupIndex
 from dragoman.envoy.incremental import IncrementalTranslation
 from dragoman.envoy.routes import virtual_host
 from dragoman.envoy.translate import translate
 from dragoman.objects import ObjectKey
+from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
-from tests.dag.test_incremental import _assert_same, _bodies
 from tests.support.builders import (
     external_service,
     gateway,
@@ -29,6 +30,21 @@ from tests.support.builders import (
 )
 
 N = 40
+
+
+def _assert_same(incremental: Dag, full: Dag) -> None:
+    assert list(incremental.statuses.items()) == list(full.statuses.items())
+    assert incremental == full
+
+
+def _bodies(snapshots: dict[str, Snapshot]) -> dict[str, dict[str, dict[str, bytes]]]:
+    return {
+        group: {
+            type_url: {name: r.body for name, r in typed.resources.items()}
+            for type_url, typed in snapshot.types.items()
+        }
+        for group, snapshot in snapshots.items()
+    }
 
 
 def _store(shared: int = 0, numbers: Iterable[int] = range(N)) -> Store:
