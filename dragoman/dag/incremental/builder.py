@@ -249,7 +249,8 @@ class _State:
         self.address_problems: list[Problem] = []
         # EndpointSlice addresses dropped, affinity timeouts Envoy cannot honour.
         self.upstream_problems: list[Problem] = []
-        self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
+        # Per Gateway and listener: how many routes it accepted (after conflicts).
+        self.attached: dict[ObjectKey, dict[str, int]] = {}
         # (Each cluster is the one of the entry's rules.clusters.)
         self.cluster_sources: dict[str, _Keys] = {}
         # The names of the EDS clusters resolved for each Service.
@@ -660,15 +661,10 @@ class _State:
                     self.listener_routes[listener] = {key}
                 else:
                     routes.add(key)
-        for parent in entry.parents:
-            if parent.accepted:
-                for attachment in parent.attachments:
-                    if (gateway := self.attached.get(attachment.gateway)) is None:
-                        gateway = self.attached[attachment.gateway] = {}
-                    if (keys := gateway.get(attachment.listener)) is None:
-                        gateway[attachment.listener] = {key}
-                    else:
-                        keys.add(key)
+        for gateway_key, listener_name in _accepted_on(entry):
+            if (gateway := self.attached.get(gateway_key)) is None:
+                gateway = self.attached[gateway_key] = {}
+            gateway[listener_name] = gateway.get(listener_name, 0) + 1
 
     def _forget(self, entry: _Entry) -> None:
         key = entry.key
@@ -702,10 +698,12 @@ class _State:
                 if not kinds[key.kind]:
                     del kinds[key.kind]
                 _discard(self.listener_routes, listener, key)
-        for parent in entry.parents:
-            for attachment in parent.attachments:
-                gateway = self.attached.get(attachment.gateway, {})
-                _discard(gateway, attachment.listener, key)
+        for gateway_key, listener_name in _accepted_on(entry):
+            gateway = self.attached[gateway_key]
+            if gateway[listener_name] > 1:
+                gateway[listener_name] -= 1
+            else:
+                del gateway[listener_name]
 
     def _resolve(self, names: Iterable[str]) -> None:
         """The build keeps the cluster of the last route (in its order) that resolved it."""
@@ -940,11 +938,9 @@ class _State:
     def _statuses(
         self, previous: Dag, previous_store: Store | None
     ) -> dict[ObjectKey, ObjectStatus]:
-        attached = {
-            gateway: {name: len(keys) for name, keys in listeners.items()}
-            for gateway, listeners in self.attached.items()
-        }
-        front = sorted(frontend_statuses(self.judged, attached, self.shadowed), key=status_order)
+        front = sorted(
+            frontend_statuses(self.judged, self.attached, self.shadowed), key=status_order
+        )
         # Gateway addresses may follow a Service's load balancer: made again every time.
         with_addresses = {status.key: status for status in front}
         self.address_problems = with_gateway_addresses(with_addresses, self.store, self.options)
@@ -1005,6 +1001,16 @@ _Recording = tuple[RecordingServices, RecordingGrants, BuildContext]
 def _sort_key(key: ObjectKey) -> tuple[str, str, str]:
     """ObjectKey's order, as a tuple compared without calling Python code."""
     return key.kind, key.namespace, key.name
+
+
+def _accepted_on(entry: _Entry) -> set[tuple[ObjectKey, str]]:
+    """The (Gateway, listener) pairs that accepted the route (each counts it once)."""
+    return {
+        (attachment.gateway, attachment.listener)
+        for parent in entry.parents
+        if parent.accepted
+        for attachment in parent.attachments
+    }
 
 
 def _patchable(store: Store, judged: Frontends) -> bool:
