@@ -174,3 +174,28 @@ def test_route_table_offsets_point_at_each_virtual_host(then: Store) -> None:
             message = virtual_host(host).SerializeToString(deterministic=True)
             entry = b"\x12" + _VarintBytes(len(message)) + message
             assert body[offsets[i] : offsets[i + 1]] == entry
+
+
+def test_domains_and_cluster_hostnames_are_the_objects_own_strings() -> None:
+    store = _store()
+    dag = build(store)
+    hosts = {
+        host.name: host for table in dag.groups[""].route_tables for host in table.virtual_hosts
+    }
+    for (namespace, name), route in store.http_routes.items():
+        (hostname,) = route.hostnames
+        assert hosts[hostname].domains[0] is hostname, (namespace, name)
+    for (namespace, name), service in store.services.items():
+        cluster = dag.clusters[f"{namespace}/{name}/80"]
+        assert cluster.hostname is service.external_name  # type: ignore[union-attr]
+    # An external name that is not lower-case is served lower-cased all the same.
+    upper = Store.from_objects(
+        typed(
+            gateway_class(),
+            gateway(listeners=[listener("http", 8080)]),
+            external_service("svc", "Svc.Example.TEST.", 80),
+            http_route("r", "svc", 80, hostnames=["h.example.test"]),
+        )
+    )
+    cluster = build(upper).clusters["default/svc/80"]
+    assert cluster.hostname == "svc.example.test"  # type: ignore[union-attr]
