@@ -710,10 +710,11 @@ class _State:
         all_sources, resolved = self.cluster_sources, self.resolved
         changed, aggregates = self.changed_resolved, self.aggregates
         entries = self.entries
+        indexed = self.indexed  # the EDS clusters of each Service: read by patches only
         for name in names:
             sources = all_sources.get(name)
             before = resolved.get(name)
-            if isinstance(before, EdsCluster):
+            if indexed and isinstance(before, EdsCluster):
                 self._eds_cluster(before, name, present=False)
             if sources is not None:
                 # One source (most often): no comparison of route keys needed.
@@ -722,7 +723,7 @@ class _State:
                 if before is not cluster:
                     changed.add(name)
                 resolved[name] = cluster
-                if isinstance(cluster, EdsCluster):
+                if indexed and isinstance(cluster, EdsCluster):
                     self._eds_cluster(cluster, name, present=True)
                 if isinstance(cluster, AggregateCluster):
                     aggregates.add(name)
