@@ -7,6 +7,7 @@
     python benchmarks/propagation.py --one-file            # every object in one file
     python benchmarks/propagation.py --both                # SotW, then delta
     python benchmarks/propagation.py --compare-sovereign   # and sovereign, interleaved
+    python benchmarks/propagation.py --sotw-floor          # and an ideal SotW server
 
 The workload: N Services (`svcI`, ExternalName `svcI.example.test`), one Gateway with an HTTP
 listener, one HTTPRoute per Service (hostname `svcI.bench.test`), one file per Service (the
@@ -651,9 +652,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-interval", type=float, default=0.005)
     parser.add_argument("--pause", type=float, default=1.0, help="seconds between changes")
     parser.add_argument("--serve-upstreams", help=argparse.SUPPRESS)
-    import propagation_sovereign  # beside this file; imports this module in turn
+    import propagation_floor  # beside this file, as is the next; both import this module
+    import propagation_sovereign
 
     propagation_sovereign.add_arguments(parser)
+    propagation_floor.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.serve_upstreams:
         envoys, services, port0, port1, out = args.serve_upstreams.split(":", 4)
@@ -663,6 +666,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.delta or args.both or args.pod_backed or args.one_file:
             parser.error("--compare-sovereign runs the ExternalName workload, SotW only")
         return propagation_sovereign.compare(args)
+    if args.sotw_floor:
+        if args.delta or args.both:
+            parser.error("--sotw-floor compares dragoman's SotW with the SotW floor")
+        return propagation_floor.compare(args)
 
     modes = (
         [("SotW", False), ("delta", True)]
