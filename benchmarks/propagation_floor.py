@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import grpc
 import propagation as prop
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
 from google.protobuf.any_pb2 import Any
@@ -51,7 +52,6 @@ LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
 ENDPOINT = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 ROUTE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 WILDCARD_TYPES = frozenset({CLUSTER, LISTENER})  # full state: every resource, names ignored
-ADS_METHOD = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
 
 
 # --- the resources, from dragoman's translation ---------------------------------------------
@@ -89,8 +89,9 @@ def translated(directory: Path) -> dict[str, dict[str, bytes]]:
 
 
 def floor_resources(workload: prop.Workload, scratch: Path) -> FloorResources:
-    """Both forms of every resource: the workload as written, and every Service moved to the
-    other port (written to `scratch`, translated, then removed)."""
+    """Both forms of every resource: the workload as written, and every ExternalName Service
+    (those the benchmark changes) moved to the other port (written to `scratch`, one file
+    per Service, translated, then removed)."""
     first = translated(workload.root)
     other = prop.Workload(
         scratch,
@@ -98,9 +99,12 @@ def floor_resources(workload: prop.Workload, scratch: Path) -> FloorResources:
         workload.listener_port,
         (workload.ports[1], workload.ports[0]),
         pod_backed=workload.pod_backed,
-        one_file=workload.one_file,
+        one_file=False,
     )
     other.write_all()
+    for i in range(workload.services):
+        if not other.is_external(i):
+            other.change(i)  # back to the first port: pod-backed Services never change
     try:
         second = translated(scratch)
     finally:
@@ -175,11 +179,14 @@ class FloorServer:
 
     def on_request(self, stream: Stream, request: DiscoveryRequest) -> None:
         type_url = request.type_url
-        if request.HasField("error_detail"):
-            self.nacks += 1
-            print(f"NACK {type_url}: {request.error_detail.message[:300]}", file=sys.stderr)
         if request.response_nonce and request.response_nonce != stream.nonces.get(type_url):
             return  # about a response since superseded: the newer one is on its way
+        if request.HasField("error_detail"):
+            # Rejected: the same resources again would be rejected again; the next change
+            # brings new ones.
+            self.nacks += 1
+            print(f"NACK {type_url}: {request.error_detail.message[:300]}", file=sys.stderr)
+            return
         names = () if type_url in WILDCARD_TYPES else tuple(sorted(request.resource_names))
         current = str(self.versions.get(type_url, 1))
         if (
@@ -222,9 +229,7 @@ class FloorServer:
         try:
             while True:
                 getter = asyncio.ensure_future(stream.queue.get())
-                done, _ = await asyncio.wait(
-                    {getter, reader}, return_when=asyncio.FIRST_COMPLETED
-                )
+                done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
                 if getter not in done:
                     getter.cancel()
                     return  # the client closed its side
@@ -234,10 +239,8 @@ class FloorServer:
             self.streams.discard(stream)
 
 
-async def serve(port: int, resources: FloorResources) -> None:
-    import grpc
-
-    floor = FloorServer(resources)
+async def start_server(floor: FloorServer, address: str) -> tuple[grpc.aio.Server, int]:
+    """The floor's ADS service on `address` ("host:port", port 0: any): server, port."""
     handler = grpc.method_handlers_generic_handler(
         "envoy.service.discovery.v3.AggregatedDiscoveryService",
         {
@@ -250,8 +253,14 @@ async def serve(port: int, resources: FloorResources) -> None:
     )
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port(f"127.0.0.1:{port}")
+    port = server.add_insecure_port(address)
     await server.start()
+    return server, port
+
+
+async def serve(port: int, resources: FloorResources) -> None:
+    floor = FloorServer(resources)
+    server, _ = await start_server(floor, f"127.0.0.1:{port}")
     loop = asyncio.get_running_loop()
     control = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(control), sys.stdin)
@@ -352,9 +361,7 @@ def run_floor(args: argparse.Namespace, workdir: Path) -> prop.Figures:
         figures.rss_all = prop.rss_mib(server.pid)
         figures.loads.append(prop.load())
 
-        asyncio.run(
-            prop.measure_changes(args, workload, figures, log_path, envoy_pids, server.pid)
-        )
+        asyncio.run(prop.measure_changes(args, workload, figures, log_path, envoy_pids, server.pid))
         with contextlib.suppress(Exception):
             figures.cds_update_duration = (
                 envoys[0]
@@ -421,9 +428,7 @@ def pooled(rounds: list[prop.Figures]) -> dict[str, float]:
         ),
         "control-plane CPU per change, median (ms)": prop.quantiles(server_cpu)[0],
         "changes measured": float(len(changes)),
-        "non-200 answers (and NACKs) during changes": float(
-            sum(len(f.failures) for f in rounds)
-        ),
+        "non-200 answers (and NACKs) during changes": float(sum(len(f.failures) for f in rounds)),
     }
 
 
@@ -433,8 +438,9 @@ def report(
     for r, figures in enumerate(dragoman_rounds):
         prop.report(f"round {r + 1}: dragoman SotW", args, figures)
     for r, figures in enumerate(floor_rounds):
-        prop.report(f"round {r + 1}: SotW floor (the 'dragoman' lines: the floor server)", args,
-                    figures)
+        prop.report(
+            f"round {r + 1}: SotW floor (the 'dragoman' lines: the floor server)", args, figures
+        )
     ours, floor = pooled(dragoman_rounds), pooled(floor_rounds)
     print(
         f"\n== dragoman SotW vs the SotW floor: N = {args.services:,}, {args.envoys} Envoys, "
