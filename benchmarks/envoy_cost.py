@@ -94,11 +94,11 @@ SHAPES: dict[str, Callable[[Cluster], None]] = {
 
 # --- bootstraps: the printed one, and its stats settings changed ----------------------------
 
+# Keys set to None are removed from the printed bootstrap.
 BOOTSTRAPS: dict[str, dict[str, Any]] = {
     "printed": {},
-    "stats_flush_on_admin": {"stats_flush_on_admin": True},
-    "stats_flush_interval 60s": {"stats_flush_interval": "60s"},
-    "stats flushed every 5s": {"stats_flush_interval": "5s", "stats_flush_on_admin": False},
+    "flush every 5s (default)": {"stats_flush_on_admin": None},
+    "flush every 60s": {"stats_flush_on_admin": None, "stats_flush_interval": "60s"},
     "no cluster stats": {
         "stats_config": {
             "stats_matcher": {"exclusion_list": {"patterns": [{"prefix": "cluster."}]}}
@@ -165,7 +165,11 @@ def measure(
             dns_resolvers=[f"127.0.0.1:{responder.port}"],
             dns_use_tcp=True,
         )
-        config.update(BOOTSTRAPS[bootstrap])
+        for key, value in BOOTSTRAPS[bootstrap].items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
         envoy = EnvoyProcess(
             yaml.safe_dump(config), workdir, admin, log_level="warning", concurrency=1
         )
