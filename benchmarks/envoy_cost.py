@@ -77,7 +77,6 @@ SHAPES: dict[str, Callable[[Cluster], None]] = {
     "no respect_dns_ttl": lambda c: _dns_settings(c, lambda s: s.ClearField("respect_dns_ttl")),
     "no dns_refresh_rate": lambda c: _dns_settings(c, lambda s: s.ClearField("dns_refresh_rate")),
     "no dns_lookup_family": lambda c: _dns_settings(c, lambda s: s.ClearField("dns_lookup_family")),
-    "DnsCluster all defaults": lambda c: _dns_settings(c, lambda s: s.Clear()),
     "no endpoint hostname": lambda c: (
         c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.ClearField("hostname")
     ),
