@@ -177,7 +177,9 @@ def measure(
         prop.wait_envoy_ready(envoy, args.services)
         assert envoy.pid is not None
         pid = envoy.pid
-        updates_before = envoy.stat("cluster_manager.cds.update_success")
+        envoy.admin.timeout = 60  # a stats query walks every stat: seconds on a busy machine
+        updates = "cluster_manager\\.cds\\.update_(success|rejected)"
+        updates_before = envoy.stats(updates)["cluster_manager.cds.update_success"]
         time.sleep(3)  # the first resolutions and ACKs settle
         main, whole = prop.main_thread_cpu_seconds(pid), process_cpu_seconds(pid)
         time.sleep(args.idle_seconds)
@@ -197,8 +199,9 @@ def measure(
             time.sleep(args.window)
             spent = prop.main_thread_cpu_seconds(pid) - before
             per_update.append(spent * 1000 - idle_main * (time.monotonic() - started))
-        applied = envoy.stat("cluster_manager.cds.update_success") - updates_before
-        rejected = envoy.stat("cluster_manager.cds.update_rejected", 0)
+        after = envoy.stats(updates)
+        applied = after["cluster_manager.cds.update_success"] - updates_before
+        rejected = after.get("cluster_manager.cds.update_rejected", 0)
         if applied != args.updates or rejected:
             raise RuntimeError(f"{applied} updates applied, {rejected} rejected")
         return {
