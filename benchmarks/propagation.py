@@ -452,11 +452,7 @@ def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
 
         asyncio.run(measure_changes(args, workload, figures, log_path, envoy_pids, dragoman.pid))
         with contextlib.suppress(Exception):
-            figures.cds_update_duration = (
-                envoys[0]
-                .admin.get("/stats", {"filter": "cluster_manager\\.cds\\.update_duration"})
-                .strip()
-            )
+            figures.cds_update_duration = cds_update_duration(envoys[0])
         figures.loads.append(load())
         figures.rss_all = max(figures.rss_all, rss_mib(dragoman.pid))
     finally:
@@ -513,6 +509,15 @@ def wait_envoy_ready(envoy: EnvoyProcess, services: int, timeout: float = 600.0)
                 return time.monotonic() - envoy._started_at  # type: ignore[attr-defined]
         time.sleep(0.05)
     raise TimeoutError("Envoy did not activate every cluster:\n" + envoy.log_tail())
+
+
+def cds_update_duration(envoy: EnvoyProcess) -> str:
+    """Envoy's CDS update duration histogram, as its admin prints it. The bootstrap flushes
+    stats when they are read, and a read merges the histograms for the next one: read twice."""
+    query = {"filter": "cluster_manager\\.cds\\.update_duration"}
+    envoy.admin.get("/stats", query)
+    time.sleep(0.2)
+    return envoy.admin.get("/stats", query).strip()
 
 
 def idle_cpu(pid: int, seconds: float) -> float:

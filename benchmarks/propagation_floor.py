@@ -363,11 +363,7 @@ def run_floor(args: argparse.Namespace, workdir: Path) -> prop.Figures:
 
         asyncio.run(prop.measure_changes(args, workload, figures, log_path, envoy_pids, server.pid))
         with contextlib.suppress(Exception):
-            figures.cds_update_duration = (
-                envoys[0]
-                .admin.get("/stats", {"filter": "cluster_manager\\.cds\\.update_duration"})
-                .strip()
-            )
+            figures.cds_update_duration = prop.cds_update_duration(envoys[0])
         figures.loads.append(prop.load())
     finally:
         with prop.ThreadPoolExecutor(max(1, len(envoys))) as pool:
