@@ -17,6 +17,9 @@ from collections.abc import Callable, Hashable
 
 log = logging.getLogger("dragoman.runtime.memory")
 
+# How long activity must be still before a trim: one interval (checked once per interval).
+TRIM_INTERVAL_S = 2.0
+
 
 def _malloc_trim() -> Callable[[], object] | None:
     """glibc's malloc_trim(0), or None where the C library has none (musl, macOS)."""
@@ -37,7 +40,7 @@ class MemoryTrimmer:
     go) has been still for one interval: after the responses it caused were sent and freed,
     not while they are."""
 
-    def __init__(self, activity: Callable[[], Hashable], interval: float = 2.0) -> None:
+    def __init__(self, activity: Callable[[], Hashable], interval: float = TRIM_INTERVAL_S) -> None:
         self.activity = activity
         self.interval = interval
         self.trims = 0
