@@ -28,7 +28,9 @@ write → snapshot time (from its log), Envoy start → all clusters active, dra
 ready (serving xDS, from process start), its CPU per minute while idle with 1 and with all
 Envoys connected, and its RSS: idle with 1 and with all Envoys (read after the allocator trim
 dragoman makes once quiet), right after the last change and again `--quiet-seconds` later
-(before and after that trim), and per extra Envoy from those. CPU per change is raw (each
+(before and after that trim), and per extra Envoy from those. The same changes are first made
+with the first Envoy alone, so that what changes leave for every Envoy alike (the build's
+memory, new versions) cancels out of the per-Envoy figures. CPU per change is raw (each
 Envoy's main thread until it answered, and over the whole window), beside the idle rate.
 The machine's load average is printed beside the figures. Ports bound by number are picked
 below the ephemeral range, never twice in a run. Every process started is stopped by its
@@ -407,6 +409,10 @@ class Figures:
     rss_all: float = 0.0
     rss_burst: float = 0.0
     rss_quiet: float = 0.0
+    # The same two after the same changes made while only the first Envoy was connected
+    # (before the others start): what changes leave behind for every Envoy alike.
+    rss_1_burst: float = 0.0
+    rss_1_quiet: float = 0.0
     changes: list[float] = field(default_factory=list)
     per_envoy: list[float] = field(default_factory=list)
     builds_ms: list[float] = field(default_factory=list)
@@ -486,6 +492,13 @@ def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
                 time.sleep(2)  # let the first resolutions and ACKs settle
                 figures.idle_cpu_1 = idle_cpu(dragoman.pid, args.idle_seconds)
                 figures.rss_1 = rss_mib(dragoman.pid)
+                if args.envoys > 1 and args.changes:
+                    wait_listening(envoys[0])
+                    alone = Figures()  # its latencies are not reported
+                    asyncio.run(measure_changes(args, workload, alone, log_path, envoys=1))
+                    figures.rss_1_burst = rss_mib(dragoman.pid)
+                    time.sleep(args.quiet_seconds)
+                    figures.rss_1_quiet = rss_mib(dragoman.pid)
         started_rest = time.monotonic()
         for envoy in envoys[1:]:
             wait_envoy_ready(envoy, args.services)
@@ -529,7 +542,7 @@ def _stop_envoy(envoy: EnvoyProcess) -> None:
         envoy.stop()
     # Never left running into the next phase, whatever stop() met.
     deadline = time.monotonic() + 30
-    while envoy.is_running and time.monotonic() < deadline:
+    while envoy.is_running() and time.monotonic() < deadline:
         if envoy.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(envoy.pid, signal.SIGKILL)
@@ -603,9 +616,14 @@ async def measure_changes(
     log_path: Path,
     envoy_pids: list[int] | None = None,
     dragoman_pid: int | None = None,
+    envoys: int | None = None,
 ) -> None:
+    """`args.changes` changes, each until every Envoy (the first `envoys`, default all)
+    answered from it; figures added to `figures`."""
     external = [i for i in range(workload.services) if workload.is_external(i)]
-    connections = await connect_to_each(args.envoys, workload.listener_port, "svc0.bench.test")
+    connections = await connect_to_each(
+        envoys or args.envoys, workload.listener_port, "svc0.bench.test"
+    )
     rng = random.Random(1)
     pid_of = dict(enumerate(envoy_pids or ()))  # Envoy k's pid
     try:
@@ -704,19 +722,24 @@ def report(name: str, args: argparse.Namespace, f: Figures) -> None:
             f"{f.rss_burst:6.1f} MiB right after the last (before the trim), "
             f"{f.rss_quiet:.1f} MiB {args.quiet_seconds:g} s later (after it)"
         )
+    if f.rss_1_burst:
+        print(
+            f"RSS after the same changes, 1 Envoy       "
+            f"{f.rss_1_burst:6.1f} MiB right after the last (before the trim), "
+            f"{f.rss_1_quiet:.1f} MiB {args.quiet_seconds:g} s later (after it)"
+        )
     if args.envoys > 1:
         extra = args.envoys - 1
         print(
             f"RSS per extra Envoy, idle                  {(f.rss_all - f.rss_1) / extra:8.2f} MiB"
         )
-        if f.rss_burst:
-            # Over the 1-Envoy idle figure: an upper bound, as it also counts what the changes
-            # left for every Envoy alike (new versions, the build's own memory).
+        if f.rss_burst and f.rss_1_burst:
+            # Each against the same moment of the same changes with one Envoy: what the
+            # changes leave for every Envoy alike (the build's memory, new versions) cancels.
             print(
                 f"RSS per extra Envoy, after the changes     "
-                f"{(f.rss_burst - f.rss_1) / extra:8.2f} MiB right after the last (before "
-                f"the trim), {(f.rss_quiet - f.rss_1) / extra:.2f} MiB after it "
-                "(upper bounds: over the 1-Envoy idle RSS)"
+                f"{(f.rss_burst - f.rss_1_burst) / extra:8.2f} MiB right after the last "
+                f"(before the trim), {(f.rss_quiet - f.rss_1_quiet) / extra:.2f} MiB after it"
             )
     if f.changes:
         median, p90, p99 = quantiles(f.changes)
