@@ -83,9 +83,19 @@ def write_workload(root: Path, services: int, one_file: bool) -> None:
 # --- the client --------------------------------------------------------------------------
 
 
-def clusters_answered(port: int, services: int, delta: bool, deadline: float) -> int:
+def clusters_answered(
+    port: int,
+    services: int,
+    delta: bool,
+    deadline: float,
+    *,
+    received: threading.Event | None = None,
+    hold: threading.Event | None = None,
+) -> int:
     """Connects (retrying until the server listens), asks for CDS over ADS, and returns the
-    number of clusters of the first response holding at least `services` of them."""
+    number of clusters of the first response holding at least `services` of them. With
+    `hold`, the stream stays open (as a connected Envoy's would) until `hold` is set; then
+    `received` is set once that response has arrived."""
     import grpc
     from envoy.config.core.v3.base_pb2 import Node
     from envoy.service.discovery.v3 import ads_pb2_grpc
@@ -112,6 +122,10 @@ def clusters_answered(port: int, services: int, delta: bool, deadline: float) ->
         try:
             for response in method(requests(), timeout=max(0.1, deadline - time.monotonic())):
                 if len(response.resources) >= services:
+                    if hold is not None:
+                        if received is not None:
+                            received.set()
+                        hold.wait(max(0.0, deadline - time.monotonic()))
                     return len(response.resources)
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.UNAVAILABLE:

@@ -18,6 +18,8 @@ faster; integers are still bounded, by the constructor.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +60,11 @@ MAX_DEPTH = 100
 MAX_NODES = 1_000_000
 # Python's own limit for int() of a decimal string (sys.get_int_max_str_digits()).
 MAX_INT_DIGITS = 4300
+# Recent libyaml (as bundled with PyYAML 6.0.4) refuses, while scanning, flow collections
+# nested deeper than this (its scanner looks ahead across a run of `[[[...` before the
+# composer sees the first event): a document that deep is over any depth limit below it.
+LIBYAML_MAX_DEPTH = 1000
+_LIBYAML_DEPTH_PROBLEM = "exceeded maximum nesting depth"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,16 +109,38 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
     # The composer interface the constructor calls (replacing the C composer).
 
     def check_node(self) -> bool:
-        if self.check_event(StreamStartEvent):
-            self.get_event()
-        return not self.check_event(StreamEndEvent)
+        with self._libyaml_depth_as_limit():
+            if self.check_event(StreamStartEvent):
+                self.get_event()
+            return not self.check_event(StreamEndEvent)
 
     def get_node(self) -> Node | None:
-        if self.check_event(StreamEndEvent):
-            return None
-        return self._compose_document()
+        with self._libyaml_depth_as_limit():
+            if self.check_event(StreamEndEvent):
+                return None
+            return self._compose_document()
 
     def get_single_node(self) -> Node | None:
+        with self._libyaml_depth_as_limit():
+            return self._get_single_node()
+
+    @contextmanager
+    def _libyaml_depth_as_limit(self) -> Iterator[None]:
+        """libyaml's own nesting limit, reported as the depth limit it proves exceeded (at
+        the place libyaml stopped, beyond the one where the depth limit was crossed)."""
+        try:
+            yield
+        except yaml.MarkedYAMLError as exc:
+            if exc.problem != _LIBYAML_DEPTH_PROBLEM or self.limits.max_depth >= LIBYAML_MAX_DEPTH:
+                raise
+            raise LimitError(
+                None,
+                None,
+                f"nested more than {self.limits.max_depth} levels deep",
+                exc.problem_mark,
+            ) from None
+
+    def _get_single_node(self) -> Node | None:
         self.get_event()  # StreamStartEvent
         document = None if self.check_event(StreamEndEvent) else self._compose_document()
         if not self.check_event(StreamEndEvent):

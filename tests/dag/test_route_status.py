@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dragoman.dag.conditions import condition
-from dragoman.dag.model import ALL_GATEWAYS, Forward
+from dragoman.dag.model import ALL_GATEWAYS, Dag, Forward
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.status.routes import add_route_condition
 from dragoman.dag.status.stamp import stamp
@@ -540,3 +540,44 @@ def test_routes_share_their_parent_ref_echo_and_resolved_condition() -> None:
     stamped = stamp(status, "2026-01-01T00:00:00Z")
     assert "lastTransitionTime" in stamped["parents"][0]["conditions"][0]
     assert all("lastTransitionTime" not in c for c in (resolved_a, *a["conditions"]))
+
+
+def accepted_message(dag: Dag, route: str) -> str:
+    [entry] = parents(dag, route)
+    [accepted] = [c for c in entry["conditions"] if c["type"] == "Accepted"]
+    assert accepted["status"] == "True"
+    return str(accepted["message"])
+
+
+def test_accepted_message_names_the_listeners_and_domains() -> None:
+    """One listener, several (names and domains sorted, each once), and a listener that
+    cannot be served (HTTPS without a certificate) all say where the route attached."""
+    wildcard = listener("http", 80, hostname="*.example.com")
+    https = listener(
+        "https",
+        443,
+        "HTTPS",
+        tls={"mode": "Terminate", "certificateRefs": [{"name": "missing"}]},
+    )
+    hostnames = ["b.example.com", "a.example.com", "b.example.com"]
+    dag = build_text(
+        *SERVICES,
+        gateway(listeners=[wildcard, ADMIN, https]),
+        http_route("one", "web", 80, parents=[parent_ref(section="admin")], hostnames=hostnames),
+        http_route("two", "web", 80, parents=[parent_ref(port=80), parent_ref(port=8080)]),
+        http_route("all", "web", 80, hostnames=hostnames),
+    )
+    assert accepted_message(dag, "one") == (
+        "accepted by listener(s) 'admin' of Gateway default/gw for a.example.com, b.example.com"
+    )
+    assert accepted_message(dag, "all") == (
+        "accepted by listener(s) 'admin', 'http', 'https' of Gateway default/gw for "
+        "a.example.com, b.example.com; listener(s) 'https' cannot be served yet (see the Gateway)"
+    )
+    first, second = parents(dag, "two")
+    assert [c["message"] for c in first["conditions"] if c["type"] == "Accepted"] == [
+        "accepted by listener(s) 'http' of Gateway default/gw for *.example.com"
+    ]
+    assert [c["message"] for c in second["conditions"] if c["type"] == "Accepted"] == [
+        "accepted by listener(s) 'admin' of Gateway default/gw for *"
+    ]

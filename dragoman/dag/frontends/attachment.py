@@ -6,7 +6,7 @@ reason it did not, which both the served configuration and the route's status us
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -92,23 +92,24 @@ def _attach_one(
     namespaces: Mapping[NamespacedName, Namespace],
     gateway_exists: Mapping[NamespacedName, object],
 ) -> ParentOutcome:
-    field = f"spec.parentRefs[{index}]"
-
-    def refused(reason: str, message: str, at: str = field) -> ParentOutcome:
-        problem = Problem(object=route.key, field=at, reason=reason, message=message)
+    # Field paths and parent names are made only for a message: ten thousand routes attach.
+    def refused(reason: str, message: str, at: str = "") -> ParentOutcome:
+        problem = Problem(
+            object=route.key, field=f"spec.parentRefs[{index}]{at}", reason=reason, message=message
+        )
         return ParentOutcome(index, parent_ref, problem=problem)
 
     if parent_ref.group != GATEWAY_GROUP:
         return refused(
             "UnsupportedValue",
             f"parentRef group {parent_ref.group!r} is not supported; use {GATEWAY_GROUP!r}",
-            f"{field}.group",
+            ".group",
         )
     if parent_ref.kind not in ("Gateway", "ListenerSet"):
         return refused(
             "UnsupportedValue",
             f"parentRef kind {parent_ref.kind!r} is not supported; use 'Gateway' or 'ListenerSet'",
-            f"{field}.kind",
+            ".kind",
         )
     namespace = parent_ref.namespace or route.meta.namespace
     kind = parent_ref.kind
@@ -124,40 +125,42 @@ def _attach_one(
             return ParentOutcome(index, parent_ref, ours=False)
         missing = refused("NoMatchingParent", f"Gateway {namespace}/{parent_ref.name} not found")
         return replace(missing, ours=frontends.owns_missing_gateways)
-    # "Gateway ns/name" or "ListenerSet ns/name", as messages name the parent.
-    gateway_name = f"{namespace}/{parent_ref.name}"
     if verdict.rejection is not None:
         return refused(
             "NoMatchingParent",
-            f"{kind} {gateway_name} is not accepted: {verdict.rejection.message}",
+            f"{kind} {namespace}/{parent_ref.name} is not accepted: {verdict.rejection.message}",
         )
 
-    selected = _selected_listeners(verdict, parent_ref)
-    if isinstance(selected, tuple):
-        at, message = selected
-        return refused("NoMatchingParent", message, f"{field}{at}")
-
-    route_kind = RouteGroupKind(route.kind)
-    if parent_ref.section_name is None and parent_ref.port is None:
-        admitting = list(verdict.admitting(route_kind))  # indexed: every listener selected
+    route_kind = _ROUTE_GROUP_KINDS.get(route.kind) or RouteGroupKind(route.kind)
+    selected: Sequence[ListenerVerdict]
+    if parent_ref.section_name is None and parent_ref.port is None and verdict.listeners:
+        selected = verdict.listeners
+        admitting: Sequence[ListenerVerdict] = verdict.admitting(route_kind)  # indexed
     else:
+        found = _selected_listeners(verdict, parent_ref)
+        if isinstance(found, tuple):
+            at, message = found
+            return refused("NoMatchingParent", message, at)
+        selected = found
         admitting = [v for v in selected if v.attachable and route_kind in v.supported_kinds]
     if not admitting:
         return refused(
-            "NotAllowedByListeners", _kind_refusal(route.kind, f"{kind} {gateway_name}", selected)
+            "NotAllowedByListeners",
+            _kind_refusal(route.kind, f"{kind} {namespace}/{parent_ref.name}", selected),
         )
-    labels = namespace_labels(namespaces, route.meta.namespace)
-    allowed = [v for v in admitting if _allows_namespace(v, route.meta.namespace, labels)]
+    route_namespace = route.meta.namespace
+    allowed = [v for v in admitting if _allows_namespace(v, route_namespace, namespaces)]
     if not allowed:
         return refused(
             "NotAllowedByListeners",
-            f"no listener of {kind} {gateway_name} that this parentRef selects allows "
-            f"{route.kind}s from namespace {route.meta.namespace!r} ({_allowances(admitting)})",
+            f"no listener of {kind} {namespace}/{parent_ref.name} that this parentRef selects "
+            f"allows {route.kind}s from namespace {route_namespace!r} "
+            f"({_allowances(admitting)})",
         )
 
     attachments = tuple(
         Attachment(
-            gateway=verdict.gateway.key,
+            gateway=v.gateway,  # the key of `verdict`'s Gateway (or ListenerSet)
             port=v.listener.port,
             domains=domains,
             listener=v.name,
@@ -168,13 +171,22 @@ def _attach_one(
     )
     if not attachments:
         listener_hostnames = sorted({str(v.listener.hostname) for v in allowed})
-        return refused(
-            "NoMatchingListenerHostname",
-            f"{field}: no route hostname intersects the listener hostnames "
-            f"{listener_hostnames} of {kind} {gateway_name}",
-            "spec.hostnames",
+        problem = Problem(
+            object=route.key,
+            field="spec.hostnames",
+            reason="NoMatchingListenerHostname",
+            message=f"spec.parentRefs[{index}]: no route hostname intersects the listener "
+            f"hostnames {listener_hostnames} of {kind} {namespace}/{parent_ref.name}",
         )
+        return ParentOutcome(index, parent_ref, problem=problem)
     return ParentOutcome(index, parent_ref, attachments=attachments)
+
+
+# The route kinds that attach, made once (looked up for every route attaching).
+_ROUTE_GROUP_KINDS = {
+    kind: RouteGroupKind(kind)
+    for kind in ("HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute", "UDPRoute")
+}
 
 
 def _selected_listeners(
@@ -203,7 +215,7 @@ def _selected_listeners(
     return selected
 
 
-def _kind_refusal(kind: str, gateway_name: str, selected: list[ListenerVerdict]) -> str:
+def _kind_refusal(kind: str, gateway_name: str, selected: Sequence[ListenerVerdict]) -> str:
     described = ", ".join(
         f"{v.name!r} ({v.listener.protocol}: "
         f"{', '.join(k.kind for k in v.supported_kinds) if v.attachable else 'no route kinds'})"
@@ -213,7 +225,9 @@ def _kind_refusal(kind: str, gateway_name: str, selected: list[ListenerVerdict])
 
 
 def _allows_namespace(
-    verdict: ListenerVerdict, route_namespace: str, labels: Mapping[str, str]
+    verdict: ListenerVerdict,
+    route_namespace: str,
+    namespaces: Mapping[NamespacedName, Namespace],
 ) -> bool:
     listener = verdict.listener
     if listener.allowed_namespaces == "All":
@@ -221,11 +235,11 @@ def _allows_namespace(
     if listener.allowed_namespaces == "Same":
         return route_namespace == verdict.gateway.namespace
     if listener.allowed_namespaces == "Selector" and listener.namespace_selector is not None:
-        return listener.namespace_selector.matches(labels)
+        return listener.namespace_selector.matches(namespace_labels(namespaces, route_namespace))
     return False  # anything else admits nothing rather than everything
 
 
-def _allowances(verdicts: list[ListenerVerdict]) -> str:
+def _allowances(verdicts: Sequence[ListenerVerdict]) -> str:
     parts = []
     for v in verdicts:
         source = v.listener.allowed_namespaces

@@ -45,6 +45,12 @@ class ListenerVerdict:
     conflict: Problem | None = None  # ProtocolConflict or HostnameConflict
     unresolved: tuple[Problem, ...] = ()  # InvalidRouteKinds, InvalidCertificateRef, ...
     certificates: tuple[TlsCertificate, ...] = ()  # HTTPS: the usable ones
+    # Whether Envoy gets it (not_programmed_reason is None): made once, as every route
+    # attaching to the listener asks.
+    programmed: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "programmed", self.not_programmed_reason is None)
 
     @property
     def name(self) -> str:
@@ -54,10 +60,6 @@ class ListenerVerdict:
     def attachable(self) -> bool:
         """Routes may attach (and are counted), even if the listener cannot be served."""
         return self.not_accepted is None and bool(self.supported_kinds)
-
-    @property
-    def programmed(self) -> bool:
-        return self.not_programmed_reason is None
 
     @property
     def not_programmed_reason(self) -> str | None:

@@ -717,10 +717,11 @@ class _State:
         """The build keeps the cluster of the last route (in its order) that resolved it."""
         all_sources, resolved = self.cluster_sources, self.resolved
         changed, aggregates = self.changed_resolved, self.aggregates
+        indexed = self.indexed  # the EDS clusters of each Service: read by patches only
         for name in names:
             sources = all_sources.get(name)
             before = resolved.get(name)
-            if isinstance(before, EdsCluster):
+            if indexed and isinstance(before, EdsCluster):
                 self._eds_cluster(before, name, present=False)
             if sources:
                 # One source (most often): no comparison of route keys needed.
@@ -729,7 +730,7 @@ class _State:
                 if before is not cluster:
                     changed.add(name)
                 resolved[name] = cluster
-                if isinstance(cluster, EdsCluster):
+                if indexed and isinstance(cluster, EdsCluster):
                     self._eds_cluster(cluster, name, present=True)
                 if isinstance(cluster, AggregateCluster):
                     aggregates.add(name)

@@ -266,23 +266,26 @@ def _https_port(
 def _referenced_clusters(
     route_tables: Iterable[RouteTable], listeners: Iterable[Listener] = ()
 ) -> tuple[str, ...]:
-    http = {
-        cluster
-        for table in route_tables
-        for virtual_host in table.virtual_hosts
-        for cluster in host_clusters(virtual_host)
-    }
+    http: set[str] = set()
+    for table in route_tables:
+        for virtual_host in table.virtual_hosts:
+            http |= host_clusters(virtual_host)
     return tuple(sorted(http | l4_clusters(listeners)))
 
 
 def host_clusters(virtual_host: VirtualHost) -> set[str]:
     """The clusters a virtual host's routes send requests (or mirrored copies) to."""
-    return {
-        cluster
-        for route in virtual_host.routes
-        if isinstance(route.action, Forward)
-        for cluster in route.action.clusters
-    }
+    clusters: set[str] = set()
+    for route in virtual_host.routes:
+        action = route.action
+        if isinstance(action, Forward):
+            # Not action.clusters: a tuple made for each of ten thousand routes.
+            for backend in action.backends:
+                if backend.cluster is not None:
+                    clusters.add(backend.cluster)
+            for mirror in action.mirrors:
+                clusters.add(mirror.cluster)
+    return clusters
 
 
 def l4_clusters(listeners: Iterable[Listener]) -> set[str]:

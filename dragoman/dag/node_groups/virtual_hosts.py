@@ -23,7 +23,6 @@ from dragoman.dag.frontends.hostnames import (
     covering_domains,
     covers,
     listener_host,
-    specificity,
 )
 from dragoman.dag.model import Redirect, Route, VirtualHost
 from dragoman.dag.routes.ranking import Precedence, RankedRoute
@@ -58,10 +57,11 @@ def virtual_hosts(
             served_by_domain.setdefault(domain, []).append(index)
     result = []
     for domain in sorted(domains):
-        reaching = sorted(
-            {i for d in (domain, *covering_domains(domain)) for i in served_by_domain.get(d, ())}
+        covering = covering_domains(domain)
+        reaching = sorted({i for d in (domain, *covering) for i in served_by_domain.get(d, ())})
+        host = domain_virtual_host(
+            port, domain, domains, listeners, [served[i] for i in reaching], covering
         )
-        host = domain_virtual_host(port, domain, domains, listeners, [served[i] for i in reaching])
         if host is not None:
             result.append(host)
     return tuple(result)
@@ -73,26 +73,34 @@ def domain_virtual_host(
     domains: Container[str],
     listeners: Container[str],
     reaching: Iterable[ListenerRoutes],
+    covering: Sequence[str] | None = None,
 ) -> VirtualHost | None:
     """The virtual host of `domain`, one of the port's `domains`, or None when it needs none.
 
     `listeners`: the port's listener hosts (`*` for none); `reaching`: in served order, every
-    item with `domain` or a domain covering it among its own (others are ignored).
+    item with `domain` or a domain covering it among its own (others are ignored);
+    `covering`: covering_domains(domain), when the caller has it.
     """
-    matching = [domain, *(d for d in covering_domains(domain) if d in domains)]
-    listener = min((d for d in matching if d in listeners), key=specificity)
+    if covering is None:
+        covering = covering_domains(domain)
+    matching = [domain, *(d for d in covering if d in domains)]
+    # From the most specific to the least (see covering_domains): the first listener host
+    # is the most specific.
+    listener = next(d for d in matching if d in listeners)
     routes: dict[Precedence, Route] = {}
     for item in reaching:
         if listener_host(item.listener_hostname) != listener:
             continue
         hostname_rank = _hostname_rank(item.route_hostnames, domain)
         for ranked in item.routes:
-            route = _for_listener(ranked.route, port, item.scheme)
+            route = ranked.route
+            if isinstance(route.action, Redirect):
+                route = _for_listener(route, port, item.scheme)
             # The route kind (gRPC routes first, see routes.py) comes before hostname
             # precedence, so a gRPC call never falls to an HTTPRoute while a GRPCRoute
             # matches it. Keyed by precedence: a route reaching a domain twice is one.
-            kind, *rest = ranked.precedence
-            routes[(kind, *hostname_rank, *rest)] = route
+            precedence = ranked.precedence
+            routes[precedence[:1] + hostname_rank + precedence[1:]] = route
     # An empty virtual host still matters when it keeps a broader one from taking its
     # requests (another listener's routes must not serve them): Envoy answers 404.
     shields = len(matching) > 1
@@ -122,9 +130,9 @@ def placed_redirect(redirect: Redirect, listener_port: int, listener_scheme: str
 
 
 def _for_listener(route: Route, port: int, scheme: str) -> Route:
-    if isinstance(route.action, Redirect):
-        return dataclasses.replace(route, action=placed_redirect(route.action, port, scheme))
-    return route
+    """A route that redirects, with the port its Location needs on this listener."""
+    assert isinstance(route.action, Redirect)
+    return dataclasses.replace(route, action=placed_redirect(route.action, port, scheme))
 
 
 def _hostname_rank(route_hostnames: Sequence[str], domain: str) -> tuple[int, int]:

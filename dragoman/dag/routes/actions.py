@@ -22,7 +22,7 @@ from dragoman.dag.model import (
     has_client_ip_affinity,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
-from dragoman.dag.routes.filters import RuleFilters, rule_filters
+from dragoman.dag.routes.filters import NO_FILTERS, RuleFilters, rule_filters
 from dragoman.objects import (
     BackendRef,
     GRPCRoute,
@@ -56,8 +56,7 @@ def http_rule_action(
     context: BuildContext,
 ) -> RuleAction:
     # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule).
-    prefix = rule.matches[0].path.value if len(rule.matches) == 1 else ""
-    timeout_ms, per_try_timeout_ms = http_timeouts(rule.timeouts)
+    prefix = rule.matches[0].path.value if rule.filters and len(rule.matches) == 1 else ""
     return _rule_action(
         route,
         rule_index,
@@ -65,7 +64,7 @@ def http_rule_action(
         rule.backend_refs,
         context,
         prefix=prefix,
-        timeouts=(timeout_ms, per_try_timeout_ms),
+        timeouts=http_timeouts(rule.timeouts),
     )
 
 
@@ -114,62 +113,67 @@ def _rule_action(
     timeouts: tuple[int | None, int | None],
     grpc: bool = False,
 ) -> RuleAction:
-    rule_field = f"spec.rules[{rule_index}]"
     # gRPC needs HTTP/2 all the way to the backend.
     protocol = H2C if grpc else None
     no_backend = NO_GRPC_BACKEND if grpc else NO_BACKEND
-    parsed = rule_filters(route.key, f"{rule_field}.filters", filters, prefix)
-    resolved = resolve_backends(route, rule_index, refs, context, protocol)
-    problems = [*parsed.problems, *resolved.problems]
-
-    def done(
-        action: Forward | Redirect | DirectResponse, clusters: Sequence[Cluster]
-    ) -> RuleAction:
-        return RuleAction(
-            action=action,
-            request_headers=parsed.request_headers,
-            response_headers=parsed.response_headers,
-            clusters=tuple(clusters),
-            problems=tuple(problems),
-            cors=parsed.cors,
-        )
-
+    # Most rules have no filters: their field path and the route's key are not made then.
+    parsed = (
+        rule_filters(route.key, f"spec.rules[{rule_index}].filters", filters, prefix)
+        if filters
+        else NO_FILTERS
+    )
+    problems = list(parsed.problems)
+    clusters: dict[str, Cluster] = {}
+    backends = resolve_backends(route, rule_index, refs, context, protocol, clusters, problems)
+    action: Forward | Redirect | DirectResponse
     if parsed.invalid:
-        return done(no_backend, ())
-    if parsed.redirect is not None:
-        return done(parsed.redirect, ())  # a redirect needs no backend (the CRD forbids them)
-    clusters = {cluster.name: cluster for cluster in resolved.clusters}
-    if not clusters:
-        return done(no_backend, ())
-    mirrors = (
-        _mirrors(route, rule_field, parsed, context, protocol, problems, clusters)
-        if parsed.mirrors
-        else ()
+        action, clusters = no_backend, {}
+    elif parsed.redirect is not None:
+        action, clusters = parsed.redirect, {}  # a redirect needs no backend (the CRD forbids them)
+    elif not clusters:
+        action = no_backend
+    else:
+        mirrors = (
+            _mirrors(route, rule_index, parsed, context, protocol, problems, clusters)
+            if parsed.mirrors
+            else ()
+        )
+        external = affinity = False
+        for backend in backends:
+            if backend.cluster is not None:
+                cluster = clusters[backend.cluster]
+                external = external or isinstance(cluster, _EXTERNAL_CLUSTERS)
+                affinity = affinity or has_client_ip_affinity(cluster)
+        action = Forward(
+            backends=backends,
+            # External hosts (virtual hosting, TLS) expect their own name in Host, not the
+            # gateway's.
+            auto_host_rewrite=external,
+            host_rewrite=parsed.host_rewrite,
+            path_rewrite=parsed.path_rewrite,
+            mirrors=mirrors,
+            timeout_ms=timeouts[0],
+            per_try_timeout_ms=timeouts[1],
+            grpc=grpc,
+            hash_client_ip=affinity,
+        )
+    return RuleAction(
+        action=action,
+        request_headers=parsed.request_headers,
+        response_headers=parsed.response_headers,
+        clusters=tuple(clusters.values()),
+        problems=tuple(problems),
+        cors=parsed.cors,
     )
-    external = affinity = False
-    for backend in resolved.backends:
-        if backend.cluster is not None:
-            cluster = clusters[backend.cluster]
-            external = external or isinstance(cluster, DnsCluster | AggregateCluster)
-            affinity = affinity or has_client_ip_affinity(cluster)
-    action = Forward(
-        backends=resolved.backends,
-        # External hosts (virtual hosting, TLS) expect their own name in Host, not the gateway's.
-        auto_host_rewrite=external,
-        host_rewrite=parsed.host_rewrite,
-        path_rewrite=parsed.path_rewrite,
-        mirrors=mirrors,
-        timeout_ms=timeouts[0],
-        per_try_timeout_ms=timeouts[1],
-        grpc=grpc,
-        hash_client_ip=affinity,
-    )
-    return done(action, list(clusters.values()))
+
+
+# Clusters of external hosts (a tuple: `A | B` would make a new union for every rule).
+_EXTERNAL_CLUSTERS = (DnsCluster, AggregateCluster)
 
 
 def _mirrors(
     route: HTTPRoute | GRPCRoute,
-    rule_field: str,
+    rule_index: int,
     parsed: RuleFilters,
     context: BuildContext,
     protocol: str | None,
@@ -179,7 +183,7 @@ def _mirrors(
     """Mirrors whose backendRef resolves; an invalid one is dropped and reported."""
     mirrors: list[Mirror] = []
     for index, spec in parsed.mirrors:
-        field = f"{rule_field}.filters[{index}].requestMirror.backendRef"
+        field = f"spec.rules[{rule_index}].filters[{index}].requestMirror.backendRef"
         resolved = resolve_backend_ref(route, field, spec.backend_ref, context, protocol)
         if isinstance(resolved, Problem):
             problems.append(resolved)

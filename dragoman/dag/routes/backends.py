@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.model import NO_EDITS, Backend, Cluster, HeaderEdits, Problem
+from dragoman.dag.model import NO_EDITS, Backend, Cluster, EdsCluster, HeaderEdits, Problem
 from dragoman.dag.reference_grants import (
     not_permitted_message,
     route_referrer,
@@ -22,29 +21,29 @@ from dragoman.dag.upstreams.clusters import (
 from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedBackends:
-    backends: tuple[Backend, ...]  # weight 0 left out; an invalid reference has cluster None
-    clusters: tuple[Cluster, ...]  # the valid clusters, each once
-    problems: tuple[Problem, ...]
-
-
 def resolve_backends(
     route: HTTPRoute | GRPCRoute,
     rule_index: int,
     refs: Sequence[BackendRef],
     context: BuildContext,
-    protocol: str | None = None,
-) -> ResolvedBackends:
-    """A rule's backendRefs; `protocol` forces the upstream protocol (GRPCRoute: h2c)."""
+    protocol: str | None,
+    clusters: dict[str, Cluster],
+    problems: list[Problem],
+) -> tuple[Backend, ...]:
+    """A rule's backendRefs as weighted backends (weight 0 left out; an invalid reference has
+    cluster None); `protocol` forces the upstream protocol (GRPCRoute: h2c).
+
+    The valid clusters they name are added to `clusters` (by name), what is wrong with them
+    to `problems`: the caller's own, so that nothing is copied for each rule."""
     backends: list[Backend] = []
-    clusters: dict[str, Cluster] = {}
-    problems: list[Problem] = []
     for ref_index, ref in enumerate(refs):
         field = f"spec.rules[{rule_index}].backendRefs[{ref_index}]"
         resolved = resolve_backend_ref(route, field, ref, context, protocol)
-        request, response, host, filter_problems = _backend_filters(route, field, ref)
-        problems.extend(filter_problems)
+        if ref.filters:
+            request, response, host, filter_problems = _backend_filters(route, field, ref)
+            problems.extend(filter_problems)
+        else:
+            request, response, host, filter_problems = NO_EDITS, NO_EDITS, None, ()
         if isinstance(resolved, Problem):
             problems.append(resolved)
         if ref.weight <= 0:
@@ -54,10 +53,11 @@ def resolve_backends(
             backends.append(Backend(cluster=None, weight=ref.weight))
             continue
         clusters[resolved.name] = resolved
-        problems.extend(
-            Problem(route.key, field, "UnsupportedValue", warning)
-            for warning in cluster_warnings(resolved, context)
-        )
+        if not isinstance(resolved, EdsCluster):  # a pod-backed port has no warnings
+            problems.extend(
+                Problem(route.key, field, "UnsupportedValue", warning)
+                for warning in cluster_warnings(resolved, context)
+            )
         backends.append(
             Backend(
                 cluster=resolved.name,
@@ -67,15 +67,13 @@ def resolve_backends(
                 host_rewrite=host,
             )
         )
-    return ResolvedBackends(tuple(backends), tuple(clusters.values()), tuple(problems))
+    return tuple(backends)
 
 
 def _backend_filters(
     route: HTTPRoute | GRPCRoute, field: str, ref: BackendRef
 ) -> tuple[HeaderEdits, HeaderEdits, str | None, list[Problem]]:
     """The header edits and Host a backendRef's own filters ask for, or why they cannot be."""
-    if not ref.filters:
-        return NO_EDITS, NO_EDITS, None, []
     request = response = HeaderEdits()
     host: str | None = None
     problems: list[Problem] = []
@@ -127,18 +125,16 @@ def resolve_backend_ref(
     """The cluster a backendRef names (in `protocol` when given), or why it names none.
 
     `l4` (TCP or UDP): a cluster for a TCPRoute, TLSRoute or UDPRoute (see service_cluster)."""
-
-    def problem(reason: str, message: str, at: str = field) -> Problem:
-        return Problem(object=route.key, field=at, reason=reason, message=message)
-
     if ref.group != "":
-        return problem(
+        return _problem(
+            route,
             "InvalidKind",
             f"backendRef group {ref.group!r} is not supported; only core Services (group '')",
             f"{field}.group",
         )
     if ref.kind != "Service":
-        return problem(
+        return _problem(
+            route,
             "InvalidKind",
             f"backendRef kind {ref.kind!r} is not supported; only 'Service'",
             f"{field}.kind",
@@ -148,21 +144,31 @@ def resolve_backend_ref(
         referrer = route_referrer(route.kind, route.meta.namespace)
         target = service_target(namespace, ref.name)
         if not context.grants.permits(referrer, target):
-            return problem(
-                "RefNotPermitted", not_permitted_message(referrer, target), f"{field}.namespace"
+            return _problem(
+                route,
+                "RefNotPermitted",
+                not_permitted_message(referrer, target),
+                f"{field}.namespace",
             )
     if ref.port is None:
-        return problem(
+        return _problem(
+            route,
             "BackendNotFound",
             f"backendRef to Service {namespace}/{ref.name} needs a port",
             f"{field}.port",
         )
     service = context.services.get((namespace, ref.name))
     if service is None:
-        return problem("BackendNotFound", f"Service {namespace}/{ref.name} not found")
+        return _problem(
+            route, "BackendNotFound", f"Service {namespace}/{ref.name} not found", field
+        )
 
     resolved = service_cluster(service, ref.port, context, l4)
     if isinstance(resolved, Unresolved):
         at = f"{field}.port" if resolved.port_at_fault else field
-        return problem(resolved.reason, resolved.message, at)
+        return _problem(route, resolved.reason, resolved.message, at)
     return resolved if protocol is None else with_protocol(resolved, protocol)
+
+
+def _problem(route: HTTPRoute | GRPCRoute | L4Route, reason: str, message: str, at: str) -> Problem:
+    return Problem(object=route.key, field=at, reason=reason, message=message)

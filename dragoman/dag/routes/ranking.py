@@ -57,8 +57,7 @@ def ranked_routes(
     age_and_name = _age_and_name(key, http_route.meta.creation_timestamp)
     for rule_index, (rule, action) in enumerate(zip(http_route.rules, actions, strict=True)):
         for match_index, match in enumerate(rule.matches or MATCH_ALL):
-            field = f"spec.rules[{rule_index}].matches[{match_index}]"
-            route_match = _http_match(key, field, match, problems)
+            route_match = _http_match(key, rule_index, match_index, match, problems)
             if route_match is None:
                 continue
             route = _route(key, rule_index, route_match, action)
@@ -124,10 +123,18 @@ def _age_and_name(key: ObjectKey, created: str) -> tuple[str, str, str]:
 
 
 def _http_match(
-    key: ObjectKey, field: str, match: HTTPRouteMatch, problems: list[Problem]
+    key: ObjectKey,
+    rule_index: int,
+    match_index: int,
+    match: HTTPRouteMatch,
+    problems: list[Problem],
 ) -> RouteMatch | None:
     """The match, or None (and a Problem) when Envoy could not evaluate one of its regexes."""
     path = match.path
+    if not (match.headers or match.query_params or path.type == "RegularExpression"):
+        # No regex to check (most matches): no field path to make for a Problem.
+        return RouteMatch(path_type=path.type, path=path.value, method=match.method)
+    field = f"spec.rules[{rule_index}].matches[{match_index}]"
     if path.type == "RegularExpression" and not _regex_ok(
         key, f"{field}.path.value", path.value, problems
     ):

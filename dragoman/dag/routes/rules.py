@@ -31,8 +31,12 @@ def route_rules(route: HTTPRoute | GRPCRoute, context: BuildContext) -> RouteRul
             grpc_rule_action(route, index, rule, context) for index, rule in enumerate(route.rules)
         ]
         ranked, match_problems = ranked_grpc_routes(route, actions)
-    clusters = {cluster.name: cluster for action in actions for cluster in action.clusters}
-    problems = [problem for action in actions for problem in action.problems]
+    clusters: dict[str, Cluster] = {}
+    problems: list[Problem] = []
+    for action in actions:
+        for cluster in action.clusters:
+            clusters[cluster.name] = cluster
+        problems.extend(action.problems)
     if isinstance(route, HTTPRoute):
         problems.extend(_experimental_fields(route))
     return RouteRules(tuple(ranked), clusters, (*problems, *match_problems))

@@ -54,41 +54,44 @@ def route_status(
     outcome: RouteOutcome, problems: Iterable[Problem], controller_name: str
 ) -> ObjectStatus:
     """`problems`: every problem of this route; those about attaching are ignored here."""
-    own = [p for p in problems if not p.field.startswith(_ATTACH_FIELDS)]
-    references = [p for p in own if p.reason in REFERENCE_REASONS]
-    others = [p for p in own if p.reason not in REFERENCE_REASONS]
     generation = outcome.generation
-    if references:
-        resolved = condition(
-            "ResolvedRefs",
-            False,
-            references[0].reason,
-            joined([f"{p.field}: {p.message}" for p in references]),
-            generation,
-        )
-    else:
-        resolved = _all_resolved(generation)
+    resolved = _all_resolved(generation)
     partial = None
-    if others:
-        partial = condition(
-            "PartiallyInvalid",
-            True,
-            others[0].reason,
-            "some rules are not served as written: "
-            + joined([f"{p.field}: {p.message}" for p in others]),
-            generation,
+    if problems:  # most routes have none
+        own = [p for p in problems if not p.field.startswith(_ATTACH_FIELDS)]
+        references = [p for p in own if p.reason in REFERENCE_REASONS]
+        others = [p for p in own if p.reason not in REFERENCE_REASONS]
+        if references:
+            resolved = condition(
+                "ResolvedRefs",
+                False,
+                references[0].reason,
+                joined([f"{p.field}: {p.message}" for p in references]),
+                generation,
+            )
+        if others:
+            partial = condition(
+                "PartiallyInvalid",
+                True,
+                others[0].reason,
+                "some rules are not served as written: "
+                + joined([f"{p.field}: {p.message}" for p in others]),
+                generation,
+            )
+    parents = []
+    for parent in outcome.parents:
+        if not parent.ours:
+            continue
+        accepted = _accepted(parent, generation)
+        parents.append(
+            {
+                "parentRef": parent_ref_status(parent.parent_ref),
+                "controllerName": controller_name,
+                "conditions": [accepted, resolved]
+                if partial is None
+                else [accepted, resolved, partial],
+            }
         )
-    parents = [
-        {
-            "parentRef": parent_ref_status(parent.parent_ref),
-            "controllerName": controller_name,
-            "conditions": [
-                c for c in (_accepted(parent, generation), resolved, partial) if c is not None
-            ],
-        }
-        for parent in outcome.parents
-        if parent.ours
-    ]
     route = outcome.route
     return ObjectStatus(key=route.key, api_version=GATEWAY_API_VERSION, status={"parents": parents})
 
@@ -101,18 +104,33 @@ def _all_resolved(generation: int) -> Condition:
     return condition("ResolvedRefs", True, "ResolvedRefs", "all references resolved", generation)
 
 
-@lru_cache(maxsize=1024)
 def parent_ref_status(ref: ParentRef) -> dict[str, Any]:
     """The parentRef as status echoes it: defaults filled in, unset optional fields left out.
     Shared by every route naming `ref`: never change it in place."""
-    echoed: dict[str, Any] = {"group": ref.group, "kind": ref.kind}
-    if ref.namespace is not None:
-        echoed["namespace"] = ref.namespace
-    echoed["name"] = ref.name
-    if ref.section_name is not None:
-        echoed["sectionName"] = ref.section_name
-    if ref.port is not None:
-        echoed["port"] = ref.port
+    # Cached by its fields: a tuple of strings hashes and compares in C, a ParentRef (a
+    # dataclass, one per route) in Python.
+    return _echoed_parent_ref(
+        ref.group, ref.kind, ref.namespace, ref.name, ref.section_name, ref.port
+    )
+
+
+@lru_cache(maxsize=1024)
+def _echoed_parent_ref(
+    group: str,
+    kind: str,
+    namespace: str | None,
+    name: str,
+    section_name: str | None,
+    port: int | None,
+) -> dict[str, Any]:
+    echoed: dict[str, Any] = {"group": group, "kind": kind}
+    if namespace is not None:
+        echoed["namespace"] = namespace
+    echoed["name"] = name
+    if section_name is not None:
+        echoed["sectionName"] = section_name
+    if port is not None:
+        echoed["port"] = port
     return echoed
 
 
@@ -133,17 +151,26 @@ def _accepted(parent: ParentOutcome, generation: int) -> Condition:
         return condition(
             "Accepted", False, parent.problem.reason, parent.problem.message, generation
         )
-    gateway = parent.attachments[0].gateway
-    listeners = ", ".join(sorted({repr(a.listener) for a in parent.attachments}))
-    domains = ", ".join(sorted({d for a in parent.attachments for d in a.domains}))
-    idle = sorted({repr(a.listener) for a in parent.attachments if not a.programmed})
-    unserved = f"; listener(s) {', '.join(idle)} cannot be served yet (see the Gateway)"
+    attachments = parent.attachments
+    gateway = attachments[0].gateway
+    if len(attachments) == 1:  # most often: one listener
+        only = attachments[0]
+        listeners = repr(only.listener)
+        domains = ", ".join(sorted(set(only.domains)))
+        idle = [] if only.programmed else [listeners]
+    else:
+        listeners = ", ".join(sorted({repr(a.listener) for a in attachments}))
+        domains = ", ".join(sorted({d for a in attachments for d in a.domains}))
+        idle = sorted({repr(a.listener) for a in attachments if not a.programmed})
+    unserved = (
+        f"; listener(s) {', '.join(idle)} cannot be served yet (see the Gateway)" if idle else ""
+    )
     return condition(
         "Accepted",
         True,
         "Accepted",
         f"accepted by listener(s) {listeners} of Gateway {gateway.namespace}/{gateway.name} "
-        f"for {domains}{unserved if idle else ''}",
+        f"for {domains}{unserved}",
         generation,
     )
 

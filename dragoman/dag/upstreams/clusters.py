@@ -33,7 +33,7 @@ from dragoman.dag.upstreams.external_names import (
     in_cluster_target,
     is_cluster_local,
     normalise,
-    unsafe_reason,
+    normalised_unsafe_reason,
 )
 from dragoman.dag.upstreams.in_cluster_first import PREFER_SERVICE, preferred_service
 from dragoman.dag.upstreams.tls import TlsRefusal, upstream_tls
@@ -90,13 +90,14 @@ def service_cluster(
     declared: ServicePort | None = None
     while True:
         current = path[-1]
+        external = current.is_external_name
         # A bare CNAME (an ExternalName that declares no ports) takes the backendRef's port.
-        if current.ports or not current.is_external_name:
+        if current.ports or not external:
             found = _declared_port(path, port, l4)
             if isinstance(found, Unresolved):
                 return found
             declared = found
-            if not current.is_external_name:
+            if not external:
                 return _eds_cluster(path, port, declared, context.upstream, l4)
         step = _external_name_step(path, context)
         if isinstance(step, str):
@@ -338,11 +339,11 @@ def _external_name_step(path: list[Service], context: BuildContext) -> str | Ser
     why neither."""
     service = path[-1]
     options = context.options
-    reason = unsafe_reason(service.external_name)
+    hostname = normalise(service.external_name)
+    reason = normalised_unsafe_reason(hostname)
     if reason is not None:
         return Unresolved("UnsafeExternalName", f"{_describe(path)}: {reason}")
 
-    hostname = normalise(service.external_name)
     target = in_cluster_target(hostname, options.cluster_domain)
     if target is not None:
         namespace, name = target

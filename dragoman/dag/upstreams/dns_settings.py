@@ -48,13 +48,17 @@ class ServiceDnsSettings:
     problems: tuple[str, ...]  # one message per bad annotation, naming it
 
 
+# What a Service without DNS annotations gets (most of them): one value shared by all.
+_DEFAULTS = ServiceDnsSettings(DEFAULT_DNS_SETTINGS, ())
+
+
 def service_dns_settings(service: Service, dns_check: bool = False) -> ServiceDnsSettings:
     """The Service's DNS settings. With the DNS check on, its own resolvers are refused: the
     check vets the addresses dragoman's resolvers return, and a Service resolving through
     servers its owner chose could get other ones, never vetted."""
     annotations = service.meta.annotations
-    if not any(key.startswith(PREFIX + "dns-") for key in annotations):
-        return ServiceDnsSettings(DEFAULT_DNS_SETTINGS, ())
+    if not annotations or not any(key.startswith(PREFIX + "dns-") for key in annotations):
+        return _DEFAULTS
     problems: list[str] = []
     reader = _Reader(service, annotations, problems)
     family = reader.read(LOOKUP_FAMILY, _choice(LOOKUP_FAMILIES), "the server's default")

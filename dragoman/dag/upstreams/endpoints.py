@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from itertools import groupby
 
 from dragoman.dag.dns_check import DnsObservations, served_addresses
 from dragoman.dag.external_name_policy import ExternalNamePolicy, Network
@@ -49,19 +48,21 @@ def load_assignment(
 
     # An address listed twice (in two slices, or under two zones while a slice is rewritten)
     # is one endpoint; keep it in its first zone so the result does not depend on input order.
+    # Sorted by zone, so each zone's endpoints are consecutive.
     seen: set[tuple[str, int]] = set()
-    unique: list[tuple[str, str, int]] = []
+    by_zone: dict[str, list[LbEndpoint]] = {}
     for zone, address, port in sorted(zoned):
         if (address, port) not in seen:
             seen.add((address, port))
-            unique.append((zone, address, port))
-
-    localities = []
-    for zone, members in groupby(unique, key=lambda item: item[0]):
-        endpoints = tuple(LbEndpoint(address, port) for _, address, port in members)
-        # Weight by size so every endpoint gets an even share across zones.
-        localities.append(Locality(zone=zone, endpoints=endpoints, weight=len(endpoints)))
-    return LoadAssignment(cluster=cluster.name, localities=tuple(localities))
+            if (endpoints := by_zone.get(zone)) is None:
+                endpoints = by_zone[zone] = []
+            endpoints.append(LbEndpoint(address, port))
+    # Weight by size so every endpoint gets an even share across zones.
+    localities = tuple(
+        Locality(zone=zone, endpoints=tuple(endpoints), weight=len(endpoints))
+        for zone, endpoints in by_zone.items()
+    )
+    return LoadAssignment(cluster=cluster.name, localities=localities)
 
 
 def refresh_load_assignments(
@@ -214,20 +215,15 @@ def _slice_port(cluster: EdsCluster, ports: Sequence[EndpointPort]) -> EndpointP
     wanted = "UDP" if cluster.protocol == UDP else "TCP"
     ports = [p for p in ports if p.protocol == wanted]
     # The EndpointSlice controller names each slice port after the Service port it serves.
-    by_name = _first(ports, lambda p: p.name == cluster.port_name)
-    if by_name is not None:
-        return by_name
+    for port in ports:
+        if port.name == cluster.port_name:
+            return port
     # Hand-written slices may name or number the port after the targetPort instead.
     target = cluster.target_port
-    if isinstance(target, int):
-        return _first(ports, lambda p: p.port == target)
-    return _first(ports, lambda p: p.name == target)
-
-
-def _first(
-    ports: Sequence[EndpointPort], wanted: Callable[[EndpointPort], bool]
-) -> EndpointPort | None:
-    return next((p for p in ports if wanted(p)), None)
+    for port in ports:
+        if (port.port if isinstance(target, int) else port.name) == target:
+            return port
+    return None
 
 
 def checked_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:

@@ -59,7 +59,11 @@ def normalise(external_name: str) -> str:
 
 def unsafe_reason(external_name: str) -> str | None:
     """None if Envoy may resolve this name itself, else a message saying why not."""
-    name = normalise(external_name)
+    return normalised_unsafe_reason(normalise(external_name))
+
+
+def normalised_unsafe_reason(name: str) -> str | None:
+    """unsafe_reason of a name already normalised (see normalise)."""
     if not name:
         return "externalName is empty"
     ip = _ip_literal(name)
@@ -93,7 +97,9 @@ def _metadata_service(name: str) -> str | None:
     """The cloud whose metadata service `name` (normalised) names, if it names one."""
     cloud = _METADATA_NAMES.get(name)
     if cloud is None:
-        cloud = next((c for pattern, c in _METADATA_PATTERNS if pattern.fullmatch(name)), None)
+        for pattern, pattern_cloud in _METADATA_PATTERNS:
+            if pattern.fullmatch(name):
+                return pattern_cloud
     return cloud
 
 
