@@ -11,7 +11,8 @@ them. The result is byte for byte what `translate` gives for the same DAG.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,8 +59,11 @@ _ROUTE_CONFIGURATION = "type.googleapis.com/" + route_pb2.RouteConfiguration.DES
 class _Table:
     value: RouteTable
     resource: Resource
-    # Each virtual host's value and its entry in the table's bytes (tag, length, message).
-    hosts: dict[str, tuple[VirtualHost, bytes]] = field(default_factory=dict)
+    # Where the entry (tag, length, message) of each of value.virtual_hosts starts in the
+    # resource's body, from `start` (the first one's), and where the last one ends: the
+    # entries are read from the body, not kept a second time.
+    start: int
+    offsets: array[int]
 
 
 # By the id of a group's clusters tuple: (the tuple, CDS, EDS); by the id of its route
@@ -256,20 +260,52 @@ class IncrementalTranslation:
         ):
             made[value.name] = known
             return known.resource
-        hosts: dict[str, tuple[VirtualHost, bytes]] = {}
-        previous = known.hosts if known is not None else {}
-        entries = []
+        # Each virtual host unchanged since the last table keeps its bytes: consecutive ones
+        # are taken from the last table's body as one piece, their offsets shifted at once.
+        old: tuple[VirtualHost, ...] = known.value.virtual_hosts if known is not None else ()
+        offsets = known.offsets if known is not None else array("Q", [0])
+        body = memoryview(known.resource.body) if known is not None else memoryview(b"")
+        first = known.start if known is not None else 0
+        by_name: dict[str, int] | None = None  # made when hosts came, went or moved
+        pieces: list[bytes | memoryview] = []
+        placed = array("Q")  # where each entry starts, from the first one's start
+        position = 0
+        run = -1  # the first old host of the run being reused (-1: none)
+        after = 0  # the old host after the last one matched: the next one's likely match
+
+        def reuse_run() -> None:
+            nonlocal position
+            if run >= 0:
+                begin, end = offsets[run], offsets[after]
+                pieces.append(body[first + begin : first + end])
+                placed.extend(map((position - begin).__add__, offsets[run:after]))
+                position += end - begin
+
         for host in value.virtual_hosts:
-            cached = previous.get(host.name)
-            if cached is None or cached[0] is not host:
-                if cached is not None and cached[0] == host:
-                    cached = host, cached[1]
-                else:
-                    body = virtual_host(host).SerializeToString(deterministic=True)
-                    cached = host, _VIRTUAL_HOSTS_TAG + _VarintBytes(len(body)) + body
-            hosts[host.name] = cached
-            entries.append(cached[1])
-        table = _Table(value, spliced_route_table(value, entries), hosts)
+            index: int | None = after
+            if after >= len(old) or old[after].name != host.name:
+                if by_name is None:
+                    by_name = {h.name: i for i, h in enumerate(old)}
+                index = by_name.get(host.name)
+            if index is not None and (old[index] is host or old[index] == host):
+                if run < 0 or index != after:
+                    reuse_run()
+                    run = index
+                after = index + 1
+                continue
+            reuse_run()
+            run = -1
+            if index is not None:
+                after = index + 1
+            message = virtual_host(host).SerializeToString(deterministic=True)
+            entry = _VIRTUAL_HOSTS_TAG + _VarintBytes(len(message)) + message
+            pieces.append(entry)
+            placed.append(position)
+            position += len(entry)
+        reuse_run()
+        placed.append(position)
+        resource, start = _spliced(value, pieces)
+        table = _Table(value, resource, start, placed)
         made[value.name] = table
         return table.resource
 
@@ -278,12 +314,19 @@ def spliced_route_table(value: RouteTable, virtual_hosts: list[bytes]) -> Resour
     """`value`'s RouteConfiguration, its virtual hosts given already serialized (each with
     its field tag and length), as translate serializes it whole. The table's other fields are
     those route_configuration gives a table without virtual hosts (none depends on them)."""
+    return _spliced(value, virtual_hosts)[0]
+
+
+def _spliced(
+    value: RouteTable, virtual_hosts: Sequence[bytes | memoryview]
+) -> tuple[Resource, int]:
+    """spliced_route_table, and where the first virtual host starts in its body."""
     rest = route_configuration(RouteTable(value.name, ())).SerializeToString(deterministic=True)
     name = route_pb2.RouteConfiguration(name=value.name).SerializeToString(deterministic=True)
     if not rest.startswith(name):
         raise AssertionError("RouteConfiguration does not serialize its name first")
     body = b"".join((name, *virtual_hosts, rest[len(name) :]))
-    return Resource.of_bytes(value.name, _ROUTE_CONFIGURATION, body)
+    return Resource.of_bytes(value.name, _ROUTE_CONFIGURATION, body), len(name)
 
 
 def _listener_certificates(listeners: Iterable[Listener]) -> Iterator[TlsCertificate]:

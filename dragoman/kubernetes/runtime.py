@@ -221,7 +221,10 @@ class KubernetesServer:
             if checking is not None:
                 tasks.append(checking)
             # A build, or a stream come or gone, means large responses were made and freed.
-            trimmer = MemoryTrimmer(lambda: (len(self.streams), id(self.controller.snapshots)))
+            trimmer = MemoryTrimmer(
+                lambda: (len(self.streams), id(self.controller.snapshots)),
+                release=self.controller.cache.release_bodies,
+            )
             tasks.append(asyncio.create_task(trimmer.run(halt)))
             self.serving = True
             log.info("serving xDS on %s", self.config.xds_address)

@@ -170,7 +170,10 @@ class ManifestServer:
         self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
         # A build, or a stream come or gone, means large responses were made and freed.
-        trimmer = MemoryTrimmer(lambda: (len(self.streams), id(self.controller.snapshots)))
+        trimmer = MemoryTrimmer(
+            lambda: (len(self.streams), id(self.controller.snapshots)),
+            release=self.cache.release_bodies,
+        )
         trimming = asyncio.create_task(trimmer.run(stop))
         try:
             await watch_directory(

@@ -40,9 +40,17 @@ class MemoryTrimmer:
     go) has been still for one interval: after the responses it caused were sent and freed,
     not while they are."""
 
-    def __init__(self, activity: Callable[[], Hashable], interval: float = TRIM_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        activity: Callable[[], Hashable],
+        interval: float = TRIM_INTERVAL_S,
+        release: Callable[[], object] | None = None,
+    ) -> None:
+        """`release`: drops what is kept only to answer the activity of the moment (response
+        bodies shared by streams), called just before each trim."""
         self.activity = activity
         self.interval = interval
+        self.release = release
         self.trims = 0
         self._trim = _malloc_trim()
 
@@ -56,6 +64,8 @@ class MemoryTrimmer:
                 await asyncio.wait_for(stop.wait(), self.interval)
             current = self.activity()
             if current == previous and current != trimmed:
+                if self.release is not None:
+                    self.release()
                 await asyncio.to_thread(self._trim)
                 self.trims += 1
                 trimmed = current

@@ -102,6 +102,12 @@ class SnapshotCache:
         served = _versions(self._served())
         self.memos.bodies.forget_versions(_versions(before) - served)
 
+    def release_bodies(self) -> None:
+        """Drop the encoded response bodies (at 10,000 clusters, 3.5 MiB: a second copy of
+        every resource's bytes). For a quiet server, whose streams have all been answered: a
+        stream that asks later has its body encoded again (tens of milliseconds)."""
+        self.memos.bodies.clear()
+
     def _wake(self) -> None:
         self._generation += 1
         changed, self._changed = self._changed, asyncio.Event()

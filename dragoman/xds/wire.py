@@ -144,6 +144,10 @@ class ResponseBodies:
             return 0
         return self.lru.drop_where(lambda key: _base_version(key) in versions)
 
+    def clear(self) -> int:
+        """Drop every body; return how many."""
+        return self.lru.drop_where(lambda key: True)
+
     def sotw_response(
         self,
         type_url: str,

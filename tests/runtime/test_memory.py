@@ -18,6 +18,7 @@ def test_trims_once_activity_has_been_still_for_an_interval(
 ) -> None:
     trims: list[int] = []
     monkeypatch.setattr(memory, "_malloc_trim", lambda: lambda: trims.append(1))
+    released: list[int] = []
     state = {"busy": False, "value": 0}
 
     def activity() -> int:
@@ -26,7 +27,10 @@ def test_trims_once_activity_has_been_still_for_an_interval(
         return state["value"]
 
     async def scenario() -> list[int]:
-        trimmer = MemoryTrimmer(activity, interval=INTERVAL)
+        # What the quiet server keeps for nothing is released just before each trim.
+        trimmer = MemoryTrimmer(
+            activity, interval=INTERVAL, release=lambda: released.append(len(trims))
+        )
         stop = asyncio.Event()
         task = asyncio.create_task(trimmer.run(stop))
         seen = []
@@ -46,6 +50,7 @@ def test_trims_once_activity_has_been_still_for_an_interval(
 
     assert asyncio.run(scenario()) == [1, 1, 1, 2]
     assert len(trims) == 2
+    assert released == [0, 1]
 
 
 def test_the_c_library_trim_runs_where_there_is_one() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import tracemalloc
 from collections.abc import Callable
 
@@ -248,6 +249,27 @@ def test_bodies_of_versions_no_longer_served_are_let_go() -> None:
     growth, _ = retained(lambda: updates(3, 40))
     # Forty full-state CDS bodies of 1,000 clusters were made; about one is still served.
     assert growth < 3 * len(cds.body), f"{growth / 1024:.0f} KiB kept"
+
+
+def test_a_quiet_server_lets_go_of_response_bodies_and_encodes_them_again() -> None:
+    served = snapshot(clusters=[eds_cluster(f"c{i:04d}") for i in range(CLUSTERS)])
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
+    cache.set_snapshots({ALL_GATEWAYS: served})
+    (first,) = SotwStream(memos=cache.memos).on_request(
+        request(CLUSTER, node=Node(id="e1")), cache.snapshot_for(ALL_GATEWAYS)
+    )
+    assert len(cache.memos.bodies.lru) == 1
+    body = first.body
+    holders = sys.getrefcount(body)
+    cache.release_bodies()
+    assert len(cache.memos.bodies.lru) == 0
+    assert cache.memos.bodies.lru.bytes == 0
+    assert sys.getrefcount(body) == holders - 1  # the cache's reference is gone
+    (again,) = SotwStream(memos=cache.memos).on_request(
+        request(CLUSTER, node=Node(id="e2")), cache.snapshot_for(ALL_GATEWAYS)
+    )
+    assert again.body is not first.body
+    assert again.body == first.body
 
 
 def test_response_bodies_are_bounded_by_bytes() -> None:

@@ -15,13 +15,20 @@ def intersect(listener_hostname: str | None, route_hostnames: Sequence[str]) -> 
     wins, so `*.example.com` and `foo.example.com` intersect as `foo.example.com`.
     """
     listener = listener_hostname.lower() if listener_hostname else None
-    routes = {hostname.lower() for hostname in route_hostnames}
+    routes = {_lowered(hostname) for hostname in route_hostnames}
     if not routes:
         return (listener or ANY_HOST,)
     if listener is None:
         return tuple(sorted(routes))
     domains = {_intersection(listener, route) for route in routes}
     return tuple(sorted(domain for domain in domains if domain is not None))
+
+
+def _lowered(hostname: str) -> str:
+    """The hostname lower-cased: the route's own string when it is already (the domains of
+    ten thousand routes then keep no copies)."""
+    lowered = hostname.lower()
+    return hostname if lowered == hostname else lowered
 
 
 def _intersection(first: str, second: str) -> str | None:

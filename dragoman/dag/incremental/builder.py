@@ -22,7 +22,7 @@ import bisect
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from dragoman.dag.context import BuildContext, build_context
@@ -174,10 +174,25 @@ class _Entry:
     # After kind conflicts (see kind_conflicts.py), and what follows from them.
     parents: tuple[ParentOutcome, ...] = ()
     conflicts: tuple[Problem, ...] = ()  # lost listeners of parentRefs that kept some
-    outcome: RouteOutcome | None = None
     problems: tuple[Problem, ...] = ()  # in the build's order: parentRefs', then rules'
     status: ObjectStatus | None = None
-    served: Mapping[ServedKey, ServedRoutes | ServedL4Route] = field(default_factory=dict)
+
+    # What follows from the fields above is made when asked, not kept: ten thousand
+    # entries would each hold a one-item dict of served items and an outcome (3 MiB).
+    @property
+    def outcome(self) -> RouteOutcome:
+        return RouteOutcome(self.route, self.route.meta.generation, self.parents)
+
+    def served(self) -> Iterator[tuple[ServedKey, ServedRoutes | ServedL4Route]]:
+        """The route's items as each listener serves it (after conflicts), by served key:
+        the same values on every call."""
+        key, rules = self.key, self.rules
+        for p, parent in enumerate(self.parents):
+            for a, attachment in enumerate(parent.attachments):
+                if isinstance(rules, L4Rules):
+                    yield (key, p, a), ServedL4Route(attachment, key, rules)
+                else:
+                    yield (key, p, a), ServedRoutes(attachment, rules.ranked, self.route.hostnames)
 
 
 class _State:
@@ -204,9 +219,11 @@ class _State:
         # Route keys of each kind, by key.
         self.keys: dict[str, list[ObjectKey]] = {kind: [] for kind in _ROUTE_FIELDS}
         self.bulk = False  # within an update of many routes (see update)
-        self.readers: dict[NamespacedName, set[ObjectKey]] = {}
+        # Routes by the Service they read, external name they forward to, namespace of the
+        # ReferenceGrants they asked, cluster they define: see _Keys.
+        self.readers: dict[NamespacedName, _Keys] = {}
         self.readers_of_all: set[ObjectKey] = set()
-        self.grant_readers: dict[str, set[ObjectKey]] = {}
+        self.grant_readers: dict[str, _Keys] = {}
         # Per (Gateway, listener): the route kinds attached and the routes, before conflicts.
         self.listener_kinds: dict[tuple[ObjectKey, str], Counter[str]] = {}
         self.listener_routes: dict[tuple[ObjectKey, str], set[ObjectKey]] = {}
@@ -220,7 +237,7 @@ class _State:
         # Routes attached somewhere that forward to external names (for the DNS check), and
         # the routes forwarding to each external name (attached or not).
         self.with_hostnames: set[ObjectKey] = set()
-        self.hostname_readers: dict[str, set[ObjectKey]] = {}
+        self.hostname_readers: dict[str, _Keys] = {}
         # Names of resolved clusters that are aggregates (now, and at the last Dag), and of
         # those resolved anew since the last Dag.
         self.aggregates: set[str] = set()
@@ -232,8 +249,10 @@ class _State:
         self.address_problems: list[Problem] = []
         # EndpointSlice addresses dropped, affinity timeouts Envoy cannot honour.
         self.upstream_problems: list[Problem] = []
-        self.attached: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
-        self.cluster_sources: dict[str, dict[ObjectKey, Cluster]] = {}
+        # Per Gateway and listener: how many routes it accepted (after conflicts).
+        self.attached: dict[ObjectKey, dict[str, int]] = {}
+        # (Each cluster is the one of the entry's rules.clusters.)
+        self.cluster_sources: dict[str, _Keys] = {}
         # The names of the EDS clusters resolved for each Service.
         self.eds_clusters: dict[NamespacedName, set[str]] = {}
         # EndpointSlices by Service, and the Services whose slices the last change changed.
@@ -309,7 +328,7 @@ class _State:
             self.dns = dns
             self.observed = set(observed)
             for name in observed:
-                affected.update(self.hostname_readers.get(name, ()))
+                affected.update(_keys(self.hostname_readers.get(name)))
         context = build_context(store, self.options, self.dns)
         self.changed_services = self.slices.update(
             self.store.endpoint_slices, store.endpoint_slices, changes.get("endpoint_slices", ())
@@ -335,7 +354,7 @@ class _State:
         if "services" in changes:
             affected.update(self.readers_of_all)
             for key in changes["services"]:
-                affected.update(self.readers.get(key, ()))
+                affected.update(_keys(self.readers.get(key)))
         if "reference_grants" in changes:
             affected.update(self._grant_readers(store, changes["reference_grants"]))
         if changes.keys() & {"backend_tls_policies", "config_maps", "secrets"} and self.with_names:
@@ -346,7 +365,7 @@ class _State:
                 *store.backend_tls_policies.values(),
             ):
                 for ref in policy.target_refs:
-                    affected.update(self.readers.get((policy.meta.namespace, ref.name), ()))
+                    affected.update(_keys(self.readers.get((policy.meta.namespace, ref.name))))
         routes = {key: _route(store, key) for key in affected}
         return self.update(store, context, routes, previous_store=self.store)
 
@@ -363,7 +382,7 @@ class _State:
         ]
         changed_grants = ReferenceGrants(versions)
         for namespace in {namespace for namespace, _ in changed}:
-            for route in self.grant_readers.get(namespace, ()):
+            for route in _keys(self.grant_readers.get(namespace)):
                 questions = self.entries[route].grant_questions
                 if any(changed_grants.permits(r, t) for r, t in questions):
                     yield route
@@ -380,7 +399,7 @@ class _State:
         self.store, self.context = store, context
         # Routes whose entries were replaced; None when routes came or went.
         replaced: set[ObjectKey] | None = set()
-        removed: list[ServedKey] = []
+        removed: dict[ServedKey, ServedRoutes | ServedL4Route] = {}
         added: dict[ServedKey, ServedRoutes | ServedL4Route] = {}
         recording = self._recording()
         # Many routes (a full build): their keys are sorted once, not inserted one by one.
@@ -394,19 +413,19 @@ class _State:
                     entry = entry_of(key, route, recording)
                     remember(entry)
                     if self.indexed:
-                        added.update(entry.served)
+                        added.update(entry.served())
             routes = {}
             replaced = None
         for key in routes:
             old = self.entries.get(key)
             if old is not None:
                 self._forget(old)
-                removed.extend(old.served)
+                removed.update(old.served())
             route = routes[key]
             if route is not None:
                 entry = self._entry(key, route, recording)
                 self._remember(entry)
-                added.update(entry.served)
+                added.update(entry.served())
             if replaced is not None and old is not None and route is not None:
                 replaced.add(key)
             elif old is not None or route is not None:
@@ -421,12 +440,12 @@ class _State:
             self.bulk = False
         for old, entry in self._conflicts():
             self._forget(old)
-            for served in old.served:
+            for served, item in old.served():
                 # Placed by this update (not yet in the indexes), or by an earlier one.
                 if added.pop(served, None) is None:
-                    removed.append(served)
+                    removed[served] = item
             self._remember(entry)
-            added.update(entry.served)
+            added.update(entry.served())
             if replaced is not None:
                 replaced.add(entry.key)
         self._resolve(self.unresolved)
@@ -581,19 +600,6 @@ class _State:
                 names.hostnames, self.dns, outcome.generation, self.options.external_names
             )
             status = add_route_condition(status, resolved)
-        served: dict[ServedKey, ServedRoutes | ServedL4Route]
-        if isinstance(rules, L4Rules):
-            served = {
-                (key, p, a): ServedL4Route(attachment, key, rules)
-                for p, parent in enumerate(parents)
-                for a, attachment in enumerate(parent.attachments)
-            }
-        else:
-            served = {
-                (key, p, a): ServedRoutes(attachment, rules.ranked, route.hostnames)
-                for p, parent in enumerate(parents)
-                for a, attachment in enumerate(parent.attachments)
-            }
         return _Entry(  # not dataclasses.replace: ten thousand of these in a full build
             key=key,
             route=route,
@@ -604,10 +610,8 @@ class _State:
             grant_questions=grant_questions,
             parents=parents,
             conflicts=conflicts,
-            outcome=outcome,
             problems=problems,
             status=status,
-            served=served,
         )
 
     def _remember(self, entry: _Entry) -> None:
@@ -624,7 +628,7 @@ class _State:
                 self.with_hostnames.add(key)
             if self.indexed:
                 for name in entry.names.hostnames:
-                    self.hostname_readers.setdefault(name, set()).add(key)
+                    _add(self.hostname_readers, name, key)
         # No setdefault(k, set()) below: ten thousand routes would allocate (and drop) a
         # default each time, a Counter's in Python.
         if not self.indexed:
@@ -634,19 +638,13 @@ class _State:
         else:
             readers = self.readers
             for service in entry.services_read:
-                if (keys := readers.get(service)) is None:
-                    readers[service] = {key}
-                else:
-                    keys.add(key)
+                _add(readers, service, key)
         for _, target in entry.grant_questions:
-            self.grant_readers.setdefault(target.namespace, set()).add(key)
-        sources = self.cluster_sources
-        for name, cluster in entry.rules.clusters.items():
-            if (by_route := sources.get(name)) is None:
-                sources[name] = {key: cluster}
-            else:
-                by_route[key] = cluster
-            self.unresolved.add(name)
+            _add(self.grant_readers, target.namespace, key)
+        sources, unresolved = self.cluster_sources, self.unresolved
+        for name in entry.rules.clusters:
+            _add(sources, name, key)
+            unresolved.add(name)
         l4 = key.kind in _L4_KINDS
         if l4:
             self.l4_keys.add(key)
@@ -663,15 +661,10 @@ class _State:
                     self.listener_routes[listener] = {key}
                 else:
                     routes.add(key)
-        for parent in entry.parents:
-            if parent.accepted:
-                for attachment in parent.attachments:
-                    if (gateway := self.attached.get(attachment.gateway)) is None:
-                        gateway = self.attached[attachment.gateway] = {}
-                    if (keys := gateway.get(attachment.listener)) is None:
-                        gateway[attachment.listener] = {key}
-                    else:
-                        keys.add(key)
+        for gateway_key, listener_name in _accepted_on(entry):
+            if (gateway := self.attached.get(gateway_key)) is None:
+                gateway = self.attached[gateway_key] = {}
+            gateway[listener_name] = gateway.get(listener_name, 0) + 1
 
     def _forget(self, entry: _Entry) -> None:
         key = entry.key
@@ -683,17 +676,14 @@ class _State:
         self.with_problems.discard(key)
         self.with_hostnames.discard(key)
         for name in entry.names.hostnames:
-            _discard(self.hostname_readers, name, key)
+            _remove(self.hostname_readers, name, key)
         self.readers_of_all.discard(key)
         for service in entry.services_read or ():
-            _discard(self.readers, service, key)
+            _remove(self.readers, service, key)
         for _, target in entry.grant_questions:
-            _discard(self.grant_readers, target.namespace, key)
+            _remove(self.grant_readers, target.namespace, key)
         for name in entry.rules.clusters:
-            sources = self.cluster_sources[name]
-            del sources[key]
-            if not sources:
-                del self.cluster_sources[name]
+            _remove(self.cluster_sources, name, key)
             self.unresolved.add(name)
         l4 = key.kind in _L4_KINDS
         self.l4_keys.discard(key)
@@ -708,25 +698,28 @@ class _State:
                 if not kinds[key.kind]:
                     del kinds[key.kind]
                 _discard(self.listener_routes, listener, key)
-        for parent in entry.parents:
-            for attachment in parent.attachments:
-                gateway = self.attached.get(attachment.gateway, {})
-                _discard(gateway, attachment.listener, key)
+        for gateway_key, listener_name in _accepted_on(entry):
+            gateway = self.attached[gateway_key]
+            if gateway[listener_name] > 1:
+                gateway[listener_name] -= 1
+            else:
+                del gateway[listener_name]
 
     def _resolve(self, names: Iterable[str]) -> None:
         """The build keeps the cluster of the last route (in its order) that resolved it."""
         all_sources, resolved = self.cluster_sources, self.resolved
         changed, aggregates = self.changed_resolved, self.aggregates
+        entries = self.entries
         indexed = self.indexed  # the EDS clusters of each Service: read by patches only
         for name in names:
             sources = all_sources.get(name)
             before = resolved.get(name)
             if indexed and isinstance(before, EdsCluster):
                 self._eds_cluster(before, name, present=False)
-            if sources:
+            if sources is not None:
                 # One source (most often): no comparison of route keys needed.
-                last = max(sources) if len(sources) > 1 else next(iter(sources))
-                cluster = sources[last]
+                last = max(sources) if type(sources) is set else sources
+                cluster = entries[last].rules.clusters[name]
                 if before is not cluster:
                     changed.add(name)
                 resolved[name] = cluster
@@ -872,7 +865,7 @@ class _State:
         served_l4: list[ServedL4Route] = []
         for kind in sorted(self.keys):  # the routes in ObjectKey order
             for key in self.keys[kind]:
-                for item in entries[key].served.values():
+                for _, item in entries[key].served():
                     if isinstance(item, ServedL4Route):
                         served_l4.append(item)
                     else:
@@ -919,7 +912,7 @@ class _State:
         return any(
             judged.owner(item.attachment.gateway) != only.gateway.key
             for entry in self.entries.values()
-            for item in entry.served.values()
+            for _, item in entry.served()
         )
 
     def _dns_routes(self) -> dict[ObjectKey, tuple[tuple[str, ...], int]]:
@@ -946,11 +939,9 @@ class _State:
     def _statuses(
         self, previous: Dag, previous_store: Store | None
     ) -> dict[ObjectKey, ObjectStatus]:
-        attached = {
-            gateway: {name: len(keys) for name, keys in listeners.items()}
-            for gateway, listeners in self.attached.items()
-        }
-        front = sorted(frontend_statuses(self.judged, attached, self.shadowed), key=status_order)
+        front = sorted(
+            frontend_statuses(self.judged, self.attached, self.shadowed), key=status_order
+        )
         # Gateway addresses may follow a Service's load balancer: made again every time.
         with_addresses = {status.key: status for status in front}
         self.address_problems = with_gateway_addresses(with_addresses, self.store, self.options)
@@ -987,7 +978,7 @@ class _State:
         candidates = set(self.readers_of_all if self.indexed else self.entries)
         for policy in self.store.backend_tls_policies.values():
             for ref in policy.target_refs:
-                candidates.update(self.readers.get((policy.meta.namespace, ref.name), ()))
+                candidates.update(_keys(self.readers.get((policy.meta.namespace, ref.name))))
         entries = self.entries
         return [
             RouteUpstreams(entries[key].outcome, entries[key].names)  # type: ignore[arg-type]
@@ -1011,6 +1002,16 @@ _Recording = tuple[RecordingServices, RecordingGrants, BuildContext]
 def _sort_key(key: ObjectKey) -> tuple[str, str, str]:
     """ObjectKey's order, as a tuple compared without calling Python code."""
     return key.kind, key.namespace, key.name
+
+
+def _accepted_on(entry: _Entry) -> set[tuple[ObjectKey, str]]:
+    """The (Gateway, listener) pairs that accepted the route (each counts it once)."""
+    return {
+        (attachment.gateway, attachment.listener)
+        for parent in entry.parents
+        if parent.accepted
+        for attachment in parent.attachments
+    }
 
 
 def _patchable(store: Store, judged: Frontends) -> bool:
@@ -1062,13 +1063,44 @@ def _group_name(gateway: ObjectKey) -> str:
     return f"{gateway.namespace}/{gateway.name}"
 
 
-def _discard(
-    index: dict[NamespacedName, set[ObjectKey]] | dict[str, set[ObjectKey]],
-    at: object,
-    key: ObjectKey,
-) -> None:
-    keys = index.get(at)  # type: ignore[call-overload]
+# The route keys an index holds at one place: one key alone, else a set of two or more. Most
+# Services, external names and clusters have one route: ten thousand one-key sets would cost
+# 2 MiB per index.
+_Keys = ObjectKey | set[ObjectKey]
+
+
+def _keys(held: _Keys | None) -> Iterable[ObjectKey]:
+    """The keys an index holds at one place (None: none)."""
+    if held is None:
+        return ()
+    return held if type(held) is set else (held,)  # type: ignore[return-value]
+
+
+def _add(index: dict[_K, _Keys], at: _K, key: ObjectKey) -> None:
+    held = index.get(at)
+    if held is None:
+        index[at] = key
+    elif type(held) is set:
+        held.add(key)
+    elif held != key:
+        index[at] = {held, key}  # type: ignore[arg-type]
+
+
+def _remove(index: dict[_K, _Keys], at: _K, key: ObjectKey) -> None:
+    held = index.get(at)
+    if held is None:
+        return
+    if type(held) is set:
+        held.discard(key)
+        if len(held) == 1:
+            index[at] = next(iter(held))
+    elif held == key:
+        del index[at]
+
+
+def _discard(index: dict[_K, set[ObjectKey]], at: _K, key: ObjectKey) -> None:
+    keys = index.get(at)
     if keys is not None:
         keys.discard(key)
         if not keys:
-            del index[at]  # type: ignore[arg-type]
+            del index[at]

@@ -6,9 +6,10 @@ when a route served there changes."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from dragoman.dag.frontends.attachment import Attachment
 from dragoman.dag.frontends.listeners import L4_PROTOCOLS, GatewayVerdict, ListenerVerdict
 from dragoman.dag.model import Listener, NodeGroup, VirtualHost
 from dragoman.dag.node_groups.groups import (
@@ -38,7 +39,6 @@ class NodeGroupIndex:
         self._routing: dict[tuple[str, str, str], list[tuple[_TableKey, int, str, Any]]] = {}
         # TCP, TLS and UDP listeners (no virtual hosts): the routes served there.
         self._l4: dict[tuple[str, str, str], dict[ServedKey, ServedL4Route]] = {}
-        self._l4_placed: dict[ServedKey, tuple[str, str, str]] = {}
         for (port, _), verdicts in self._ports.items():
             hostnames = [v.listener.hostname for v in verdicts]
             if verdicts[0].listener.protocol in L4_PROTOCOLS:
@@ -55,7 +55,7 @@ class NodeGroupIndex:
                 self._tables[table] = VirtualHostIndex(port, hostnames)
                 for position, verdict in enumerate(verdicts):
                     self._route(verdict, table, position, "http")
-        self._placed: dict[ServedKey, list[tuple[_TableKey, ItemKey]]] = {}
+        # Where an item is placed is not kept: its attachment says (see _placed).
         self._group: NodeGroup | None = None
         self._clusters: tuple[str, ...] = ()
 
@@ -78,17 +78,21 @@ class NodeGroupIndex:
 
     def update(
         self,
-        removed: Iterable[ServedKey],
+        removed: Mapping[ServedKey, ServedRoutes | ServedL4Route],
         added: Mapping[ServedKey, ServedRoutes | ServedL4Route],
     ) -> None:
+        """Take out the items `removed` (as they were added), put in `added`."""
         gone: dict[_TableKey, list[ItemKey]] = {}
-        l4, l4_placed = self._l4, self._l4_placed
-        for served_key in removed:
-            for table, item_key in self._placed.pop(served_key, ()):
+        l4 = self._l4
+        for served_key, item in removed.items():
+            a = item.attachment
+            if isinstance(item, ServedL4Route):
+                served = l4.get((a.gateway.namespace, a.gateway.name, a.listener))
+                if served is not None and served.pop(served_key, None) is not None:
+                    self._group = None
+                continue
+            for table, item_key, _, _ in self._placed(served_key, a):
                 gone.setdefault(table, []).append(item_key)
-            if (listener := l4_placed.pop(served_key, None)) is not None:
-                del l4[listener][served_key]
-                self._group = None
         new: dict[_TableKey, dict[ItemKey, ListenerRoutes]] = {}
         for served_key, item in added.items():
             a = item.attachment
@@ -96,14 +100,9 @@ class NodeGroupIndex:
                 listener = (a.gateway.namespace, a.gateway.name, a.listener)
                 if (served := l4.get(listener)) is not None:
                     served[served_key] = item
-                    l4_placed[served_key] = listener
                     self._group = None
                 continue
-            placed = []
-            for table, position, scheme, hostname in self._routing.get(
-                (a.gateway.namespace, a.gateway.name, a.listener), ()
-            ):
-                item_key = (position, *served_key)
+            for table, item_key, scheme, hostname in self._placed(served_key, a):
                 new.setdefault(table, {})[item_key] = ListenerRoutes(
                     listener_hostname=hostname,
                     scheme=scheme,
@@ -111,12 +110,20 @@ class NodeGroupIndex:
                     route_hostnames=item.route_hostnames,
                     routes=item.routes,
                 )
-                placed.append((table, item_key))
-            if placed:
-                self._placed[served_key] = placed
         for table in gone.keys() | new.keys():
             self._tables[table].update(gone.get(table, ()), new.get(table, {}))
             self._group = None
+
+    def _placed(
+        self, served_key: ServedKey, a: Attachment
+    ) -> Iterator[tuple[_TableKey, ItemKey, str, Any]]:
+        """Where an item attached by `a` goes: (table, its key there, scheme, listener
+        hostname) for each route table of its listener. The routing never changes (rejudged
+        keeps the listeners), so an item is found where it was placed: nothing per item kept."""
+        for table, position, scheme, hostname in self._routing.get(
+            (a.gateway.namespace, a.gateway.name, a.listener), ()
+        ):
+            yield table, (position, *served_key), scheme, hostname
 
     def group(self) -> NodeGroup:
         if self._group is None:

@@ -31,7 +31,9 @@ class VirtualHostIndex:
         self._port = port
         self._listeners = frozenset(listener_host(h) for h in listener_hostnames)
         self._items: dict[ItemKey, ListenerRoutes] = {}
-        self._by_domain: dict[str, set[ItemKey]] = {}
+        # The items served under each domain: one key alone (most domains: ten thousand
+        # one-key sets would cost 2 MiB), else a set of two or more.
+        self._by_domain: dict[str, ItemKey | set[ItemKey]] = {}
         self._domains: set[str] = set(self._listeners)
         self._sorted: list[str] = sorted(self._domains)
         self._hosts: dict[str, VirtualHost | None] = {}
@@ -53,15 +55,11 @@ class VirtualHostIndex:
                 continue
             for domain in set(item.domains):
                 touched.add(domain)
-                keys = self._by_domain[domain]
-                keys.discard(key)
-                if not keys:
-                    del self._by_domain[domain]
-                    if domain not in self._listeners:
-                        self._domains.discard(domain)
-                        del self._sorted[bisect.bisect_left(self._sorted, domain)]
-                        self._set_host(domain, None)
-                        del self._hosts[domain]
+                if self._without(domain, key) and domain not in self._listeners:
+                    self._domains.discard(domain)
+                    del self._sorted[bisect.bisect_left(self._sorted, domain)]
+                    self._set_host(domain, None)
+                    del self._hosts[domain]
         new_domains = []
         for key, item in added.items():
             if key in self._items:
@@ -71,11 +69,14 @@ class VirtualHostIndex:
                 touched.add(domain)
                 keys = self._by_domain.get(domain)
                 if keys is None:
-                    keys = self._by_domain[domain] = set()
+                    self._by_domain[domain] = key
                     if domain not in self._domains:
                         self._domains.add(domain)
                         new_domains.append(domain)
-                keys.add(key)
+                elif type(keys) is set:
+                    keys.add(key)
+                else:
+                    self._by_domain[domain] = {keys, key}
         if len(new_domains) > 64:
             self._sorted = sorted(self._domains)  # many at once (a full build): one sort
         else:
@@ -100,7 +101,8 @@ class VirtualHostIndex:
         self._items = dict(zip(keys, items, strict=True))
         key_of = keys.__getitem__
         self._by_domain = {
-            domain: set(map(key_of, positions)) for domain, positions in by_domain.items()
+            domain: key_of(positions[0]) if len(positions) == 1 else set(map(key_of, positions))
+            for domain, positions in by_domain.items()
         }
         domains = self._domains
         domains.update(by_domain)
@@ -148,13 +150,30 @@ class VirtualHostIndex:
         for domain in domains:
             keys: set[Hashable] = set()
             for d in (domain, *covering_domains(domain)):
-                keys.update(by_domain.get(d, ()))
+                held = by_domain.get(d)
+                if type(held) is set:
+                    keys.update(held)
+                elif held is not None:
+                    keys.add(held)
             reaching = [items[k] for k in sorted(keys)]  # type: ignore[type-var]
             host = domain_virtual_host(self._port, domain, self._domains, self._listeners, reaching)
             previous = self._hosts.get(domain)
             # The same value keeps the previous object: its serialization is reused by identity.
             if previous is None or previous != host:
                 self._set_host(domain, host)
+
+    def _without(self, domain: str, key: ItemKey) -> bool:
+        """Take `key` out of the domain's items; True when none is left."""
+        held = self._by_domain[domain]
+        if type(held) is set:
+            held.discard(key)
+            if len(held) == 1:
+                self._by_domain[domain] = next(iter(held))
+            return False
+        if held == key:
+            del self._by_domain[domain]
+            return True
+        return False
 
     def _set_host(self, domain: str, host: VirtualHost | None) -> None:
         previous, counts = self._hosts.get(domain), self._clusters

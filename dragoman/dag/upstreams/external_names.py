@@ -53,7 +53,10 @@ _NOT_IPV4 = re.compile(r"[^0-9.]")
 
 def normalise(external_name: str) -> str:
     """Lower-case, without one trailing dot: the form DNS compares and clusters are named by."""
-    name = external_name.strip().lower()
+    stripped = external_name.strip()
+    name = stripped.lower()
+    if name == stripped:
+        name = stripped  # the Service's own string: ten thousand clusters keep no copies
     return name[:-1] if name.endswith(".") else name
 
 
