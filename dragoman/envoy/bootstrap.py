@@ -188,6 +188,11 @@ def bootstrap_message(
             ]
         ),
     )
+    # Envoy's periodic stats flush walks every stat (about 100 per cluster) even with no
+    # sink configured: every 5 s, some 95 ms of the main thread at 10,000 clusters, which
+    # then also delays xDS updates. Nothing here reads the stats but the admin interface (and
+    # the stats listener forwarding to it), which flushes when it is read.
+    bootstrap.stats_flush_on_admin = True
     if stats_address is not None:
         if admin_socket is None:
             raise ValueError("the stats listener forwards to the admin socket: name one")

@@ -117,6 +117,39 @@ def test_the_stats_listener_serves_prometheus_stats_and_readiness(world: World) 
     assert request(world.stats_port, "GET", "/ready") == (200, "LIVE\n")
 
 
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    status, body = request(port, "GET", "/stats/prometheus")
+    assert status == 200
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+    }
+
+
+def test_scrapes_flush_the_stats_without_a_periodic_flush(world: World) -> None:
+    """The bootstrap turns Envoy's 5 s stats flush off (`stats_flush_on_admin`): scrapes
+    flush instead. Counters are read as they are; a scrape also merges the worker's
+    histograms, which the next scrape shows."""
+    web = (("envoy_cluster_name", "default/web/80"),)
+    listener_port = int(world.url.rsplit(":", 1)[1])
+    scrape(world.stats_port)
+    before = scrape(world.stats_port)  # histograms as of the scrape just before
+    for _ in range(3):
+        assert request(listener_port, "GET", "/counted")[0] == 200
+    after = scrape(world.stats_port)
+
+    def delta(now: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str) -> float:
+        return now[(name, web)] - before.get((name, web), 0.0)
+
+    assert delta(after, "envoy_cluster_upstream_rq_total") == 3
+    assert after[("envoy_server_memory_allocated", ())] > 0  # a server gauge the flush sets
+    wait_until(
+        lambda: delta(scrape(world.stats_port), "envoy_cluster_upstream_rq_time_count") == 3,
+        timeout=10,
+    )
+
+
 @pytest.mark.parametrize(
     ("method", "path"),
     [
