@@ -55,7 +55,8 @@ def http_rule_action(
     rule: HTTPRouteRule,
     context: BuildContext,
 ) -> RuleAction:
-    # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule).
+    # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule); only
+    # filters read the prefix.
     prefix = rule.matches[0].path.value if rule.filters and len(rule.matches) == 1 else ""
     return _rule_action(
         route,

@@ -78,7 +78,7 @@ def route_status(
                 + joined([f"{p.field}: {p.message}" for p in others]),
                 generation,
             )
-    parents = []
+    parents: list[dict[str, Any]] = []
     for parent in outcome.parents:
         if not parent.ours:
             continue
