@@ -20,7 +20,9 @@ For each update one cluster changes (with `--eds`, its CLA too); the time is mea
 EDS, which ADS sends after CDS) and until every ACK is back at the server (client clocks;
 CLOCK_MONOTONIC is shared by the processes). Reported: median and p99 over the updates, the
 server's peak RSS, RSS per idle stream (RSS growth from before the clients connected to all
-of them connected and idle, divided by S) and server CPU seconds per update.
+of them connected and idle, divided by S), the same once the updates are over and every
+stream is idle again (as the updates left it, and after malloc_trim: what stays) and server
+CPU seconds per update.
 
 `--tls on` serves over mutual TLS (certificates from `dragoman.security.certgen`, every client
 with the fleet identity, each stream its own TLS connection); `--tls both` runs every scenario
@@ -223,6 +225,10 @@ class Result:
     trimmed_before_kib: int
     trimmed_idle_kib: int
     peak_kib: int
+    # After the last update, every stream idle again: as the updates left it (freed pages
+    # still held by the allocator), then after malloc_trim (memory in use).
+    rss_after_kib: int
+    trimmed_after_kib: int
     response_bytes: int
     scrape: str = ""  # with --metrics: the /metrics scrape with every stream connected
 
@@ -316,6 +322,9 @@ async def run_scenario(scenario: Scenario) -> Result:
             cpu_s.append(time.process_time() - cpu_before)
             starts.append((version, started))
             await asyncio.sleep(0.3)
+        gc.collect()
+        rss_after = rss_kib()
+        trimmed_after = trimmed_rss_kib()
         # Each worker reports when each of its streams received each version.
         received: dict[str, list[float]] = {}
         for proc in procs:
@@ -352,6 +361,8 @@ async def run_scenario(scenario: Scenario) -> Result:
         trimmed_before,
         trimmed_idle,
         peak_rss_kib(),
+        rss_after,
+        trimmed_after,
         response_bytes=_full_response_bytes(snapshots[-1]),
         scrape=scrape,
     )
@@ -600,6 +611,18 @@ def report(result: Result) -> None:
         f"{per_stream:.1f} KiB per idle stream"
     )
     print(f"  after malloc_trim (memory in use): {in_use:.1f} KiB per idle stream")
+    # What the updates left: per stream over the RSS before any client, so it also counts
+    # what every stream shares (the new versions' bodies and digest maps); compare two S
+    # to separate the two.
+    updates = len(result.received_s)
+    after = (result.rss_after_kib - result.rss_before_kib) / scenario.streams
+    after_in_use = (result.trimmed_after_kib - result.trimmed_before_kib) / scenario.streams
+    print(
+        f"  after {updates} updates, all idle again: {result.rss_after_kib / 1024:.1f} MiB "
+        f"({after:.1f} KiB per stream) as left; "
+        f"{result.trimmed_after_kib / 1024:.1f} MiB ({after_in_use:.1f} KiB per stream) "
+        "after malloc_trim"
+    )
     if result.scrape:
         families = sum(1 for line in result.scrape.splitlines() if line.startswith("# TYPE"))
         series = sum(1 for line in result.scrape.splitlines() if not line.startswith("#"))

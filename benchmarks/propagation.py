@@ -27,8 +27,15 @@ it answers from the new port. Reported: the time until all Envoys answered from 
 (median, p90, p99 over the changes), every non-200 answer seen meanwhile, dragoman's own
 write → snapshot time (from its log), Envoy start → all clusters active, dragoman start →
 ready (serving xDS, from process start), its CPU per minute while idle with 1 and with all
-Envoys connected, its RSS, and RSS per extra Envoy. The machine's load average is printed
-beside the figures. Every process started is stopped by its own pid.
+Envoys connected, and its RSS: idle with 1 and with all Envoys (read after the allocator trim
+dragoman makes once quiet), right after the last change and again `--quiet-seconds` later
+(before and after that trim), and per extra Envoy from those. The same changes are first made
+with the first Envoy alone, so that what changes leave for every Envoy alike (the build's
+memory, new versions) cancels out of the per-Envoy figures. CPU per change is raw (each
+Envoy's main thread until it answered, and over the whole window), beside the idle rate.
+The machine's load average is printed beside the figures. Ports bound by number are picked
+below the ephemeral range, never twice in a run. Every process started is stopped by its
+own pid.
 
 It prints figures; nothing asserts on them.
 """
@@ -49,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -58,6 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.envoy.bootstrap import bootstrap_yaml
+from dragoman.runtime.memory import TRIM_INTERVAL_S
 
 GATEWAY = "bench"
 NAMESPACE = "default"
@@ -206,24 +215,43 @@ def serve_upstreams(envoys: int, services: int, ports: list[int], dns_ports_out:
 # --- processes ----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Ports bound by number are picked below the kernel's ephemeral range, and never twice in one
+# run: a port handed out by bind(0) is free only until something else binds it, and between
+# the pick and Envoy binding its listener the DNS responders, the xDS server and every
+# outgoing connection (Envoy's DNS over TCP, other programs') take ports of that range.
+LOWEST_PORT = 10_000
+_picked: set[int] = set()
 
 
-def free_port_everywhere(envoys: int) -> int:
-    """A port free on 127.0.0.1, 127.0.0.2 and every backend address."""
-    while True:
-        port = free_port()
-        hosts = ["127.0.0.2"] + [f"127.0.0.{BACKEND_BASE + k}" for k in range(envoys)]
+def _ephemeral_low() -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return 32768
+
+
+def free_port(hosts: tuple[str, ...] = ("127.0.0.1",)) -> int:
+    """A TCP port free on every one of `hosts` (no TIME_WAIT either), not picked before."""
+    high = max(LOWEST_PORT + 1, _ephemeral_low())
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(LOWEST_PORT, high)
+        if port in _picked:
+            continue
         try:
             for host in hosts:
                 with socket.socket() as s:
                     s.bind((host, port))
         except OSError:
             continue
+        _picked.add(port)
         return port
+    raise RuntimeError(f"no free port between {LOWEST_PORT} and {high}")
+
+
+def free_port_everywhere(envoys: int) -> int:
+    """A port free on 127.0.0.1, 127.0.0.2 and every backend address."""
+    backends = tuple(f"127.0.0.{BACKEND_BASE + k}" for k in range(envoys))
+    return free_port(("127.0.0.1", "127.0.0.2", *backends))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -290,20 +318,38 @@ class EnvoyConnection:
         self.writer.close()
 
 
+# What a connection that reached no Envoy (or no HTTP server) raises when asked.
+NO_ANSWER = (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, IndexError)
+
+
 async def connect_to_each(
     envoys: int, listener_port: int, probe_host: str, timeout: float = 60.0
 ) -> dict[int, EnvoyConnection]:
-    """Opens connections until one reached each Envoy (the kernel spreads them)."""
+    """Opens connections until one reached each Envoy (the kernel spreads them).
+
+    What every other attempt met is counted, and named if some Envoy is never reached.
+    """
     found: dict[int, EnvoyConnection] = {}
+    seen: Counter[str] = Counter()
     deadline = time.monotonic() + timeout
     while len(found) < envoys:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"reached Envoys {sorted(found)} only")
-        reader, writer = await asyncio.open_connection("127.0.0.1", listener_port)
+            met = ", ".join(f"{what} x{count}" for what, count in seen.most_common(5))
+            raise TimeoutError(
+                f"reached Envoys {sorted(found)} only through 127.0.0.1:{listener_port} "
+                f"in {timeout:g} s; other attempts met: {met or 'nothing'}"
+            )
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", listener_port)
+        except OSError as error:  # refused: no listener (yet)
+            seen[f"connect: {error.strerror or error}"] += 1
+            await asyncio.sleep(0.1)
+            continue
         connection = EnvoyConnection(reader, writer)
         try:
             status, body = await asyncio.wait_for(connection.get(probe_host), 5)
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+        except NO_ANSWER as error:
+            seen[f"no HTTP answer ({type(error).__name__})"] += 1
             connection.close()
             await asyncio.sleep(0.1)
             continue
@@ -311,6 +357,7 @@ async def connect_to_each(
         if envoy is None or envoy in found:
             connection.close()
             if envoy is None:
+                seen[f"{status} {body[:60]!r}"] += 1
                 await asyncio.sleep(0.1)
             continue
         found[envoy] = connection
@@ -356,17 +403,29 @@ class Figures:
     envoy_ready_s: list[float] = field(default_factory=list)
     idle_cpu_1: float = 0.0
     idle_cpu_all: float = 0.0
+    # dragoman's RSS (MiB): idle with 1 and with every Envoy, read after the allocator trim
+    # that follows quiet (`--idle-seconds` of nothing happening); then right after the last
+    # change (before that trim: freed pages the allocator still holds), and after the trim.
     rss_1: float = 0.0
     rss_all: float = 0.0
+    rss_burst: float = 0.0
+    rss_quiet: float = 0.0
+    # The same two after the same changes made while only the first Envoy was connected
+    # (before the others start): what changes leave behind for every Envoy alike.
+    rss_1_burst: float = 0.0
+    rss_1_quiet: float = 0.0
     changes: list[float] = field(default_factory=list)
     per_envoy: list[float] = field(default_factory=list)
     builds_ms: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)
-    # CPU per change, from the write until `--pause` after the last answer: each Envoy's main
-    # thread, less what it spends idle in as long (load-independent: what applying one
-    # update costs it), and dragoman's (utime + stime).
+    # CPU per change, raw (never less the idle rate, which can overshoot): each Envoy's main
+    # thread from the write until that Envoy answered from the new config (what it spent to
+    # apply it, and its idle work meanwhile), and over the whole window from the write until
+    # `--pause` after the last answer; dragoman's (utime + stime) over that window.
     envoy_cpu_ms: list[float] = field(default_factory=list)
+    envoy_window_cpu_ms: list[float] = field(default_factory=list)
+    window_s: list[float] = field(default_factory=list)
     dragoman_cpu_ms: list[float] = field(default_factory=list)
     envoy_idle_cpu_ms_per_s: float = 0.0  # each Envoy's main thread, while nothing changes
     cds_update_duration: str = ""  # Envoy 0's histogram, as its admin prints it
@@ -434,6 +493,13 @@ def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
                 time.sleep(2)  # let the first resolutions and ACKs settle
                 figures.idle_cpu_1 = idle_cpu(dragoman.pid, args.idle_seconds)
                 figures.rss_1 = rss_mib(dragoman.pid)
+                if args.envoys > 1 and args.changes:
+                    wait_listening(envoys[0])
+                    alone = Figures()  # its latencies are not reported
+                    asyncio.run(measure_changes(args, workload, alone, log_path, envoys=1))
+                    figures.rss_1_burst = rss_mib(dragoman.pid)
+                    time.sleep(args.quiet_seconds)
+                    figures.rss_1_quiet = rss_mib(dragoman.pid)
         started_rest = time.monotonic()
         for envoy in envoys[1:]:
             wait_envoy_ready(envoy, args.services)
@@ -450,11 +516,15 @@ def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
         figures.rss_all = rss_mib(dragoman.pid)
         figures.loads.append(load())
 
+        for envoy in envoys:
+            wait_listening(envoy)
         asyncio.run(measure_changes(args, workload, figures, log_path, envoy_pids, dragoman.pid))
+        figures.rss_burst = rss_mib(dragoman.pid)
+        time.sleep(args.quiet_seconds)
+        figures.rss_quiet = rss_mib(dragoman.pid)
         with contextlib.suppress(Exception):
             figures.cds_update_duration = cds_update_duration(envoys[0])
         figures.loads.append(load())
-        figures.rss_all = max(figures.rss_all, rss_mib(dragoman.pid))
     finally:
         # Every Envoy told at once: each takes a while to exit with 10,000 clusters.
         with ThreadPoolExecutor(max(1, len(envoys))) as pool:
@@ -467,6 +537,13 @@ def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
 def _stop_envoy(envoy: EnvoyProcess) -> None:
     with contextlib.suppress(Exception):
         envoy.stop()
+    # Never left running into the next phase, whatever stop() met.
+    deadline = time.monotonic() + 30
+    while envoy.is_running() and time.monotonic() < deadline:
+        if envoy.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(envoy.pid, signal.SIGKILL)
+        time.sleep(0.1)
 
 
 def start_envoy(workdir: Path, k: int, xds_port: int, dns_port: int, delta: bool) -> EnvoyProcess:
@@ -511,6 +588,22 @@ def wait_envoy_ready(envoy: EnvoyProcess, services: int, timeout: float = 600.0)
     raise TimeoutError("Envoy did not activate every cluster:\n" + envoy.log_tail())
 
 
+def wait_listening(envoy: EnvoyProcess, timeout: float = 120.0) -> None:
+    """Until the Envoy runs the Gateway's listener (bound, routes in, none warming)."""
+    deadline = time.monotonic() + timeout
+    stats: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            stats = envoy.stats("listener_manager\\.(total_listeners_|lds\\.update_)")
+            if (
+                stats.get("listener_manager.total_listeners_active", 0) >= 1
+                and stats.get("listener_manager.total_listeners_warming", 1) == 0
+            ):
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"Envoy (pid {envoy.pid}) runs no listener: {stats}\n" + envoy.log_tail())
+
+
 def cds_update_duration(envoy: EnvoyProcess) -> str:
     """Envoy's CDS update duration histogram, as its admin prints it. The bootstrap flushes
     stats when they are read, and a read merges the histograms for the next one: read twice."""
@@ -534,10 +627,16 @@ async def measure_changes(
     log_path: Path,
     envoy_pids: list[int] | None = None,
     dragoman_pid: int | None = None,
+    envoys: int | None = None,
 ) -> None:
+    """`args.changes` changes, each until every Envoy (the first `envoys`, default all)
+    answered from it; figures added to `figures`."""
     external = [i for i in range(workload.services) if workload.is_external(i)]
-    connections = await connect_to_each(args.envoys, workload.listener_port, "svc0.bench.test")
+    connections = await connect_to_each(
+        envoys or args.envoys, workload.listener_port, "svc0.bench.test"
+    )
     rng = random.Random(1)
+    pid_of = dict(enumerate(envoy_pids or ()))  # Envoy k's pid
     try:
         for _ in range(args.changes):
             i = rng.choice(external[1:] or external)
@@ -548,27 +647,49 @@ async def measure_changes(
             started = time.monotonic()
             port = workload.change(i)
             failures: list[str] = []
-            times = await asyncio.gather(
+            answers = await asyncio.gather(
                 *(
-                    probe_until(c, host, port, started, args.probe_interval, 30.0, failures)
-                    for c in connections.values()
+                    probe_and_read_cpu(
+                        c, host, port, started, args.probe_interval, failures, pid_of.get(k)
+                    )
+                    for k, c in connections.items()
                 )
             )
+            times = [took for took, _ in answers]
+            answered_cpu = {k: cpu for k, (_, cpu) in zip(connections, answers, strict=True)}
             figures.changes.append(max(times))
             figures.per_envoy.extend(times)
             figures.failures.extend(f"svc{i}: {f}" for f in failures)
             await asyncio.sleep(args.pause)
             figures.builds_ms.extend(_builds(log_path, log_size))
-            idle_ms = figures.envoy_idle_cpu_ms_per_s * (time.monotonic() - started)
-            figures.envoy_cpu_ms.extend(
-                (main_thread_cpu_seconds(pid) - before) * 1000 - idle_ms
-                for pid, before in zip(envoy_pids or (), envoy_cpu, strict=True)
-            )
+            figures.window_s.append(time.monotonic() - started)
+            for k, pid in enumerate(envoy_pids or ()):
+                cpu = answered_cpu.get(k)
+                if cpu is not None:
+                    figures.envoy_cpu_ms.append((cpu - envoy_cpu[k]) * 1000)
+                figures.envoy_window_cpu_ms.append(
+                    (main_thread_cpu_seconds(pid) - envoy_cpu[k]) * 1000
+                )
             if dragoman_pid is not None:
                 figures.dragoman_cpu_ms.append((cpu_seconds(dragoman_pid) - dragoman_cpu) * 1000)
     finally:
         for connection in connections.values():
             connection.close()
+
+
+async def probe_and_read_cpu(
+    connection: EnvoyConnection,
+    host: str,
+    port: int,
+    started: float,
+    interval: float,
+    failures: list[str],
+    pid: int | None,
+) -> tuple[float, float | None]:
+    """`probe_until`, and the main-thread CPU seconds of the Envoy (`pid`, if one) right
+    when it answered from `port`."""
+    took = await probe_until(connection, host, port, started, interval, 30.0, failures)
+    return took, (main_thread_cpu_seconds(pid) if pid is not None else None)
 
 
 def _builds(log_path: Path, offset: int) -> list[float]:
@@ -603,12 +724,34 @@ def report(name: str, args: argparse.Namespace, f: Figures) -> None:
     print(f"idle CPU, 1 Envoy                          {f.idle_cpu_1:8.2f} s/min")
     print(f"idle CPU, {args.envoys} Envoys                        {f.idle_cpu_all:8.2f} s/min")
     print(
-        f"RSS, 1 Envoy / {args.envoys} Envoys                   "
-        f"{f.rss_1:6.1f} / {f.rss_all:.1f} MiB"
+        f"RSS idle, 1 Envoy / {args.envoys} Envoys              "
+        f"{f.rss_1:6.1f} / {f.rss_all:.1f} MiB (after the allocator trim that follows quiet)"
     )
+    if f.rss_burst:
+        print(
+            f"RSS after the changes, {args.envoys} Envoys          "
+            f"{f.rss_burst:6.1f} MiB right after the last (before the trim), "
+            f"{f.rss_quiet:.1f} MiB {args.quiet_seconds:g} s later (after it)"
+        )
+    if f.rss_1_burst:
+        print(
+            f"RSS after the same changes, 1 Envoy       "
+            f"{f.rss_1_burst:6.1f} MiB right after the last (before the trim), "
+            f"{f.rss_1_quiet:.1f} MiB {args.quiet_seconds:g} s later (after it)"
+        )
     if args.envoys > 1:
-        per = (f.rss_all - f.rss_1) / (args.envoys - 1)
-        print(f"RSS per extra Envoy                        {per:8.2f} MiB")
+        extra = args.envoys - 1
+        print(
+            f"RSS per extra Envoy, idle                  {(f.rss_all - f.rss_1) / extra:8.2f} MiB"
+        )
+        if f.rss_burst and f.rss_1_burst:
+            # Each against the same moment of the same changes with one Envoy: what the
+            # changes leave for every Envoy alike (the build's memory, new versions) cancels.
+            print(
+                f"RSS per extra Envoy, after the changes     "
+                f"{(f.rss_burst - f.rss_1_burst) / extra:8.2f} MiB right after the last "
+                f"(before the trim), {(f.rss_quiet - f.rss_1_quiet) / extra:.2f} MiB after it"
+            )
     if f.changes:
         median, p90, p99 = quantiles(f.changes)
         print(
@@ -631,8 +774,16 @@ def report(name: str, args: argparse.Namespace, f: Figures) -> None:
         cores = os.cpu_count() or 1
         print(
             f"CPU per change, each Envoy's main thread   median {median:.0f} ms, "
-            f"p90 {p90:.0f} ms (less idle {f.envoy_idle_cpu_ms_per_s:.1f} ms/s)"
+            f"p90 {p90:.0f} ms from the write until it answered"
         )
+        if f.envoy_window_cpu_ms:
+            window = statistics.median(f.window_s)
+            print(
+                f"  over the whole window ({window:.2f} s)       median "
+                f"{statistics.median(f.envoy_window_cpu_ms):.0f} ms; idle it spends "
+                f"{f.envoy_idle_cpu_ms_per_s:.1f} ms/s ({f.envoy_idle_cpu_ms_per_s * window:.0f}"
+                " ms in as long)"
+            )
         print(
             f"  {args.envoys} Envoys x {median:.0f} ms on {cores} cores: no change can reach "
             f"them all in under {args.envoys * median / min(cores, args.envoys):.0f} ms"
@@ -661,6 +812,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--probe-interval", type=float, default=0.005)
     parser.add_argument("--pause", type=float, default=1.0, help="seconds between changes")
+    parser.add_argument(
+        "--quiet-seconds",
+        type=float,
+        default=3 * TRIM_INTERVAL_S,
+        help="after the changes, until RSS is read again (the allocator trim comes once "
+        "dragoman has been quiet for a while)",
+    )
     parser.add_argument("--serve-upstreams", help=argparse.SUPPRESS)
     import propagation_floor  # beside this file, as is the next; both import this module
     import propagation_sovereign

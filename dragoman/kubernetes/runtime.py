@@ -29,6 +29,7 @@ from dragoman.kubernetes.status_writer import PublishResult, StatusClient, Statu
 from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.debug.view import DebugView, take_view
 from dragoman.runtime.logs import problem_fields
+from dragoman.runtime.memory import MemoryTrimmer
 from dragoman.runtime.metrics import Metrics
 from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
@@ -219,6 +220,12 @@ class KubernetesServer:
             )
             if checking is not None:
                 tasks.append(checking)
+            # A build, or a stream come or gone, means large responses were made and freed.
+            trimmer = MemoryTrimmer(
+                lambda: (len(self.streams), id(self.controller.snapshots)),
+                release=self.controller.cache.release_bodies,
+            )
+            tasks.append(asyncio.create_task(trimmer.run(halt)))
             self.serving = True
             log.info("serving xDS on %s", self.config.xds_address)
             if self.elector is not None:

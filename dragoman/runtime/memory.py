@@ -17,6 +17,9 @@ from collections.abc import Callable, Hashable
 
 log = logging.getLogger("dragoman.runtime.memory")
 
+# How long activity must be still before a trim: one interval (checked once per interval).
+TRIM_INTERVAL_S = 2.0
+
 
 def _malloc_trim() -> Callable[[], object] | None:
     """glibc's malloc_trim(0), or None where the C library has none (musl, macOS)."""
@@ -40,7 +43,7 @@ class MemoryTrimmer:
     def __init__(
         self,
         activity: Callable[[], Hashable],
-        interval: float = 2.0,
+        interval: float = TRIM_INTERVAL_S,
         release: Callable[[], object] | None = None,
     ) -> None:
         """`release`: drops what is kept only to answer the activity of the moment (response

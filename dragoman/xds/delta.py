@@ -30,6 +30,7 @@ from dragoman.xds.delta_state import (
     MAX_PENDING,
     UNKNOWN,
     DeltaTypeState,
+    DigestMap,
     DigestMaps,
     Pending,
     share_if_equal,
@@ -269,7 +270,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         """Whether `acked` with this ACK applied is exactly `held`, itself a shared digest map
         and nothing else in flight: then `acked` can be that map too."""
         held = state.held
-        if isinstance(held, dict) or state.pending:
+        if not isinstance(held, DigestMap) or state.pending:
             return False
         acked = state.acked
         if not acked:

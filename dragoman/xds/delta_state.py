@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from typing import NoReturn
 
 from dragoman.snapshots.resources import Resource, TypeSnapshot
 from dragoman.xds.sotw_state import Nack
@@ -77,7 +78,7 @@ class DeltaTypeState:
 
 def writable(mapping: Mapping[str, str]) -> dict[str, str]:
     """`mapping` itself if it is this stream's own dict, else a private copy to change."""
-    return mapping if isinstance(mapping, dict) else dict(mapping)
+    return mapping if type(mapping) is dict else dict(mapping)
 
 
 def share_if_equal(mapping: Mapping[str, str], digests: Mapping[str, str]) -> Mapping[str, str]:
@@ -87,36 +88,65 @@ def share_if_equal(mapping: Mapping[str, str], digests: Mapping[str, str]) -> Ma
     return digests if mapping == digests else mapping
 
 
-# Shared digest maps and diffs kept: one per type of a few recent versions.
-DIGEST_MAPS = 64
+class DigestMap(dict[str, str]):
+    """The name -> digest map of one type snapshot, shared by every delta stream holding it.
+
+    Never changed once made: a stream copies it (`writable`) before changing its own. A
+    dict for the speed of its lookups; weakly referenceable, so that the maps no stream
+    holds any more are let go (10,000 names cost about 200 KiB per map)."""
+
+    __slots__ = ("__weakref__", "version")
+
+    def __init__(self, version: str, digests: Mapping[str, str]) -> None:
+        super().__init__(digests)
+        self.version = version
+
+    def _read_only(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("a shared digest map is read-only; copy it with writable()")
+
+    __setitem__ = __delitem__ = _read_only
+    pop = popitem = clear = update = setdefault = __ior__ = _read_only  # type: ignore[assignment]
+
+
+# Digest maps kept although no stream holds them (the latest few, which streams are about to
+# take), and diffs between them.
+RECENT_MAPS = 4
 DIFFS = 64
 
 
 class DigestMaps:
     """Read-only name -> digest maps of type snapshots, and the diffs between them, shared by
-    the delta streams of one SnapshotCache (which owns this)."""
+    the delta streams of one SnapshotCache (which owns this).
 
-    def __init__(self, maps: int = DIGEST_MAPS, diffs: int = DIFFS) -> None:
-        self._max_maps, self._max_diffs = maps, diffs
-        self._maps: OrderedDict[str, Mapping[str, str]] = OrderedDict()
+    A map lives as long as a stream holds it (plus the latest few): a burst of changes
+    leaves no map behind per version once every stream has moved on."""
+
+    def __init__(self, recent: int = RECENT_MAPS, diffs: int = DIFFS) -> None:
+        self._max_recent, self._max_diffs = recent, diffs
+        self._recent: OrderedDict[str, DigestMap] = OrderedDict()
+        self._alive: dict[str, weakref.ref[DigestMap]] = {}
         self._diffs: OrderedDict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = (
             OrderedDict()
         )
+
+    def __len__(self) -> int:
+        """How many maps are alive (held by a stream, or recent)."""
+        return len(self._alive)
 
     def digests_of(self, current: TypeSnapshot) -> Mapping[str, str]:
         """name -> digest of a type snapshot, read-only and shared by every stream.
 
         Keyed by the type version alone: that version is a hash of these very pairs.
         """
-        maps = self._maps
-        found = maps.get(current.version)
+        version = current.version
+        found = self._find(version)
         if found is None:
-            found = MappingProxyType({n: r.digest for n, r in current.resources.items()})
-            maps[current.version] = found
-            if len(maps) > self._max_maps:
-                maps.popitem(last=False)
-        else:
-            maps.move_to_end(current.version)
+            found = DigestMap(version, {n: r.digest for n, r in current.resources.items()})
+            self._alive[version] = weakref.ref(found, self._forget(version))
+        self._recent[version] = found
+        self._recent.move_to_end(version)
+        if len(self._recent) > self._max_recent:
+            self._recent.popitem(last=False)
         return found
 
     def shared_diff(
@@ -130,7 +160,9 @@ class DigestMaps:
         key = (old_version, current.version)
         found = self._diffs.get(key)
         if found is None:
-            old = self._maps[old_version]
+            old = self._find(old_version)
+            if old is None:
+                raise KeyError(old_version)
             new = current.resources
             changed = tuple(n for n, r in new.items() if old.get(n) != r.digest)
             removed = tuple(sorted(n for n in old if n not in new))
@@ -140,10 +172,19 @@ class DigestMaps:
         return found
 
     def shared_map_version(self, mapping: Mapping[str, str]) -> str | None:
-        """The type version whose shared digest map `mapping` is, if it is one."""
-        if isinstance(mapping, dict):
+        """The type version whose shared digest map `mapping` is, if it is one of these."""
+        if not isinstance(mapping, DigestMap):
             return None
-        for version, shared in reversed(self._maps.items()):
-            if shared is mapping:
-                return version
-        return None
+        version = mapping.version
+        return version if self._find(version) is mapping else None
+
+    def _find(self, version: str) -> DigestMap | None:
+        ref = self._alive.get(version)
+        return ref() if ref is not None else None
+
+    def _forget(self, version: str) -> Callable[[weakref.ref[DigestMap]], None]:
+        def forget(gone: weakref.ref[DigestMap]) -> None:
+            if self._alive.get(version) is gone:  # not replaced by a newer map meanwhile
+                del self._alive[version]
+
+        return forget

@@ -170,6 +170,7 @@ class SotwStream(StreamProtocol[TypeState]):
         state = self.types[type_url]
         current = self._current(type_url)
         if current.version == state.seen_version:
+            _adopt(state, current)
             return None
         return self._plan(state, current)
 
@@ -188,8 +189,12 @@ class SotwStream(StreamProtocol[TypeState]):
             state.rejected_version = None
             state.rejected_names = frozenset()
         if state.type_url in FULL_STATE_TYPES:
-            return _plan_full_state(state, current, force_full or bool(force))
-        return _plan_changes(state, current, force)
+            plan = _plan_full_state(state, current, force_full or bool(force))
+        else:
+            plan = _plan_changes(state, current, force)
+        if plan is None:
+            _adopt(state, current)
+        return plan
 
     def _send(self, type_url: str, plan: Plan) -> list[SotwResponse]:
         state = self.types[type_url]
@@ -348,6 +353,10 @@ def _subscribe(
                 for name in unwanted:
                     del sent[name]
                     state.unacked.pop(name, None)
+                if not state.in_flight and not state.unacked:
+                    # Fewer names (a removed cluster's CLA) may leave exactly the snapshot's
+                    # mapping, and no ACK may follow to share it: share it now.
+                    _share_sent_if_equal(state, current)
         for name in [n for n in state.retained if n not in state.names]:
             del state.retained[name]
     return added
@@ -371,16 +380,35 @@ def _own(state: TypeState) -> dict[str, Resource]:
 
 def _share_sent_if_equal(state: TypeState, current: TypeSnapshot) -> None:
     """EDS/RDS, idle again: hold the snapshot's own mapping when it is exactly what the
-    client holds (a stream subscribed to every CLA, say), not a private copy of it."""
+    client holds (a stream subscribed to every CLA, say), not a private copy of it nor an
+    equal mapping of an earlier snapshot."""
     available = current.resources
     sent = state.sent
-    if state.sent_shared or len(sent) != len(available):
+    if sent is available or len(sent) != len(available):
         return
     for name, resource in available.items():
         held = sent.get(name)
         if held is None or held.digest != resource.digest:
             return
     state.sent, state.sent_shared = available, True
+
+
+def _adopt(state: TypeState, current: TypeSnapshot) -> None:
+    """Nothing to send: hold `current`'s own mapping in place of an equal one of an earlier
+    snapshot (a full build makes new objects of unchanged content), so that the earlier
+    snapshot's resources are not kept alive by the streams that connected while it was served."""
+    available = current.resources
+    if state.type_url not in FULL_STATE_TYPES:
+        # Only a mapping shared before (a private one is shared again at its next ACK).
+        if state.sent_shared and not state.in_flight and not state.unacked:
+            _share_sent_if_equal(state, current)
+        return
+    if state.sent_whole == current.version and state.sent is not available:
+        if not state.in_flight and state.sent_batch is state.sent:
+            state.sent_batch = available
+        state.sent = available  # the same content: its version hashes it
+    if state.acked_whole == current.version:
+        state.acked_sent = available
 
 
 def _rejected_names(state: TypeState) -> frozenset[str]:

@@ -16,6 +16,7 @@ import pytest
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.kubernetes.kinds import KINDS_BY_NAME, WatchedKind
 from dragoman.kubernetes.runtime import join_all
+from dragoman.runtime import memory
 from tests.support.builders import (
     GATEWAY_V1,
     endpoint_slice,
@@ -710,6 +711,26 @@ def test_gateway_addresses_follow_the_envoy_services_load_balancer(api: KubeApiS
             }
             assert scraped["dragoman_leader"] == 1
             assert replica.server.metrics.status_writes.labels("written")._value.get() >= 3
+        finally:
+            await replica.stop()
+
+    run(scenario)
+
+
+def test_freed_memory_is_handed_back_once_serving_is_quiet(
+    api: KubeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As in manifest mode: what the first build and its responses freed goes back to the
+    system (malloc_trim) once nothing has changed for an interval, not while changes go on."""
+    trims: list[float] = []
+    monkeypatch.setattr(memory, "_malloc_trim", lambda: lambda: trims.append(time.monotonic()))
+    seed(api)
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config(None)).start()
+        try:
+            await eventually(lambda: replica.server.serving)
+            await eventually(lambda: len(trims) >= 1, timeout=30, what="a trim")
         finally:
             await replica.stop()
 

@@ -27,16 +27,19 @@ from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,
+    ROUTE,
     Resource,
     Snapshot,
     TypeSnapshot,
 )
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.delta import DeltaStream
+from dragoman.xds.delta_state import RECENT_MAPS
 from dragoman.xds.lru import SizedLru
 from dragoman.xds.registry import StreamRegistry
 from dragoman.xds.sotw import SotwStream
 from dragoman.xds.stream_base import StreamMemos
+from dragoman.xds.wire import DeltaResponse, SotwResponse
 from tests.support.xds_builders import (
     ack,
     delta_ack,
@@ -46,6 +49,7 @@ from tests.support.xds_builders import (
     endpoints,
     listener,
     request,
+    routes,
     snapshot,
 )
 from tests.support.xds_client import XdsClient, xds_channel
@@ -367,3 +371,192 @@ def test_a_stream_keeps_the_node_without_the_extensions_envoy_lists(
     expected.ClearField("extensions")
     assert stream.node == expected
     assert stream.node.ByteSize() < 500
+
+
+# After a burst of changes: what each stream holds is the current snapshot's own mappings
+# (SotW) or its shared digest maps (delta), as when it was idle before; nothing per version.
+
+BURST = 30
+
+
+class Burst:
+    """A world of CLUSTERS EDS clusters, their CLAs, one listener and its route config; each
+    change moves one cluster's timeout and its CLA's endpoints, every fifth renames one (the
+    old cluster removed, the routes sent to the new one). Unchanged resources are the same
+    objects from one snapshot to the next, as the incremental build keeps them."""
+
+    def __init__(self) -> None:
+        self.names = [f"c{i:04d}" for i in range(CLUSTERS)]
+        self.clusters = {n: eds_cluster(n) for n in self.names}
+        self.assignments = {n: endpoints(n, "10.0.0.1") for n in self.names}
+        self.snapshots = [self._snapshot()]
+        for change in range(1, BURST + 1):
+            index = change * 37 % CLUSTERS
+            name = self.names[index]
+            if change % 5 == 0:
+                renamed = f"{name}-{change}"
+                self.names[index] = renamed
+                del self.clusters[name], self.assignments[name]
+                name = renamed
+            self.clusters[name] = eds_cluster(name, timeout_s=change + 1)
+            self.assignments[name] = endpoints(name, f"10.0.1.{change}")
+            self.snapshots.append(self._snapshot())
+
+    def _snapshot(self) -> Snapshot:
+        names = sorted(self.names)
+        return snapshot(
+            clusters=[self.clusters[n] for n in names],
+            assignments=[self.assignments[n] for n in names],
+            listeners=[LISTENER_HTTP],
+            route_configs=[routes("routes-http", *names)],
+        )
+
+
+LISTENER_HTTP = listener("http", "routes-http")
+
+
+def sotw_envoy(stream: SotwStream, responses: list[SotwResponse], snap: Snapshot) -> None:
+    """Answer as Envoy on ADS: ask for the CLAs of the clusters a CDS response carries (before
+    ACKing it) and for the route config of the listener; ACK everything."""
+    queue = list(responses)
+    while queue:
+        response = queue.pop(0)
+        if response.type_url == CLUSTER:
+            clusters = list(response.resources)
+            eds = stream.types.get(ENDPOINT)
+            if eds is None or set(eds.names) != set(clusters):
+                nonce = eds.nonce if eds is not None else ""
+                version = eds.acked_version if eds is not None else ""
+                queue += stream.on_request(
+                    request(ENDPOINT, clusters, version=version, nonce=nonce), snap
+                )
+        if response.type_url == LISTENER and ROUTE not in stream.types:
+            queue += stream.on_request(request(ROUTE, ["routes-http"]), snap)
+        names = {ENDPOINT: stream.types[ENDPOINT].names, ROUTE: ["routes-http"]}
+        queue += stream.on_request(ack(response, names.get(response.type_url, ())), snap)
+
+
+def delta_envoy(stream: DeltaStream, responses: list[DeltaResponse], snap: Snapshot) -> None:
+    """The same over delta: subscribe the CLAs of added clusters, unsubscribe removed ones."""
+    queue = list(responses)
+    while queue:
+        response = queue.pop(0)
+        if response.type_url == CLUSTER:
+            eds = stream.types.get(ENDPOINT)
+            held = set(eds.names) if eds is not None else set()
+            added = [n for n in response.names if n not in held]
+            gone = [n for n in response.removed if n in held]
+            if added or gone:
+                queue += stream.on_request(delta_request(ENDPOINT, added, gone), snap)
+        if response.type_url == LISTENER and ROUTE not in stream.types:
+            queue += stream.on_request(delta_request(ROUTE, ["routes-http"]), snap)
+        queue += stream.on_request(delta_ack(response), snap)
+
+
+def burst_streams(
+    world: Burst, count: int, memos: StreamMemos, *, delta: bool
+) -> list[SotwStream | DeltaStream]:
+    """`count` Envoy-like ADS streams connected to the first snapshot, then every change of
+    the burst pushed to each and answered; all idle at the end."""
+    first = world.snapshots[0]
+    streams: list[SotwStream | DeltaStream] = []
+    for i in range(count):
+        if delta:
+            stream: SotwStream | DeltaStream = DeltaStream(memos=memos)
+            opening = delta_request(CLUSTER, node=Node(id=f"n{i}"))
+            delta_envoy(stream, stream.on_request(opening, first), first)
+            delta_envoy(stream, stream.on_request(delta_request(LISTENER), first), first)
+        else:
+            stream = SotwStream(memos=memos)
+            sotw_envoy(
+                stream, stream.on_request(request(CLUSTER, node=Node(id=f"n{i}")), first), first
+            )
+            sotw_envoy(stream, stream.on_request(request(LISTENER), first), first)
+        streams.append(stream)
+    for current in world.snapshots[1:]:
+        for stream in streams:
+            if isinstance(stream, DeltaStream):
+                delta_envoy(stream, stream.on_snapshot(current), current)
+            else:
+                sotw_envoy(stream, stream.on_snapshot(current), current)
+    for stream in streams:
+        stream.take_events()
+    return streams
+
+
+@pytest.fixture(scope="module")
+def burst() -> Burst:
+    return Burst()
+
+
+def test_sotw_streams_after_a_burst_hold_the_snapshot_s_own_mappings(burst: Burst) -> None:
+    last = burst.snapshots[-1]
+    for stream in burst_streams(burst, 3, StreamMemos(), delta=False):
+        assert isinstance(stream, SotwStream)
+        for type_url in (CLUSTER, ENDPOINT, LISTENER, ROUTE):
+            state, current = stream.types[type_url], last.of_type(type_url)
+            assert not state.in_flight, type_url
+            assert state.sent is current.resources, type_url  # no copy of its own
+            assert state.unacked == {}, type_url
+        for type_url in (CLUSTER, LISTENER):
+            assert stream.types[type_url].acked_sent is last.of_type(type_url).resources
+        # Renamed clusters were kept until the routes naming their successors were ACKed.
+        assert stream.types[CLUSTER].retained == {}
+
+
+def test_delta_streams_after_a_burst_hold_the_shared_digest_maps(burst: Burst) -> None:
+    memos = StreamMemos()
+    last = burst.snapshots[-1]
+    for stream in burst_streams(burst, 3, memos, delta=True):
+        assert isinstance(stream, DeltaStream)
+        for type_url in (CLUSTER, ENDPOINT, LISTENER, ROUTE):
+            state = stream.types[type_url]
+            shared = memos.digest_maps.digests_of(last.of_type(type_url))
+            assert not state.pending and not state.deferred_removals, type_url
+            assert state.held is shared and state.acked is shared, type_url
+    # A map per type held now, and a few recent ones: none per version of the burst.
+    assert len(memos.digest_maps) <= 4 * RECENT_MAPS < BURST
+
+
+@pytest.mark.parametrize("delta", [False, True], ids=["sotw", "delta"])
+def test_memory_per_stream_after_a_burst_is_small(burst: Burst, delta: bool) -> None:
+    """What a burst leaves per stream: the growth with 25 streams less that with 5 (what
+    every stream shares, the bodies and maps of the last versions, is in both)."""
+
+    def growth(count: int) -> int:
+        memos = StreamMemos()
+        burst_streams(burst, 1, memos, delta=delta)  # the shared encodings, made once
+        grown, streams = retained(lambda: burst_streams(burst, count, memos, delta=delta))
+        assert isinstance(streams, list) and len(streams) == count
+        return grown
+
+    per_stream = (growth(25) - growth(5)) / 20
+    # A private copy of 1,000 names and digests (or resources) alone is over 36 KiB.
+    assert per_stream < 8 * 1024, f"{per_stream / 1024:.1f} KiB per stream after {BURST} changes"
+
+
+def test_sotw_streams_let_go_of_an_equal_earlier_snapshot_after_a_full_build(
+    burst: Burst,
+) -> None:
+    """A full build makes new objects of unchanged content (same versions): an idle stream is
+    sent nothing, and holds the new snapshot's mappings, so the earlier snapshot's resources
+    are not kept alive by every stream that connected while it was served."""
+    before = burst.snapshots[-1]
+    rebuilt = Snapshot(
+        types={
+            type_url: TypeSnapshot.of(
+                Resource.of_bytes(r.name, r.type_url, bytes(r.body))
+                for r in typed.resources.values()
+            )
+            for type_url, typed in before.types.items()
+        }
+    )
+    assert rebuilt.of_type(CLUSTER).version == before.of_type(CLUSTER).version
+    for stream in burst_streams(burst, 2, StreamMemos(), delta=False):
+        assert isinstance(stream, SotwStream)
+        assert stream.on_snapshot(rebuilt) == []
+        for type_url in (CLUSTER, ENDPOINT, LISTENER, ROUTE):
+            assert stream.types[type_url].sent is rebuilt.of_type(type_url).resources, type_url
+        for type_url in (CLUSTER, LISTENER):
+            state = stream.types[type_url]
+            assert state.acked_sent is state.sent_batch is rebuilt.of_type(type_url).resources

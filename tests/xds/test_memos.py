@@ -9,7 +9,7 @@ from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import ALL_GATEWAYS, CLUSTER, LISTENER, Snapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.delta import DeltaStream
-from dragoman.xds.delta_state import DIGEST_MAPS, DigestMaps
+from dragoman.xds.delta_state import DIFFS, RECENT_MAPS, DigestMaps
 from dragoman.xds.sotw import SotwStream
 from tests.support.xds_builders import (
     delta_ack,
@@ -52,7 +52,7 @@ def test_digest_maps_of_one_cache_survive_churn_in_another() -> None:
     served = clusters(1)
     one, other = DigestMaps(), DigestMaps()
     shared = one.digests_of(served.of_type(CLUSTER))
-    for version in range(2, DIGEST_MAPS + 10):
+    for version in range(2, RECENT_MAPS + DIFFS + 10):
         other.digests_of(clusters(version).of_type(CLUSTER))
     assert one.shared_map_version(shared) == served.of_type(CLUSTER).version
     assert one.digests_of(served.of_type(CLUSTER)) is shared
@@ -69,7 +69,7 @@ def test_idle_delta_streams_of_one_cache_share_maps_another_cache_churns_past() 
     busy = DeltaStream(CLUSTER, other.memos)
     (response,) = busy.on_request(delta_request(CLUSTER, node=Node(id="b")), clusters(2))
     busy.on_request(delta_ack(response), clusters(2))
-    for version in range(3, DIGEST_MAPS + 10):
+    for version in range(3, RECENT_MAPS + DIFFS + 10):
         current = clusters(version)
         for pushed in busy.on_snapshot(current):
             busy.on_request(delta_ack(pushed), current)
