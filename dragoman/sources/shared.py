@@ -24,6 +24,15 @@ SHARED_INT_MAX = 65535
 # or unusual input must not grow the table without bound).
 CANONICAL_LIMIT = 2048
 
+# sys.intern lets a string go once nothing holds it, except on CPython 3.12.0-3.12.5 and on
+# free-threaded builds, where every interned string stays for good: there names that come
+# and go (EndpointSlices, rolled Services) would grow memory without bound, so strings are
+# kept as read.
+INTERNED_STRINGS_ARE_FREED = not (
+    (3, 12, 0) <= sys.version_info[:3] < (3, 12, 6)
+    or not getattr(sys, "_is_gil_enabled", lambda: True)()
+)
+
 _intern = sys.intern
 _ints: dict[int, int] = {}
 _canonical: dict[Hashable, Hashable] = {}
@@ -32,8 +41,11 @@ Value = TypeVar("Value", bound=Hashable)
 
 
 def interned(value: str) -> str:
-    """The one string object equal to value (`sys.intern`), when short enough to be shared."""
-    return _intern(value) if len(value) <= INTERN_MAX_LENGTH else value
+    """The one string object equal to value (`sys.intern`), when short enough to be shared
+    and the interpreter frees interned strings no longer used."""
+    if INTERNED_STRINGS_ARE_FREED and len(value) <= INTERN_MAX_LENGTH:
+        return _intern(value)
+    return value
 
 
 def shared_int(value: int) -> int:

@@ -9,13 +9,21 @@ import pickle
 import sys
 from pathlib import Path
 
+import pytest
+
 from dragoman.objects import HTTPRoute, Service
 from dragoman.objects.meta import EMPTY_MAPPING
+from dragoman.sources import shared
 from dragoman.sources.decode import decode_documents
 from dragoman.sources.manifests import ManifestDirectory, parse_fresh_files
 from dragoman.sources.parse import parse_object
 from dragoman.sources.parsers.http_route import DEFAULT_MATCHES, NO_TIMEOUTS
-from dragoman.sources.shared import CANONICAL_LIMIT, canonical, shared_int
+from dragoman.sources.shared import CANONICAL_LIMIT, canonical, interned, shared_int
+
+needs_freed_interned_strings = pytest.mark.skipif(
+    not shared.INTERNED_STRINGS_ARE_FREED,
+    reason="this interpreter keeps interned strings for good, so nothing is interned",
+)
 
 
 def _file(i: int, *, labels: str = "") -> str:
@@ -36,6 +44,7 @@ def _parse(text: str) -> tuple[Service, HTTPRoute]:
     return service, route
 
 
+@needs_freed_interned_strings
 def test_strings_repeated_across_objects_are_one_object() -> None:
     labels = "  labels: {app.kubernetes.io/part-of: shop}\n"
     (service1, route1), (service2, route2) = _parse(_file(1, labels=labels)), _parse(_file(2))
@@ -77,7 +86,8 @@ def test_equal_parent_lists_ports_and_numbers_are_one_object() -> None:
     assert backend1.port is backend2.port
 
 
-def test_shared_tables_stay_bounded() -> None:
+def test_shared_tables_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared, "_canonical", {})  # filled here, not for the other tests
     big, same = int("1" * 13), int("1" * 13)
     assert shared_int(big) is big and shared_int(same) is same  # beyond the range: as given
     assert shared_int(-1) == -1
@@ -86,6 +96,18 @@ def test_shared_tables_stay_bounded() -> None:
         canonical(value)
     late = (f"value-{CANONICAL_LIMIT + 50}",)
     assert canonical(late) is late and canonical((late[0],)) is not late
+
+
+def test_nothing_is_interned_where_interned_strings_stay_for_good(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On CPython 3.12.0-3.12.5 and free-threaded builds an interned string is never freed:
+    names that come and go would grow memory without bound."""
+    name = "".join(["svc-", "gone"])
+    monkeypatch.setattr(shared, "INTERNED_STRINGS_ARE_FREED", False)
+    assert interned(name) is name
+    monkeypatch.setattr(shared, "INTERNED_STRINGS_ARE_FREED", True)
+    assert interned(name) is sys.intern("svc-gone")
 
 
 def test_long_strings_are_kept_as_read() -> None:
@@ -131,6 +153,7 @@ def test_a_directory_names_each_file_with_one_string(tmp_path: Path) -> None:
     assert directory.stamps()["svc1.yaml"] is directory._parsed["svc1.yaml"].stamp
 
 
+@needs_freed_interned_strings
 def test_what_a_worker_process_parsed_shares_the_empty_mapping(tmp_path: Path) -> None:
     """A worker's share arrives pickled: the empty mapping is still the one instance, and
     strings the worker shared arrive shared."""
