@@ -741,9 +741,19 @@ def report(name: str, args: argparse.Namespace, f: Figures) -> None:
         )
     if args.envoys > 1:
         extra = args.envoys - 1
-        print(
-            f"RSS per extra Envoy, idle                  {(f.rss_all - f.rss_1) / extra:8.2f} MiB"
-        )
+        if f.rss_1_quiet:
+            # The 10 idle Envoys came after the changes made with one: against that one
+            # Envoy after those changes and the trim, so what the changes left cancels.
+            print(
+                f"RSS per extra Envoy, idle                  "
+                f"{(f.rss_all - f.rss_1_quiet) / extra:8.2f} MiB (against 1 Envoy after the "
+                "same changes and the trim)"
+            )
+        else:
+            print(
+                f"RSS per extra Envoy, idle                  "
+                f"{(f.rss_all - f.rss_1) / extra:8.2f} MiB"
+            )
         if f.rss_burst and f.rss_1_burst:
             # Each against the same moment of the same changes with one Envoy: what the
             # changes leave for every Envoy alike (the build's memory, new versions) cancels.

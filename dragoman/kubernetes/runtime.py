@@ -220,9 +220,9 @@ class KubernetesServer:
             )
             if checking is not None:
                 tasks.append(checking)
-            # A build, or a stream come or gone, means large responses were made and freed.
+            # A build, or streams coming, going or asking: large responses were made and freed.
             trimmer = MemoryTrimmer(
-                lambda: (len(self.streams), id(self.controller.snapshots)),
+                lambda: (self.streams.activity(), id(self.controller.snapshots)),
                 release=self.controller.cache.release_bodies,
             )
             tasks.append(asyncio.create_task(trimmer.run(halt)))

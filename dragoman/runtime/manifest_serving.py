@@ -169,9 +169,9 @@ class ManifestServer:
         )
         self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
-        # A build, or a stream come or gone, means large responses were made and freed.
+        # A build, or streams coming, going or asking: large responses were made and freed.
         trimmer = MemoryTrimmer(
-            lambda: (len(self.streams), id(self.controller.snapshots)),
+            lambda: (self.streams.activity(), id(self.controller.snapshots)),
             release=self.cache.release_bodies,
         )
         trimming = asyncio.create_task(trimmer.run(stop))

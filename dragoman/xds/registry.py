@@ -89,6 +89,10 @@ class StreamRegistry:
     def __init__(self) -> None:
         self._streams: dict[int, ConnectedStream] = {}
         self._ids = itertools.count(1)
+        # Requests read on every stream, ACKs included: a client still being answered (an
+        # Envoy applying 10,000 clusters for seconds, then asking for listeners and routes)
+        # keeps it moving.
+        self.requests = 0
 
     def open(self, service: str, peer: str, protocol: SotwStream | DeltaStream) -> ConnectedStream:
         stream = ConnectedStream(next(self._ids), service, peer, protocol)
@@ -106,3 +110,8 @@ class StreamRegistry:
 
     def __len__(self) -> int:
         return len(self._streams)
+
+    def activity(self) -> tuple[int, int]:
+        """Changes while streams come, go or exchange messages: still once every client has
+        been answered and has ACKed."""
+        return len(self._streams), self.requests

@@ -195,6 +195,7 @@ class XdsStreams:
                     request = _request_or_none(reading)
                     if request is None:
                         return  # the client closed its side, or went away
+                    self.registry.requests += 1
                     reading = _read_next(context)
                     if stream.identified:
                         self._regroup(stream)

@@ -560,3 +560,32 @@ def test_sotw_streams_let_go_of_an_equal_earlier_snapshot_after_a_full_build(
         for type_url in (CLUSTER, LISTENER):
             state = stream.types[type_url]
             assert state.acked_sent is state.sent_batch is rebuilt.of_type(type_url).resources
+
+
+def test_activity_moves_while_a_client_is_still_being_answered() -> None:
+    """The memory trimmer waits for the registry's activity to be still: a connected client
+    still asking (an Envoy applying 10,000 clusters, then asking for listeners and routes)
+    moves it, and an answered, ACKed one does not."""
+
+    async def scenario() -> list[tuple[int, int]]:
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
+        cache.set_snapshots({ALL_GATEWAYS: many_clusters()})
+        registry = StreamRegistry()
+        seen = [registry.activity()]
+        async with xds_channel(cache, registry=registry) as channel:
+            client = XdsClient(channel, Node(id="envoy"))
+            await client.subscribe(CLUSTER)
+            received = await client.receive()
+            seen.append(registry.activity())  # connected and asked once
+            await client.ack(received)
+            await client.nothing()
+            seen.append(registry.activity())  # its ACK read
+            await client.nothing()
+            seen.append(registry.activity())  # quiet
+            client.cancel()
+        return seen
+
+    (empty, asked, acked, quiet) = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert empty == (0, 0)
+    assert asked == (1, 1)
+    assert acked == (1, 2) and quiet == acked
