@@ -87,6 +87,7 @@ from dragoman.xds.registry import ConnectedStream, StreamRegistry
 from dragoman.xds.server import XdsCallbacks, bound_port, start_xds_server
 from dragoman.xds.sotw import Ack, StreamEvent
 from dragoman.xds.tls import RotatingServerCredentials
+from dragoman.xds.wire import ResponseBodies
 
 GROUP = "bench/gateway"
 SETTLE_TIMEOUT_S = 120.0
@@ -388,15 +389,11 @@ def scraped(metrics: Metrics, services: int) -> str:
 
 def _full_response_bytes(snap: Snapshot) -> int:
     """The initial answers' sizes: full-state CDS (and every CLA with EDS)."""
-    total = 0
-    for type_url, resources in snap.types.items():
-        response = DiscoveryResponse(
-            version_info=resources.version,
-            type_url=type_url,
-            resources=[r.any for r in resources.resources.values()],
-        )
-        total += response.ByteSize()
-    return total
+    bodies = ResponseBodies()
+    return sum(
+        len(bodies.sotw_response(t, r.version, r.resources, "", whole_type=True).body)
+        for t, r in snap.types.items()
+    )
 
 
 # Client side (worker processes).

@@ -7,7 +7,6 @@ import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from google.protobuf.any_pb2 import Any
 from google.protobuf.message import Message
 
 # Node group served to an Envoy whose `node.cluster` names no Gateway: every Gateway. The DAG
@@ -62,13 +61,6 @@ class Resource:
             body=body,
             digest=hashlib.sha256(body).hexdigest(),
         )
-
-    @property
-    def any(self) -> Any:
-        """The body packed as an Any, made on each use: responses are encoded from `body`
-        (see xds/wire.py), and a message kept per resource would hold a second copy of it in
-        an arena of its own (about 1 KiB per resource)."""
-        return Any(type_url=self.type_url, value=self.body)
 
 
 @dataclass(frozen=True, slots=True)

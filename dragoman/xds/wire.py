@@ -59,12 +59,44 @@ def _text(number: int, value: str) -> bytes:
 
 def _element(number: int, value: str) -> bytes:
     """One element of a repeated string field: written even when empty."""
-    encoded = value.encode()
-    return _varint(number << 3 | 2) + _varint(len(encoded)) + encoded
+    return _message(number, value.encode())
+
+
+def _message(number: int, value: bytes) -> bytes:
+    """A message field (or an element of a repeated one): written even when empty, as a
+    message that is set is."""
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
 
 
 def _any(resource: Resource) -> bytes:
     return _text(_ANY_TYPE_URL, resource.type_url) + _field(_ANY_VALUE, resource.body)
+
+
+def _sotw_body(version: str, type_url: str, resources: Iterable[Resource]) -> bytes:
+    """A DiscoveryResponse without its nonce (the field that sorts last), byte for byte as
+    protobuf's deterministic encoding writes it: each resource an Any of its type URL and
+    body. What comes before a body depends only on its type URL and length, so it is made
+    once per length: joining 10,000 bodies costs a quarter of packing them into Any
+    messages and encoding those (in C, with a copy of every body on the way)."""
+    parts = [_text(_VERSION, version)]
+    append = parts.append
+    prefixes: dict[int, bytes] = {}  # of a resource of `type_url`, by body length
+    for resource in resources:
+        body = resource.body
+        if resource.type_url != type_url:  # never in practice: one type per response
+            append(_message(_RESOURCES, _any(resource)))
+            continue
+        prefix = prefixes.get(len(body))
+        if prefix is None:
+            any_head = _text(_ANY_TYPE_URL, type_url)
+            value_head = _varint(_ANY_VALUE << 3 | 2) + _varint(len(body)) if body else b""
+            size = len(any_head) + len(value_head) + len(body)
+            prefix = _varint(_RESOURCES << 3 | 2) + _varint(size) + any_head + value_head
+            prefixes[len(body)] = prefix
+        append(prefix)
+        append(body)
+    append(_text(_TYPE_URL, type_url))
+    return b"".join(parts)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -165,15 +197,7 @@ class ResponseBodies:
         key = ("sotw", type_url, version, None if whole_type else tuple(resources))
         cached = self.lru.get(key)
         if cached is None:
-            # Encoded by protobuf (in C, three to four times faster than here for 10,000
-            # clusters) from each resource's Any, packed once: a DiscoveryResponse without
-            # its nonce, the field that sorts last.
-            message = DiscoveryResponse(
-                version_info=version,
-                resources=[r.any for r in resources.values()],
-                type_url=type_url,
-            )
-            cached = _Encoded(message.SerializeToString(deterministic=True))
+            cached = _Encoded(_sotw_body(version, type_url, resources.values()))
             self.lru.put(key, cached)
         return SotwResponse(type_url, version, nonce, resources, cached.head)
 
@@ -196,7 +220,7 @@ class ResponseBodies:
         if cached is None:
             head = (
                 _text(_VERSION, system_version)
-                + b"".join(_field(_RESOURCES, _delta_wrapper(r)) for r in carried)
+                + b"".join(_message(_RESOURCES, _delta_wrapper(r)) for r in carried)
                 + _text(_TYPE_URL, type_url)
             )
             tail = b"".join(_element(_REMOVED, name) for name in gone)
@@ -216,7 +240,7 @@ def _base_version(key: Hashable) -> str:
 def _delta_wrapper(resource: Resource) -> bytes:
     return (
         _text(_WRAPPER_VERSION, resource.digest)
-        + _field(_WRAPPER_RESOURCE, _any(resource))
+        + _message(_WRAPPER_RESOURCE, _any(resource))
         + _text(_WRAPPER_NAME, resource.name)
     )
 
