@@ -34,25 +34,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import json
 import linecache
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from propagation import Workload, free_port, load, rss_mib, stop  # noqa: E402
+from propagation import Workload, free_port, load, rss_mib, stop, workspace  # noqa: E402
 from startup import clusters_answered  # noqa: E402
 
 MIB = 1024 * 1024
@@ -292,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
 
-    with workspace() as workdir:
+    with workspace("memory-") as workdir:
         manifests = workdir / "manifests"
         write_workload(manifests, args)
         layout = "one file" if args.one_file else "one file per Service"
@@ -302,15 +298,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.tracemalloc:
             tracemalloc_breakdown(manifests, args)
     return 0
-
-
-@contextlib.contextmanager
-def workspace() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="memory-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 if __name__ == "__main__":

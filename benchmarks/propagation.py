@@ -57,10 +57,11 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -160,6 +161,9 @@ class Workload:
         temporary = self.root / f".{name}.tmp"
         temporary.write_text(text)
         os.replace(temporary, self.root / name)
+
+
+SomeWorkload = TypeVar("SomeWorkload", bound=Workload)
 
 
 # --- upstreams: DNS responders and backends, in a child process ---------------------------
@@ -431,11 +435,13 @@ class Figures:
     cds_update_duration: str = ""  # Envoy 0's histogram, as its admin prints it
 
 
-def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
-    figures = Figures()
+def written_workload(
+    kind: type[SomeWorkload], args: argparse.Namespace, workdir: Path
+) -> SomeWorkload:
+    """The workload of `args`, written, its ports free on every Envoy's address."""
     listener_port = free_port_everywhere(args.envoys)
     ports = (free_port_everywhere(args.envoys), free_port_everywhere(args.envoys))
-    workload = Workload(
+    workload = kind(
         workdir / "manifests",
         args.services,
         listener_port,
@@ -444,24 +450,36 @@ def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
         one_file=args.one_file,
     )
     workload.write_all()
-    dns_ports_file = workdir / "dns-ports"
-    upstreams = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "--serve-upstreams",
-            f"{args.envoys}:{args.services}:{ports[0]}:{ports[1]}:{dns_ports_file}",
-        ]
-    )
+    return workload
+
+
+def start_upstreams(
+    workdir: Path, envoys: int, services: int, ports: tuple[int, int]
+) -> subprocess.Popen[bytes]:
+    """The DNS responders and backends (`serve_upstreams`), in a child process."""
+    spec = f"{envoys}:{services}:{ports[0]}:{ports[1]}:{workdir / 'dns-ports'}"
+    return subprocess.Popen([sys.executable, __file__, "--serve-upstreams", spec])
+
+
+def wait_upstreams(upstreams: subprocess.Popen[bytes], workdir: Path) -> list[int]:
+    """Each Envoy's DNS responder port, once the upstreams serve."""
+    path = workdir / "dns-ports"
+    deadline = time.monotonic() + 120
+    while not path.exists() or not path.read_text():
+        if upstreams.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the DNS responders and backends did not start")
+        time.sleep(0.05)
+    return [int(p) for p in path.read_text().split()]
+
+
+def run(args: argparse.Namespace, workdir: Path, delta: bool) -> Figures:
+    figures = Figures()
+    workload = written_workload(Workload, args, workdir)
+    upstreams = start_upstreams(workdir, args.envoys, args.services, workload.ports)
     dragoman: subprocess.Popen[bytes] | None = None
     envoys: list[EnvoyProcess] = []
     try:
-        deadline = time.monotonic() + 120
-        while not dns_ports_file.exists() or not dns_ports_file.read_text():
-            if upstreams.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the DNS responders and backends did not start")
-            time.sleep(0.05)
-        dns_ports = [int(p) for p in dns_ports_file.read_text().split()]
+        dns_ports = wait_upstreams(upstreams, workdir)
 
         xds_port = free_port()
         log_path = workdir / "dragoman.log"
@@ -704,6 +722,29 @@ def _builds(log_path: Path, offset: int) -> list[float]:
 # --- report -------------------------------------------------------------------------------
 
 
+def print_ratios(
+    columns: tuple[str, str, str],
+    ours: Mapping[str, float | None],
+    theirs: Mapping[str, float | None],
+    counts: Callable[[str], bool],
+) -> None:
+    """One row per figure: dragoman's, the other server's, and their ratio; `counts` rows
+    (how many changes, failures) without a ratio."""
+    width = max(map(len, ours))
+    print(f"{'':{width}} {columns[0]:>10} {columns[1]:>10} {columns[2]:>10}")
+    for name, mine in ours.items():
+        other = theirs[name]
+        if counts(name):
+            print(f"{name:{width}} {mine or 0:10.0f} {other or 0:10.0f}")
+            continue
+        ratio = f"{mine / other:10.2f}" if mine is not None and other else f"{'-':>10}"
+        print(f"{name:{width}} {_cell(mine)} {_cell(other)} {ratio}")
+
+
+def _cell(value: float | None) -> str:
+    return f"{value:10.2f}" if value is not None else f"{'-':>10}"
+
+
 def quantiles(values: list[float]) -> tuple[float, float, float]:
     ordered = sorted(values)
 
@@ -864,9 +905,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def workspace() -> Iterator[Path]:
+def workspace(prefix: str = "prop-") -> Iterator[Path]:
     # Short paths: Envoy admin sockets live below it (UNIX socket paths stop at ~100 bytes).
-    path = Path(tempfile.mkdtemp(prefix="prop-"))
+    path = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         yield path
     finally:

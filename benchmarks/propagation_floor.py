@@ -291,39 +291,16 @@ class FloorWorkload(prop.Workload):
 
 def run_floor(args: argparse.Namespace, workdir: Path) -> prop.Figures:
     figures = prop.Figures()
-    listener_port = prop.free_port_everywhere(args.envoys)
-    ports = (prop.free_port_everywhere(args.envoys), prop.free_port_everywhere(args.envoys))
-    workload = FloorWorkload(
-        workdir / "manifests",
-        args.services,
-        listener_port,
-        ports,
-        pod_backed=args.pod_backed,
-        one_file=args.one_file,
-    )
-    workload.write_all()
+    workload = prop.written_workload(FloorWorkload, args, workdir)
     resources_path = workdir / "floor-resources.pickle"
     resources = floor_resources(workload, workdir / "other")
     resources_path.write_bytes(pickle.dumps((resources.types, resources.forms)))
-    dns_ports_file = workdir / "dns-ports"
-    upstreams = subprocess.Popen(
-        [
-            sys.executable,
-            prop.__file__,
-            "--serve-upstreams",
-            f"{args.envoys}:{args.services}:{ports[0]}:{ports[1]}:{dns_ports_file}",
-        ]
-    )
+    upstreams = prop.start_upstreams(workdir, args.envoys, args.services, workload.ports)
     server: subprocess.Popen[bytes] | None = None
     envoys: list[EnvoyProcess] = []
     log_path = workdir / "floor.log"
     try:
-        deadline = time.monotonic() + 120
-        while not dns_ports_file.exists() or not dns_ports_file.read_text():
-            if upstreams.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the DNS responders and backends did not start")
-            time.sleep(0.05)
-        dns_ports = [int(p) for p in dns_ports_file.read_text().split()]
+        dns_ports = prop.wait_upstreams(upstreams, workdir)
 
         xds_port = prop.free_port()
         started = time.monotonic()
@@ -445,14 +422,12 @@ def report(
         f"\n== dragoman SotW vs the SotW floor: N = {args.services:,}, {args.envoys} Envoys, "
         f"{args.rounds} interleaved round(s) =="
     )
-    print(f"{'':50} {'dragoman':>10} {'floor':>10} {'d/floor':>10}")
-    for name, mine in ours.items():
-        other = floor[name]
-        if name.startswith(("changes", "non-200")):
-            print(f"{name:50} {mine:10.0f} {other:10.0f}")
-            continue
-        ratio = f"{mine / other:10.2f}" if other > 0 else f"{'-':>10}"
-        print(f"{name:50} {mine:10.1f} {other:10.1f} {ratio}")
+    prop.print_ratios(
+        ("dragoman", "floor", "d/floor"),
+        ours,
+        floor,
+        lambda name: name.startswith(("changes", "non-200")),
+    )
     cores = os.cpu_count() or 1
     per_envoy = floor["each Envoy's main thread per change, median (ms)"]
     print(

@@ -567,26 +567,13 @@ def run_sovereign(args: argparse.Namespace, workdir: Path, executable: Path) -> 
     )
     sovereign_port = prop.free_port()
     environment = workload.write_all(sovereign_port, args.sovereign_workers)
-    dns_ports_file = workdir / "dns-ports"
-    upstreams = subprocess.Popen(
-        [
-            sys.executable,
-            prop.__file__,
-            "--serve-upstreams",
-            f"{args.envoys}:{args.services}:{ports[0]}:{ports[1]}:{dns_ports_file}",
-        ]
-    )
+    upstreams = prop.start_upstreams(workdir, args.envoys, args.services, ports)
     sovereign: subprocess.Popen[bytes] | None = None
     members: list[int] = []
     envoys: list[EnvoyProcess] = []
     log_path = workdir / "sovereign.log"
     try:
-        deadline = time.monotonic() + 120
-        while not dns_ports_file.exists() or not dns_ports_file.read_text():
-            if upstreams.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the DNS responders and backends did not start")
-            time.sleep(0.05)
-        dns_ports = [int(p) for p in dns_ports_file.read_text().split()]
+        dns_ports = prop.wait_upstreams(upstreams, workdir)
 
         started = time.monotonic()
         sovereign = subprocess.Popen(
@@ -783,22 +770,13 @@ def report(
         f"\n== dragoman vs sovereign {args.sovereign_version}: N = {args.services:,}, "
         f"{args.envoys} Envoys, {args.rounds} interleaved round(s) =="
     )
-    print(f"{'':46} {'dragoman':>10} {'sovereign':>10} {'ratio d/s':>10}")
-    for name, mine in ours.items():
-        other = theirs[name]
-        if name in COUNTS:
-            print(f"{name:46} {mine:10.0f} {other:10.0f}")
-            continue
-        ratio = f"{mine / other:10.2f}" if mine is not None and other else f"{'-':>10}"
-        print(f"{name:46} {_cell(mine)} {_cell(other)} {ratio}")
+    prop.print_ratios(
+        ("dragoman", "sovereign", "ratio d/s"), ours, theirs, lambda name: name in COUNTS
+    )
     print("(ratio < 1: dragoman lower, i.e. faster or cheaper; sovereign memory: RSS summed")
     print(" over its processes, shared pages counted in each; PSS in the per-round figures)")
     loads = [load for f in [*dragoman_rounds, *sovereign_rounds] for load in f.loads]
     print(f"load average during the run: {'; '.join(loads)}; at the end: {prop.load()}")
-
-
-def _cell(value: float | None) -> str:
-    return f"{value:10.2f}" if value is not None else f"{'-':>10}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
