@@ -11,7 +11,6 @@ import contextlib
 import logging
 import os
 import stat
-import sys
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,7 +31,7 @@ from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.parse_worker import idle_cpus, parse_shared
 from dragoman.sources.reads import ReadOutcome, read_file, read_files
-from dragoman.sources.shared import canonical
+from dragoman.sources.shared import canonical, interned
 from dragoman.sources.tree import FileStamp, scan_tree
 
 log = logging.getLogger("dragoman.sources")
@@ -310,7 +309,7 @@ class ManifestDirectory:
                     piece.documents,
                     piece.objects,
                     tuple(replace(e, origin=_renumbered(e.origin, shift)) for e in piece.errors),
-                    _shared([sys.intern(_renumbered(w, shift)) for w in piece.wheres]),
+                    _shared([interned(_renumbered(w, shift)) for w in piece.wheres]),
                 )
             parsed[text] = piece
             objects.extend(piece.objects)
@@ -362,7 +361,7 @@ class ManifestDirectory:
                 )
             else:
                 objects.append(parsed)
-                wheres.append(sys.intern(item_where))
+                wheres.append(interned(item_where))
 
 
 def parse_fresh_files(
