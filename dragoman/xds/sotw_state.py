@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 from dragoman.snapshots.resources import Resource, TypeSnapshot
+from dragoman.sources.shared import interned
 
 WILDCARD = "*"
 
@@ -175,4 +175,4 @@ def subscription_names(names: Iterable[str], current: TypeSnapshot) -> frozenset
     every = current.names
     if requested == every:
         return every
-    return frozenset(sys.intern(name) for name in requested)
+    return frozenset(interned(name) for name in requested)
