@@ -19,6 +19,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +43,9 @@ WORKER_COMMAND: tuple[str, ...] = (
 )
 # This process's CPU quota (cgroup v2).
 CPU_MAX = "/sys/fs/cgroup/cpu.max"
+# The kernel's load: averages over 1, 5 and 15 minutes, then "runnable/all" tasks right now.
+LOADAVG = "/proc/loadavg"
+RUNNABLE_LOOKS = 5
 # A worker that has not answered this long after the caller finished its own share is
 # given up (its files are parsed here).
 WORKER_TIMEOUT_S = 120.0
@@ -65,12 +69,30 @@ def usable_cpus() -> int:
 
 
 def idle_cpus() -> float:
-    """Usable CPUs that nothing else runs on, as far as the load average tells."""
+    """Usable CPUs that nothing else runs on, as far as the load tells. The 1-minute load
+    average lags behind a machine that has just gone quiet (a build or a previous server
+    that stopped seconds ago), so the tasks the kernel counts runnable right now, less this
+    one, bound it: a CPU that is idle now is used."""
     try:
-        busy = os.getloadavg()[0]
-    except OSError:  # pragma: no cover - no load average
-        busy = 0.0
+        average = float(Path(LOADAVG).read_text().split()[0])
+        busy = min(average, _runnable_now())
+    except (OSError, ValueError, IndexError):  # not Linux
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:  # pragma: no cover - no load average
+            busy = 0.0
     return usable_cpus() - busy
+
+
+def _runnable_now() -> int:
+    """Tasks runnable besides this one, the fewest of a few looks 2 ms apart (one look may
+    catch a task that runs for a moment)."""
+    counts = []
+    for look in range(RUNNABLE_LOOKS):
+        if look:
+            time.sleep(0.002)
+        counts.append(int(Path(LOADAVG).read_text().split()[3].split("/")[0]) - 1)
+    return max(0, min(counts))
 
 
 def parse_shared(

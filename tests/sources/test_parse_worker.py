@@ -131,3 +131,40 @@ def test_usable_cpus_stay_within_the_cgroup_quota(
     assert parse_worker.usable_cpus() == 1
     cpu_max.write_text(f"{150000 * affinity} 100000\n")
     assert parse_worker.usable_cpus() == affinity
+
+
+@pytest.mark.parametrize(
+    ("loadavg", "busy"),
+    [
+        ("1.80 1.20 0.90 1/312 4242\n", 0.0),  # just gone quiet: only this process runs
+        ("0.20 0.30 0.40 3/312 4242\n", 0.2),  # two more runnable for a moment: the average
+        ("2.50 2.00 1.00 4/312 4242\n", 2.5),  # busy, and busy now
+    ],
+)
+def test_idle_cpus_judged_by_the_load_now_and_over_a_minute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loadavg: str, busy: float
+) -> None:
+    (tmp_path / "loadavg").write_text(loadavg)
+    monkeypatch.setattr(parse_worker, "LOADAVG", str(tmp_path / "loadavg"))
+    monkeypatch.setattr(parse_worker, "usable_cpus", lambda: 4)
+    assert parse_worker.idle_cpus() == pytest.approx(4 - busy)
+
+
+def test_idle_cpus_fall_back_to_the_load_average(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parse_worker, "LOADAVG", str(tmp_path / "none"))
+    monkeypatch.setattr(parse_worker.os, "getloadavg", lambda: (1.25, 1.0, 1.0))
+    monkeypatch.setattr(parse_worker, "usable_cpus", lambda: 2)
+    assert parse_worker.idle_cpus() == pytest.approx(0.75)
+
+
+def test_a_task_runnable_for_a_moment_does_not_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks = iter(["0.1 0.1 0.1 3/90 1\n", "0.1 0.1 0.1 1/90 1\n"] + ["0.1 0.1 0.1 4/90 1\n"] * 9)
+    path = tmp_path / "loadavg"
+    path.write_text(next(looks))
+    monkeypatch.setattr(parse_worker, "LOADAVG", str(path))
+    monkeypatch.setattr(parse_worker.time, "sleep", lambda _: path.write_text(next(looks)))
+    assert parse_worker._runnable_now() == 0  # the fewest seen, less this process
