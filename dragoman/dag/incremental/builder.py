@@ -35,6 +35,7 @@ from dragoman.dag.frontends.listeners import Frontends, frontends
 from dragoman.dag.incremental.changes import StoreChanges, store_changes
 from dragoman.dag.incremental.reads import RecordingGrants, RecordingServices
 from dragoman.dag.incremental.slices import SliceIndex
+from dragoman.dag.key_index import Held, add_key, keys_at, remove_key
 from dragoman.dag.model import (
     ALL_GATEWAYS,
     AggregateCluster,
@@ -220,10 +221,10 @@ class _State:
         self.keys: dict[str, list[ObjectKey]] = {kind: [] for kind in _ROUTE_FIELDS}
         self.bulk = False  # within an update of many routes (see update)
         # Routes by the Service they read, external name they forward to, namespace of the
-        # ReferenceGrants they asked, cluster they define: see _Keys.
-        self.readers: dict[NamespacedName, _Keys] = {}
+        # ReferenceGrants they asked, cluster they define (see key_index).
+        self.readers: dict[NamespacedName, Held[ObjectKey]] = {}
         self.readers_of_all: set[ObjectKey] = set()
-        self.grant_readers: dict[str, _Keys] = {}
+        self.grant_readers: dict[str, Held[ObjectKey]] = {}
         # Per (Gateway, listener): the route kinds attached and the routes, before conflicts.
         self.listener_kinds: dict[tuple[ObjectKey, str], Counter[str]] = {}
         self.listener_routes: dict[tuple[ObjectKey, str], set[ObjectKey]] = {}
@@ -237,7 +238,7 @@ class _State:
         # Routes attached somewhere that forward to external names (for the DNS check), and
         # the routes forwarding to each external name (attached or not).
         self.with_hostnames: set[ObjectKey] = set()
-        self.hostname_readers: dict[str, _Keys] = {}
+        self.hostname_readers: dict[str, Held[ObjectKey]] = {}
         # Names of resolved clusters that are aggregates (now, and at the last Dag), and of
         # those resolved anew since the last Dag.
         self.aggregates: set[str] = set()
@@ -252,7 +253,7 @@ class _State:
         # Per Gateway and listener: how many routes it accepted (after conflicts).
         self.attached: dict[ObjectKey, dict[str, int]] = {}
         # (Each cluster is the one of the entry's rules.clusters.)
-        self.cluster_sources: dict[str, _Keys] = {}
+        self.cluster_sources: dict[str, Held[ObjectKey]] = {}
         # The names of the EDS clusters resolved for each Service.
         self.eds_clusters: dict[NamespacedName, set[str]] = {}
         # EndpointSlices by Service, and the Services whose slices the last change changed.
@@ -328,7 +329,7 @@ class _State:
             self.dns = dns
             self.observed = set(observed)
             for name in observed:
-                affected.update(_keys(self.hostname_readers.get(name)))
+                affected.update(keys_at(self.hostname_readers, name))
         context = build_context(store, self.options, self.dns)
         self.changed_services = self.slices.update(
             self.store.endpoint_slices, store.endpoint_slices, changes.get("endpoint_slices", ())
@@ -354,7 +355,7 @@ class _State:
         if "services" in changes:
             affected.update(self.readers_of_all)
             for key in changes["services"]:
-                affected.update(_keys(self.readers.get(key)))
+                affected.update(keys_at(self.readers, key))
         if "reference_grants" in changes:
             affected.update(self._grant_readers(store, changes["reference_grants"]))
         if changes.keys() & {"backend_tls_policies", "config_maps", "secrets"} and self.with_names:
@@ -365,7 +366,7 @@ class _State:
                 *store.backend_tls_policies.values(),
             ):
                 for ref in policy.target_refs:
-                    affected.update(_keys(self.readers.get((policy.meta.namespace, ref.name))))
+                    affected.update(keys_at(self.readers, (policy.meta.namespace, ref.name)))
         routes = {key: _route(store, key) for key in affected}
         return self.update(store, context, routes, previous_store=self.store)
 
@@ -382,7 +383,7 @@ class _State:
         ]
         changed_grants = ReferenceGrants(versions)
         for namespace in {namespace for namespace, _ in changed}:
-            for route in _keys(self.grant_readers.get(namespace)):
+            for route in keys_at(self.grant_readers, namespace):
                 questions = self.entries[route].grant_questions
                 if any(changed_grants.permits(r, t) for r, t in questions):
                     yield route
@@ -628,7 +629,7 @@ class _State:
                 self.with_hostnames.add(key)
             if self.indexed:
                 for name in entry.names.hostnames:
-                    _add(self.hostname_readers, name, key)
+                    add_key(self.hostname_readers, name, key)
         # No setdefault(k, set()) below: ten thousand routes would allocate (and drop) a
         # default each time, a Counter's in Python.
         if not self.indexed:
@@ -638,12 +639,12 @@ class _State:
         else:
             readers = self.readers
             for service in entry.services_read:
-                _add(readers, service, key)
+                add_key(readers, service, key)
         for _, target in entry.grant_questions:
-            _add(self.grant_readers, target.namespace, key)
+            add_key(self.grant_readers, target.namespace, key)
         sources, unresolved = self.cluster_sources, self.unresolved
         for name in entry.rules.clusters:
-            _add(sources, name, key)
+            add_key(sources, name, key)
             unresolved.add(name)
         l4 = key.kind in _L4_KINDS
         if l4:
@@ -676,14 +677,14 @@ class _State:
         self.with_problems.discard(key)
         self.with_hostnames.discard(key)
         for name in entry.names.hostnames:
-            _remove(self.hostname_readers, name, key)
+            remove_key(self.hostname_readers, name, key)
         self.readers_of_all.discard(key)
         for service in entry.services_read or ():
-            _remove(self.readers, service, key)
+            remove_key(self.readers, service, key)
         for _, target in entry.grant_questions:
-            _remove(self.grant_readers, target.namespace, key)
+            remove_key(self.grant_readers, target.namespace, key)
         for name in entry.rules.clusters:
-            _remove(self.cluster_sources, name, key)
+            remove_key(self.cluster_sources, name, key)
             self.unresolved.add(name)
         l4 = key.kind in _L4_KINDS
         self.l4_keys.discard(key)
@@ -978,7 +979,7 @@ class _State:
         candidates = set(self.readers_of_all if self.indexed else self.entries)
         for policy in self.store.backend_tls_policies.values():
             for ref in policy.target_refs:
-                candidates.update(_keys(self.readers.get((policy.meta.namespace, ref.name))))
+                candidates.update(keys_at(self.readers, (policy.meta.namespace, ref.name)))
         entries = self.entries
         return [
             RouteUpstreams(entries[key].outcome, entries[key].names)  # type: ignore[arg-type]
@@ -1061,41 +1062,6 @@ def _gateway_of(group: str) -> NamespacedName:
 
 def _group_name(gateway: ObjectKey) -> str:
     return f"{gateway.namespace}/{gateway.name}"
-
-
-# The route keys an index holds at one place: one key alone, else a set of two or more. Most
-# Services, external names and clusters have one route: ten thousand one-key sets would cost
-# 2 MiB per index.
-_Keys = ObjectKey | set[ObjectKey]
-
-
-def _keys(held: _Keys | None) -> Iterable[ObjectKey]:
-    """The keys an index holds at one place (None: none)."""
-    if held is None:
-        return ()
-    return held if type(held) is set else (held,)  # type: ignore[return-value]
-
-
-def _add(index: dict[_K, _Keys], at: _K, key: ObjectKey) -> None:
-    held = index.get(at)
-    if held is None:
-        index[at] = key
-    elif type(held) is set:
-        held.add(key)
-    elif held != key:
-        index[at] = {held, key}  # type: ignore[arg-type]
-
-
-def _remove(index: dict[_K, _Keys], at: _K, key: ObjectKey) -> None:
-    held = index.get(at)
-    if held is None:
-        return
-    if type(held) is set:
-        held.discard(key)
-        if len(held) == 1:
-            index[at] = next(iter(held))
-    elif held == key:
-        del index[at]
 
 
 def _discard(index: dict[_K, set[ObjectKey]], at: _K, key: ObjectKey) -> None:

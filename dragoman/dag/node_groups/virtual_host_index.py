@@ -14,6 +14,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from dragoman.dag.frontends.hostnames import ANY_HOST, covering_domains, covers, listener_host
+from dragoman.dag.key_index import Held, add_key, keys_at, remove_key
 from dragoman.dag.model import VirtualHost
 from dragoman.dag.node_groups.groups import host_clusters
 from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, domain_virtual_host
@@ -31,9 +32,8 @@ class VirtualHostIndex:
         self._port = port
         self._listeners = frozenset(listener_host(h) for h in listener_hostnames)
         self._items: dict[ItemKey, ListenerRoutes] = {}
-        # The items served under each domain: one key alone (most domains: ten thousand
-        # one-key sets would cost 2 MiB), else a set of two or more.
-        self._by_domain: dict[str, ItemKey | set[ItemKey]] = {}
+        # The items served under each domain (see key_index: most domains have one).
+        self._by_domain: dict[str, Held[ItemKey]] = {}
         self._domains: set[str] = set(self._listeners)
         self._sorted: list[str] = sorted(self._domains)
         self._hosts: dict[str, VirtualHost | None] = {}
@@ -55,7 +55,7 @@ class VirtualHostIndex:
                 continue
             for domain in set(item.domains):
                 touched.add(domain)
-                if self._without(domain, key) and domain not in self._listeners:
+                if remove_key(self._by_domain, domain, key) and domain not in self._listeners:
                     self._domains.discard(domain)
                     del self._sorted[bisect.bisect_left(self._sorted, domain)]
                     self._set_host(domain, None)
@@ -67,16 +67,9 @@ class VirtualHostIndex:
             self._items[key] = item
             for domain in set(item.domains):
                 touched.add(domain)
-                keys = self._by_domain.get(domain)
-                if keys is None:
-                    self._by_domain[domain] = key
-                    if domain not in self._domains:
-                        self._domains.add(domain)
-                        new_domains.append(domain)
-                elif type(keys) is set:
-                    keys.add(key)
-                else:
-                    self._by_domain[domain] = {keys, key}
+                if add_key(self._by_domain, domain, key) and domain not in self._domains:
+                    self._domains.add(domain)
+                    new_domains.append(domain)
         if len(new_domains) > 64:
             self._sorted = sorted(self._domains)  # many at once (a full build): one sort
         else:
@@ -150,30 +143,13 @@ class VirtualHostIndex:
         for domain in domains:
             keys: set[Hashable] = set()
             for d in (domain, *covering_domains(domain)):
-                held = by_domain.get(d)
-                if type(held) is set:
-                    keys.update(held)
-                elif held is not None:
-                    keys.add(held)
+                keys.update(keys_at(by_domain, d))
             reaching = [items[k] for k in sorted(keys)]  # type: ignore[type-var]
             host = domain_virtual_host(self._port, domain, self._domains, self._listeners, reaching)
             previous = self._hosts.get(domain)
             # The same value keeps the previous object: its serialization is reused by identity.
             if previous is None or previous != host:
                 self._set_host(domain, host)
-
-    def _without(self, domain: str, key: ItemKey) -> bool:
-        """Take `key` out of the domain's items; True when none is left."""
-        held = self._by_domain[domain]
-        if type(held) is set:
-            held.discard(key)
-            if len(held) == 1:
-                self._by_domain[domain] = next(iter(held))
-            return False
-        if held == key:
-            del self._by_domain[domain]
-            return True
-        return False
 
     def _set_host(self, domain: str, host: VirtualHost | None) -> None:
         previous, counts = self._hosts.get(domain), self._clusters
