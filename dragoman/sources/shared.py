@@ -20,8 +20,8 @@ INTERN_MAX_LENGTH = 253
 # Ints shared: ports, weights, status codes, timeouts in seconds. Bounded by the range, so
 # the table cannot grow past it whatever the input.
 SHARED_INT_MAX = 65535
-# Distinct values `canonical` keeps; past it, values are returned as they are (a hostile
-# or unusual input must not grow the table without bound).
+# Distinct values `canonical` keeps; past it, the table starts over (a hostile or unusual
+# input must not grow it without bound, nor stop the sharing for good).
 CANONICAL_LIMIT = 2048
 
 # sys.intern lets a string go once nothing holds it, except on CPython 3.12.0-3.12.5 and on
@@ -62,6 +62,9 @@ def canonical(value: Value) -> Value:
     found = _canonical.get(value)
     if found is not None:
         return found  # type: ignore[return-value]
-    if len(_canonical) < CANONICAL_LIMIT:
-        _canonical[value] = value
+    if len(_canonical) >= CANONICAL_LIMIT:
+        # Full (of values whose objects may be long gone, or of a hostile input's): start
+        # over, so that what comes now is shared again, within the bound.
+        _canonical.clear()
+    _canonical[value] = value
     return value
