@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.model import NO_EDITS, Backend, Cluster, EdsCluster, HeaderEdits, Problem
+from dragoman.dag.model import NO_EDITS, Backend, Cluster, HeaderEdits, Problem
 from dragoman.dag.reference_grants import (
     not_permitted_message,
     route_referrer,
@@ -53,11 +53,8 @@ def resolve_backends(
             backends.append(Backend(cluster=None, weight=ref.weight))
             continue
         clusters[resolved.name] = resolved
-        if not isinstance(resolved, EdsCluster):  # a pod-backed port has no warnings
-            problems.extend(
-                Problem(route.key, field, "UnsupportedValue", warning)
-                for warning in cluster_warnings(resolved, context)
-            )
+        for warning in cluster_warnings(resolved, context):
+            problems.append(Problem(route.key, field, "UnsupportedValue", warning))
         backends.append(
             Backend(
                 cluster=resolved.name,

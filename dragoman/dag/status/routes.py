@@ -4,7 +4,7 @@ when some rules could not be served)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -51,7 +51,7 @@ class RouteOutcome:
 
 
 def route_status(
-    outcome: RouteOutcome, problems: Iterable[Problem], controller_name: str
+    outcome: RouteOutcome, problems: Sequence[Problem], controller_name: str
 ) -> ObjectStatus:
     """`problems`: every problem of this route; those about attaching are ignored here."""
     generation = outcome.generation
