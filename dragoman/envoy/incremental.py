@@ -37,7 +37,7 @@ from dragoman.envoy.clusters import cluster
 from dragoman.envoy.listeners import listener
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.routes import route_configuration, virtual_host
-from dragoman.envoy.secrets import secret, secret_name
+from dragoman.envoy.secrets import SdsValue, sds_name, secret
 from dragoman.envoy.translate import assignment_resource
 from dragoman.snapshots.resources import (
     CLUSTER,
@@ -82,7 +82,7 @@ class _Made:
     assignments: dict[str, tuple[LoadAssignment, Resource]] = field(default_factory=dict)
     listeners: dict[str, tuple[Listener, Resource]] = field(default_factory=dict)
     tables: dict[str, _Table] = field(default_factory=dict)
-    secrets: dict[str, tuple[TlsCertificate, Resource]] = field(default_factory=dict)
+    secrets: dict[str, tuple[SdsValue, Resource]] = field(default_factory=dict)
     # By group: what its clusters and CLAs were made of, and their TypeSnapshots.
     upstreams: dict[str, tuple[Any, Any, Any, TypeSnapshot, TypeSnapshot, Any]] = field(
         default_factory=dict
@@ -98,7 +98,7 @@ class IncrementalTranslation:
         self._assignments: dict[str, tuple[LoadAssignment, Resource]] = {}
         self._listeners: dict[str, tuple[Listener, Resource]] = {}
         self._tables: dict[str, _Table] = {}
-        self._secrets: dict[str, tuple[TlsCertificate, Resource]] = {}
+        self._secrets: dict[str, tuple[SdsValue, Resource]] = {}
         self._upstreams: dict[str, tuple[Any, Any, Any, TypeSnapshot, TypeSnapshot, Any]] = {}
         self._snapshots: dict[str, Snapshot] = {}
 
@@ -183,12 +183,12 @@ class IncrementalTranslation:
             }
         )
 
-    def _secrets_of(self, certificates: Iterable[TlsCertificate], made: _Made) -> list[Resource]:
+    def _secrets_of(self, certificates: Iterable[SdsValue], made: _Made) -> list[Resource]:
         """What translate serves as SDS secrets for these certificates (listeners' first, then
         clusters' client certificates): one per name, sorted."""
-        used: dict[str, TlsCertificate] = {}
+        used: dict[str, SdsValue] = {}
         for certificate in certificates:
-            used.setdefault(secret_name(certificate.secret), certificate)
+            used.setdefault(sds_name(certificate), certificate)
         resources = []
         for name, certificate in sorted(used.items()):
             known = made.secrets.get(name) or self._secrets.get(name)
@@ -329,11 +329,13 @@ def _spliced(
     return Resource.of_bytes(value.name, _ROUTE_CONFIGURATION, body), len(name)
 
 
-def _listener_certificates(listeners: Iterable[Listener]) -> Iterator[TlsCertificate]:
+def _listener_certificates(listeners: Iterable[Listener]) -> Iterator[SdsValue]:
     for value in listeners:
         if isinstance(value, HttpsListener | TcpListener):
             for chain in value.filter_chains:
                 yield from chain.certificates
+                if chain.client_validation is not None:
+                    yield chain.client_validation
 
 
 def _type_snapshot(

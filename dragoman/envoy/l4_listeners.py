@@ -109,5 +109,7 @@ def _tcp_chain(
             listener_components_pb2.FilterChainMatch(server_names=list(chain.server_names))
         )
     if chain.certificates:
-        message.transport_socket.CopyFrom(downstream_tls_socket(chain.certificates, alpn=()))
+        message.transport_socket.CopyFrom(
+            downstream_tls_socket(chain.certificates, (), chain.client_validation)
+        )
     return message

@@ -101,5 +101,7 @@ def _tls_chain(
         name=chain.route_table,
         filter_chain_match=match,
         filters=[_manager(listener_name, chain.route_table, options)],
-        transport_socket=downstream_tls_socket(chain.certificates, ALPN_PROTOCOLS),
+        transport_socket=downstream_tls_socket(
+            chain.certificates, ALPN_PROTOCOLS, chain.client_validation
+        ),
     )

@@ -139,12 +139,19 @@ TlsContext = type[tls_pb2.DownstreamTlsContext] | type[tls_pb2.UpstreamTlsContex
 def _per_type_sds(
     socket: TransportSocket, context_type: TlsContext, delta: bool, cluster_name: str
 ) -> bool:
-    """Point the TLS context's SDS certificate configs at per-type streams; True if any."""
+    """Point the TLS context's SDS configs (certificates, validation context) at per-type
+    streams; True if any."""
     type_url = "type.googleapis.com/" + context_type.DESCRIPTOR.full_name
     if not socket.HasField("typed_config") or socket.typed_config.type_url != type_url:
         return False
     context = context_type.FromString(socket.typed_config.value)
-    sds = context.common_tls_context.tls_certificate_sds_secret_configs
+    common = context.common_tls_context
+    sds = [*common.tls_certificate_sds_secret_configs]
+    # A validation context over SDS (clients' certificates checked), plain or combined.
+    if common.HasField("validation_context_sds_secret_config"):
+        sds.append(common.validation_context_sds_secret_config)
+    if common.HasField("combined_validation_context"):
+        sds.append(common.combined_validation_context.validation_context_sds_secret_config)
     ads = [config for config in sds if _is_ads(config.sds_config)]
     for config in ads:
         config.sds_config.CopyFrom(per_type_config_source(delta=delta, cluster_name=cluster_name))

@@ -20,14 +20,13 @@ from dragoman.dag.model import (
     NodeGroup,
     RouteTable,
     TcpListener,
-    TlsCertificate,
 )
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.endpoints import cluster_load_assignment
 from dragoman.envoy.listeners import listener
 from dragoman.envoy.options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.routes import route_configuration
-from dragoman.envoy.secrets import secret, secret_name
+from dragoman.envoy.secrets import SdsValue, sds_name, secret
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
@@ -166,23 +165,25 @@ class _Translator:
     def secrets(self, group: NodeGroup) -> list[Resource]:
         """The certificates the group's listeners and clusters use (HTTPS and TLS-terminating
         listeners, client certificates to backends): no group gets another's keys."""
-        used: dict[str, TlsCertificate] = {}
+        used: dict[str, SdsValue] = {}
         for certificate in self._certificates(group):
-            used.setdefault(secret_name(certificate.secret), certificate)
+            used.setdefault(sds_name(certificate), certificate)
         return [self._secret(name, certificate) for name, certificate in sorted(used.items())]
 
-    def _certificates(self, group: NodeGroup) -> Iterator[TlsCertificate]:
+    def _certificates(self, group: NodeGroup) -> Iterator[SdsValue]:
         for value in group.listeners:
             if isinstance(value, HttpsListener | TcpListener):
                 for chain in value.filter_chains:
                     yield from chain.certificates
+                    if chain.client_validation is not None:
+                        yield chain.client_validation
         clusters = self._dag.clusters
         for name in group.clusters:
             tls = getattr(clusters.get(name), "tls", None)
             if tls is not None and tls.client_certificate is not None:
                 yield tls.client_certificate
 
-    def _secret(self, name: str, certificate: TlsCertificate) -> Resource:
+    def _secret(self, name: str, certificate: SdsValue) -> Resource:
         resource = self._secrets.get(name)
         if resource is None:
             resource = self._secrets[name] = Resource.of(name, secret(certificate))
