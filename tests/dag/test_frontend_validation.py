@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
+from dragoman.dag.build import build
+from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import ClientValidation, Dag, HttpsListener, TcpListener
+from dragoman.objects import ObjectKey
+from dragoman.store import Store
 from tests.support.builders import (
     Object,
     allowed_routes,
@@ -30,6 +34,7 @@ from tests.support.builders import (
     service,
     service_port,
     tls_secret,
+    typed,
 )
 from tests.support.certificates import certificate_authority
 from tests.support.status_builds import (
@@ -391,3 +396,23 @@ def test_listener_set_listeners_get_their_gateways_validation() -> None:
     accepted = next(c for c in broken["conditions"] if c["type"] == "Accepted")
     assert (accepted["status"], accepted["reason"]) == ("False", "NoValidCACertificate")
     assert 8443 not in served_ports(dag, "gw")
+
+
+def test_a_changed_ca_reaches_an_incremental_build() -> None:
+    """ConfigMaps are read for Gateways' CAs too, not only for BackendTLSPolicies: a CA
+    rotated in its ConfigMap changes what the next build serves."""
+    gw = infra_gateway(
+        "gw", listeners=[https("https", 443)], tls=frontend(validation(ca_ref("ca")))
+    )
+    rotated = config_map("ca", {"ca.crt": PER_PORT_CA.pem.decode()}, namespace="infra")
+    before = [obj for document in (*WORLD, gw) for obj in typed(document)]
+    after = [
+        *(obj for obj in before if obj.key != ObjectKey("ConfigMap", "infra", "ca")),
+        *typed(rotated),
+    ]
+    builder = IncrementalBuild()
+    builder.build(Store.from_objects(before))
+    result = builder.build(Store.from_objects(after))
+    assert result.dag == build(Store.from_objects(after))
+    found = chain_validation(result.dag, "gw", 443)
+    assert found is not None and found.trusted_ca == PER_PORT_CA.pem
