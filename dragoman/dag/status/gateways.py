@@ -14,22 +14,30 @@ from dragoman.dag.frontends.client_validation import (
 from dragoman.dag.frontends.gateway_classes import ClassVerdict
 from dragoman.dag.frontends.listeners import GatewayVerdict, ListenerVerdict
 from dragoman.dag.model import ObjectStatus
+from dragoman.dag.status.supported_features import supported_features
 from dragoman.objects import Gateway
 
 
 def gateway_class_status(verdict: ClassVerdict) -> ObjectStatus:
     gateway_class = verdict.gateway_class
     generation = gateway_class.meta.generation
-    if verdict.problem is None:
-        accepted = condition(
-            "Accepted", True, "Accepted", "dragoman serves Gateways of this class", generation
-        )
-    else:
+    if verdict.problem is not None:
         accepted = condition(
             "Accepted", False, verdict.problem.reason, verdict.problem.message, generation
         )
+        # None supported: a class refused after being accepted must not keep its old list.
+        return ObjectStatus(
+            key=gateway_class.key,
+            api_version=GATEWAY_API_VERSION,
+            status={"conditions": [accepted], "supportedFeatures": []},
+        )
+    accepted = condition(
+        "Accepted", True, "Accepted", "dragoman serves Gateways of this class", generation
+    )
     return ObjectStatus(
-        key=gateway_class.key, api_version=GATEWAY_API_VERSION, status={"conditions": [accepted]}
+        key=gateway_class.key,
+        api_version=GATEWAY_API_VERSION,
+        status={"conditions": [accepted], "supportedFeatures": supported_features()},
     )
 
 
