@@ -274,6 +274,12 @@ def test_invalid_default_validation_affects_only_https() -> None:
     )
     assert listener_condition(dag, gateway_name, "https", "Programmed", "infra")[0] == "False"
     assert served_ports(dag, gateway_name) == {80}
+    # Reported with the fields to fix: the configuration, and the reference.
+    fields = {(p.field, p.reason) for p in dag.problems if p.object.name == gateway_name}
+    assert fields == {
+        ("spec.tls.frontend.default.validation", "NoValidCACertificate"),
+        ("spec.tls.frontend.default.validation.caCertificateRefs[0]", "InvalidCACertificateRef"),
+    }
 
 
 # --- beyond the suite ---------------------------------------------------------------------------

@@ -46,6 +46,7 @@ class ValidationVerdict:
     must not be served), with the problems of the references that are not."""
 
     validation: ClientValidation | None
+    field: str  # the configuration's, e.g. spec.tls.frontend.perPort[0].tls.validation
     problems: tuple[ValidationProblem, ...] = ()
 
 
@@ -64,10 +65,11 @@ def client_validation(
     config = frontend.for_port(port)
     if not config.ca_certificate_refs:
         return None
+    at = f"{config.field}.validation"
     bundles: list[bytes] = []
     problems: list[ValidationProblem] = []
     for index in range(len(config.ca_certificate_refs)):
-        field = f"{config.field}.validation.caCertificateRefs[{index}]"
+        field = f"{at}.caCertificateRefs[{index}]"
         found = _bundle(gateway, config, index, context)
         if isinstance(found, bytes):
             bundles.append(found)
@@ -75,14 +77,14 @@ def client_validation(
             reason, message = found
             problems.append(ValidationProblem(field, reason, f"{field}: {message}"))
     if not bundles:
-        return ValidationVerdict(None, tuple(problems))
+        return ValidationVerdict(None, at, tuple(problems))
     trusted = b"".join(b if b.endswith(b"\n") else b + b"\n" for b in bundles)
     validation = ClientValidation(
         name=client_ca_name(gateway.key, port),
         trusted_ca=trusted,
         insecure_fallback=config.mode == ALLOW_INSECURE_FALLBACK,
     )
-    return ValidationVerdict(validation, tuple(problems))
+    return ValidationVerdict(validation, at, tuple(problems))
 
 
 def _bundle(

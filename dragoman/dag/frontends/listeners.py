@@ -317,7 +317,7 @@ def _client_validation(
         )
     if judged.validation is not None:
         return judged.validation, None
-    field = judged.problems[0].field if own else f"spec.listeners[{index}].tls"
+    field = judged.field if own else f"spec.listeners[{index}].tls"
     return None, Problem(
         gateway.key,
         field,
