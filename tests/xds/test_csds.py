@@ -24,12 +24,12 @@ from dragoman import cli
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Snapshot
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.client_status import ClientStatus, resource_statuses
-from dragoman.xds.client_status import ConfigStatus as ClientConfigStatus
-from dragoman.xds.csds_client import client_rows, format_table
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.sotw import SotwStream
+from dragoman.xds.csds.csds_client import client_rows, format_table
+from dragoman.xds.protocol.resource_status import ClientStatus, resource_statuses
+from dragoman.xds.protocol.resource_status import ConfigStatus as ClientConfigStatus
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.xds_builders import (
     ack,
     eds_cluster,

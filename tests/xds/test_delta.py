@@ -10,10 +10,10 @@ import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.sotw_state import Ack, MissingTypeUrl, Nack, StaleRequest, WrongTypeUrl
-from dragoman.xds.stream_base import StreamMemos
-from dragoman.xds.wire import DeltaResponse
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.events import Ack, MissingTypeUrl, Nack, StaleRequest, WrongTypeUrl
+from dragoman.xds.protocol.stream_protocol import StreamMemos
+from dragoman.xds.protocol.wire import DeltaResponse
 from tests.support.xds_builders import (
     delta_ack,
     delta_nack,

@@ -16,10 +16,10 @@ from envoy.config.core.v3.base_pb2 import Node
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.server import bound_port, start_xds_server
-from dragoman.xds.variants import ConfigSources
+from dragoman.xds.server.grpc_server import bound_port, start_xds_server
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.snapshot_variants import ConfigSources
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.xds_builders import eds_cluster, endpoints, listener, routes, snapshot
 from tests.support.xds_client import XdsClient
 

@@ -14,9 +14,9 @@ from envoy.service.status.v3.csds_pb2 import ClientStatusRequest, ClientStatusRe
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.csds_client import client_rows
-from dragoman.xds.registry import StreamRegistry
+from dragoman.xds.csds.csds_client import client_rows
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.proxyless import (
     API,
     ENVOY_NODE,

@@ -32,14 +32,14 @@ from dragoman.snapshots.resources import (
     Snapshot,
     TypeSnapshot,
 )
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.delta_state import RECENT_MAPS
-from dragoman.xds.lru import SizedLru
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.sotw import SotwStream
-from dragoman.xds.stream_base import StreamMemos
-from dragoman.xds.wire import DeltaResponse, SotwResponse
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.digest_maps import RECENT_MAPS
+from dragoman.xds.protocol.sized_lru import SizedLru
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.protocol.stream_protocol import StreamMemos
+from dragoman.xds.protocol.wire import DeltaResponse, SotwResponse
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.xds_builders import (
     ack,
     delta_ack,

@@ -7,10 +7,10 @@ from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import ALL_GATEWAYS, CLUSTER, LISTENER, Snapshot
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.delta_state import DIFFS, RECENT_MAPS, DigestMaps
-from dragoman.xds.sotw import SotwStream
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.digest_maps import DIFFS, RECENT_MAPS, DigestMaps
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.xds_builders import (
     delta_ack,
     delta_request,

@@ -22,10 +22,10 @@ from envoy.service.status.v3.csds_pb2 import ClientStatusRequest, ClientStatusRe
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.security.certgen import client_pair, server_pair
 from dragoman.snapshots.resources import LISTENER, SECRET, Resource, Snapshot, TypeSnapshot
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.client_kind import GRPC_CLIENT_FEATURE
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.server import XdsInsecureError, start_xds_server
+from dragoman.xds.protocol.client_kind import GRPC_CLIENT_FEATURE
+from dragoman.xds.server.grpc_server import XdsInsecureError, start_xds_server
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.mtls import Material, material, mtls_endpoint, stranger, write_pair
 from tests.support.xds_builders import listener, routes, snapshot
 from tests.support.xds_client import XdsClient

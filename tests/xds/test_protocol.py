@@ -21,13 +21,14 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, Disc
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.server import XdsCallbacks
-from dragoman.xds.sotw import Ack, Nack, SotwStream
-from dragoman.xds.variants import ConfigSources
-from dragoman.xds.wire import Response
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.events import Ack, Nack
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.protocol.wire import Response
+from dragoman.xds.server.grpc_server import XdsCallbacks
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.snapshot_variants import ConfigSources
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.xds_builders import (
     delta_request,
     eds_cluster,

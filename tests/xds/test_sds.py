@@ -17,10 +17,12 @@ from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.core import ads_config_source, pack
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import LISTENER, SECRET, Resource, Snapshot, TypeSnapshot
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.sotw import Nack, SotwResponse, SotwStream
-from dragoman.xds.variants import ConfigSources
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.events import Nack
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.protocol.wire import SotwResponse
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.snapshot_variants import ConfigSources
 from tests.support.xds_builders import (
     ack,
     delta_ack,

@@ -22,9 +22,9 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, Snapshot
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.server import XdsAddressError, bound_port, start_xds_server
+from dragoman.xds.server.grpc_server import XdsAddressError, bound_port, start_xds_server
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.xds_builders import (
     ack,
     eds_cluster,

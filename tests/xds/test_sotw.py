@@ -19,16 +19,10 @@ from dragoman.snapshots.resources import (
     Snapshot,
     TypeSnapshot,
 )
-from dragoman.xds.sotw import (
-    Ack,
-    MissingTypeUrl,
-    Nack,
-    SotwResponse,
-    SotwStream,
-    StaleRequest,
-    WrongTypeUrl,
-)
-from dragoman.xds.stream_base import StreamMemos
+from dragoman.xds.protocol.events import Ack, MissingTypeUrl, Nack, StaleRequest, WrongTypeUrl
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.protocol.stream_protocol import StreamMemos
+from dragoman.xds.protocol.wire import SotwResponse
 from tests.support.xds_builders import (
     ack,
     dns_cluster,

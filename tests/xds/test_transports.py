@@ -22,8 +22,8 @@ from dragoman.envoy.json_mapping import to_json_mapping
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.envoy.yaml_text import dump_yaml
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.variants import ConfigSources
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.snapshot_variants import ConfigSources
 from tests.support.envoy_checks import problems_in, validate
 from tests.support.envoy_dags import envoy_binary, every_kind_of_dag
 from tests.support.xds_builders import (

@@ -12,7 +12,7 @@ from envoy.service.discovery.v3.discovery_pb2 import Resource as Wrapper
 from google.protobuf.any_pb2 import Any
 
 from dragoman.snapshots.resources import CLUSTER, Resource
-from dragoman.xds.wire import ResponseBodies
+from dragoman.xds.protocol.wire import ResponseBodies
 
 LENGTHS = (0, 1, 127, 128, 300, 16383, 16384, 70000)
 

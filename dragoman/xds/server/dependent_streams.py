@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
-from dragoman.xds.registry import ConnectedStream, StreamRegistry
+from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry
 
 logger = logging.getLogger("dragoman.xds")
 

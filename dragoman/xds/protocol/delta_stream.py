@@ -26,25 +26,19 @@ from dragoman.snapshots.resources import (
     Snapshot,
     TypeSnapshot,
 )
-from dragoman.xds.delta_state import (
+from dragoman.xds.protocol.delta_state import (
     MAX_PENDING,
     UNKNOWN,
     DeltaTypeState,
-    DigestMap,
-    DigestMaps,
     Pending,
     share_if_equal,
     writable,
 )
-from dragoman.xds.sotw_state import (
-    WILDCARD,
-    Ack,
-    Nack,
-    StaleRequest,
-    subscription_names,
-)
-from dragoman.xds.stream_base import StreamProtocol
-from dragoman.xds.wire import DeltaResponse
+from dragoman.xds.protocol.digest_maps import DigestMap, DigestMaps
+from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
+from dragoman.xds.protocol.stream_protocol import StreamProtocol
+from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
+from dragoman.xds.protocol.wire import DeltaResponse
 
 # Removals go after every addition, referrers before what they refer to.
 REMOVAL_ORDER: tuple[str, ...] = (LISTENER, ROUTE, SECRET, CLUSTER, ENDPOINT)

@@ -3,62 +3,15 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 from dragoman.snapshots.resources import Resource, TypeSnapshot
-from dragoman.sources.shared import interned
-
-WILDCARD = "*"
+from dragoman.xds.protocol.events import Nack
 
 # Diffs between whole type snapshots kept for reuse: one change, plus a few versions back
 # for streams that lag behind.
 WHOLE_DIFFS = 8
-
-
-class StreamError(Exception):
-    """A request the protocol forbids; the shell ends the stream with INVALID_ARGUMENT."""
-
-
-class MissingTypeUrl(StreamError):
-    """An ADS request without type_url: nothing says which sub-stream it belongs to."""
-
-
-class WrongTypeUrl(StreamError):
-    """A request on a single-type stream naming another type."""
-
-
-@dataclass(frozen=True, slots=True)
-class Nack:
-    """The client rejected a response."""
-
-    type_url: str
-    version: str  # the version_info of the rejected response
-    nonce: str
-    message: str  # error_detail.message, the client's reason
-    code: int  # error_detail.code, a google.rpc.Code
-    resource_names: tuple[str, ...]  # what the rejected response carried
-    kept_version: str  # the version the client keeps running (its request's version_info)
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    type_url: str
-    version: str
-    nonce: str
-
-
-@dataclass(frozen=True, slots=True)
-class StaleRequest:
-    """A request answering an older response: ignored, the client will answer the latest one."""
-
-    type_url: str
-    nonce: str
-    expected_nonce: str
-    error_message: str = ""  # set when the stale request was a NACK
-
-
-StreamEvent = Nack | Ack | StaleRequest
 
 
 @dataclass(slots=True)
@@ -165,14 +118,3 @@ class WholeTypeDiffs:
 
 def _digest(resource: Resource | None) -> str | None:
     return resource.digest if resource is not None else None
-
-
-def subscription_names(names: Iterable[str], current: TypeSnapshot) -> frozenset[str]:
-    """Names a request subscribes to, as shared objects: the snapshot's own name set when
-    they are all its names (the usual EDS subscription), else each name interned, so that
-    a thousand streams naming the same resources do not each keep their own strings."""
-    requested = frozenset(names)
-    every = current.names
-    if requested == every:
-        return every
-    return frozenset(interned(name) for name in requested)

@@ -4,7 +4,7 @@ Serves ADS (StreamAggregatedResources, DeltaAggregatedResources), the per-type s
 clusters, endpoints, listeners and routes (Stream* and Delta*) and CSDS on one server.
 Each xDS stream runs one loop that waits for the next request and for the next cache change
 at the same time, feeds whichever comes to its SotwStream or DeltaStream, and writes the
-responses in order. Responses are pre-encoded (`dragoman.xds.wire`): the handlers are
+responses in order. Responses are pre-encoded (`dragoman.xds.protocol.wire`): the handlers are
 registered with a serializer that writes those bytes as they are.
 """
 
@@ -35,16 +35,24 @@ from dragoman.snapshots.resources import (
     SHORT_NAMES,
     Snapshot,
 )
-from dragoman.xds import csds, dependent_streams
-from dragoman.xds.access import Refusal, xds_access
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.client_kind import GRPC_GROUP_SUFFIX, grpc_group, is_grpc_client, split_group
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.sotw import Ack, Nack, SotwStream, StaleRequest, StreamError, StreamEvent
-from dragoman.xds.tls import RotatingServerCredentials, peer_identity
-from dragoman.xds.variants import ConfigSources
-from dragoman.xds.wire import DeltaResponse, Response, SotwResponse, serialize
+from dragoman.xds.csds import csds_service
+from dragoman.xds.protocol.client_kind import (
+    GRPC_GROUP_SUFFIX,
+    grpc_group,
+    is_grpc_client,
+    split_group,
+)
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.events import Ack, Nack, StaleRequest, StreamError, StreamEvent
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.protocol.wire import DeltaResponse, Response, SotwResponse, serialize
+from dragoman.xds.server import dependent_streams
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.snapshot_variants import ConfigSources
+from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry
+from dragoman.xds.transport.access_rules import Refusal, xds_access
+from dragoman.xds.transport.credentials import RotatingServerCredentials
+from dragoman.xds.transport.peer_identity import peer_identity
 
 logger = logging.getLogger("dragoman.xds")
 
@@ -523,8 +531,8 @@ async def start_xds_server(
     """Serve xDS (ADS and per-type, SotW and delta) and CSDS on `address` ("host:port").
 
     With `tls`, only over mutual TLS, each client receiving what its certificate's identity
-    allows (`dragoman.xds.access`). Without it, plaintext on a loopback address only, unless
-    `insecure` (then loudly logged).
+    allows (`dragoman.xds.transport.access_rules`). Without it, plaintext on a loopback
+    address only, unless `insecure` (then loudly logged).
 
     `registry` receives the connected streams (CSDS reports them). Raises XdsAddressError if
     the address is in use or cannot be bound, XdsInsecureError for plaintext elsewhere than
@@ -548,7 +556,7 @@ async def start_xds_server(
     registry = registry if registry is not None else StreamRegistry()
     streams = XdsStreams(cache, registry, callbacks, dependent_stream_timeout_s)
     server.add_generic_rpc_handlers(xds_handlers(streams))
-    csds.add_to_server(server, registry)
+    csds_service.add_to_server(server, registry)
     try:
         if tls is None:
             port = server.add_insecure_port(address)

@@ -25,10 +25,10 @@ from envoy.type.matcher.v3.string_pb2 import StringMatcher
 from google.protobuf.any_pb2 import Any
 
 from dragoman.snapshots.resources import SECRET_TYPES
-from dragoman.xds.access import csds_access
-from dragoman.xds.client_status import ResourceStatus
-from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.tls import peer_identity
+from dragoman.xds.protocol.resource_status import ResourceStatus
+from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry
+from dragoman.xds.transport.access_rules import csds_access
+from dragoman.xds.transport.peer_identity import peer_identity
 
 logger = logging.getLogger("dragoman.xds")
 

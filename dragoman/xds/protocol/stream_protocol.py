@@ -1,6 +1,6 @@
 """What the SotW and delta stream state machines share: the client's node, the snapshot
 served, one nonce counter, the events collected for the shell, and which type a request is
-about. What to send, and when, is each protocol's own (`dragoman.xds.sotw`, `.delta`)."""
+about. What to send, and when, is each protocol's own (`sotw_stream`, `delta_stream`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, Disc
 
 from dragoman.snapshots.references import ResourceReferences
 from dragoman.snapshots.resources import Snapshot, TypeSnapshot, ads_ordered
-from dragoman.xds.client_kind import is_grpc_client
-from dragoman.xds.delta_state import DigestMaps
-from dragoman.xds.sotw_state import MissingTypeUrl, StreamEvent, WholeTypeDiffs, WrongTypeUrl
-from dragoman.xds.wire import ResponseBodies
+from dragoman.xds.protocol.client_kind import is_grpc_client
+from dragoman.xds.protocol.digest_maps import DigestMaps
+from dragoman.xds.protocol.events import MissingTypeUrl, StreamEvent, WrongTypeUrl
+from dragoman.xds.protocol.sotw_state import WholeTypeDiffs
+from dragoman.xds.protocol.wire import ResponseBodies
 
 S = TypeVar("S")  # what the protocol remembers per type
 

@@ -23,34 +23,11 @@ from dragoman.snapshots.resources import (
     Snapshot,
     TypeSnapshot,
 )
-from dragoman.xds.sotw_state import (
-    WILDCARD,
-    Ack,
-    MissingTypeUrl,
-    Nack,
-    StaleRequest,
-    StreamError,
-    StreamEvent,
-    TypeState,
-    WrongTypeUrl,
-    subscription_names,
-)
-from dragoman.xds.stream_base import StreamProtocol
-from dragoman.xds.wire import SotwResponse
-
-__all__ = [
-    "WILDCARD",
-    "Ack",
-    "MissingTypeUrl",
-    "Nack",
-    "SotwResponse",
-    "SotwStream",
-    "StaleRequest",
-    "StreamError",
-    "StreamEvent",
-    "TypeState",
-    "WrongTypeUrl",
-]
+from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
+from dragoman.xds.protocol.sotw_state import TypeState
+from dragoman.xds.protocol.stream_protocol import StreamProtocol
+from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
+from dragoman.xds.protocol.wire import SotwResponse
 
 # Resources to send and the version_info to send them with.
 Plan = tuple[str, Mapping[str, Resource]]

@@ -17,7 +17,7 @@ from envoy.service.status.v3.csds_pb2 import (
 
 from dragoman.security.files import TlsFiles, read_pem
 from dragoman.snapshots.resources import SHORT_NAMES, ads_ordered
-from dragoman.xds.client_kind import is_grpc_client
+from dragoman.xds.protocol.client_kind import is_grpc_client
 
 
 def fetch_client_status(

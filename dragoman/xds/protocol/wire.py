@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse, DiscoveryResponse
 
 from dragoman.snapshots.resources import Resource
-from dragoman.xds.lru import SizedLru
+from dragoman.xds.protocol.sized_lru import SizedLru
 
 # Field numbers shared by DiscoveryResponse and DeltaDiscoveryResponse.
 _VERSION = 1  # version_info / system_version_info

@@ -1,7 +1,7 @@
 """Where each client stands, resource by resource: what it ACKed, what it rejected and why.
 
 Pure: computed from a stream's protocol state and the snapshot it serves. CSDS
-(`dragoman.xds.csds`) and `dragoman clients` present it.
+(`dragoman.xds.csds.csds_service`) and `dragoman clients` present it.
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from enum import Enum
 
 from dragoman.snapshots.resources import FULL_STATE_TYPES, Resource, TypeSnapshot, ads_ordered
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.delta_state import DeltaTypeState
-from dragoman.xds.sotw import Nack, SotwStream, TypeState
+from dragoman.xds.protocol.delta_state import DeltaTypeState
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.events import Nack
+from dragoman.xds.protocol.sotw_state import TypeState
+from dragoman.xds.protocol.sotw_stream import SotwStream
 
 
 class ClientStatus(Enum):

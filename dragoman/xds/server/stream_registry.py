@@ -10,10 +10,12 @@ from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.security.identities import Identity
 from dragoman.snapshots.resources import ALL_GATEWAYS
-from dragoman.xds.client_status import ResourceStatus, resource_statuses
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.delta_state import DeltaTypeState
-from dragoman.xds.sotw import Nack, SotwStream, TypeState
+from dragoman.xds.protocol.delta_state import DeltaTypeState
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.events import Nack
+from dragoman.xds.protocol.resource_status import ResourceStatus, resource_statuses
+from dragoman.xds.protocol.sotw_state import TypeState
+from dragoman.xds.protocol.sotw_stream import SotwStream
 
 
 @dataclass(frozen=True, slots=True)
