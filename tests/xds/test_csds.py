@@ -25,7 +25,7 @@ from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.per_type_sources import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Snapshot
 from dragoman.xds.csds.csds_client import client_rows, format_table
-from dragoman.xds.protocol.resource_status import ClientStatus, resource_statuses
+from dragoman.xds.protocol.resource_status import ClientStatus
 from dragoman.xds.protocol.resource_status import ConfigStatus as ClientConfigStatus
 from dragoman.xds.protocol.sotw_stream import SotwStream
 from dragoman.xds.server.snapshot_cache import SnapshotCache
@@ -367,7 +367,7 @@ def test_sotw_nack_marks_only_the_resources_that_changed() -> None:
     bad = snapshot(clusters=changed)
     (pushed,) = stream.on_snapshot(bad)
     stream.on_request(nack(pushed, "a: bad", kept_version=cds.version_info), bad)
-    statuses = {s.name: (s.client_status, s.config_status) for s in resource_statuses(stream)}
+    statuses = {s.name: (s.client_status, s.config_status) for s in stream.resource_statuses()}
     assert statuses == {
         "a": (ClientStatus.NACKED, ClientConfigStatus.ERROR),
         "b": (ClientStatus.ACKED, ClientConfigStatus.SYNCED),
@@ -396,6 +396,6 @@ def test_sotw_eds_nack_marks_only_the_resources_that_changed() -> None:
     stream.on_request(ack(cds), moved)
     stream.on_request(nack(eds, "a: bad", ["a", "b"], kept_version=eds.version_info), moved)
     statuses = {
-        s.name: s.client_status for s in resource_statuses(stream) if s.type_url == ENDPOINT
+        s.name: s.client_status for s in stream.resource_statuses() if s.type_url == ENDPOINT
     }
     assert statuses == {"a": ClientStatus.NACKED, "b": ClientStatus.ACKED}

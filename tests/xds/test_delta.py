@@ -529,7 +529,7 @@ def test_delta_idle_wildcard_streams_share_the_snapshot_digest_map_and_diff() ->
     streams = [DeltaStream(CLUSTER, memos) for _ in range(3)]
     for stream in streams:
         stream.on_request(delta_ack(only(stream.on_request(delta_request(CLUSTER), snap))), snap)
-    held = [stream.types[CLUSTER].held for stream in streams]
+    held = [stream.types[CLUSTER].held.mapping for stream in streams]
     assert held[0] is held[1] is held[2]  # one shared map, not three copies
     assert dict(held[0]) == {n: r.digest for n, r in snap.of_type(CLUSTER).resources.items()}
     changed = snapshot(clusters=[eds_cluster("a", timeout_s=7), eds_cluster("c"), eds_cluster("d")])
@@ -539,4 +539,4 @@ def test_delta_idle_wildcard_streams_share_the_snapshot_digest_map_and_diff() ->
         assert response.head is pushed[0].head
     for stream, response in zip(streams, pushed, strict=True):
         stream.on_request(delta_ack(response), changed)
-        assert stream.types[CLUSTER].held is streams[0].types[CLUSTER].held
+        assert stream.types[CLUSTER].held.mapping is streams[0].types[CLUSTER].held.mapping

@@ -73,7 +73,7 @@ def test_idle_delta_streams_of_one_cache_share_maps_another_cache_churns_past() 
         current = clusters(version)
         for pushed in busy.on_snapshot(current):
             busy.on_request(delta_ack(pushed), current)
-    held = [stream.types[CLUSTER].held for stream in streams]
+    held = [stream.types[CLUSTER].held.mapping for stream in streams]
     assert held[0] is held[1]
     assert one.memos.digest_maps.shared_map_version(held[0]) == served.of_type(CLUSTER).version
     # The push after the churn elsewhere still takes the shared diff: one body for both.

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Set
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 
-from dragoman.snapshots.resources import Resource
+from dragoman.snapshots.resources import Resource, TypeSnapshot
+from dragoman.xds.protocol.copy_on_write import CopyOnWrite
 from dragoman.xds.protocol.events import Nack
+from dragoman.xds.protocol.resource_status import (
+    ClientStatus,
+    ConfigStatus,
+    ResourceStatus,
+    TypeStatus,
+    not_held,
+)
 
 # `held` value for a name whose state on the client is unknown: the next response carries
 # the resource, or its name in removed_resources (a wildcard client that unsubscribed it).
@@ -46,13 +54,13 @@ class DeltaTypeState:
 
     # name -> resource version (the content digest) the client holds, or will once
     # in-flight responses are applied; UNKNOWN forces a resend or a removal.
-    # `held` and `acked` are read-only shared maps (`digests_of`) while they equal the
-    # snapshot's, which is the usual idle state: change them only through `writable`.
-    held: Mapping[str, str] = field(default_factory=dict)
+    # `held` and `acked` hold read-only shared maps (`digests_of`) while they equal the
+    # snapshot's, which is the usual idle state, and copy them before any change.
+    held: CopyOnWrite[str] = field(default_factory=CopyOnWrite)
     # Explicitly subscribed names the client has been told do not exist.
     absent: set[str] = field(default_factory=set)
     # name -> version the client ACKed.
-    acked: Mapping[str, str] = field(default_factory=dict)
+    acked: CopyOnWrite[str] = field(default_factory=CopyOnWrite)
     pending: OrderedDict[str, Pending] = field(default_factory=OrderedDict)
 
     # name -> (rejected version, the NACK): not sent again until its content changes.
@@ -73,14 +81,82 @@ class DeltaTypeState:
     def in_flight(self) -> bool:
         return bool(self.pending)
 
+    def rejects(self, current: TypeSnapshot) -> bool:
+        """Whether the client rejected the content `current` serves under some name."""
+        available = current.resources
+        for name, (version, _) in self.rejected.items():
+            resource = available.get(name)
+            if resource is not None and resource.digest == version:
+                return True
+        return False
 
-def writable(mapping: Mapping[str, str]) -> dict[str, str]:
-    """`mapping` itself if it is this stream's own dict, else a private copy to change."""
-    return mapping if type(mapping) is dict else dict(mapping)
+    def held_digest(self, name: str) -> str | None:
+        return self.held.get(name)
 
+    def held_resources(self, current: TypeSnapshot) -> Iterator[Resource]:
+        """What the client holds (or will) of `current`: a name held at another version
+        says only its digest, not its content."""
+        available = current.resources
+        for name, version in self.held.items():
+            resource = available.get(name)
+            if resource is not None and resource.digest == version:
+                yield resource
 
-def share_if_equal(mapping: Mapping[str, str], digests: Mapping[str, str]) -> Mapping[str, str]:
-    """The shared `digests` in place of an equal private map (an idle stream's usual state)."""
-    if mapping is digests or len(mapping) != len(digests):
-        return mapping
-    return digests if mapping == digests else mapping
+    def type_status(self) -> TypeStatus:
+        acked = self.acked_system_version
+        pending = self.pending
+        sent = next(reversed(pending.values())).system_version if pending else acked
+        return TypeStatus(
+            type_url=self.type_url,
+            sent_version=sent,
+            acked_version=acked,
+            in_flight=self.in_flight,
+            last_nack=self.last_nack,
+            subscribed=tuple(sorted(self.names)),
+            wildcard=self.wildcard,
+        )
+
+    def resource_statuses(self, current: TypeSnapshot) -> list[ResourceStatus]:
+        """Every resource the client holds or asked for, by name, against `current`."""
+        available = current.resources
+        names = set(self.held) | set(self.acked) | set(self.rejected) | self.names
+        if self.wildcard:
+            names.update(available)
+        out = []
+        for name in sorted(names):
+            now = available.get(name)
+            acked = self.acked.get(name)
+            rejected = self.rejected.get(name)
+            if rejected is not None and (now is None or now.digest == rejected[0]):
+                out.append(
+                    ResourceStatus(
+                        self.type_url,
+                        name,
+                        acked or "",
+                        ClientStatus.NACKED,
+                        ConfigStatus.ERROR,
+                        rejected[1],
+                    )
+                )
+            elif acked is not None:
+                synced = now is not None and now.digest == acked
+                out.append(
+                    ResourceStatus(
+                        self.type_url,
+                        name,
+                        acked,
+                        ClientStatus.ACKED,
+                        ConfigStatus.SYNCED if synced else ConfigStatus.STALE,
+                        resource=now if synced else None,
+                    )
+                )
+            elif now is None and name in self.absent:
+                # The client was told in removed_resources: it knows, and agrees.
+                out.append(
+                    ResourceStatus(
+                        self.type_url, name, "", ClientStatus.DOES_NOT_EXIST, ConfigStatus.SYNCED
+                    )
+                )
+            else:
+                out.append(not_held(self.type_url, name, name in self.held, now is not None))
+        return out

@@ -11,7 +11,7 @@ writes the responses out in order, as for `SotwStream`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 
@@ -26,16 +26,10 @@ from dragoman.snapshots.resources import (
     Snapshot,
     TypeSnapshot,
 )
-from dragoman.xds.protocol.delta_state import (
-    MAX_PENDING,
-    UNKNOWN,
-    DeltaTypeState,
-    Pending,
-    share_if_equal,
-    writable,
-)
+from dragoman.xds.protocol.delta_state import MAX_PENDING, UNKNOWN, DeltaTypeState, Pending
 from dragoman.xds.protocol.digest_maps import DigestMap, DigestMaps
 from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
+from dragoman.xds.protocol.make_before_break import endpoints_to_resend, routes_settled
 from dragoman.xds.protocol.stream_protocol import StreamProtocol
 from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
 from dragoman.xds.protocol.wire import DeltaResponse
@@ -130,9 +124,9 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             changed = [r for r in pending.sent if state.acked.get(r.name) != r.digest]
             gone = [n for n in pending.removed if n in state.acked]
             if (changed or gone) and self._acks_what_is_held(state, changed, gone):
-                state.acked = state.held  # the shared map: no copy of its own
+                state.acked.share(state.held.mapping)  # the shared map: no copy of its own
             elif changed or gone:
-                acked = state.acked = writable(state.acked)
+                acked = state.acked.writable()
                 for resource in changed:
                     acked[resource.name] = resource.digest
                 for name in gone:
@@ -144,8 +138,8 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             if not state.pending and self._serves(state.type_url):
                 # Idle again: share the snapshot's digest map when the client holds exactly it.
                 digests = self.memos.digest_maps.digests_of(self._current(state.type_url))
-                state.held = share_if_equal(state.held, digests)
-                state.acked = share_if_equal(state.acked, digests)
+                state.held.share_if_equal(digests)
+                state.acked.share_if_equal(digests)
             self._events.append(Ack(state.type_url, pending.system_version, nonce))
             return
         nack = Nack(
@@ -158,7 +152,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             kept_version="",
         )
         state.last_nack = nack
-        held = state.held = writable(state.held)
+        held = state.held.writable()
         for resource in pending.sent:
             name, version = resource.name, resource.digest
             state.rejected[name] = (version, nack)
@@ -180,7 +174,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         shared = _plan_from_shared_map(state, current, self.memos.digest_maps)
         if shared is not None:
             return shared
-        held = state.held
+        held = state.held.mapping
         if state.wildcard:
             # The snapshot's names are already sorted; add the few it lacks.
             extra = {n for n in held if n not in available}
@@ -210,16 +204,16 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
     ) -> DeltaResponse:
         nonce = self._next_nonce()
         system_version = self._current(state.type_url).version
-        held_before = state.held
+        held_before = state.held.mapping
         previous = {r.name: v for r in updates if (v := held_before.get(r.name)) is not None}
         if updates or removed:
             current = self._current(state.type_url)
-            if self._brings_to_current(held_before, updates, removed, current):
+            if self.memos.digest_maps.brings_to_current(held_before, updates, removed, current):
                 # The client will hold exactly the snapshot: share its digest map rather
                 # than copy 10,000 names and digests into a map of this stream's own.
-                state.held = self.memos.digest_maps.digests_of(current)
+                state.held.share(self.memos.digest_maps.digests_of(current))
             else:
-                held = state.held = writable(held_before)
+                held = state.held.writable()
                 for resource in updates:
                     held[resource.name] = resource.digest
                 for name in removed:
@@ -244,29 +238,15 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             state.type_url, system_version, updates, removed, nonce
         )
 
-    def _brings_to_current(
-        self,
-        held: Mapping[str, str],
-        updates: Sequence[Resource],
-        removed: Sequence[str],
-        current: TypeSnapshot,
-    ) -> bool:
-        """Whether `held` with `updates` and `removed` applied is exactly `current`'s digest
-        map: a stream's first answer of the whole snapshot, or the shared diff from the
-        shared map of an earlier version (updates are always `current`'s resources)."""
-        if not held:
-            return not removed and len(updates) == len(current.resources)
-        return self._is_shared_diff(held, updates, removed, current)
-
     def _acks_what_is_held(
         self, state: DeltaTypeState, changed: Sequence[Resource], gone: Sequence[str]
     ) -> bool:
         """Whether `acked` with this ACK applied is exactly `held`, itself a shared digest map
         and nothing else in flight: then `acked` can be that map too."""
-        held = state.held
+        held = state.held.mapping
         if not isinstance(held, DigestMap) or state.pending:
             return False
-        acked = state.acked
+        acked = state.acked.mapping
         if not acked:
             return (
                 not gone
@@ -276,31 +256,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         current = self._current(state.type_url)
         if self.memos.digest_maps.shared_map_version(held) != current.version:
             return False
-        return self._is_shared_diff(acked, changed, gone, current)
-
-    def _is_shared_diff(
-        self,
-        old: Mapping[str, str],
-        updates: Sequence[Resource],
-        removed: Sequence[str],
-        current: TypeSnapshot,
-    ) -> bool:
-        """Whether `updates` and `removed` are exactly the diff from `old`, a shared digest
-        map, to `current`."""
-        maps = self.memos.digest_maps
-        old_version = maps.shared_map_version(old)
-        if old_version is None:
-            return False
-        try:
-            changed, gone = maps.shared_diff(old_version, current)
-        except KeyError:
-            return False
-        return (
-            len(changed) == len(updates)
-            and tuple(removed) == gone
-            and all(name == r.name for name, r in zip(changed, updates, strict=True))
-            and all(current.resources.get(r.name) is r for r in updates)
-        )
+        return self.memos.digest_maps.is_shared_diff(acked, changed, gone, current)
 
     def _resend_endpoints(self, clusters: Iterable[Resource]) -> list[DeltaResponse]:
         """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
@@ -308,11 +264,9 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         if state is None or not self._serves(ENDPOINT):
             return []
         forced = False
-        for cluster in clusters:
-            service = self.memos.references.eds_service_name(cluster)
-            if service is not None and service in state.held and state.subscribes(service):
-                state.held = writable(state.held)
-                state.held[service] = UNKNOWN
+        for service in endpoints_to_resend(clusters, state, self.memos.references):
+            if service in state.held:
+                state.held.writable()[service] = UNKNOWN
                 forced = True
         if not forced:
             return []
@@ -343,33 +297,8 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         return responses
 
     def _routes_settled(self) -> bool:
-        """True when the client ACKed the current listeners and every route they fetch."""
-        listeners = self.types.get(LISTENER)
-        routes = self.types.get(ROUTE)
-        for state in (listeners, routes):
-            if state is not None and (state.pending or self._rejects_current(state)):
-                return False
-        if listeners is None or routes is None:
-            return True
-        current_listeners = self._current(LISTENER).resources
-        current_routes = self._current(ROUTE).resources
-        for name, version in listeners.held.items():
-            listener = current_listeners.get(name)
-            if listener is None or listener.digest != version:
-                continue
-            for route_name in self.memos.references.route_config_names(listener):
-                route = current_routes.get(route_name)
-                if route is not None and routes.held.get(route_name) != route.digest:
-                    return False
-        return True
-
-    def _rejects_current(self, state: DeltaTypeState) -> bool:
-        available = self._current(state.type_url).resources
-        for name, (version, _) in state.rejected.items():
-            resource = available.get(name)
-            if resource is not None and resource.digest == version:
-                return True
-        return False
+        assert self._snapshot is not None
+        return routes_settled(self.types, self._snapshot, self.memos.references)
 
 
 def _plan_from_shared_map(
@@ -382,7 +311,7 @@ def _plan_from_shared_map(
     """
     if not state.wildcard or state.names or state.rejected:
         return None
-    old_version = digest_maps.shared_map_version(state.held)
+    old_version = digest_maps.shared_map_version(state.held.mapping)
     if old_version is None:
         return None
     try:
@@ -431,8 +360,7 @@ def _subscribe(
                 if state.wildcard:
                     # Still wanted through the wildcard: the spec asks for the resource (or
                     # its removal) again, since the client may have dropped it.
-                    state.held = writable(state.held)
-                    state.held[name] = UNKNOWN
+                    state.held.writable()[name] = UNKNOWN
                     changed = True
                 else:
                     _forget(state, name)
@@ -446,23 +374,20 @@ def _subscribe(
             if name not in initial:
                 # Asked for again: sent again, even if the client seems to hold it.
                 if name in state.held:
-                    state.held = writable(state.held)
-                    state.held.pop(name)
+                    state.held.writable().pop(name)
                 state.absent.discard(name)
                 state.rejected.pop(name, None)
         state.names = subscription_names(names, current)
     if initial:
         # A reconnecting client already holds these; only what it subscribes to counts.
-        state.held = {n: v for n, v in initial.items() if state.subscribes(n)}
+        state.held.own({n: v for n, v in initial.items() if state.subscribes(n)})
     return changed
 
 
 def _forget(state: DeltaTypeState, name: str) -> None:
     if name in state.held:
-        state.held = writable(state.held)
-        state.held.pop(name)
+        state.held.writable().pop(name)
     if name in state.acked:
-        state.acked = writable(state.acked)
-        state.acked.pop(name)
+        state.acked.writable().pop(name)
     state.absent.discard(name)
     state.rejected.pop(name, None)

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from dragoman.snapshots.resources import TypeSnapshot
+from dragoman.snapshots.resources import Resource, TypeSnapshot
 
 
 class DigestMap(dict[str, str]):
     """The name -> digest map of one type snapshot, shared by every delta stream holding it.
 
-    Never changed once made: a stream copies it (`writable`) before changing its own. A
+    Never changed once made: a stream copies it (`CopyOnWrite`) before changing its own. A
     dict for the speed of its lookups; weakly referenceable, so that the maps no stream
     holds any more are let go (10,000 names cost about 200 KiB per map)."""
 
@@ -100,6 +100,43 @@ class DigestMaps:
             return None
         version = mapping.version
         return version if self._find(version) is mapping else None
+
+    def brings_to_current(
+        self,
+        held: Mapping[str, str],
+        updates: Sequence[Resource],
+        removed: Sequence[str],
+        current: TypeSnapshot,
+    ) -> bool:
+        """Whether `held` with `updates` and `removed` applied is exactly `current`'s digest
+        map: a stream's first answer of the whole snapshot, or the shared diff from the
+        shared map of an earlier version (updates are always `current`'s resources)."""
+        if not held:
+            return not removed and len(updates) == len(current.resources)
+        return self.is_shared_diff(held, updates, removed, current)
+
+    def is_shared_diff(
+        self,
+        old: Mapping[str, str],
+        updates: Sequence[Resource],
+        removed: Sequence[str],
+        current: TypeSnapshot,
+    ) -> bool:
+        """Whether `updates` and `removed` are exactly the diff from `old`, a shared digest
+        map, to `current`."""
+        old_version = self.shared_map_version(old)
+        if old_version is None:
+            return False
+        try:
+            changed, gone = self.shared_diff(old_version, current)
+        except KeyError:
+            return False
+        return (
+            len(changed) == len(updates)
+            and tuple(removed) == gone
+            and all(name == r.name for name, r in zip(changed, updates, strict=True))
+            and all(current.resources.get(r.name) is r for r in updates)
+        )
 
     def _find(self, version: str) -> DigestMap | None:
         ref = self._alive.get(version)

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
-from dragoman.snapshots.resources import Resource, TypeSnapshot
+from dragoman.snapshots.resources import FULL_STATE_TYPES, Resource, TypeSnapshot
+from dragoman.xds.protocol.copy_on_write import CopyOnWrite
 from dragoman.xds.protocol.events import Nack
+from dragoman.xds.protocol.resource_status import (
+    ClientStatus,
+    ConfigStatus,
+    ResourceStatus,
+    TypeStatus,
+    not_held,
+)
 
 # Diffs between whole type snapshots kept for reuse: one change, plus a few versions back
 # for streams that lag behind.
@@ -38,9 +46,8 @@ class TypeState:
     # LDS/CDS: replaced whole on every response and never changed in place, so a wildcard
     # stream can hold the snapshot's own mapping (no per-stream copy of a thousand clusters).
     # EDS/RDS: updated name by name in this stream's own dict, except while it equals the
-    # snapshot's mapping, which it then is (`sent_shared`; copied before any change).
-    sent: Mapping[str, Resource] = field(default_factory=dict)
-    sent_shared: bool = False
+    # snapshot's mapping, which it then holds (copied before any change).
+    sent: CopyOnWrite[Resource] = field(default_factory=CopyOnWrite)
     # LDS/CDS: what the client held at its last ACK; a NACK puts it back.
     acked_sent: Mapping[str, Resource] = field(default_factory=dict)
     # LDS/CDS: the version of the TypeSnapshot whose own mapping `sent` (`acked_sent`) is,
@@ -77,13 +84,79 @@ class TypeState:
     def subscribes(self, name: str) -> bool:
         return self.wildcard or name in self.names
 
-    def blocked(self, snapshot: TypeSnapshot) -> bool:
-        """True while `snapshot` is the content the client last rejected."""
-        return self.rejected_version == snapshot.version
+    def rejects(self, current: TypeSnapshot) -> bool:
+        """True while `current` is the content the client last rejected."""
+        return self.rejected_version == current.version
+
+    def held_digest(self, name: str) -> str | None:
+        """The content digest of what the client holds (or will) under `name`."""
+        held = self.sent.get(name)
+        return held.digest if held is not None else None
+
+    def held_resources(self, current: TypeSnapshot) -> Iterable[Resource]:
+        """What the client holds (or will), as sent."""
+        return self.sent.values()
 
     @property
     def sent_digests(self) -> dict[str, str]:
         return {name: r.digest for name, r in self.sent.items()}
+
+    def acked_resources(self) -> Mapping[str, Resource]:
+        """What the client ACKed, by name."""
+        if self.type_url in FULL_STATE_TYPES:
+            return self.acked_sent
+        own = {n: r for n, r in self.sent.items() if n not in self.unacked}
+        own.update({n: r for n, r in self.unacked.items() if r is not None})
+        return own
+
+    def type_status(self) -> TypeStatus:
+        return TypeStatus(
+            type_url=self.type_url,
+            sent_version=self.sent_version,
+            acked_version=self.acked_version,
+            in_flight=self.in_flight,
+            last_nack=self.last_nack,
+            subscribed=tuple(sorted(self.names)),
+            wildcard=self.wildcard,
+        )
+
+    def resource_statuses(self, current: TypeSnapshot) -> list[ResourceStatus]:
+        """Every resource the client holds or asked for, by name, against `current`."""
+        available = current.resources
+        acked = self.acked_resources()
+        in_flight = set(self.sent_names) if self.in_flight else set()
+        rejected = self.rejected_names if self.rejected_version is not None else frozenset()
+        names = set(acked) | in_flight | rejected | self.names
+        if self.wildcard:
+            names.update(available)
+        out = []
+        for name in sorted(names):
+            now = available.get(name)
+            held = acked.get(name)
+            version = self.acked_version if held is not None else ""
+            if name in rejected and self.last_nack is not None:
+                out.append(
+                    ResourceStatus(
+                        self.type_url,
+                        name,
+                        version,
+                        ClientStatus.NACKED,
+                        ConfigStatus.ERROR,
+                        self.last_nack,
+                        held,
+                    )
+                )
+            elif held is not None:
+                synced = name not in in_flight and now is not None and now.digest == held.digest
+                config = ConfigStatus.SYNCED if synced else ConfigStatus.STALE
+                out.append(
+                    ResourceStatus(
+                        self.type_url, name, version, ClientStatus.ACKED, config, resource=held
+                    )
+                )
+            else:
+                out.append(not_held(self.type_url, name, name in in_flight, now is not None))
+        return out
 
 
 class WholeTypeDiffs:

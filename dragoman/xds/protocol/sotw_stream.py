@@ -24,6 +24,7 @@ from dragoman.snapshots.resources import (
     TypeSnapshot,
 )
 from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
+from dragoman.xds.protocol.make_before_break import endpoints_to_resend, routes_settled
 from dragoman.xds.protocol.sotw_state import TypeState
 from dragoman.xds.protocol.stream_protocol import StreamProtocol
 from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
@@ -104,7 +105,7 @@ class SotwStream(StreamProtocol[TypeState]):
         full_state = state.type_url in FULL_STATE_TYPES
         if not request.HasField("error_detail"):
             if full_state:
-                state.acked_sent, state.acked_whole = state.sent, state.sent_whole
+                state.acked_sent, state.acked_whole = state.sent.mapping, state.sent_whole
             state.unacked.clear()
             state.acked_version = state.sent_version
             _accepted(state)
@@ -130,9 +131,10 @@ class SotwStream(StreamProtocol[TypeState]):
             )
         # The client keeps what it had: forget that it holds the rejected resources.
         if full_state:
-            state.sent, state.sent_whole = state.acked_sent, state.acked_whole
+            state.sent.share(state.acked_sent)
+            state.sent_whole = state.acked_whole
         elif any(n in state.unacked for n in state.sent_batch):
-            sent = _own(state)
+            sent = state.sent.writable()
             for name in [n for n in state.sent_batch if n in state.unacked]:
                 before = state.unacked.pop(name)
                 if before is None:
@@ -162,7 +164,7 @@ class SotwStream(StreamProtocol[TypeState]):
         if not self._serves(state.type_url):
             return None  # nothing is said about a type the snapshot lacks
         state.seen_version = current.version
-        if state.rejected_version is not None and not state.blocked(current):
+        if state.rejected_version is not None and not state.rejects(current):
             state.rejected_version = None
             state.rejected_names = frozenset()
         if state.type_url in FULL_STATE_TYPES:
@@ -189,15 +191,15 @@ class SotwStream(StreamProtocol[TypeState]):
         nonce = self._next_nonce()
         current = self._current(state.type_url)
         if state.type_url in FULL_STATE_TYPES:
-            state.sent = resources  # never changed in place: may be the snapshot's own
+            state.sent.share(resources)  # never changed in place: may be the snapshot's own
             state.sent_whole = current.version if resources is current.resources else None
         elif not state.sent and resources is current.resources:
             # The first answer to a subscription of every name: hold the snapshot's mapping.
             for name in resources:
                 state.unacked.setdefault(name, None)
-            state.sent, state.sent_shared = resources, True
+            state.sent.share(resources)
         else:
-            sent = _own(state)
+            sent = state.sent.writable()
             for name, resource in resources.items():
                 state.unacked.setdefault(name, sent.get(name))
                 sent[name] = resource
@@ -214,15 +216,9 @@ class SotwStream(StreamProtocol[TypeState]):
     def _resend_endpoints(self, changed_clusters: Iterable[str]) -> list[SotwResponse]:
         """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
         state = self.types[ENDPOINT]
-        clusters = self._current(CLUSTER).resources
-        force = set()
-        for name in changed_clusters:
-            cluster = clusters.get(name)
-            service = (
-                self.memos.references.eds_service_name(cluster) if cluster is not None else None
-            )
-            if service is not None and state.subscribes(service):
-                force.add(service)
+        current = self._current(CLUSTER).resources
+        clusters = [current[name] for name in changed_clusters if name in current]
+        force = set(endpoints_to_resend(clusters, state, self.memos.references))
         if not force:
             return []
         plan = self._plan(state, self._current(ENDPOINT), force=force)
@@ -238,11 +234,11 @@ class SotwStream(StreamProtocol[TypeState]):
         if not state.retained and state.sent_whole is not None:
             # The client holds a whole earlier snapshot: what left it is computed once for
             # every stream holding that snapshot.
-            sent = state.sent
+            sent = state.sent.mapping
             _, removed = self.memos.whole_diffs.between(sent, state.sent_whole, current)
             gone = {n: sent[n] for n in removed}
         else:
-            held = {**state.retained, **state.sent}
+            held = {**state.retained, **state.sent.mapping}
             gone = {n: r for n, r in held.items() if n not in current.resources}
         if gone and (routes_changing or not self._routes_settled()):
             state.retained = gone
@@ -255,9 +251,10 @@ class SotwStream(StreamProtocol[TypeState]):
         """Names in `resources` whose content differs from what the client holds."""
         current = self._current(state.type_url)
         if resources is current.resources and state.sent_whole is not None:
-            changed, _ = self.memos.whole_diffs.between(state.sent, state.sent_whole, current)
+            sent = state.sent.mapping
+            changed, _ = self.memos.whole_diffs.between(sent, state.sent_whole, current)
             return changed
-        return _changed(state.sent, resources)
+        return _changed(state.sent.mapping, resources)
 
     def _release_clusters(self) -> list[SotwResponse]:
         """Send the final CDS, without the retained clusters, once the routes are in place."""
@@ -269,26 +266,8 @@ class SotwStream(StreamProtocol[TypeState]):
         return self._send(CLUSTER, plan) if plan is not None else []
 
     def _routes_settled(self) -> bool:
-        """True when the client ACKed the current listeners and every route they fetch."""
-        listeners = self.types.get(LISTENER)
-        routes = self.types.get(ROUTE)
-        for state in (listeners, routes):
-            if state is not None and (
-                state.in_flight or state.blocked(self._current(state.type_url))
-            ):
-                return False
-        if listeners is None or routes is None:
-            return True  # this stream does not fetch routes: nothing to wait for
-        current_routes = self._current(ROUTE).resources
-        for listener in listeners.sent.values():
-            for name in self.memos.references.route_config_names(listener):
-                route = current_routes.get(name)
-                if route is None:
-                    continue  # not served at all: nothing to wait for
-                held = routes.sent.get(name)
-                if held is None or held.digest != route.digest:
-                    return False
-        return True
+        assert self._snapshot is not None
+        return routes_settled(self.types, self._snapshot, self.memos.references)
 
 
 def _subscribe(
@@ -316,17 +295,18 @@ def _subscribe(
     if not state.wildcard:
         if state.type_url in FULL_STATE_TYPES:
             sent, acked = (
-                _subscribed_only(state, state.sent),
+                _subscribed_only(state, state.sent.mapping),
                 _subscribed_only(state, state.acked_sent),
             )
-            if sent is not state.sent:
-                state.sent, state.sent_whole = sent, None
+            if sent is not state.sent.mapping:
+                state.sent.share(sent)
+                state.sent_whole = None
             if acked is not state.acked_sent:
                 state.acked_sent, state.acked_whole = acked, None
         else:
             unwanted = [n for n in state.sent if n not in state.names]
             if unwanted:
-                sent = _own(state)
+                sent = state.sent.writable()
                 for name in unwanted:
                     del sent[name]
                     state.unacked.pop(name, None)
@@ -345,29 +325,15 @@ def _subscribed_only(state: TypeState, held: Mapping[str, Resource]) -> Mapping[
     return {n: r for n, r in held.items() if n in state.names}
 
 
-def _own(state: TypeState) -> dict[str, Resource]:
-    """EDS/RDS `sent` as this stream's own dict, copied first if it is the snapshot's."""
-    assert state.type_url not in FULL_STATE_TYPES
-    if state.sent_shared:
-        state.sent, state.sent_shared = dict(state.sent), False
-    sent = state.sent
-    assert isinstance(sent, dict)
-    return sent
-
-
 def _share_sent_if_equal(state: TypeState, current: TypeSnapshot) -> None:
     """EDS/RDS, idle again: hold the snapshot's own mapping when it is exactly what the
     client holds (a stream subscribed to every CLA, say), not a private copy of it nor an
     equal mapping of an earlier snapshot."""
-    available = current.resources
-    sent = state.sent
-    if sent is available or len(sent) != len(available):
-        return
-    for name, resource in available.items():
-        held = sent.get(name)
-        if held is None or held.digest != resource.digest:
-            return
-    state.sent, state.sent_shared = available, True
+    state.sent.share_if_equal(current.resources, _same_content)
+
+
+def _same_content(held: Resource, resource: Resource) -> bool:
+    return held.digest == resource.digest
 
 
 def _adopt(state: TypeState, current: TypeSnapshot) -> None:
@@ -377,13 +343,13 @@ def _adopt(state: TypeState, current: TypeSnapshot) -> None:
     available = current.resources
     if state.type_url not in FULL_STATE_TYPES:
         # Only a mapping shared before (a private one is shared again at its next ACK).
-        if state.sent_shared and not state.in_flight and not state.unacked:
+        if state.sent.is_shared and not state.in_flight and not state.unacked:
             _share_sent_if_equal(state, current)
         return
-    if state.sent_whole == current.version and state.sent is not available:
-        if not state.in_flight and state.sent_batch is state.sent:
+    if state.sent_whole == current.version and state.sent.mapping is not available:
+        if not state.in_flight and state.sent_batch is state.sent.mapping:
             state.sent_batch = available
-        state.sent = available  # the same content: its version hashes it
+        state.sent.share(available)  # the same content: its version hashes it
     if state.acked_whole == current.version:
         state.acked_sent = available
 
@@ -426,8 +392,9 @@ def _digest(resource: Resource | None) -> str | None:
 
 
 def _assume_held(state: TypeState, current: TypeSnapshot) -> None:
-    state.sent = state.acked_sent = _full_state(state, current)
-    whole = current.version if state.sent is current.resources else None
+    held = state.acked_sent = _full_state(state, current)
+    state.sent.share(held)
+    whole = current.version if held is current.resources else None
     state.sent_whole = state.acked_whole = whole
     state.sent_version = state.acked_version = current.version
     state.seen_version = current.version
@@ -440,7 +407,7 @@ def _plan_full_state(state: TypeState, current: TypeSnapshot, force: bool) -> Pl
     subscribes to more names (`force`): their answer must carry the whole set, rejected
     resources included (clients keep what is valid in a response they NACK).
     """
-    if state.blocked(current) and not force:
+    if state.rejects(current) and not force:
         return None
     desired = _full_state(state, current)
     if not force and _holds(state, desired, current):
@@ -468,13 +435,14 @@ def _full_state(state: TypeState, current: TypeSnapshot) -> Mapping[str, Resourc
 def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str]) -> Plan | None:
     """EDS/RDS: only resources changed or newly requested; never an empty response."""
     available = current.resources
-    blocked = state.blocked(current)
+    blocked = state.rejects(current)
     if state.wildcard or len(available) <= len(state.names):
         candidates: Iterable[str] = (n for n in available if state.subscribes(n))
     else:
         candidates = sorted(state.names)
     resources: dict[str, Resource] = {}
     rejected = state.rejected_digests
+    sent = state.sent.mapping
     for name in candidates:
         resource = available.get(name)
         if resource is None or (blocked and name in state.rejected_names):
@@ -483,7 +451,7 @@ def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str
             if rejected[name] == resource.digest:
                 continue  # the very content the client rejected: not again until it changes
             del rejected[name]
-        held = state.sent.get(name)
+        held = sent.get(name)
         if held is None or held.digest != resource.digest or name in force:
             resources[name] = resource
     if not resources:
@@ -494,7 +462,7 @@ def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str
 
 def _holds(state: TypeState, desired: Mapping[str, Resource], current: TypeSnapshot) -> bool:
     """LDS/CDS: whether the client holds exactly `desired` already."""
-    held = state.sent
+    held = state.sent.mapping
     if held is desired:
         return True
     if desired is current.resources and state.sent_whole is not None:

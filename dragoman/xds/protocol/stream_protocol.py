@@ -5,7 +5,7 @@ about. What to send, and when, is each protocol's own (`sotw_stream`, `delta_str
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
@@ -15,10 +15,20 @@ from dragoman.snapshots.resources import Snapshot, TypeSnapshot, ads_ordered
 from dragoman.xds.protocol.client_kind import is_grpc_client
 from dragoman.xds.protocol.digest_maps import DigestMaps
 from dragoman.xds.protocol.events import MissingTypeUrl, StreamEvent, WrongTypeUrl
+from dragoman.xds.protocol.resource_status import ResourceStatus, TypeStatus
 from dragoman.xds.protocol.sotw_state import WholeTypeDiffs
 from dragoman.xds.protocol.wire import ResponseBodies
 
-S = TypeVar("S")  # what the protocol remembers per type
+
+class TypeStateView(Protocol):
+    """What CSDS asks of the state one protocol keeps per type."""
+
+    def type_status(self) -> TypeStatus: ...
+
+    def resource_statuses(self, current: TypeSnapshot) -> list[ResourceStatus]: ...
+
+
+S = TypeVar("S", bound=TypeStateView)  # what the protocol remembers per type
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -57,6 +67,20 @@ class StreamProtocol(Generic[S]):
     def snapshot(self) -> Snapshot | None:
         """The snapshot the stream's responses were last computed from."""
         return self._snapshot
+
+    def type_statuses(self) -> list[TypeStatus]:
+        """Where each type of this stream stands (CSDS, the debug page)."""
+        return [state.type_status() for state in self.types.values()]
+
+    def resource_statuses(self) -> list[ResourceStatus]:
+        """Every resource the client holds or asked for, in ADS type order then by name."""
+        snapshot = self._snapshot
+        out: list[ResourceStatus] = []
+        for type_url in ads_ordered(self.types):
+            if snapshot is None or type_url not in snapshot.types:
+                continue  # a type dragoman does not serve
+            out += self.types[type_url].resource_statuses(snapshot.of_type(type_url))
+        return out
 
     def take_events(self) -> list[StreamEvent]:
         """Events since the last call (NACKs, ACKs, ignored stale requests), oldest first."""

@@ -10,25 +10,9 @@ from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.security.identities import Identity
 from dragoman.snapshots.resources import ALL_GATEWAYS
-from dragoman.xds.protocol.delta_state import DeltaTypeState
 from dragoman.xds.protocol.delta_stream import DeltaStream
-from dragoman.xds.protocol.events import Nack
-from dragoman.xds.protocol.resource_status import ResourceStatus, resource_statuses
-from dragoman.xds.protocol.sotw_state import TypeState
+from dragoman.xds.protocol.resource_status import ResourceStatus, TypeStatus
 from dragoman.xds.protocol.sotw_stream import SotwStream
-
-
-@dataclass(frozen=True, slots=True)
-class TypeStatus:
-    """Where one type of one stream stands."""
-
-    type_url: str
-    sent_version: str  # SotW: version_info of the last response; delta: its system version
-    acked_version: str
-    in_flight: bool
-    last_nack: Nack | None
-    subscribed: tuple[str, ...]  # explicit names, sorted
-    wildcard: bool
 
 
 @dataclass(slots=True)
@@ -61,28 +45,10 @@ class ConnectedStream:
         return self.protocol.node if self.protocol.node is not None else Node()
 
     def type_statuses(self) -> list[TypeStatus]:
-        return [_type_status(state) for state in self.protocol.types.values()]
+        return self.protocol.type_statuses()
 
     def resource_statuses(self) -> list[ResourceStatus]:
-        return resource_statuses(self.protocol)
-
-
-def _type_status(state: TypeState | DeltaTypeState) -> TypeStatus:
-    if isinstance(state, DeltaTypeState):
-        acked = state.acked_system_version
-        pending = state.pending
-        sent = next(reversed(pending.values())).system_version if pending else acked
-    else:
-        sent, acked = state.sent_version, state.acked_version
-    return TypeStatus(
-        type_url=state.type_url,
-        sent_version=sent,
-        acked_version=acked,
-        in_flight=state.in_flight,
-        last_nack=state.last_nack,
-        subscribed=tuple(sorted(state.names)),
-        wildcard=state.wildcard,
-    )
+        return self.protocol.resource_statuses()
 
 
 class StreamRegistry:
