@@ -84,8 +84,9 @@ from dragoman.security.files_store import write_files
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.protocol.events import Ack, StreamEvent
 from dragoman.xds.protocol.wire import ResponseBodies
-from dragoman.xds.server.grpc_server import XdsCallbacks, bound_port, start_xds_server
+from dragoman.xds.server.grpc_server import bound_port, start_xds_server
 from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_loop import XdsCallbacks
 from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry
 from dragoman.xds.transport.credentials import RotatingServerCredentials
 

@@ -37,7 +37,7 @@ from dragoman.runtime.summary import (
 from dragoman.snapshots.resources import SHORT_NAMES
 from dragoman.xds.protocol.events import Ack, Nack, StreamEvent
 from dragoman.xds.protocol.wire import DeltaResponse, Response, SotwResponse
-from dragoman.xds.server.grpc_server import XdsCallbacks
+from dragoman.xds.server.stream_loop import XdsCallbacks
 from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry
 
 # Builds take milliseconds to seconds; propagation to clients up to tens of seconds.

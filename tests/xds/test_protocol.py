@@ -25,9 +25,9 @@ from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.events import Ack, Nack
 from dragoman.xds.protocol.sotw_stream import SotwStream
 from dragoman.xds.protocol.wire import Response
-from dragoman.xds.server.grpc_server import XdsCallbacks
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from dragoman.xds.server.snapshot_variants import ConfigSources
+from dragoman.xds.server.stream_loop import XdsCallbacks
 from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.xds_builders import (
     delta_request,

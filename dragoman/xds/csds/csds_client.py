@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Literal
 
 import grpc
 from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
@@ -53,6 +54,11 @@ def _channel(address: str, tls: TlsFiles | None, server_name: str) -> grpc.Chann
     return grpc.secure_channel(address, credentials, options=options)
 
 
+# A node's standing for a type or a resource, worst first: nacked, stale, does-not-exist, acked.
+RowStatus = Literal["acked", "nacked", "stale", "does-not-exist"]
+_WORST_FIRST: tuple[RowStatus, ...] = ("nacked", "stale", "does-not-exist")
+
+
 @dataclass(frozen=True, slots=True)
 class ClientRow:
     """One node's standing for one type (or one resource, with `resource` set)."""
@@ -60,7 +66,7 @@ class ClientRow:
     node: str
     type: str  # CDS, EDS, LDS, RDS or the type URL
     version: str  # the ACKed version; "(n versions)" when resources differ
-    status: str  # "acked", "nacked", "stale" or "does-not-exist"
+    status: RowStatus
     resources: int
     error: str
     resource: str = ""
@@ -88,9 +94,7 @@ def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -
                 ]
                 continue
             statuses = Counter(_status(e) for e in entries)
-            status = next(
-                (s for s in ("nacked", "stale", "does-not-exist") if statuses[s]), "acked"
-            )
+            status: RowStatus = next((s for s in _WORST_FIRST if statuses[s]), "acked")
             errors = sorted({_error(e) for e in entries if _error(e)})
             rows.append(
                 ClientRow(node, short, _version(entries), status, len(entries), "; ".join(errors))
@@ -98,7 +102,7 @@ def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -
     return rows
 
 
-def _status(entry: ClientConfig.GenericXdsConfig) -> str:
+def _status(entry: ClientConfig.GenericXdsConfig) -> RowStatus:
     if entry.client_status == ClientResourceStatus.NACKED:
         return "nacked"
     if entry.client_status == ClientResourceStatus.DOES_NOT_EXIST:

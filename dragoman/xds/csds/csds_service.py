@@ -124,12 +124,13 @@ def string_matcher(matcher: StringMatcher, field: str = "matcher") -> Callable[[
     fold = matcher.ignore_case
     if fold:
         pattern = pattern.lower()
-    compare: Callable[[str, str], bool] = {
+    comparisons: dict[str, Callable[[str, str], bool]] = {
         "exact": str.__eq__,
         "prefix": str.startswith,
         "suffix": str.endswith,
         "contains": str.__contains__,
-    }[which]
+    }
+    compare = comparisons[which]
     return lambda value: compare(value.lower() if fold else value, pattern)
 
 

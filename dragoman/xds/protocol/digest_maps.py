@@ -28,7 +28,7 @@ class DigestMap(dict[str, str]):
         raise TypeError("a shared digest map is read-only; copy it with writable()")
 
     __setitem__ = __delitem__ = _read_only
-    pop = popitem = clear = update = setdefault = __ior__ = _read_only  # type: ignore[assignment]
+    pop = popitem = clear = update = setdefault = __ior__ = _read_only
 
 
 # Digest maps kept although no stream holds them (the latest few, which streams are about to

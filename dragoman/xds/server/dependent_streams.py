@@ -15,14 +15,14 @@ import logging
 from collections.abc import Callable
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
-from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry
+from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry, XdsService
 
 logger = logging.getLogger("dragoman.xds")
 
 # Envoy's initial_fetch_timeout is 15 s: by then a healthy client has opened its streams.
 DEFAULT_TIMEOUT_S = 15.0
 # The per-type stream an ACKed type's resources make the client open, and what it fetches.
-_DEPENDENT = {
+_DEPENDENT: dict[str, tuple[XdsService, str, str, str]] = {
     CLUSTER: ("EDS", ENDPOINT, "clusters", "endpoints"),
     LISTENER: ("RDS", ROUTE, "listeners", "routes"),
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Iterable, Mapping
 
@@ -154,9 +155,12 @@ class SnapshotCache:
             if running is None:
                 running = asyncio.ensure_future(self._translate_in_thread(base))
                 self._grpc_running[base] = running
-                running.add_done_callback(lambda _, base=base: self._grpc_running.pop(base, None))
+                running.add_done_callback(functools.partial(self._translation_ended, base))
             # Shielded: one waiting stream going away must not cancel the others' translation.
             await asyncio.shield(running)
+
+    def _translation_ended(self, base: str, _: asyncio.Future[None]) -> None:
+        self._grpc_running.pop(base, None)
 
     def _needs_translation(self, base: str) -> bool:
         return (

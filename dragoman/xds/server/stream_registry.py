@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 from envoy.config.core.v3.base_pb2 import Node
 
@@ -14,13 +15,16 @@ from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.resource_status import ResourceStatus, TypeStatus
 from dragoman.xds.protocol.sotw_stream import SotwStream
 
+# The service a stream is on: ADS, or the per-type service of one type.
+XdsService = Literal["ADS", "CDS", "EDS", "LDS", "RDS", "SDS"]
+
 
 @dataclass(slots=True)
 class ConnectedStream:
     """One open stream; `protocol` is its live state machine (read it, don't drive it)."""
 
     stream_id: int
-    service: str  # "ADS", "CDS", "EDS", "LDS" or "RDS"
+    service: XdsService
     peer: str
     protocol: SotwStream | DeltaStream
     node_id: str = ""
@@ -62,7 +66,9 @@ class StreamRegistry:
         # keeps it moving.
         self.requests = 0
 
-    def open(self, service: str, peer: str, protocol: SotwStream | DeltaStream) -> ConnectedStream:
+    def open(
+        self, service: XdsService, peer: str, protocol: SotwStream | DeltaStream
+    ) -> ConnectedStream:
         stream = ConnectedStream(next(self._ids), service, peer, protocol)
         self._streams[stream.stream_id] = stream
         return stream
