@@ -6,12 +6,11 @@ and the xDS protocol reference).
 
 from __future__ import annotations
 
-import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.protocol.delta_stream import DeltaStream
-from dragoman.xds.protocol.events import Ack, MissingTypeUrl, Nack, StaleRequest, WrongTypeUrl
+from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
 from dragoman.xds.protocol.stream_protocol import StreamMemos
 from dragoman.xds.protocol.wire import DeltaResponse
 from tests.support.xds_builders import (
@@ -71,31 +70,6 @@ def connect_envoy(stream: DeltaStream, snap: Snapshot) -> dict[str, DeltaRespons
 # Stream identity.
 
 
-def test_delta_node_taken_from_first_request() -> None:
-    stream = DeltaStream()
-    snap = base_snapshot()
-    stream.on_request(delta_request(CLUSTER, node=NODE), snap)
-    stream.on_request(delta_request(LISTENER, node=Node(id="other")), snap)
-    assert stream.node is not None and stream.node.id == "envoy-delta"
-
-
-def test_delta_ads_request_without_type_url_is_an_error() -> None:
-    with pytest.raises(MissingTypeUrl):
-        DeltaStream().on_request(delta_request("", node=NODE), base_snapshot())
-
-
-def test_delta_single_type_stream_rejects_another_type_url() -> None:
-    with pytest.raises(WrongTypeUrl):
-        DeltaStream(CLUSTER).on_request(delta_request(LISTENER, node=NODE), base_snapshot())
-
-
-def test_delta_unknown_type_is_remembered_and_gets_nothing() -> None:
-    secret = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-    stream = DeltaStream()
-    assert stream.on_request(delta_request(secret, ["cert"], node=NODE), base_snapshot()) == []
-    assert stream.types[secret].names == {"cert"}
-
-
 # Responses and versions.
 
 
@@ -111,69 +85,7 @@ def test_delta_resource_versions_are_content_digests() -> None:
     assert message.system_version_info == snap.of_type(CLUSTER).version
 
 
-def test_delta_response_bytes_equal_protobuf_deterministic_encoding() -> None:
-    snap = base_snapshot()
-    stream = DeltaStream()
-    cds = only(stream.on_request(delta_request(CLUSTER, ["a", "ghost"], node=NODE), snap))
-    assert cds.removed == ("ghost",)
-    assert cds.to_bytes() == cds.message().SerializeToString(deterministic=True)
-
-
-def test_delta_streams_share_the_encoded_body() -> None:
-    snap = base_snapshot()
-    memos = StreamMemos()  # one cache's, which its server's streams share
-    first = only(DeltaStream(memos=memos).on_request(delta_request(CLUSTER, node=NODE), snap))
-    second = only(DeltaStream(memos=memos).on_request(delta_request(CLUSTER, node=NODE), snap))
-    assert first.head is second.head  # one encoding, shared; only the nonce is per stream
-
-
-def test_delta_a_name_never_appears_twice_in_a_response() -> None:
-    snap = base_snapshot()
-    eds = only(DeltaStream().on_request(delta_request(ENDPOINT, ["a", "a", "b"], node=NODE), snap))
-    assert names_in(eds) == ["a", "b"]
-
-
 # Subscriptions.
-
-
-def test_delta_legacy_wildcard_first_empty_request_lds_cds() -> None:
-    stream = DeltaStream()
-    snap = base_snapshot()
-    cds = only(stream.on_request(delta_request(CLUSTER, node=NODE), snap))
-    assert names_in(cds) == ["a", "b"]
-    assert stream.types[CLUSTER].wildcard
-    lds = only(stream.on_request(delta_request(LISTENER), snap))
-    assert names_in(lds) == ["http"]
-
-
-@pytest.mark.parametrize("type_url", [CLUSTER, LISTENER], ids=["cds", "lds"])
-def test_delta_no_legacy_wildcard_for_grpc_clients(type_url: str) -> None:
-    grpc_node = Node(id="grpc-1", user_agent_name="gRPC Go")
-    stream = DeltaStream()
-    response = only(stream.on_request(delta_request(type_url, node=grpc_node), base_snapshot()))
-    assert names_in(response) == [] and response.removed == ()
-    assert not stream.types[type_url].wildcard
-
-
-def test_delta_eds_rds_empty_first_request_is_not_wildcard() -> None:
-    stream = DeltaStream()
-    snap = base_snapshot()
-    response = only(stream.on_request(delta_request(ENDPOINT, node=NODE), snap))
-    assert names_in(response) == [] and response.removed == ()
-    assert not stream.types[ENDPOINT].wildcard
-
-
-def test_delta_explicit_wildcard_star_and_its_unsubscription() -> None:
-    stream = DeltaStream()
-    snap = base_snapshot()
-    cds = only(stream.on_request(delta_request(CLUSTER, ["*"], node=NODE), snap))
-    assert names_in(cds) == ["a", "b"]
-    stream.on_request(delta_ack(cds), snap)
-    # Dropping the wildcard: nothing more is sent for what it covered.
-    assert stream.on_request(delta_request(CLUSTER, unsubscribe=["*"]), snap) == []
-    assert not stream.types[CLUSTER].wildcard and stream.types[CLUSTER].held == {}
-    grown = snapshot(clusters=[eds_cluster("a", timeout_s=3), eds_cluster("c")])
-    assert stream.on_snapshot(grown) == []
 
 
 def test_delta_first_wildcard_request_is_answered_even_when_empty() -> None:
@@ -189,14 +101,6 @@ def test_delta_explicit_names_only_those_are_sent() -> None:
     assert names_in(eds) == ["b"]
     changed = snapshot(assignments=[endpoints("a", "10.9.9.9"), endpoints("b", "10.0.0.2")])
     assert stream.on_snapshot(changed) == []
-
-
-def test_delta_new_subscription_sends_only_the_new_resource() -> None:
-    stream = DeltaStream()
-    snap = base_snapshot()
-    eds = only(stream.on_request(delta_request(ENDPOINT, ["a"], node=NODE), snap))
-    response = only(stream.on_request(delta_request(ENDPOINT, ["b"], nonce=eds.nonce), snap))
-    assert names_in(response) == ["b"]
 
 
 def test_delta_unsubscribe_stops_updates() -> None:
@@ -423,36 +327,6 @@ def test_delta_nack_parks_the_rejected_resource_until_it_changes() -> None:
 # ADS ordering.
 
 
-def test_delta_ads_push_order_is_cds_eds_lds_rds() -> None:
-    stream = DeltaStream()
-    connect_envoy(stream, base_snapshot())
-    everything_changed = snapshot(
-        clusters=[eds_cluster("a", timeout_s=3), eds_cluster("b")],
-        assignments=[endpoints("a", "10.0.0.1"), endpoints("b", "10.0.0.5")],
-        listeners=[listener("http", "routes-http", port=8081)],
-        route_configs=[routes("routes-http", "b", "a")],
-    )
-    responses = stream.on_snapshot(everything_changed)
-    assert [r.type_url for r in responses] == [CLUSTER, ENDPOINT, LISTENER, ROUTE]
-    # One EDS response: "a" re-sent because its cluster changed, "b" changed itself.
-    assert names_in(responses[1]) == ["a", "b"]
-
-
-def test_delta_cla_resent_after_cds_change_of_an_eds_cluster() -> None:
-    stream = DeltaStream()
-    snap = base_snapshot()
-    connect_envoy(stream, snap)
-    cluster_changed = snapshot(
-        clusters=[eds_cluster("a", timeout_s=5), eds_cluster("b")],
-        assignments=[endpoints("a", "10.0.0.1"), endpoints("b", "10.0.0.2")],
-        listeners=[listener("http", "routes-http")],
-        route_configs=[routes("routes-http", "a", "b")],
-    )
-    cds, eds = stream.on_snapshot(cluster_changed)
-    assert (cds.type_url, eds.type_url) == (CLUSTER, ENDPOINT)
-    assert names_in(eds) == ["a"]  # unchanged, but Envoy needs it to finish warming "a"
-
-
 def test_delta_removals_come_after_additions_and_wait_for_new_routes() -> None:
     stream = DeltaStream()
     connect_envoy(stream, base_snapshot())
@@ -480,19 +354,6 @@ def test_delta_removals_come_after_additions_and_wait_for_new_routes() -> None:
     ]
 
 
-def test_delta_removals_go_at_once_when_routes_do_not_change() -> None:
-    stream = DeltaStream()
-    connect_envoy(stream, base_snapshot())
-    fewer = snapshot(
-        clusters=[eds_cluster("a")],
-        assignments=[endpoints("a", "10.0.0.1"), endpoints("b", "10.0.0.2")],
-        listeners=[listener("http", "routes-http")],
-        route_configs=[routes("routes-http", "a", "b")],
-    )
-    response = only(stream.on_snapshot(fewer))
-    assert (response.type_url, response.removed) == (CLUSTER, ("b",))
-
-
 def test_delta_per_type_stream_sends_additions_and_removals_together() -> None:
     stream = DeltaStream(CLUSTER)
     snap = base_snapshot()
@@ -515,12 +376,6 @@ def test_delta_request_never_overtakes_ads_order_of_a_newer_snapshot() -> None:
     responses = stream.on_request(delta_request(ROUTE, ["other"]), newer)
     assert [r.type_url for r in responses] == [ROUTE, CLUSTER, ROUTE]
     assert responses[0].removed == ("other",)  # answered from the snapshot it already served
-
-
-def test_delta_unchanged_snapshot_pushes_nothing() -> None:
-    stream = DeltaStream()
-    connect_envoy(stream, base_snapshot())
-    assert stream.on_snapshot(base_snapshot()) == []
 
 
 def test_delta_idle_wildcard_streams_share_the_snapshot_digest_map_and_diff() -> None:
