@@ -20,9 +20,10 @@ from dragoman.envoy.grpc.variant import grpc_snapshots
 from dragoman.envoy.incremental import IncrementalTranslation
 from dragoman.envoy.options import TranslateOptions
 from dragoman.envoy.translate import translate_endpoints
+from dragoman.snapshots.gc_pause import cyclic_gc_paused
 from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,8 +45,8 @@ from dragoman.snapshots.resources import (
     Snapshot,
     TypeSnapshot,
 )
-from dragoman.xds.variants import ConfigSources
-from dragoman.xds.wire import DeltaResponse, SotwResponse
+from dragoman.xds.protocol.wire import DeltaResponse, SotwResponse
+from dragoman.xds.server.snapshot_variants import ConfigSources
 
 
 def eds_cluster(name: str, service_name: str = "", timeout_s: int = 1) -> Resource:
