@@ -7,11 +7,11 @@ from collections import Counter
 from collections.abc import Iterable
 
 from dragoman.dag.dns_check import DnsObservations
-from dragoman.dag.model import AggregateCluster, Dag, DnsCluster
+from dragoman.dag.model import AggregateCluster, Dag
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.external_names import unsafe_reason
 from dragoman.objects import ObjectKey
-from dragoman.sources.kinds import KINDS
+from dragoman.objects.kinds import KINDS
 from dragoman.store import Store
 from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.registry import ConnectedStream
@@ -79,15 +79,6 @@ def external_name_states(
             elif options.external_names.address_refusal(name, observation.addresses):
                 states[service.key] = REFUSED
     return states
-
-
-def served_external_hostnames(dag: Dag) -> set[str]:
-    return {
-        part.hostname
-        for cluster in dag.clusters.values()
-        for part in (cluster.children if isinstance(cluster, AggregateCluster) else (cluster,))
-        if isinstance(part, DnsCluster)
-    }
 
 
 def client_counts(streams: Iterable[ConnectedStream]) -> Counter[str]:

@@ -15,7 +15,7 @@ from dragoman.dag.frontends.listeners import Frontends, GatewayVerdict, Listener
 from dragoman.dag.model import Problem
 from dragoman.objects import Namespace, ObjectKey, ObjectMeta, ParentRef, RouteGroupKind
 from dragoman.objects.gateway import GATEWAY_GROUP
-from dragoman.objects.secrets import NAMESPACE_NAME_LABEL
+from dragoman.objects.namespace import NAMESPACE_NAME_LABEL
 from dragoman.store import NamespacedName
 
 

@@ -1,4 +1,4 @@
-"""Core Kubernetes kinds: v1 Service and discovery.k8s.io/v1 EndpointSlice."""
+"""v1 Service."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from dragoman.objects.meta import KindObject, ObjectMeta
-
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,38 +45,3 @@ class Service(KindObject):
     @property
     def client_ip_affinity(self) -> bool:
         return self.session_affinity == "ClientIP"
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointPort:
-    port: int
-    name: str = ""
-    protocol: str = "TCP"
-    app_protocol: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    addresses: tuple[str, ...]
-    # conditions.ready; the API says an absent value means ready.
-    ready: bool = True
-    serving: bool = True
-    terminating: bool = False
-    hostname: str = ""
-    node_name: str = ""
-    zone: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointSlice(KindObject):
-    kind: ClassVar[str] = "EndpointSlice"
-
-    meta: ObjectMeta
-    address_type: str = "IPv4"  # IPv4, IPv6 or FQDN
-    endpoints: tuple[Endpoint, ...] = ()
-    ports: tuple[EndpointPort, ...] = ()
-
-    @property
-    def service_name(self) -> str:
-        """The owning Service, from the `kubernetes.io/service-name` label ("" if none)."""
-        return self.meta.labels.get(SERVICE_NAME_LABEL, "")

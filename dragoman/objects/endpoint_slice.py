@@ -1,0 +1,45 @@
+"""discovery.k8s.io/v1 EndpointSlice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from dragoman.objects.meta import KindObject, ObjectMeta
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointPort:
+    port: int
+    name: str = ""
+    protocol: str = "TCP"
+    app_protocol: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    addresses: tuple[str, ...]
+    # conditions.ready; the API says an absent value means ready.
+    ready: bool = True
+    serving: bool = True
+    terminating: bool = False
+    hostname: str = ""
+    node_name: str = ""
+    zone: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSlice(KindObject):
+    kind: ClassVar[str] = "EndpointSlice"
+
+    meta: ObjectMeta
+    address_type: str = "IPv4"  # IPv4, IPv6 or FQDN
+    endpoints: tuple[Endpoint, ...] = ()
+    ports: tuple[EndpointPort, ...] = ()
+
+    @property
+    def service_name(self) -> str:
+        """The owning Service, from the `kubernetes.io/service-name` label ("" if none)."""
+        return self.meta.labels.get(SERVICE_NAME_LABEL, "")
