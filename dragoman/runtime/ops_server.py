@@ -203,9 +203,9 @@ def _route(
                 "the debug pages answer loopback peers only: use `kubectl port-forward`, or "
                 "start dragoman with --debug-remote",
             )
-        from dragoman.runtime.debug import render
+        from dragoman.runtime.debug.pages import PAGES
 
-        page = render.PAGES.get(path.rstrip("/") or "/debug")
+        page = PAGES.get(path.rstrip("/") or "/debug")
         if page is not None:
             parameters = dict(urllib.parse.parse_qsl(query[:1000]))
             content_type, text = page(ops.view(), parameters)
