@@ -27,9 +27,9 @@ import yaml
 from yaml.events import (
     AliasEvent,
     CollectionEndEvent,
+    CollectionStartEvent,
     DocumentEndEvent,
     DocumentStartEvent,
-    MappingStartEvent,
     ScalarEvent,
     SequenceStartEvent,
     StreamEndEvent,
@@ -178,13 +178,7 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
                 height = closed.depth
             elif isinstance(event, AliasEvent):
                 if event.anchor not in anchors:
-                    open_anchors = {o.anchor for o in open_}
-                    problem = (
-                        f"found a recursive alias {event.anchor!r}"
-                        if event.anchor in open_anchors
-                        else f"found undefined alias {event.anchor!r}"
-                    )
-                    raise yaml.composer.ComposerError(None, None, problem, event.start_mark)
+                    raise _unknown_alias(event, open_)
                 node, size, height = anchors[event.anchor]
                 nodes += size
                 self._check(nodes, depth + height - 1, event)
@@ -195,23 +189,8 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
                 if isinstance(event, ScalarEvent):
                     node = self._scalar(event)
                     height = 1
-                elif isinstance(event, SequenceStartEvent):
-                    tag = event.tag
-                    if tag is None or tag == "!":
-                        tag = self.resolve(SequenceNode, None, event.implicit)
-                    sequence = SequenceNode(
-                        tag, [], event.start_mark, None, flow_style=event.flow_style
-                    )
-                    open_.append(_Open(sequence, anchor, nodes - 1))
-                    continue
-                elif isinstance(event, MappingStartEvent):
-                    tag = event.tag
-                    if tag is None or tag == "!":
-                        tag = self.resolve(MappingNode, None, event.implicit)
-                    mapping = MappingNode(
-                        tag, [], event.start_mark, None, flow_style=event.flow_style
-                    )
-                    open_.append(_Open(mapping, anchor, nodes - 1))
+                elif isinstance(event, CollectionStartEvent):
+                    open_.append(_Open(self._collection(event), anchor, nodes - 1))
                     continue
                 else:  # pragma: no cover - libyaml emits nothing else inside a document
                     raise yaml.composer.ComposerError(
@@ -236,6 +215,14 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
         assert isinstance(end, DocumentEndEvent)
         self._expanded = nodes
         return root
+
+    def _collection(self, event: CollectionStartEvent) -> SequenceNode | MappingNode:
+        """The node a collection's start event opens, empty."""
+        kind = SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(kind, None, event.implicit)
+        return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
 
     def _scalar(self, event: ScalarEvent) -> ScalarNode:
         tag = event.tag
@@ -266,6 +253,15 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
                 f"more than {self.limits.max_nodes} values (aliases count every value they repeat)",
                 event.start_mark,
             )
+
+
+def _unknown_alias(event: AliasEvent, open_: list[_Open]) -> yaml.composer.ComposerError:
+    """The error for an alias to no anchor composed yet: one still open is recursive."""
+    recursive = event.anchor in {o.anchor for o in open_}
+    what = "a recursive alias" if recursive else "undefined alias"
+    return yaml.composer.ComposerError(
+        None, None, f"found {what} {event.anchor!r}", event.start_mark
+    )
 
 
 # Every collection a document opens is started by a token of its own, and each such token
