@@ -7,6 +7,7 @@ import dataclasses
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from dragoman.objects import (
     BackendTLSPolicy,
@@ -85,7 +86,8 @@ class Store:
             objects.pop(key, None)
         else:
             objects[key] = obj
-        made = dataclasses.replace(self, **{name: objects})
+        changed: dict[str, Any] = {name: objects}  # one of the fields OBJECT_FIELDS names
+        made = dataclasses.replace(self, **changed)
         object.__setattr__(made, "made_from", MadeFrom(weakref.ref(self), name, key))
         return made
 

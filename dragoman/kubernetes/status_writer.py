@@ -47,7 +47,8 @@ class StatusClient:
 
         try:
             if kind.namespaced:
-                response = self.api.get_namespaced_custom_object(
+                # Not preloaded: urllib3's response (the client's stubs say `object`).
+                response: Any = self.api.get_namespaced_custom_object(
                     kind.group, version, namespace, kind.plural, name, **self._raw()
                 )
             else:
@@ -67,7 +68,7 @@ class StatusClient:
 
         try:
             if kind.namespaced:
-                response = self.api.replace_namespaced_custom_object_status(
+                response: Any = self.api.replace_namespaced_custom_object_status(
                     kind.group, version, namespace, kind.plural, name, body, **self._raw()
                 )
             else:

@@ -60,6 +60,9 @@ class KubeObject(Protocol):
     @property
     def meta(self) -> ObjectMeta: ...
 
+    @property
+    def key(self) -> ObjectKey: ...
+
 
 __all__ = [
     "BackendRef",

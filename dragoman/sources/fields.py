@@ -8,7 +8,7 @@ which is never seen because an object with problems is discarded.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dragoman.objects.meta import EMPTY_MAPPING
@@ -269,7 +269,9 @@ class Node:
         if node is None or not node.data:
             return EMPTY_MAPPING
         result = {}
-        for name, value in node.data.items():
+        # A YAML mapping's keys need not be strings, whatever the type of `data` says.
+        items: Iterable[tuple[object, object]] = node.data.items()
+        for name, value in items:
             if not isinstance(name, str):
                 self.expected(node.at(str(name)), "a string key", name)
             elif not isinstance(value, str):

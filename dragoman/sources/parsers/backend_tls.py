@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 
 from dragoman.objects import ObjectMeta
 from dragoman.objects.backend_tls import (
@@ -144,7 +145,7 @@ def _subject_alt_name(node: Node) -> SubjectAltName | None:
     return None
 
 
-def _options(spec: Node) -> dict[str, str]:
+def _options(spec: Node) -> Mapping[str, str]:
     options = spec.string_map("options")
     if len(options) > MAX_OPTIONS:
         spec.report(spec.at("options"), f"must have at most {MAX_OPTIONS} entries")

@@ -156,13 +156,13 @@ def _route_filter(node: Node, allowed_types: Sequence[str]) -> RouteFilter:
     for other_type, field in FILTER_FIELDS.items():
         if other_type != filter_type and node.has(field) and filter_type:
             node.report(node.at(field), f"must not be set when the filter type is {filter_type}")
-    field = FILTER_FIELDS.get(filter_type)
-    if field is None:
+    config_field = FILTER_FIELDS.get(filter_type)
+    if config_field is None:
         return RouteFilter(type=filter_type)
-    config = node.mapping(field)
+    config = node.mapping(config_field)
     if config is None:
-        if not node.has(field):
-            node.report(node.at(field), f"is required when the filter type is {filter_type}")
+        if not node.has(config_field):
+            node.report(node.at(config_field), f"is required when the filter type is {filter_type}")
         return RouteFilter(type=filter_type)
     if filter_type == "RequestHeaderModifier":
         return RouteFilter(filter_type, request_header_modifier=_header_modifier(config))
