@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal, get_args
 
 from dragoman.objects.meta import KindObject, ObjectMeta
+from dragoman.objects.service import PortProtocol
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+AddressType = Literal["IPv4", "IPv6", "FQDN"]
+ADDRESS_TYPES: tuple[AddressType, ...] = get_args(AddressType)
 
 
 @dataclass(frozen=True, slots=True)
 class EndpointPort:
     port: int
     name: str = ""
-    protocol: str = "TCP"
+    protocol: PortProtocol = "TCP"
     app_protocol: str = ""
 
 
@@ -35,7 +38,7 @@ class EndpointSlice(KindObject):
     kind: ClassVar[str] = "EndpointSlice"
 
     meta: ObjectMeta
-    address_type: str = "IPv4"  # IPv4, IPv6 or FQDN
+    address_type: AddressType = "IPv4"
     endpoints: tuple[Endpoint, ...] = ()
     ports: tuple[EndpointPort, ...] = ()
 

@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal, get_args
 
 from dragoman.objects.gateway_class import ParametersRef
 from dragoman.objects.meta import KindObject, ObjectMeta
 from dragoman.objects.selector import LabelSelector
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
+
+TLSMode = Literal["Terminate", "Passthrough"]
+TLS_MODES: tuple[TLSMode, ...] = get_args(TLSMode)
+# allowedRoutes.namespaces.from of a listener.
+AllowedNamespaces = Literal["All", "Selector", "Same"]
+ALLOWED_NAMESPACES: tuple[AllowedNamespaces, ...] = get_args(AllowedNamespaces)
+# allowedListeners.namespaces.from of a Gateway.
+AllowedListenerSets = Literal["All", "Selector", "Same", "None"]
+ALLOWED_LISTENER_SETS: tuple[AllowedListenerSets, ...] = get_args(AllowedListenerSets)
+PathMatchType = Literal["Exact", "PathPrefix", "RegularExpression"]
+PATH_MATCH_TYPES: tuple[PathMatchType, ...] = get_args(PathMatchType)
+# A header's, a query parameter's or a gRPC method's match.
+MatchType = Literal["Exact", "RegularExpression"]
+MATCH_TYPES: tuple[MatchType, ...] = get_args(MatchType)
+PathModifierType = Literal["ReplaceFullPath", "ReplacePrefixMatch"]
+PATH_MODIFIER_TYPES: tuple[PathModifierType, ...] = get_args(PathModifierType)
+RedirectScheme = Literal["http", "https"]
+REDIRECT_SCHEMES: tuple[RedirectScheme, ...] = get_args(RedirectScheme)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -33,7 +51,7 @@ class CertificateRef:
 
 @dataclass(frozen=True, slots=True)
 class ListenerTLS:
-    mode: str = "Terminate"  # or "Passthrough"
+    mode: TLSMode = "Terminate"
     certificate_refs: tuple[CertificateRef, ...] = ()
 
 
@@ -44,7 +62,7 @@ class GatewayListener:
     protocol: str = "HTTP"
     hostname: str | None = None
     # allowedRoutes.namespaces.from: "Same" (the API default), "All" or "Selector".
-    allowed_namespaces: str = "Same"
+    allowed_namespaces: AllowedNamespaces = "Same"
     # allowedRoutes.namespaces.selector: which namespaces "Selector" admits.
     namespace_selector: LabelSelector | None = None
     # allowedRoutes.kinds; empty means every route kind the protocol supports.
@@ -74,7 +92,7 @@ class Gateway(KindObject):
     backend_client_certificate: CertificateRef | None = None
     # spec.allowedListeners.namespaces: which ListenerSets may add listeners ("None", the
     # API default, "Same", "All" or "Selector" with `listener_set_selector`).
-    allowed_listener_sets: str = "None"
+    allowed_listener_sets: AllowedListenerSets = "None"
     listener_set_selector: LabelSelector | None = None
 
 
@@ -91,7 +109,7 @@ class ParentRef:
 
 @dataclass(frozen=True, slots=True)
 class PathMatch:
-    type: str = "PathPrefix"  # PathPrefix, Exact or RegularExpression
+    type: PathMatchType = "PathPrefix"
     value: str = "/"
 
 
@@ -101,7 +119,7 @@ class HeaderMatch:
 
     name: str
     value: str
-    type: str = "Exact"  # Exact or RegularExpression
+    type: MatchType = "Exact"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +147,13 @@ class HeaderModifier:
 
 @dataclass(frozen=True, slots=True)
 class PathModifier:
-    type: str  # ReplaceFullPath or ReplacePrefixMatch
+    type: PathModifierType
     value: str
 
 
 @dataclass(frozen=True, slots=True)
 class RequestRedirect:
-    scheme: str | None = None  # http or https; None keeps the request's
+    scheme: RedirectScheme | None = None  # None keeps the request's
     hostname: str | None = None
     path: PathModifier | None = None
     port: int | None = None
@@ -229,7 +247,7 @@ class HTTPRoute(KindObject):
 
 @dataclass(frozen=True, slots=True)
 class GRPCMethodMatch:
-    type: str = "Exact"  # Exact or RegularExpression
+    type: MatchType = "Exact"
     service: str | None = None  # None matches every service
     method: str | None = None  # None matches every method
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from dragoman.objects.meta import EMPTY_MAPPING
 from dragoman.sources.errors import FieldProblem
@@ -17,6 +17,8 @@ from dragoman.sources.formats import Format
 from dragoman.sources.shared import interned, shared_int
 
 REQUIRED = "is required"
+# A string enumeration: the values of a Literal.
+Choice = TypeVar("Choice", bound=str)
 # Strings read into objects are interned (`dragoman.sources.shared`): namespaces, kinds,
 # groups, port and Gateway names, label keys, and an object's name beside the references to
 # it repeat in thousands of objects. Values read with `unique=True` (a route's hostnames, an
@@ -183,6 +185,18 @@ class Node:
             max_length=max_length,
             unique=unique,
         )
+        return default if value is None else value
+
+    def optional_choice(
+        self, key: str, choices: tuple[Choice, ...], *, required: bool = False
+    ) -> Choice | None:
+        """`optional_string` with `choices`, typed as they are (a Literal's values)."""
+        value = self.optional_string(key, required=required, choices=choices)
+        return None if value is None else choices[choices.index(value)]
+
+    def choice(self, key: str, choices: tuple[Choice, ...], *, default: Choice) -> Choice:
+        """`string` with `choices` and a default, typed as they are."""
+        value = self.optional_choice(key, choices)
         return default if value is None else value
 
     def check_string(

@@ -7,6 +7,8 @@ would reject is rejected here too, with the same field path.
 from __future__ import annotations
 
 from dragoman.objects import Endpoint, EndpointPort, EndpointSlice, ObjectMeta
+from dragoman.objects.endpoint_slice import ADDRESS_TYPES, AddressType
+from dragoman.objects.service import PORT_PROTOCOLS
 from dragoman.sources.fields import Node
 from dragoman.sources.formats import (
     DNS1123_LABEL,
@@ -17,22 +19,26 @@ from dragoman.sources.formats import (
     Format,
     or_empty,
 )
-from dragoman.sources.parsers.service import PORT_PROTOCOLS, report_duplicates
+from dragoman.sources.parsers.service import report_duplicates
 
-ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
-ADDRESS_FORMATS: dict[str, Format] = {"IPv4": IPV4, "IPv6": IPV6, "FQDN": DNS1123_SUBDOMAIN}
+ADDRESS_FORMATS: dict[AddressType, Format] = {
+    "IPv4": IPV4,
+    "IPv6": IPV6,
+    "FQDN": DNS1123_SUBDOMAIN,
+}
 
 
 def parse_endpoint_slice(root: Node, meta: ObjectMeta) -> EndpointSlice:
-    address_type = root.string("addressType", required=True, choices=ADDRESS_TYPES)
-    address_format = ADDRESS_FORMATS.get(address_type)
+    address_type = root.optional_choice("addressType", ADDRESS_TYPES, required=True)
+    # None when the type is missing or wrong: its addresses are then not judged by it.
+    address_format = ADDRESS_FORMATS[address_type] if address_type is not None else None
     endpoint_nodes = root.mappings("endpoints", max_items=1000) or []
     port_nodes = root.mappings("ports", max_items=100) or []
     ports = tuple(_endpoint_port(node) for node in port_nodes)
     report_duplicates(port_nodes, [p.name for p in ports], "name")
     return EndpointSlice(
         meta=meta,
-        address_type=address_type,
+        address_type=address_type or "IPv4",  # a placeholder when refused
         endpoints=tuple(_endpoint(node, address_format) for node in endpoint_nodes),
         ports=ports,
     )
@@ -64,6 +70,6 @@ def _endpoint_port(node: Node) -> EndpointPort:
     return EndpointPort(
         port=port or 0,
         name=node.string("name", format=or_empty(DNS1123_LABEL)),
-        protocol=node.string("protocol", default="TCP", choices=PORT_PROTOCOLS),
+        protocol=node.choice("protocol", PORT_PROTOCOLS, default="TCP"),
         app_protocol=node.string("appProtocol", format=QUALIFIED_NAME),
     )

@@ -21,7 +21,14 @@ from dragoman.objects import (
     ParametersRef,
     RouteGroupKind,
 )
-from dragoman.objects.gateway import GATEWAY_GROUP
+from dragoman.objects.gateway import (
+    ALLOWED_LISTENER_SETS,
+    ALLOWED_NAMESPACES,
+    GATEWAY_GROUP,
+    TLS_MODES,
+    AllowedListenerSets,
+    AllowedNamespaces,
+)
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import (
     DNS1123_LABEL,
@@ -33,8 +40,6 @@ from dragoman.sources.formats import (
 )
 from dragoman.sources.parsers.selector import parse_label_selector
 
-ALLOWED_NAMESPACES = ("All", "Selector", "Same")
-TLS_MODES = ("Terminate", "Passthrough")
 # Protocols the CRD forbids `tls` on, and those it forbids `hostname` on.
 PLAIN_PROTOCOLS = ("HTTP", "TCP", "UDP")
 HOSTLESS_PROTOCOLS = ("TCP", "UDP")
@@ -99,10 +104,10 @@ def _listener(node: Node) -> GatewayListener:
         node.report(node.at("hostname"), f"must not be set for protocol {protocol}")
     allowed = node.mapping("allowedRoutes")
     namespaces = allowed.mapping("namespaces") if allowed is not None else None
-    source = "Same"
+    source: AllowedNamespaces = "Same"
     selector = None
     if namespaces is not None:
-        source = namespaces.string("from", default="Same", choices=ALLOWED_NAMESPACES)
+        source = namespaces.choice("from", ALLOWED_NAMESPACES, default="Same")
         selector_node = namespaces.mapping("selector")
         if selector_node is not None:
             selector = parse_label_selector(selector_node)
@@ -139,7 +144,7 @@ def _tls(listener: Node, protocol: str) -> ListenerTLS | None:
         listener.report(listener.at("tls"), f"must not be set for protocol {protocol}")
     if protocol == "TLS" and not node.has("mode"):
         node.report(node.at("mode"), "is required for protocol TLS")
-    mode = node.string("mode", default="Terminate", choices=TLS_MODES)
+    mode = node.choice("mode", TLS_MODES, default="Terminate")
     if protocol == "HTTPS" and mode != "Terminate":
         node.report(node.at("mode"), "must be Terminate for protocol HTTPS")
     refs = tuple(
@@ -179,15 +184,12 @@ def _backend_client_certificate(spec: Node) -> CertificateRef | None:
     return _certificate_ref(ref) if ref is not None else None
 
 
-ALLOWED_LISTENER_SETS = ("All", "Selector", "Same", "None")
-
-
-def _allowed_listeners(spec: Node) -> tuple[str, LabelSelector | None]:
+def _allowed_listeners(spec: Node) -> tuple[AllowedListenerSets, LabelSelector | None]:
     allowed = spec.mapping("allowedListeners")
     namespaces = allowed.mapping("namespaces") if allowed is not None else None
     if namespaces is None:
         return "None", None
-    source = namespaces.string("from", default="None", choices=ALLOWED_LISTENER_SETS)
+    source = namespaces.choice("from", ALLOWED_LISTENER_SETS, default="None")
     selector_node = namespaces.mapping("selector")
     selector = parse_label_selector(selector_node) if selector_node is not None else None
     if source == "Selector" and selector is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dragoman.objects import ObjectMeta, Service, ServicePort
+from dragoman.objects.service import PORT_PROTOCOLS, SERVICE_TYPES, SESSION_AFFINITIES
 from dragoman.sources.fields import Node, describe, is_integer
 from dragoman.sources.formats import (
     DNS1123_LABEL,
@@ -18,10 +19,7 @@ from dragoman.sources.formats import (
 )
 from dragoman.sources.shared import canonical
 
-SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
-SESSION_AFFINITIES = ("None", "ClientIP")
 MAX_EXTERNAL_IPS = 64
-PORT_PROTOCOLS = ("TCP", "UDP", "SCTP")
 
 
 def parse_service(root: Node, meta: ObjectMeta) -> Service:
@@ -31,7 +29,7 @@ def parse_service(root: Node, meta: ObjectMeta) -> Service:
             return Service(meta=meta)  # not a mapping: already reported
         # A Service may omit spec entirely; the API then reports spec.ports as missing.
         spec = Node({}, "spec", root.problems)
-    service_type = spec.string("type", default="ClusterIP", choices=SERVICE_TYPES)
+    service_type = spec.choice("type", SERVICE_TYPES, default="ClusterIP")
     is_external = service_type == "ExternalName"
     headless = spec.raw("clusterIP") == "None"
     ports = _service_ports(spec, required=not (is_external or headless))
@@ -43,7 +41,7 @@ def parse_service(root: Node, meta: ObjectMeta) -> Service:
         external_name = spec.string("externalName", unique=True)
     # The API treats an empty selector like none: endpoints are managed by someone else.
     selector = spec.string_map("selector") or None
-    affinity = spec.string("sessionAffinity", default="None", choices=SESSION_AFFINITIES)
+    affinity = spec.choice("sessionAffinity", SESSION_AFFINITIES, default="None")
     return Service(
         meta=meta,
         type=service_type,
@@ -108,7 +106,7 @@ def _service_port(node: Node, *, name_required: bool) -> ServicePort:
     return ServicePort(
         port=node.integer("port", required=True, minimum=1, maximum=65535),
         name=name,
-        protocol=node.string("protocol", default="TCP", choices=PORT_PROTOCOLS),
+        protocol=node.choice("protocol", PORT_PROTOCOLS, default="TCP"),
         target_port=_target_port(node),
         app_protocol=node.string("appProtocol", format=QUALIFIED_NAME),
     )
