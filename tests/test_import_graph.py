@@ -355,13 +355,15 @@ def test_the_import_rules_catch_what_they_refuse(tmp_path: Path) -> None:
         (root / folder / "mod.py").write_text(source)
     (root / "dag" / "upstreams").mkdir(parents=True)
     (root / "store.py").write_text(
-        "from dragoman.objects.kinds import KINDS\nimport dragoman.sources.kinds\n"
+        "from dragoman.objects.kinds import KINDS\nimport dragoman.sources.kind_parsers\n"
     )
     assert rule_violations(root, "xds") == ["dragoman.xds.mod imports dragoman.security.identities"]
     assert rule_violations(root, "envoy") == [
         "dragoman.envoy.mod imports dragoman.dag.routes.rules"
     ]
-    assert rule_violations(root, "store") == ["dragoman.store imports dragoman.sources.kinds"]
+    assert rule_violations(root, "store") == [
+        "dragoman.store imports dragoman.sources.kind_parsers"
+    ]
     assert rule_violations(root, "runtime") == [
         "dragoman.runtime.mod imports dragoman.dag.incremental.changes",
         "dragoman.runtime.mod imports dragoman.dag.upstreams.endpoints",

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from dragoman.kubernetes.backoff import Backoff
 from dragoman.kubernetes.errors import describe_error
-from dragoman.kubernetes.kinds import WatchedKind
+from dragoman.kubernetes.watched_kinds import WatchedKind
 
 log = logging.getLogger("dragoman.kubernetes")
 

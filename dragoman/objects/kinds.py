@@ -3,7 +3,7 @@ Kubernetes watches and RBAC, and the status writer derive theirs from.
 
 Adding a kind: a typed object in `dragoman.objects`, a row here, the Store field the row names
 (declared in `dragoman.store`, where its type is spelled out for readers), and its parser
-(`dragoman.sources.kinds`).
+(`dragoman.sources.kind_parsers`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dragoman.objects.kinds import KINDS_BY_GROUP_KIND
 from dragoman.sources.errors import FieldProblem, ObjectError, printable
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_LABEL, Format
-from dragoman.sources.kinds import PARSERS
+from dragoman.sources.kind_parsers import PARSERS
 
 MAX_INT64 = 2**63 - 1
 

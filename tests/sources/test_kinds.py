@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dragoman.cli import main
-from dragoman.kubernetes.kinds import WATCHED_KINDS
 from dragoman.kubernetes.status_fallback import ROUTE_KINDS
+from dragoman.kubernetes.watched_kinds import WATCHED_KINDS
 from dragoman.objects.kinds import KINDS, Kind
 from dragoman.sources.errors import ObjectError
 from dragoman.sources.parse import describe_object, parse_object
