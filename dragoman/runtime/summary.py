@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Final, Literal, get_args
 
 from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.model import AggregateCluster, Dag
@@ -16,10 +17,11 @@ from dragoman.store import Store
 from dragoman.xds.client_kind import is_grpc_client
 from dragoman.xds.registry import ConnectedStream
 
-SERVED = "served"
-REFUSED = "refused"
-DNS_FAILED = "dns_failed"
-EXTERNAL_NAME_STATES = (SERVED, REFUSED, DNS_FAILED)
+ExternalNameState = Literal["served", "refused", "dns_failed"]
+EXTERNAL_NAME_STATES: tuple[ExternalNameState, ...] = get_args(ExternalNameState)
+SERVED: Final = "served"
+REFUSED: Final = "refused"
+DNS_FAILED: Final = "dns_failed"
 
 
 def object_counts(store: Store | None) -> Counter[str]:
@@ -51,7 +53,7 @@ def external_name_states(
     dag: Dag | None,
     options: BuildOptions,
     dns: DnsObservations,
-) -> dict[ObjectKey, str]:
+) -> dict[ObjectKey, ExternalNameState]:
     """The state of every ExternalName Service: served (a cluster for it is served), refused
     (by dragoman's rules or the platform's policy) or dns_failed (the DNS check found no
     address). A name neither served nor refused (no route uses it yet) is left out."""
@@ -64,7 +66,7 @@ def external_name_states(
             served.add(part.service)
         if isinstance(cluster, AggregateCluster):
             served.add(cluster.service)
-    states: dict[ObjectKey, str] = {}
+    states: dict[ObjectKey, ExternalNameState] = {}
     for service in store.services.values():
         if not service.is_external_name:
             continue

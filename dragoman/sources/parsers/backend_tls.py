@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dragoman.objects import ObjectMeta
 from dragoman.objects.backend_tls import (
     SAN_HOSTNAME,
+    SAN_TYPES,
     SAN_URI,
     BackendTLSPolicy,
     CACertificateRef,
@@ -125,7 +126,7 @@ def _ca_ref(node: Node) -> CACertificateRef:
 
 
 def _subject_alt_name(node: Node) -> SubjectAltName | None:
-    san_type = node.string("type", required=True, choices=(SAN_HOSTNAME, SAN_URI))
+    san_type = node.optional_choice("type", SAN_TYPES, required=True)
     hostname = node.optional_string("hostname", format=HOSTNAME)
     uri = node.optional_string("uri", format=URI)
     if san_type == SAN_HOSTNAME:
