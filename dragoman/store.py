@@ -1,5 +1,5 @@
 """The typed objects a DAG build reads, by kind and `namespace/name`: one field per row of
-the table of kinds (`dragoman.sources.kinds`)."""
+the table of kinds (`dragoman.objects.kinds`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from dragoman.objects import (
     BackendTLSPolicy,
@@ -26,13 +27,19 @@ from dragoman.objects import (
     TLSRoute,
     UDPRoute,
 )
-from dragoman.sources.kinds import KINDS
+from dragoman.objects.kinds import KINDS
 
 NamespacedName = tuple[str, str]
 
-# By id: what with_object made a store from (the store, weakly: a chain of stores must not
-# keep old objects alive), the field and the key it changed. An entry leaves with its store.
-_MADE_FROM: dict[int, tuple[weakref.ref[Store], weakref.ref[Store], str, NamespacedName]] = {}
+
+@dataclass(frozen=True, slots=True)
+class MadeFrom:
+    """What with_object made a store from: the store, weakly (a chain of stores must not keep
+    old objects alive), and the field and the key it changed."""
+
+    store: weakref.ref[Store]
+    store_field: str
+    key: NamespacedName
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
@@ -55,6 +62,9 @@ class Store:
     tls_routes: Mapping[NamespacedName, TLSRoute] = field(default_factory=dict)
     udp_routes: Mapping[NamespacedName, UDPRoute] = field(default_factory=dict)
     listener_sets: Mapping[NamespacedName, ListenerSet] = field(default_factory=dict)
+    # Set by with_object alone: not an argument, so a store made any other way (including
+    # dataclasses.replace of a store with_object made) claims no provenance.
+    made_from: MadeFrom | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_objects(cls, objects: Iterable[KubeObject]) -> Store:
@@ -64,6 +74,7 @@ class Store:
         }
         for obj in objects:
             by_field[_FIELD_OF_KIND[type(obj)]][(obj.meta.namespace, obj.meta.name)] = obj
+        # One mapping per field, each of the kind its field declares (by the table of kinds).
         return cls(**by_field)  # type: ignore[arg-type]
 
     def with_object(self, kind: type, key: NamespacedName, obj: KubeObject | None) -> Store:
@@ -75,14 +86,9 @@ class Store:
             objects.pop(key, None)
         else:
             objects[key] = obj
-        made = dataclasses.replace(self, **{name: objects})
-        ident = id(made)
-        _MADE_FROM[ident] = (
-            weakref.ref(made, lambda _: _MADE_FROM.pop(ident, None)),
-            weakref.ref(self),
-            name,
-            key,
-        )
+        changed: dict[str, Any] = {name: objects}  # one of the fields OBJECT_FIELDS names
+        made = dataclasses.replace(self, **changed)
+        object.__setattr__(made, "made_from", MadeFrom(weakref.ref(self), name, key))
         return made
 
     def keys_changed_since(
@@ -96,36 +102,17 @@ class Store:
         for _ in range(limit):
             if store is earlier:
                 return found
-            made_from = _MADE_FROM.get(id(store)) if store is not None else None
-            if made_from is None or made_from[0]() is not store:
+            made_from = store.made_from if store is not None else None
+            if made_from is None:
                 return None
-            _, previous, name, key = made_from
-            found.setdefault(name, set()).add(key)
-            store = previous()
+            found.setdefault(made_from.store_field, set()).add(made_from.key)
+            store = made_from.store()
         return None
-
-    def slices_of(self, namespace: str, service_name: str) -> list[EndpointSlice]:
-        """EndpointSlices labelled as belonging to one Service, in name order."""
-        return sorted(
-            (
-                s
-                for (ns, _), s in self.endpoint_slices.items()
-                if ns == namespace and s.service_name == service_name
-            ),
-            key=lambda s: s.meta.name,
-        )
-
-    def differs_only_in_endpoints(self, other: Store) -> bool:
-        """True when a change between two stores can take the EDS fast path."""
-        return all(
-            getattr(self, name) == getattr(other, name)
-            for name in _FIELD_OF_KIND.values()
-            if name != "endpoint_slices"
-        )
 
 
 # The Store field that holds each kind, from the table of kinds.
 _FIELD_OF_KIND: dict[type, str] = {kind.type: kind.store_field for kind in KINDS}
-OBJECT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Store))
+# The fields that hold objects: every field but the provenance.
+OBJECT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Store) if f.init)
 _missing = set(_FIELD_OF_KIND.values()) ^ set(OBJECT_FIELDS)
-assert not _missing, f"Store fields and dragoman.sources.kinds rows differ: {sorted(_missing)}"
+assert not _missing, f"Store fields and dragoman.objects.kinds rows differ: {sorted(_missing)}"

@@ -102,7 +102,7 @@ def status_document(status: ObjectStatus, store: Store, now: str) -> dict[str, A
 
 
 def _lookup(store: Store, kind: str, namespace: str, name: str) -> Any:
-    from dragoman.sources.kinds import KINDS_BY_NAME
+    from dragoman.objects.kinds import KINDS_BY_NAME
 
     known = KINDS_BY_NAME.get(kind)
     return getattr(store, known.store_field).get((namespace, name)) if known else None

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dragoman.kubernetes.informer import Informer, Obj
-from dragoman.kubernetes.kinds import WatchedKind
+from dragoman.kubernetes.watched_kinds import WatchedKind
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.errors import ObjectError, SourceError
 from dragoman.sources.parse import describe_object, parse_object

@@ -34,7 +34,9 @@ def in_cluster_configuration(
 
     configuration = client.Configuration()
     try:
-        InClusterConfigLoader(
+        # The client's configuration loaders carry no type hints (one ignore: the call
+        # and the method it returns).
+        InClusterConfigLoader(  # type: ignore[no-untyped-call]
             token_filename=str(token_file), cert_filename=str(ca_file), environ=environ
         ).load_and_set(configuration)
     except ConfigException as error:
@@ -49,7 +51,7 @@ def kubeconfig_configuration(path: Path | None, context: str | None = None) -> A
 
     configuration = client.Configuration()
     try:
-        config.load_kube_config(
+        config.load_kube_config(  # type: ignore[no-untyped-call]  # no type hints
             config_file=str(path) if path is not None else None,
             context=context,
             client_configuration=configuration,

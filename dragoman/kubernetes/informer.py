@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from dragoman.kubernetes.backoff import Backoff
 from dragoman.kubernetes.errors import describe_error
-from dragoman.kubernetes.kinds import WatchedKind
+from dragoman.kubernetes.watched_kinds import WatchedKind
 
 log = logging.getLogger("dragoman.kubernetes")
 
@@ -162,7 +162,7 @@ class Informer:
                 log.info("%s: %s; listing again", self.name, gone)
                 self.resource_version = None
             except ApiException as error:
-                if self.stopped:
+                if self._stop.is_set():  # by another thread, while the call ran
                     break
                 if error.status == 410:
                     log.info("%s: resourceVersion expired; listing again", self.name)
@@ -181,7 +181,7 @@ class Informer:
                 else:
                     self._retry_later(describe_error(error))
             except Exception as error:  # connection refused, cut, timed out, bad JSON, ...
-                if self.stopped:
+                if self._stop.is_set():
                     break
                 self._retry_later(describe_error(error))
 

@@ -101,7 +101,8 @@ class LeaseClient:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            response = self.api.get_namespaced_custom_object(
+            # Not preloaded: urllib3's response (the client's stubs say `object`).
+            response: Any = self.api.get_namespaced_custom_object(
                 LEASE_GROUP, LEASE_VERSION, namespace, "leases", name, **self._raw()
             )
         except ApiException as error:
@@ -199,7 +200,7 @@ class LeaderElector:
         now = micro_time(self.wall_clock())
         lease = self.leases.get(settings.namespace, settings.name)
         if lease is None:
-            spec = {
+            spec: dict[str, Any] = {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": self._duration_seconds(),
                 "acquireTime": now,

@@ -22,10 +22,10 @@ from dragoman.kubernetes.backoff import Backoff
 from dragoman.kubernetes.cache import CacheChange, LoopSink, ObjectCache, partition_of
 from dragoman.kubernetes.holdoff import Holdoff
 from dragoman.kubernetes.informer import Informer, WatchSettings
-from dragoman.kubernetes.kinds import WATCHED_KINDS, WatchedKind, readable_versions
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.kubernetes.status_fallback import ServedGateways, unreadable_statuses
 from dragoman.kubernetes.status_writer import PublishResult, StatusClient, StatusWriter
+from dragoman.kubernetes.watched_kinds import WATCHED_KINDS, WatchedKind, readable_versions
 from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.debug.view import DebugView, take_view
 from dragoman.runtime.logs import problem_fields

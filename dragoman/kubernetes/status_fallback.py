@@ -24,7 +24,7 @@ from dragoman.kubernetes.cache import CachedObject
 from dragoman.kubernetes.status_merge import SHARED_LISTS, is_ours, ref_identity
 from dragoman.objects import ObjectKey
 from dragoman.objects.gateway import GATEWAY_GROUP
-from dragoman.sources.kinds import KINDS
+from dragoman.objects.kinds import KINDS
 
 ROUTE_KINDS = frozenset(kind.kind for kind in KINDS if kind.route)
 # Gateway API reasons: a route's Accepted=False for a value it does not support; a policy's

@@ -52,7 +52,7 @@ def merge_status(
 def without_our_entries(current: Mapping[str, Any], controller_name: str) -> dict[str, Any] | None:
     """The desired status that withdraws our entries from the shared lists of an object we
     no longer compute a status for; None when it holds none of ours."""
-    withdrawn = {
+    withdrawn: dict[str, Any] = {
         field: []
         for field in SHARED_LISTS
         if any(_ours(entry, controller_name) for entry in current.get(field) or [])

@@ -19,9 +19,9 @@ from typing import Any
 from dragoman.dag.model import ObjectStatus
 from dragoman.kubernetes.cache import CachedObject
 from dragoman.kubernetes.errors import describe_error
-from dragoman.kubernetes.kinds import WatchedKind
 from dragoman.kubernetes.status_fallback import waiting_for_controller
 from dragoman.kubernetes.status_merge import merge_status, same_status, without_our_entries
+from dragoman.kubernetes.watched_kinds import WatchedKind
 from dragoman.objects import ObjectKey
 
 log = logging.getLogger("dragoman.kubernetes.status_merge")
@@ -47,7 +47,8 @@ class StatusClient:
 
         try:
             if kind.namespaced:
-                response = self.api.get_namespaced_custom_object(
+                # Not preloaded: urllib3's response (the client's stubs say `object`).
+                response: Any = self.api.get_namespaced_custom_object(
                     kind.group, version, namespace, kind.plural, name, **self._raw()
                 )
             else:
@@ -67,7 +68,7 @@ class StatusClient:
 
         try:
             if kind.namespaced:
-                response = self.api.replace_namespaced_custom_object_status(
+                response: Any = self.api.replace_namespaced_custom_object_status(
                     kind.group, version, namespace, kind.plural, name, body, **self._raw()
                 )
             else:

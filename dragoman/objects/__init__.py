@@ -11,13 +11,8 @@ from dragoman.objects.backend_tls import (
     PolicyTargetRef,
     SubjectAltName,
 )
-from dragoman.objects.core import (
-    Endpoint,
-    EndpointPort,
-    EndpointSlice,
-    Service,
-    ServicePort,
-)
+from dragoman.objects.config_map import ConfigMap
+from dragoman.objects.endpoint_slice import Endpoint, EndpointPort, EndpointSlice
 from dragoman.objects.gateway import (
     BackendRef,
     CertificateRef,
@@ -46,27 +41,27 @@ from dragoman.objects.gateway import (
     RouteGroupKind,
     URLRewrite,
 )
-from dragoman.objects.gateway_class import (
-    GatewayClass,
-    ParametersRef,
-    ReferenceGrant,
-    ReferenceGrantFrom,
-    ReferenceGrantTo,
-)
+from dragoman.objects.gateway_class import GatewayClass, ParametersRef
 from dragoman.objects.l4_routes import L4Route, L4RouteRule, TCPRoute, TLSRoute, UDPRoute
 from dragoman.objects.listener_set import ListenerSet, ListenerSetParent
 from dragoman.objects.meta import ObjectKey, ObjectMeta
-from dragoman.objects.secrets import ConfigMap, Namespace, Secret
+from dragoman.objects.namespace import Namespace
+from dragoman.objects.reference_grant import ReferenceGrant, ReferenceGrantFrom, ReferenceGrantTo
+from dragoman.objects.secret import Secret
 from dragoman.objects.selector import LabelSelector, LabelSelectorRequirement
+from dragoman.objects.service import Service, ServicePort
 
 
 class KubeObject(Protocol):
-    """Any object a source reads. The kinds: `dragoman.sources.kinds.KINDS`."""
+    """Any object a source reads. The kinds: `dragoman.objects.kinds.KINDS`."""
 
     kind: ClassVar[str]
 
     @property
     def meta(self) -> ObjectMeta: ...
+
+    @property
+    def key(self) -> ObjectKey: ...
 
 
 __all__ = [

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Final, Literal, get_args
 
 from dragoman.objects.meta import KindObject, ObjectMeta, no_entries
 
 # validation.wellKnownCACertificates: the system's trusted CA bundle.
 WELL_KNOWN_SYSTEM = "System"
 # subjectAltNames[].type values.
-SAN_HOSTNAME = "Hostname"
-SAN_URI = "URI"
+SubjectAltNameType = Literal["Hostname", "URI"]
+SAN_TYPES: tuple[SubjectAltNameType, ...] = get_args(SubjectAltNameType)
+SAN_HOSTNAME: Final = "Hostname"
+SAN_URI: Final = "URI"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +39,7 @@ class CACertificateRef:
 
 @dataclass(frozen=True, slots=True)
 class SubjectAltName:
-    type: str  # SAN_HOSTNAME or SAN_URI
+    type: SubjectAltNameType
     value: str  # the hostname (possibly "*.example.com") or the URI
 
 

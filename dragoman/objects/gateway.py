@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal, get_args
 
 from dragoman.objects.gateway_class import ParametersRef
 from dragoman.objects.meta import KindObject, ObjectMeta
 from dragoman.objects.selector import LabelSelector
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
+
+TLSMode = Literal["Terminate", "Passthrough"]
+TLS_MODES: tuple[TLSMode, ...] = get_args(TLSMode)
+# allowedRoutes.namespaces.from of a listener.
+AllowedNamespaces = Literal["All", "Selector", "Same"]
+ALLOWED_NAMESPACES: tuple[AllowedNamespaces, ...] = get_args(AllowedNamespaces)
+# allowedListeners.namespaces.from of a Gateway.
+AllowedListenerSets = Literal["All", "Selector", "Same", "None"]
+ALLOWED_LISTENER_SETS: tuple[AllowedListenerSets, ...] = get_args(AllowedListenerSets)
+PathMatchType = Literal["Exact", "PathPrefix", "RegularExpression"]
+PATH_MATCH_TYPES: tuple[PathMatchType, ...] = get_args(PathMatchType)
+# A header's, a query parameter's or a gRPC method's match.
+MatchType = Literal["Exact", "RegularExpression"]
+MATCH_TYPES: tuple[MatchType, ...] = get_args(MatchType)
+PathModifierType = Literal["ReplaceFullPath", "ReplacePrefixMatch"]
+PATH_MODIFIER_TYPES: tuple[PathModifierType, ...] = get_args(PathModifierType)
+RedirectScheme = Literal["http", "https"]
+REDIRECT_SCHEMES: tuple[RedirectScheme, ...] = get_args(RedirectScheme)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -33,7 +51,7 @@ class CertificateRef:
 
 @dataclass(frozen=True, slots=True)
 class ListenerTLS:
-    mode: str = "Terminate"  # or "Passthrough"
+    mode: TLSMode = "Terminate"
     certificate_refs: tuple[CertificateRef, ...] = ()
 
 
@@ -44,7 +62,7 @@ class GatewayListener:
     protocol: str = "HTTP"
     hostname: str | None = None
     # allowedRoutes.namespaces.from: "Same" (the API default), "All" or "Selector".
-    allowed_namespaces: str = "Same"
+    allowed_namespaces: AllowedNamespaces = "Same"
     # allowedRoutes.namespaces.selector: which namespaces "Selector" admits.
     namespace_selector: LabelSelector | None = None
     # allowedRoutes.kinds; empty means every route kind the protocol supports.
@@ -62,8 +80,10 @@ class GatewayAddress:
 
 # spec.tls.frontend validation modes: a client must present a certificate a CA vouches for,
 # or any client gets through (the certificate, if any, is checked but not required).
-ALLOW_VALID_ONLY = "AllowValidOnly"
-ALLOW_INSECURE_FALLBACK = "AllowInsecureFallback"
+FrontendValidationMode = Literal["AllowValidOnly", "AllowInsecureFallback"]
+FRONTEND_VALIDATION_MODES: tuple[FrontendValidationMode, ...] = get_args(FrontendValidationMode)
+ALLOW_VALID_ONLY: FrontendValidationMode = "AllowValidOnly"
+ALLOW_INSECURE_FALLBACK: FrontendValidationMode = "AllowInsecureFallback"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +102,7 @@ class FrontendValidation:
     validated. No CA references: this configuration validates nothing."""
 
     ca_certificate_refs: tuple[ObjectReference, ...] = ()
-    mode: str = ALLOW_VALID_ONLY
+    mode: FrontendValidationMode = ALLOW_VALID_ONLY
     # Where it was written, for messages: "spec.tls.frontend.default" or ".perPort[i].tls".
     field: str = "spec.tls.frontend.default"
 
@@ -118,7 +138,7 @@ class Gateway(KindObject):
     frontend_tls: FrontendTLS | None = None
     # spec.allowedListeners.namespaces: which ListenerSets may add listeners ("None", the
     # API default, "Same", "All" or "Selector" with `listener_set_selector`).
-    allowed_listener_sets: str = "None"
+    allowed_listener_sets: AllowedListenerSets = "None"
     listener_set_selector: LabelSelector | None = None
 
 
@@ -135,7 +155,7 @@ class ParentRef:
 
 @dataclass(frozen=True, slots=True)
 class PathMatch:
-    type: str = "PathPrefix"  # PathPrefix, Exact or RegularExpression
+    type: PathMatchType = "PathPrefix"
     value: str = "/"
 
 
@@ -145,7 +165,7 @@ class HeaderMatch:
 
     name: str
     value: str
-    type: str = "Exact"  # Exact or RegularExpression
+    type: MatchType = "Exact"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,13 +193,13 @@ class HeaderModifier:
 
 @dataclass(frozen=True, slots=True)
 class PathModifier:
-    type: str  # ReplaceFullPath or ReplacePrefixMatch
+    type: PathModifierType
     value: str
 
 
 @dataclass(frozen=True, slots=True)
 class RequestRedirect:
-    scheme: str | None = None  # http or https; None keeps the request's
+    scheme: RedirectScheme | None = None  # None keeps the request's
     hostname: str | None = None
     path: PathModifier | None = None
     port: int | None = None
@@ -273,7 +293,7 @@ class HTTPRoute(KindObject):
 
 @dataclass(frozen=True, slots=True)
 class GRPCMethodMatch:
-    type: str = "Exact"  # Exact or RegularExpression
+    type: MatchType = "Exact"
     service: str | None = None  # None matches every service
     method: str | None = None  # None matches every method
 

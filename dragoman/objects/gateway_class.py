@@ -1,4 +1,4 @@
-"""Gateway API GatewayClass and ReferenceGrant (gateway.networking.k8s.io)."""
+"""Gateway API GatewayClass (gateway.networking.k8s.io)."""
 
 from __future__ import annotations
 
@@ -26,28 +26,3 @@ class GatewayClass(KindObject):
     meta: ObjectMeta
     controller_name: str = ""
     parameters_ref: ParametersRef | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReferenceGrantFrom:
-    group: str  # "" is the core group
-    kind: str
-    namespace: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReferenceGrantTo:
-    group: str
-    kind: str
-    name: str | None = None  # None: every object of that kind in the grant's namespace
-
-
-@dataclass(frozen=True, slots=True)
-class ReferenceGrant(KindObject):
-    """Lets objects in other namespaces (`from`) refer to objects in this one (`to`)."""
-
-    kind: ClassVar[str] = "ReferenceGrant"
-
-    meta: ObjectMeta
-    from_: tuple[ReferenceGrantFrom, ...] = ()
-    to: tuple[ReferenceGrantTo, ...] = ()

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from dragoman.objects.meta import no_entries
 
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+SELECTOR_OPERATORS: tuple[SelectorOperator, ...] = get_args(SelectorOperator)
 
 
 @dataclass(frozen=True, slots=True)
 class LabelSelectorRequirement:
     key: str
-    operator: str  # one of SELECTOR_OPERATORS
+    operator: SelectorOperator
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
@@ -23,10 +25,8 @@ class LabelSelectorRequirement:
             return self.key not in labels
         if self.operator == "In":
             return self.key in labels and labels[self.key] in self.values
-        if self.operator == "NotIn":
-            # As in Kubernetes: a missing label is "not in" any set.
-            return self.key not in labels or labels[self.key] not in self.values
-        return False  # an unknown operator selects nothing (the parser rejects it anyway)
+        # NotIn, as in Kubernetes: a missing label is "not in" any set.
+        return self.key not in labels or labels[self.key] not in self.values
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,7 @@ class OpsServer:
         # scrapes on the same port come from anywhere.
         self.debug_remote = debug_remote
         self.flag = flag
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _OpsHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -77,7 +77,7 @@ class OpsServer:
             raise OpsAddressError(
                 f"cannot serve {self.flag} {self.address}: {error.strerror or error}"
             ) from None
-        self._httpd.ops = self  # type: ignore[attr-defined]
+        self._httpd.ops = self
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, name="dragoman-ops-http", daemon=True
         )
@@ -99,12 +99,13 @@ class OpsServer:
 
     def view(self) -> DebugView:
         """The debug view, taken on the event loop (the values it reads change there)."""
-        assert self.debug_view is not None and self._loop is not None
+        debug_view = self.debug_view
+        assert debug_view is not None and self._loop is not None
         future: concurrent.futures.Future[DebugView] = concurrent.futures.Future()
 
         def take() -> None:
             try:
-                future.set_result(self.debug_view())  # type: ignore[misc]
+                future.set_result(debug_view())
             except Exception as error:
                 future.set_exception(error)
 
@@ -120,12 +121,18 @@ def split_address(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _server_class(host: str) -> type[ThreadingHTTPServer]:
+class _OpsHTTPServer(ThreadingHTTPServer):
+    """The HTTP server, holding the OpsServer its handlers answer for."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    ops: OpsServer
+
+
+def _server_class(host: str) -> type[_OpsHTTPServer]:
     import socket
 
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        allow_reuse_address = True
+    class Server(_OpsHTTPServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
     return Server
@@ -144,7 +151,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(head=True)
 
     def _answer(self, head: bool) -> None:
-        ops: OpsServer = self.server.ops  # type: ignore[attr-defined]
+        assert isinstance(self.server, _OpsHTTPServer)
+        ops = self.server.ops
         path, _, query = self.path.partition("?")
         try:
             status, content_type, body = _route(ops, path, query, peer=self.client_address[0])
@@ -203,9 +211,9 @@ def _route(
                 "the debug pages answer loopback peers only: use `kubectl port-forward`, or "
                 "start dragoman with --debug-remote",
             )
-        from dragoman.runtime.debug import render
+        from dragoman.runtime.debug.pages import PAGES
 
-        page = render.PAGES.get(path.rstrip("/") or "/debug")
+        page = PAGES.get(path.rstrip("/") or "/debug")
         if page is not None:
             parameters = dict(urllib.parse.parse_qsl(query[:1000]))
             content_type, text = page(ops.view(), parameters)

@@ -30,7 +30,7 @@ import dataclasses
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dragoman.dag.external_name_policy import (
     NO_POLICY,
@@ -49,6 +49,9 @@ from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_SUBDOMAIN
 
 MAX_FILE_BYTES = 1 << 20
+# accessLog.format; "off" when accessLog.enabled is false.
+AccessLogFormat = Literal["json", "text", "off"]
+ACCESS_LOG_FORMATS: tuple[AccessLogFormat, ...] = ("json", "text")
 MAX_RULES = 1024
 
 
@@ -90,7 +93,7 @@ class ServerConfig:
     system_ca_file: str = DEFAULT_SYSTEM_CA_FILE
     # endpoints.allowedNetworks: EndpointSlice addresses in always-denied ranges still used.
     endpoint_networks: tuple[Network, ...] = ()
-    access_log: str = "json"  # json, text or off
+    access_log: AccessLogFormat = "json"
     source: str = ""  # the file it came from
 
     def build_options(self, base: BuildOptions = BuildOptions()) -> BuildOptions:
@@ -313,11 +316,11 @@ def _dns_defaults(node: Node, config: ServerConfig) -> ServerConfig:
     )
 
 
-def _access_log(node: Node | None) -> str:
+def _access_log(node: Node | None) -> AccessLogFormat:
     if node is None:
         return "json"
     _only_keys(node, ("format", "enabled"))
-    log_format = node.string("format", default="json", choices=("json", "text"))
+    log_format = node.choice("format", ACCESS_LOG_FORMATS, default="json")
     return log_format if node.boolean("enabled", default=True) else "off"
 
 

@@ -5,21 +5,23 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Final, Literal, get_args
 
 from dragoman.dag.dns_check import DnsObservations
-from dragoman.dag.model import AggregateCluster, Dag, DnsCluster
+from dragoman.dag.model import AggregateCluster, Dag
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.external_names import unsafe_reason
 from dragoman.objects import ObjectKey
-from dragoman.sources.kinds import KINDS
+from dragoman.objects.kinds import KINDS
 from dragoman.store import Store
 from dragoman.xds.protocol.client_kind import is_grpc_client
 from dragoman.xds.server.stream_registry import ConnectedStream
 
-SERVED = "served"
-REFUSED = "refused"
-DNS_FAILED = "dns_failed"
-EXTERNAL_NAME_STATES = (SERVED, REFUSED, DNS_FAILED)
+ExternalNameState = Literal["served", "refused", "dns_failed"]
+EXTERNAL_NAME_STATES: tuple[ExternalNameState, ...] = get_args(ExternalNameState)
+SERVED: Final = "served"
+REFUSED: Final = "refused"
+DNS_FAILED: Final = "dns_failed"
 
 
 def object_counts(store: Store | None) -> Counter[str]:
@@ -51,7 +53,7 @@ def external_name_states(
     dag: Dag | None,
     options: BuildOptions,
     dns: DnsObservations,
-) -> dict[ObjectKey, str]:
+) -> dict[ObjectKey, ExternalNameState]:
     """The state of every ExternalName Service: served (a cluster for it is served), refused
     (by dragoman's rules or the platform's policy) or dns_failed (the DNS check found no
     address). A name neither served nor refused (no route uses it yet) is left out."""
@@ -64,7 +66,7 @@ def external_name_states(
             served.add(part.service)
         if isinstance(cluster, AggregateCluster):
             served.add(cluster.service)
-    states: dict[ObjectKey, str] = {}
+    states: dict[ObjectKey, ExternalNameState] = {}
     for service in store.services.values():
         if not service.is_external_name:
             continue
@@ -79,15 +81,6 @@ def external_name_states(
             elif options.external_names.address_refusal(name, observation.addresses):
                 states[service.key] = REFUSED
     return states
-
-
-def served_external_hostnames(dag: Dag) -> set[str]:
-    return {
-        part.hostname
-        for cluster in dag.clusters.values()
-        for part in (cluster.children if isinstance(cluster, AggregateCluster) else (cluster,))
-        if isinstance(part, DnsCluster)
-    }
 
 
 def client_counts(streams: Iterable[ConnectedStream]) -> Counter[str]:

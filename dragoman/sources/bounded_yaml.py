@@ -27,9 +27,9 @@ import yaml
 from yaml.events import (
     AliasEvent,
     CollectionEndEvent,
+    CollectionStartEvent,
     DocumentEndEvent,
     DocumentStartEvent,
-    MappingStartEvent,
     ScalarEvent,
     SequenceStartEvent,
     StreamEndEvent,
@@ -38,7 +38,7 @@ from yaml.events import (
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 try:  # libyaml's parser when PyYAML was built with it: several times faster
-    from yaml.cyaml import CParser as _Parser
+    from yaml._yaml import CParser as _Parser
 
     HAS_C_COMPOSER = True
 except ImportError:  # pragma: no cover
@@ -53,6 +53,11 @@ except ImportError:  # pragma: no cover
             Scanner.__init__(self)
             Parser.__init__(self)
 
+
+# The marks libyaml's events carry are yaml._yaml.Mark, which the type stubs keep apart from
+# yaml.error.Mark, the one they declare nodes and errors to take; PyYAML takes either alike.
+# Hence the `arg-type` ignores below that say "libyaml's Mark". And the stubs leave
+# Resolver.resolve untyped: the `no-untyped-call` ignores.
 
 # Kubernetes objects nest about 25 levels at most (the Gateway API CRDs' own schemas).
 MAX_DEPTH = 100
@@ -149,7 +154,7 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
                 "expected a single document in the stream",
                 document.start_mark if document is not None else None,
                 "but found another document",
-                event.start_mark,
+                event.start_mark if event is not None else None,  # type: ignore[arg-type]  # libyaml's Mark
             )
         self.get_event()
         return document
@@ -178,47 +183,28 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
                 height = closed.depth
             elif isinstance(event, AliasEvent):
                 if event.anchor not in anchors:
-                    open_anchors = {o.anchor for o in open_}
-                    problem = (
-                        f"found a recursive alias {event.anchor!r}"
-                        if event.anchor in open_anchors
-                        else f"found undefined alias {event.anchor!r}"
-                    )
-                    raise yaml.composer.ComposerError(None, None, problem, event.start_mark)
+                    raise _unknown_alias(event, open_)
                 node, size, height = anchors[event.anchor]
                 nodes += size
                 self._check(nodes, depth + height - 1, event)
-            else:
+            elif isinstance(event, (ScalarEvent, CollectionStartEvent)):
                 nodes += 1
                 self._check(nodes, depth, event)
                 anchor = event.anchor
-                if isinstance(event, ScalarEvent):
-                    node = self._scalar(event)
-                    height = 1
-                elif isinstance(event, SequenceStartEvent):
-                    tag = event.tag
-                    if tag is None or tag == "!":
-                        tag = self.resolve(SequenceNode, None, event.implicit)
-                    sequence = SequenceNode(
-                        tag, [], event.start_mark, None, flow_style=event.flow_style
-                    )
-                    open_.append(_Open(sequence, anchor, nodes - 1))
+                if isinstance(event, CollectionStartEvent):
+                    open_.append(_Open(self._collection(event), anchor, nodes - 1))
                     continue
-                elif isinstance(event, MappingStartEvent):
-                    tag = event.tag
-                    if tag is None or tag == "!":
-                        tag = self.resolve(MappingNode, None, event.implicit)
-                    mapping = MappingNode(
-                        tag, [], event.start_mark, None, flow_style=event.flow_style
-                    )
-                    open_.append(_Open(mapping, anchor, nodes - 1))
-                    continue
-                else:  # pragma: no cover - libyaml emits nothing else inside a document
-                    raise yaml.composer.ComposerError(
-                        None, None, f"unexpected {type(event).__name__}", event.start_mark
-                    )
+                node = self._scalar(event)
+                height = 1
                 if anchor is not None:
                     anchors[anchor] = (node, 1, 1)
+            else:  # pragma: no cover - libyaml emits nothing else inside a document
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"unexpected {type(event).__name__}",
+                    event.start_mark if event is not None else None,  # type: ignore[arg-type]  # libyaml's Mark
+                )
             if not open_:
                 root = node
                 break
@@ -237,19 +223,27 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
         self._expanded = nodes
         return root
 
+    def _collection(self, event: CollectionStartEvent) -> SequenceNode | MappingNode:
+        """The node a collection's start event opens, empty."""
+        kind = SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(kind, None, event.implicit)  # type: ignore[no-untyped-call]
+        return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)  # type: ignore[arg-type]  # libyaml's Mark
+
     def _scalar(self, event: ScalarEvent) -> ScalarNode:
         tag = event.tag
         if tag is None or tag == "!":
-            tag = self.resolve(ScalarNode, event.value, event.implicit)
+            tag = self.resolve(ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
         if tag == "tag:yaml.org,2002:int" and len(event.value) > self.limits.max_int_digits:
             raise LimitError(
                 None,
                 None,
                 f"found an integer of {len(event.value)} characters "
                 f"(at most {self.limits.max_int_digits})",
-                event.start_mark,
+                event.start_mark,  # type: ignore[arg-type]  # libyaml's Mark
             )
-        return ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+        return ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)  # type: ignore[arg-type]  # libyaml's Mark
 
     def _check(self, nodes: int, depth: int, event: Any) -> None:
         if depth > self.limits.max_depth:
@@ -266,6 +260,14 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
                 f"more than {self.limits.max_nodes} values (aliases count every value they repeat)",
                 event.start_mark,
             )
+
+
+def _unknown_alias(event: AliasEvent, open_: list[_Open]) -> yaml.composer.ComposerError:
+    """The error for an alias to no anchor composed yet: one still open is recursive."""
+    recursive = event.anchor in {o.anchor for o in open_}
+    what = "a recursive alias" if recursive else "undefined alias"
+    problem = f"found {what} {event.anchor!r}"
+    return yaml.composer.ComposerError(None, None, problem, event.start_mark)  # type: ignore[arg-type]  # libyaml's Mark
 
 
 # Every collection a document opens is started by a token of its own, and each such token
@@ -313,7 +315,7 @@ class PrecheckedLoader(BoundedLoader):
         get_node = _Parser.get_node
         get_single_node = _Parser.get_single_node
 
-    def construct_bounded_int(self, node: Node) -> int:
+    def construct_bounded_int(self, node: ScalarNode) -> int:
         if len(node.value) > self.limits.max_int_digits:
             raise LimitError(
                 None,
@@ -325,4 +327,5 @@ class PrecheckedLoader(BoundedLoader):
         return int(self.construct_yaml_int(node))
 
 
-PrecheckedLoader.add_constructor(_INT, PrecheckedLoader.construct_bounded_int)
+# The stubs take only PyYAML's own loader classes; this one is a loader all the same.
+PrecheckedLoader.add_constructor(_INT, PrecheckedLoader.construct_bounded_int)  # type: ignore[type-var]

@@ -65,7 +65,8 @@ class _ManifestLoader(BoundedLoader):
             # A plain scalar's tag depends on its text alone.
             tag = self._plain_tags.get(value)
             if tag is None:
-                tag = super().resolve(kind, value, implicit)
+                # The stubs leave PyYAML's Resolver.resolve untyped.
+                tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
                 if len(self._plain_tags) < _TAG_CACHE_SIZE and len(value) <= 64:
                     self._plain_tags[value] = tag
             return tag
@@ -208,7 +209,8 @@ def decode_yaml_piece(text: str, first_line: int) -> list[Any]:
 def _decode_yaml(text: str, first_line: int = 0) -> list[Any]:
     loader = _PrecheckedManifestLoader if composable_in_c(text) else _ManifestLoader
     try:
-        return list(yaml.load_all(text, Loader=loader))
+        # The stubs take only PyYAML's own loader classes; these are loaders all the same.
+        return list(yaml.load_all(text, Loader=loader))  # type: ignore[arg-type]
     except yaml.MarkedYAMLError as exc:
         message = (
             "invalid YAML" + _at(exc.problem_mark, first_line) + f": {exc.problem or exc.context}"

@@ -8,8 +8,8 @@ which is never seen because an object with problems is discarded.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from dragoman.objects.meta import EMPTY_MAPPING
 from dragoman.sources.errors import FieldProblem
@@ -17,6 +17,8 @@ from dragoman.sources.formats import Format
 from dragoman.sources.shared import interned, shared_int
 
 REQUIRED = "is required"
+# A string enumeration: the values of a Literal.
+Choice = TypeVar("Choice", bound=str)
 # Strings read into objects are interned (`dragoman.sources.shared`): namespaces, kinds,
 # groups, port and Gateway names, label keys, and an object's name beside the references to
 # it repeat in thousands of objects. Values read with `unique=True` (a route's hostnames, an
@@ -185,6 +187,18 @@ class Node:
         )
         return default if value is None else value
 
+    def optional_choice(
+        self, key: str, choices: tuple[Choice, ...], *, required: bool = False
+    ) -> Choice | None:
+        """`optional_string` with `choices`, typed as they are (a Literal's values)."""
+        value = self.optional_string(key, required=required, choices=choices)
+        return None if value is None else choices[choices.index(value)]
+
+    def choice(self, key: str, choices: tuple[Choice, ...], *, default: Choice) -> Choice:
+        """`string` with `choices` and a default, typed as they are."""
+        value = self.optional_choice(key, choices)
+        return default if value is None else value
+
     def check_string(
         self,
         value: Any,
@@ -269,7 +283,9 @@ class Node:
         if node is None or not node.data:
             return EMPTY_MAPPING
         result = {}
-        for name, value in node.data.items():
+        # A YAML mapping's keys need not be strings, whatever the type of `data` says.
+        items: Iterable[tuple[object, object]] = node.data.items()
+        for name, value in items:
             if not isinstance(name, str):
                 self.expected(node.at(str(name)), "a string key", name)
             elif not isinstance(value, str):

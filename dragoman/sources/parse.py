@@ -1,7 +1,7 @@
 """One decoded manifest document becomes one typed object, or an ObjectError naming every
 problem with its field path.
 
-Only the kinds in `dragoman.sources.kinds` are parsed; anything else (a Deployment, a Knative
+Only the kinds in `dragoman.objects.kinds` are parsed; anything else (a Deployment, a Knative
 `Service` in another API group, ...) is not an error: `parse_object` returns None.
 """
 
@@ -12,10 +12,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dragoman.objects import KubeObject, ObjectMeta
+from dragoman.objects.kinds import KINDS_BY_GROUP_KIND
 from dragoman.sources.errors import FieldProblem, ObjectError, printable
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_LABEL, Format
-from dragoman.sources.kinds import KINDS_BY_GROUP_KIND
+from dragoman.sources.kind_parsers import PARSERS
 
 MAX_INT64 = 2**63 - 1
 
@@ -46,8 +47,9 @@ def parse_object(
             [("apiVersion", f"expected {supported} for {kind}, got {describe(api_version)}")],
             describe_object(doc, default_namespace),
         )
-    meta = _parse_meta(root, default_namespace if known.namespaced else "", known.name_format)
-    parsed = known.parse(root, meta)
+    parser = PARSERS[known.type]
+    meta = _parse_meta(root, default_namespace if known.namespaced else "", parser.name_format)
+    parsed = parser.parse(root, meta)
     if problems:
         raise ObjectError(problems, describe_object(doc, default_namespace))
     return parsed

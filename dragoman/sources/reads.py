@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -48,8 +48,11 @@ def read_file(root: str, relative: str, limit: int) -> ReadOutcome:
     return FileRead(stamp if same else None, data)
 
 
-def read_files(root: str, relatives: Sequence[str], limit: int) -> Iterator[ReadOutcome]:
-    """`read_file` of each path, in order; many files are read ahead in threads."""
+def read_files(
+    root: str, relatives: Sequence[str], limit: int
+) -> Generator[ReadOutcome, None, None]:
+    """`read_file` of each path, in order; many files are read ahead in threads. Close it when
+    stopping early: the reads ahead are cancelled then."""
     if len(relatives) < READ_AHEAD_FROM:
         for relative in relatives:
             yield read_file(root, relative, limit)

@@ -52,7 +52,7 @@ def canonical(value: Value) -> Value:
     dataclasses of strings and ints), or value itself."""
     found = _canonical.get(value)
     if found is not None:
-        return found  # type: ignore[return-value]
+        return found  # type: ignore[return-value]  # equal to value: of its type
     if len(_canonical) >= CANONICAL_LIMIT:
         # Full (of values whose objects may be long gone, or of a hostile input's): start
         # over, so that what comes now is shared again, within the bound.

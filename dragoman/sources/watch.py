@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import inspect
 import logging
 import os
@@ -25,6 +26,7 @@ import stat
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Final, Literal
 
 from dragoman.sources.tree import MANIFEST_SUFFIXES, FileStamp, fingerprint, scan_tree
 
@@ -149,12 +151,12 @@ class _Watcher:
                 if self.stop.is_set():
                     return
                 now = self.loop.time()
-                changed: set[str] = set()
+                changed = set()
                 if batch is _TIMEOUT:
                     if now >= next_rescan:
                         changed = await self._rescan()
                 else:
-                    changed = await self._apply(batch)  # type: ignore[arg-type]
+                    changed = await self._apply(batch)
                 if changed:
                     # A lone change after a quiet period goes out at once; one that follows
                     # closely is part of a burst and waits for the burst to end.
@@ -188,7 +190,9 @@ class _Watcher:
             log.exception("manifest directory change handler failed")
         self.last_report = self.loop.time()
 
-    async def _next_event(self, timeout: float) -> frozenset[str] | object | None:
+    async def _next_event(
+        self, timeout: float
+    ) -> frozenset[str] | Literal[_Timeout.TIMEOUT] | None:
         """The next kernel batch (with any queued behind it), or _TIMEOUT."""
         if self.events.empty():
             stopping = asyncio.ensure_future(self.stop.wait())
@@ -273,7 +277,13 @@ class _Watcher:
             self.kernel = None
 
 
-_TIMEOUT = object()
+class _Timeout(enum.Enum):
+    """What _next_event returns when no batch came in time."""
+
+    TIMEOUT = enum.auto()
+
+
+_TIMEOUT: Final = _Timeout.TIMEOUT
 
 
 class _KernelEvents:

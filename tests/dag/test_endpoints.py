@@ -14,7 +14,7 @@ from dragoman.objects import (
     ObjectKey,
     ObjectMeta,
 )
-from dragoman.objects.core import SERVICE_NAME_LABEL
+from dragoman.objects.endpoint_slice import SERVICE_NAME_LABEL
 from dragoman.store import Store
 from tests.support.builders import external_service, gateway, http_route, service, typed
 

@@ -21,8 +21,8 @@ from dragoman.cli import _parser
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
 from dragoman.kubernetes.certificate_secrets import write_secrets
-from dragoman.kubernetes.kinds import WATCHED_KINDS
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
+from dragoman.kubernetes.watched_kinds import WATCHED_KINDS
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.parse import parse_object
 from tests.support.kubeapi import KubeApiServer

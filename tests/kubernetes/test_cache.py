@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dragoman.kubernetes.cache import ObjectCache
-from dragoman.kubernetes.kinds import KINDS_BY_NAME
+from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME
 from dragoman.objects import ObjectKey
 from dragoman.store import Store
 from tests.support.builders import http_route, service

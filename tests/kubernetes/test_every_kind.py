@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dragoman.dag.model import Dag, DnsCluster, EdsCluster, HttpsListener, TcpListener, UdpListener
-from dragoman.kubernetes.kinds import WATCHED_KINDS, served_kinds
+from dragoman.kubernetes.watched_kinds import WATCHED_KINDS, served_kinds
 from dragoman.objects import ObjectKey
 from tests.support.builders import (
     allowed_routes,

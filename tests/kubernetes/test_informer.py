@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from dragoman.kubernetes.informer import Informer, WatchSettings
-from dragoman.kubernetes.kinds import KINDS_BY_NAME, WatchedKind
+from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME, WatchedKind
 from tests.support.builders import service
 from tests.support.kubeapi import KubeApiServer
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
-from dragoman.kubernetes.kinds import KINDS_BY_NAME, WatchedKind
 from dragoman.kubernetes.runtime import join_all
+from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME, WatchedKind
 from dragoman.runtime import memory
 from tests.support.builders import (
     GATEWAY_V1,

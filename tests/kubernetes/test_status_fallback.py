@@ -8,8 +8,8 @@ from typing import Any
 
 from dragoman.dag.model import ObjectStatus
 from dragoman.kubernetes.cache import CachedObject, ObjectCache
-from dragoman.kubernetes.kinds import KINDS_BY_NAME
 from dragoman.kubernetes.status_fallback import ServedGateways, unreadable_statuses
+from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME
 from dragoman.objects import ObjectKey
 
 OURS = "dragoman.dev/gateway-controller"

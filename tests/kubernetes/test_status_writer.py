@@ -14,8 +14,8 @@ from kubernetes import client
 
 from dragoman.dag.model import ObjectStatus
 from dragoman.kubernetes.cache import CachedObject, ObjectCache
-from dragoman.kubernetes.kinds import KINDS_BY_NAME
 from dragoman.kubernetes.status_writer import StatusClient, StatusWriter
+from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME
 from dragoman.objects import ObjectKey
 from tests.support.builders import gateway, gateway_class, http_route
 from tests.support.kubeapi import KubeApiServer

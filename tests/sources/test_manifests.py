@@ -76,7 +76,8 @@ def test_loads_every_manifest_file_below_the_directory_in_sorted_order(tmp_path:
     ]
     store = Store.from_objects(result.objects)
     assert set(store.services) == {("default", "ayx"), ("default", "az"), ("default", "b")}
-    assert [s.meta.name for s in store.slices_of("default", "b")] == ["b-1"]
+    # The slice is labelled for Service b, as the build finds a Service's slices.
+    assert [s.meta.name for s in store.endpoint_slices.values() if s.service_name == "b"] == ["b-1"]
 
 
 def test_one_bad_document_is_skipped_and_named(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from dragoman.dag.frontends.listeners import Frontends, GatewayVerdict, Listener
 from dragoman.dag.model import Problem
 from dragoman.objects import Namespace, ObjectKey, ObjectMeta, ParentRef, RouteGroupKind
 from dragoman.objects.gateway import GATEWAY_GROUP
-from dragoman.objects.secrets import NAMESPACE_NAME_LABEL
+from dragoman.objects.namespace import NAMESPACE_NAME_LABEL
 from dragoman.store import NamespacedName
 
 
@@ -234,9 +234,10 @@ def _allows_namespace(
         return True
     if listener.allowed_namespaces == "Same":
         return route_namespace == verdict.gateway.namespace
-    if listener.allowed_namespaces == "Selector" and listener.namespace_selector is not None:
+    # "Selector": without a selector it admits nothing rather than everything.
+    if listener.namespace_selector is not None:
         return listener.namespace_selector.matches(namespace_labels(namespaces, route_namespace))
-    return False  # anything else admits nothing rather than everything
+    return False
 
 
 def _allowances(verdicts: Sequence[ListenerVerdict]) -> str:

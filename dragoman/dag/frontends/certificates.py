@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from dragoman.dag.model import TlsCertificate
 from dragoman.objects import Secret
-from dragoman.objects.secrets import TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TLS_SECRET_TYPE
+from dragoman.objects.secret import TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TLS_SECRET_TYPE
 from dragoman.security.pem import split_chain
 
 # What Envoy (BoringSSL) serves with: RSA of 2048 bits or more, ECDSA on these curves, Ed25519.

@@ -15,6 +15,7 @@ from dragoman.dag.model import (
     DnsCluster,
     Forward,
     HttpsListener,
+    L4Forward,
     NodeGroup,
     ObjectStatus,
     TcpListener,
@@ -174,6 +175,7 @@ def _add_l4_routes(
     clusters: Mapping[str, Cluster],
 ) -> None:
     """TCP, TLS and UDP listeners: each route (a TLS one per SNI) and where it sends."""
+    served: list[tuple[tuple[str, ...], L4Forward]]
     if isinstance(listener, UdpListener):
         served = [((), listener.forward)]
     else:

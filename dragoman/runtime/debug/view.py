@@ -10,7 +10,7 @@ from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.model import Dag
 from dragoman.objects import ObjectKey
 from dragoman.runtime.controller import Controller
-from dragoman.runtime.summary import external_name_states
+from dragoman.runtime.summary import ExternalNameState, external_name_states
 from dragoman.snapshots.resources import SHORT_NAMES, Snapshot
 from dragoman.store import Store
 from dragoman.xds.protocol.client_kind import is_grpc_client
@@ -44,7 +44,7 @@ class DebugView:
     snapshots: Mapping[str, Snapshot] = field(default_factory=dict)
     dns: DnsObservations = field(default_factory=dict)
     dns_check: bool = False
-    external_names: Mapping[ObjectKey, str] = field(default_factory=dict)
+    external_names: Mapping[ObjectKey, ExternalNameState] = field(default_factory=dict)
     streams: tuple[StreamView, ...] = ()
     # What the source could not read (file, object, field, reason), as text.
     source_errors: tuple[str, ...] = ()

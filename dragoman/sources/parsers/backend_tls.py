@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 
 from dragoman.objects import ObjectMeta
 from dragoman.objects.backend_tls import (
     SAN_HOSTNAME,
+    SAN_TYPES,
     SAN_URI,
     BackendTLSPolicy,
     CACertificateRef,
@@ -124,7 +126,7 @@ def _ca_ref(node: Node) -> CACertificateRef:
 
 
 def _subject_alt_name(node: Node) -> SubjectAltName | None:
-    san_type = node.string("type", required=True, choices=(SAN_HOSTNAME, SAN_URI))
+    san_type = node.optional_choice("type", SAN_TYPES, required=True)
     hostname = node.optional_string("hostname", format=HOSTNAME)
     uri = node.optional_string("uri", format=URI)
     if san_type == SAN_HOSTNAME:
@@ -144,7 +146,7 @@ def _subject_alt_name(node: Node) -> SubjectAltName | None:
     return None
 
 
-def _options(spec: Node) -> dict[str, str]:
+def _options(spec: Node) -> Mapping[str, str]:
     options = spec.string_map("options")
     if len(options) > MAX_OPTIONS:
         spec.report(spec.at("options"), f"must have at most {MAX_OPTIONS} entries")

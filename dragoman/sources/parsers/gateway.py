@@ -22,9 +22,14 @@ from dragoman.objects import (
     RouteGroupKind,
 )
 from dragoman.objects.gateway import (
-    ALLOW_INSECURE_FALLBACK,
     ALLOW_VALID_ONLY,
+    ALLOWED_LISTENER_SETS,
+    ALLOWED_NAMESPACES,
+    FRONTEND_VALIDATION_MODES,
     GATEWAY_GROUP,
+    TLS_MODES,
+    AllowedListenerSets,
+    AllowedNamespaces,
     FrontendTLS,
     FrontendValidation,
     ObjectReference,
@@ -40,8 +45,6 @@ from dragoman.sources.formats import (
 )
 from dragoman.sources.parsers.selector import parse_label_selector
 
-ALLOWED_NAMESPACES = ("All", "Selector", "Same")
-TLS_MODES = ("Terminate", "Passthrough")
 # Protocols the CRD forbids `tls` on, and those it forbids `hostname` on.
 PLAIN_PROTOCOLS = ("HTTP", "TCP", "UDP")
 HOSTLESS_PROTOCOLS = ("TCP", "UDP")
@@ -107,10 +110,10 @@ def _listener(node: Node) -> GatewayListener:
         node.report(node.at("hostname"), f"must not be set for protocol {protocol}")
     allowed = node.mapping("allowedRoutes")
     namespaces = allowed.mapping("namespaces") if allowed is not None else None
-    source = "Same"
+    source: AllowedNamespaces = "Same"
     selector = None
     if namespaces is not None:
-        source = namespaces.string("from", default="Same", choices=ALLOWED_NAMESPACES)
+        source = namespaces.choice("from", ALLOWED_NAMESPACES, default="Same")
         selector_node = namespaces.mapping("selector")
         if selector_node is not None:
             selector = parse_label_selector(selector_node)
@@ -147,7 +150,7 @@ def _tls(listener: Node, protocol: str) -> ListenerTLS | None:
         listener.report(listener.at("tls"), f"must not be set for protocol {protocol}")
     if protocol == "TLS" and not node.has("mode"):
         node.report(node.at("mode"), "is required for protocol TLS")
-    mode = node.string("mode", default="Terminate", choices=TLS_MODES)
+    mode = node.choice("mode", TLS_MODES, default="Terminate")
     if protocol == "HTTPS" and mode != "Terminate":
         node.report(node.at("mode"), "must be Terminate for protocol HTTPS")
     refs = tuple(
@@ -187,9 +190,6 @@ def _backend_client_certificate(spec: Node) -> CertificateRef | None:
     return _certificate_ref(ref) if ref is not None else None
 
 
-FRONTEND_VALIDATION_MODES = (ALLOW_VALID_ONLY, ALLOW_INSECURE_FALLBACK)
-
-
 def _frontend_tls(spec: Node) -> FrontendTLS | None:
     """spec.tls.frontend, checked as the CRD checks it (default required, ports unique)."""
     tls = spec.mapping("tls")
@@ -221,7 +221,7 @@ def _frontend_validation(node: Node) -> FrontendValidation:
     refs = validation.mappings("caCertificateRefs", required=True, min_items=1, max_items=16)
     return FrontendValidation(
         ca_certificate_refs=tuple(_object_reference(ref) for ref in refs or ()),
-        mode=validation.string("mode", default=ALLOW_VALID_ONLY, choices=FRONTEND_VALIDATION_MODES),
+        mode=validation.choice("mode", FRONTEND_VALIDATION_MODES, default=ALLOW_VALID_ONLY),
         field=node.path,
     )
 
@@ -235,15 +235,12 @@ def _object_reference(node: Node) -> ObjectReference:
     )
 
 
-ALLOWED_LISTENER_SETS = ("All", "Selector", "Same", "None")
-
-
-def _allowed_listeners(spec: Node) -> tuple[str, LabelSelector | None]:
+def _allowed_listeners(spec: Node) -> tuple[AllowedListenerSets, LabelSelector | None]:
     allowed = spec.mapping("allowedListeners")
     namespaces = allowed.mapping("namespaces") if allowed is not None else None
     if namespaces is None:
         return "None", None
-    source = namespaces.string("from", default="None", choices=ALLOWED_LISTENER_SETS)
+    source = namespaces.choice("from", ALLOWED_LISTENER_SETS, default="None")
     selector_node = namespaces.mapping("selector")
     selector = parse_label_selector(selector_node) if selector_node is not None else None
     if source == "Selector" and selector is None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 
 from dragoman.objects import GRPCMethodMatch, GRPCRoute, GRPCRouteMatch, GRPCRouteRule, ObjectMeta
+from dragoman.objects.gateway import MATCH_TYPES
 from dragoman.sources.fields import Node
 from dragoman.sources.formats import DNS1123_SUBDOMAIN, HOSTNAME
 from dragoman.sources.parsers.route_parts import (
     GRPC_FILTER_TYPES,
-    MATCH_TYPES,
     backend_ref,
     header_matches,
     parent_refs,
@@ -58,7 +58,7 @@ def _match(node: Node) -> GRPCRouteMatch:
 
 
 def _method(node: Node) -> GRPCMethodMatch:
-    match_type = node.string("type", default="Exact", choices=MATCH_TYPES)
+    match_type = node.choice("type", MATCH_TYPES, default="Exact")
     # An empty string means "any", as an absent field does.
     service = node.optional_string("service", max_length=1024) or None
     method = node.optional_string("method", max_length=1024) or None

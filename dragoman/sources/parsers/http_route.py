@@ -17,6 +17,7 @@ from dragoman.objects import (
     PathMatch,
     RouteFilter,
 )
+from dragoman.objects.gateway import PATH_MATCH_TYPES
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_SUBDOMAIN, HOSTNAME, http_path_problem
 from dragoman.sources.parsers.route_parts import (
@@ -30,7 +31,6 @@ from dragoman.sources.parsers.route_parts import (
     rule_names,
 )
 
-PATH_MATCH_TYPES = ("Exact", "PathPrefix", "RegularExpression")
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
 MAX_MATCHES_PER_ROUTE = 128
 # Rule fields of the Gateway API's experimental channel, kept by name only (the DAG reports
@@ -119,7 +119,7 @@ def _match(node: Node) -> HTTPRouteMatch:
 
 
 def _path(path: Node) -> PathMatch:
-    path_type = path.string("type", default="PathPrefix", choices=PATH_MATCH_TYPES)
+    path_type = path.choice("type", PATH_MATCH_TYPES, default="PathPrefix")
     value = path.string("value", default="/", max_length=1024)
     if path_type in ("Exact", "PathPrefix"):
         problem = http_path_problem(value)

@@ -20,7 +20,12 @@ from dragoman.objects import (
     RouteFilter,
     URLRewrite,
 )
-from dragoman.objects.gateway import GATEWAY_GROUP
+from dragoman.objects.gateway import (
+    GATEWAY_GROUP,
+    MATCH_TYPES,
+    PATH_MODIFIER_TYPES,
+    REDIRECT_SCHEMES,
+)
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_LABEL, DNS1123_SUBDOMAIN, GROUP, KIND, Format
 from dragoman.sources.shared import canonical
@@ -44,9 +49,6 @@ DURATION = Format(
     lambda value: _DURATION.fullmatch(value) is not None,
 )
 
-MATCH_TYPES = ("Exact", "RegularExpression")
-PATH_MODIFIER_TYPES = ("ReplaceFullPath", "ReplacePrefixMatch")
-REDIRECT_SCHEMES = ("http", "https")
 REDIRECT_STATUS_CODES = (301, 302, 303, 307, 308)
 
 # filter type -> the field that holds its configuration
@@ -127,7 +129,7 @@ def header_matches(node: Node, key: str, *, max_value_length: int) -> tuple[Head
     matches = tuple(
         HeaderMatch(
             name=item.string("name", required=True, format=HEADER_NAME),
-            type=item.string("type", default="Exact", choices=MATCH_TYPES),
+            type=item.choice("type", MATCH_TYPES, default="Exact"),
             value=item.string("value", required=True, min_length=1, max_length=max_value_length),
         )
         for item in items
@@ -156,13 +158,13 @@ def _route_filter(node: Node, allowed_types: Sequence[str]) -> RouteFilter:
     for other_type, field in FILTER_FIELDS.items():
         if other_type != filter_type and node.has(field) and filter_type:
             node.report(node.at(field), f"must not be set when the filter type is {filter_type}")
-    field = FILTER_FIELDS.get(filter_type)
-    if field is None:
+    config_field = FILTER_FIELDS.get(filter_type)
+    if config_field is None:
         return RouteFilter(type=filter_type)
-    config = node.mapping(field)
+    config = node.mapping(config_field)
     if config is None:
-        if not node.has(field):
-            node.report(node.at(field), f"is required when the filter type is {filter_type}")
+        if not node.has(config_field):
+            node.report(node.at(config_field), f"is required when the filter type is {filter_type}")
         return RouteFilter(type=filter_type)
     if filter_type == "RequestHeaderModifier":
         return RouteFilter(filter_type, request_header_modifier=_header_modifier(config))
@@ -200,7 +202,7 @@ def _header_modifier(node: Node) -> HeaderModifier:
 
 
 def _path_modifier(node: Node) -> PathModifier:
-    modifier_type = node.string("type", required=True, choices=PATH_MODIFIER_TYPES)
+    modifier_type = node.optional_choice("type", PATH_MODIFIER_TYPES, required=True)
     full = node.optional_string("replaceFullPath", max_length=1024)
     prefix = node.optional_string("replacePrefixMatch", max_length=1024)
     for field, value, wanted in (
@@ -212,7 +214,8 @@ def _path_modifier(node: Node) -> PathModifier:
         if value is not None and modifier_type and modifier_type != wanted:
             node.report(node.at("type"), f"must be {wanted!r} when {field} is set")
     value = full if modifier_type == "ReplaceFullPath" else prefix
-    return PathModifier(type=modifier_type, value=value or "")
+    # No type: a placeholder, never seen (the object is refused).
+    return PathModifier(type=modifier_type or "ReplaceFullPath", value=value or "")
 
 
 def _request_redirect(node: Node) -> RequestRedirect:
@@ -223,7 +226,7 @@ def _request_redirect(node: Node) -> RequestRedirect:
             node.at("statusCode"), "one of " + ", ".join(map(str, REDIRECT_STATUS_CODES)), status
         )
     return RequestRedirect(
-        scheme=node.optional_string("scheme", choices=REDIRECT_SCHEMES),
+        scheme=node.optional_choice("scheme", REDIRECT_SCHEMES),
         hostname=node.optional_string("hostname", format=PRECISE_HOSTNAME),
         path=_path_modifier(path) if path is not None else None,
         port=node.optional_integer("port", minimum=1, maximum=65535),

@@ -39,10 +39,11 @@ def parse_label_selector(node: Node) -> LabelSelector:
 
 def _requirement(node: Node) -> LabelSelectorRequirement:
     key = node.string("key", required=True, format=QUALIFIED_NAME)
-    operator = node.string("operator", required=True, choices=SELECTOR_OPERATORS)
+    operator = node.optional_choice("operator", SELECTOR_OPERATORS, required=True)
     values = node.strings("values", format=LABEL_VALUE)
     if operator in ("In", "NotIn") and not values:
         node.report(node.at("values"), f"must be non-empty when operator is {operator}")
     if operator in ("Exists", "DoesNotExist") and values:
         node.report(node.at("values"), f"must be empty when operator is {operator}")
-    return LabelSelectorRequirement(key=key, operator=operator, values=values)
+    # No operator: a placeholder, never seen (the object is refused).
+    return LabelSelectorRequirement(key=key, operator=operator or "In", values=values)

@@ -1,21 +1,27 @@
-"""Core Kubernetes kinds: v1 Service and discovery.k8s.io/v1 EndpointSlice."""
+"""v1 Service."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal, get_args
 
 from dragoman.objects.meta import KindObject, ObjectMeta
 
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"]
+SERVICE_TYPES: tuple[ServiceType, ...] = get_args(ServiceType)
+SessionAffinity = Literal["None", "ClientIP"]
+SESSION_AFFINITIES: tuple[SessionAffinity, ...] = get_args(SessionAffinity)
+# A Service's or an EndpointSlice's port.
+PortProtocol = Literal["TCP", "UDP", "SCTP"]
+PORT_PROTOCOLS: tuple[PortProtocol, ...] = get_args(PortProtocol)
 
 
 @dataclass(frozen=True, slots=True)
 class ServicePort:
     port: int
     name: str = ""
-    protocol: str = "TCP"
+    protocol: PortProtocol = "TCP"
     # A number, a container port name, or None (the API server defaults it to `port`).
     target_port: int | str | None = None
     app_protocol: str = ""
@@ -26,13 +32,13 @@ class Service(KindObject):
     kind: ClassVar[str] = "Service"
 
     meta: ObjectMeta
-    type: str = "ClusterIP"  # ClusterIP, NodePort, LoadBalancer or ExternalName
+    type: ServiceType = "ClusterIP"
     ports: tuple[ServicePort, ...] = ()
     selector: Mapping[str, str] | None = None
     external_name: str = ""
     # spec.sessionAffinity: "None" or "ClientIP"; and sessionAffinityConfig.clientIP
     # .timeoutSeconds, None when absent.
-    session_affinity: str = "None"
+    session_affinity: SessionAffinity = "None"
     session_affinity_timeout_s: int | None = None
     # spec.externalIPs, as written.
     external_ips: tuple[str, ...] = ()
@@ -47,38 +53,3 @@ class Service(KindObject):
     @property
     def client_ip_affinity(self) -> bool:
         return self.session_affinity == "ClientIP"
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointPort:
-    port: int
-    name: str = ""
-    protocol: str = "TCP"
-    app_protocol: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    addresses: tuple[str, ...]
-    # conditions.ready; the API says an absent value means ready.
-    ready: bool = True
-    serving: bool = True
-    terminating: bool = False
-    hostname: str = ""
-    node_name: str = ""
-    zone: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointSlice(KindObject):
-    kind: ClassVar[str] = "EndpointSlice"
-
-    meta: ObjectMeta
-    address_type: str = "IPv4"  # IPv4, IPv6 or FQDN
-    endpoints: tuple[Endpoint, ...] = ()
-    ports: tuple[EndpointPort, ...] = ()
-
-    @property
-    def service_name(self) -> str:
-        """The owning Service, from the `kubernetes.io/service-name` label ("" if none)."""
-        return self.meta.labels.get(SERVICE_NAME_LABEL, "")

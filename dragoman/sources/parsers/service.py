@@ -1,4 +1,4 @@
-"""Core kinds from decoded manifests: v1 Service and discovery.k8s.io/v1 EndpointSlice.
+"""v1 Service from decoded manifests.
 
 Validation and defaults follow the Kubernetes API server, so a manifest that `kubectl apply`
 would reject is rejected here too, with the same field path.
@@ -8,26 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dragoman.objects import Endpoint, EndpointPort, EndpointSlice, ObjectMeta, Service, ServicePort
+from dragoman.objects import ObjectMeta, Service, ServicePort
+from dragoman.objects.service import PORT_PROTOCOLS, SERVICE_TYPES, SESSION_AFFINITIES
 from dragoman.sources.fields import Node, describe, is_integer
 from dragoman.sources.formats import (
     DNS1123_LABEL,
-    DNS1123_SUBDOMAIN,
     IANA_SVC_NAME,
-    IPV4,
-    IPV6,
     QUALIFIED_NAME,
-    Format,
     or_empty,
 )
 from dragoman.sources.shared import canonical
 
-SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
-SESSION_AFFINITIES = ("None", "ClientIP")
 MAX_EXTERNAL_IPS = 64
-PORT_PROTOCOLS = ("TCP", "UDP", "SCTP")
-ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
-ADDRESS_FORMATS: dict[str, Format] = {"IPv4": IPV4, "IPv6": IPV6, "FQDN": DNS1123_SUBDOMAIN}
 
 
 def parse_service(root: Node, meta: ObjectMeta) -> Service:
@@ -37,7 +29,7 @@ def parse_service(root: Node, meta: ObjectMeta) -> Service:
             return Service(meta=meta)  # not a mapping: already reported
         # A Service may omit spec entirely; the API then reports spec.ports as missing.
         spec = Node({}, "spec", root.problems)
-    service_type = spec.string("type", default="ClusterIP", choices=SERVICE_TYPES)
+    service_type = spec.choice("type", SERVICE_TYPES, default="ClusterIP")
     is_external = service_type == "ExternalName"
     headless = spec.raw("clusterIP") == "None"
     ports = _service_ports(spec, required=not (is_external or headless))
@@ -49,7 +41,7 @@ def parse_service(root: Node, meta: ObjectMeta) -> Service:
         external_name = spec.string("externalName", unique=True)
     # The API treats an empty selector like none: endpoints are managed by someone else.
     selector = spec.string_map("selector") or None
-    affinity = spec.string("sessionAffinity", default="None", choices=SESSION_AFFINITIES)
+    affinity = spec.choice("sessionAffinity", SESSION_AFFINITIES, default="None")
     return Service(
         meta=meta,
         type=service_type,
@@ -97,8 +89,8 @@ def _load_balancer_ingress(root: Node) -> tuple[str, ...]:
 def _service_ports(spec: Node, *, required: bool) -> tuple[ServicePort, ...]:
     nodes = spec.mappings("ports", required=required, min_items=1 if required else 0) or []
     ports = tuple(_service_port(node, name_required=len(nodes) > 1) for node in nodes)
-    _report_duplicates(nodes, [p.name or None for p in ports], "name")
-    _report_duplicates(
+    report_duplicates(nodes, [p.name or None for p in ports], "name")
+    report_duplicates(
         nodes,
         [f"{p.port}/{p.protocol}" if p.port else None for p in ports],
         "port",
@@ -114,7 +106,7 @@ def _service_port(node: Node, *, name_required: bool) -> ServicePort:
     return ServicePort(
         port=node.integer("port", required=True, minimum=1, maximum=65535),
         name=name,
-        protocol=node.string("protocol", default="TCP", choices=PORT_PROTOCOLS),
+        protocol=node.choice("protocol", PORT_PROTOCOLS, default="TCP"),
         target_port=_target_port(node),
         app_protocol=node.string("appProtocol", format=QUALIFIED_NAME),
     )
@@ -136,53 +128,7 @@ def _target_port(node: Node) -> int | str | None:
     return None
 
 
-def parse_endpoint_slice(root: Node, meta: ObjectMeta) -> EndpointSlice:
-    address_type = root.string("addressType", required=True, choices=ADDRESS_TYPES)
-    address_format = ADDRESS_FORMATS.get(address_type)
-    endpoint_nodes = root.mappings("endpoints", max_items=1000) or []
-    port_nodes = root.mappings("ports", max_items=100) or []
-    ports = tuple(_endpoint_port(node) for node in port_nodes)
-    _report_duplicates(port_nodes, [p.name for p in ports], "name")
-    return EndpointSlice(
-        meta=meta,
-        address_type=address_type,
-        endpoints=tuple(_endpoint(node, address_format) for node in endpoint_nodes),
-        ports=ports,
-    )
-
-
-def _endpoint(node: Node, address_format: Format | None) -> Endpoint:
-    addresses = node.strings(
-        "addresses", required=True, min_items=1, max_items=100, format=address_format, unique=True
-    )
-    conditions = node.mapping("conditions") or Node({}, node.at("conditions"), node.problems)
-    # Absent conditions mean ready; absent serving defers to ready; absent terminating is false.
-    ready = conditions.boolean("ready", default=True)
-    return Endpoint(
-        addresses=addresses,
-        ready=ready,
-        serving=conditions.boolean("serving", default=ready),
-        terminating=conditions.boolean("terminating", default=False),
-        hostname=node.string("hostname", format=DNS1123_LABEL),
-        node_name=node.string("nodeName"),
-        zone=node.string("zone"),
-    )
-
-
-def _endpoint_port(node: Node) -> EndpointPort:
-    port = node.optional_integer("port", minimum=1, maximum=65535)
-    if port is None and not node.has("port"):
-        # The API allows it (meaning "any port"), but a cluster needs a number to dial.
-        node.report(node.at("port"), "is required: dragoman needs the port number to connect to")
-    return EndpointPort(
-        port=port or 0,
-        name=node.string("name", format=or_empty(DNS1123_LABEL)),
-        protocol=node.string("protocol", default="TCP", choices=PORT_PROTOCOLS),
-        app_protocol=node.string("appProtocol", format=QUALIFIED_NAME),
-    )
-
-
-def _report_duplicates(
+def report_duplicates(
     nodes: list[Node], values: list[str | None], key: str, *, what: str | None = None
 ) -> None:
     """Report the second and later occurrence of each value (None: not compared)."""

@@ -197,7 +197,6 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], css: str = "")
 
 
 def page(view: DebugView, query: Mapping[str, str] | None = None) -> tuple[str, str]:
-    graph = build_graph(view)
     dag = view.dag
     sections = [
         "<!DOCTYPE html>",
@@ -216,20 +215,33 @@ def page(view: DebugView, query: Mapping[str, str] | None = None) -> tuple[str, 
             'Also: <a href="/debug/dag">DOT graph</a>, <a href="/debug/config">resources</a>, '
             '<a href="/metrics">metrics</a>.</p>'
         )
-    sections.append(f'<div id="graph">{svg(graph)}</div>')
+    sections.append(f'<div id="graph">{svg(build_graph(view))}</div>')
     sections.append('<h2 id="problems">Problems</h2>')
+    sections.append(_problems(view))
+    sections.append('<h2 id="external-names">External names</h2>')
+    sections.append(_external_names(view))
+    sections.append('<h2 id="clients">Connected clients</h2>')
+    sections.append(_clients(view))
+    sections.append("</body></html>")
+    return "text/html; charset=utf-8", "\n".join(sections) + "\n"
+
+
+def _problems(view: DebugView) -> str:
     problems = [
-        (str(p.object), p.field, p.reason, p.message) for p in (dag.problems if dag else ())
+        (str(p.object), p.field, p.reason, p.message)
+        for p in (view.dag.problems if view.dag else ())
     ]
     problems += [("(source)", "", "Invalid", error) for error in view.source_errors]
-    sections.append(
-        _table(("object", "field", "reason", "message"), problems, "bad")
-        if problems
-        else "<p>None.</p>"
-    )
-    sections.append('<h2 id="external-names">External names</h2>')
+    if not problems:
+        return "<p>None.</p>"
+    return _table(("object", "field", "reason", "message"), problems, "bad")
+
+
+def _external_names(view: DebugView) -> str:
+    """Each ExternalName Service: its state, what the DNS check saw, and why it is refused."""
     names = []
     services = view.store.services if view.store is not None else {}
+    dag_problems = view.dag.problems if view.dag else ()
     for key, state in sorted(view.external_names.items(), key=lambda item: str(item[0])):
         service = services.get((key.namespace, key.name))
         hostname = service.external_name if service is not None else ""
@@ -242,42 +254,38 @@ def page(view: DebugView, query: Mapping[str, str] | None = None) -> tuple[str, 
             checked = ", ".join(observation.addresses)
         reasons = "; ".join(
             f"{p.message} ({p.reason})"
-            for p in (dag.problems if dag else ())
+            for p in dag_problems
             if hostname and hostname.rstrip(".").lower() in p.message.lower()
         )
         names.append((str(key), hostname, state, checked, reasons))
-    sections.append(
-        _table(("Service", "external name", "state", "DNS check", "reasons"), names)
-        if names
-        else "<p>None.</p>"
-    )
-    sections.append('<h2 id="clients">Connected clients</h2>')
-    rows = []
-    for stream in view.streams:
-        for state in stream.types or ():
-            rows.append(
-                (
-                    stream.node_id,
-                    stream.node_cluster,
-                    stream.client,
-                    f"{stream.service}{' (delta)' if stream.delta else ''}",
-                    stream.peer,
-                    state.type,
-                    state.sent_version[:12],
-                    state.acked_version[:12],
-                    f"NACK: {state.nack}" if state.nack else "ACK",
-                )
-            )
-    sections.append(
-        _table(
-            ("node", "cluster", "client", "stream", "peer", "type", "sent", "ACKed", "last answer"),
-            rows,
+    if not names:
+        return "<p>None.</p>"
+    return _table(("Service", "external name", "state", "DNS check", "reasons"), names)
+
+
+def _clients(view: DebugView) -> str:
+    """Each connected stream's types: the versions sent and ACKed, and the last answer."""
+    rows = [
+        (
+            stream.node_id,
+            stream.node_cluster,
+            stream.client,
+            f"{stream.service}{' (delta)' if stream.delta else ''}",
+            stream.peer,
+            served.type,
+            served.sent_version[:12],
+            served.acked_version[:12],
+            f"NACK: {served.nack}" if served.nack else "ACK",
         )
-        if rows
-        else "<p>None connected.</p>"
+        for stream in view.streams
+        for served in stream.types or ()
+    ]
+    if not rows:
+        return "<p>None connected.</p>"
+    return _table(
+        ("node", "cluster", "client", "stream", "peer", "type", "sent", "ACKed", "last answer"),
+        rows,
     )
-    sections.append("</body></html>")
-    return "text/html; charset=utf-8", "\n".join(sections) + "\n"
 
 
 # Each page: the view and the query parameters in, (content type, text) out.

@@ -1,4 +1,4 @@
-"""Core kinds read for their contents: v1 Namespace, Secret and ConfigMap.
+"""v1 Secret from decoded manifests.
 
 Secret values are base64-decoded here, once. Messages name the key and never show a value:
 a Secret may hold private keys.
@@ -10,17 +10,13 @@ import base64
 import binascii
 import re
 
-from dragoman.objects import ConfigMap, Namespace, ObjectMeta, Secret
-from dragoman.objects.secrets import TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TLS_SECRET_TYPE
+from dragoman.objects import ObjectMeta, Secret
+from dragoman.objects.secret import TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TLS_SECRET_TYPE
 from dragoman.sources.fields import Node
 
 # What the API server allows as a key of Secret and ConfigMap data.
 _DATA_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 _DATA_KEY_EXPECTED = "a key of letters, digits, '-', '_' or '.' (at most 253 characters)"
-
-
-def parse_namespace(root: Node, meta: ObjectMeta) -> Namespace:
-    return Namespace(meta=meta)
 
 
 def parse_secret(root: Node, meta: ObjectMeta) -> Secret:
@@ -30,7 +26,7 @@ def parse_secret(root: Node, meta: ObjectMeta) -> Secret:
     if encoded is not None:
         for key, value in encoded.data.items():
             path = encoded.at(str(key))
-            if _check_key(encoded, key, path) and isinstance(value, str):
+            if check_data_key(encoded, key, path) and isinstance(value, str):
                 decoded = _base64(value)
                 if decoded is None:
                     encoded.report(path, "is not valid base64 (the value is not shown)")
@@ -43,7 +39,7 @@ def parse_secret(root: Node, meta: ObjectMeta) -> Secret:
     if plain is not None:
         for key, value in plain.data.items():
             path = plain.at(str(key))
-            if _check_key(plain, key, path) and isinstance(value, str):
+            if check_data_key(plain, key, path) and isinstance(value, str):
                 data[key] = value.encode()
             elif value is not None and not isinstance(value, str):
                 plain.expected(path, "a string", value)
@@ -55,16 +51,7 @@ def parse_secret(root: Node, meta: ObjectMeta) -> Secret:
     return Secret(meta=meta, type=secret_type, data=data)
 
 
-def parse_config_map(root: Node, meta: ObjectMeta) -> ConfigMap:
-    data = root.string_map("data")
-    node = root.mapping("data")
-    if node is not None:
-        for key in data:
-            _check_key(node, key, node.at(key))
-    return ConfigMap(meta=meta, data=data)
-
-
-def _check_key(node: Node, key: object, path: str) -> bool:
+def check_data_key(node: Node, key: object, path: str) -> bool:
     if not isinstance(key, str) or len(key) > 253 or not _DATA_KEY.fullmatch(key):
         node.expected(path, _DATA_KEY_EXPECTED, key)
         return False

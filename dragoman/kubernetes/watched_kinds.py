@@ -1,4 +1,4 @@
-"""The kinds dragoman lists and watches (every row of `dragoman.sources.kinds`), and how the
+"""The kinds dragoman lists and watches (every row of `dragoman.objects.kinds`), and how the
 client reaches them."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dragoman.objects.kinds import KINDS, Kind
 from dragoman.sources.errors import ObjectError
-from dragoman.sources.kinds import KINDS, Kind
 from dragoman.sources.parse import parse_object
 
 
