@@ -189,8 +189,10 @@ def _mirrors(
         if isinstance(resolved, Problem):
             problems.append(resolved)
             continue
-        clusters[resolved.name] = resolved
+        # (Only a backend reports its cluster's warnings, not a mirror.)
+        cluster = resolved.cluster
+        clusters[cluster.name] = cluster
         # A mirror is a request of its own: an external host needs its own name in Host too.
-        host = resolved.hostname if isinstance(resolved, DnsCluster) else None
-        mirrors.append(Mirror(resolved.name, spec.numerator, spec.denominator, host))
+        host = cluster.hostname if isinstance(cluster, DnsCluster) else None
+        mirrors.append(Mirror(cluster.name, spec.numerator, spec.denominator, host))
     return tuple(mirrors)

@@ -13,9 +13,9 @@ from dragoman.dag.reference_grants import (
 )
 from dragoman.dag.routes.filters import envoy_refuses, header_edits
 from dragoman.dag.upstreams.clusters import (
+    ResolvedCluster,
     Unresolved,
-    cluster_warnings,
-    service_cluster,
+    resolved_cluster,
     with_protocol,
 )
 from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route
@@ -52,12 +52,13 @@ def resolve_backends(
             # Keeps its share of traffic, which then answers 500, as the Gateway API asks.
             backends.append(Backend(cluster=None, weight=ref.weight))
             continue
-        clusters[resolved.name] = resolved
-        for warning in cluster_warnings(resolved, context):
+        cluster = resolved.cluster
+        clusters[cluster.name] = cluster
+        for warning in resolved.warnings:
             problems.append(Problem(route.key, field, "UnsupportedValue", warning))
         backends.append(
             Backend(
-                cluster=resolved.name,
+                cluster=cluster.name,
                 weight=ref.weight,
                 request_headers=request,
                 response_headers=response,
@@ -118,10 +119,11 @@ def resolve_backend_ref(
     context: BuildContext,
     protocol: str | None = None,
     l4: str | None = None,
-) -> Cluster | Problem:
-    """The cluster a backendRef names (in `protocol` when given), or why it names none.
+) -> ResolvedCluster | Problem:
+    """The cluster a backendRef names (in `protocol` when given) with its warnings, or why it
+    names none.
 
-    `l4` (TCP or UDP): a cluster for a TCPRoute, TLSRoute or UDPRoute (see service_cluster)."""
+    `l4` (TCP or UDP): a cluster for a TCPRoute, TLSRoute or UDPRoute (see resolved_cluster)."""
     if ref.group != "":
         return _problem(
             route,
@@ -160,11 +162,13 @@ def resolve_backend_ref(
             route, "BackendNotFound", f"Service {namespace}/{ref.name} not found", field
         )
 
-    resolved = service_cluster(service, ref.port, context, l4)
+    resolved = resolved_cluster(service, ref.port, context, l4)
     if isinstance(resolved, Unresolved):
         at = f"{field}.port" if resolved.port_at_fault else field
         return _problem(route, resolved.reason, resolved.message, at)
-    return resolved if protocol is None else with_protocol(resolved, protocol)
+    if protocol is None:
+        return resolved
+    return ResolvedCluster(with_protocol(resolved.cluster, protocol), resolved.warnings)
 
 
 def _problem(route: HTTPRoute | GRPCRoute | L4Route, reason: str, message: str, at: str) -> Problem:

@@ -14,7 +14,6 @@ from dragoman.dag.model import (
     H2,
     H2C,
     HTTP1,
-    L4_PROTOCOLS,
     UDP,
     AggregateCluster,
     Cluster,
@@ -59,6 +58,16 @@ class Unresolved:
     port_at_fault: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ResolvedCluster:
+    """The cluster a Service port resolves to, and what of the Service was not served as it
+    asks (bad DNS annotations, refused spec.externalIPs, a preferred Service that cannot be
+    used): the cluster is served with defaults instead."""
+
+    cluster: Cluster
+    warnings: tuple[str, ...] = ()
+
+
 def cluster_name(service: Service, port: int, protocol: str = HTTP1) -> str:
     """`ns/svc/port`, with `/<protocol>` appended for any protocol but HTTP/1.1."""
     base = f"{service.meta.namespace}/{service.meta.name}/{port}"
@@ -80,8 +89,16 @@ def _dns_cluster_name(
 def service_cluster(
     service: Service, port: int, context: BuildContext, l4: str | None = None
 ) -> Cluster | Unresolved:
+    """The cluster of resolved_cluster, for those that have no use for its warnings."""
+    resolved = resolved_cluster(service, port, context, l4)
+    return resolved if isinstance(resolved, Unresolved) else resolved.cluster
+
+
+def resolved_cluster(
+    service: Service, port: int, context: BuildContext, l4: str | None = None
+) -> ResolvedCluster | Unresolved:
     """The cluster for `port` of `service`, following in-cluster ExternalName aliases
-    (into another namespace only where a ReferenceGrant there allows it).
+    (into another namespace only where a ReferenceGrant there allows it), with its warnings.
 
     `l4` (TCP or UDP): the cluster carries whole connections or datagrams, not HTTP: the
     Service port must use that protocol, and TLS is originated only where a
@@ -98,7 +115,8 @@ def service_cluster(
                 return found
             declared = found
             if not external:
-                return _eds_cluster(path, port, declared, context.upstream, l4)
+                eds = _eds_cluster(path, port, declared, context.upstream, l4)
+                return eds if isinstance(eds, Unresolved) else ResolvedCluster(eds)
         step = _external_name_step(path, context)
         if isinstance(step, str):
             own = declared if current.ports else None
@@ -185,7 +203,7 @@ def _external_cluster(
     declared: ServicePort | None,
     context: BuildContext,
     l4: str | None = None,
-) -> Cluster | Unresolved:
+) -> ResolvedCluster | Unresolved:
     """The DNS cluster for an outside host, once the platform policy allows it; wrapped in an
     aggregate when the Service prefers an in-cluster one."""
     service = path[-1]
@@ -195,6 +213,7 @@ def _external_cluster(
     if refusal is not None:
         return Unresolved(NOT_ALLOWED_BY_POLICY, f"{_describe(path)}: {refusal}")
     fixed: tuple[str, ...] = ()
+    refused: list[str] = []
     if service.external_ips:
         # The Service names the addresses itself: they are judged like resolved ones, and
         # the name is never resolved (Host, SNI and the certificate still use it).
@@ -219,6 +238,7 @@ def _external_cluster(
     if isinstance(tls, TlsRefusal):
         return Unresolved(tls.reason, f"{_describe(path)}: {tls.message}")
     protocol = _protocol(declared, tls, l4)
+    dns = service_dns_settings(service, options.dns_check)
     external = DnsCluster(
         name=_dns_cluster_name(service, port, own_port, protocol),
         service=service.key,
@@ -226,22 +246,33 @@ def _external_cluster(
         port=port,
         protocol=protocol,
         tls=tls,
-        dns=service_dns_settings(service, options.dns_check).settings,
+        dns=dns.settings,
         checked=options.dns_check,
         client_ip_affinity=service.client_ip_affinity,
         addresses=fixed,
     )
+    warnings = [
+        *dns.problems,
+        *(
+            f"Service {service.meta.namespace}/{service.meta.name} spec.externalIPs: {message}; "
+            "not used"
+            for message in refused
+        ),
+    ]
     preferred = _preferred_cluster(service, port, context, l4)
     if not isinstance(preferred, EdsCluster):
-        return external
+        if preferred is not None:
+            warnings.append(preferred)
+        return ResolvedCluster(external, tuple(warnings))
     fallback_name = _renamed(external.name, protocol, HTTP1) + f"/{FALLBACK_SUFFIX}"
-    return AggregateCluster(
+    aggregate = AggregateCluster(
         name=external.name,
         service=service.key,
         preferred=preferred,
         fallback=dataclasses.replace(external, name=_renamed(fallback_name, HTTP1, protocol)),
         protocol=protocol,
     )
+    return ResolvedCluster(aggregate, tuple(warnings))
 
 
 def _preferred_cluster(
@@ -262,30 +293,6 @@ def _preferred_cluster(
         )
     assert isinstance(preferred, EdsCluster)  # a pod-backed Service yields EDS
     return preferred
-
-
-def cluster_warnings(cluster: Cluster, context: BuildContext) -> tuple[str, ...]:
-    """What was not served as the Service asks (bad DNS annotations, a preferred Service
-    that cannot be used); the cluster is served with defaults instead."""
-    if isinstance(cluster, EdsCluster):
-        return ()
-    service = context.services.get((cluster.service.namespace, cluster.service.name))
-    if service is None or not (service.meta.annotations or service.external_ips):
-        return ()  # every warning comes from an annotation or from spec.externalIPs
-    warnings = list(service_dns_settings(service, context.options.dns_check).problems)
-    if service.is_external_name and service.external_ips:
-        _, refused = external_ip_verdicts(service.external_ips, context.options.external_names)
-        warnings.extend(
-            f"Service {service.meta.namespace}/{service.meta.name} spec.externalIPs: {message}; "
-            "not used"
-            for message in refused
-        )
-    if isinstance(cluster, DnsCluster):
-        l4 = cluster.protocol if cluster.protocol in L4_PROTOCOLS else None
-        preferred = _preferred_cluster(service, cluster.port, context, l4)
-        if isinstance(preferred, str):
-            warnings.append(preferred)
-    return tuple(warnings)
 
 
 def external_ip_verdicts(
