@@ -440,6 +440,3 @@ class Dag:
     statuses: Mapping[ObjectKey, ObjectStatus] = field(default_factory=dict)
     # External names routes forward to, for the DNS check to resolve (only when it is on).
     dns_hostnames: tuple[str, ...] = ()
-    # Routes forwarding to external names (with the check on): their names and generation,
-    # so a DNS change updates their DNSResolved condition without a build.
-    dns_routes: Mapping[ObjectKey, tuple[tuple[str, ...], int]] = field(default_factory=dict)

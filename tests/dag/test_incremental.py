@@ -317,8 +317,16 @@ def _observations(rng: random.Random) -> DnsObservations:
     seen: dict[str, DnsObservation] = {}
     for i in range(6):
         roll = rng.random()
-        if roll < 0.5:
+        # Served answers differ from one observation to the next (the builder's DNS fast
+        # path: only addresses and DNSResolved change), or the name is refused.
+        if roll < 0.3:
             seen[f"svc-{i}.example.net"] = DnsObservation((f"192.0.2.{i + 1}",))
+        elif roll < 0.4:
+            seen[f"svc-{i}.example.net"] = DnsObservation((f"192.0.2.{i + 1}", "192.0.2.200"))
+        elif roll < 0.5:  # a refused answer after a good one: the kept addresses served
+            seen[f"svc-{i}.example.net"] = DnsObservation(
+                ("127.0.0.1",), kept=(f"192.0.2.{i + 1}",)
+            )
         elif roll < 0.7:
             seen[f"svc-{i}.example.net"] = DnsObservation(error="NXDOMAIN")
     return seen

@@ -91,15 +91,13 @@ def assemble(parts: DagParts) -> Dag:
             assignments = previous.dag.load_assignments  # type: ignore[assignment]  # likewise
     # Statuses first: the Gateways' addresses add problems.
     statuses, address_problems = _statuses(parts)
-    dns_check = parts.options.dns_check
     return Dag(
         groups=groups,
         clusters=clusters,
         load_assignments=assignments,
         statuses=statuses,
         problems=_problems(parts, clusters, address_problems),
-        dns_hostnames=_checked_hostnames(parts.routes) if dns_check else (),
-        dns_routes=_dns_routes(parts.routes) if dns_check else {},
+        dns_hostnames=_checked_hostnames(parts.routes) if parts.options.dns_check else (),
     )
 
 
@@ -242,18 +240,8 @@ def _problems(
     return tuple(sorted(problems, key=lambda problem: sort_key(problem.object)))
 
 
-def _dns_routes(routes: RouteIndex) -> dict[ObjectKey, tuple[tuple[str, ...], int]]:
-    """What dns_routes gives for every route: its external names and generation."""
-    return {
-        key: (entry.names.hostnames, entry.route.meta.generation)
-        for key, entry in routes.entries.items()
-        if entry.names is not None and entry.names.hostnames
-    }
-
-
 def _checked_hostnames(routes: RouteIndex) -> tuple[str, ...]:
-    """What checked_hostnames gives for every route: the external names of routes attached
-    somewhere."""
+    """The external names of routes attached somewhere: what the DNS check resolves."""
     entries = routes.entries
     return tuple(
         sorted({name for key in routes.with_hostnames for name in entries[key].names.hostnames})

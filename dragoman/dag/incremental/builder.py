@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dragoman.dag.context import BuildContext, build_context
-from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.dns_check import DnsObservations, dns_refusal
 from dragoman.dag.frontends.listeners import Frontends, frontends
 from dragoman.dag.incremental.assemble import DagParts, Previous, assemble
 from dragoman.dag.incremental.changes import StoreChanges, store_changes
@@ -41,6 +41,7 @@ from dragoman.dag.incremental.entries import (
     RouteEntry,
     route_entry,
     store_route,
+    with_parents,
 )
 from dragoman.dag.incremental.route_index import RouteIndex
 from dragoman.dag.incremental.served_groups import NodeGroups, ServedItem
@@ -77,6 +78,9 @@ _BULK = 64
 class BuildResult:
     dag: Dag
     kind: BuildKind
+    # An endpoints build from new DNS check observations alone: the names observed anew (each
+    # served before and after: only their load assignments and routes' statuses changed).
+    dns_changed: frozenset[str] = frozenset()
 
 
 def full_build(store: Store, options: BuildOptions, dns: DnsObservations | None = None) -> Dag:
@@ -113,6 +117,9 @@ class IncrementalBuild:
             observed = {n for n in dns.keys() | self._dns.keys() if dns.get(n) != self._dns.get(n)}
             if not changes and not observed:
                 return self._keep(store, dns, self._dag, "unchanged")
+            if not changes and build is not None and build.serves_alike(dns, observed):
+                dag = build.observe(dns, observed)
+                return self._keep(store, dns, dag, "endpoints", frozenset(observed))
             dag = build.patch(store, changes, dns, observed) if build is not None else None
             if dag is not None:
                 only_slices = changes.keys() == {"endpoint_slices"} and not observed
@@ -120,9 +127,16 @@ class IncrementalBuild:
         self._build = _Build.made(store, self.options, dns)
         return self._keep(store, dns, self._build.dag, "full")
 
-    def _keep(self, store: Store, dns: DnsObservations, dag: Dag, kind: BuildKind) -> BuildResult:
+    def _keep(
+        self,
+        store: Store,
+        dns: DnsObservations,
+        dag: Dag,
+        kind: BuildKind,
+        dns_changed: frozenset[str] = frozenset(),
+    ) -> BuildResult:
         self._store, self._dns, self._dag = store, dns, dag
-        return BuildResult(dag, kind)
+        return BuildResult(dag, kind, dns_changed)
 
 
 class _Build:
@@ -233,6 +247,32 @@ class _Build:
         routes = {key: store_route(store, key) for key in affected}
         return self.update(store, context, routes, previous_store=self.store)
 
+    def serves_alike(self, dns: DnsObservations, observed: Iterable[str]) -> bool:
+        """Whether every name `observed` anew in `dns` is served before and after (the DNS
+        check allows it both times): then its clusters stay as they are."""
+        if not self.options.dns_check:
+            return False
+        policy, before = self.options.external_names, self.dns
+        return all(
+            dns_refusal(name, before.get(name), policy) is None
+            and dns_refusal(name, dns.get(name), policy) is None
+            for name in observed
+        )
+
+    def observe(self, dns: DnsObservations, observed: Iterable[str]) -> Dag:
+        """The Dag after new DNS check observations `dns` of names served alike (see
+        serves_alike; `observed`: the names whose observation changed): the routes forwarding
+        to them have their DNSResolved conditions made again, the names their addresses."""
+        previous = Previous(self.store, self.dag, self.clusters.has_aggregates)
+        self.dns, self.observed = dns, set(observed)
+        self.context = build_context(self.store, self.options, dns)
+        inputs = self._inputs()
+        replaced = {key for name in self.observed for key in self.routes.hostname_readers(name)}
+        for key in replaced:
+            entry = self.routes.entries[key]
+            self.routes.restate(with_parents(entry, entry.parents, entry.conflicts, inputs))
+        return self._assembled(previous, replaced)
+
     def _grant_readers(
         self, store: Store, changed: frozenset[NamespacedName]
     ) -> Iterator[ObjectKey]:
@@ -266,7 +306,7 @@ class _Build:
             else Previous(previous_store, self.dag, self.clusters.has_aggregates)
         )
         self.store, self.context = store, context
-        inputs = EntryInputs(store, context, self.judged, self.options, self.dns, self.with_names)
+        inputs = self._inputs()
         removed: dict[ServedKey, ServedItem] = {}
         added: dict[ServedKey, ServedItem] = {}
         # Many routes (a full build): their keys are sorted once, not inserted one by one.
@@ -287,16 +327,24 @@ class _Build:
                 replaced.add(entry.key)
         self.clusters.resolve(self.routes.entries)
         self.groups.update(removed, added)
+        return self._assembled(previous, replaced)
+
+    def _inputs(self) -> EntryInputs:
+        return EntryInputs(
+            self.store, self.context, self.judged, self.options, self.dns, self.with_names
+        )
+
+    def _assembled(self, previous: Previous | None, replaced: set[ObjectKey] | None) -> Dag:
+        """The Dag of the build's parts now (`replaced`: the routes whose entries changed since
+        `previous`, None when routes came or went); what changed since is forgotten."""
         self.dag = assemble(
             DagParts(
-                store=store,
+                store=self.store,
                 options=self.options,
-                context=context,
+                context=self.context,
                 dns=self.dns,
                 judged=self.judged,
                 routes=self.routes,
-                # (The Gateways and classes are those of the previous Dag: patch judged them
-                # alike.)
                 served=self.groups.served(self.routes),
                 resolved=self.clusters.resolved,
                 has_aggregates=self.clusters.has_aggregates,

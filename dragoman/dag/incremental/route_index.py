@@ -122,6 +122,10 @@ class RouteIndex:
                 gateway = self._accepted[gateway_key] = {}
             gateway[listener_name] = gateway.get(listener_name, 0) + 1
 
+    def restate(self, entry: RouteEntry) -> None:
+        """Replace the entry of its route by `entry`, which differs only in its status."""
+        self.entries[entry.key] = entry
+
     def remove(self, entry: RouteEntry) -> None:
         key = entry.key
         if not self._bulk:
