@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from dragoman.objects import ObjectKey
 from dragoman.snapshots.resources import ALL_GATEWAYS as ALL_GATEWAYS
@@ -94,6 +94,9 @@ class EdsCluster:
     # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
     client_ip_affinity: bool = False
 
+    # Every cluster says whether Envoy takes its endpoints over EDS (see DnsCluster's).
+    served_over_eds: ClassVar[bool] = True
+
 
 @dataclass(frozen=True, slots=True)
 class DnsCluster:
@@ -116,7 +119,11 @@ class DnsCluster:
 
     @property
     def served_over_eds(self) -> bool:
-        """Endpoints from dragoman (checked or fixed addresses), not Envoy's resolver."""
+        """Whether Envoy takes the cluster's endpoints over EDS, as the addresses dragoman
+        serves (the DNS check's, or the Service's spec.externalIPs), never resolving the name
+        itself; else the cluster resolves `hostname` (STRICT_DNS or LOGICAL_DNS). The one
+        answer to "is this cluster served over EDS?" with EdsCluster's (always) and
+        AggregateCluster's (never: its children are, each as it says)."""
         return self.checked or bool(self.addresses)
 
 
@@ -130,6 +137,9 @@ class AggregateCluster:
     preferred: EdsCluster
     fallback: DnsCluster
     protocol: str = HTTP1
+
+    # An aggregate has no endpoints of its own: its children are served each as it says.
+    served_over_eds: ClassVar[bool] = False
 
     @property
     def children(self) -> tuple[EdsCluster, DnsCluster]:
