@@ -71,7 +71,7 @@ class KeyIndex(Generic[Place, Key]):
         held = self._held.get(at)
         if held is None:
             return 0
-        return len(held) if type(held) is set else 1  # type: ignore[arg-type]  # a set
+        return len(held) if type(held) is set else 1
 
     def greatest(self, at: Place) -> Key | None:
         """The greatest key held at `at` (keys must be ordered), None when it holds none."""
@@ -84,7 +84,7 @@ class KeyIndex(Generic[Place, Key]):
         """Every place holding two or more keys, with its keys."""
         for at, held in self._held.items():
             if type(held) is set:
-                yield at, held  # type: ignore[misc]  # a set of Keys
+                yield at, held
 
     def __contains__(self, at: object) -> bool:
         return at in self._held

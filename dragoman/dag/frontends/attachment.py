@@ -212,8 +212,8 @@ def _selected_listeners(
     section, port = parent_ref.section_name, parent_ref.port
     selected = list(verdict.listeners)
     if section is not None:
-        named = verdict.listener(section)
-        selected = [named] if named is not None else []
+        found = verdict.listener(section)
+        selected = [found] if found is not None else []
         if not selected:
             return ".sectionName", f"{gateway_name()} has no listener named {section!r}"
     if port is not None:

@@ -120,10 +120,11 @@ class IncrementalBuild:
             if not changes and build is not None and build.serves_alike(dns, observed):
                 dag = build.observe(dns, observed)
                 return self._keep(store, dns, dag, "endpoints", frozenset(observed))
-            dag = build.patch(store, changes, dns, observed) if build is not None else None
-            if dag is not None:
+            patched = build.patch(store, changes, dns, observed) if build is not None else None
+            if patched is not None:
                 only_slices = changes.keys() == {"endpoint_slices"} and not observed
-                return self._keep(store, dns, dag, "endpoints" if only_slices else "incremental")
+                kind: BuildKind = "endpoints" if only_slices else "incremental"
+                return self._keep(store, dns, patched, kind)
         self._build = _Build.made(store, self.options, dns)
         return self._keep(store, dns, self._build.dag, "full")
 

@@ -144,9 +144,9 @@ def route_entry(
         else route_rules(route, context)  # type: ignore[arg-type]  # HTTP or gRPC, likewise
     )
     names = route_backend_names(route, context) if inputs.with_names else NO_BACKEND_NAMES
-    if recording is None:
-        services_read, grant_questions = None, ()
-    else:
+    services_read: tuple[NamespacedName, ...] | None = None
+    grant_questions: tuple[tuple[Referrer, Target], ...] = ()
+    if recording is not None:
         services = recording.services
         services_read = None if services.every else tuple(services.keys_read)
         asked = recording.grants.asked

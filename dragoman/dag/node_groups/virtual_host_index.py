@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dragoman.dag.frontends.hostnames import ANY_HOST, covering_domains, covers, listener_host
@@ -140,10 +140,10 @@ class VirtualHostIndex:
     def _refresh(self, domains: Iterable[str]) -> None:
         by_domain, items = self._by_domain, self._items
         for domain in domains:
-            keys: set[Hashable] = set()
+            keys: set[ItemKey] = set()
             for d in (domain, *covering_domains(domain)):
                 keys.update(by_domain.keys(d))
-            reaching = [items[k] for k in sorted(keys)]  # type: ignore[type-var]
+            reaching = [items[k] for k in sorted(keys)]
             host = domain_virtual_host(self._port, domain, self._domains, self._listeners, reaching)
             previous = self._hosts.get(domain)
             # The same value keeps the previous object: its serialization is reused by identity.

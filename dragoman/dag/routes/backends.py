@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.model import NO_EDITS, Backend, Cluster, HeaderEdits, Problem
+from dragoman.dag.model import (
+    NO_EDITS,
+    Backend,
+    Cluster,
+    HeaderEdits,
+    L4Protocol,
+    Problem,
+    UpstreamProtocol,
+)
 from dragoman.dag.reference_grants import (
     not_permitted_message,
     route_referrer,
@@ -26,7 +34,7 @@ def resolve_backends(
     rule_index: int,
     refs: Sequence[BackendRef],
     context: BuildContext,
-    protocol: str | None,
+    protocol: UpstreamProtocol | None,
     clusters: dict[str, Cluster],
     problems: list[Problem],
 ) -> tuple[Backend, ...]:
@@ -43,7 +51,7 @@ def resolve_backends(
             request, response, host, filter_problems = _backend_filters(route, field, ref)
             problems.extend(filter_problems)
         else:
-            request, response, host, filter_problems = NO_EDITS, NO_EDITS, None, ()
+            request, response, host, filter_problems = NO_EDITS, NO_EDITS, None, []
         if isinstance(resolved, Problem):
             problems.append(resolved)
         if ref.weight <= 0:
@@ -117,8 +125,8 @@ def resolve_backend_ref(
     field: str,
     ref: BackendRef,
     context: BuildContext,
-    protocol: str | None = None,
-    l4: str | None = None,
+    protocol: UpstreamProtocol | None = None,
+    l4: L4Protocol | None = None,
 ) -> ResolvedCluster | Problem:
     """The cluster a backendRef names (in `protocol` when given) with its warnings, or why it
     names none.

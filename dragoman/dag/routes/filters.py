@@ -242,7 +242,10 @@ def header_edits(
 
 
 def _path_rewrite(kind: str, value: str, prefix: str) -> PathRewrite:
+    """(`kind`: ReplaceFullPath or ReplacePrefixMatch, the only types the parser accepts.)"""
     if kind == "ReplacePrefixMatch":
-        return PathRewrite(type=kind, value=value, prefix=prefix)
+        return PathRewrite(type="ReplacePrefixMatch", value=value, prefix=prefix)
     # A full path must be absolute; an empty one means the root.
-    return PathRewrite(type=kind, value=value if value.startswith("/") else f"/{value}")
+    return PathRewrite(
+        type="ReplaceFullPath", value=value if value.startswith("/") else f"/{value}"
+    )

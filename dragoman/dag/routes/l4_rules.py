@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.model import TCP, UDP, AggregateCluster, Backend, Cluster, L4Forward, Problem
+from dragoman.dag.model import (
+    TCP,
+    UDP,
+    AggregateCluster,
+    Backend,
+    Cluster,
+    L4Forward,
+    L4Protocol,
+    Problem,
+)
 from dragoman.dag.routes.backends import resolve_backend_ref
 from dragoman.objects import L4Route, UDPRoute
 
@@ -30,7 +39,7 @@ class L4Rules:
 
 
 def l4_route_rules(route: L4Route, context: BuildContext) -> L4Rules:
-    l4 = UDP if isinstance(route, UDPRoute) else TCP
+    l4: L4Protocol = UDP if isinstance(route, UDPRoute) else TCP
     backends: list[Backend] = []
     passthrough: list[Backend] = []
     clusters: dict[str, Cluster] = {}

@@ -40,8 +40,8 @@ def with_aggregate_children(
         children = {
             child.name
             for cluster_name in group.clusters
-            if isinstance(cluster := clusters.get(cluster_name), AggregateCluster)
-            for child in cluster.children
+            if isinstance(named := clusters.get(cluster_name), AggregateCluster)
+            for child in named.children
         }
         if children:
             group = dataclasses.replace(group, clusters=tuple(sorted({*group.clusters, *children})))

@@ -19,6 +19,8 @@ from dragoman.dag.model import (
     Cluster,
     DnsCluster,
     EdsCluster,
+    L4Protocol,
+    UpstreamProtocol,
     UpstreamTls,
 )
 from dragoman.dag.reference_grants import (
@@ -42,7 +44,7 @@ from dragoman.objects import Service, ServicePort
 MAX_ALIAS_HOPS = 3
 
 # ServicePort appProtocol values that choose the upstream protocol (anything else: HTTP/1.1).
-APP_PROTOCOLS = {"kubernetes.io/h2c": H2C}
+APP_PROTOCOLS: dict[str, UpstreamProtocol] = {"kubernetes.io/h2c": H2C}
 
 # Suffix of the DNS cluster inside an in-cluster-first aggregate.
 FALLBACK_SUFFIX = "external"
@@ -68,14 +70,14 @@ class ResolvedCluster:
     warnings: tuple[str, ...] = ()
 
 
-def cluster_name(service: Service, port: int, protocol: str = HTTP1) -> str:
+def cluster_name(service: Service, port: int, protocol: UpstreamProtocol = HTTP1) -> str:
     """`ns/svc/port`, with `/<protocol>` appended for any protocol but HTTP/1.1."""
     base = f"{service.meta.namespace}/{service.meta.name}/{port}"
     return base if protocol == HTTP1 else f"{base}/{protocol}"
 
 
 def _dns_cluster_name(
-    service: Service, port: int, declared: ServicePort | None, protocol: str
+    service: Service, port: int, declared: ServicePort | None, protocol: UpstreamProtocol
 ) -> str:
     """`ns/svc/<port name>` when the Service names the port: the name survives a change of
     the port's number, so Envoy updates the cluster in place and keeps the old one serving
@@ -87,7 +89,7 @@ def _dns_cluster_name(
 
 
 def service_cluster(
-    service: Service, port: int, context: BuildContext, l4: str | None = None
+    service: Service, port: int, context: BuildContext, l4: L4Protocol | None = None
 ) -> Cluster | Unresolved:
     """The cluster of resolved_cluster, for those that have no use for its warnings."""
     resolved = resolved_cluster(service, port, context, l4)
@@ -95,7 +97,7 @@ def service_cluster(
 
 
 def resolved_cluster(
-    service: Service, port: int, context: BuildContext, l4: str | None = None
+    service: Service, port: int, context: BuildContext, l4: L4Protocol | None = None
 ) -> ResolvedCluster | Unresolved:
     """The cluster for `port` of `service`, following in-cluster ExternalName aliases
     (into another namespace only where a ReferenceGrant there allows it), with its warnings.
@@ -133,7 +135,7 @@ def resolved_cluster(
         path.append(step)
 
 
-def with_protocol(cluster: Cluster, protocol: str) -> Cluster:
+def with_protocol(cluster: Cluster, protocol: UpstreamProtocol) -> Cluster:
     """The same Service port spoken in `protocol`: a cluster of its own, named for it.
 
     Over TLS, HTTP/2 is negotiated by ALPN: h2c becomes h2."""
@@ -164,7 +166,9 @@ def _renamed(name: str, old: str, new: str) -> str:
     return base if new == HTTP1 else f"{base}/{new}"
 
 
-def _protocol(declared: ServicePort | None, tls: UpstreamTls | None, l4: str | None) -> str:
+def _protocol(
+    declared: ServicePort | None, tls: UpstreamTls | None, l4: L4Protocol | None
+) -> UpstreamProtocol:
     if l4 is not None:
         return l4
     protocol = APP_PROTOCOLS.get(declared.app_protocol, HTTP1) if declared else HTTP1
@@ -176,7 +180,7 @@ def _eds_cluster(
     port: int,
     declared: ServicePort,
     upstream: UpstreamInputs,
-    l4: str | None = None,
+    l4: L4Protocol | None = None,
 ) -> EdsCluster | Unresolved:
     service = path[-1]
     tls = _tls(service, port, declared.name, declared.app_protocol, upstream, l4)
@@ -202,7 +206,7 @@ def _external_cluster(
     own_port: ServicePort | None,
     declared: ServicePort | None,
     context: BuildContext,
-    l4: str | None = None,
+    l4: L4Protocol | None = None,
 ) -> ResolvedCluster | Unresolved:
     """The DNS cluster for an outside host, once the platform policy allows it; wrapped in an
     aggregate when the Service prefers an in-cluster one."""
@@ -276,7 +280,7 @@ def _external_cluster(
 
 
 def _preferred_cluster(
-    service: Service, port: int, context: BuildContext, l4: str | None = None
+    service: Service, port: int, context: BuildContext, l4: L4Protocol | None = None
 ) -> EdsCluster | str | None:
     """The in-cluster Service's EDS cluster an ExternalName prefers; a message when the
     preference cannot be followed; None when it asks for none."""
@@ -316,7 +320,9 @@ def external_ip_verdicts(
     return tuple(usable), refused
 
 
-def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePort | Unresolved:
+def _declared_port(
+    path: list[Service], port: int, l4: L4Protocol | None
+) -> ServicePort | Unresolved:
     """The last Service's port numbered `port`, of protocol TCP (UDP for UDP clusters)."""
     service = path[-1]
     wanted = "UDP" if l4 == UDP else "TCP"
@@ -333,10 +339,10 @@ def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePor
             f"{_describe(path)}: port {port} is {numbered[0].protocol}; {carried} needs {wanted}",
             port_at_fault=first_hop,
         )
-    declared = sorted(p.port for p in service.ports)
+    ports = sorted(p.port for p in service.ports)
     return Unresolved(
         "BackendNotFound",
-        f"{_describe(path)} does not declare port {port} (it declares {declared})",
+        f"{_describe(path)} does not declare port {port} (it declares {ports})",
         port_at_fault=first_hop,
     )
 
@@ -388,7 +394,7 @@ def _tls(
     port_name: str,
     app_protocol: str,
     upstream: UpstreamInputs,
-    l4: str | None,
+    l4: L4Protocol | None,
 ) -> UpstreamTls | TlsRefusal | None:
     """HTTP: the policy or dragoman's TLS defaults. TCP: the policy alone (the bytes are the
     client's own, perhaps TLS already). UDP: never; a policy on the port is refused."""
