@@ -21,8 +21,7 @@ route records the backends it reaches).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,13 +42,13 @@ from dragoman.dag.incremental.entries import (
     store_route,
     with_parents,
 )
+from dragoman.dag.incremental.reach import certificates_alone_differ, reached_routes
 from dragoman.dag.incremental.route_index import RouteIndex
 from dragoman.dag.incremental.served_groups import NodeGroups, ServedItem
 from dragoman.dag.incremental.slices import SliceIndex
 from dragoman.dag.model import Dag
 from dragoman.dag.node_groups.group_index import ServedKey
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.reference_grants import ReferenceGrants
 from dragoman.objects import ObjectKey
 from dragoman.store import NamespacedName, Store
 
@@ -204,14 +203,8 @@ class _Build:
             or _needs_names(store, self.options) != self.with_names
         ):
             return None
-        affected: set[ObjectKey] = set()
         if dns is not None:
-            # What the DNS check saw of a name reaches the routes that forward to it: their
-            # clusters (refused or not) and their DNSResolved condition.
-            self.dns = dns
-            self.observed = set(observed)
-            for name in observed:
-                affected.update(self.routes.hostname_readers(name))
+            self.dns, self.observed = dns, set(observed)
         context = build_context(store, self.options, self.dns)
         assert self.slices is not None  # indexed: only such builds are patched
         self.changed_services = self.slices.update(
@@ -222,30 +215,16 @@ class _Build:
             # change only the HTTPS listeners; a listener judged otherwise reaches every route.
             judged = frontends(context)
             if judged != self.judged:
-                if _without_certificates(judged) != _without_certificates(self.judged):
+                if not certificates_alone_differ(self.judged, judged):
                     return None
                 if not _patchable(store, judged):
                     return None
                 self.judged = judged
                 self.groups.rejudged(judged)
-        for kind, name in ROUTE_FIELDS.items():
-            affected.update(ObjectKey(kind, *key) for key in changes.get(name, ()))
-        if "services" in changes:
-            affected.update(self.routes.readers_of_all)
-            for key in changes["services"]:
-                affected.update(self.routes.readers(key))
-        if "reference_grants" in changes:
-            affected.update(self._grant_readers(store, changes["reference_grants"]))
-        if changes.keys() & {"backend_tls_policies", "config_maps", "secrets"} and self.with_names:
-            # Policies (and the CA certificates they name) shape the clusters of the Services
-            # they target: every route reading one of those, before or after.
-            for policy in (
-                *self.store.backend_tls_policies.values(),
-                *store.backend_tls_policies.values(),
-            ):
-                for ref in policy.target_refs:
-                    affected.update(self.routes.readers((policy.meta.namespace, ref.name)))
-        routes = {key: store_route(store, key) for key in affected}
+        reached = reached_routes(
+            self.routes, self.store, store, changes, self.observed, self.with_names
+        )
+        routes = {key: store_route(store, key) for key in reached}
         return self.update(store, context, routes, previous_store=self.store)
 
     def serves_alike(self, dns: DnsObservations, observed: Iterable[str]) -> bool:
@@ -273,25 +252,6 @@ class _Build:
             entry = self.routes.entries[key]
             self.routes.restate(with_parents(entry, entry.parents, entry.conflicts, inputs))
         return self._assembled(previous, replaced)
-
-    def _grant_readers(
-        self, store: Store, changed: frozenset[NamespacedName]
-    ) -> Iterator[ObjectKey]:
-        """Routes with a question one of the changed grants permits, before or after: a grant
-        only adds permissions, so no other answer can change."""
-        versions = [
-            grant
-            for key in changed
-            for grant in (self.store.reference_grants.get(key), store.reference_grants.get(key))
-            if grant is not None
-        ]
-        changed_grants = ReferenceGrants(versions)
-        entries = self.routes.entries
-        for namespace in {namespace for namespace, _ in changed}:
-            for route in self.routes.grant_readers(namespace):
-                questions = entries[route].grant_questions
-                if any(changed_grants.permits(r, t) for r, t in questions):
-                    yield route
 
     def update(
         self,
@@ -418,24 +378,3 @@ def _patchable(store: Store, judged: Frontends) -> bool:
 def _needs_names(store: Store, options: BuildOptions) -> bool:
     """Whether routes must record the backends they reach (as dag.build decides)."""
     return bool(store.backend_tls_policies) or options.dns_check
-
-
-def _without_certificates(judged: Frontends) -> Frontends:
-    """The verdicts with each listener's certificates reduced to whether it has any."""
-    return dataclasses.replace(
-        judged,
-        gateways={
-            key: dataclasses.replace(
-                verdict,
-                listeners=tuple(
-                    dataclasses.replace(v, certificates=_SOME if v.certificates else ())
-                    for v in verdict.listeners
-                ),
-            )
-            for key, verdict in judged.gateways.items()
-        },
-    )
-
-
-# What a listener's certificates become in _without_certificates when it has some.
-_SOME: tuple = (None,)

@@ -11,6 +11,7 @@ from dragoman.dag.options import BuildOptions
 from dragoman.objects import ObjectKey
 from dragoman.store import Store
 from tests.support.builders import (
+    Object,
     backend_ref,
     external_service,
     gateway,
@@ -31,7 +32,8 @@ GRPC = ObjectKey("GRPCRoute", "default", "g")
 OTHER = ObjectKey("HTTPRoute", "other", "o")
 
 
-def store() -> Store:
+def store(*more: Object) -> Store:
+    """The store, with `more` objects."""
     return Store.from_objects(
         typed(
             gateway_class(),
@@ -49,6 +51,7 @@ def store() -> Store:
             reference_grant(
                 "to-web", "default", from_kind="HTTPRoute", from_namespace="other", to_name="web"
             ),
+            *more,
         )
     )
 
