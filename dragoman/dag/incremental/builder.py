@@ -52,8 +52,9 @@ from dragoman.dag.options import BuildOptions
 from dragoman.objects import ObjectKey
 from dragoman.store import NamespacedName, Store
 
-# What a build did: all of it, the entries a change reached, only the load assignments of
-# changed EndpointSlices, or nothing (the store and observations were the same).
+# What a build did: all of it, the entries a change reached, only load assignments (of
+# changed EndpointSlices; or of names the DNS check observed anew, with the DNSResolved
+# conditions of their routes), or nothing (the store and observations were the same).
 BuildKind = Literal["full", "incremental", "endpoints", "unchanged"]
 
 # Store fields whose changes an entry-by-entry update handles; any other change (Gateways,
