@@ -40,7 +40,7 @@ from dragoman.dag.incremental.entries import (
     RouteEntry,
     route_entry,
     store_route,
-    with_parents,
+    with_dns_resolved,
 )
 from dragoman.dag.incremental.reach import certificates_alone_differ, reached_routes
 from dragoman.dag.incremental.route_index import RouteIndex
@@ -250,8 +250,7 @@ class _Build:
         inputs = self._inputs()
         replaced = {key for name in self.observed for key in self.routes.hostname_readers(name)}
         for key in replaced:
-            entry = self.routes.entries[key]
-            self.routes.restate(with_parents(entry, entry.parents, entry.conflicts, inputs))
+            self.routes.restate(with_dns_resolved(self.routes.entries[key], inputs))
         return self._assembled(previous, replaced)
 
     def update(

@@ -177,6 +177,17 @@ def with_parents(
     )
 
 
+def with_dns_resolved(entry: RouteEntry, inputs: EntryInputs) -> RouteEntry:
+    """`entry` (of a route forwarding to external names, with the DNS check on) with its
+    DNSResolved conditions made again from `inputs.dns`; the rest as it was."""
+    assert entry.status is not None  # every entry made has its status
+    options = inputs.options
+    resolved = dns_resolved_condition(
+        entry.names.hostnames, inputs.dns, entry.route.meta.generation, options.external_names
+    )
+    return dataclasses.replace(entry, status=add_route_condition(entry.status, resolved))
+
+
 def _entry(
     key: ObjectKey,
     route: Route,
