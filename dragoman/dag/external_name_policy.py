@@ -141,6 +141,7 @@ class ExternalNamePolicy:
                     f"(externalNames.deniedNetworks in {self.source})"
                 )
         for network, why in BUILTIN_DENIED_NETWORKS:
+            # (subnet_of between networks of one version, which mypy cannot tell.)
             if address in network and not any(
                 address in allowed and allowed.subnet_of(network)  # type: ignore[arg-type]
                 for allowed in self.allowed_networks

@@ -7,23 +7,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Final, Literal
 
 from dragoman.objects import ObjectKey
+from dragoman.objects.gateway import PathMatchType as PathMatchType
+from dragoman.objects.gateway import PathModifierType as PathRewriteType
 from dragoman.snapshots.resources import ALL_GATEWAYS as ALL_GATEWAYS
 
 # Upstream protocols a cluster speaks. Plain HTTP/1.1 is the default (over TLS: HTTP/2 when
 # the upstream offers it by ALPN, else HTTP/1.1); "h2c" is HTTP/2 over cleartext (GRPCRoute
 # backends, Service ports with appProtocol kubernetes.io/h2c); "h2" is HTTP/2 over TLS only
 # (ALPN h2), what h2c becomes on a port dragoman reaches over TLS.
-HTTP1 = "http1"
-H2C = "h2c"
-H2 = "h2"
+HTTP1: Final = "http1"
+H2C: Final = "h2c"
+H2: Final = "h2"
 # Whole connections (TCPRoute, TLSRoute) and datagrams (UDPRoute): bytes passed as they come,
 # with TLS only where a BackendTLSPolicy asks for it (TCP).
-TCP = "tcp"
-UDP = "udp"
+TCP: Final = "tcp"
+UDP: Final = "udp"
 L4_PROTOCOLS = (TCP, UDP)
+L4Protocol = Literal["tcp", "udp"]
+UpstreamProtocol = Literal["http1", "h2c", "h2", "tcp", "udp"]
+
+# How a path is matched (RE2 for RegularExpression) and how a rewrite replaces it are the
+# Gateway API's own choices (PathMatchType, PathRewriteType), imported above.
+# Which of a name's addresses are used: Envoy's DnsLookupFamily names.
+LookupFamily = Literal["V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +40,7 @@ class SubjectAltNameMatch:
     """A name the upstream's certificate must carry: san_type "DNS" or "URI", matched exactly
     (a DNS wildcard in the certificate covers one label, as in every TLS client)."""
 
-    san_type: str
+    san_type: Literal["DNS", "URI"]
     value: str
 
 
@@ -62,7 +71,7 @@ class UpstreamTls:
 class DnsSettings:
     """Per-cluster DNS behaviour (Service annotations). None: the translation's default."""
 
-    lookup_family: str | None = None  # a DnsLookupFamily name: V4_ONLY, V6_ONLY, V4_PREFERRED, ALL
+    lookup_family: LookupFamily | None = None
     refresh_s: float | None = None
     respect_ttl: bool | None = None
     failure_base_s: float | None = None  # failure refresh backoff; None: the refresh rate
@@ -76,7 +85,7 @@ DEFAULT_DNS_SETTINGS = DnsSettings()
 
 # The family used when neither the Service nor the server configuration names one: Envoy's
 # own default, so names dragoman checks and names Envoy resolves pick addresses alike.
-DEFAULT_LOOKUP_FAMILY = "V4_PREFERRED"
+DEFAULT_LOOKUP_FAMILY: Final = "V4_PREFERRED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +98,15 @@ class EdsCluster:
     # The ServicePort's targetPort (number or name) and name, for matching EndpointSlice ports.
     target_port: int | str
     port_name: str = ""
-    protocol: str = HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
+    protocol: UpstreamProtocol = (
+        HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
+    )
     tls: UpstreamTls | None = None  # a BackendTLSPolicy's; None: cleartext
     # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
     client_ip_affinity: bool = False
+
+    # Every cluster says whether Envoy takes its endpoints over EDS (see DnsCluster's).
+    served_over_eds: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +119,9 @@ class DnsCluster:
     service: ObjectKey
     hostname: str
     port: int
-    protocol: str = HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
+    protocol: UpstreamProtocol = (
+        HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
+    )
     tls: UpstreamTls | None = None
     dns: DnsSettings = DEFAULT_DNS_SETTINGS
     checked: bool = False
@@ -116,7 +132,11 @@ class DnsCluster:
 
     @property
     def served_over_eds(self) -> bool:
-        """Endpoints from dragoman (checked or fixed addresses), not Envoy's resolver."""
+        """Whether Envoy takes the cluster's endpoints over EDS, as the addresses dragoman
+        serves (the DNS check's, or the Service's spec.externalIPs), never resolving the name
+        itself; else the cluster resolves `hostname` (STRICT_DNS or LOGICAL_DNS). The one
+        answer to "is this cluster served over EDS?" with EdsCluster's (always) and
+        AggregateCluster's (never: its children are, each as it says)."""
         return self.checked or bool(self.addresses)
 
 
@@ -129,7 +149,10 @@ class AggregateCluster:
     service: ObjectKey  # the ExternalName Service that asked for it
     preferred: EdsCluster
     fallback: DnsCluster
-    protocol: str = HTTP1
+    protocol: UpstreamProtocol = HTTP1
+
+    # An aggregate has no endpoints of its own: its children are served each as it says.
+    served_over_eds: ClassVar[bool] = False
 
     @property
     def children(self) -> tuple[EdsCluster, DnsCluster]:
@@ -206,7 +229,7 @@ class ValueMatch:
 
 @dataclass(frozen=True, slots=True)
 class RouteMatch:
-    path_type: str  # "Exact", "PathPrefix" or "RegularExpression" (RE2)
+    path_type: PathMatchType
     path: str
     headers: tuple[ValueMatch, ...] = ()
     query_params: tuple[ValueMatch, ...] = ()
@@ -218,7 +241,7 @@ class RouteMatch:
 class PathRewrite:
     """URLRewrite or RequestRedirect path: ReplaceFullPath, or ReplacePrefixMatch of `prefix`."""
 
-    type: str  # "ReplaceFullPath" or "ReplacePrefixMatch"
+    type: PathRewriteType
     value: str
     prefix: str = ""  # the PathPrefix match being replaced (ReplacePrefixMatch only)
 
@@ -455,6 +478,3 @@ class Dag:
     statuses: Mapping[ObjectKey, ObjectStatus] = field(default_factory=dict)
     # External names routes forward to, for the DNS check to resolve (only when it is on).
     dns_hostnames: tuple[str, ...] = ()
-    # Routes forwarding to external names (with the check on): their names and generation,
-    # so a DNS change updates their DNSResolved condition without a build.
-    dns_routes: Mapping[ObjectKey, tuple[tuple[str, ...], int]] = field(default_factory=dict)

@@ -4,17 +4,14 @@ and re-serializes only what changed. Pure apart from handing snapshots to the ca
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dragoman.dag.dns_check import DnsObservations, dns_refusal, served_addresses
-from dragoman.dag.incremental import IncrementalBuild
+from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.incremental import BuildKind, IncrementalBuild
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.status.route_upstreams import with_dns_conditions
-from dragoman.dag.upstreams.endpoints import checked_assignment, checked_clusters
 from dragoman.envoy.grpc.translate import GrpcSnapshots
 from dragoman.envoy.grpc.variant import grpc_snapshots
 from dragoman.envoy.incremental import IncrementalTranslation
@@ -28,7 +25,7 @@ from dragoman.xds.server.snapshot_cache import SnapshotCache
 
 @dataclass(frozen=True, slots=True)
 class UpdateResult:
-    kind: str  # "full", "incremental", "endpoints" or "unchanged"
+    kind: BuildKind
     seconds: float
     problems: tuple[Problem, ...] = ()
     new_problems: tuple[Problem, ...] = ()
@@ -69,7 +66,11 @@ class Controller:
                 self.store = store
                 return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
             dag = built.dag
-            snapshots = self.translation.translate(dag)
+            if built.dns_changed:
+                # Only the addresses of names already served changed: their endpoints alone.
+                snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
+            else:
+                snapshots = self.translation.translate(dag)
         self.grpc = grpc_snapshots(
             dag,
             snapshots,
@@ -78,85 +79,40 @@ class Controller:
             translate_options=self.translate_options,
             dns=self.dns,
             previous=self.grpc,
-            previous_store=previous_store if built.kind == "endpoints" else None,
+            previous_store=previous_store
+            if built.kind == "endpoints" and not built.dns_changed
+            else None,
+            dns_changed=built.dns_changed or None,
         )
         self.store, self.dag, self.snapshots = store, dag, snapshots
         self.cache.set_snapshots(snapshots, grpc=self.grpc)
         old = set(previous_dag.problems) if previous_dag is not None else set()
         new_problems = tuple(p for p in dag.problems if p not in old)
-        result = UpdateResult(built.kind, time.perf_counter() - started, dag.problems, new_problems)
+        # (A DNS check's DNSResolved conditions; a full or incremental update may always have.)
+        statuses_changed = bool(built.dns_changed) and (
+            previous_dag is None or dag.statuses != previous_dag.statuses
+        )
+        result = UpdateResult(
+            built.kind,
+            time.perf_counter() - started,
+            dag.problems,
+            new_problems,
+            statuses_changed=statuses_changed,
+        )
         for observer in self.observers:
             observer(result)
         return result
 
     def update_dns(self, dns: DnsObservations) -> UpdateResult:
-        """Publish new DNS check observations: when only the addresses (or the condition) of
-        names already served changed, as endpoints and route statuses alone (the EDS fast
-        path); else by a build of the current store."""
+        """Publish new DNS check observations: a build of the current store with them (when
+        only the addresses of names already served changed, as endpoints and route statuses
+        alone: the EDS fast path)."""
         started = time.perf_counter()
         if dns == self.dns or self.store is None:
             self.dns = dict(dns)
             return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
-        changed = {n for n in dns.keys() | self.dns.keys() if dns.get(n) != self.dns.get(n)}
-        if self.dag is not None and self._served_before_and_after(changed, dns):
-            statuses_changed = self._update_dns_endpoints(dns, changed)
-            result = UpdateResult(
-                "endpoints",
-                time.perf_counter() - started,
-                self._problems(),
-                statuses_changed=statuses_changed,
-            )
-            for observer in self.observers:
-                observer(result)
-            return result
         self.dns = dict(dns)
-        return self.update(self.store)  # other observations: a build of the same store
-
-    def _served_before_and_after(self, changed: set[str], dns: DnsObservations) -> bool:
-        """True when every changed name had a cluster and keeps it: no build needed."""
-        if not self.build_options.dns_check:
-            return False
-        policy = self.build_options.external_names
-        return all(
-            dns_refusal(name, self.dns.get(name), policy) is None
-            and dns_refusal(name, dns.get(name), policy) is None
-            for name in changed
-        )
-
-    def _update_dns_endpoints(self, dns: DnsObservations, changed: set[str]) -> bool:
-        """Endpoints and route statuses from new observations; True if statuses changed.
-
-        The incremental builder sees other observations at its next build and rebuilds the
-        routes forwarding to those names, so what it keeps never disagrees with what is
-        served."""
-        dag, store = self.dag, self.store
-        assert dag is not None and store is not None
-        policy = self.build_options.external_names
-        self.dns = dict(dns)
-        assignments = dict(dag.load_assignments)
-        for value in checked_clusters(dag.clusters):
-            if value.hostname in changed:
-                served = served_addresses(value.hostname, dns.get(value.hostname), policy)
-                assignments[value.name] = checked_assignment(
-                    value, served, self.build_options.dns_lookup_family
-                )
-        statuses = with_dns_conditions(dag.statuses, dag.dns_routes, dns, policy, changed)
-        statuses_changed = statuses != dag.statuses
-        dag = dataclasses.replace(dag, load_assignments=assignments, statuses=statuses)
-        snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
-        self.grpc = grpc_snapshots(
-            dag,
-            snapshots,
-            store,
-            build_options=self.build_options,
-            translate_options=self.translate_options,
-            dns=self.dns,
-            previous=self.grpc,
-            dns_changed=changed,
-        )
-        self.dag, self.snapshots = dag, snapshots
-        self.cache.set_snapshots(snapshots, grpc=self.grpc)
-        return statuses_changed
+        return self.update(self.store)
 
     def _problems(self) -> tuple[Problem, ...]:
         return self.dag.problems if self.dag is not None else ()

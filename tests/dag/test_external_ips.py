@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from envoy.config.cluster.v3 import cluster_pb2
 
+from dragoman.dag.context import build_context
 from dragoman.dag.model import DnsCluster
 from dragoman.dag.options import BuildOptions
+from dragoman.dag.upstreams.clusters import ResolvedCluster, resolved_cluster
 from dragoman.envoy.clusters import cluster
 from dragoman.envoy.options import DEFAULT_OPTIONS
-from tests.support.builders import external_service, http_route
+from dragoman.store import Store
+from tests.support.builders import external_service, http_route, typed
 from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
 
 
@@ -70,3 +73,23 @@ def test_with_the_dns_check_external_ips_need_no_resolution() -> None:
 
     assert hosts(dag) == [("203.0.113.5", 443, "api.example.com")]
     assert dag.dns_hostnames == ()  # nothing to resolve
+
+
+def test_the_cluster_comes_with_its_warnings() -> None:
+    """What of the Service is not used is found once, as the cluster is resolved."""
+    store = Store.from_objects(
+        typed(external_service("ext", "api.example.com", external_ips=["203.0.113.5", "::1"]))
+    )
+    context = build_context(store, BuildOptions())
+    resolved = resolved_cluster(store.services[("default", "ext")], 443, context)
+    assert isinstance(resolved, ResolvedCluster)
+    assert isinstance(resolved.cluster, DnsCluster)
+    assert resolved.cluster.addresses == ("203.0.113.5",)
+    [warning] = resolved.warnings
+    assert warning.startswith("Service default/ext spec.externalIPs: [1] ::1 is a loopback")
+    assert warning.endswith("; not used")
+    # Without spec.externalIPs: nothing to warn of.
+    plain = Store.from_objects(typed(external_service("ext", "api.example.com")))
+    context = build_context(plain, BuildOptions())
+    resolved = resolved_cluster(plain.services[("default", "ext")], 443, context)
+    assert isinstance(resolved, ResolvedCluster) and resolved.warnings == ()

@@ -59,46 +59,49 @@ def _store(shared: int = 0, numbers: Iterable[int] = range(N)) -> Store:
     return Store.from_objects(typed(*documents))
 
 
-def _by_domain_values(builder: IncrementalBuild) -> list[object]:
-    state = builder._state
-    assert state is not None
+def _shared_domains(builder: IncrementalBuild) -> list[set[object]]:
+    """The keys of every domain of every route table that two or more items share."""
+    made = builder._build
+    assert made is not None
     return [
-        held
-        for index in state.indexes.values()
+        set(keys)
+        for index in made.groups._indexes.values()
         for table in index._tables.values()
-        for held in table._by_domain.values()
+        for _, keys in table._by_domain.shared()
     ]
 
 
-def test_a_place_one_route_reaches_holds_its_key_alone() -> None:
+def test_a_place_one_route_reaches_holds_one_key() -> None:
     builder = IncrementalBuild()
     builder.build(_store())
-    state = builder._state
-    assert state is not None
-    for index in (state.readers, state.cluster_sources):
-        assert len(index) == N
-        assert all(type(held) is ObjectKey for held in index.values())
-    by_domain = _by_domain_values(builder)
-    assert len(by_domain) >= N
-    assert all(type(held) is tuple for held in by_domain)
+    made = builder._build
+    assert made is not None
+    for i in range(N):
+        route = ObjectKey("HTTPRoute", "default", f"r{i}")
+        assert list(made.routes.readers(("default", f"svc{i}"))) == [route]
+        assert list(made.clusters._sources.keys(f"default/svc{i}/80")) == [route]
+    assert list(made.clusters._sources.shared()) == []
+    assert _shared_domains(builder) == []
 
 
-def test_keys_become_a_set_when_shared_and_a_key_again_when_not() -> None:
+def test_keys_are_shared_and_then_not() -> None:
     builder = IncrementalBuild()
     builder.build(_store(shared=3))
-    state = builder._state
-    assert state is not None
+    made = builder._build
+    assert made is not None
     svc0 = ("default", "svc0")
-    assert state.readers[svc0] == {ObjectKey("HTTPRoute", "default", f"r{i}") for i in range(3)}
-    assert type(state.cluster_sources["default/svc0/80"]) is set
+    routes = {ObjectKey("HTTPRoute", "default", f"r{i}") for i in range(3)}
+    assert set(made.routes.readers(svc0)) == routes
+    assert set(made.clusters._sources.keys("default/svc0/80")) == routes
     # Routes 1 and 2 stop forwarding to svc0: route 0 alone reads it again.
     store = _store()
     result = builder.build(store)
     assert result.kind == "incremental"
     _assert_same(result.dag, build(store))
-    assert state.readers[svc0] == ObjectKey("HTTPRoute", "default", "r0")
-    assert state.cluster_sources["default/svc0/80"] == ObjectKey("HTTPRoute", "default", "r0")
-    assert all(type(held) is ObjectKey for held in state.readers.values())
+    r0 = ObjectKey("HTTPRoute", "default", "r0")
+    assert list(made.routes.readers(svc0)) == [r0]
+    assert list(made.clusters._sources.keys("default/svc0/80")) == [r0]
+    assert list(made.clusters._sources.shared()) == []
 
 
 def test_wildcard_domains_shared_by_many_routes_hold_a_set() -> None:
@@ -108,23 +111,22 @@ def test_wildcard_domains_shared_by_many_routes_hold_a_set() -> None:
         documents.append(http_route(f"r{i}", [(f"/{i}", f"svc{i}", 80)], hostnames=["*.test"]))
     builder = IncrementalBuild()
     builder.build(Store.from_objects(typed(*documents)))
-    shared = [held for held in _by_domain_values(builder) if type(held) is set]
-    assert [len(held) for held in shared] == [3]  # type: ignore[arg-type]
+    assert [len(keys) for keys in _shared_domains(builder)] == [3]
     # One route leaves the domain, then another: the last one is held as a key again.
     for left in (1, 2):
         documents = [d for d in documents if d["metadata"]["name"] != f"r{left}"]
         store = Store.from_objects(typed(*documents))
         result = builder.build(store)
         _assert_same(result.dag, build(store))
-    assert all(type(held) is tuple for held in _by_domain_values(builder))
+    assert _shared_domains(builder) == []
 
 
 def test_served_items_are_made_again_equal() -> None:
     builder = IncrementalBuild()
     builder.build(_store(shared=3))
-    state = builder._state
-    assert state is not None
-    for entry in state.entries.values():
+    made = builder._build
+    assert made is not None
+    for entry in made.routes.entries.values():
         first = dict(entry.served())
         assert first  # every route here is attached
         assert first == dict(entry.served())
@@ -133,16 +135,16 @@ def test_served_items_are_made_again_equal() -> None:
 def test_an_index_finds_removed_items_where_it_placed_them() -> None:
     builder = IncrementalBuild()
     builder.build(_store(shared=3))
-    state = builder._state
+    state = builder._build
     assert state is not None
     verdicts = list(state.judged.with_children(next(iter(state.judged.gateways.values()))))
     index = NodeGroupIndex("default/gw", verdicts)
     empty = NodeGroupIndex("default/gw", verdicts).group()
-    items = {k: v for entry in state.entries.values() for k, v in entry.served()}
+    items = {k: v for entry in state.routes.entries.values() for k, v in entry.served()}
     index.update({}, items)
     assert index.group().route_tables != empty.route_tables
     # Removed as the builder removes them: each item made again from its entry.
-    again = {k: v for entry in state.entries.values() for k, v in entry.served()}
+    again = {k: v for entry in state.routes.entries.values() for k, v in entry.served()}
     index.update(again, {})
     assert index.group().route_tables == empty.route_tables
     assert index.group().clusters == ()

@@ -18,6 +18,7 @@ from dragoman.dag.model import (
     UpstreamTls,
 )
 from dragoman.dag.options import BuildOptions
+from dragoman.objects import ObjectKey
 from tests.support.builders import external_service, http_route, service
 from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
 
@@ -477,3 +478,14 @@ def test_an_external_name_cluster_is_named_for_its_port_name(
         )
         names = [name for name in dag.clusters if name.startswith("default/ext/")]
         assert names == [expected.format(number=number)]
+
+
+def test_every_cluster_says_whether_it_is_served_over_eds() -> None:
+    key = ObjectKey("Service", "default", "svc")
+    pods = EdsCluster("default/svc/80", key, 80, 8080)
+    resolved_by_envoy = DnsCluster("default/ext/80", key, "api.example.com", 80)
+    checked = DnsCluster("default/ext/80", key, "api.example.com", 80, checked=True)
+    fixed = DnsCluster("default/ext/80", key, "api.example.com", 80, addresses=("192.0.2.1",))
+    aggregate = AggregateCluster("default/ext/80", key, pods, resolved_by_envoy)
+    assert pods.served_over_eds and checked.served_over_eds and fixed.served_over_eds
+    assert not resolved_by_envoy.served_over_eds and not aggregate.served_over_eds

@@ -157,10 +157,21 @@ def _attach_one(
             f"allows {route.kind}s from namespace {route_namespace!r} "
             f"({_allowances(admitting)})",
         )
+    return _attached(route, index, parent_ref, allowed, f"{kind} {namespace}/{parent_ref.name}")
 
+
+def _attached(
+    route: Attachable,
+    index: int,
+    parent_ref: ParentRef,
+    allowed: Sequence[ListenerVerdict],
+    parent: str,
+) -> ParentOutcome:
+    """The parentRef attached to the `allowed` listeners of `parent` whose hostnames
+    intersect the route's, or why none."""
     attachments = tuple(
         Attachment(
-            gateway=v.gateway,  # the key of `verdict`'s Gateway (or ListenerSet)
+            gateway=v.gateway,  # the key of the parent's Gateway (or ListenerSet)
             port=v.listener.port,
             domains=domains,
             listener=v.name,
@@ -176,7 +187,7 @@ def _attach_one(
             field="spec.hostnames",
             reason="NoMatchingListenerHostname",
             message=f"spec.parentRefs[{index}]: no route hostname intersects the listener "
-            f"hostnames {listener_hostnames} of {kind} {namespace}/{parent_ref.name}",
+            f"hostnames {listener_hostnames} of {parent}",
         )
         return ParentOutcome(index, parent_ref, problem=problem)
     return ParentOutcome(index, parent_ref, attachments=attachments)
@@ -201,8 +212,8 @@ def _selected_listeners(
     section, port = parent_ref.section_name, parent_ref.port
     selected = list(verdict.listeners)
     if section is not None:
-        named = verdict.listener(section)
-        selected = [named] if named is not None else []
+        found = verdict.listener(section)
+        selected = [found] if found is not None else []
         if not selected:
             return ".sectionName", f"{gateway_name()} has no listener named {section!r}"
     if port is not None:

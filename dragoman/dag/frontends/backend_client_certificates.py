@@ -108,7 +108,9 @@ def _renamed_backends(
     backends: tuple[Backend, ...], renamed: Mapping[str, str]
 ) -> tuple[Backend, ...]:
     return tuple(
-        dataclasses.replace(b, cluster=renamed[b.cluster]) if b.cluster in renamed else b
+        dataclasses.replace(b, cluster=renamed[b.cluster])
+        if b.cluster is not None and b.cluster in renamed
+        else b
         for b in backends
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from dragoman.dag.context import BuildContext
 from dragoman.dag.frontends.attachment import namespace_labels
@@ -59,7 +60,10 @@ def listener_sets(
         elif not gateway.accepted:
             refusal = f"its parent Gateway {key[0]}/{key[1]} is not accepted"
             verdict = _refused(listener_set, PARENT_NOT_ACCEPTED, refusal)
-        elif (denied := _not_allowed(gateway.gateway, listener_set, context)) is not None:
+        # (A verdict of `gateways` is a Gateway's, never a ListenerSet's.)
+        elif (
+            denied := _not_allowed(cast(Gateway, gateway.gateway), listener_set, context)
+        ) is not None:
             verdict = _refused(listener_set, NOT_ALLOWED, denied)
         else:
             siblings = children.setdefault(gateway.gateway.key, [])

@@ -7,6 +7,6 @@ no changed object reaches: route entries, virtual hosts, statuses and load assig
 A full build (`dag.build.build`) is its first build: the steps are ordered in one place.
 """
 
-from dragoman.dag.incremental.builder import IncrementalBuild, full_build
+from dragoman.dag.incremental.builder import BuildKind, IncrementalBuild, full_build
 
-__all__ = ["IncrementalBuild", "full_build"]
+__all__ = ["BuildKind", "IncrementalBuild", "full_build"]

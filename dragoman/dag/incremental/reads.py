@@ -31,9 +31,10 @@ class RecordingServices(Mapping[NamespacedName, Service]):
         return self._services[key]
 
     def __contains__(self, key: object) -> bool:
-        self.keys_read.add(key)  # type: ignore[arg-type]
+        self.keys_read.add(key)  # type: ignore[arg-type]  # a key asked about, found or not
         return key in self._services
 
+    # (One signature for Mapping.get's overloads: callers pass a key and perhaps a default.)
     def get(self, key: NamespacedName, default: object = None) -> object:  # type: ignore[override]
         self.keys_read.add(key)
         return self._services.get(key, default)

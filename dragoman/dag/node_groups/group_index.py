@@ -20,7 +20,7 @@ from dragoman.dag.node_groups.groups import (
 )
 from dragoman.dag.node_groups.l4_listeners import ServedL4Route, l4_listener
 from dragoman.dag.node_groups.virtual_host_index import ItemKey, VirtualHostIndex
-from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes
+from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, Scheme
 
 # A served item: (route key, parentRef position, attachment position), the build's order.
 ServedKey = tuple[Any, ...]
@@ -36,7 +36,7 @@ class NodeGroupIndex:
         self._tables: dict[_TableKey, VirtualHostIndex] = {}
         # (Gateway namespace, name, listener) -> where its routes go: (table, position of the
         # listener among the table's, scheme, listener hostname).
-        self._routing: dict[tuple[str, str, str], list[tuple[_TableKey, int, str, Any]]] = {}
+        self._routing: dict[tuple[str, str, str], list[tuple[_TableKey, int, Scheme, Any]]] = {}
         # TCP, TLS and UDP listeners (no virtual hosts): the routes served there.
         self._l4: dict[tuple[str, str, str], dict[ServedKey, ServedL4Route]] = {}
         for (port, _), verdicts in self._ports.items():
@@ -45,6 +45,7 @@ class NodeGroupIndex:
                 for verdict in verdicts:
                     self._l4[(verdict.gateway.namespace, verdict.gateway.name, verdict.name)] = {}
                 continue
+            table: _TableKey
             if verdicts[0].listener.protocol == "HTTPS":
                 for verdict in verdicts:
                     table = ("https", port, verdict.gateway, verdict.name)
@@ -60,7 +61,7 @@ class NodeGroupIndex:
         self._clusters: tuple[str, ...] = ()
 
     def _route(
-        self, verdict: ListenerVerdict, table: _TableKey, position: int, scheme: str
+        self, verdict: ListenerVerdict, table: _TableKey, position: int, scheme: Scheme
     ) -> None:
         key = (verdict.gateway.namespace, verdict.gateway.name, verdict.name)
         where = (table, position, scheme, verdict.listener.hostname)
@@ -116,7 +117,7 @@ class NodeGroupIndex:
 
     def _placed(
         self, served_key: ServedKey, a: Attachment
-    ) -> Iterator[tuple[_TableKey, ItemKey, str, Any]]:
+    ) -> Iterator[tuple[_TableKey, ItemKey, Scheme, Any]]:
         """Where an item attached by `a` goes: (table, its key there, scheme, listener
         hostname) for each route table of its listener. The routing never changes (rejudged
         keeps the listeners), so an item is found where it was placed: nothing per item kept."""

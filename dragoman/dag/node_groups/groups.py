@@ -38,7 +38,7 @@ from dragoman.dag.model import (
     VirtualHost,
 )
 from dragoman.dag.node_groups.l4_listeners import ServedL4Route, l4_listener
-from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, virtual_hosts
+from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, Scheme, virtual_hosts
 from dragoman.dag.routes.ranking import RankedRoute
 from dragoman.objects import ObjectKey
 
@@ -213,7 +213,7 @@ def _assign_ports(
 
 
 def _listener_routes(
-    verdicts: Iterable[ListenerVerdict], by_listener: _ByListener, scheme: str
+    verdicts: Iterable[ListenerVerdict], by_listener: _ByListener, scheme: Scheme
 ) -> list[ListenerRoutes]:
     return [
         ListenerRoutes(
@@ -291,7 +291,7 @@ def host_clusters(virtual_host: VirtualHost) -> set[str]:
 
 def l4_clusters(listeners: Iterable[Listener]) -> set[str]:
     """The clusters TCP, TLS and UDP listeners forward to."""
-    l4 = set()
+    l4: set[str] = set()
     for listener in listeners:
         if isinstance(listener, UdpListener):
             l4.update(listener.forward.clusters)

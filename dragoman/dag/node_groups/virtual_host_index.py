@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dragoman.dag.frontends.hostnames import ANY_HOST, covering_domains, covers, listener_host
-from dragoman.dag.key_index import Held, add_key, keys_at, remove_key
+from dragoman.dag.key_index import KeyIndex
 from dragoman.dag.model import VirtualHost
 from dragoman.dag.node_groups.groups import host_clusters
 from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, domain_virtual_host
@@ -32,8 +32,8 @@ class VirtualHostIndex:
         self._port = port
         self._listeners = frozenset(listener_host(h) for h in listener_hostnames)
         self._items: dict[ItemKey, ListenerRoutes] = {}
-        # The items served under each domain (see key_index: most domains have one).
-        self._by_domain: dict[str, Held[ItemKey]] = {}
+        # The items served under each domain.
+        self._by_domain: KeyIndex[str, ItemKey] = KeyIndex()
         self._domains: set[str] = set(self._listeners)
         self._sorted: list[str] = sorted(self._domains)
         self._hosts: dict[str, VirtualHost | None] = {}
@@ -55,7 +55,7 @@ class VirtualHostIndex:
                 continue
             for domain in set(item.domains):
                 touched.add(domain)
-                if remove_key(self._by_domain, domain, key) and domain not in self._listeners:
+                if self._by_domain.remove(domain, key) and domain not in self._listeners:
                     self._domains.discard(domain)
                     del self._sorted[bisect.bisect_left(self._sorted, domain)]
                     self._set_host(domain, None)
@@ -67,7 +67,7 @@ class VirtualHostIndex:
             self._items[key] = item
             for domain in set(item.domains):
                 touched.add(domain)
-                if add_key(self._by_domain, domain, key) and domain not in self._domains:
+                if self._by_domain.add(domain, key) and domain not in self._domains:
                     self._domains.add(domain)
                     new_domains.append(domain)
         if len(new_domains) > 64:
@@ -93,10 +93,9 @@ class VirtualHostIndex:
                     positions.append(index)
         self._items = dict(zip(keys, items, strict=True))
         key_of = keys.__getitem__
-        self._by_domain = {
-            domain: key_of(positions[0]) if len(positions) == 1 else set(map(key_of, positions))
-            for domain, positions in by_domain.items()
-        }
+        self._by_domain = KeyIndex.of(
+            {domain: list(map(key_of, positions)) for domain, positions in by_domain.items()}
+        )
         domains = self._domains
         domains.update(by_domain)
         self._sorted = sorted(domains)
@@ -141,10 +140,10 @@ class VirtualHostIndex:
     def _refresh(self, domains: Iterable[str]) -> None:
         by_domain, items = self._by_domain, self._items
         for domain in domains:
-            keys: set[Hashable] = set()
+            keys: set[ItemKey] = set()
             for d in (domain, *covering_domains(domain)):
-                keys.update(keys_at(by_domain, d))
-            reaching = [items[k] for k in sorted(keys)]  # type: ignore[type-var]
+                keys.update(by_domain.keys(d))
+            reaching = [items[k] for k in sorted(keys)]
             host = domain_virtual_host(self._port, domain, self._domains, self._listeners, reaching)
             previous = self._hosts.get(domain)
             # The same value keeps the previous object: its serialization is reused by identity.

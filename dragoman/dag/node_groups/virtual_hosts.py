@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from dragoman.dag.frontends.hostnames import (
     covering_domains,
@@ -27,6 +28,9 @@ from dragoman.dag.frontends.hostnames import (
 from dragoman.dag.model import Redirect, Route, VirtualHost
 from dragoman.dag.routes.ranking import Precedence, RankedRoute
 
+# What clients speak to a listener.
+Scheme = Literal["http", "https"]
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -35,7 +39,7 @@ class ListenerRoutes:
     """The routes of one route object, accepted by one listener of this port."""
 
     listener_hostname: str | None  # None: the listener takes any host
-    scheme: str  # what clients speak to the listener: "http" or "https"
+    scheme: Scheme  # what clients speak to the listener
     domains: tuple[str, ...]  # route hostnames intersected with the listener's
     route_hostnames: tuple[str, ...]  # the route's own spec.hostnames
     routes: tuple[RankedRoute, ...]

@@ -19,6 +19,7 @@ from dragoman.dag.model import (
     Mirror,
     Problem,
     Redirect,
+    UpstreamProtocol,
     has_client_ip_affinity,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
@@ -115,7 +116,7 @@ def _rule_action(
     grpc: bool = False,
 ) -> RuleAction:
     # gRPC needs HTTP/2 all the way to the backend.
-    protocol = H2C if grpc else None
+    protocol: UpstreamProtocol | None = H2C if grpc else None
     no_backend = NO_GRPC_BACKEND if grpc else NO_BACKEND
     # Most rules have no filters: their field path and the route's key are not made then.
     parsed = (
@@ -177,7 +178,7 @@ def _mirrors(
     rule_index: int,
     parsed: RuleFilters,
     context: BuildContext,
-    protocol: str | None,
+    protocol: UpstreamProtocol | None,
     problems: list[Problem],
     clusters: dict[str, Cluster],
 ) -> tuple[Mirror, ...]:
@@ -189,8 +190,10 @@ def _mirrors(
         if isinstance(resolved, Problem):
             problems.append(resolved)
             continue
-        clusters[resolved.name] = resolved
+        # (Only a backend reports its cluster's warnings, not a mirror.)
+        cluster = resolved.cluster
+        clusters[cluster.name] = cluster
         # A mirror is a request of its own: an external host needs its own name in Host too.
-        host = resolved.hostname if isinstance(resolved, DnsCluster) else None
-        mirrors.append(Mirror(resolved.name, spec.numerator, spec.denominator, host))
+        host = cluster.hostname if isinstance(cluster, DnsCluster) else None
+        mirrors.append(Mirror(cluster.name, spec.numerator, spec.denominator, host))
     return tuple(mirrors)

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.model import NO_EDITS, Backend, Cluster, HeaderEdits, Problem
+from dragoman.dag.model import (
+    NO_EDITS,
+    Backend,
+    Cluster,
+    HeaderEdits,
+    L4Protocol,
+    Problem,
+    UpstreamProtocol,
+)
 from dragoman.dag.reference_grants import (
     not_permitted_message,
     route_referrer,
@@ -13,9 +21,9 @@ from dragoman.dag.reference_grants import (
 )
 from dragoman.dag.routes.filters import envoy_refuses, header_edits
 from dragoman.dag.upstreams.clusters import (
+    ResolvedCluster,
     Unresolved,
-    cluster_warnings,
-    service_cluster,
+    resolved_cluster,
     with_protocol,
 )
 from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route
@@ -26,7 +34,7 @@ def resolve_backends(
     rule_index: int,
     refs: Sequence[BackendRef],
     context: BuildContext,
-    protocol: str | None,
+    protocol: UpstreamProtocol | None,
     clusters: dict[str, Cluster],
     problems: list[Problem],
 ) -> tuple[Backend, ...]:
@@ -43,7 +51,7 @@ def resolve_backends(
             request, response, host, filter_problems = _backend_filters(route, field, ref)
             problems.extend(filter_problems)
         else:
-            request, response, host, filter_problems = NO_EDITS, NO_EDITS, None, ()
+            request, response, host, filter_problems = NO_EDITS, NO_EDITS, None, []
         if isinstance(resolved, Problem):
             problems.append(resolved)
         if ref.weight <= 0:
@@ -52,12 +60,13 @@ def resolve_backends(
             # Keeps its share of traffic, which then answers 500, as the Gateway API asks.
             backends.append(Backend(cluster=None, weight=ref.weight))
             continue
-        clusters[resolved.name] = resolved
-        for warning in cluster_warnings(resolved, context):
+        cluster = resolved.cluster
+        clusters[cluster.name] = cluster
+        for warning in resolved.warnings:
             problems.append(Problem(route.key, field, "UnsupportedValue", warning))
         backends.append(
             Backend(
-                cluster=resolved.name,
+                cluster=cluster.name,
                 weight=ref.weight,
                 request_headers=request,
                 response_headers=response,
@@ -116,12 +125,13 @@ def resolve_backend_ref(
     field: str,
     ref: BackendRef,
     context: BuildContext,
-    protocol: str | None = None,
-    l4: str | None = None,
-) -> Cluster | Problem:
-    """The cluster a backendRef names (in `protocol` when given), or why it names none.
+    protocol: UpstreamProtocol | None = None,
+    l4: L4Protocol | None = None,
+) -> ResolvedCluster | Problem:
+    """The cluster a backendRef names (in `protocol` when given) with its warnings, or why it
+    names none.
 
-    `l4` (TCP or UDP): a cluster for a TCPRoute, TLSRoute or UDPRoute (see service_cluster)."""
+    `l4` (TCP or UDP): a cluster for a TCPRoute, TLSRoute or UDPRoute (see resolved_cluster)."""
     if ref.group != "":
         return _problem(
             route,
@@ -160,11 +170,13 @@ def resolve_backend_ref(
             route, "BackendNotFound", f"Service {namespace}/{ref.name} not found", field
         )
 
-    resolved = service_cluster(service, ref.port, context, l4)
+    resolved = resolved_cluster(service, ref.port, context, l4)
     if isinstance(resolved, Unresolved):
         at = f"{field}.port" if resolved.port_at_fault else field
         return _problem(route, resolved.reason, resolved.message, at)
-    return resolved if protocol is None else with_protocol(resolved, protocol)
+    if protocol is None:
+        return resolved
+    return ResolvedCluster(with_protocol(resolved.cluster, protocol), resolved.warnings)
 
 
 def _problem(route: HTTPRoute | GRPCRoute | L4Route, reason: str, message: str, at: str) -> Problem:

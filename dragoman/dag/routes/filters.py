@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 from dragoman.dag.model import NO_EDITS, CorsPolicy, HeaderEdits, PathRewrite, Problem, Redirect
 from dragoman.dag.routes.envoy_strings import header_name_problem, header_value_problem
-from dragoman.objects import HeaderModifier, ObjectKey, RequestMirror, RouteFilter
+from dragoman.objects import (
+    HeaderModifier,
+    HTTPCORSFilter,
+    ObjectKey,
+    RequestMirror,
+    RequestRedirect,
+    RouteFilter,
+)
 
 HOST = "host"
 
@@ -57,16 +64,13 @@ def rule_filters(
 
     for index, route_filter in enumerate(filters):
         at = f"{field_path}[{index}]"
-        kind = route_filter.type
         refused = envoy_refuses(route_filter, at)
         if refused:
             # Sent as written, Envoy would refuse the route table of every route on the
             # listener; refused here, only this rule answers 500.
             invalid = True
             for field, message in refused:
-                problem(
-                    field, "UnsupportedValue", f"{message}; requests this rule matches answer 500"
-                )
+                problem(field, "UnsupportedValue", f"{message}; {_ANSWERS_500}")
             continue
         if route_filter.request_header_modifier is not None:
             request, host = header_edits(route_filter.request_header_modifier)
@@ -80,14 +84,7 @@ def rule_filters(
         elif route_filter.response_header_modifier is not None:
             response, _ = header_edits(route_filter.response_header_modifier, host_special=False)
         elif route_filter.request_redirect is not None:
-            spec = route_filter.request_redirect
-            redirect = Redirect(
-                status=spec.status_code,
-                scheme=spec.scheme,
-                hostname=spec.hostname,
-                path=_path_rewrite(spec.path.type, spec.path.value, prefix) if spec.path else None,
-                port=spec.port,
-            )
+            redirect = _redirect(route_filter.request_redirect, prefix)
         elif route_filter.url_rewrite is not None:
             rewrite = route_filter.url_rewrite
             # URLRewrite names the Host explicitly: it wins over a header modifier's Host.
@@ -97,40 +94,19 @@ def rule_filters(
         elif route_filter.request_mirror is not None:
             mirrors.append((index, route_filter.request_mirror))
         elif route_filter.cors is not None:
-            spec = route_filter.cors
-            cors = CorsPolicy(
-                allow_origins=spec.allow_origins,
-                allow_methods=spec.allow_methods,
-                allow_headers=spec.allow_headers,
-                expose_headers=spec.expose_headers,
-                max_age_s=spec.max_age_s,
-                allow_credentials=spec.allow_credentials,
-            )
-            for field, values in (
-                ("allowHeaders", spec.allow_headers),
-                ("exposeHeaders", spec.expose_headers),
-            ):
-                if spec.allow_credentials and "*" in values:
-                    problem(
-                        f"{at}.cors.{field}",
-                        "UnsupportedValue",
-                        f"{field} '*' with allowCredentials: Envoy answers '*', which browsers "
-                        "do not honour for requests with credentials; list the header names",
-                    )
+            cors = _cors_policy(route_filter.cors)
+            problems.extend(_cors_problems(route, at, route_filter.cors))
         else:
             invalid = True
-            problem(
-                f"{at}.type",
-                "UnsupportedValue",
-                f"filter type {kind!r} is not supported; requests this rule matches answer 500",
-            )
+            message = f"filter type {route_filter.type!r} is not supported; {_ANSWERS_500}"
+            problem(f"{at}.type", "UnsupportedValue", message)
     if redirect is not None and mirrors:
         invalid = True
         problem(
             field_path,
             "IncompatibleFilters",
             "a RequestRedirect answers the request itself, so there is nothing to mirror; "
-            "requests this rule matches answer 500",
+            + _ANSWERS_500,
         )
     return RuleFilters(
         request_headers=request,
@@ -143,6 +119,49 @@ def rule_filters(
         problems=tuple(problems),
         cors=cors,
     )
+
+
+# What becomes of the requests a rule whose filters cannot be served matches.
+_ANSWERS_500 = "requests this rule matches answer 500"
+
+
+def _redirect(spec: RequestRedirect, prefix: str) -> Redirect:
+    return Redirect(
+        status=spec.status_code,
+        scheme=spec.scheme,
+        hostname=spec.hostname,
+        path=_path_rewrite(spec.path.type, spec.path.value, prefix) if spec.path else None,
+        port=spec.port,
+    )
+
+
+def _cors_policy(spec: HTTPCORSFilter) -> CorsPolicy:
+    return CorsPolicy(
+        allow_origins=spec.allow_origins,
+        allow_methods=spec.allow_methods,
+        allow_headers=spec.allow_headers,
+        expose_headers=spec.expose_headers,
+        max_age_s=spec.max_age_s,
+        allow_credentials=spec.allow_credentials,
+    )
+
+
+def _cors_problems(route: ObjectKey, at: str, spec: HTTPCORSFilter) -> list[Problem]:
+    """What of a CORS filter browsers would not honour as written."""
+    return [
+        Problem(
+            object=route,
+            field=f"{at}.cors.{field}",
+            reason="UnsupportedValue",
+            message=f"{field} '*' with allowCredentials: Envoy answers '*', which browsers "
+            "do not honour for requests with credentials; list the header names",
+        )
+        for field, values in (
+            ("allowHeaders", spec.allow_headers),
+            ("exposeHeaders", spec.expose_headers),
+        )
+        if spec.allow_credentials and "*" in values
+    ]
 
 
 def envoy_refuses(route_filter: RouteFilter, at: str) -> list[tuple[str, str]]:
@@ -223,7 +242,10 @@ def header_edits(
 
 
 def _path_rewrite(kind: str, value: str, prefix: str) -> PathRewrite:
+    """(`kind`: ReplaceFullPath or ReplacePrefixMatch, the only types the parser accepts.)"""
     if kind == "ReplacePrefixMatch":
-        return PathRewrite(type=kind, value=value, prefix=prefix)
+        return PathRewrite(type="ReplacePrefixMatch", value=value, prefix=prefix)
     # A full path must be absolute; an empty one means the root.
-    return PathRewrite(type=kind, value=value if value.startswith("/") else f"/{value}")
+    return PathRewrite(
+        type="ReplaceFullPath", value=value if value.startswith("/") else f"/{value}"
+    )

@@ -12,9 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.model import TCP, UDP, AggregateCluster, Backend, Cluster, L4Forward, Problem
+from dragoman.dag.model import (
+    TCP,
+    UDP,
+    AggregateCluster,
+    Backend,
+    Cluster,
+    L4Forward,
+    L4Protocol,
+    Problem,
+)
 from dragoman.dag.routes.backends import resolve_backend_ref
-from dragoman.dag.upstreams.clusters import cluster_warnings
 from dragoman.objects import L4Route, UDPRoute
 
 
@@ -31,7 +39,7 @@ class L4Rules:
 
 
 def l4_route_rules(route: L4Route, context: BuildContext) -> L4Rules:
-    l4 = UDP if isinstance(route, UDPRoute) else TCP
+    l4: L4Protocol = UDP if isinstance(route, UDPRoute) else TCP
     backends: list[Backend] = []
     passthrough: list[Backend] = []
     clusters: dict[str, Cluster] = {}
@@ -50,20 +58,21 @@ def l4_route_rules(route: L4Route, context: BuildContext) -> L4Rules:
                 backends.append(Backend(cluster=None, weight=ref.weight))
                 passthrough.append(Backend(cluster=None, weight=ref.weight))
                 continue
-            clusters[resolved.name] = resolved
+            cluster = resolved.cluster
+            clusters[cluster.name] = cluster
             problems.extend(
                 Problem(route.key, field, "UnsupportedValue", warning)
-                for warning in cluster_warnings(resolved, context)
+                for warning in resolved.warnings
             )
-            backend = Backend(cluster=resolved.name, weight=ref.weight)
+            backend = Backend(cluster=cluster.name, weight=ref.weight)
             backends.append(backend)
-            if _originates_tls(resolved):
+            if _originates_tls(cluster):
                 passthrough_problems.append(
                     Problem(
                         route.key,
                         field,
                         "UnsupportedValue",
-                        f"Service {resolved.service.namespace}/{resolved.service.name} port "
+                        f"Service {cluster.service.namespace}/{cluster.service.name} port "
                         f"{ref.port} has a BackendTLSPolicy, but on a Passthrough listener the "
                         "client's own TLS reaches the backend: connections for this backend "
                         "there are refused",

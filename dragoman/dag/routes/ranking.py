@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dragoman.dag.model import Problem, Route, RouteMatch, ValueMatch
+from dragoman.dag.model import PathMatchType, Problem, Route, RouteMatch, ValueMatch
 from dragoman.dag.routes.actions import RuleAction
 from dragoman.dag.routes.regex import regex_problem
 from dragoman.objects import (
@@ -131,9 +131,10 @@ def _http_match(
 ) -> RouteMatch | None:
     """The match, or None (and a Problem) when Envoy could not evaluate one of its regexes."""
     path = match.path
-    if not (match.headers or match.query_params or path.type == "RegularExpression"):
+    path_type = path.type
+    if not (match.headers or match.query_params or path_type == "RegularExpression"):
         # No regex to check (most matches): no field path to make for a Problem.
-        return RouteMatch(path_type=path.type, path=path.value, method=match.method)
+        return RouteMatch(path_type=path_type, path=path.value, method=match.method)
     field = f"spec.rules[{rule_index}].matches[{match_index}]"
     if path.type == "RegularExpression" and not _regex_ok(
         key, f"{field}.path.value", path.value, problems
@@ -144,7 +145,7 @@ def _http_match(
     if headers is None or queries is None:
         return None
     return RouteMatch(
-        path_type=path.type,
+        path_type=path_type,
         path=path.value,
         headers=headers,
         query_params=queries,
@@ -159,6 +160,7 @@ def _grpc_match(
     if headers is None:
         return None
     method = match.method
+    path_type: PathMatchType
     if method is None or (method.service is None and method.method is None):
         path_type, path = "PathPrefix", "/"
     elif method.type == "Exact":

@@ -7,28 +7,12 @@ made outside the build adds route conditions with status_routes.add_route_condit
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from dragoman.dag.frontends.listeners import Frontends, GatewayVerdict
 from dragoman.dag.model import ObjectStatus, Problem
 from dragoman.dag.status.gateways import gateway_class_status, gateway_status
-from dragoman.dag.status.routes import RouteOutcome, route_statuses
 from dragoman.objects import ObjectKey
-
-
-def object_statuses(
-    frontends: Frontends,
-    routes: Sequence[RouteOutcome],
-    problems: Sequence[Problem],
-    controller_name: str,
-    shadowed: Mapping[tuple[ObjectKey, int], Problem] | None = None,
-) -> dict[ObjectKey, ObjectStatus]:
-    """`shadowed`: listeners the all-gateways group leaves out, by (Gateway, listener index)."""
-    statuses = [
-        *frontend_statuses(frontends, attached_routes(routes), shadowed),
-        *route_statuses(routes, problems, controller_name),
-    ]
-    return {status.key: status for status in sorted(statuses, key=status_order)}
 
 
 def frontend_statuses(
@@ -36,8 +20,9 @@ def frontend_statuses(
     attached: Mapping[ObjectKey, Mapping[str, int]],
     shadowed: Mapping[tuple[ObjectKey, int], Problem] | None = None,
 ) -> list[ObjectStatus]:
-    """The GatewayClasses', Gateways' and ListenerSets' statuses; `attached`: see
-    attached_routes."""
+    """The GatewayClasses', Gateways' and ListenerSets' statuses. `attached`: per Gateway (or
+    ListenerSet) and listener name, how many routes it accepted (each route counts once);
+    `shadowed`: listeners the all-gateways group leaves out, by (Gateway, listener index)."""
     notes: dict[ObjectKey, dict[int, str]] = {}
     for (gateway, index), problem in (shadowed or {}).items():
         notes.setdefault(gateway, {})[index] = problem.message
@@ -78,22 +63,6 @@ _KIND_ORDER = {
 
 def status_order(status: ObjectStatus) -> tuple[int, ObjectKey]:
     return _KIND_ORDER.get(status.key.kind, len(_KIND_ORDER)), status.key
-
-
-def attached_routes(routes: Sequence[RouteOutcome]) -> dict[ObjectKey, dict[str, int]]:
-    """Gateway -> listener name -> how many routes it accepted (each route counts once)."""
-    seen: dict[ObjectKey, dict[str, set[ObjectKey]]] = {}
-    for outcome in routes:
-        for parent in outcome.parents:
-            if not parent.accepted:
-                continue
-            for attachment in parent.attachments:
-                listeners = seen.setdefault(attachment.gateway, {})
-                listeners.setdefault(attachment.listener, set()).add(outcome.route.key)
-    return {
-        gateway: {name: len(keys) for name, keys in listeners.items()}
-        for gateway, listeners in seen.items()
-    }
 
 
 def _listener_set_count(verdict: GatewayVerdict, frontends: Frontends) -> int | None:

@@ -1,18 +1,16 @@
 """The upstream side of a build, beside routes: the inputs clusters are shaped by, the
-children of in-cluster-first aggregates, BackendTLSPolicy statuses and DNSResolved."""
+children of in-cluster-first aggregates, BackendTLSPolicy statuses."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Container, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.dns_check import DnsObservations, dns_resolved_condition
-from dragoman.dag.external_name_policy import ExternalNamePolicy
 from dragoman.dag.model import AggregateCluster, Cluster, NodeGroup, ObjectStatus
 from dragoman.dag.status.policies import PolicyAncestor, gateway_ancestor_ref, policy_status
-from dragoman.dag.status.routes import RouteOutcome, add_route_condition
+from dragoman.dag.status.routes import RouteOutcome
 from dragoman.dag.upstreams.reachable_backends import RouteBackendNames
 from dragoman.objects import ObjectKey, Service
 from dragoman.store import NamespacedName
@@ -42,8 +40,8 @@ def with_aggregate_children(
         children = {
             child.name
             for cluster_name in group.clusters
-            if isinstance(cluster := clusters.get(cluster_name), AggregateCluster)
-            for child in cluster.children
+            if isinstance(named := clusters.get(cluster_name), AggregateCluster)
+            for child in named.children
         }
         if children:
             group = dataclasses.replace(group, clusters=tuple(sorted({*group.clusters, *children})))
@@ -75,18 +73,6 @@ def policy_statuses(routes: Sequence[RouteUpstreams], context: BuildContext) -> 
     return statuses
 
 
-DnsRoutes = Mapping[ObjectKey, tuple[tuple[str, ...], int]]
-
-
-def dns_routes(routes: Sequence[RouteUpstreams]) -> dict[ObjectKey, tuple[tuple[str, ...], int]]:
-    """Each route that forwards to external names: those names and its generation."""
-    return {
-        item.outcome.route.key: (item.names.hostnames, item.outcome.generation)
-        for item in routes
-        if item.names.hostnames
-    }
-
-
 class _PortNames(Mapping[NamespacedName, frozenset[str]]):
     """Each Service's port names, made for the few Services a policy targets when asked,
     not for every Service of the store on every build."""
@@ -105,37 +91,3 @@ class _PortNames(Mapping[NamespacedName, frozenset[str]]):
 
     def __len__(self) -> int:
         return len(self._services)
-
-
-def with_dns_conditions(
-    statuses: Mapping[ObjectKey, ObjectStatus],
-    routes: DnsRoutes,
-    dns: DnsObservations,
-    policy: ExternalNamePolicy,
-    changed: Container[str] | None = None,
-) -> dict[ObjectKey, ObjectStatus]:
-    """Route statuses with DNSResolved in each parent entry, for routes to external names
-    (only those reaching a `changed` name, when given)."""
-    result = dict(statuses)
-    for key, (hostnames, generation) in routes.items():
-        if key not in result:
-            continue
-        if changed is not None and not any(name in changed for name in hostnames):
-            continue
-        added = dns_resolved_condition(hostnames, dns, generation, policy)
-        result[key] = add_route_condition(result[key], added)
-    return result
-
-
-def checked_hostnames(routes: Sequence[RouteUpstreams]) -> tuple[str, ...]:
-    """External names of routes attached somewhere: what the DNS check resolves."""
-    return tuple(
-        sorted(
-            {
-                hostname
-                for item in routes
-                if any(parent.attachments for parent in item.outcome.parents)
-                for hostname in item.names.hostnames
-            }
-        )
-    )

@@ -173,15 +173,3 @@ def _accepted(parent: ParentOutcome, generation: int) -> Condition:
         f"for {domains}{unserved}",
         generation,
     )
-
-
-def route_statuses(
-    outcomes: Sequence[RouteOutcome], problems: Sequence[Problem], controller_name: str
-) -> list[ObjectStatus]:
-    by_route: dict[object, list[Problem]] = {}
-    for problem in problems:
-        by_route.setdefault(problem.object, []).append(problem)
-    return [
-        route_status(outcome, by_route.get(outcome.route.key, ()), controller_name)
-        for outcome in outcomes
-    ]

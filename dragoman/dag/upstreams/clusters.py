@@ -14,12 +14,13 @@ from dragoman.dag.model import (
     H2,
     H2C,
     HTTP1,
-    L4_PROTOCOLS,
     UDP,
     AggregateCluster,
     Cluster,
     DnsCluster,
     EdsCluster,
+    L4Protocol,
+    UpstreamProtocol,
     UpstreamTls,
 )
 from dragoman.dag.reference_grants import (
@@ -43,7 +44,7 @@ from dragoman.objects import Service, ServicePort
 MAX_ALIAS_HOPS = 3
 
 # ServicePort appProtocol values that choose the upstream protocol (anything else: HTTP/1.1).
-APP_PROTOCOLS = {"kubernetes.io/h2c": H2C}
+APP_PROTOCOLS: dict[str, UpstreamProtocol] = {"kubernetes.io/h2c": H2C}
 
 # Suffix of the DNS cluster inside an in-cluster-first aggregate.
 FALLBACK_SUFFIX = "external"
@@ -59,14 +60,24 @@ class Unresolved:
     port_at_fault: bool = False
 
 
-def cluster_name(service: Service, port: int, protocol: str = HTTP1) -> str:
+@dataclass(frozen=True, slots=True)
+class ResolvedCluster:
+    """The cluster a Service port resolves to, and what of the Service was not served as it
+    asks (bad DNS annotations, refused spec.externalIPs, a preferred Service that cannot be
+    used): the cluster is served with defaults instead."""
+
+    cluster: Cluster
+    warnings: tuple[str, ...] = ()
+
+
+def cluster_name(service: Service, port: int, protocol: UpstreamProtocol = HTTP1) -> str:
     """`ns/svc/port`, with `/<protocol>` appended for any protocol but HTTP/1.1."""
     base = f"{service.meta.namespace}/{service.meta.name}/{port}"
     return base if protocol == HTTP1 else f"{base}/{protocol}"
 
 
 def _dns_cluster_name(
-    service: Service, port: int, declared: ServicePort | None, protocol: str
+    service: Service, port: int, declared: ServicePort | None, protocol: UpstreamProtocol
 ) -> str:
     """`ns/svc/<port name>` when the Service names the port: the name survives a change of
     the port's number, so Envoy updates the cluster in place and keeps the old one serving
@@ -78,10 +89,18 @@ def _dns_cluster_name(
 
 
 def service_cluster(
-    service: Service, port: int, context: BuildContext, l4: str | None = None
+    service: Service, port: int, context: BuildContext, l4: L4Protocol | None = None
 ) -> Cluster | Unresolved:
+    """The cluster of resolved_cluster, for those that have no use for its warnings."""
+    resolved = resolved_cluster(service, port, context, l4)
+    return resolved if isinstance(resolved, Unresolved) else resolved.cluster
+
+
+def resolved_cluster(
+    service: Service, port: int, context: BuildContext, l4: L4Protocol | None = None
+) -> ResolvedCluster | Unresolved:
     """The cluster for `port` of `service`, following in-cluster ExternalName aliases
-    (into another namespace only where a ReferenceGrant there allows it).
+    (into another namespace only where a ReferenceGrant there allows it), with its warnings.
 
     `l4` (TCP or UDP): the cluster carries whole connections or datagrams, not HTTP: the
     Service port must use that protocol, and TLS is originated only where a
@@ -98,7 +117,8 @@ def service_cluster(
                 return found
             declared = found
             if not external:
-                return _eds_cluster(path, port, declared, context.upstream, l4)
+                eds = _eds_cluster(path, port, declared, context.upstream, l4)
+                return eds if isinstance(eds, Unresolved) else ResolvedCluster(eds)
         step = _external_name_step(path, context)
         if isinstance(step, str):
             own = declared if current.ports else None
@@ -115,7 +135,7 @@ def service_cluster(
         path.append(step)
 
 
-def with_protocol(cluster: Cluster, protocol: str) -> Cluster:
+def with_protocol(cluster: Cluster, protocol: UpstreamProtocol) -> Cluster:
     """The same Service port spoken in `protocol`: a cluster of its own, named for it.
 
     Over TLS, HTTP/2 is negotiated by ALPN: h2c becomes h2."""
@@ -146,7 +166,9 @@ def _renamed(name: str, old: str, new: str) -> str:
     return base if new == HTTP1 else f"{base}/{new}"
 
 
-def _protocol(declared: ServicePort | None, tls: UpstreamTls | None, l4: str | None) -> str:
+def _protocol(
+    declared: ServicePort | None, tls: UpstreamTls | None, l4: L4Protocol | None
+) -> UpstreamProtocol:
     if l4 is not None:
         return l4
     protocol = APP_PROTOCOLS.get(declared.app_protocol, HTTP1) if declared else HTTP1
@@ -158,7 +180,7 @@ def _eds_cluster(
     port: int,
     declared: ServicePort,
     upstream: UpstreamInputs,
-    l4: str | None = None,
+    l4: L4Protocol | None = None,
 ) -> EdsCluster | Unresolved:
     service = path[-1]
     tls = _tls(service, port, declared.name, declared.app_protocol, upstream, l4)
@@ -184,8 +206,8 @@ def _external_cluster(
     own_port: ServicePort | None,
     declared: ServicePort | None,
     context: BuildContext,
-    l4: str | None = None,
-) -> Cluster | Unresolved:
+    l4: L4Protocol | None = None,
+) -> ResolvedCluster | Unresolved:
     """The DNS cluster for an outside host, once the platform policy allows it; wrapped in an
     aggregate when the Service prefers an in-cluster one."""
     service = path[-1]
@@ -195,6 +217,7 @@ def _external_cluster(
     if refusal is not None:
         return Unresolved(NOT_ALLOWED_BY_POLICY, f"{_describe(path)}: {refusal}")
     fixed: tuple[str, ...] = ()
+    refused: list[str] = []
     if service.external_ips:
         # The Service names the addresses itself: they are judged like resolved ones, and
         # the name is never resolved (Host, SNI and the certificate still use it).
@@ -219,6 +242,7 @@ def _external_cluster(
     if isinstance(tls, TlsRefusal):
         return Unresolved(tls.reason, f"{_describe(path)}: {tls.message}")
     protocol = _protocol(declared, tls, l4)
+    dns = service_dns_settings(service, options.dns_check)
     external = DnsCluster(
         name=_dns_cluster_name(service, port, own_port, protocol),
         service=service.key,
@@ -226,26 +250,37 @@ def _external_cluster(
         port=port,
         protocol=protocol,
         tls=tls,
-        dns=service_dns_settings(service, options.dns_check).settings,
+        dns=dns.settings,
         checked=options.dns_check,
         client_ip_affinity=service.client_ip_affinity,
         addresses=fixed,
     )
+    warnings = [
+        *dns.problems,
+        *(
+            f"Service {service.meta.namespace}/{service.meta.name} spec.externalIPs: {message}; "
+            "not used"
+            for message in refused
+        ),
+    ]
     preferred = _preferred_cluster(service, port, context, l4)
     if not isinstance(preferred, EdsCluster):
-        return external
+        if preferred is not None:
+            warnings.append(preferred)
+        return ResolvedCluster(external, tuple(warnings))
     fallback_name = _renamed(external.name, protocol, HTTP1) + f"/{FALLBACK_SUFFIX}"
-    return AggregateCluster(
+    aggregate = AggregateCluster(
         name=external.name,
         service=service.key,
         preferred=preferred,
         fallback=dataclasses.replace(external, name=_renamed(fallback_name, HTTP1, protocol)),
         protocol=protocol,
     )
+    return ResolvedCluster(aggregate, tuple(warnings))
 
 
 def _preferred_cluster(
-    service: Service, port: int, context: BuildContext, l4: str | None = None
+    service: Service, port: int, context: BuildContext, l4: L4Protocol | None = None
 ) -> EdsCluster | str | None:
     """The in-cluster Service's EDS cluster an ExternalName prefers; a message when the
     preference cannot be followed; None when it asks for none."""
@@ -262,30 +297,6 @@ def _preferred_cluster(
         )
     assert isinstance(preferred, EdsCluster)  # a pod-backed Service yields EDS
     return preferred
-
-
-def cluster_warnings(cluster: Cluster, context: BuildContext) -> tuple[str, ...]:
-    """What was not served as the Service asks (bad DNS annotations, a preferred Service
-    that cannot be used); the cluster is served with defaults instead."""
-    if isinstance(cluster, EdsCluster):
-        return ()
-    service = context.services.get((cluster.service.namespace, cluster.service.name))
-    if service is None or not (service.meta.annotations or service.external_ips):
-        return ()  # every warning comes from an annotation or from spec.externalIPs
-    warnings = list(service_dns_settings(service, context.options.dns_check).problems)
-    if service.is_external_name and service.external_ips:
-        _, refused = external_ip_verdicts(service.external_ips, context.options.external_names)
-        warnings.extend(
-            f"Service {service.meta.namespace}/{service.meta.name} spec.externalIPs: {message}; "
-            "not used"
-            for message in refused
-        )
-    if isinstance(cluster, DnsCluster):
-        l4 = cluster.protocol if cluster.protocol in L4_PROTOCOLS else None
-        preferred = _preferred_cluster(service, cluster.port, context, l4)
-        if isinstance(preferred, str):
-            warnings.append(preferred)
-    return tuple(warnings)
 
 
 def external_ip_verdicts(
@@ -309,7 +320,9 @@ def external_ip_verdicts(
     return tuple(usable), refused
 
 
-def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePort | Unresolved:
+def _declared_port(
+    path: list[Service], port: int, l4: L4Protocol | None
+) -> ServicePort | Unresolved:
     """The last Service's port numbered `port`, of protocol TCP (UDP for UDP clusters)."""
     service = path[-1]
     wanted = "UDP" if l4 == UDP else "TCP"
@@ -326,10 +339,10 @@ def _declared_port(path: list[Service], port: int, l4: str | None) -> ServicePor
             f"{_describe(path)}: port {port} is {numbered[0].protocol}; {carried} needs {wanted}",
             port_at_fault=first_hop,
         )
-    declared = sorted(p.port for p in service.ports)
+    ports = sorted(p.port for p in service.ports)
     return Unresolved(
         "BackendNotFound",
-        f"{_describe(path)} does not declare port {port} (it declares {declared})",
+        f"{_describe(path)} does not declare port {port} (it declares {ports})",
         port_at_fault=first_hop,
     )
 
@@ -381,7 +394,7 @@ def _tls(
     port_name: str,
     app_protocol: str,
     upstream: UpstreamInputs,
-    l4: str | None,
+    l4: L4Protocol | None,
 ) -> UpstreamTls | TlsRefusal | None:
     """HTTP: the policy or dragoman's TLS defaults. TCP: the policy alone (the bytes are the
     client's own, perhaps TLS already). UDP: never; a policy on the port is refused."""

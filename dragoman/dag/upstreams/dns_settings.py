@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from dragoman.dag.model import DEFAULT_DNS_SETTINGS, DnsSettings
+from dragoman.dag.model import DEFAULT_DNS_SETTINGS, DnsSettings, LookupFamily
 from dragoman.objects import Service
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
 
@@ -26,7 +26,7 @@ RESOLVERS = PREFIX + "dns-resolvers"
 MODE = PREFIX + "dns-mode"
 
 # Annotation values to Envoy's DnsLookupFamily names.
-LOOKUP_FAMILIES = {
+LOOKUP_FAMILIES: dict[str, LookupFamily] = {
     "v4": "V4_ONLY",
     "v6": "V6_ONLY",
     "v4-preferred": "V4_PREFERRED",
@@ -61,7 +61,9 @@ def service_dns_settings(service: Service, dns_check: bool = False) -> ServiceDn
         return _DEFAULTS
     problems: list[str] = []
     reader = _Reader(service, annotations, problems)
-    family = reader.read(LOOKUP_FAMILY, _choice(LOOKUP_FAMILIES), "the server's default")
+    family: LookupFamily | None = reader.read(
+        LOOKUP_FAMILY, _choice(LOOKUP_FAMILIES), "the server's default"
+    )
     refresh = reader.read(
         REFRESH_RATE, _duration(MIN_REFRESH_S, MAX_REFRESH_S), "the server's default (30s)"
     )
@@ -137,6 +139,7 @@ def parse_resolver(text: str) -> tuple[str, int] | None:
 T = TypeVar("T")
 # A parsed value, or None and why the text is not one.
 Parsed = tuple[T | None, str | None]
+_Choice = TypeVar("_Choice", bound=str)
 
 
 class _Reader:
@@ -170,8 +173,8 @@ def _got(text: str) -> str:
     return repr(shown)
 
 
-def _choice(values: Mapping[str, str]) -> Callable[[str], Parsed[str]]:
-    def parse(text: str) -> Parsed[str]:
+def _choice(values: Mapping[str, _Choice]) -> Callable[[str], Parsed[_Choice]]:
+    def parse(text: str) -> Parsed[_Choice]:
         value = values.get(text.strip().lower())
         if value is None:
             return None, f"expected one of {', '.join(values)}, got {_got(text)}"

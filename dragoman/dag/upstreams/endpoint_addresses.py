@@ -66,6 +66,7 @@ def endpoint_address_refusal(text: str, allowed: Sequence[Network] = ()) -> str 
 
 def exception_problem(network: Network) -> str | None:
     """Why `network` cannot be an endpoints.allowedNetworks entry (None: it can)."""
+    # (subnet_of between networks of one version, which mypy cannot tell from the union.)
     if any(
         network.version == denied.version and network.subnet_of(denied)  # type: ignore[arg-type]
         for denied, _ in BUILTIN_DENIED_NETWORKS

@@ -142,17 +142,17 @@ def patched_load_assignments(
     previous_assignments: Mapping[str, LoadAssignment],
     changed_clusters: Iterable[str],
     changed_services: Iterable[NamespacedName],
-    eds_clusters: Mapping[NamespacedName, Iterable[str]],
+    eds_clusters_of: Callable[[NamespacedName], Iterable[str]],
     slices_of: SlicesOf,
     allowed: Sequence[Network] = (),
 ) -> dict[str, LoadAssignment]:
     """What load_assignments(clusters, store) gives, from the previous result and the names
     of the clusters added, removed or changed since: only those, and the EDS clusters of
-    Services whose EndpointSlices changed (`eds_clusters`: the names of each Service's EDS
+    Services whose EndpointSlices changed (`eds_clusters_of`: the names of a Service's EDS
     clusters, some perhaps not in `clusters`), are made again."""
     names = set(changed_clusters)
     for service in changed_services:
-        names.update(eds_clusters.get(service, ()))
+        names.update(eds_clusters_of(service))
     result = dict(previous_assignments)
     for name in names:
         cluster = clusters.get(name)

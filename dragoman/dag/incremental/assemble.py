@@ -1,0 +1,248 @@
+"""The Dag made of a build's parts: the node groups served, the clusters they reference with
+their load assignments, every object's status and every problem. Pure: `assemble` reads its
+parts (and the previous Dag, whose unchanged values it keeps) and changes none of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from dragoman.dag.context import BuildContext
+from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.frontends.backend_client_certificates import with_client_certificates
+from dragoman.dag.frontends.listeners import Frontends
+from dragoman.dag.incremental.entries import ROUTE_FIELDS, sort_key
+from dragoman.dag.incremental.route_index import RouteIndex
+from dragoman.dag.incremental.served_groups import ServedGroups
+from dragoman.dag.incremental.slices import SliceIndex
+from dragoman.dag.model import (
+    Cluster,
+    Dag,
+    DnsCluster,
+    LoadAssignment,
+    NodeGroup,
+    ObjectStatus,
+    Problem,
+)
+from dragoman.dag.options import BuildOptions
+from dragoman.dag.status.addresses import with_gateway_addresses
+from dragoman.dag.status.objects import frontend_statuses, status_order
+from dragoman.dag.status.route_upstreams import (
+    RouteUpstreams,
+    policy_statuses,
+    with_aggregate_children,
+)
+from dragoman.dag.upstreams.endpoint_addresses import slice_problems
+from dragoman.dag.upstreams.endpoints import (
+    checked_assignments,
+    load_assignments,
+    patched_load_assignments,
+    updated_load_assignments,
+)
+from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
+from dragoman.objects import ObjectKey
+from dragoman.store import NamespacedName, Store
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """What the Dag before this one was made of (its store and itself)."""
+
+    store: Store
+    dag: Dag
+    had_aggregates: bool  # whether some cluster it resolved was an aggregate
+
+
+@dataclass(frozen=True, slots=True)
+class DagParts:
+    """Everything a Dag is made of. `previous` None: the first Dag of these parts' kind."""
+
+    store: Store
+    options: BuildOptions
+    context: BuildContext
+    dns: DnsObservations
+    judged: Frontends  # the Gateways, GatewayClasses and ListenerSets, judged
+    routes: RouteIndex  # every route's entry
+    served: ServedGroups
+    resolved: Mapping[str, Cluster]  # every cluster some route resolved, by name
+    has_aggregates: bool  # whether some cluster resolved is an aggregate
+    # Since the previous Dag: the names of the clusters resolved anew, the Services whose
+    # EndpointSlices changed, the external names the DNS check observed anew, and the routes
+    # whose entries were replaced (None: routes came or went).
+    changed_clusters: Collection[str]
+    changed_services: Collection[NamespacedName]
+    observed: Collection[str]
+    replaced: Collection[ObjectKey] | None
+    eds_clusters_of: Callable[[NamespacedName], Iterable[str]]
+    slices: SliceIndex | None  # EndpointSlices by Service (None: a build never patched)
+    previous: Previous | None
+
+
+def assemble(parts: DagParts) -> Dag:
+    """The Dag of `parts`: with the previous Dag's mappings where they are equal (translation
+    then skips them at once)."""
+    groups, clusters = _served_clusters(parts)
+    assignments = _load_assignments(parts, clusters)
+    previous = parts.previous
+    if previous is not None:
+        if clusters == previous.dag.clusters:
+            clusters = previous.dag.clusters  # type: ignore[assignment]  # kept, not changed
+        if assignments == previous.dag.load_assignments:
+            assignments = previous.dag.load_assignments  # type: ignore[assignment]  # likewise
+    # Statuses first: the Gateways' addresses add problems.
+    statuses, address_problems = _statuses(parts)
+    return Dag(
+        groups=groups,
+        clusters=clusters,
+        load_assignments=assignments,
+        statuses=statuses,
+        problems=_problems(parts, clusters, address_problems),
+        dns_hostnames=_checked_hostnames(parts.routes) if parts.options.dns_check else (),
+    )
+
+
+def _served_clusters(parts: DagParts) -> tuple[dict[str, NodeGroup], dict[str, Cluster]]:
+    """The groups, and only the clusters some attached route forwards to in any group (with
+    the variants Gateway client certificates make and the children of aggregates)."""
+    groups = parts.served.groups
+    resolved = parts.resolved
+    clusters = {name: resolved[name] for name in parts.served.referenced}
+    gateways = parts.judged.ordered()
+    if any(verdict.client_certificate is not None for verdict in gateways):
+        groups, clusters = with_client_certificates(groups, clusters, gateways)
+        # Only clusters some group still references (a variant may replace the original).
+        used = {name for group in groups.values() for name in group.clusters}
+        clusters = {name: cluster for name, cluster in clusters.items() if name in used}
+    if parts.has_aggregates:
+        groups, clusters = with_aggregate_children(groups, clusters)
+    return groups, clusters
+
+
+def _load_assignments(parts: DagParts, clusters: dict[str, Cluster]) -> dict[str, LoadAssignment]:
+    """The clusters' load assignments: made again only where a cluster, its Service's
+    EndpointSlices or its external name's DNS check observation changed."""
+    allowed = parts.options.endpoint_networks
+    previous, slices = parts.previous, parts.slices
+    checked_from: Mapping[str, Cluster] = clusters
+    if previous is None or slices is None:
+        assignments = load_assignments(clusters, parts.store, allowed)
+    elif parts.has_aggregates or previous.had_aggregates:
+        # Children of aggregates are defined beside the clusters resolved: compare all.
+        assignments = updated_load_assignments(
+            clusters,
+            previous.dag.clusters,
+            previous.dag.load_assignments,
+            parts.changed_services,
+            slices.slices,
+            allowed,
+        )
+    else:
+        # Every cluster is the one resolved: those resolved anew, added or removed changed.
+        changed = {*parts.changed_clusters, *(clusters.keys() ^ previous.dag.clusters.keys())}
+        assignments = patched_load_assignments(
+            clusters,
+            previous.dag.load_assignments,
+            changed,
+            parts.changed_services,
+            parts.eds_clusters_of,
+            slices.slices,
+            allowed,
+        )
+        # Checked external names' addresses, and ExternalNames' externalIPs: only those of
+        # the clusters that changed or whose name the DNS check observed anew (the others
+        # are the previous ones, kept above).
+        observed = parts.observed
+        checked_from = {
+            name: cluster
+            for name, cluster in clusters.items()
+            if name in changed or (isinstance(cluster, DnsCluster) and cluster.hostname in observed)
+        }
+    # Checked external names' addresses, and ExternalNames' externalIPs.
+    options = parts.options
+    assignments.update(
+        checked_assignments(
+            checked_from, parts.dns, options.external_names, options.dns_lookup_family
+        )
+    )
+    return assignments
+
+
+def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Problem]]:
+    """Every object's status, and the problems found in the Gateways' spec.addresses."""
+    routes, judged, store = parts.routes, parts.judged, parts.store
+    front = sorted(
+        frontend_statuses(judged, routes.accepted, parts.served.shadowed), key=status_order
+    )
+    # Gateway addresses may follow a Service's load balancer: made again every time.
+    with_addresses = {status.key: status for status in front}
+    address_problems = with_gateway_addresses(with_addresses, store, parts.options)
+    front = list(with_addresses.values())
+    policies = store.backend_tls_policies
+    made = policy_statuses(_policy_upstreams(parts), parts.context) if policies else []
+    previous, replaced = parts.previous, parts.replaced
+    entries = routes.entries
+    statuses: dict[ObjectKey, ObjectStatus]
+    if (
+        replaced is not None
+        and previous is not None
+        and previous.dag.statuses
+        and previous.store.backend_tls_policies.keys() == policies.keys()
+    ):
+        # The same objects in the same order: the previous statuses with the changed ones
+        # replaced keep the build's order without sorting ten thousand keys again.
+        statuses = dict(previous.dag.statuses)
+        for key in replaced:
+            statuses[key] = entries[key].status  # type: ignore[assignment]  # set by with_parents
+    else:
+        statuses = {status.key: status for status in front}
+        for kind in ROUTE_FIELDS:  # in status_order's order of kinds
+            for key in routes.keys(kind):
+                statuses[key] = entries[key].status  # type: ignore[assignment]  # likewise
+    for status in (*front, *made):
+        statuses[status.key] = status
+    return statuses, address_problems
+
+
+def _policy_upstreams(parts: DagParts) -> list[RouteUpstreams]:
+    """The routes that may reach a Service some BackendTLSPolicy targets: the only ones
+    policy_statuses finds anything in."""
+    routes = parts.routes
+    # (Unindexed, what each route read is unknown: every route may.)
+    candidates = set(routes.readers_of_all if routes.indexed else routes.entries)
+    for policy in parts.store.backend_tls_policies.values():
+        for ref in policy.target_refs:
+            candidates.update(routes.readers((policy.meta.namespace, ref.name)))
+    entries = routes.entries
+    return [RouteUpstreams(entries[key].outcome, entries[key].names) for key in sorted(candidates)]
+
+
+def _problems(
+    parts: DagParts, clusters: Mapping[str, Cluster], address_problems: list[Problem]
+) -> tuple[Problem, ...]:
+    routes = parts.routes
+    problems = list(parts.judged.problems)
+    entries = routes.entries
+    for key in sorted(routes.conflicted, key=sort_key):
+        problems.extend(entries[key].conflicts)
+    for key in sorted(routes.with_problems, key=sort_key):  # the build's order: by key
+        problems.extend(entries[key].problems)
+    problems.extend(parts.served.shadowed.values())
+    problems.extend(address_problems)
+    # EndpointSlice addresses dropped, affinity timeouts Envoy cannot honour.
+    slices = parts.slices
+    problems.extend(
+        slices.problems()
+        if slices is not None
+        else slice_problems(parts.store.endpoint_slices.values(), parts.options.endpoint_networks)
+    )
+    problems.extend(affinity_timeout_problems(clusters.values(), parts.store.services))
+    # Stable: an object's problems keep the order of its fields.
+    return tuple(sorted(problems, key=lambda problem: sort_key(problem.object)))
+
+
+def _checked_hostnames(routes: RouteIndex) -> tuple[str, ...]:
+    """The external names of routes attached somewhere: what the DNS check resolves."""
+    entries = routes.entries
+    return tuple(
+        sorted({name for key in routes.with_hostnames for name in entries[key].names.hostnames})
+    )
