@@ -58,9 +58,9 @@ from google.protobuf.message import Message
 
 from dragoman.dag.build import build
 from dragoman.dag.upstreams.endpoints import refresh_load_assignments
-from dragoman.envoy.access_log import JSON_FIELDS as ACCESS_LOG_JSON_FIELDS
-from dragoman.envoy.access_log import L4_JSON_FIELDS as L4_ACCESS_LOG_JSON_FIELDS
-from dragoman.envoy.translate import translate, translate_endpoints
+from dragoman.envoy.resources.access_log import JSON_FIELDS as ACCESS_LOG_JSON_FIELDS
+from dragoman.envoy.resources.access_log import L4_JSON_FIELDS as L4_ACCESS_LOG_JSON_FIELDS
+from dragoman.envoy.translation.translator import translate, translate_endpoints
 from dragoman.objects import (
     BackendRef,
     Endpoint,

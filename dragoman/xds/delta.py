@@ -315,11 +315,11 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             return []
         forced = False
         for cluster in clusters:
-            service = self.memos.references.eds_service_name(cluster)
-            if service is not None and service in state.held and state.subscribes(service):
-                state.held = writable(state.held)
-                state.held[service] = UNKNOWN
-                forced = True
+            for service in cluster.references:
+                if service in state.held and state.subscribes(service):
+                    state.held = writable(state.held)
+                    state.held[service] = UNKNOWN
+                    forced = True
         if not forced:
             return []
         updates, removed = self._plan(state)
@@ -363,7 +363,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             listener = current_listeners.get(name)
             if listener is None or listener.digest != version:
                 continue
-            for route_name in self.memos.references.route_config_names(listener):
+            for route_name in listener.references:
                 route = current_routes.get(route_name)
                 if route is not None and routes.held.get(route_name) != route.digest:
                     return False

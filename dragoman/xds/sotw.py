@@ -238,14 +238,11 @@ class SotwStream(StreamProtocol[TypeState]):
         """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
         state = self.types[ENDPOINT]
         clusters = self._current(CLUSTER).resources
-        force = set()
+        force: set[str] = set()
         for name in changed_clusters:
             cluster = clusters.get(name)
-            service = (
-                self.memos.references.eds_service_name(cluster) if cluster is not None else None
-            )
-            if service is not None and state.subscribes(service):
-                force.add(service)
+            if cluster is not None:
+                force.update(s for s in cluster.references if state.subscribes(s))
         if not force:
             return []
         plan = self._plan(state, self._current(ENDPOINT), force=force)
@@ -304,7 +301,7 @@ class SotwStream(StreamProtocol[TypeState]):
             return True  # this stream does not fetch routes: nothing to wait for
         current_routes = self._current(ROUTE).resources
         for listener in listeners.sent.values():
-            for name in self.memos.references.route_config_names(listener):
+            for name in listener.references:
                 route = current_routes.get(name)
                 if route is None:
                     continue  # not served at all: nothing to wait for

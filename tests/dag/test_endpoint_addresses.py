@@ -16,7 +16,7 @@ from dragoman.dag.upstreams.endpoint_addresses import (
     endpoint_address_refusal,
 )
 from dragoman.dag.upstreams.endpoints import refresh_load_assignments
-from dragoman.envoy.grpc.targets import service_targets
+from dragoman.envoy.grpc.service_targets import service_targets
 from dragoman.store import Store
 from tests.support.status_builds import objects
 

@@ -8,8 +8,8 @@ from envoy.config.cluster.v3 import cluster_pb2
 
 from dragoman.dag.model import DnsCluster
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.clusters import cluster
-from dragoman.envoy.options import DEFAULT_OPTIONS
+from dragoman.envoy.resources.cluster_messages import cluster
+from dragoman.envoy.translate_options import DEFAULT_OPTIONS
 from tests.support.builders import external_service, http_route
 from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
 

@@ -14,8 +14,9 @@ from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, secret_pb2, tls_pb2
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.core import ads_config_source, pack
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.resources.common_messages import pack
+from dragoman.envoy.resources.config_sources import ads_config_source
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import LISTENER, SECRET, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.cache import SnapshotCache
 from dragoman.xds.delta import DeltaStream
