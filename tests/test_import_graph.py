@@ -167,6 +167,7 @@ DAG_STAGES: tuple[str, ...] = (
     "routes",
     "frontends",
     "node_groups",
+    "proxyless",
     "status",
     "incremental",
     "build",

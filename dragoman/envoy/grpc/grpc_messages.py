@@ -33,7 +33,7 @@ from dragoman.dag.model import (
     RouteMatch,
     ValueMatch,
 )
-from dragoman.envoy.grpc.service_targets import ApiListener
+from dragoman.dag.proxyless.targets import ApiListener
 from dragoman.envoy.resources.cluster_messages import (
     AGGREGATE_CLUSTER_EXTENSION,
     cluster,

@@ -22,6 +22,7 @@ from dragoman.dag.model import (
     NodeGroup,
     Route,
 )
+from dragoman.dag.proxyless.targets import ApiListener, ServiceTargets, group_targets
 from dragoman.envoy.grpc.grpc_messages import (
     api_listener,
     grpc_cluster_at,
@@ -30,7 +31,6 @@ from dragoman.envoy.grpc.grpc_messages import (
     grpc_route_configuration,
     grpc_servable,
 )
-from dragoman.envoy.grpc.service_targets import ApiListener, ServiceTargets, group_targets
 from dragoman.envoy.resources.endpoint_messages import cluster_load_assignment
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.translation.translated import Translated

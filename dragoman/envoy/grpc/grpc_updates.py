@@ -8,13 +8,13 @@ from collections.abc import Collection, Mapping
 from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.model import Dag
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.grpc.grpc_snapshots import GrpcSnapshots
-from dragoman.envoy.grpc.service_targets import (
+from dragoman.dag.proxyless.targets import (
     ServiceTargets,
     dns_refreshed_targets,
     refreshed_service_targets,
     service_targets,
 )
+from dragoman.envoy.grpc.grpc_snapshots import GrpcSnapshots
 from dragoman.envoy.translate_options import TranslateOptions
 from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store

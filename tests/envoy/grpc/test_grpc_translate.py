@@ -25,9 +25,9 @@ from dragoman.dag.model import (
     ValueMatch,
 )
 from dragoman.dag.options import BuildOptions
+from dragoman.dag.proxyless.targets import NO_SERVICE_TARGETS, ApiListener, ServiceTargets
 from dragoman.envoy.grpc.grpc_messages import grpc_route, grpc_route_configuration
 from dragoman.envoy.grpc.grpc_snapshots import GrpcSnapshots
-from dragoman.envoy.grpc.service_targets import NO_SERVICE_TARGETS, ApiListener, ServiceTargets
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.objects import ObjectKey
 from dragoman.runtime.controller import Controller

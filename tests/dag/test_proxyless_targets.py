@@ -19,7 +19,7 @@ from dragoman.dag.model import (
 )
 from dragoman.dag.node_groups.groups import MISDIRECTED
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.grpc.service_targets import (
+from dragoman.dag.proxyless.targets import (
     group_targets,
     refreshed_service_targets,
     route_targets,
