@@ -140,12 +140,12 @@ class Translation:
     def translate_endpoints(
         self, dag: Dag, previous: Mapping[str, Snapshot]
     ) -> dict[str, Snapshot]:
-        """`translate_endpoints`, by a Translation of its own (it takes the CLAs of `previous`
-        as its last translation's)."""
-        for snapshot in previous.values():
-            for name, resource in snapshot.of_type(ENDPOINT).resources.items():
-                if isinstance(resource, Translated) and name not in self._assignments:
-                    self._assignments[name] = resource.source, resource
+        """`translate_endpoints`, by a Translation of its own."""
+        # The CLAs `previous` serves, the first group's where two differ (as a dict update
+        # in reverse: one C loop, not one Python step per CLA).
+        earlier: dict[str, Resource] = {}
+        for snapshot in reversed(list(previous.values())):
+            earlier.update(snapshot.of_type(ENDPOINT).resources)
         made = _Made()
         result: dict[str, Snapshot] = {}
         for name, group in sorted(dag.groups.items()):
@@ -153,9 +153,7 @@ class Translation:
             if before is None:
                 result[name] = self._snapshot(name, group, dag, made)
                 continue
-            assignments = [
-                self._assignment(value, made.assignments) for value in _eds_assignments(group, dag)
-            ]
+            assignments = self._endpoints(group, dag, made.assignments, earlier)
             result[name] = Snapshot(
                 types={
                     CLUSTER: before.of_type(CLUSTER),
@@ -166,6 +164,33 @@ class Translation:
                 }
             )
         return result
+
+    def _endpoints(
+        self,
+        group: NodeGroup,
+        dag: Dag,
+        made: dict[str, tuple[LoadAssignment, Resource]],
+        earlier: Mapping[str, Resource],
+    ) -> list[Resource]:
+        """The group's CLAs, each an `earlier` one whose LoadAssignment is unchanged."""
+        clusters = dag.clusters
+        resources = []
+        for name in group.clusters:
+            if not served_over_eds(clusters.get(name)):
+                continue
+            known = made.get(name)
+            if known is None:
+                value = _assignment_of(name, dag)
+                before = earlier.get(name)
+                if isinstance(before, Translated) and (
+                    before.source is value or before.source == value
+                ):
+                    known = value, before
+                else:
+                    known = value, self._assignment(value, made)
+                made[name] = known
+            resources.append(known[1])
+        return resources
 
     def _snapshot(self, name: str, group: NodeGroup, dag: Dag, made: _Made) -> Snapshot:
         before = self._snapshots.get(name)
@@ -240,8 +265,9 @@ class Translation:
             certificate = _client_certificate(value)
             if certificate is not None:
                 client.append(certificate)
-            if served_over_eds(value):
-                assignment = _assignment_of(cluster_name, dag)
+            # The CLA an EDS cluster names (translation named it after served_over_eds).
+            for assignment_name in known[1].references:
+                assignment = _assignment_of(assignment_name, dag)
                 assignment_resources.append(self._assignment(assignment, made.assignments))
         return cluster_resources, assignment_resources, tuple(client)
 
