@@ -354,13 +354,6 @@ def _assignment_of(name: str, dag: Dag) -> LoadAssignment:
     return dag.load_assignments.get(name) or LoadAssignment(cluster=name)
 
 
-def _eds_assignments(group: NodeGroup, dag: Dag) -> Iterator[LoadAssignment]:
-    clusters = dag.clusters
-    for name in group.clusters:
-        if served_over_eds(clusters.get(name)):
-            yield _assignment_of(name, dag)
-
-
 def _type_snapshot(
     resources: list[Resource], before: Snapshot | None, type_url: str
 ) -> TypeSnapshot:
