@@ -40,9 +40,10 @@ from dragoman.objects import KubeObject
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.dns_checker import DnsChecker
 from dragoman.runtime.server_config import DnsCheckSettings
+from dragoman.snapshots.gc_pause import cyclic_gc_paused
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 
 # Runs in a child process: an authoritative responder answering every `n<i>.bench.test`.
 RESPONDER = """

@@ -83,12 +83,13 @@ from dragoman.runtime.metrics import Metrics
 from dragoman.security.files import TlsFiles
 from dragoman.security.files_store import write_files
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Resource, Snapshot, TypeSnapshot
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.server import XdsCallbacks, bound_port, start_xds_server
-from dragoman.xds.sotw import Ack, StreamEvent
-from dragoman.xds.tls import RotatingServerCredentials
-from dragoman.xds.wire import ResponseBodies
+from dragoman.xds.protocol.events import Ack, StreamEvent
+from dragoman.xds.protocol.wire import ResponseBodies
+from dragoman.xds.server.grpc_server import bound_port, start_xds_server
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_loop import XdsCallbacks
+from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry
+from dragoman.xds.transport.credentials import RotatingServerCredentials
 
 GROUP = "bench/gateway"
 SETTLE_TIMEOUT_S = 120.0
@@ -518,7 +519,7 @@ async def grpc_translation(services: int) -> None:
     from dragoman.dag.model import ALL_GATEWAYS
     from dragoman.runtime.controller import Controller
     from dragoman.store import Store
-    from dragoman.xds.client_kind import grpc_group
+    from dragoman.xds.protocol.client_kind import grpc_group
 
     store = Store.from_objects(synthesize(services))
     moved = endpoint_slice(0, generation=1)

@@ -34,7 +34,7 @@ from dragoman.objects import KubeObject
 from dragoman.runtime.controller import Controller
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.certificates import certificate_authority
 
 GATEWAY_V1 = "gateway.networking.k8s.io/v1"

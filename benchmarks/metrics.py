@@ -27,7 +27,7 @@ from translate import endpoint_slice, synthesize
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.metrics import Metrics
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 
 
 def child(size: int, metrics: bool, eds_updates: int) -> None:
@@ -60,9 +60,10 @@ def hook_costs(calls: int = 200_000) -> dict[str, float]:
     metrics add that the machine's noise cannot hide."""
     from dragoman.runtime.controller import UpdateResult
     from dragoman.snapshots.resources import CLUSTER
-    from dragoman.xds.registry import ConnectedStream
-    from dragoman.xds.sotw import Ack, SotwStream
-    from dragoman.xds.wire import SotwResponse
+    from dragoman.xds.protocol.events import Ack
+    from dragoman.xds.protocol.sotw_stream import SotwStream
+    from dragoman.xds.protocol.wire import SotwResponse
+    from dragoman.xds.server.stream_registry import ConnectedStream
 
     metrics = Metrics()
     hooks = metrics.xds_callbacks()

@@ -227,7 +227,7 @@ def phases_child(manifests: Path, started_at: float) -> None:
 
     async def serve_first() -> int:
         from dragoman.runtime.serving import start_serving
-        from dragoman.xds.server import bound_port
+        from dragoman.xds.server.grpc_server import bound_port
 
         stop = asyncio.Event()
         xds, _ = await start_serving(

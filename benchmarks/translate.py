@@ -83,7 +83,7 @@ from dragoman.objects import (
     TLSRoute,
 )
 from dragoman.objects.core import SERVICE_NAME_LABEL
-from dragoman.runtime.controller import cyclic_gc_paused
+from dragoman.snapshots.gc_pause import cyclic_gc_paused
 from dragoman.snapshots.resources import ENDPOINT, Snapshot
 from dragoman.store import Store
 

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     import grpc
 
     from dragoman.security.files import TlsFileError
-    from dragoman.xds.csds_client import client_rows, fetch_client_status, format_table
+    from dragoman.xds.csds.csds_client import client_rows, fetch_client_status, format_table
 
     try:
         response = fetch_client_status(

@@ -157,7 +157,7 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.translate_options import TranslateOptions
     from dragoman.security.files import TlsFileError
-    from dragoman.xds.server import is_loopback
+    from dragoman.xds.server.grpc_server import is_loopback
 
     log = logging.getLogger("dragoman")
     config = server_config(args)

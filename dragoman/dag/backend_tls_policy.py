@@ -22,6 +22,7 @@ from dragoman.dag.conditions import Condition, condition
 from dragoman.dag.model import SubjectAltNameMatch, UpstreamTls
 from dragoman.objects import BackendTLSPolicy, ConfigMap, ObjectKey, Secret
 from dragoman.objects.backend_tls import SAN_URI, WELL_KNOWN_SYSTEM, PolicyTargetRef
+from dragoman.security.pem import holds_private_key
 from dragoman.store import NamespacedName
 
 CA_CERT_KEY = "ca.crt"
@@ -183,7 +184,7 @@ def judge_policy(
     bundles: list[bytes] = []
     problems: list[tuple[str, str]] = []
     for index, ref in enumerate(policy.ca_certificate_refs):
-        found = _ca_bundle(
+        found = ca_bundle(
             policy.meta.namespace, ref.group, ref.kind, ref.name, config_maps, secrets
         )
         if isinstance(found, bytes):
@@ -207,7 +208,7 @@ def judge_policy(
     return PolicyVerdict(policy, tls, unresolved=unresolved)
 
 
-def _ca_bundle(
+def ca_bundle(
     namespace: str,
     group: str,
     kind: str,
@@ -215,7 +216,11 @@ def _ca_bundle(
     config_maps: Mapping[NamespacedName, ConfigMap],
     secrets: Mapping[NamespacedName, Secret],
 ) -> bytes | tuple[str, str]:
-    """The PEM bundle a caCertificateRef names, or (reason, message) saying why not."""
+    """The PEM bundle a caCertificateRef names, or (reason, message) saying why not.
+
+    Shared by BackendTLSPolicies and Gateways' client certificate validation. A `ca.crt`
+    holding a private key is refused whole: a trust bundle is served to Envoy, and a key in
+    it would travel with it (the message names the key, never shows it)."""
     if group != "" or kind not in CA_KINDS:
         shown = f"{group}/{kind}" if group else kind
         return INVALID_KIND, f"kind {shown!r} is not supported; use a core ConfigMap or Secret"
@@ -235,6 +240,12 @@ def _ca_bundle(
         return (
             INVALID_CA_CERTIFICATE_REF,
             f"{kind} {namespace}/{name} has no {CA_CERT_KEY!r} key",
+        )
+    if holds_private_key(data):
+        return (
+            INVALID_CA_CERTIFICATE_REF,
+            f"{kind} {namespace}/{name} key {CA_CERT_KEY!r} holds a private key besides "
+            "certificates; refused (a CA bundle is served to Envoy, a key must never be)",
         )
     if not _is_pem_certificates(data):
         return (

@@ -334,12 +334,26 @@ class TlsCertificate:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientValidation:
+    """How a TLS-terminating listener validates clients' certificates (a Gateway's
+    spec.tls.frontend): against `trusted_ca`, sent to Envoy over SDS as `name`.
+
+    `insecure_fallback` (AllowInsecureFallback): a client without a certificate, or with one
+    no CA vouches for, still gets through; otherwise (AllowValidOnly) it is refused."""
+
+    name: str  # the SDS name of the validation context
+    trusted_ca: bytes  # PEM CA certificates
+    insecure_fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TlsFilterChain:
     """TLS terminated for one Gateway listener hostname (SNI), with its own route table."""
 
     server_names: tuple[str, ...]  # () for the chain that takes every other SNI, or none
     certificates: tuple[TlsCertificate, ...]
     route_table: str  # RouteTable.name
+    client_validation: ClientValidation | None = None  # None: no client certificate asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +386,7 @@ class TcpFilterChain:
     server_names: tuple[str, ...]
     forward: L4Forward
     certificates: tuple[TlsCertificate, ...] = ()
+    client_validation: ClientValidation | None = None  # with certificates only
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.security.files import TlsFiles
 from dragoman.store import Store
-from dragoman.xds.registry import StreamRegistry
+from dragoman.xds.server.stream_registry import StreamRegistry
 
 log = logging.getLogger("dragoman.kubernetes")
 

@@ -60,6 +60,48 @@ class GatewayAddress:
     value: str = ""  # "" asks the implementation to choose one
 
 
+# spec.tls.frontend validation modes: a client must present a certificate a CA vouches for,
+# or any client gets through (the certificate, if any, is checked but not required).
+ALLOW_VALID_ONLY = "AllowValidOnly"
+ALLOW_INSECURE_FALLBACK = "AllowInsecureFallback"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectReference:
+    """A caCertificateRefs entry of spec.tls.frontend: any kind, in any namespace."""
+
+    name: str
+    kind: str
+    group: str = ""
+    namespace: str | None = None  # None: the Gateway's namespace
+
+
+@dataclass(frozen=True, slots=True)
+class FrontendValidation:
+    """spec.tls.frontend.default, or one perPort entry's tls: how clients' certificates are
+    validated. No CA references: this configuration validates nothing."""
+
+    ca_certificate_refs: tuple[ObjectReference, ...] = ()
+    mode: str = ALLOW_VALID_ONLY
+    # Where it was written, for messages: "spec.tls.frontend.default" or ".perPort[i].tls".
+    field: str = "spec.tls.frontend.default"
+
+
+@dataclass(frozen=True, slots=True)
+class FrontendTLS:
+    """spec.tls.frontend: client certificate validation for the Gateway's TLS-terminating
+    listeners, per port (`per_port`, port -> configuration) or else `default`."""
+
+    default: FrontendValidation = FrontendValidation()
+    per_port: tuple[tuple[int, FrontendValidation], ...] = ()
+
+    def for_port(self, port: int) -> FrontendValidation:
+        for number, validation in self.per_port:
+            if number == port:
+                return validation
+        return self.default
+
+
 @dataclass(frozen=True, slots=True)
 class Gateway(KindObject):
     kind: ClassVar[str] = "Gateway"
@@ -72,6 +114,8 @@ class Gateway(KindObject):
     parameters_ref: ParametersRef | None = None
     # spec.tls.backend.clientCertificateRef: what Envoy presents to backends it reaches by TLS.
     backend_client_certificate: CertificateRef | None = None
+    # spec.tls.frontend: the client certificates its TLS-terminating listeners require.
+    frontend_tls: FrontendTLS | None = None
     # spec.allowedListeners.namespaces: which ListenerSets may add listeners ("None", the
     # API default, "Same", "All" or "Selector" with `listener_set_selector`).
     allowed_listener_sets: str = "None"

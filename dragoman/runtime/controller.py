@@ -19,9 +19,10 @@ from dragoman.envoy.grpc.grpc_snapshots import GrpcSnapshots
 from dragoman.envoy.grpc.grpc_updates import grpc_snapshots
 from dragoman.envoy.translate_options import TranslateOptions
 from dragoman.envoy.translation.translator import Translation, translate_endpoints
+from dragoman.snapshots.gc_pause import cyclic_gc_paused
 from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache, cyclic_gc_paused
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 
 
 @dataclass(frozen=True, slots=True)

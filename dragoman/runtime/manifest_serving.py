@@ -20,12 +20,12 @@ from dragoman.runtime.memory import MemoryTrimmer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.security.files import TlsFiles
+from dragoman.snapshots.gc_pause import cyclic_gc_paused
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
-from dragoman.xds.cache import cyclic_gc_paused
-from dragoman.xds.registry import StreamRegistry
+from dragoman.xds.server.stream_registry import StreamRegistry
 
 if TYPE_CHECKING:
     from dragoman.runtime.metrics import Metrics

@@ -35,10 +35,10 @@ from dragoman.runtime.summary import (
     object_counts,
 )
 from dragoman.snapshots.resources import SHORT_NAMES
-from dragoman.xds.registry import ConnectedStream, StreamRegistry
-from dragoman.xds.server import XdsCallbacks
-from dragoman.xds.sotw import Ack, Nack, StreamEvent
-from dragoman.xds.wire import DeltaResponse, Response, SotwResponse
+from dragoman.xds.protocol.events import Ack, Nack, StreamEvent
+from dragoman.xds.protocol.wire import DeltaResponse, Response, SotwResponse
+from dragoman.xds.server.stream_loop import XdsCallbacks
+from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry
 
 # Builds take milliseconds to seconds; propagation to clients up to tens of seconds.
 BUILD_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

@@ -23,10 +23,10 @@ from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.security.files import TlsFiles
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.server import start_xds_server
-from dragoman.xds.tls import RotatingServerCredentials
+from dragoman.xds.server.grpc_server import start_xds_server
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_registry import StreamRegistry
+from dragoman.xds.transport.credentials import RotatingServerCredentials
 
 if TYPE_CHECKING:
     from dragoman.runtime.metrics import Metrics

@@ -13,8 +13,8 @@ from dragoman.dag.upstreams.external_names import unsafe_reason
 from dragoman.objects import ObjectKey
 from dragoman.sources.kinds import KINDS
 from dragoman.store import Store
-from dragoman.xds.client_kind import is_grpc_client
-from dragoman.xds.registry import ConnectedStream
+from dragoman.xds.protocol.client_kind import is_grpc_client
+from dragoman.xds.server.stream_registry import ConnectedStream
 
 SERVED = "served"
 REFUSED = "refused"

@@ -10,13 +10,22 @@ others see.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Hashable
 from typing import TypeVar
 
-# Strings longer than this (certificates, long header values) are rarely repeated: kept as
-# read.
-INTERN_MAX_LENGTH = 253
+# Strings: interned as xDS serving interns the names streams subscribe to (one facility).
+from dragoman.snapshots.interning import INTERN_MAX_LENGTH, INTERNED_STRINGS_ARE_FREED, interned
+
+__all__ = [
+    "CANONICAL_LIMIT",
+    "INTERNED_STRINGS_ARE_FREED",
+    "INTERN_MAX_LENGTH",
+    "SHARED_INT_MAX",
+    "canonical",
+    "interned",
+    "shared_int",
+]
+
 # Ints shared: ports, weights, status codes, timeouts in seconds. Bounded by the range, so
 # the table cannot grow past it whatever the input.
 SHARED_INT_MAX = 65535
@@ -24,28 +33,10 @@ SHARED_INT_MAX = 65535
 # input must not grow it without bound, nor stop the sharing for good).
 CANONICAL_LIMIT = 2048
 
-# sys.intern lets a string go once nothing holds it, except on CPython 3.12.0-3.12.5 and on
-# free-threaded builds, where every interned string stays for good: there names that come
-# and go (EndpointSlices, rolled Services) would grow memory without bound, so strings are
-# kept as read.
-INTERNED_STRINGS_ARE_FREED = not (
-    (3, 12, 0) <= sys.version_info[:3] < (3, 12, 6)
-    or not getattr(sys, "_is_gil_enabled", lambda: True)()
-)
-
-_intern = sys.intern
 _ints: dict[int, int] = {}
 _canonical: dict[Hashable, Hashable] = {}
 
 Value = TypeVar("Value", bound=Hashable)
-
-
-def interned(value: str) -> str:
-    """The one string object equal to value (`sys.intern`), when short enough to be shared
-    and the interpreter frees interned strings no longer used."""
-    if INTERNED_STRINGS_ARE_FREED and len(value) <= INTERN_MAX_LENGTH:
-        return _intern(value)
-    return value
 
 
 def shared_int(value: int) -> int:

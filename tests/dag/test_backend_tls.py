@@ -234,9 +234,12 @@ def test_a_policy_on_a_port_and_one_on_the_whole_service_do_not_conflict() -> No
 
 # --- invalid CA certificate references -----------------------------------------------------
 
+# A bundle with a private key appended: served to Envoy, the key would travel with it.
+WITH_KEY = CA.pem.decode() + OTHER_CA.issue("leaf.example.com").private_key.decode()
 MALFORMED = [
     config_map("malformed-ca-certificate", {}, namespace=NS),
     config_map("not-pem", {"ca.crt": "hello"}, namespace=NS),
+    config_map("with-key", {"ca.crt": WITH_KEY}, namespace=NS),
 ]
 
 INVALID_REFS = [
@@ -245,6 +248,7 @@ INVALID_REFS = [
     (local_ref("ConfigMap", "malformed-ca-certificate"), "InvalidCACertificateRef",
      "has no 'ca.crt' key"),
     (local_ref("ConfigMap", "not-pem"), "InvalidCACertificateRef", "is not PEM CA certificates"),
+    (local_ref("ConfigMap", "with-key"), "InvalidCACertificateRef", "holds a private key"),
     (local_ref("Secret", "no-such-secret"), "InvalidCACertificateRef",
      "Secret gateway-conformance-infra/no-such-secret not found"),
     (local_ref("InvalidKind", "invalid-kind", "invalid.io"), "InvalidKind",

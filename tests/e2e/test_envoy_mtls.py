@@ -34,7 +34,7 @@ from dragoman.demo.http import http_get, wait_until
 from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls
 from dragoman.security.certgen import server_pair
 from dragoman.snapshots.resources import LISTENER
-from dragoman.xds.csds_client import fetch_client_status
+from dragoman.xds.csds.csds_client import fetch_client_status
 from tests.support.certificates import CertificateAuthority, certificate_authority
 from tests.support.harness import (
     DragomanProcess,

@@ -101,7 +101,7 @@ def test_per_type_envoys_with_another_name_for_the_xds_cluster(tmp_path: Path) -
         proxies.append(envoy(tmp_path, "elsewhere", elsewhere_yaml))
         # The default wait is Envoy's initial fetch timeout (15 s). (Envoy asks for listeners
         # only once its clusters are initialised, 15 s later still: the RDS side of the
-        # warning is shown in tests/xds/test_dependent_streams.py.)
+        # warning is shown in tests/xds/server/test_dependent_streams.py.)
         wait_until(lambda: "opened none" in dragoman.log(), timeout=40)
         warned = [line for line in dragoman.log().splitlines() if "opened none" in line]
         assert all("'elsewhere'" in line for line in warned), warned

@@ -11,7 +11,7 @@ from dragoman.objects import HTTPRoute
 from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.builders import (
     Object,
     backend_ref,

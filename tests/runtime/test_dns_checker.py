@@ -23,7 +23,7 @@ from dragoman.runtime.controller import Controller
 from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop, DnsResolver, Resolution
 from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.builders import external_service, http_route, typed
 from tests.support.status_builds import objects
 from tests.support.upstream_builds import GATEWAY

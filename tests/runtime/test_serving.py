@@ -14,8 +14,8 @@ from dragoman.runtime.server_config import NO_DNS_CHECK
 from dragoman.runtime.serving import serving_controller, start_serving
 from dragoman.snapshots.resources import ALL_GATEWAYS, CLUSTER
 from dragoman.store import Store
-from dragoman.xds.server import bound_port
-from dragoman.xds.variants import ConfigSources
+from dragoman.xds.server.grpc_server import bound_port
+from dragoman.xds.server.snapshot_variants import ConfigSources
 from tests.support.status_builds import objects
 from tests.support.xds_client import XdsClient
 

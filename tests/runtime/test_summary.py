@@ -15,8 +15,8 @@ from dragoman.objects import ObjectKey
 from dragoman.runtime.summary import client_counts, external_name_states
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.sotw import SotwStream
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.status_builds import objects
 
 NAMES = {

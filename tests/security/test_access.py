@@ -14,7 +14,7 @@ from dragoman.security.identities import (
     identity_of,
     parse_identity,
 )
-from dragoman.xds.access import Grant, Refusal, csds_access, xds_access
+from dragoman.xds.transport.access_rules import Grant, Refusal, csds_access, xds_access
 
 GATEWAY_A = parse_identity("spiffe://dragoman.dev/gateway/default/a")
 GRPC = parse_identity("spiffe://dragoman.dev/grpc/greeter")

@@ -13,6 +13,7 @@ import pytest
 
 from dragoman.objects import HTTPRoute, Service
 from dragoman.objects.meta import EMPTY_MAPPING
+from dragoman.snapshots import interning
 from dragoman.sources import shared
 from dragoman.sources.decode import decode_documents
 from dragoman.sources.manifests import ManifestDirectory, parse_fresh_files
@@ -107,9 +108,9 @@ def test_nothing_is_interned_where_interned_strings_stay_for_good(
     """On CPython 3.12.0-3.12.5 and free-threaded builds an interned string is never freed:
     names that come and go would grow memory without bound."""
     name = "".join(["svc-", "gone"])
-    monkeypatch.setattr(shared, "INTERNED_STRINGS_ARE_FREED", False)
+    monkeypatch.setattr(interning, "INTERNED_STRINGS_ARE_FREED", False)
     assert interned(name) is name
-    monkeypatch.setattr(shared, "INTERNED_STRINGS_ARE_FREED", True)
+    monkeypatch.setattr(interning, "INTERNED_STRINGS_ARE_FREED", True)
     assert interned(name) is sys.intern("svc-gone")
 
 

@@ -1,6 +1,7 @@
 """Parsing the rest of the standard channel: TCPRoute, TLSRoute, UDPRoute, ListenerSet, the
-HTTPRoute CORS filter and the Gateway's clientCertificateRef and allowedListeners, with the
-validation their CRDs apply (schema and CEL rules) and the field paths kubectl would name."""
+HTTPRoute CORS filter and the Gateway's clientCertificateRef, frontend validation and
+allowedListeners, with the validation their CRDs apply (schema and CEL rules) and the field
+paths kubectl would name."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ from dragoman.objects import (
     TCPRoute,
     TLSRoute,
     UDPRoute,
+)
+from dragoman.objects.gateway import (
+    ALLOW_INSECURE_FALLBACK,
+    ALLOW_VALID_ONLY,
+    FrontendValidation,
+    ObjectReference,
 )
 from dragoman.sources.errors import ObjectError
 from dragoman.sources.parse import parse_object
@@ -184,6 +191,68 @@ def test_gateway_client_certificate_and_allowed_listeners() -> None:
     assert "spec.allowedListeners.namespaces.selector" in [
         p for p, _ in problems(gateway("  allowedListeners: {namespaces: {from: Selector}}\n"))
     ]
+
+
+def test_gateway_frontend_validation() -> None:
+    found = parse(
+        gateway(
+            "  tls:\n"
+            "    frontend:\n"
+            "      default: {validation: {caCertificateRefs: [{group: '', kind: ConfigMap,"
+            " name: ca}]}}\n"
+            "      perPort:\n"
+            "      - {port: 8443, tls: {validation: {mode: AllowInsecureFallback,"
+            " caCertificateRefs: [{group: '', kind: Secret, name: other, namespace: certs}]}}}\n"
+            "      - {port: 9443, tls: {}}\n"
+        )
+    )
+    assert isinstance(found, Gateway)
+    frontend = found.frontend_tls
+    assert frontend is not None
+    assert frontend.default == FrontendValidation(
+        (ObjectReference("ca", "ConfigMap"),), ALLOW_VALID_ONLY, "spec.tls.frontend.default"
+    )
+    per_port = frontend.for_port(8443)
+    assert per_port.mode == ALLOW_INSECURE_FALLBACK
+    assert per_port.ca_certificate_refs == (ObjectReference("other", "Secret", "", "certs"),)
+    assert per_port.field == "spec.tls.frontend.perPort[0].tls"
+    assert frontend.for_port(9443).ca_certificate_refs == ()  # overrides the default: none
+    assert frontend.for_port(443) is frontend.default
+    assert parse(gateway("")).frontend_tls is None
+
+
+@pytest.mark.parametrize(
+    ("frontend", "field"),
+    [
+        ("{}", "spec.tls.frontend.default"),
+        (
+            "{default: {validation: {caCertificateRefs: []}}}",
+            "spec.tls.frontend.default.validation.caCertificateRefs",
+        ),
+        ("{default: {validation: {}}}", "spec.tls.frontend.default.validation.caCertificateRefs"),
+        (
+            "{default: {validation: {mode: Sometimes, caCertificateRefs: [{group: '',"
+            " kind: ConfigMap, name: ca}]}}}",
+            "spec.tls.frontend.default.validation.mode",
+        ),
+        (
+            "{default: {validation: {caCertificateRefs: [{kind: ConfigMap, name: ca}]}}}",
+            "spec.tls.frontend.default.validation.caCertificateRefs[0].group",
+        ),
+        (
+            "{default: {validation: {caCertificateRefs: [{group: '', name: ca}]}}}",
+            "spec.tls.frontend.default.validation.caCertificateRefs[0].kind",
+        ),
+        (
+            "{default: {}, perPort: [{port: 443, tls: {}}, {port: 443, tls: {}}]}",
+            "spec.tls.frontend.perPort[1].port",
+        ),
+        ("{default: {}, perPort: [{port: 70000, tls: {}}]}", "spec.tls.frontend.perPort[0].port"),
+        ("{default: {}, perPort: [{port: 443}]}", "spec.tls.frontend.perPort[0].tls"),
+    ],
+)
+def test_gateway_frontend_validation_refused(frontend: str, field: str) -> None:
+    assert field in [path for path, _ in problems(gateway(f"  tls: {{frontend: {frontend}}}\n"))]
 
 
 def test_listener_set() -> None:

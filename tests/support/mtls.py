@@ -11,10 +11,10 @@ import grpc
 
 from dragoman.security.certgen import Authority, Pair, client_pair, new_authority, standard_pairs
 from dragoman.security.files import TlsFiles
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.server import bound_port, start_xds_server
-from dragoman.xds.tls import RotatingServerCredentials
+from dragoman.xds.server.grpc_server import bound_port, start_xds_server
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_registry import StreamRegistry
+from dragoman.xds.transport.credentials import RotatingServerCredentials
 
 
 @dataclass

@@ -10,7 +10,7 @@ from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
-from dragoman.xds.cache import SnapshotCache
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.status_builds import objects
 
 # What grpcio 1.85 sends (logged from a real client), and what Envoy sends.

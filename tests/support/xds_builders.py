@@ -48,8 +48,8 @@ from dragoman.snapshots.resources import (
     Snapshot,
     TypeSnapshot,
 )
-from dragoman.xds.variants import ConfigSources
-from dragoman.xds.wire import DeltaResponse, SotwResponse
+from dragoman.xds.protocol.wire import DeltaResponse, SotwResponse
+from dragoman.xds.server.snapshot_variants import ConfigSources
 
 # The xDS tests' resources are translated from small values, as dragoman's are: the per-type
 # variant of a snapshot is translated from the same values with per-type config sources.

@@ -30,9 +30,10 @@ from envoy.service.secret.v3 import sds_pb2_grpc
 from google.rpc.status_pb2 import Status
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.server import XdsCallbacks, bound_port, start_xds_server
+from dragoman.xds.server.grpc_server import bound_port, start_xds_server
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_loop import XdsCallbacks
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.xds_builders import packed_name
 
 TIMEOUT = 5.0

@@ -32,14 +32,14 @@ from dragoman.snapshots.resources import (
     Snapshot,
     TypeSnapshot,
 )
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.delta import DeltaStream
-from dragoman.xds.delta_state import RECENT_MAPS
-from dragoman.xds.lru import SizedLru
-from dragoman.xds.registry import StreamRegistry
-from dragoman.xds.sotw import SotwStream
-from dragoman.xds.stream_base import StreamMemos
-from dragoman.xds.wire import DeltaResponse, SotwResponse
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.digest_maps import RECENT_MAPS
+from dragoman.xds.protocol.sized_lru import SizedLru
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.protocol.stream_protocol import StreamMemos
+from dragoman.xds.protocol.wire import DeltaResponse, SotwResponse
+from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_registry import StreamRegistry
 from tests.support.xds_builders import (
     ack,
     delta_ack,
@@ -320,15 +320,15 @@ def test_a_delta_stream_holds_the_shared_digest_map_from_its_first_response_on()
     state_of = lambda: stream.types[CLUSTER]  # noqa: E731
     (cds,) = stream.on_request(delta_request(CLUSTER, node=Node(id="n")), first)
     shared_first = memos.digest_maps.digests_of(first.of_type(CLUSTER))
-    assert len(cds.names) == CLUSTERS and state_of().held is shared_first
+    assert len(cds.names) == CLUSTERS and state_of().held.mapping is shared_first
     stream.on_request(delta_ack(cds), first)
-    assert state_of().acked is shared_first and not state_of().pending
+    assert state_of().acked.mapping is shared_first and not state_of().pending
     (cds,) = stream.on_snapshot(second)
     shared_second = memos.digest_maps.digests_of(second.of_type(CLUSTER))
-    assert len(cds.names) == CLUSTERS and state_of().held is shared_second
-    assert state_of().acked is shared_first  # until the client says it applied the push
+    assert len(cds.names) == CLUSTERS and state_of().held.mapping is shared_second
+    assert state_of().acked.mapping is shared_first  # until the client says it applied the push
     stream.on_request(delta_ack(cds), second)
-    assert state_of().acked is shared_second
+    assert state_of().acked.mapping is shared_second
 
 
 def test_a_nacked_first_delta_response_is_taken_back_and_sent_again() -> None:
@@ -493,7 +493,7 @@ def test_sotw_streams_after_a_burst_hold_the_snapshot_s_own_mappings(burst: Burs
         for type_url in (CLUSTER, ENDPOINT, LISTENER, ROUTE):
             state, current = stream.types[type_url], last.of_type(type_url)
             assert not state.in_flight, type_url
-            assert state.sent is current.resources, type_url  # no copy of its own
+            assert state.sent.mapping is current.resources, type_url  # no copy of its own
             assert state.unacked == {}, type_url
         for type_url in (CLUSTER, LISTENER):
             assert stream.types[type_url].acked_sent is last.of_type(type_url).resources
@@ -510,7 +510,7 @@ def test_delta_streams_after_a_burst_hold_the_shared_digest_maps(burst: Burst) -
             state = stream.types[type_url]
             shared = memos.digest_maps.digests_of(last.of_type(type_url))
             assert not state.pending and not state.deferred_removals, type_url
-            assert state.held is shared and state.acked is shared, type_url
+            assert state.held.mapping is shared and state.acked.mapping is shared, type_url
     # A map per type held now, and a few recent ones: none per version of the burst.
     assert len(memos.digest_maps) <= 4 * RECENT_MAPS < BURST
 
@@ -553,7 +553,8 @@ def test_sotw_streams_let_go_of_an_equal_earlier_snapshot_after_a_full_build(
         assert isinstance(stream, SotwStream)
         assert stream.on_snapshot(rebuilt) == []
         for type_url in (CLUSTER, ENDPOINT, LISTENER, ROUTE):
-            assert stream.types[type_url].sent is rebuilt.of_type(type_url).resources, type_url
+            sent = stream.types[type_url].sent
+            assert sent.mapping is rebuilt.of_type(type_url).resources, type_url
         for type_url in (CLUSTER, LISTENER):
             state = stream.types[type_url]
             assert state.acked_sent is state.sent_batch is rebuilt.of_type(type_url).resources

@@ -109,7 +109,12 @@ def _judged(
     siblings: list[GatewayVerdict],
     context: BuildContext,
 ) -> GatewayVerdict:
-    own = [listener_verdict(listener_set, i, context) for i in range(len(listener_set.listeners))]
+    parent = gateway.gateway
+    assert isinstance(parent, Gateway)  # a ListenerSet's parent verdict is a Gateway's
+    own = [
+        listener_verdict(listener_set, i, context, parent)
+        for i in range(len(listener_set.listeners))
+    ]
     before = [*gateway.listeners, *(v for sibling in siblings for v in sibling.listeners)]
     judged = with_conflicts(own, before)
     rejection = None

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field, replace
 from dragoman.dag.context import BuildContext
 from dragoman.dag.frontends.certificates import dropped_from_chain, tls_certificate
 from dragoman.dag.frontends.client_certificates import client_certificate
+from dragoman.dag.frontends.client_validation import NO_VALID_CA_CERTIFICATE, client_validation
 from dragoman.dag.frontends.gateway_classes import ClassVerdict, class_decision, class_verdicts
-from dragoman.dag.model import Problem, TlsCertificate
+from dragoman.dag.model import ClientValidation, Problem, TlsCertificate
 from dragoman.dag.reference_grants import (
     Referrer,
     Target,
@@ -41,10 +42,12 @@ class ListenerVerdict:
     listener: GatewayListener
     # The route kinds it admits: its protocol's, narrowed by allowedRoutes.kinds.
     supported_kinds: tuple[RouteGroupKind, ...]
-    not_accepted: Problem | None = None  # UnsupportedProtocol
+    not_accepted: Problem | None = None  # UnsupportedProtocol, NoValidCACertificate
     conflict: Problem | None = None  # ProtocolConflict or HostnameConflict
     unresolved: tuple[Problem, ...] = ()  # InvalidRouteKinds, InvalidCertificateRef, ...
     certificates: tuple[TlsCertificate, ...] = ()  # HTTPS: the usable ones
+    # The Gateway's spec.tls.frontend for the listener's port, when it asks for one.
+    client_validation: ClientValidation | None = None
     # Whether Envoy gets it (not_programmed_reason is None): made once, as every route
     # attaching to the listener asks.
     programmed: bool = field(init=False, repr=False, compare=False)
@@ -234,7 +237,8 @@ def _judge(
             f"{ref.name!r})",
         )
     verdicts = [
-        listener_verdict(gateway, index, context) for index in range(len(gateway.listeners))
+        listener_verdict(gateway, index, context, gateway)
+        for index in range(len(gateway.listeners))
     ]
     certificate = client_certificate(gateway, context)
     return GatewayVerdict(
@@ -248,8 +252,10 @@ def _judge(
 
 
 def listener_verdict(
-    gateway: Gateway | ListenerSet, index: int, context: BuildContext
+    gateway: Gateway | ListenerSet, index: int, context: BuildContext, parent: Gateway
 ) -> ListenerVerdict:
+    """`parent`: the Gateway the listener is served on (`gateway` itself, or a ListenerSet's
+    parent), whose spec.tls.frontend applies to it."""
     listener = gateway.listeners[index]
     at = f"spec.listeners[{index}]"
     protocol_kinds = ROUTE_KINDS_BY_PROTOCOL.get(listener.protocol)
@@ -266,16 +272,59 @@ def listener_verdict(
     unresolved: list[Problem] = []
     kinds = _supported_kinds(gateway, index, protocol_kinds, unresolved)
     certificates: tuple[TlsCertificate, ...] = ()
+    validation = None
+    not_accepted = None
     verdict = ListenerVerdict(gateway.key, index, listener, kinds)
     if verdict.terminates_tls:
         certificates = _certificates(gateway, index, context, unresolved)
+        validation, not_accepted = _client_validation(gateway, index, context, parent, unresolved)
     return ListenerVerdict(
         gateway.key,
         index,
         listener,
         kinds,
+        not_accepted=not_accepted,
         unresolved=tuple(unresolved),
         certificates=certificates,
+        client_validation=validation,
+    )
+
+
+def _client_validation(
+    gateway: Gateway | ListenerSet,
+    index: int,
+    context: BuildContext,
+    parent: Gateway,
+    unresolved: list[Problem],
+) -> tuple[ClientValidation | None, Problem | None]:
+    """The listener's client certificate validation, and why it is not accepted (every CA
+    reference of its configuration invalid); its reference problems go to `unresolved`."""
+    listener = gateway.listeners[index]
+    judged = client_validation(parent, listener.port, context)
+    if judged is None:
+        return None, None
+    own = gateway is parent
+    # A ListenerSet's listener reports its parent's field under its own tls.
+    where = "" if own else f"Gateway {parent.meta.namespace}/{parent.meta.name} "
+    for problem in judged.problems:
+        unresolved.append(
+            Problem(
+                gateway.key,
+                problem.field if own else f"spec.listeners[{index}].tls",
+                problem.reason,
+                f"listener {listener.name!r}: {where}{problem.message}",
+            )
+        )
+    if judged.validation is not None:
+        return judged.validation, None
+    field = judged.field if own else f"spec.listeners[{index}].tls"
+    return None, Problem(
+        gateway.key,
+        field,
+        NO_VALID_CA_CERTIFICATE,
+        f"listener {listener.name!r}: no valid CA certificate to validate clients' "
+        f"certificates with ({where}spec.tls.frontend); not served, rather than served to "
+        "clients unchecked",
     )
 
 

@@ -141,8 +141,8 @@ class IncrementalBuild:
         previous, state = self._store, self._state
         if previous is not None and self._dag is not None:
             changes = store_changes(previous, store)
-            if not previous.backend_tls_policies and not store.backend_tls_policies:
-                changes.pop("config_maps", None)  # read only through BackendTLSPolicies
+            if not _reads_config_maps(previous) and not _reads_config_maps(store):
+                changes.pop("config_maps", None)  # read only for CA certificates
             observed = {n for n in dns.keys() | self._dns.keys() if dns.get(n) != self._dns.get(n)}
             if not changes and not observed:
                 return self._keep(store, dns, self._dag, "unchanged")
@@ -1016,11 +1016,23 @@ def _accepted_on(entry: _Entry) -> set[tuple[ObjectKey, str]]:
 
 
 def _patchable(store: Store, judged: Frontends) -> bool:
-    """Whether changes to `store` can be patched: not yet with ListenerSets or Gateway client
-    certificates (their builds are all full)."""
+    """Whether changes to `store` can be patched: not yet with ListenerSets, Gateway client
+    certificates or client certificate validation (their builds are all full)."""
     return not (
         store.listener_sets
-        or any(verdict.client_certificate is not None for verdict in judged.gateways.values())
+        or any(
+            verdict.client_certificate is not None
+            or getattr(verdict.gateway, "frontend_tls", None) is not None
+            for verdict in judged.gateways.values()
+        )
+    )
+
+
+def _reads_config_maps(store: Store) -> bool:
+    """Whether a build reads ConfigMaps: CA certificates of BackendTLSPolicies and of
+    Gateways' client certificate validation."""
+    return bool(store.backend_tls_policies) or any(
+        gateway.frontend_tls is not None for gateway in store.gateways.values()
     )
 
 

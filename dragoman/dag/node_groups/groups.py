@@ -258,6 +258,7 @@ def _https_port(
                 server_names=(hostname,) if hostname else (),
                 certificates=verdict.certificates,
                 route_table=name,
+                client_validation=verdict.client_validation,
             )
         )
     return HttpsListener(https_listener_name(port), port, tuple(chains)), tables

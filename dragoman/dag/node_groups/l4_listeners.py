@@ -93,6 +93,7 @@ def _tls_listener(
                     server_names=() if ANY_HOST in names else tuple(sorted(names)),
                     forward=rules.forward if terminate else rules.passthrough,
                     certificates=verdict.certificates if terminate else (),
+                    client_validation=verdict.client_validation if terminate else None,
                 )
             )
     if not chains:

@@ -6,24 +6,38 @@ from collections.abc import Mapping
 from typing import Any
 
 from dragoman.dag.conditions import GATEWAY_API_VERSION, Condition, condition, joined
+from dragoman.dag.frontends.client_validation import (
+    CONFIGURATION_CHANGED,
+    INSECURE_FRONTEND_VALIDATION_MODE,
+    insecure_fields,
+)
 from dragoman.dag.frontends.gateway_classes import ClassVerdict
 from dragoman.dag.frontends.listeners import GatewayVerdict, ListenerVerdict
 from dragoman.dag.model import ObjectStatus
+from dragoman.dag.status.supported_features import supported_features
+from dragoman.objects import Gateway
 
 
 def gateway_class_status(verdict: ClassVerdict) -> ObjectStatus:
     gateway_class = verdict.gateway_class
     generation = gateway_class.meta.generation
-    if verdict.problem is None:
-        accepted = condition(
-            "Accepted", True, "Accepted", "dragoman serves Gateways of this class", generation
-        )
-    else:
+    if verdict.problem is not None:
         accepted = condition(
             "Accepted", False, verdict.problem.reason, verdict.problem.message, generation
         )
+        # None supported: a class refused after being accepted must not keep its old list.
+        return ObjectStatus(
+            key=gateway_class.key,
+            api_version=GATEWAY_API_VERSION,
+            status={"conditions": [accepted], "supportedFeatures": []},
+        )
+    accepted = condition(
+        "Accepted", True, "Accepted", "dragoman serves Gateways of this class", generation
+    )
     return ObjectStatus(
-        key=gateway_class.key, api_version=GATEWAY_API_VERSION, status={"conditions": [accepted]}
+        key=gateway_class.key,
+        api_version=GATEWAY_API_VERSION,
+        status={"conditions": [accepted], "supportedFeatures": supported_features()},
     )
 
 
@@ -52,10 +66,20 @@ def gateway_status(
         _listener_status(v, attached.get(v.name, 0), generation, notes.get(v.index), refusal)
         for v in verdict.listeners
     ]
-    status: dict[str, Any] = {
-        "conditions": _gateway_conditions(verdict, generation),
-        "listeners": listeners,
-    }
+    conditions = _gateway_conditions(verdict, generation)
+    if isinstance(gateway, Gateway) and (insecure := insecure_fields(gateway)):
+        # GEP-91: said on the Gateway for as long as clients may get through unchecked.
+        conditions.append(
+            condition(
+                INSECURE_FRONTEND_VALIDATION_MODE,
+                True,
+                CONFIGURATION_CHANGED,
+                f"{joined(list(insecure))}: mode AllowInsecureFallback lets clients without "
+                "a valid certificate through",
+                generation,
+            )
+        )
+    status: dict[str, Any] = {"conditions": conditions, "listeners": listeners}
     if listener_sets is not None:
         status["attachedListenerSets"] = listener_sets
     return ObjectStatus(key=gateway.key, api_version=GATEWAY_API_VERSION, status=status)

@@ -109,6 +109,8 @@ def _tcp_chain(
         )
     if chain.certificates:
         message.transport_socket.CopyFrom(
-            downstream_tls_socket(chain.certificates, (), config_source(options))
+            downstream_tls_socket(
+                chain.certificates, (), config_source(options), chain.client_validation
+            )
         )
     return message

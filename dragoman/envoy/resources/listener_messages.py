@@ -112,6 +112,6 @@ def _tls_chain(
         filter_chain_match=match,
         filters=[_manager(listener_name, chain.route_table, options)],
         transport_socket=downstream_tls_socket(
-            chain.certificates, ALPN_PROTOCOLS, config_source(options)
+            chain.certificates, ALPN_PROTOCOLS, config_source(options), chain.client_validation
         ),
     )

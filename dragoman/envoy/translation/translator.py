@@ -28,7 +28,7 @@ from dragoman.dag.model import (
     TlsCertificate,
 )
 from dragoman.envoy.resources.cluster_messages import served_over_eds
-from dragoman.envoy.resources.sds_secrets import secret, secret_name
+from dragoman.envoy.resources.sds_secrets import SdsValue, sds_name, secret
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.translation.route_splicing import SplicedTable, spliced_table
 from dragoman.envoy.translation.translated import (
@@ -63,13 +63,14 @@ class _Upstream:
 
 @dataclass(frozen=True, slots=True)
 class _Frontend:
-    """A group's listeners and route tables, and the certificates its listeners name."""
+    """A group's listeners and route tables, and the certificates (and clients' CA
+    certificates) its listeners name."""
 
     listeners: tuple[Listener, ...]  # the group's (by identity)
     route_tables: tuple[RouteTable, ...]  # the group's (by identity)
     lds: TypeSnapshot
     rds: TypeSnapshot
-    certificates: tuple[TlsCertificate, ...]
+    certificates: tuple[SdsValue, ...]
 
 
 @dataclass(slots=True)
@@ -80,7 +81,7 @@ class _Made:
     assignments: dict[str, tuple[LoadAssignment, Resource]] = field(default_factory=dict)
     listeners: dict[str, tuple[Listener, Resource]] = field(default_factory=dict)
     tables: dict[str, SplicedTable] = field(default_factory=dict)
-    secrets: dict[str, tuple[TlsCertificate, Resource]] = field(default_factory=dict)
+    secrets: dict[str, tuple[SdsValue, Resource]] = field(default_factory=dict)
     upstreams: dict[str, _Upstream] = field(default_factory=dict)  # by group
     # Within this translation, by the id of the group's tuple they derive from.
     shared_upstreams: dict[int, _Upstream] = field(default_factory=dict)
@@ -119,7 +120,7 @@ class Translation:
         self._assignments: dict[str, tuple[LoadAssignment, Resource]] = {}
         self._listeners: dict[str, tuple[Listener, Resource]] = {}
         self._tables: dict[str, SplicedTable] = {}
-        self._secrets: dict[str, tuple[TlsCertificate, Resource]] = {}
+        self._secrets: dict[str, tuple[SdsValue, Resource]] = {}
         self._upstreams: dict[str, _Upstream] = {}
         self._snapshots: dict[str, Snapshot] = {}
 
@@ -282,12 +283,13 @@ class Translation:
             tuple(listener_certificates(group.listeners)),
         )
 
-    def _secrets_of(self, certificates: Iterable[TlsCertificate], made: _Made) -> list[Resource]:
-        """The SDS secrets of these certificates (listeners' first, then clusters' client
-        certificates): one per name, sorted. No group gets another's keys."""
-        used: dict[str, TlsCertificate] = {}
+    def _secrets_of(self, certificates: Iterable[SdsValue], made: _Made) -> list[Resource]:
+        """The SDS secrets of these certificates and validation contexts (listeners' first,
+        then clusters' client certificates): one per name, sorted. No group gets another's
+        keys."""
+        used: dict[str, SdsValue] = {}
         for certificate in certificates:
-            used.setdefault(secret_name(certificate.secret), certificate)
+            used.setdefault(sds_name(certificate), certificate)
         resources = []
         for name, certificate in sorted(used.items()):
             known = made.secrets.get(name) or self._secrets.get(name)
@@ -334,12 +336,15 @@ class Translation:
         return known.resource
 
 
-def listener_certificates(listeners: Iterable[Listener]) -> Iterator[TlsCertificate]:
-    """The certificates HTTPS and TLS-terminating listeners serve, in their order."""
+def listener_certificates(listeners: Iterable[Listener]) -> Iterator[SdsValue]:
+    """The certificates HTTPS and TLS-terminating listeners serve, and the CA certificates
+    they validate clients' with, in their order."""
     for value in listeners:
         if isinstance(value, HttpsListener | TcpListener):
             for chain in value.filter_chains:
                 yield from chain.certificates
+                if chain.client_validation is not None:
+                    yield chain.client_validation
 
 
 def _client_certificate(value: Cluster) -> TlsCertificate | None:

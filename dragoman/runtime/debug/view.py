@@ -13,8 +13,8 @@ from dragoman.runtime.controller import Controller
 from dragoman.runtime.summary import external_name_states
 from dragoman.snapshots.resources import SHORT_NAMES, Snapshot
 from dragoman.store import Store
-from dragoman.xds.client_kind import is_grpc_client
-from dragoman.xds.registry import StreamRegistry
+from dragoman.xds.protocol.client_kind import is_grpc_client
+from dragoman.xds.server.stream_registry import StreamRegistry
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,14 @@ from dragoman.objects import (
     ParametersRef,
     RouteGroupKind,
 )
-from dragoman.objects.gateway import GATEWAY_GROUP
+from dragoman.objects.gateway import (
+    ALLOW_INSECURE_FALLBACK,
+    ALLOW_VALID_ONLY,
+    GATEWAY_GROUP,
+    FrontendTLS,
+    FrontendValidation,
+    ObjectReference,
+)
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import (
     DNS1123_LABEL,
@@ -55,6 +62,7 @@ def parse_gateway(root: Node, meta: ObjectMeta) -> Gateway:
         addresses=_addresses(spec),
         parameters_ref=_infrastructure_parameters(spec),
         backend_client_certificate=_backend_client_certificate(spec),
+        frontend_tls=_frontend_tls(spec),
         allowed_listener_sets=allowed_from,
         listener_set_selector=allowed_selector,
     )
@@ -177,6 +185,54 @@ def _backend_client_certificate(spec: Node) -> CertificateRef | None:
     backend = tls.mapping("backend") if tls is not None else None
     ref = backend.mapping("clientCertificateRef") if backend is not None else None
     return _certificate_ref(ref) if ref is not None else None
+
+
+FRONTEND_VALIDATION_MODES = (ALLOW_VALID_ONLY, ALLOW_INSECURE_FALLBACK)
+
+
+def _frontend_tls(spec: Node) -> FrontendTLS | None:
+    """spec.tls.frontend, checked as the CRD checks it (default required, ports unique)."""
+    tls = spec.mapping("tls")
+    frontend = tls.mapping("frontend") if tls is not None else None
+    if frontend is None:
+        return None
+    default = frontend.mapping("default", required=True)
+    per_port: list[tuple[int, FrontendValidation]] = []
+    seen: set[int] = set()
+    for entry in frontend.mappings("perPort", max_items=64) or []:
+        port = entry.integer("port", required=True, minimum=1, maximum=65535)
+        if port in seen:
+            entry.report(entry.at("port"), f"port {port} has another perPort entry already")
+        seen.add(port)
+        port_tls = entry.mapping("tls", required=True)
+        if port_tls is not None:
+            per_port.append((port, _frontend_validation(port_tls)))
+    return FrontendTLS(
+        default=_frontend_validation(default) if default is not None else FrontendValidation(),
+        per_port=tuple(per_port),
+    )
+
+
+def _frontend_validation(node: Node) -> FrontendValidation:
+    """A default or perPort tls: its validation, or none (no CA references)."""
+    validation = node.mapping("validation")
+    if validation is None:
+        return FrontendValidation(field=node.path)
+    refs = validation.mappings("caCertificateRefs", required=True, min_items=1, max_items=16)
+    return FrontendValidation(
+        ca_certificate_refs=tuple(_object_reference(ref) for ref in refs or ()),
+        mode=validation.string("mode", default=ALLOW_VALID_ONLY, choices=FRONTEND_VALIDATION_MODES),
+        field=node.path,
+    )
+
+
+def _object_reference(node: Node) -> ObjectReference:
+    return ObjectReference(
+        name=node.string("name", required=True, min_length=1, max_length=253),
+        kind=node.string("kind", required=True, format=KIND),
+        group=node.string("group", required=True, format=GROUP),  # "": the core group
+        namespace=node.optional_string("namespace", format=DNS1123_LABEL),
+    )
 
 
 ALLOWED_LISTENER_SETS = ("All", "Selector", "Same", "None")

@@ -14,9 +14,9 @@ from envoy.config.core.v3.base_pb2 import Node
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, LISTENER, Snapshot
-from dragoman.xds.cache import UNAVAILABLE, SnapshotCache
-from dragoman.xds.client_kind import grpc_group
-from dragoman.xds.sotw import SotwStream
+from dragoman.xds.protocol.client_kind import grpc_group
+from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.server.snapshot_cache import UNAVAILABLE, SnapshotCache
 from tests.support.xds_builders import ack, eds_cluster, listener, names_in, request, snapshot
 
 GRPC = grpc_group(ALL_GATEWAYS)

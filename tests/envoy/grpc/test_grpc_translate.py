@@ -32,8 +32,8 @@ from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.objects import ObjectKey
 from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
-from dragoman.xds.cache import SnapshotCache
-from dragoman.xds.client_kind import grpc_group, is_grpc_client, split_group
+from dragoman.xds.protocol.client_kind import grpc_group, is_grpc_client, split_group
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.envoy_checks import problems_in
 from tests.support.proxyless import (
     API,

@@ -1,0 +1,494 @@
+"""The state-of-the-world xDS stream protocol as a pure state machine: no I/O, no clock.
+
+One `SotwStream` serves one gRPC stream, either ADS (every type, ordered make-before-break)
+or a single-type stream (CDS, EDS, LDS or RDS). The shell feeds it each DiscoveryRequest and
+each new Snapshot, writes the responses it returns in order, and logs the events it
+collects (`take_events`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Iterable, Mapping
+
+from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
+
+from dragoman.snapshots.resources import (
+    CLUSTER,
+    ENDPOINT,
+    FULL_STATE_TYPES,
+    LISTENER,
+    ROUTE,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
+from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
+from dragoman.xds.protocol.make_before_break import endpoints_to_resend, routes_settled
+from dragoman.xds.protocol.sotw_state import TypeState
+from dragoman.xds.protocol.stream_protocol import StreamProtocol
+from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
+from dragoman.xds.protocol.wire import SotwResponse
+
+# Resources to send and the version_info to send them with.
+Plan = tuple[str, Mapping[str, Resource]]
+
+
+class SotwStream(StreamProtocol[TypeState]):
+    """Protocol state of one SotW stream. `type_url` None: ADS, else the only type served."""
+
+    def on_request(self, request: DiscoveryRequest, snapshot: Snapshot) -> list[SotwResponse]:
+        """Handle one request; `snapshot` is the latest for this stream's node group.
+
+        The request is answered from the snapshot the stream already serves, then any newer
+        `snapshot` is pushed in ADS order, so that a request never overtakes that order.
+        Raises StreamError for a request the protocol forbids.
+        """
+        type_url = self._begin(request, snapshot)
+        responses = self._answer(request, type_url)
+        if snapshot is not self._snapshot:
+            responses += self.on_snapshot(snapshot)
+        return responses
+
+    def on_snapshot(self, snapshot: Snapshot) -> list[SotwResponse]:
+        """Push what `snapshot` changes for the types this stream subscribes to, in ADS order."""
+        self._snapshot = snapshot
+        # Listener and route plans come first: whether they change decides whether removed
+        # clusters must stay a little longer. Their content does not depend on clusters.
+        late = {t: self._plan_if_changed(t) for t in (LISTENER, ROUTE) if t in self.types}
+        if self.is_ads and CLUSTER in self.types:
+            self._retain_removed_clusters(any(p is not None for p in late.values()))
+        responses: list[SotwResponse] = []
+        for type_url in self._order():
+            plan = late[type_url] if type_url in late else self._plan_if_changed(type_url)
+            if plan is not None:
+                responses += self._send(type_url, plan)
+        return responses + self._release_clusters()
+
+    # Requests.
+
+    def _answer(self, request: DiscoveryRequest, type_url: str) -> list[SotwResponse]:
+        state = self.types.get(type_url)
+        first = state is None
+        if state is None:
+            state = self.types[type_url] = TypeState(type_url)
+        elif state.nonce and request.response_nonce != state.nonce:
+            # Superseded by a response the client has not seen yet; it will answer that one.
+            error = request.error_detail.message if request.HasField("error_detail") else ""
+            self._events.append(StaleRequest(type_url, request.response_nonce, state.nonce, error))
+            return []
+        self._settle(state, request)
+        current = self._current(type_url)
+        added = _subscribe(state, request.resource_names, current, self.legacy_wildcard)
+        full_state = type_url in FULL_STATE_TYPES
+        if (
+            first
+            and full_state
+            and self._serves(type_url)
+            and state.wildcard
+            and request.version_info
+            and request.version_info == current.version
+        ):
+            # A reconnecting wildcard client already runs this exact content (versions are
+            # content hashes): answering would only make it rebuild nothing.
+            _assume_held(state, current)
+            return self._release_clusters()
+        plan = self._plan(state, current, force=added, force_full=first)
+        responses = self._send(type_url, plan) if plan is not None else []
+        return responses + self._release_clusters()
+
+    def _settle(self, state: TypeState, request: DiscoveryRequest) -> None:
+        """Take the ACK or NACK of the response in flight, if this request is one."""
+        if not state.in_flight or request.response_nonce != state.nonce:
+            return
+        state.in_flight = False
+        full_state = state.type_url in FULL_STATE_TYPES
+        if not request.HasField("error_detail"):
+            if full_state:
+                state.acked_sent, state.acked_whole = state.sent.mapping, state.sent_whole
+            state.unacked.clear()
+            state.acked_version = state.sent_version
+            _accepted(state)
+            if not full_state:
+                _share_sent_if_equal(state, self._current(state.type_url))
+            self._events.append(Ack(state.type_url, state.sent_version, state.nonce))
+            return
+        nack = Nack(
+            type_url=state.type_url,
+            version=state.sent_version,
+            nonce=state.nonce,
+            message=request.error_detail.message,
+            code=request.error_detail.code,
+            resource_names=state.sent_names,
+            kept_version=request.version_info,
+        )
+        state.last_nack = nack
+        state.rejected_version = state.sent_snapshot_version
+        state.rejected_names = _rejected_names(state)
+        if not full_state:
+            state.rejected_digests.update(
+                (n, state.sent_batch[n].digest) for n in state.rejected_names
+            )
+        # The client keeps what it had: forget that it holds the rejected resources.
+        if full_state:
+            state.sent.share(state.acked_sent)
+            state.sent_whole = state.acked_whole
+        elif any(n in state.unacked for n in state.sent_batch):
+            sent = state.sent.writable()
+            for name in [n for n in state.sent_batch if n in state.unacked]:
+                before = state.unacked.pop(name)
+                if before is None:
+                    sent.pop(name, None)
+                else:
+                    sent[name] = before
+        self._events.append(nack)
+
+    # Deciding what to send.
+
+    def _plan_if_changed(self, type_url: str) -> Plan | None:
+        state = self.types[type_url]
+        current = self._current(type_url)
+        if current.version == state.seen_version:
+            _adopt(state, current)
+            return None
+        return self._plan(state, current)
+
+    def _plan(
+        self,
+        state: TypeState,
+        current: TypeSnapshot,
+        force: Collection[str] = (),
+        force_full: bool = False,
+    ) -> Plan | None:
+        """What to send for one type, or None. `force`: names to send even if held."""
+        if not self._serves(state.type_url):
+            return None  # nothing is said about a type the snapshot lacks
+        state.seen_version = current.version
+        if state.rejected_version is not None and not state.rejects(current):
+            state.rejected_version = None
+            state.rejected_names = frozenset()
+        if state.type_url in FULL_STATE_TYPES:
+            plan = _plan_full_state(state, current, force_full or bool(force))
+        else:
+            plan = _plan_changes(state, current, force)
+        if plan is None:
+            _adopt(state, current)
+        return plan
+
+    def _send(self, type_url: str, plan: Plan) -> list[SotwResponse]:
+        state = self.types[type_url]
+        version, resources = plan
+        follow_up = type_url == CLUSTER and self.is_ads and ENDPOINT in self.types
+        changed_clusters = self._changed_since_sent(state, resources) if follow_up else set()
+        responses = [self._respond(state, version, resources)]
+        if changed_clusters:
+            responses += self._resend_endpoints(changed_clusters)
+        return responses
+
+    def _respond(
+        self, state: TypeState, version: str, resources: Mapping[str, Resource]
+    ) -> SotwResponse:
+        nonce = self._next_nonce()
+        current = self._current(state.type_url)
+        if state.type_url in FULL_STATE_TYPES:
+            state.sent.share(resources)  # never changed in place: may be the snapshot's own
+            state.sent_whole = current.version if resources is current.resources else None
+        elif not state.sent and resources is current.resources:
+            # The first answer to a subscription of every name: hold the snapshot's mapping.
+            for name in resources:
+                state.unacked.setdefault(name, None)
+            state.sent.share(resources)
+        else:
+            sent = state.sent.writable()
+            for name, resource in resources.items():
+                state.unacked.setdefault(name, sent.get(name))
+                sent[name] = resource
+        state.nonce = nonce
+        state.in_flight = True
+        state.sent_version = version
+        state.sent_snapshot_version = current.version
+        state.sent_batch = resources
+        whole_type = resources is current.resources and version == current.version
+        return self.memos.bodies.sotw_response(
+            state.type_url, version, resources, nonce, whole_type=whole_type
+        )
+
+    def _resend_endpoints(self, changed_clusters: Iterable[str]) -> list[SotwResponse]:
+        """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
+        state = self.types[ENDPOINT]
+        current = self._current(CLUSTER).resources
+        clusters = [current[name] for name in changed_clusters if name in current]
+        force = set(endpoints_to_resend(clusters, state))
+        if not force:
+            return []
+        plan = self._plan(state, self._current(ENDPOINT), force=force)
+        return [self._respond(state, *plan)] if plan is not None else []
+
+    # Make-before-break removal of clusters (ADS only).
+
+    def _retain_removed_clusters(self, routes_changing: bool) -> None:
+        state = self.types[CLUSTER]
+        current = self._current(CLUSTER)
+        if current.version == state.seen_version:
+            return
+        if not state.retained and state.sent_whole is not None:
+            # The client holds a whole earlier snapshot: what left it is computed once for
+            # every stream holding that snapshot.
+            sent = state.sent.mapping
+            _, removed = self.memos.whole_diffs.between(sent, state.sent_whole, current)
+            gone = {n: sent[n] for n in removed}
+        else:
+            held = {**state.retained, **state.sent.mapping}
+            gone = {n: r for n, r in held.items() if n not in current.resources}
+        if gone and (routes_changing or not self._routes_settled()):
+            state.retained = gone
+        else:
+            state.retained = {}
+
+    def _changed_since_sent(
+        self, state: TypeState, resources: Mapping[str, Resource]
+    ) -> Collection[str]:
+        """Names in `resources` whose content differs from what the client holds."""
+        current = self._current(state.type_url)
+        if resources is current.resources and state.sent_whole is not None:
+            sent = state.sent.mapping
+            changed, _ = self.memos.whole_diffs.between(sent, state.sent_whole, current)
+            return changed
+        return _changed(state.sent.mapping, resources)
+
+    def _release_clusters(self) -> list[SotwResponse]:
+        """Send the final CDS, without the retained clusters, once the routes are in place."""
+        state = self.types.get(CLUSTER)
+        if state is None or not state.retained or not self._routes_settled():
+            return []
+        state.retained = {}
+        plan = self._plan(state, self._current(CLUSTER))
+        return self._send(CLUSTER, plan) if plan is not None else []
+
+    def _routes_settled(self) -> bool:
+        assert self._snapshot is not None
+        return routes_settled(self.types, self._snapshot)
+
+
+def _subscribe(
+    state: TypeState, names: Iterable[str], current: TypeSnapshot, legacy_wildcard: bool
+) -> frozenset[str]:
+    """Apply a request's resource_names; return the names newly subscribed."""
+    requested = list(names)
+    if not requested and not state.named:
+        # Legacy wildcard: only LDS and CDS, only until the stream names a resource.
+        wildcard = legacy_wildcard and state.type_url in FULL_STATE_TYPES
+        explicit: frozenset[str] = frozenset()
+        state.named = not legacy_wildcard
+    else:
+        state.named = True
+        wildcard = WILDCARD in requested
+        explicit = subscription_names((n for n in requested if n != WILDCARD), current)
+    added = explicit - state.names if explicit is not state.names else frozenset()
+    state.wildcard, state.names = wildcard, explicit
+    if added & state.rejected_names:
+        # Asked for again: sent again, even the content the client rejected.
+        state.rejected_names -= added
+    for name in added & state.rejected_digests.keys():
+        del state.rejected_digests[name]
+    # Forget what was sent for names no longer wanted, so a re-subscription sends them again.
+    if not state.wildcard:
+        if state.type_url in FULL_STATE_TYPES:
+            sent, acked = (
+                _subscribed_only(state, state.sent.mapping),
+                _subscribed_only(state, state.acked_sent),
+            )
+            if sent is not state.sent.mapping:
+                state.sent.share(sent)
+                state.sent_whole = None
+            if acked is not state.acked_sent:
+                state.acked_sent, state.acked_whole = acked, None
+        else:
+            unwanted = [n for n in state.sent if n not in state.names]
+            if unwanted:
+                sent = state.sent.writable()
+                for name in unwanted:
+                    del sent[name]
+                    state.unacked.pop(name, None)
+                if not state.in_flight and not state.unacked:
+                    # Fewer names (a removed cluster's CLA) may leave exactly the snapshot's
+                    # mapping, and no ACK may follow to share it: share it now.
+                    _share_sent_if_equal(state, current)
+        for name in [n for n in state.retained if n not in state.names]:
+            del state.retained[name]
+    return added
+
+
+def _subscribed_only(state: TypeState, held: Mapping[str, Resource]) -> Mapping[str, Resource]:
+    if all(name in state.names for name in held):
+        return held
+    return {n: r for n, r in held.items() if n in state.names}
+
+
+def _share_sent_if_equal(state: TypeState, current: TypeSnapshot) -> None:
+    """EDS/RDS, idle again: hold the snapshot's own mapping when it is exactly what the
+    client holds (a stream subscribed to every CLA, say), not a private copy of it nor an
+    equal mapping of an earlier snapshot."""
+    state.sent.share_if_equal(current.resources, _same_content)
+
+
+def _same_content(held: Resource, resource: Resource) -> bool:
+    return held.digest == resource.digest
+
+
+def _adopt(state: TypeState, current: TypeSnapshot) -> None:
+    """Nothing to send: hold `current`'s own mapping in place of an equal one of an earlier
+    snapshot (a full build makes new objects of unchanged content), so that the earlier
+    snapshot's resources are not kept alive by the streams that connected while it was served."""
+    available = current.resources
+    if state.type_url not in FULL_STATE_TYPES:
+        # Only a mapping shared before (a private one is shared again at its next ACK).
+        if state.sent.is_shared and not state.in_flight and not state.unacked:
+            _share_sent_if_equal(state, current)
+        return
+    if state.sent_whole == current.version and state.sent.mapping is not available:
+        if not state.in_flight and state.sent_batch is state.sent.mapping:
+            state.sent_batch = available
+        state.sent.share(available)  # the same content: its version hashes it
+    if state.acked_whole == current.version:
+        state.acked_sent = available
+
+
+def _rejected_names(state: TypeState) -> frozenset[str]:
+    """The names of a NACKed response whose content differs from what the client ACKed last:
+    the resources it may have rejected (all it carried, when none differs)."""
+    batch = state.sent_batch
+    if state.type_url in FULL_STATE_TYPES:
+        acked = state.acked_sent
+        differs = [n for n, r in batch.items() if _digest(acked.get(n)) != r.digest]
+    else:
+        differs = [
+            n
+            for n, r in batch.items()
+            if _digest(state.unacked.get(n, state.sent.get(n))) != r.digest
+        ]
+    return frozenset(differs) if differs else frozenset(batch)
+
+
+def _accepted(state: TypeState) -> None:
+    """An ACK of a response carrying content rejected earlier: it is rejected no longer."""
+    if state.rejected_version is None:
+        return
+    if state.type_url in FULL_STATE_TYPES:
+        if state.sent_snapshot_version == state.rejected_version:
+            state.rejected_version, state.rejected_names = None, frozenset()
+        return
+    for name, resource in state.sent_batch.items():
+        if state.rejected_digests.get(name) == resource.digest:
+            del state.rejected_digests[name]  # accepted after all (e.g. after a fix elsewhere)
+    if state.sent_snapshot_version == state.rejected_version:
+        state.rejected_names -= state.sent_batch.keys()
+        if not state.rejected_names:
+            state.rejected_version = None
+
+
+def _digest(resource: Resource | None) -> str | None:
+    return resource.digest if resource is not None else None
+
+
+def _assume_held(state: TypeState, current: TypeSnapshot) -> None:
+    held = state.acked_sent = _full_state(state, current)
+    state.sent.share(held)
+    whole = current.version if held is current.resources else None
+    state.sent_whole = state.acked_whole = whole
+    state.sent_version = state.acked_version = current.version
+    state.seen_version = current.version
+
+
+def _plan_full_state(state: TypeState, current: TypeSnapshot, force: bool) -> Plan | None:
+    """LDS/CDS: the whole subscribed set, when it differs from what the client holds.
+
+    Content the client rejected is not sent again until it changes, unless the client
+    subscribes to more names (`force`): their answer must carry the whole set, rejected
+    resources included (clients keep what is valid in a response they NACK).
+    """
+    if state.rejects(current) and not force:
+        return None
+    desired = _full_state(state, current)
+    if not force and _holds(state, desired, current):
+        return None
+    kept = sorted((n, r.digest) for n, r in state.retained.items() if n in desired)
+    version = _retaining_version(current.version, kept) if kept else current.version
+    return version, desired
+
+
+def _full_state(state: TypeState, current: TypeSnapshot) -> Mapping[str, Resource]:
+    """The subscribed set; for a plain wildcard, the snapshot's own mapping (shared)."""
+    available = current.resources
+    kept = {n: r for n, r in state.retained.items() if n not in available and state.subscribes(n)}
+    if state.wildcard and not kept:
+        return available
+    if state.wildcard:
+        desired = dict(available)
+    else:
+        desired = {n: available[n] for n in sorted(state.names) if n in available}
+    if kept:
+        desired = dict(sorted({**desired, **kept}.items()))
+    return desired
+
+
+def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str]) -> Plan | None:
+    """EDS/RDS: only resources changed or newly requested; never an empty response."""
+    available = current.resources
+    blocked = state.rejects(current)
+    if state.wildcard or len(available) <= len(state.names):
+        candidates: Iterable[str] = (n for n in available if state.subscribes(n))
+    else:
+        candidates = sorted(state.names)
+    resources: dict[str, Resource] = {}
+    rejected = state.rejected_digests
+    sent = state.sent.mapping
+    for name in candidates:
+        resource = available.get(name)
+        if resource is None or (blocked and name in state.rejected_names):
+            continue
+        if name in rejected and name not in force:
+            if rejected[name] == resource.digest:
+                continue  # the very content the client rejected: not again until it changes
+            del rejected[name]
+        held = sent.get(name)
+        if held is None or held.digest != resource.digest or name in force:
+            resources[name] = resource
+    if not resources:
+        return None
+    # Every resource of the snapshot: send (and hold) the snapshot's own mapping.
+    return current.version, available if len(resources) == len(available) else resources
+
+
+def _holds(state: TypeState, desired: Mapping[str, Resource], current: TypeSnapshot) -> bool:
+    """LDS/CDS: whether the client holds exactly `desired` already."""
+    held = state.sent.mapping
+    if held is desired:
+        return True
+    if desired is current.resources and state.sent_whole is not None:
+        # Both are whole type snapshots: their versions hash their contents.
+        return state.sent_whole == current.version
+    return held.keys() == desired.keys() and not _changed(held, desired)
+
+
+def _changed(held: Mapping[str, Resource], resources: Mapping[str, Resource]) -> set[str]:
+    """Names in `resources` whose content differs from (or is missing in) `held`."""
+    if held is resources:
+        return set()
+    changed = set()
+    for name, resource in resources.items():
+        before = held.get(name)
+        if before is None or before.digest != resource.digest:
+            changed.add(name)
+    return changed
+
+
+def _retaining_version(version: str, kept: list[tuple[str, str]]) -> str:
+    """A distinct version for a CDS response that still carries removed clusters.
+
+    A client reconnecting with it must not be mistaken for one holding the final state.
+    """
+    digest = hashlib.sha256()
+    for name, resource_digest in kept:
+        digest.update(f"{name}\0{resource_digest}\n".encode())
+    return f"{version}+{digest.hexdigest()[:8]}"

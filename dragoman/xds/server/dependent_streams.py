@@ -1,0 +1,94 @@
+"""Per-type clients whose EDS or RDS streams never come.
+
+A client on per-type streams learns from the clusters and listeners it ACKs where to fetch
+their endpoints and routes: a per-type config source naming its bootstrap's cluster for
+dragoman. When the bootstrap calls that cluster something else than the server was told
+(`serve --xds-cluster-name`), Envoy never opens the EDS or RDS stream: its clusters and
+listeners wait for their initial fetch timeout, then run empty, and nothing reports an
+error anywhere. This watch notices and says so, once per stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry, XdsService
+
+logger = logging.getLogger("dragoman.xds")
+
+# Envoy's initial_fetch_timeout is 15 s: by then a healthy client has opened its streams.
+DEFAULT_TIMEOUT_S = 15.0
+# The per-type stream an ACKed type's resources make the client open, and what it fetches.
+_DEPENDENT: dict[str, tuple[XdsService, str, str, str]] = {
+    CLUSTER: ("EDS", ENDPOINT, "clusters", "endpoints"),
+    LISTENER: ("RDS", ROUTE, "listeners", "routes"),
+}
+
+
+# How Envoy words its refusal of a config source naming a cluster the bootstrap lacks.
+_UNKNOWN_CLUSTER = "must have a statically defined non-EDS cluster"
+
+
+class DependentStreamWatch:
+    def __init__(
+        self,
+        registry: StreamRegistry,
+        cluster_name: Callable[[], str],
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self._registry = registry
+        self._cluster_name = cluster_name
+        self._timeout_s = timeout_s
+        self._watched: set[int] = set()  # stream ids with a check scheduled or done
+
+    def on_ack(self, stream: ConnectedStream, type_url: str, snapshot: Snapshot) -> None:
+        """A per-type CDS or LDS stream ACKed: if what it holds needs EDS or RDS, check later
+        that the node opened that stream."""
+        dependent = _DEPENDENT.get(type_url)
+        if dependent is None or stream.service == "ADS" or stream.stream_id in self._watched:
+            return
+        if not snapshot.of_type(dependent[1]).resources:
+            return  # nothing to fetch: no stream expected
+        self._watched.add(stream.stream_id)
+        asyncio.get_running_loop().call_later(self._timeout_s, self._check, stream, type_url)
+
+    def on_nack(self, stream: ConnectedStream, message: str) -> None:
+        """Envoy refuses a config source naming a cluster its bootstrap lacks: say which
+        name dragoman used, and how to change it."""
+        if stream.service != "ADS" and _UNKNOWN_CLUSTER in message:
+            logger.warning(
+                "xDS %s: node %r has no bootstrap cluster named %r, which the EDS and RDS "
+                "config sources it is served name: start dragoman serve with "
+                "--xds-cluster-name naming its cluster for dragoman",
+                stream.service,
+                stream.node_id[:200],
+                self._cluster_name(),
+            )
+
+    def forget(self, stream: ConnectedStream) -> None:
+        self._watched.discard(stream.stream_id)
+
+    def _check(self, stream: ConnectedStream, type_url: str) -> None:
+        if stream.stream_id not in self._watched:
+            return  # closed meanwhile
+        service, _, held, fetched = _DEPENDENT[type_url]
+        if any(
+            other.service == service and other.node_id == stream.node_id
+            for other in self._registry.streams()
+        ):
+            return
+        logger.warning(
+            "xDS %s: node %r ACKed %s whose %s come over a per-type %s stream, but opened none "
+            "in %g s: its bootstrap's cluster for dragoman is probably not named %r (start "
+            "dragoman serve with --xds-cluster-name naming it, or rename the cluster)",
+            stream.service,
+            stream.node_id[:200],
+            held,
+            fetched,
+            service,
+            self._timeout_s,
+            self._cluster_name(),
+        )
