@@ -35,7 +35,7 @@ import yaml
 from dragoman.dag.build import build
 from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.translate import translate
+from dragoman.envoy.translation.translator import translate
 from dragoman.objects import KubeObject
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.dns_checker import DnsChecker

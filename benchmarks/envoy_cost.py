@@ -40,7 +40,7 @@ from envoy.extensions.clusters.dns.v3.dns_cluster_pb2 import DnsCluster
 
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
-from dragoman.envoy.bootstrap import bootstrap_config
+from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_config
 
 # --- cluster shapes: dragoman's, and one field changed --------------------------------------
 

@@ -75,8 +75,9 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryResponse,
 )
 
-from dragoman.envoy.core import ads_config_source, seconds
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.resources.common_messages import seconds
+from dragoman.envoy.resources.config_sources import ads_config_source
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.metrics import Metrics
 from dragoman.security.files import TlsFiles
@@ -112,7 +113,7 @@ def cluster(index: int, timeout_ms: int) -> Resource:
         ),
     )
     message.common_lb_config.healthy_panic_threshold.value = 50
-    return Resource.of(name, message)
+    return Resource.of(name, message, references=frozenset((name,)))
 
 
 def assignment(index: int, generation: int) -> Resource:

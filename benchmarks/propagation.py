@@ -66,7 +66,7 @@ from typing import TypeVar
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dragoman.demo.envoy import EnvoyProcess
-from dragoman.envoy.bootstrap import bootstrap_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_yaml
 from dragoman.runtime.memory import TRIM_INTERVAL_S
 
 GATEWAY = "bench"

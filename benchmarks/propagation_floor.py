@@ -74,8 +74,8 @@ def cluster_name(i: int) -> str:
 def translated(directory: Path) -> dict[str, dict[str, bytes]]:
     """What `dragoman serve --listener-address 127.0.0.1` serves the benchmark's Gateway."""
     from dragoman.commands.common import checked_build, loaded_store
-    from dragoman.envoy.options import TranslateOptions
-    from dragoman.envoy.translate import translate
+    from dragoman.envoy.translate_options import TranslateOptions
+    from dragoman.envoy.translation.translator import translate
     from dragoman.runtime.server_config import DEFAULT_CONFIG
 
     dag = checked_build(loaded_store(directory), DEFAULT_CONFIG.build_options(), DEFAULT_CONFIG)

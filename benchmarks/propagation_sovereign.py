@@ -42,7 +42,7 @@ import propagation as prop
 import yaml
 
 from dragoman.demo.envoy import EnvoyProcess
-from dragoman.envoy.bootstrap import bootstrap_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_yaml
 
 SOVEREIGN_VERSION = "0.32.12"
 SOVEREIGN_CLUSTER = "sovereign"

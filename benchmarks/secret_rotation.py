@@ -32,7 +32,7 @@ from cryptography import x509
 
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get
-from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls, bootstrap_yaml
 from dragoman.security.certgen import Authority, new_authority, server_pair
 from dragoman.security.files_store import write_files
 

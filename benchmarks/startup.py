@@ -204,10 +204,10 @@ def phases_child(manifests: Path, started_at: float) -> None:
 
     from dragoman import store as store_module
     from dragoman.dag.incremental import IncrementalBuild
-    from dragoman.envoy.incremental import IncrementalTranslation
+    from dragoman.envoy.translation.translator import Translation
 
     controller.builder = IncrementalBuild(controller.build_options)
-    controller.translation = IncrementalTranslation(controller.translate_options)
+    controller.translation = Translation(controller.translate_options)
     controller.builder.build = timing("build", controller.builder.build)  # type: ignore
     controller.translation.translate = timing(  # type: ignore[method-assign]
         "translate", controller.translation.translate

@@ -1,10 +1,10 @@
 """Translation benchmark: typed objects in a Store → serialized xDS resources.
 
 Prints figures; it is not a test. For each size N it times `dag.build.build(store)` and
-`envoy.translate.translate(dag)` as the controller runs them (cyclic GC paused) against a
-floor measured in the same run: the same protobuf messages (same shapes, same field values,
-byte-identical output, checked) built and serialized directly, with no DAG and no dragoman
-code. It also times the EDS fast path for the largest N.
+`envoy.translation.translator.translate(dag)` as the controller runs them (cyclic GC paused)
+against a floor measured in the same run: the same protobuf messages (same shapes, same field
+values, byte-identical output, checked) built and serialized directly, with no DAG and no
+dragoman code. It also times the EDS fast path for the largest N.
 
 With --l4, half the routes are TCPRoutes and TLSRoutes instead of HTTPRoutes: a quarter of
 them a TCPRoute on a TCP listener of its own (to a pod-backed Service), a quarter a
@@ -59,9 +59,9 @@ from google.protobuf.message import Message
 from dragoman.dag.build import build
 from dragoman.dag.incremental.changes import store_changes
 from dragoman.dag.upstreams.endpoints import refresh_load_assignments
-from dragoman.envoy.access_log import JSON_FIELDS as ACCESS_LOG_JSON_FIELDS
-from dragoman.envoy.access_log import L4_JSON_FIELDS as L4_ACCESS_LOG_JSON_FIELDS
-from dragoman.envoy.translate import translate, translate_endpoints
+from dragoman.envoy.resources.access_log import JSON_FIELDS as ACCESS_LOG_JSON_FIELDS
+from dragoman.envoy.resources.access_log import L4_JSON_FIELDS as L4_ACCESS_LOG_JSON_FIELDS
+from dragoman.envoy.translation.translator import translate, translate_endpoints
 from dragoman.objects import (
     BackendRef,
     Endpoint,

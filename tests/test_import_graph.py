@@ -170,6 +170,7 @@ DAG_STAGES: tuple[str, ...] = (
     "routes",
     "frontends",
     "node_groups",
+    "proxyless",
     "status",
     "incremental",
     "build",

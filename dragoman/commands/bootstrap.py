@@ -95,7 +95,7 @@ def _positive_int(value: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+    from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls, bootstrap_yaml
     from dragoman.security.files import TlsFileError
 
     try:

@@ -26,7 +26,7 @@ def manifest_dir(value: str) -> Path:
 
 def host_port(value: str) -> str:
     """`HOST:PORT` (IPv6 as `[addr]:port`), checked: a typo must not listen somewhere else."""
-    from dragoman.envoy.bootstrap import split_host_port
+    from dragoman.envoy.bootstrap.envoy_bootstrap import split_host_port
 
     try:
         split_host_port(value, default_port=None)
@@ -83,7 +83,7 @@ def dns_server(value: str) -> str:
     """A DNS server: an IP address, with an optional port (53 by default)."""
     import ipaddress
 
-    from dragoman.envoy.bootstrap import DNS_PORT, split_host_port
+    from dragoman.envoy.bootstrap.envoy_bootstrap import DNS_PORT, split_host_port
 
     try:
         host, _ = split_host_port(value, default_port=DNS_PORT)
@@ -97,7 +97,7 @@ def dns_server(value: str) -> str:
 
 def xds_cluster_name(value: str) -> str:
     """The name of a bootstrap's cluster for dragoman."""
-    from dragoman.envoy.bootstrap import xds_cluster_name_problem
+    from dragoman.envoy.bootstrap.envoy_bootstrap import xds_cluster_name_problem
 
     problem = xds_cluster_name_problem(value)
     if problem is not None:

@@ -27,9 +27,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dragoman.envoy.options import TranslateOptions
-    from dragoman.envoy.render import render_yaml
-    from dragoman.envoy.translate import translate
+    from dragoman.envoy.text.snapshot_yaml import render_yaml
+    from dragoman.envoy.translate_options import TranslateOptions
+    from dragoman.envoy.translation.translator import translate
 
     config = server_config(args)
     if config is None:

@@ -26,7 +26,7 @@ from dragoman.commands.common import (
 
 if TYPE_CHECKING:
     from dragoman.dag.options import BuildOptions
-    from dragoman.envoy.options import TranslateOptions
+    from dragoman.envoy.translate_options import TranslateOptions
     from dragoman.runtime.server_config import ServerConfig
 
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:8002"
@@ -155,7 +155,7 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dragoman.envoy.options import TranslateOptions
+    from dragoman.envoy.translate_options import TranslateOptions
     from dragoman.security.files import TlsFileError
     from dragoman.xds.server.grpc_server import is_loopback
 

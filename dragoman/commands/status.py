@@ -59,7 +59,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dragoman.dag.options import BuildOptions
-    from dragoman.envoy.yaml_text import dump_yaml
+    from dragoman.envoy.text.yaml_text import dump_yaml
 
     config = server_config(args)
     if config is None:

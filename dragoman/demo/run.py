@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls, bootstrap_yaml
 from dragoman.security.files_store import write_files
 
 log = logging.getLogger("dragoman.demo")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME, BuildOptions
-from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.translate_options import TranslateOptions
 from dragoman.kubernetes.backoff import Backoff
 from dragoman.kubernetes.cache import CacheChange, LoopSink, ObjectCache, partition_of
 from dragoman.kubernetes.holdoff import Holdoff

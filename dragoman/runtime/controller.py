@@ -12,11 +12,10 @@ from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.incremental import BuildKind, IncrementalBuild
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.grpc.translate import GrpcSnapshots
-from dragoman.envoy.grpc.variant import grpc_snapshots
-from dragoman.envoy.incremental import IncrementalTranslation
-from dragoman.envoy.options import TranslateOptions
-from dragoman.envoy.translate import translate_endpoints
+from dragoman.envoy.grpc.grpc_snapshots import GrpcSnapshots
+from dragoman.envoy.grpc.grpc_updates import grpc_snapshots
+from dragoman.envoy.translate_options import TranslateOptions
+from dragoman.envoy.translation.translator import Translation, translate_endpoints
 from dragoman.snapshots.gc_pause import cyclic_gc_paused
 from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
@@ -51,7 +50,7 @@ class Controller:
 
     # Made from the options above on first use; each keeps what the last update made.
     builder: IncrementalBuild | None = None
-    translation: IncrementalTranslation | None = None
+    translation: Translation | None = None
 
     def update(self, store: Store) -> UpdateResult:
         """Build what `store` means for Envoy and publish it if anything changed."""
@@ -59,7 +58,7 @@ class Controller:
         previous_store, previous_dag = self.store, self.dag
         if self.builder is None or self.translation is None:
             self.builder = IncrementalBuild(self.build_options)
-            self.translation = IncrementalTranslation(self.translate_options)
+            self.translation = Translation(self.translate_options)
         with cyclic_gc_paused():
             built = self.builder.build(store, self.dns)
             if built.kind == "unchanged":

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.translate_options import TranslateOptions
 from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.debug.view import DebugView, take_view
 from dragoman.runtime.logs import problem_fields

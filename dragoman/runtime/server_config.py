@@ -41,7 +41,7 @@ from dragoman.dag.external_name_policy import (
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.dns_settings import LOOKUP_FAMILIES, parse_resolver
 from dragoman.dag.upstreams.endpoint_addresses import exception_problem
-from dragoman.envoy.options import DEFAULT_SYSTEM_CA_FILE, TranslateOptions
+from dragoman.envoy.translate_options import DEFAULT_SYSTEM_CA_FILE, TranslateOptions
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
 from dragoman.sources.decode import DecodeError, decode_documents
 from dragoman.sources.errors import FieldProblem

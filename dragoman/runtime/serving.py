@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.options import TranslateOptions
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.translate_options import TranslateOptions
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.security.files import TlsFiles

@@ -38,29 +38,46 @@ def ads_ordered(type_urls: Collection[str]) -> list[str]:
     return known + sorted(t for t in type_urls if t not in ADS_ORDER)
 
 
+NO_REFERENCES: frozenset[str] = frozenset()
+
+
 @dataclass(frozen=True, slots=True)
 class Resource:
     name: str
     type_url: str
     body: bytes  # deterministic serialization of the message
     digest: str  # sha256 of body, hex: the resource's version
+    # The resources of the next type in ADS order this one makes its client fetch, as
+    # translation named them: an EDS Cluster's ClusterLoadAssignment, the RouteConfigurations
+    # a Listener's connection managers fetch over RDS. Serving orders make-before-break by
+    # them without reading the body.
+    references: frozenset[str] = NO_REFERENCES
 
     @classmethod
-    def of(cls, name: str, message: Message) -> Resource:
+    def of(
+        cls, name: str, message: Message, references: frozenset[str] = NO_REFERENCES
+    ) -> Resource:
         body = message.SerializeToString(deterministic=True)
-        # One string per type, not one per resource (10,000 copies of the Cluster's URL).
-        type_url = sys.intern("type.googleapis.com/" + message.DESCRIPTOR.full_name)
-        return cls.of_bytes(name, type_url, body)
+        return cls.of_bytes(name, type_url_of(message), body, references)
 
     @classmethod
-    def of_bytes(cls, name: str, type_url: str, body: bytes) -> Resource:
+    def of_bytes(
+        cls, name: str, type_url: str, body: bytes, references: frozenset[str] = NO_REFERENCES
+    ) -> Resource:
         """From an already deterministic serialization."""
         return cls(
             name=name,
             type_url=type_url,
             body=body,
             digest=hashlib.sha256(body).hexdigest(),
+            references=references,
         )
+
+
+def type_url_of(message: Message) -> str:
+    """The message's type URL: one string per type, not one per resource (10,000 copies of
+    the Cluster's URL)."""
+    return sys.intern("type.googleapis.com/" + message.DESCRIPTOR.full_name)
 
 
 @dataclass(frozen=True, slots=True)

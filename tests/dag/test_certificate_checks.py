@@ -17,7 +17,7 @@ from cryptography.x509.oid import NameOID
 from envoy.extensions.transport_sockets.tls.v3 import secret_pb2
 
 from dragoman.envoy import translate
-from dragoman.envoy.render import render_yaml
+from dragoman.envoy.text.snapshot_yaml import render_yaml
 from dragoman.snapshots.resources import SECRET
 from tests.support.builders import gateway, listener, tls_secret
 from tests.support.envoy_dags import envoy_binary

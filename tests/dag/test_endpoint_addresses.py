@@ -11,12 +11,12 @@ import pytest
 
 from dragoman.dag.build import build
 from dragoman.dag.options import BuildOptions
+from dragoman.dag.proxyless.targets import service_targets
 from dragoman.dag.upstreams.endpoint_addresses import (
     DENIED_ENDPOINT_ADDRESS,
     endpoint_address_refusal,
 )
 from dragoman.dag.upstreams.endpoints import refresh_load_assignments
-from dragoman.envoy.grpc.targets import service_targets
 from dragoman.store import Store
 from tests.support.status_builds import objects
 

@@ -10,8 +10,8 @@ from dragoman.dag.context import build_context
 from dragoman.dag.model import DnsCluster
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.clusters import ResolvedCluster, resolved_cluster
-from dragoman.envoy.clusters import cluster
-from dragoman.envoy.options import DEFAULT_OPTIONS
+from dragoman.envoy.resources.cluster_messages import cluster
+from dragoman.envoy.translate_options import DEFAULT_OPTIONS
 from dragoman.store import Store
 from tests.support.builders import external_service, http_route, typed
 from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems

@@ -16,9 +16,9 @@ from dragoman.dag.dns_check import DnsObservation, DnsObservations
 from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import Dag
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.incremental import IncrementalTranslation, spliced_route_table
-from dragoman.envoy.routes import route_configuration, virtual_host
-from dragoman.envoy.translate import translate
+from dragoman.envoy.resources.route_messages import route_configuration, virtual_host
+from dragoman.envoy.translation.route_splicing import spliced_route_table
+from dragoman.envoy.translation.translator import Translation, translate
 from dragoman.objects import KubeObject
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.store import Store
@@ -363,7 +363,7 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
     held = _initial(rng)
     dns = _observations(rng) if dns_check else None
     builder = IncrementalBuild(options)
-    translation = IncrementalTranslation()
+    translation = Translation()
     kinds: dict[str, int] = {}
     store = Store.from_objects(held.values())
     for step in range(60):
@@ -405,7 +405,7 @@ def test_unchanged_parts_keep_their_objects_and_bytes() -> None:
     )
     held[("Service", "default", "mine")] = _one(external_service("mine", "mine.example.net", 80))
     held[("Service", "default", "kept")] = _one(external_service("kept", "kept.example.net", 80))
-    builder, translation = IncrementalBuild(), IncrementalTranslation()
+    builder, translation = IncrementalBuild(), Translation()
     before = translation.translate(builder.build(Store.from_objects(held.values())).dag)
     held[("HTTPRoute", "default", "mine")] = _one(
         mine(rules=[rule(*to_both, matches=[match("/two")])])

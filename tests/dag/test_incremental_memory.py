@@ -14,9 +14,8 @@ from dragoman.dag.build import build
 from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import Dag
 from dragoman.dag.node_groups.group_index import NodeGroupIndex
-from dragoman.envoy.incremental import IncrementalTranslation
-from dragoman.envoy.routes import virtual_host
-from dragoman.envoy.translate import translate
+from dragoman.envoy.resources.route_messages import virtual_host
+from dragoman.envoy.translation.translator import Translation, translate
 from dragoman.objects import ObjectKey
 from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store
@@ -160,7 +159,7 @@ def test_an_index_finds_removed_items_where_it_placed_them() -> None:
     ],
 )
 def test_route_table_offsets_point_at_each_virtual_host(then: Store) -> None:
-    translation = IncrementalTranslation()
+    translation = Translation()
     builder = IncrementalBuild()
     translation.translate(builder.build(_store(shared=3)).dag)
     dag = builder.build(then).dag

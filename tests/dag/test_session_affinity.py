@@ -10,9 +10,9 @@ import yaml
 from envoy.config.cluster.v3 import cluster_pb2
 
 from dragoman.dag.model import EdsCluster, Forward
-from dragoman.envoy.clusters import cluster
-from dragoman.envoy.options import DEFAULT_OPTIONS
-from dragoman.envoy.routes import route_action
+from dragoman.envoy.resources.cluster_messages import cluster
+from dragoman.envoy.resources.route_messages import route_action
+from dragoman.envoy.translate_options import DEFAULT_OPTIONS
 from dragoman.sources.errors import ObjectError
 from dragoman.sources.parse import parse_object
 from tests.support.status_builds import build_text

@@ -227,7 +227,8 @@ def test_envoy_exiting_on_a_bad_bootstrap_is_reported_with_its_log(
 def test_cares_resolver_follows_a_dns_change_from_the_responder(
     tmp_path: Path, socket_dir: Path, resolver_placement: str
 ) -> None:
-    """Bootstrap-wide resolver (what envoy/bootstrap.py emits) or per cluster (DnsCluster)."""
+    """Bootstrap-wide resolver (what envoy/bootstrap/envoy_bootstrap.py emits) or per cluster
+    (DnsCluster)."""
     admin_socket = socket_dir / "admin.sock"
     port = _free_port()
     with (

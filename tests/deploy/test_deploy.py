@@ -19,7 +19,7 @@ from kubernetes import client
 
 from dragoman.cli import _parser
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
-from dragoman.envoy.bootstrap import XdsClientTls, bootstrap_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls, bootstrap_yaml
 from dragoman.kubernetes.certificate_secrets import write_secrets
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.kubernetes.watched_kinds import WATCHED_KINDS

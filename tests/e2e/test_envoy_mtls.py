@@ -31,7 +31,7 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
-from dragoman.envoy.bootstrap import XdsClientTls
+from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls
 from dragoman.security.certgen import server_pair
 from dragoman.snapshots.resources import LISTENER
 from dragoman.xds.csds.csds_client import fetch_client_status

@@ -20,7 +20,7 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
-from dragoman.envoy.bootstrap import XdsTransport, bootstrap_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import XdsTransport, bootstrap_yaml
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.csds.csds_client import fetch_client_status
 from tests.support.builders import (

@@ -19,9 +19,9 @@ from pathlib import Path
 from dragoman.demo.backends import EchoBackend
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
-from dragoman.envoy.bootstrap import bootstrap_message, bootstrap_yaml, xds_cluster
-from dragoman.envoy.json_mapping import to_json_mapping
-from dragoman.envoy.yaml_text import dump_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_message, bootstrap_yaml, xds_cluster
+from dragoman.envoy.text.json_mapping import to_json_mapping
+from dragoman.envoy.text.yaml_text import dump_yaml
 from tests.support.builders import endpoint_slice, gateway, http_route, service, yaml_text
 from tests.support.harness import DragomanProcess, free_port, get_json
 

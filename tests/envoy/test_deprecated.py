@@ -18,8 +18,8 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
 from dragoman.envoy import TranslateOptions, translate
-from dragoman.envoy.bootstrap import bootstrap_message
-from dragoman.envoy.render import SECTIONS
+from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_message
+from dragoman.envoy.text.snapshot_yaml import SECTIONS
 from tests.support.envoy_checks import (
     problems_in,
     walk,

@@ -36,8 +36,8 @@ from dragoman.dag.model import (
     VirtualHost,
 )
 from dragoman.envoy import TranslateOptions, translate
-from dragoman.envoy.json_mapping import to_json_mapping
-from dragoman.envoy.yaml_text import dump_yaml
+from dragoman.envoy.text.json_mapping import to_json_mapping
+from dragoman.envoy.text.yaml_text import dump_yaml
 from dragoman.objects import ObjectKey
 from dragoman.snapshots.resources import ENDPOINT, LISTENER, ROUTE
 from tests.support.envoy_dags import envoy_binary, messages, with_inline_routes

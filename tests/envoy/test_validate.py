@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from dragoman.envoy import TranslateOptions, translate
-from dragoman.envoy.bootstrap import bootstrap_config
-from dragoman.envoy.json_mapping import to_json_mapping
-from dragoman.envoy.yaml_text import dump_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_config
+from dragoman.envoy.text.json_mapping import to_json_mapping
+from dragoman.envoy.text.yaml_text import dump_yaml
 from dragoman.snapshots.resources import LISTENER, ROUTE
 from tests.support.envoy_checks import translated_bootstrap, validate
 from tests.support.envoy_dags import envoy_binary, every_kind_of_dag, messages, with_inline_routes
@@ -117,7 +117,7 @@ def test_validation_reaches_the_inline_routes(envoy: str, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("xds", ["127.0.0.1:18000", "dragoman.dragoman-system.svc:18000"])
 def test_envoy_accepts_the_mutual_tls_bootstrap(envoy: str, tmp_path: Path, xds: str) -> None:
-    from dragoman.envoy.bootstrap import XdsClientTls
+    from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls
     from dragoman.security.files_store import write_files
 
     write_files(tmp_path / "tls", server_names=("dragoman.dragoman-system.svc",), days=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.objects import HTTPRoute
 from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE

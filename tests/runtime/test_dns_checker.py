@@ -18,7 +18,7 @@ from dragoman.dag.build import build
 from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.options import BuildOptions
 from dragoman.demo.dns import DnsResponder
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop, DnsResolver, Resolution
 from dragoman.runtime.server_config import DnsCheckSettings

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.translate_options import TranslateOptions
 from dragoman.runtime.server_config import (
     DEFAULT_CONFIG,
     ConfigError,

@@ -9,7 +9,7 @@ import grpc
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.dag.options import BuildOptions
-from dragoman.envoy.options import TranslateOptions
+from dragoman.envoy.translate_options import TranslateOptions
 from dragoman.runtime.server_config import NO_DNS_CHECK
 from dragoman.runtime.serving import serving_controller, start_serving
 from dragoman.snapshots.resources import ALL_GATEWAYS, CLUSTER

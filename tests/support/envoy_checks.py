@@ -18,9 +18,9 @@ from google.protobuf.message import Message
 from udpa.annotations import status_pb2 as udpa_status_pb2
 from xds.annotations.v3 import status_pb2 as xds_status_pb2
 
-from dragoman.envoy.bootstrap import bootstrap_config
-from dragoman.envoy.json_mapping import to_json_mapping
-from dragoman.envoy.listeners import HTTP_CONNECTION_MANAGER
+from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_config
+from dragoman.envoy.resources.listener_messages import HTTP_CONNECTION_MANAGER
+from dragoman.envoy.text.json_mapping import to_json_mapping
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from tests.support.envoy_dags import messages, with_inline_routes
 

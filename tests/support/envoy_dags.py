@@ -38,8 +38,8 @@ from dragoman.dag.model import (
     ValueMatch,
     VirtualHost,
 )
-from dragoman.envoy.core import pack
-from dragoman.envoy.render import SECTIONS
+from dragoman.envoy.resources.common_messages import pack
+from dragoman.envoy.text.snapshot_yaml import SECTIONS
 from dragoman.objects import ObjectKey
 from dragoman.snapshots.resources import Snapshot
 

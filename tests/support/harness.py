@@ -14,7 +14,7 @@ from typing import Any
 
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get
-from dragoman.envoy.bootstrap import XdsClientTls, XdsTransport, bootstrap_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls, XdsTransport, bootstrap_yaml
 
 
 def free_port(host: str = "127.0.0.1") -> int:

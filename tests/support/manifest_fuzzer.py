@@ -35,9 +35,9 @@ from google.protobuf.wrappers_pb2 import BoolValue
 
 from dragoman.dag.build import build
 from dragoman.envoy import translate
-from dragoman.envoy.bootstrap import bootstrap_config
-from dragoman.envoy.json_mapping import to_json_mapping
-from dragoman.envoy.yaml_text import dump_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_config
+from dragoman.envoy.text.json_mapping import to_json_mapping
+from dragoman.envoy.text.yaml_text import dump_yaml
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.parse import parse_object

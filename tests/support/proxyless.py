@@ -5,8 +5,8 @@ from __future__ import annotations
 from envoy.config.core.v3.base_pb2 import Node
 from google.protobuf.message import Message
 
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
-from dragoman.envoy.render import SECTIONS
+from dragoman.envoy.text.snapshot_yaml import SECTIONS
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import Snapshot
 from dragoman.store import Store

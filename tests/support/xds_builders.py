@@ -34,7 +34,10 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 from google.protobuf.any_pb2 import Any
 from google.rpc.status_pb2 import Status
 
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.resources.config_sources import config_source
+from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
+from dragoman.envoy.translation.translated import Translated
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
@@ -48,14 +51,24 @@ from dragoman.snapshots.resources import (
 from dragoman.xds.protocol.wire import DeltaResponse, SotwResponse
 from dragoman.xds.server.snapshot_variants import ConfigSources
 
+# The xDS tests' resources are translated from small values, as dragoman's are: the per-type
+# variant of a snapshot is translated from the same values with per-type config sources.
+
 
 def eds_cluster(name: str, service_name: str = "", timeout_s: int = 1) -> Resource:
+    references = frozenset((service_name or name,))
+    source = (name, service_name, timeout_s)
+    return Translated.made(name, source, _eds_cluster, DEFAULT_OPTIONS, references)
+
+
+def _eds_cluster(source: tuple[str, str, int], options: TranslateOptions) -> Cluster:
+    name, service_name, timeout_s = source
     cluster = Cluster(name=name, type=Cluster.EDS)
     cluster.connect_timeout.seconds = timeout_s
-    cluster.eds_cluster_config.eds_config.ads.SetInParent()
+    cluster.eds_cluster_config.eds_config.CopyFrom(config_source(options))
     if service_name:
         cluster.eds_cluster_config.service_name = service_name
-    return Resource.of(name, cluster)
+    return cluster
 
 
 def dns_cluster(name: str, hostname: str) -> Resource:
@@ -87,9 +100,16 @@ def endpoints(name: str, *ips: str) -> Resource:
 
 
 def listener(name: str, route_config: str, port: int = 8080) -> Resource:
+    references = frozenset((route_config,))
+    source = (name, route_config, port)
+    return Translated.made(name, source, _listener, DEFAULT_OPTIONS, references)
+
+
+def _listener(source: tuple[str, str, int], options: TranslateOptions) -> Listener:
+    name, route_config, port = source
     manager = hcm.HttpConnectionManager(stat_prefix=name)
     manager.rds.route_config_name = route_config
-    manager.rds.config_source.ads.SetInParent()
+    manager.rds.config_source.CopyFrom(config_source(options))
     config = Any()
     config.Pack(manager, deterministic=True)
     message = Listener(
@@ -97,7 +117,7 @@ def listener(name: str, route_config: str, port: int = 8080) -> Resource:
         address=Address(socket_address=SocketAddress(address="0.0.0.0", port_value=port)),
         filter_chains=[FilterChain(filters=[Filter(name="hcm", typed_config=config)])],
     )
-    return Resource.of(name, message)
+    return message
 
 
 def routes(name: str, *clusters: str) -> Resource:

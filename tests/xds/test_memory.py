@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 import pytest
 from envoy.config.core.v3.base_pb2 import Node
-from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
-from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
-from dragoman.snapshots.references import ResourceReferences
+from dragoman.dag.model import ALL_GATEWAYS, HttpsListener, TlsFilterChain
+from dragoman.envoy.translate_options import DEFAULT_OPTIONS
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
+from dragoman.envoy.translation.translated import listener_resource
 from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
@@ -285,23 +285,20 @@ def test_response_bodies_are_bounded_by_bytes() -> None:
 
 def big_listener(index: int) -> Resource:
     """A listener of about 40 KiB: a gateway with many TLS hostnames."""
-    message = Listener.FromString(listener(f"listener-{index}", f"routes-{index}").body)
-    chain = message.filter_chains[0]
-    for host in range(200):
-        added = message.filter_chains.add()
-        added.CopyFrom(chain)
-        added.filter_chain_match.server_names.append(f"h{host}-{index}.example.com")
-    return Resource.of(message.name, message)
+    chains = tuple(
+        TlsFilterChain((f"h{host}-{index}.example.com",), (), f"routes-{index}")
+        for host in range(200)
+    )
+    return listener_resource(HttpsListener(f"listener-{index}", 443, chains), DEFAULT_OPTIONS)
 
 
-def test_parsed_references_and_per_type_rewrites_keep_no_old_bodies() -> None:
-    references = ResourceReferences()
+def test_per_type_variants_keep_no_old_bodies() -> None:
     rewrites = PerTypeConfigSources()
 
     def churn(first: int) -> None:
         for index in range(first, first + 150):
             resource = big_listener(index)
-            assert references.route_config_names(resource) == {f"routes-{index}"}
+            assert resource.references == {f"routes-{index}"}
             served = Snapshot(types={LISTENER: TypeSnapshot.of([resource])})
             rewritten = rewrites.per_type(served, delta=False)
             assert rewritten.of_type(LISTENER).resources[resource.name] is not resource

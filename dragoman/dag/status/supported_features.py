@@ -22,8 +22,8 @@ DAG_UPSTREAMS = "tests/dag/test_upstreams.py"
 E2E_ENVOY_CLIENT_CERTIFICATE = "tests/e2e/test_envoy_client_certificate.py"
 E2E_ENVOY_CLIENT_VALIDATION = "tests/e2e/test_envoy_client_validation.py"
 E2E_ENVOY_ROUTES = "tests/e2e/test_envoy_routes.py"
-ENVOY_HTTPS = "tests/envoy/test_https.py"
-ENVOY_ROUTE_FILTERS = "tests/envoy/test_route_filters.py"
+ENVOY_HTTPS = "tests/envoy/resources/test_https_listeners.py"
+ENVOY_ROUTE_FILTERS = "tests/envoy/resources/test_route_filters.py"
 
 # Feature name -> (test file, test function) proving dragoman implements it.
 SUPPORTED_FEATURES: Mapping[str, tuple[str, str]] = {

@@ -78,9 +78,9 @@ MAX_CONFIG_LIMIT = 100_000
 def config(view: DebugView, query: Mapping[str, str] | None = None) -> tuple[str, str]:
     """The served resources by node group and type, as `dragoman render` prints them (keys
     redacted), the first `limit` of each type by name."""
-    from dragoman.envoy.json_mapping import to_json_mapping
-    from dragoman.envoy.render import SECTIONS, redacted
-    from dragoman.envoy.yaml_text import dump_yaml
+    from dragoman.envoy.text.json_mapping import to_json_mapping
+    from dragoman.envoy.text.snapshot_yaml import SECTIONS, redacted
+    from dragoman.envoy.text.yaml_text import dump_yaml
 
     limit = _limit((query or {}).get("limit"))
     parts = []

@@ -264,7 +264,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         if state is None or not self._serves(ENDPOINT):
             return []
         forced = False
-        for service in endpoints_to_resend(clusters, state, self.memos.references):
+        for service in endpoints_to_resend(clusters, state):
             if service in state.held:
                 state.held.writable()[service] = UNKNOWN
                 forced = True
@@ -298,7 +298,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
 
     def _routes_settled(self) -> bool:
         assert self._snapshot is not None
-        return routes_settled(self.types, self._snapshot, self.memos.references)
+        return routes_settled(self.types, self._snapshot)
 
 
 def _plan_from_shared_map(

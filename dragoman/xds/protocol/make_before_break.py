@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from dragoman.snapshots.references import ResourceReferences
 from dragoman.snapshots.resources import LISTENER, ROUTE, Resource, Snapshot, TypeSnapshot
 
 
@@ -40,9 +39,7 @@ class HeldType(Protocol):
     def subscribes(self, name: str) -> bool: ...
 
 
-def routes_settled(
-    types: Mapping[str, HeldType], snapshot: Snapshot, references: ResourceReferences
-) -> bool:
+def routes_settled(types: Mapping[str, HeldType], snapshot: Snapshot) -> bool:
     """True when the client ACKed the current listeners and every route they fetch."""
     listeners, routes = types.get(LISTENER), types.get(ROUTE)
     for state in (listeners, routes):
@@ -54,21 +51,18 @@ def routes_settled(
         return True  # this stream does not fetch routes: nothing to wait for
     current_routes = snapshot.of_type(ROUTE).resources
     for listener in listeners.held_resources(snapshot.of_type(LISTENER)):
-        for name in references.route_config_names(listener):
+        for name in listener.references:  # the route configurations it fetches
             route = current_routes.get(name)
             if route is not None and routes.held_digest(name) != route.digest:
                 return False  # a route not served at all has nothing to wait for
     return True
 
 
-def endpoints_to_resend(
-    clusters: Iterable[Resource], endpoints: HeldType, references: ResourceReferences
-) -> list[str]:
+def endpoints_to_resend(clusters: Iterable[Resource], endpoints: HeldType) -> list[str]:
     """The CLAs (by service name) of changed EDS clusters the client subscribes to: Envoy
     keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""
-    services = []
+    services: list[str] = []
     for cluster in clusters:
-        service = references.eds_service_name(cluster)
-        if service is not None and endpoints.subscribes(service):
-            services.append(service)
+        # An EDS cluster references the CLA it reads; any other cluster nothing.
+        services.extend(s for s in cluster.references if endpoints.subscribes(s))
     return services

@@ -218,7 +218,7 @@ class SotwStream(StreamProtocol[TypeState]):
         state = self.types[ENDPOINT]
         current = self._current(CLUSTER).resources
         clusters = [current[name] for name in changed_clusters if name in current]
-        force = set(endpoints_to_resend(clusters, state, self.memos.references))
+        force = set(endpoints_to_resend(clusters, state))
         if not force:
             return []
         plan = self._plan(state, self._current(ENDPOINT), force=force)
@@ -267,7 +267,7 @@ class SotwStream(StreamProtocol[TypeState]):
 
     def _routes_settled(self) -> bool:
         assert self._snapshot is not None
-        return routes_settled(self.types, self._snapshot, self.memos.references)
+        return routes_settled(self.types, self._snapshot)
 
 
 def _subscribe(

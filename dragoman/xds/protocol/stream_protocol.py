@@ -10,7 +10,6 @@ from typing import Generic, Protocol, TypeVar
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
-from dragoman.snapshots.references import ResourceReferences
 from dragoman.snapshots.resources import Snapshot, TypeSnapshot, ads_ordered
 from dragoman.xds.protocol.client_kind import is_grpc_client
 from dragoman.xds.protocol.digest_maps import DigestMaps
@@ -34,12 +33,11 @@ S = TypeVar("S", bound=TypeStateView)  # what the protocol remembers per type
 @dataclass(frozen=True, slots=True, eq=False)
 class StreamMemos:
     """What the streams of one SnapshotCache compute once and share: encoded response
-    bodies, what resources reference, (delta) digest maps and their diffs, and (SotW) the
+    bodies, (delta) digest maps and their diffs, and (SotW) the
     diffs between whole type snapshots. Owned by the cache; a stream made without one gets
     its own."""
 
     bodies: ResponseBodies = field(default_factory=ResponseBodies)
-    references: ResourceReferences = field(default_factory=ResourceReferences)
     digest_maps: DigestMaps = field(default_factory=DigestMaps)
     whole_diffs: WholeTypeDiffs = field(default_factory=WholeTypeDiffs)
 

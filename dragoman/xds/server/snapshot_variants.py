@@ -22,7 +22,7 @@ class ConfigSources(Enum):
 
 class PerTypeVariant(Protocol):
     """Makes what a client on per-type streams sees of a snapshot translated for ADS clients
-    (`dragoman.envoy.per_type_sources.PerTypeConfigSources`)."""
+    (`dragoman.envoy.translation.per_type.PerTypeConfigSources`)."""
 
     # The bootstrap cluster the per-type config sources name (for messages).
     cluster_name: str

@@ -22,7 +22,7 @@ from envoy.type.matcher.v3.string_pb2 import StringMatcher
 
 from dragoman import cli
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Snapshot
 from dragoman.xds.csds.csds_client import client_rows, format_table
 from dragoman.xds.protocol.resource_status import ClientStatus

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
-from dragoman.snapshots.references import ResourceReferences
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.make_before_break import endpoints_to_resend, routes_settled
@@ -36,11 +35,11 @@ def served() -> Snapshot:
 
 @pytest.mark.parametrize("delta", [False, True], ids=["sotw", "delta"])
 def test_routes_settle_once_the_listener_and_its_routes_are_acked(delta: bool) -> None:
-    snap, references = served(), ResourceReferences()
+    snap = served()
     stream: SotwStream | DeltaStream = DeltaStream() if delta else SotwStream()
 
     def settled() -> bool:
-        return routes_settled(stream.types, snap, references)
+        return routes_settled(stream.types, snap)
 
     assert settled()  # fetches no routes: nothing to wait for
     if isinstance(stream, DeltaStream):
@@ -66,5 +65,5 @@ def test_only_changed_eds_clusters_a_client_subscribes_to_have_their_cla_resent(
     stream.on_request(request(CLUSTER, node=NODE), snap)
     stream.on_request(request(ENDPOINT, ["svc-a"]), snap)
     clusters = [eds_cluster("a", "svc-a"), eds_cluster("b"), dns_cluster("ext", "example.com")]
-    resent = endpoints_to_resend(clusters, stream.types[ENDPOINT], ResourceReferences())
+    resent = endpoints_to_resend(clusters, stream.types[ENDPOINT])
     assert resent == ["svc-a"]  # "b" not subscribed, "ext" has no CLA

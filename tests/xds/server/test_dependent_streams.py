@@ -14,7 +14,7 @@ from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.server.grpc_server import bound_port, start_xds_server
 from dragoman.xds.server.snapshot_cache import SnapshotCache

@@ -20,7 +20,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 )
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, Snapshot
 from dragoman.xds.server.grpc_server import XdsAddressError, bound_port, start_xds_server
 from dragoman.xds.server.snapshot_cache import SnapshotCache

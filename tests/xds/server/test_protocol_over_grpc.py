@@ -19,7 +19,7 @@ from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.events import Ack, Nack

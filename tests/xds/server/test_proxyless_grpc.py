@@ -12,7 +12,7 @@ from envoy.service.status.v3 import csds_pb2_grpc
 from envoy.service.status.v3.csds_pb2 import ClientStatusRequest, ClientStatusResponse
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.csds.csds_client import client_rows
 from dragoman.xds.server.snapshot_cache import SnapshotCache

@@ -14,8 +14,11 @@ from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, secret_pb2, tls_pb2
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.core import ads_config_source, pack
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.resources.common_messages import pack
+from dragoman.envoy.resources.config_sources import config_source
+from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
+from dragoman.envoy.translation.translated import Translated
 from dragoman.snapshots.resources import LISTENER, SECRET, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.events import Nack
@@ -53,25 +56,32 @@ def secret(name: str, generation: int) -> Resource:
 
 
 def https_listener(name: str, secrets: list[str]) -> Resource:
+    # Translated from its names, as dragoman's listeners are from DAG values: per-type
+    # clients get it translated again with their own config source.
+    return Translated.made(name, (name, tuple(secrets)), _https_listener, DEFAULT_OPTIONS)
+
+
+def _https_listener(
+    source: tuple[str, tuple[str, ...]], options: TranslateOptions
+) -> listener_pb2.Listener:
+    name, secrets = source
     context = tls_pb2.DownstreamTlsContext(
         common_tls_context=tls_pb2.CommonTlsContext(
             tls_certificate_sds_secret_configs=[
-                secret_pb2.SdsSecretConfig(name=s, sds_config=ads_config_source()) for s in secrets
+                secret_pb2.SdsSecretConfig(name=s, sds_config=config_source(options))
+                for s in secrets
             ]
         )
     )
-    return Resource.of(
-        name,
-        listener_pb2.Listener(
-            name=name,
-            filter_chains=[
-                listener_components_pb2.FilterChain(
-                    transport_socket=base_pb2.TransportSocket(
-                        name="envoy.transport_sockets.tls", typed_config=pack(context)
-                    )
+    return listener_pb2.Listener(
+        name=name,
+        filter_chains=[
+            listener_components_pb2.FilterChain(
+                transport_socket=base_pb2.TransportSocket(
+                    name="envoy.transport_sockets.tls", typed_config=pack(context)
                 )
-            ],
-        ),
+            )
+        ],
     )
 
 

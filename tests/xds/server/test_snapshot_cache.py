@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.xds_builders import eds_cluster, snapshot

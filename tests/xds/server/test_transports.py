@@ -17,10 +17,14 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from dragoman import cli
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy import translate
-from dragoman.envoy.bootstrap import XDS_CLUSTER, bootstrap_config, bootstrap_message
-from dragoman.envoy.json_mapping import to_json_mapping
-from dragoman.envoy.per_type_sources import PerTypeConfigSources
-from dragoman.envoy.yaml_text import dump_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import (
+    XDS_CLUSTER,
+    bootstrap_config,
+    bootstrap_message,
+)
+from dragoman.envoy.text.json_mapping import to_json_mapping
+from dragoman.envoy.text.yaml_text import dump_yaml
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from dragoman.xds.server.snapshot_variants import ConfigSources

@@ -1,0 +1,1 @@
+"""Resources as text for people: Envoy's JSON mapping, as YAML Envoy reads back exactly."""

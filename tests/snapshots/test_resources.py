@@ -1,0 +1,74 @@
+"""Serialized resources and snapshots: bytes, digests, versions, and the names a resource
+carries for serving's make-before-break order."""
+
+from __future__ import annotations
+
+import hashlib
+
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.route.v3.route_pb2 import RouteConfiguration
+
+from dragoman.snapshots.resources import (
+    ADS_ORDER,
+    CLUSTER,
+    EMPTY_TYPE,
+    ENDPOINT,
+    LISTENER,
+    NO_REFERENCES,
+    ROUTE,
+    SECRET,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+    ads_ordered,
+    type_url_of,
+)
+
+
+def test_a_resource_is_its_deterministic_bytes_and_their_sha256() -> None:
+    message = Cluster(name="a", type=Cluster.EDS)
+    resource = Resource.of("a", message)
+    assert resource.body == message.SerializeToString(deterministic=True)
+    assert resource.digest == hashlib.sha256(resource.body).hexdigest()
+    assert resource.type_url == CLUSTER == type_url_of(message)
+    assert Resource.of_bytes("a", CLUSTER, resource.body) == resource
+
+
+def test_a_resource_names_nothing_unless_translation_says_so() -> None:
+    plain = Resource.of("a", Cluster(name="a", type=Cluster.EDS))
+    assert plain.references == NO_REFERENCES == frozenset()
+    named = Resource.of("a", Cluster(name="a", type=Cluster.EDS), frozenset({"a"}))
+    assert named.references == {"a"}
+    assert Resource.of_bytes("a", CLUSTER, named.body, frozenset({"b"})).references == {"b"}
+    # The same bytes naming other resources are another resource (not equal), same digest.
+    assert named != plain and named.digest == plain.digest
+
+
+def test_type_urls_are_interned_once_per_type() -> None:
+    first = Resource.of("a", RouteConfiguration(name="a"))
+    second = Resource.of("b", RouteConfiguration(name="b"))
+    assert first.type_url is second.type_url and first.type_url == ROUTE
+
+
+def test_a_type_snapshot_is_sorted_by_name_and_versioned_by_content() -> None:
+    a = Resource.of("a", Cluster(name="a"))
+    b = Resource.of("b", Cluster(name="b"))
+    snapshot = TypeSnapshot.of([b, a])
+    assert list(snapshot.resources) == ["a", "b"]
+    assert snapshot.names == {"a", "b"} and snapshot.names is snapshot.names
+    assert TypeSnapshot.of([a, b]).version == snapshot.version
+    changed = Resource.of("b", Cluster(name="b", type=Cluster.EDS))
+    assert TypeSnapshot.of([a, changed]).version != snapshot.version
+    assert len(snapshot.version) == 16
+
+
+def test_a_snapshot_gives_an_empty_type_for_a_type_it_lacks() -> None:
+    snapshot = Snapshot(types={CLUSTER: TypeSnapshot.of([Resource.of("a", Cluster(name="a"))])})
+    assert snapshot.of_type(LISTENER) is EMPTY_TYPE
+    assert EMPTY_TYPE.resources == {} and EMPTY_TYPE.version
+
+
+def test_ads_order_is_make_before_break() -> None:
+    assert ADS_ORDER == (CLUSTER, ENDPOINT, SECRET, LISTENER, ROUTE)
+    other = "type.googleapis.com/example.Other"
+    assert ads_ordered({ROUTE, other, CLUSTER, LISTENER}) == [CLUSTER, LISTENER, ROUTE, other]
