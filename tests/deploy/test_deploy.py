@@ -235,7 +235,7 @@ def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() 
     )
     envoy = find("Deployment", "envoy")["spec"]["template"]
     assert envoy["metadata"]["labels"]["dragoman.dev/envoy"] == "true"
-    [container] = envoy["spec"]["containers"]
+    container = _container(envoy, "envoy")
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert str(Path(ADMIN_SOCKET).parent) in mounts
     # The readiness probe asks the static listener, on the path its health check answers.
@@ -249,6 +249,52 @@ def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() 
     # The readiness port is not one clients reach through the Service.
     service_ports = {p["targetPort"] for p in find("Service", "envoy")["spec"]["ports"]}
     assert probe["port"] not in service_ports
+
+
+def _container(template: dict[str, Any], name: str) -> dict[str, Any]:
+    [container] = [c for c in template["spec"]["containers"] if c["name"] == name]
+    return container
+
+
+def _envoy_args(container: dict[str, Any]) -> dict[str, str]:
+    args = container["args"]
+    return dict(zip(args[::2], args[1::2], strict=True))
+
+
+def test_a_stopping_envoy_pod_drains_before_envoy_gets_sigterm() -> None:
+    envoy = find("Deployment", "envoy")["spec"]
+    template = envoy["template"]
+    assert envoy["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    drain = _container(template, "drain")
+    args = _parser().parse_args(drain["args"])
+    assert args.command == "drain"
+    assert args.admin_socket == Path(ADMIN_SOCKET)
+    # A sidecar: it drains on the SIGTERM every container gets when the pod stops.
+    assert args.after_sigterm
+    envoy_container = _container(template, "envoy")
+    # Envoy is held back by its preStop hook until the drain container's done file exists.
+    hook = " ".join(envoy_container["lifecycle"]["preStop"]["exec"]["command"])
+    assert f"[ ! -e {args.done_file} ]" in hook
+    waits = int(hook.split("-lt ")[1].split(" ")[0])  # seconds, one `sleep 1` each
+    # Both see the socket and the done file in the same volume.
+    mounts = {
+        c["name"]: {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        for c in (
+            drain,
+            envoy_container,
+        )
+    }
+    directory = str(Path(ADMIN_SOCKET).parent)
+    assert mounts["drain"][directory] == mounts["envoy"][directory]
+    assert args.done_file.parent == Path(directory)
+    # The drain fits in the hook's wait, which fits in the grace period; Envoy's listeners
+    # stop accepting well before the drain's timeout.
+    grace = template["spec"]["terminationGracePeriodSeconds"]
+    assert args.timeout < waits < grace
+    drain_time = int(_envoy_args(envoy_container)["--drain-time-s"])
+    assert drain_time < args.timeout
+    # The drain container runs as Envoy's user: the admin socket is Envoy's.
+    assert "runAsUser" not in drain.get("securityContext", {})
 
 
 CERTGEN_SECRETS = tuple(f"dragoman-xds-{stem}" for stem in ("ca", "server", "fleet", "admin"))
@@ -292,7 +338,7 @@ def test_dragoman_and_envoy_mount_what_certgen_writes_and_use_it() -> None:
     assert XDS_SERVICE.rsplit(":", 1)[0] in certgen.server_names
 
     envoy = find("Deployment", "envoy")["spec"]["template"]
-    [envoy_container] = envoy["spec"]["containers"]
+    envoy_container = _container(envoy, "envoy")
     [(envoy_path, envoy_secret)] = _mounted_secrets(envoy, envoy_container).items()
     assert envoy_secret == "dragoman-xds-fleet"
     assert ENVOY_TLS.certificate == f"{envoy_path}/tls.crt"

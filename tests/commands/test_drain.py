@@ -1,0 +1,104 @@
+"""`dragoman drain` against a scripted admin interface: what it asks Envoy, when it stops
+waiting, what it tells the caller. (tests/e2e/test_envoy_drain.py drains real Envoys.)"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dragoman.cli import main
+from dragoman.commands import drain as drain_command
+from dragoman.commands.drain import DrainState, drain, duration
+
+
+class ScriptedAdmin:
+    """Answers drain_state() from a script of states, one per call; records the POSTs."""
+
+    def __init__(self, states: list[DrainState]) -> None:
+        self.script: Iterator[DrainState] = iter(states)
+        self.posts: list[str] = []
+
+    def post(self, path: str) -> None:
+        self.posts.append(path)
+
+    def drain_state(self) -> DrainState:
+        return next(self.script)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def state(connections: int, stopped: int, listeners: int = 2) -> DrainState:
+    return DrainState(connections=connections, listeners=listeners, stopped=stopped)
+
+
+def test_readiness_fails_before_the_listeners_drain() -> None:
+    admin = ScriptedAdmin([state(0, 0), state(0, 2)])
+    clock = Clock()
+    outcome = drain(admin, timeout=10, clock=clock, sleep=clock.sleep)
+    assert admin.posts == ["/healthcheck/fail", "/drain_listeners?graceful"]
+    assert outcome.drained
+
+
+def test_no_connection_is_not_enough_while_listeners_still_accept() -> None:
+    # Connections at zero at once, but the listeners stop only on the fourth look.
+    admin = ScriptedAdmin([state(0, 5), state(0, 5), state(0, 6), state(0, 7)])
+    clock = Clock()
+    outcome = drain(admin, timeout=10, interval=1, clock=clock, sleep=clock.sleep)
+    assert outcome.drained
+    assert outcome.seconds == 2.0  # two polls after the first look
+
+
+def test_waits_for_the_last_connection_after_the_listeners_stopped() -> None:
+    admin = ScriptedAdmin([state(3, 0), state(3, 2), state(1, 2), state(0, 2)])
+    clock = Clock()
+    outcome = drain(admin, timeout=10, interval=0.5, clock=clock, sleep=clock.sleep)
+    assert outcome.drained
+    assert outcome.seconds == 1.0
+
+
+def test_the_timeout_bounds_the_wait() -> None:
+    admin = ScriptedAdmin([state(4, 0)] + [state(4, 2)] * 100)
+    clock = Clock()
+    outcome = drain(admin, timeout=3, interval=1, clock=clock, sleep=clock.sleep)
+    assert not outcome.drained
+    assert outcome.state.connections == 4
+    assert outcome.seconds == 3.0
+
+
+def test_durations_are_gateway_api_durations() -> None:
+    assert duration("1m30s") == 90.0
+    assert duration("500ms") == 0.5
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration("90")
+
+
+def test_an_unreachable_admin_fails_and_still_writes_the_done_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    done = tmp_path / "drained"
+    code = main(
+        ["drain", "--admin-socket", str(tmp_path / "missing.sock"), "--done-file", str(done)]
+    )
+    assert code == 1
+    assert "admin interface" in capsys.readouterr().err
+    # Envoy's preStop hook waits for this file: it must not wait out the grace period.
+    assert done.exists()
+
+
+def test_one_admin_address_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["drain"])
+    assert "--admin-socket" in capsys.readouterr().err
+    assert drain_command.CONNECTIONS_STAT == "server.total_connections"
