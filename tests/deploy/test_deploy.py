@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
-import shutil
-import subprocess
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.parse import parse_object
 from tests.support.kubeapi import KubeApiServer
+from tests.support.kustomize import kustomize
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 # 1.30: the oldest release with ValidatingAdmissionPolicy v1, which the Gateway API v1.6.1
@@ -44,22 +43,6 @@ ENVOY_STATS_ADDRESS = "0.0.0.0:8002"
 
 
 EXAMPLE_OVERLAY = DEPLOY.parent / "examples" / "kustomize"
-
-
-@functools.cache
-def kustomize(directory: Path) -> tuple[dict[str, Any], ...]:
-    """What `kubectl kustomize DIR` renders (Debian's kubectl; no cluster, no network)."""
-    kubectl = shutil.which("kubectl")
-    assert kubectl is not None, "kubectl is needed (.ci/run installs it)"
-    result = subprocess.run(
-        [kubectl, "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
 
 
 def documents(directory: Path = DEPLOY) -> list[tuple[str, dict[str, Any]]]:
@@ -315,6 +298,21 @@ def _mounted_secrets(template: dict[str, Any], container: dict[str, Any]) -> dic
 def _certgen_args() -> argparse.Namespace:
     [container] = find("Job", "dragoman-certgen")["spec"]["template"]["spec"]["containers"]
     return _parser().parse_args(container["args"])
+
+
+def test_certificates_are_issued_at_install_and_renewed_daily() -> None:
+    job = find("Job", "dragoman-certgen")["spec"]
+    cron = find("CronJob", "dragoman-certgen")["spec"]
+    # The same pod: what renews is what issued.
+    assert cron["jobTemplate"]["spec"]["template"] == job["template"]
+    args = _certgen_args()
+    assert args.renew_before == datetime.timedelta(days=30)
+    # A finished Job deletes itself: `kubectl apply -k` after an image change creates it
+    # again rather than failing on its immutable pod template.
+    assert job["ttlSecondsAfterFinished"] == 0
+    assert cron["concurrencyPolicy"] == "Forbid"
+    minute, hour, *every = cron["schedule"].split()
+    assert every == ["*", "*", "*"] and minute.isdigit() and hour.isdigit()
 
 
 def test_dragoman_and_envoy_mount_what_certgen_writes_and_use_it() -> None:

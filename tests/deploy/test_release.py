@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.test_deploy import documents
+from tests.support.kustomize import kustomize
 
 ROOT = Path(__file__).parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
@@ -65,7 +65,7 @@ def test_the_release_publishes_the_image_deploy_names(tmp_path: Path) -> None:
     assert output.strip() == f"image={IMAGE}"
     named = {
         container["image"]
-        for _, doc in documents()
+        for doc in kustomize(ROOT / "deploy")
         if doc["kind"] in {"Deployment", "Job", "CronJob"}
         for container in _containers(doc)
         if "dragoman" in container["image"]
