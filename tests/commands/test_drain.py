@@ -4,6 +4,9 @@ waiting, what it tells the caller. (tests/e2e/test_envoy_drain.py drains real En
 from __future__ import annotations
 
 import argparse
+import http.server
+import threading
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,3 +105,53 @@ def test_one_admin_address_is_required(capsys: pytest.CaptureFixture[str]) -> No
         main(["drain"])
     assert "--admin-socket" in capsys.readouterr().err
     assert drain_command.CONNECTIONS_STAT == "server.total_connections"
+
+
+class _FakeAdmin(http.server.BaseHTTPRequestHandler):
+    """Envoy's admin interface as far as the drain uses it: listeners stop at the third look."""
+
+    calls: list[str] = []
+
+    def do_POST(self) -> None:
+        self.calls.append(f"POST {self.path}")
+        self._answer(b"OK\n")
+
+    def do_GET(self) -> None:
+        self.calls.append(f"GET {urllib.parse.urlsplit(self.path).path}")
+        looks = sum(call.startswith("GET") for call in self.calls)
+        stopped = 1 if looks >= 3 else 0
+        self._answer(
+            f"listener_manager.listener_stopped: {stopped}\n"
+            "listener_manager.total_listeners_active: 1\n"
+            "server.total_connections: 0\n".encode()
+        )
+
+    def _answer(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_a_tcp_admin_address_is_drained_the_same_way(capsys: pytest.CaptureFixture[str]) -> None:
+    _FakeAdmin.calls = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeAdmin)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        code = main(["drain", "--admin-address", address, "--interval", "10ms", "--timeout", "5s"])
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+    assert code == 0
+    assert "drained in" in capsys.readouterr().out
+    assert _FakeAdmin.calls[:3] == [
+        "GET /stats",
+        "POST /healthcheck/fail",
+        "POST /drain_listeners?graceful",
+    ]
+    assert _FakeAdmin.calls.count("GET /stats") == 3
