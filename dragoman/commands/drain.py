@@ -3,8 +3,9 @@
 Envoy exits at once on SIGTERM, dropping every request in flight. Draining first makes the
 stop clean: the readiness check fails (so balancers stop sending), listeners drain gracefully
 (HTTP/1 responses say `Connection: close`, HTTP/2 connections get GOAWAY, new connections are
-still accepted until Envoy's --drain-time-s is over), and the command returns once no
-downstream connection is left, or when its timeout runs out.
+still accepted until Envoy's --drain-time-s is over, then the listeners stop), and the
+command returns once the listeners have stopped and no downstream connection is left, or
+when its timeout runs out.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ class DrainState:
 @dataclass(frozen=True)
 class DrainOutcome:
     drained: bool  # listeners stopped and no connection left (False: the timeout came first)
-    state: DrainState  # when the command stopped waiting
+    listeners_stopped: bool
+    connections: int  # open when the command stopped waiting
     seconds: float
 
 
@@ -178,10 +180,9 @@ def drain(
     while True:
         elapsed = clock() - start
         stopped = state.stopped - before.stopped >= before.listeners
-        if stopped and state.connections == 0:
-            return DrainOutcome(True, state, elapsed)
-        if elapsed >= timeout:
-            return DrainOutcome(False, state, elapsed)
+        if (stopped and state.connections == 0) or elapsed >= timeout:
+            drained = stopped and state.connections == 0
+            return DrainOutcome(drained, stopped, state.connections, elapsed)
         sleep(max(0.0, min(interval, timeout - elapsed)))
         state = admin.drain_state()
 
@@ -209,9 +210,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if not outcome.drained:
         print(
-            f"dragoman drain: after {outcome.seconds:.1f}s, {outcome.state.connections} "
-            f"connections still open, {outcome.state.listeners} listeners of which "
-            f"{outcome.state.stopped} stopped",
+            f"dragoman drain: after {outcome.seconds:.1f}s, {outcome.connections} "
+            "connections still open; the listeners "
+            + ("have stopped" if outcome.listeners_stopped else "still accept"),
             file=sys.stderr,
         )
         return 1

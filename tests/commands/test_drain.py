@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 import http.server
+import signal
+import subprocess
+import sys
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,7 +80,8 @@ def test_the_timeout_bounds_the_wait() -> None:
     clock = Clock()
     outcome = drain(admin, timeout=3, interval=1, clock=clock, sleep=clock.sleep)
     assert not outcome.drained
-    assert outcome.state.connections == 4
+    assert outcome.listeners_stopped
+    assert outcome.connections == 4
     assert outcome.seconds == 3.0
 
 
@@ -97,6 +102,39 @@ def test_an_unreachable_admin_fails_and_still_writes_the_done_file(
     assert code == 1
     assert "admin interface" in capsys.readouterr().err
     # Envoy's preStop hook waits for this file: it must not wait out the grace period.
+    assert done.exists()
+
+
+def test_as_a_sidecar_it_drains_on_sigterm_and_writes_the_done_file(tmp_path: Path) -> None:
+    done = tmp_path / "drained"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dragoman",
+            "drain",
+            "--admin-socket",
+            str(tmp_path / "admin.sock"),
+            "--after-sigterm",
+            "--done-file",
+            str(done),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)  # started, and waiting
+        assert process.poll() is None
+        assert not done.exists()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+    # No Envoy here: the drain fails, and still says it is over.
+    assert process.returncode == 1
+    assert "admin interface" in stderr
     assert done.exists()
 
 
