@@ -191,6 +191,7 @@ def _wait_for_sigterm() -> None:
     received = threading.Event()
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: received.set())
+    print("waiting for SIGTERM to drain Envoy", flush=True)
     while not received.wait(3600):
         pass
 

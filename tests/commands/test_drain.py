@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import http.server
+import select
 import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,15 +119,19 @@ def test_as_a_sidecar_it_drains_on_sigterm_and_writes_the_done_file(tmp_path: Pa
             "--done-file",
             str(done),
         ],
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        time.sleep(1.0)  # started, and waiting
+        # Its handler is in place once it says so (a SIGTERM before would just end it).
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        assert ready and "waiting for SIGTERM" in process.stdout.readline()
         assert process.poll() is None
         assert not done.exists()
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=10)
+        _, stderr = process.communicate(timeout=20)
     finally:
         if process.poll() is None:
             process.kill()
