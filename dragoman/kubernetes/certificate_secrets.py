@@ -45,11 +45,12 @@ def write_secrets(
 
     core = api if api is not None else client.CoreV1Api(api_client(kubeconfig, context))
     wanted_gateways, wanted_grpc = list(gateways), list(grpc_clients)
-    current = {
-        item.metadata.name: item
-        for item in core.list_namespaced_secret(namespace).items
-        if item.metadata.name.startswith(SECRET_PREFIX)
-    }
+    current: dict[str, Any] = {}
+    for item in core.list_namespaced_secret(namespace).items:
+        # A listed object always has a name; the client's types allow None.
+        name = item.metadata.name if item.metadata is not None else None
+        if name is not None and name.startswith(SECRET_PREFIX):
+            current[name] = item
     existing_ca = _pair_of(current.get(CA_SECRET))
     existing: dict[str, tuple[bytes, bytes]] = {}
     for name, item in current.items():
