@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 STAMP := $(VENV)/.installed
+# `make image`: the image deploy/ names, built with podman or docker (the first found).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= ghcr.io/dragoman-dev/dragoman:$(VERSION)
+CONTAINER_ENGINE ?= $(shell command -v podman || command -v docker)
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +30,18 @@ test: lint
 
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/translate.py
+
+image:
+	@if [ -z "$(CONTAINER_ENGINE)" ]; then \
+		echo "make image: neither podman nor docker is installed; install one of them" >&2; \
+		exit 1; \
+	fi
+	@if ! $(CONTAINER_ENGINE) info >/dev/null 2>&1; then \
+		echo "make image: $(CONTAINER_ENGINE) is installed but its engine does not answer" \
+			"(is the daemon running?)" >&2; \
+		exit 1; \
+	fi
+	$(CONTAINER_ENGINE) build -t $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

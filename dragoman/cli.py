@@ -5,10 +5,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from dragoman.commands import bootstrap, certgen, check, clients, demo, render, serve, status
+from dragoman.commands import (
+    bootstrap,
+    certgen,
+    check,
+    clients,
+    demo,
+    drain,
+    render,
+    serve,
+    status,
+)
 
 # Each module adds its subparser and sets `run`; the order is the order of `--help`.
-COMMANDS = (serve, render, check, bootstrap, certgen, demo, clients, status)
+COMMANDS = (serve, render, check, bootstrap, certgen, drain, demo, clients, status)
 
 
 class _Version(argparse.Action):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import datetime
+import re
 import sys
 from pathlib import Path
 
@@ -45,6 +47,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="a certificate for a proxyless gRPC client (repeatable)",
     )
     parser.add_argument("--days", type=int, default=365, help="validity (default: 365)")
+    parser.add_argument(
+        "--renew-before",
+        type=renewal_threshold,
+        default=datetime.timedelta(days=30),
+        metavar="DURATION",
+        help="issue again what expires within DURATION (`30d`, `720h`; default: 30d); the CA "
+        "at twice that, both CAs trusted meanwhile",
+    )
     kube = parser.add_argument_group("with --kubernetes")
     kube.add_argument("--namespace", default="dragoman-system", metavar="NS")
     kube.add_argument("--kubeconfig", type=Path, metavar="FILE")
@@ -52,11 +62,29 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+_DAYS = re.compile(r"([0-9]{1,5})d")
+
+
+def renewal_threshold(value: str) -> datetime.timedelta:
+    """`30d`, or a duration as the Gateway API writes them (`720h`, `1h30m`)."""
+    from dragoman.objects.durations import parse_duration
+
+    days = _DAYS.fullmatch(value.strip())
+    seconds = int(days.group(1)) * 86400.0 if days else parse_duration(value)
+    if seconds is None:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a duration such as 30d or 720h")
+    return datetime.timedelta(seconds=seconds)
+
+
 def run(args: argparse.Namespace) -> int:
-    from dragoman.security.certgen import DEFAULT_SERVER_NAMES
+    from dragoman.security.certgen import DEFAULT_SERVER_NAMES, renewal_problem
 
     if args.days < 1:
         print("dragoman certgen: --days must be at least 1", file=sys.stderr)
+        return 2
+    problem = renewal_problem(args.renew_before, args.days)
+    if problem is not None:
+        print(f"dragoman certgen: {problem}", file=sys.stderr)
         return 2
     if "" in args.gateway:
         print("dragoman certgen: --gateway needs NAMESPACE/NAME", file=sys.stderr)
@@ -83,6 +111,7 @@ def _write(args: argparse.Namespace, names: tuple[str, ...]) -> list[tuple[str, 
             gateways=args.gateway,
             grpc_clients=args.grpc_client,
             days=args.days,
+            renew_before=args.renew_before,
         )
     from kubernetes.client.exceptions import ApiException
 
@@ -96,6 +125,7 @@ def _write(args: argparse.Namespace, names: tuple[str, ...]) -> list[tuple[str, 
             gateways=args.gateway,
             grpc_clients=args.grpc_client,
             days=args.days,
+            renew_before=args.renew_before,
             kubeconfig=args.kubeconfig,
             context=args.context,
         )

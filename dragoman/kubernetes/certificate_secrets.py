@@ -8,11 +8,12 @@ its own Secret, which only this command (and dragoman's certgen Job) reads.
 from __future__ import annotations
 
 import base64
+import datetime
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dragoman.security.certgen import renew
+from dragoman.security.certgen import RENEW_BEFORE, renew
 
 SECRET_PREFIX = "dragoman-xds-"
 CA_SECRET = SECRET_PREFIX + "ca"
@@ -34,6 +35,8 @@ def write_secrets(
     kubeconfig: Path | None = None,
     context: str | None = None,
     api: Any = None,
+    renew_before: datetime.timedelta = RENEW_BEFORE,
+    now: datetime.datetime | None = None,
 ) -> list[tuple[str, str]]:
     """Create or replace the Secrets; returns ("ns/name", "written" or "kept") for each."""
     from kubernetes import client
@@ -44,6 +47,7 @@ def write_secrets(
     wanted_gateways, wanted_grpc = list(gateways), list(grpc_clients)
     current: dict[str, Any] = {}
     for item in core.list_namespaced_secret(namespace).items:
+        # A listed object always has a name; the client's types allow None.
         name = item.metadata.name if item.metadata is not None else None
         if name is not None and name.startswith(SECRET_PREFIX):
             current[name] = item
@@ -53,8 +57,19 @@ def write_secrets(
         found = _pair_of(item)
         if found is not None and name != CA_SECRET:
             existing[name.removeprefix(SECRET_PREFIX)] = found
-    issued = renew(existing_ca, existing, server_names, wanted_gateways, wanted_grpc, days)
+    issued = renew(
+        existing_ca,
+        existing,
+        server_names,
+        wanted_gateways,
+        wanted_grpc,
+        days,
+        trusted=_ca_of(current.get(CA_SECRET)) or b"",
+        renew_before=renew_before,
+        now=now,
+    )
     ca = issued.authority.pair
+    bundle = issued.trust_bundle
     report: list[tuple[str, str]] = []
     # The CA first: a pair signed by a CA not yet stored would be orphaned by a failure.
     entries = [(CA_SECRET, ca.certificate, ca.private_key, issued.authority_kept)] + [
@@ -62,8 +77,9 @@ def write_secrets(
         for pair, kept in issued.pairs
     ]
     for name, certificate, key, kept in entries:
-        if not kept or _ca_of(current.get(name)) != ca.certificate:
-            body = _secret(client, namespace, name, certificate, key, ca.certificate)
+        # Every Secret's ca.crt is the trust bundle: both CAs while a renewal overlaps.
+        if not kept or _ca_of(current.get(name)) != bundle:
+            body = _secret(client, namespace, name, certificate, key, bundle)
             if name in current:
                 core.replace_namespaced_secret(name, namespace, body)
             else:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from dragoman.security.identities import ADMIN, FLEET, gateway_uri, grpc_uri
@@ -43,11 +43,23 @@ class Authority:
         return Pair("ca", _certificate_pem(self.certificate), _key_pem(self.key))
 
 
-def new_authority(common_name: str = "dragoman xDS CA", days: int = DEFAULT_DAYS) -> Authority:
+def new_authority(
+    common_name: str = "dragoman xDS CA",
+    days: int = DEFAULT_DAYS,
+    now: datetime.datetime | None = None,
+) -> Authority:
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    serial = x509.random_serial_number()
+    # A subject of its own (the serial number in it): while a renewed CA and the one before
+    # it are both trusted, a verifier looking an issuer up by name finds the right one.
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+            x509.NameAttribute(NameOID.SERIAL_NUMBER, f"{serial:x}"),
+        ]
+    )
     certificate = (
-        _builder(name, name, key.public_key(), days)
+        _builder(name, name, key.public_key(), days, now, serial)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_key_usage(ca=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -65,7 +77,12 @@ def load_authority(certificate_pem: bytes, key_pem: bytes) -> Authority:
     return Authority(certificate, key)
 
 
-def server_pair(authority: Authority, names: Sequence[str], days: int = DEFAULT_DAYS) -> Pair:
+def server_pair(
+    authority: Authority,
+    names: Sequence[str],
+    days: int = DEFAULT_DAYS,
+    now: datetime.datetime | None = None,
+) -> Pair:
     """dragoman's serving certificate: DNS names and IP addresses as SANs."""
     sans: list[x509.GeneralName] = []
     for name in dict.fromkeys(names):
@@ -73,13 +90,20 @@ def server_pair(authority: Authority, names: Sequence[str], days: int = DEFAULT_
             sans.append(x509.IPAddress(ipaddress.ip_address(name)))
         except ValueError:
             sans.append(x509.DNSName(name))
-    return _issue(authority, "server", names[0], sans, ExtendedKeyUsageOID.SERVER_AUTH, days)
+    usage = ExtendedKeyUsageOID.SERVER_AUTH
+    return _issue(authority, "server", names[0], sans, usage, days, now)
 
 
-def client_pair(authority: Authority, name: str, uri: str, days: int = DEFAULT_DAYS) -> Pair:
+def client_pair(
+    authority: Authority,
+    name: str,
+    uri: str,
+    days: int = DEFAULT_DAYS,
+    now: datetime.datetime | None = None,
+) -> Pair:
     """A client certificate whose identity is the URI SAN `uri`."""
     sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(uri)]
-    return _issue(authority, name, uri, sans, ExtendedKeyUsageOID.CLIENT_AUTH, days)
+    return _issue(authority, name, uri, sans, ExtendedKeyUsageOID.CLIENT_AUTH, days, now)
 
 
 def standard_pairs(
@@ -88,18 +112,19 @@ def standard_pairs(
     gateways: Iterable[str] = (),
     grpc_clients: Iterable[str] = (),
     days: int = DEFAULT_DAYS,
+    now: datetime.datetime | None = None,
 ) -> list[Pair]:
     """The server's pair, `fleet`, `admin`, and one per Gateway and proxyless gRPC client."""
     pairs = [
-        server_pair(authority, server_names, days),
-        client_pair(authority, "fleet", FLEET, days),
-        client_pair(authority, "admin", ADMIN, days),
+        server_pair(authority, server_names, days, now),
+        client_pair(authority, "fleet", FLEET, days, now),
+        client_pair(authority, "admin", ADMIN, days, now),
     ]
     for gateway in dict.fromkeys(gateways):
         stem = "gateway-" + gateway.replace("/", "-")
-        pairs.append(client_pair(authority, stem, gateway_uri(gateway), days))
+        pairs.append(client_pair(authority, stem, gateway_uri(gateway), days, now))
     for name in dict.fromkeys(grpc_clients):
-        pairs.append(client_pair(authority, "grpc-" + name, grpc_uri(name), days))
+        pairs.append(client_pair(authority, "grpc-" + name, grpc_uri(name), days, now))
     return pairs
 
 
@@ -110,12 +135,13 @@ def _issue(
     sans: list[x509.GeneralName],
     usage: x509.ObjectIdentifier,
     days: int,
+    now: datetime.datetime | None = None,
 ) -> Pair:
     key = ec.generate_private_key(ec.SECP256R1())
     # A common name is at most 64 characters (RFC 5280); identities live in the SANs anyway.
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
     certificate = (
-        _builder(subject, authority.certificate.subject, key.public_key(), days)
+        _builder(subject, authority.certificate.subject, key.public_key(), days, now)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(ca=False), critical=True)
@@ -130,18 +156,23 @@ def _issue(
 
 
 def _builder(
-    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, days: int
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    days: int,
+    now: datetime.datetime | None = None,
+    serial: int | None = None,
 ) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.UTC)
+    when = now or datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(issuer)
         .public_key(public_key)
-        .serial_number(x509.random_serial_number())
+        .serial_number(serial if serial is not None else x509.random_serial_number())
         # An hour of slack for clocks a little behind.
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=days))
+        .not_valid_before(when - datetime.timedelta(hours=1))
+        .not_valid_after(when + datetime.timedelta(days=days))
     )
 
 
@@ -169,72 +200,115 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-# A pair expiring sooner than this is issued again rather than kept.
+# A pair expiring sooner than this is issued again rather than kept (`--renew-before`).
 RENEW_BEFORE = datetime.timedelta(days=30)
 
 
+def renewal_problem(renew_before: datetime.timedelta, days: int) -> str | None:
+    """Why `renew_before` cannot work with certificates of `days` days, or None.
+
+    A leaf must outlive the threshold, or every run would issue it again; the CA is replaced
+    at twice the threshold, so it must outlive that too (its validity: `days`, at least
+    DEFAULT_DAYS)."""
+    if renew_before <= datetime.timedelta(0):
+        return "--renew-before must be positive"
+    if renew_before >= datetime.timedelta(days=days):
+        return f"--renew-before must be shorter than the certificates' {days} days"
+    if 2 * renew_before >= datetime.timedelta(days=max(days, DEFAULT_DAYS)):
+        return "--renew-before must be under half the CA's validity"
+    return None
+
+
+def pem_certificates(pem: bytes) -> list[x509.Certificate]:
+    """The certificates of a PEM bundle; none when it cannot be read (it is then replaced)."""
+    try:
+        return x509.load_pem_x509_certificates(pem) if pem.strip() else []
+    except ValueError:
+        return []
+
+
+def _same_key(key: object, certificate: x509.Certificate) -> bool:
+    if not isinstance(
+        key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
+    ):
+        return False
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    return key.public_key().public_bytes(der, spki) == certificate.public_key().public_bytes(
+        der, spki
+    )
+
+
+def _lasts(
+    certificate: x509.Certificate, when: datetime.datetime, margin: datetime.timedelta
+) -> bool:
+    """Valid now and for more than `margin` still."""
+    return certificate.not_valid_before_utc <= when < certificate.not_valid_after_utc - margin
+
+
+def _issuer(
+    certificate: x509.Certificate, authorities: Sequence[x509.Certificate]
+) -> x509.Certificate | None:
+    from dragoman.security.files import signed_by
+
+    for authority in authorities:
+        if signed_by(certificate, [authority]):
+            return authority
+    return None
+
+
 def still_good(
-    authority: Authority,
+    authorities: Sequence[x509.Certificate],
     certificate_pem: bytes,
     key_pem: bytes,
     wanted: Pair,
-    now: datetime.datetime | None = None,
+    when: datetime.datetime,
+    renew_before: datetime.timedelta = RENEW_BEFORE,
 ) -> bool:
     """Whether an existing pair can be kept instead of `wanted` (freshly made, same purpose):
-    signed by `authority`, the key its own, the same SANs, and not expiring soon."""
-    when = now or datetime.datetime.now(datetime.UTC)
+    signed by one of the trusted `authorities`, the key its own, the same SANs, and neither
+    it nor the CA that signed it expiring within `renew_before`."""
     try:
         certificate = x509.load_pem_x509_certificate(certificate_pem)
         key = serialization.load_pem_private_key(key_pem, password=None)
-        certificate.verify_directly_issued_by(authority.certificate)
         sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
         wanted_sans = (
             x509.load_pem_x509_certificate(wanted.certificate)
             .extensions.get_extension_for_class(x509.SubjectAlternativeName)
             .value
         )
-    except Exception:  # anything unreadable or unverifiable is replaced
+    except Exception:  # anything unreadable is replaced
         return False
-    spki = serialization.PublicFormat.SubjectPublicKeyInfo
-    der = serialization.Encoding.DER
-    if key.public_key().public_bytes(der, spki) != certificate.public_key().public_bytes(der, spki):
+    issuer = _issuer(certificate, authorities)
+    if issuer is None or not _same_key(key, certificate) or set(sans.value) != set(wanted_sans):
         return False
-    if set(sans.value) != set(wanted_sans):
-        return False
-    return certificate.not_valid_before_utc <= when < certificate.not_valid_after_utc - RENEW_BEFORE
+    return _lasts(certificate, when, renew_before) and _lasts(issuer, when, renew_before)
 
 
-def authority_still_good(
-    certificate_pem: bytes, key_pem: bytes, now: datetime.datetime | None = None
+def _signing_authority(
+    key_pem: bytes, candidates: Sequence[x509.Certificate], when: datetime.datetime
 ) -> Authority | None:
-    """The existing CA, if it is usable and not expiring soon; else None (make a new one)."""
-    when = now or datetime.datetime.now(datetime.UTC)
+    """The CA among `candidates` whose key `key_pem` is, if it is valid now."""
     try:
-        authority = load_authority(certificate_pem, key_pem)
-    except Exception:  # unreadable: replaced
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except Exception:  # unreadable: a new CA is made
         return None
-    certificate = authority.certificate
-    spki = serialization.PublicFormat.SubjectPublicKeyInfo
-    der = serialization.Encoding.DER
-    if authority.key.public_key().public_bytes(der, spki) != certificate.public_key().public_bytes(
-        der, spki
-    ):
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
         return None
-    if (
-        not certificate.not_valid_before_utc
-        <= when
-        < certificate.not_valid_after_utc - RENEW_BEFORE
-    ):
-        return None
-    return authority
+    for certificate in candidates:
+        if _same_key(key, certificate) and _lasts(certificate, when, datetime.timedelta(0)):
+            return Authority(certificate, key)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class Issued:
-    """What `renew` decided: the CA and every pair, each new or kept as it was."""
+    """What `renew` decided: the CA, the CAs to trust, and every pair, each new or kept."""
 
     authority: Authority
     authority_kept: bool
+    # PEM: the signing CA first, then the CA it replaced while that one is still trusted.
+    trust_bundle: bytes
     pairs: tuple[tuple[Pair, bool], ...]  # (pair, kept)
 
 
@@ -245,20 +319,42 @@ def renew(
     gateways: Iterable[str] = (),
     grpc_clients: Iterable[str] = (),
     days: int = DEFAULT_DAYS,
+    *,
+    trusted: bytes = b"",
+    renew_before: datetime.timedelta = RENEW_BEFORE,
+    now: datetime.datetime | None = None,
 ) -> Issued:
     """Keep what is still good, make the rest: the same command run twice changes nothing.
 
-    `existing`: certificate and key PEM by file stem (`server`, `fleet`, `gateway-ns-name`).
+    `existing_authority`: the CA's certificate (or a bundle holding it) and key, PEM;
+    `trusted`: the bundle of CAs trusted so far, if kept apart; `existing`: certificate and
+    key PEM by file stem (`server`, `fleet`, `gateway-ns-name`).
+
+    The CA is replaced at twice `renew_before` before it expires, and the pairs it signed
+    are kept until `renew_before`: for that long both CAs are trusted everywhere before any
+    certificate of the new one is used. The old CA is trusted until half `renew_before`
+    before it expires, after every pair it signed was replaced and before any file holds an
+    expired CA.
     """
-    authority = authority_still_good(*existing_authority) if existing_authority else None
-    kept_authority = authority is not None
-    if authority is None:
-        authority = new_authority(days=max(days, DEFAULT_DAYS))
+    when = now or datetime.datetime.now(datetime.UTC)
+    known = pem_certificates(existing_authority[0]) if existing_authority else []
+    known += pem_certificates(trusted)
+    authority = (
+        _signing_authority(existing_authority[1], known, when) if existing_authority else None
+    )
+    kept_authority = authority is not None and _lasts(authority.certificate, when, 2 * renew_before)
+    if authority is None or not kept_authority:
+        authority = new_authority(days=max(days, DEFAULT_DAYS), now=when)
+    trusted_cas = [authority.certificate]
+    for certificate in known:
+        if certificate not in trusted_cas and _lasts(certificate, when, renew_before / 2):
+            trusted_cas.append(certificate)
     pairs: list[tuple[Pair, bool]] = []
-    for wanted in standard_pairs(authority, server_names, gateways, grpc_clients, days):
+    for wanted in standard_pairs(authority, server_names, gateways, grpc_clients, days, when):
         found = existing.get(wanted.name)
-        if kept_authority and found is not None and still_good(authority, *found, wanted):
+        if found is not None and still_good(trusted_cas, *found, wanted, when, renew_before):
             pairs.append((Pair(wanted.name, found[0], found[1]), True))
         else:
             pairs.append((wanted, False))
-    return Issued(authority, kept_authority, tuple(pairs))
+    bundle = b"".join(_certificate_pem(certificate) for certificate in trusted_cas)
+    return Issued(authority, kept_authority, bundle, tuple(pairs))

@@ -1,16 +1,19 @@
 """`dragoman certgen --out DIR`: the CA and pairs as PEM files, keys readable by their owner only.
 
 Files are written next to their final name and renamed over it, so a reader never sees half
-a file; what is still good is kept (see `certgen.renew`).
+a file; what is still good is kept (see `certgen.renew`). `ca.crt` is the trust bundle: the
+CA that signs, then, while a renewal overlaps, the one it replaced; `ca.key` is the key of
+the first.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from dragoman.security.certgen import CA_FILE, CA_KEY_FILE, renew
+from dragoman.security.certgen import CA_FILE, CA_KEY_FILE, RENEW_BEFORE, renew
 
 
 def write_files(
@@ -20,6 +23,8 @@ def write_files(
     gateways: Iterable[str] = (),
     grpc_clients: Iterable[str] = (),
     days: int,
+    renew_before: datetime.timedelta = RENEW_BEFORE,
+    now: datetime.datetime | None = None,
 ) -> list[tuple[str, str]]:
     """Write `ca.crt`, `ca.key` and `<stem>.crt`/`<stem>.key` per pair into `directory`.
 
@@ -33,13 +38,25 @@ def write_files(
         found = _read_pair(crt, crt.with_suffix(".key"))
         if found is not None and crt.name != CA_FILE:
             existing[crt.stem] = found
-    issued = renew(existing_ca, existing, server_names, wanted_gateways, wanted_grpc, days)
+    issued = renew(
+        existing_ca,
+        existing,
+        server_names,
+        wanted_gateways,
+        wanted_grpc,
+        days,
+        renew_before=renew_before,
+        now=now,
+    )
     report: list[tuple[str, str]] = []
     ca = issued.authority.pair
     if not issued.authority_kept:
         _write(directory / CA_KEY_FILE, ca.private_key, private=True)
-        _write(directory / CA_FILE, ca.certificate, private=False)
-    report.append((str(directory / CA_FILE), "kept" if issued.authority_kept else "written"))
+    bundle_kept = existing_ca is not None and existing_ca[0] == issued.trust_bundle
+    if not bundle_kept:
+        _write(directory / CA_FILE, issued.trust_bundle, private=False)
+    kept = issued.authority_kept and bundle_kept
+    report.append((str(directory / CA_FILE), "kept" if kept else "written"))
     for pair, kept in issued.pairs:
         crt, key = directory / f"{pair.name}.crt", directory / f"{pair.name}.key"
         if not kept:

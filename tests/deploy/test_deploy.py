@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
-import shutil
-import subprocess
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from dragoman.kubernetes.watched_kinds import WATCHED_KINDS
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.parse import parse_object
 from tests.support.kubeapi import KubeApiServer
+from tests.support.kustomize import kustomize
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 # 1.30: the oldest release with ValidatingAdmissionPolicy v1, which the Gateway API v1.6.1
@@ -44,22 +43,6 @@ ENVOY_STATS_ADDRESS = "0.0.0.0:8002"
 
 
 EXAMPLE_OVERLAY = DEPLOY.parent / "examples" / "kustomize"
-
-
-@functools.cache
-def kustomize(directory: Path) -> tuple[dict[str, Any], ...]:
-    """What `kubectl kustomize DIR` renders (Debian's kubectl; no cluster, no network)."""
-    kubectl = shutil.which("kubectl")
-    assert kubectl is not None, "kubectl is needed (.ci/run installs it)"
-    result = subprocess.run(
-        [kubectl, "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
 
 
 def documents(directory: Path = DEPLOY) -> list[tuple[str, dict[str, Any]]]:
@@ -235,7 +218,7 @@ def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() 
     )
     envoy = find("Deployment", "envoy")["spec"]["template"]
     assert envoy["metadata"]["labels"]["dragoman.dev/envoy"] == "true"
-    [container] = envoy["spec"]["containers"]
+    container = _container(envoy, "envoy")
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert str(Path(ADMIN_SOCKET).parent) in mounts
     # The readiness probe asks the static listener, on the path its health check answers.
@@ -249,6 +232,52 @@ def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() 
     # The readiness port is not one clients reach through the Service.
     service_ports = {p["targetPort"] for p in find("Service", "envoy")["spec"]["ports"]}
     assert probe["port"] not in service_ports
+
+
+def _container(template: dict[str, Any], name: str) -> dict[str, Any]:
+    [container] = [c for c in template["spec"]["containers"] if c["name"] == name]
+    return container
+
+
+def _envoy_args(container: dict[str, Any]) -> dict[str, str]:
+    args = container["args"]
+    return dict(zip(args[::2], args[1::2], strict=True))
+
+
+def test_a_stopping_envoy_pod_drains_before_envoy_gets_sigterm() -> None:
+    envoy = find("Deployment", "envoy")["spec"]
+    template = envoy["template"]
+    assert envoy["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    drain = _container(template, "drain")
+    args = _parser().parse_args(drain["args"])
+    assert args.command == "drain"
+    assert args.admin_socket == Path(ADMIN_SOCKET)
+    # A sidecar: it drains on the SIGTERM every container gets when the pod stops.
+    assert args.after_sigterm
+    envoy_container = _container(template, "envoy")
+    # Envoy is held back by its preStop hook until the drain container's done file exists.
+    hook = " ".join(envoy_container["lifecycle"]["preStop"]["exec"]["command"])
+    assert f"[ ! -e {args.done_file} ]" in hook
+    waits = int(hook.split("-lt ")[1].split(" ")[0])  # seconds, one `sleep 1` each
+    # Both see the socket and the done file in the same volume.
+    mounts = {
+        c["name"]: {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        for c in (
+            drain,
+            envoy_container,
+        )
+    }
+    directory = str(Path(ADMIN_SOCKET).parent)
+    assert mounts["drain"][directory] == mounts["envoy"][directory]
+    assert args.done_file.parent == Path(directory)
+    # The drain fits in the hook's wait, which fits in the grace period; Envoy's listeners
+    # stop accepting well before the drain's timeout.
+    grace = template["spec"]["terminationGracePeriodSeconds"]
+    assert args.timeout < waits < grace
+    drain_time = int(_envoy_args(envoy_container)["--drain-time-s"])
+    assert drain_time < args.timeout
+    # The drain container runs as Envoy's user: the admin socket is Envoy's.
+    assert "runAsUser" not in drain.get("securityContext", {})
 
 
 CERTGEN_SECRETS = tuple(f"dragoman-xds-{stem}" for stem in ("ca", "server", "fleet", "admin"))
@@ -269,6 +298,21 @@ def _mounted_secrets(template: dict[str, Any], container: dict[str, Any]) -> dic
 def _certgen_args() -> argparse.Namespace:
     [container] = find("Job", "dragoman-certgen")["spec"]["template"]["spec"]["containers"]
     return _parser().parse_args(container["args"])
+
+
+def test_certificates_are_issued_at_install_and_renewed_daily() -> None:
+    job = find("Job", "dragoman-certgen")["spec"]
+    cron = find("CronJob", "dragoman-certgen")["spec"]
+    # The same pod: what renews is what issued.
+    assert cron["jobTemplate"]["spec"]["template"] == job["template"]
+    args = _certgen_args()
+    assert args.renew_before == datetime.timedelta(days=30)
+    # A finished Job deletes itself: `kubectl apply -k` after an image change creates it
+    # again rather than failing on its immutable pod template.
+    assert job["ttlSecondsAfterFinished"] == 0
+    assert cron["concurrencyPolicy"] == "Forbid"
+    minute, hour, *every = cron["schedule"].split()
+    assert every == ["*", "*", "*"] and minute.isdigit() and hour.isdigit()
 
 
 def test_dragoman_and_envoy_mount_what_certgen_writes_and_use_it() -> None:
@@ -292,7 +336,7 @@ def test_dragoman_and_envoy_mount_what_certgen_writes_and_use_it() -> None:
     assert XDS_SERVICE.rsplit(":", 1)[0] in certgen.server_names
 
     envoy = find("Deployment", "envoy")["spec"]["template"]
-    [envoy_container] = envoy["spec"]["containers"]
+    envoy_container = _container(envoy, "envoy")
     [(envoy_path, envoy_secret)] = _mounted_secrets(envoy, envoy_container).items()
     assert envoy_secret == "dragoman-xds-fleet"
     assert ENVOY_TLS.certificate == f"{envoy_path}/tls.crt"
