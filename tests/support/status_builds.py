@@ -1,4 +1,6 @@
-"""Builds a DAG from manifest text and reads its statuses, for the Gateway API status tests."""
+"""The one way to build a small world in a test: manifest texts and objects (from
+`tests.support.builders`) in, the checked DAG out; and readers of what it says (statuses,
+conditions, the problems of a route)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ from typing import Any
 import yaml
 
 from dragoman.dag.build import build
-from dragoman.dag.model import Dag
+from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
-from tests.support.builders import typed
+from tests.support.builders import allowed_routes, gateway, listener, typed
 from tests.support.dag_invariants import checked
 
 GW = "gateway.networking.k8s.io/v1"
@@ -27,20 +30,28 @@ metadata: {{name: dragoman}}
 spec: {{controllerName: {CONTROLLER}}}
 """
 
+# The Gateway `gw` with one HTTP listener on port 80 taking routes of every namespace.
+GATEWAY = gateway(listeners=[listener(allowed_routes=allowed_routes("All"))])
+
 
 def objects(text: str) -> list[KubeObject]:
     parsed = [parse_object(doc) for doc in yaml.safe_load_all(textwrap.dedent(text)) if doc]
     return [obj for obj in parsed if obj is not None]
 
 
-def build_text(*documents: str | Mapping[str, Any], options: BuildOptions = BuildOptions()) -> Dag:
-    """The DAG of manifest texts and objects (from `tests.support.builders`)."""
+def build_text(
+    *documents: str | Mapping[str, Any],
+    options: BuildOptions = BuildOptions(),
+    dns: DnsObservations | None = None,
+) -> Dag:
+    """The DAG of manifest texts and objects (from `tests.support.builders`), with the DNS
+    check's observations when given; checked against tests/support/dag_invariants.py."""
     found = [
         obj
         for document in documents
         for obj in (objects(document) if isinstance(document, str) else typed(document))
     ]
-    return checked(build(Store.from_objects(found), options))
+    return checked(build(Store.from_objects(found), options, dns))
 
 
 def status(dag: Dag, kind: str, name: str, namespace: str = "default") -> dict[str, Any]:
@@ -89,3 +100,14 @@ def route_condition(
     entries = parents(dag, route, namespace)
     assert entries, f"no parents in the status of {route}"
     return condition(entries[parent]["conditions"], type)
+
+
+def route_problems(dag: Dag, route: str = "r") -> list[Problem]:
+    return [p for p in dag.problems if p.object.name == route and p.object.kind.endswith("Route")]
+
+
+def parent_conditions(dag: Dag, route: str = "r", kind: str = "HTTPRoute") -> dict[str, Any]:
+    """The conditions of the route's first parent entry, by type."""
+    key = next(k for k in dag.statuses if k.kind == kind and k.name == route)
+    [entry] = dag.statuses[key].status["parents"]
+    return {c["type"]: c for c in entry["conditions"]}
