@@ -6,7 +6,6 @@ import random
 
 import pytest
 
-from dragoman.dag.build import build
 from dragoman.dag.frontends.hostnames import intersect
 from dragoman.dag.model import (
     ALL_GATEWAYS,
@@ -35,7 +34,6 @@ from dragoman.objects import (
     ObjectMeta,
     ParentRef,
 )
-from dragoman.store import Store
 from tests.support.builders import (
     Object,
     allowed_routes,
@@ -50,9 +48,8 @@ from tests.support.builders import (
     rule,
     service,
     service_port,
-    typed,
 )
-from tests.support.dag_invariants import checked
+from tests.support.status_builds import build_text
 
 # --- helpers: the objects come from tests.support.builders; these read the Dag ---------------
 
@@ -62,8 +59,7 @@ DEFAULT_OPTIONS = BuildOptions()
 
 def dag_of(*objects: Object | KubeObject, options: BuildOptions = DEFAULT_OPTIONS) -> Dag:
     """The checked DAG of these objects; dicts (from `tests.support.builders`) are parsed."""
-    found = [obj for o in objects for obj in (typed(o) if isinstance(o, dict) else [o])]
-    return checked(build(Store.from_objects(found), options))
+    return build_text(*objects, options=options)
 
 
 def vhosts(dag: Dag, group: str = ALL_GATEWAYS, port: int = 80) -> dict[str, VirtualHost]:

@@ -39,19 +39,27 @@ def objects(text: str) -> list[KubeObject]:
     return [obj for obj in parsed if obj is not None]
 
 
+def store_of(*documents: str | Mapping[str, Any] | KubeObject) -> Store:
+    """The store of manifest texts, objects (from `tests.support.builders`) and typed objects."""
+    found: list[KubeObject] = []
+    for document in documents:
+        if isinstance(document, str):
+            found += objects(document)
+        elif isinstance(document, Mapping):
+            found += typed(document)
+        else:
+            found.append(document)
+    return Store.from_objects(found)
+
+
 def build_text(
-    *documents: str | Mapping[str, Any],
+    *documents: str | Mapping[str, Any] | KubeObject,
     options: BuildOptions = BuildOptions(),
     dns: DnsObservations | None = None,
 ) -> Dag:
-    """The DAG of manifest texts and objects (from `tests.support.builders`), with the DNS
-    check's observations when given; checked against tests/support/dag_invariants.py."""
-    found = [
-        obj
-        for document in documents
-        for obj in (objects(document) if isinstance(document, str) else typed(document))
-    ]
-    return checked(build(Store.from_objects(found), options, dns))
+    """The DAG of `store_of(documents)`, with the DNS check's observations when given; checked
+    against tests/support/dag_invariants.py."""
+    return checked(build(store_of(*documents), options, dns))
 
 
 def status(dag: Dag, kind: str, name: str, namespace: str = "default") -> dict[str, Any]:

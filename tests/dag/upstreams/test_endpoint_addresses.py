@@ -5,7 +5,6 @@ every slice dragoman reads (aliases and gRPC Service targets included)."""
 from __future__ import annotations
 
 import ipaddress
-import textwrap
 
 import pytest
 
@@ -17,8 +16,7 @@ from dragoman.dag.upstreams.endpoint_addresses import (
     endpoint_address_refusal,
 )
 from dragoman.dag.upstreams.endpoints import refresh_load_assignments
-from dragoman.store import Store
-from tests.support.status_builds import objects
+from tests.support.status_builds import store_of
 
 DENIED = [
     ("127.0.0.25", "loopback"),
@@ -121,10 +119,6 @@ addressType: {family}
 ports: [{{name: http, port: 80}}]
 endpoints:{endpoints}
 """
-
-
-def store_of(*texts: str) -> Store:
-    return Store.from_objects([o for t in texts for o in objects(textwrap.dedent(t))])
 
 
 def served_addresses(dag_assignments: dict, cluster: str = "default/target/80") -> list[str]:
