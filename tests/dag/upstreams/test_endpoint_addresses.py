@@ -16,6 +16,7 @@ from dragoman.dag.upstreams.endpoint_addresses import (
     endpoint_address_refusal,
 )
 from dragoman.dag.upstreams.endpoints import refresh_load_assignments
+from tests.support.builders import Object, endpoint_slice
 from tests.support.status_builds import store_of
 
 DENIED = [
@@ -108,17 +109,8 @@ spec: {ports: [{name: http, port: 80}]}
 """
 
 
-def target_slice(*addresses: str, family: str = "IPv4", name: str = "target-1") -> str:
-    endpoints = "".join(f"\n  - {{addresses: ['{a}']}}" for a in addresses)
-    return f"""
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}, namespace: default, labels: {{kubernetes.io/service-name: target}}}}
-addressType: {family}
-ports: [{{name: http, port: 80}}]
-endpoints:{endpoints}
-"""
+def target_slice(*addresses: str, family: str = "IPv4", name: str = "target-1") -> Object:
+    return endpoint_slice("target", 80, *addresses, name=name, address_type=family)
 
 
 def served_addresses(dag_assignments: dict, cluster: str = "default/target/80") -> list[str]:
