@@ -12,7 +12,7 @@ import yaml
 
 from dragoman.dag.build import build
 from dragoman.dag.dns_check import DnsObservations
-from dragoman.dag.model import Dag, Problem
+from dragoman.dag.model import ALL_GATEWAYS, Dag, Problem, Route, VirtualHost
 from dragoman.dag.options import BuildOptions
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.parse import parse_object
@@ -119,3 +119,16 @@ def parent_conditions(dag: Dag, route: str = "r", kind: str = "HTTPRoute") -> di
     key = next(k for k in dag.statuses if k.kind == kind and k.name == route)
     [entry] = dag.statuses[key].status["parents"]
     return {c["type"]: c for c in entry["conditions"]}
+
+
+def virtual_hosts(dag: Dag, group: str = ALL_GATEWAYS, port: int = 80) -> dict[str, VirtualHost]:
+    """The virtual hosts, by name, of the route table of the group's HTTP listener on `port`."""
+    table = next(t for t in dag.groups[group].route_tables if t.name == f"http-{port}")
+    return {vhost.name: vhost for vhost in table.virtual_hosts}
+
+
+def routes_of(
+    dag: Dag, domain: str = "*", group: str = ALL_GATEWAYS, port: int = 80
+) -> list[Route]:
+    """The routes of the virtual host of `domain` (see `virtual_hosts`), in order."""
+    return list(virtual_hosts(dag, group, port)[domain].routes)
