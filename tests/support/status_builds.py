@@ -17,18 +17,22 @@ from dragoman.dag.options import BuildOptions
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
-from tests.support.builders import allowed_routes, gateway, listener, typed
+from tests.support.builders import (
+    GATEWAY_V1,
+    allowed_routes,
+    gateway,
+    gateway_class,
+    listener,
+    typed,
+    yaml_text,
+)
 from tests.support.dag_invariants import checked
 
-GW = "gateway.networking.k8s.io/v1"
+GW = GATEWAY_V1
 CONTROLLER = "dragoman.dev/gateway-controller"
 
-DRAGOMAN_CLASS = f"""
-apiVersion: {GW}
-kind: GatewayClass
-metadata: {{name: dragoman}}
-spec: {{controllerName: {CONTROLLER}}}
-"""
+# The GatewayClass dragoman, as a manifest file holds it.
+DRAGOMAN_CLASS = yaml_text(gateway_class())
 
 # The Gateway `gw` with one HTTP listener on port 80 taking routes of every namespace.
 GATEWAY = gateway(listeners=[listener(allowed_routes=allowed_routes("All"))])
