@@ -271,6 +271,20 @@ def test_services_and_slices_with_several_ports() -> None:
     ]
 
 
+def test_slices_with_zones_and_ipv6_addresses() -> None:
+    [zoned, v6] = typed(
+        endpoint_slice("web", 8080, "10.0.0.1", "10.0.1.1", zones={"10.0.1.1": "zone-b"}),
+        endpoint_slice("web", 8080, "2001:db8::7", name="web-6", address_type="IPv6"),
+    )
+    assert isinstance(zoned, EndpointSlice) and isinstance(v6, EndpointSlice)
+    assert [(e.addresses, e.zone) for e in zoned.endpoints] == [
+        (("10.0.0.1",), ""),
+        (("10.0.1.1",), "zone-b"),
+    ]
+    assert v6.address_type == "IPv6"
+    assert [e.addresses for e in v6.endpoints] == [("2001:db8::7",)]
+
+
 def test_a_port_name_without_a_port_is_refused() -> None:
     with pytest.raises(TypeError, match="need the port"):
         external_service("ext", "api.example.com", None, port_name="https")

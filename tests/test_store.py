@@ -9,13 +9,14 @@ from dragoman.objects import ObjectMeta, Service
 from dragoman.store import OBJECT_FIELDS, Store
 
 
-def service(name: str) -> Service:
+def bare_service(name: str) -> Service:
+    """A typed Service of its name alone: what the store holds needs no manifest."""
     return Service(meta=ObjectMeta(name=name))
 
 
 def test_with_object_says_which_keys_it_changed_since_an_earlier_store() -> None:
-    first = Store.from_objects([service("a")])
-    second = first.with_object(Service, ("default", "b"), service("b"))
+    first = Store.from_objects([bare_service("a")])
+    second = first.with_object(Service, ("default", "b"), bare_service("b"))
     third = second.with_object(Service, ("default", "a"), None)
 
     assert set(third.services) == {("default", "b")}
@@ -30,18 +31,18 @@ def test_with_object_says_which_keys_it_changed_since_an_earlier_store() -> None
 
 def test_a_store_made_any_other_way_claims_no_provenance() -> None:
     first = Store()
-    second = first.with_object(Service, ("default", "a"), service("a"))
+    second = first.with_object(Service, ("default", "a"), bare_service("a"))
     replaced = dataclasses.replace(second, services={})
     assert replaced.made_from is None
     assert replaced.keys_changed_since(first) is None
     # Provenance is not part of a store's value.
-    assert second == Store.from_objects([service("a")])
+    assert second == Store.from_objects([bare_service("a")])
     assert "made_from" not in OBJECT_FIELDS
 
 
 def test_provenance_keeps_no_earlier_store_alive() -> None:
-    earlier = Store.from_objects([service("a")])
-    later = earlier.with_object(Service, ("default", "b"), service("b"))
+    earlier = Store.from_objects([bare_service("a")])
+    later = earlier.with_object(Service, ("default", "b"), bare_service("b"))
     del earlier
     gc.collect()
     assert later.made_from is not None and later.made_from.store() is None

@@ -6,8 +6,6 @@ import random
 
 import pytest
 
-from dragoman.dag.build import build
-from dragoman.dag.frontends.hostnames import intersect
 from dragoman.dag.model import (
     ALL_GATEWAYS,
     Backend,
@@ -16,14 +14,11 @@ from dragoman.dag.model import (
     DnsCluster,
     EdsCluster,
     Forward,
-    HttpListener,
     LbEndpoint,
     LoadAssignment,
     Locality,
-    Route,
     RouteMatch,
     UpstreamTls,
-    VirtualHost,
 )
 from dragoman.dag.options import BuildOptions
 from dragoman.objects import (
@@ -35,7 +30,6 @@ from dragoman.objects import (
     ObjectMeta,
     ParentRef,
 )
-from dragoman.store import Store
 from tests.support.builders import (
     Object,
     allowed_routes,
@@ -50,9 +44,8 @@ from tests.support.builders import (
     rule,
     service,
     service_port,
-    typed,
 )
-from tests.support.dag_invariants import checked
+from tests.support.status_builds import build_text, routes_of, virtual_hosts
 
 # --- helpers: the objects come from tests.support.builders; these read the Dag ---------------
 
@@ -62,21 +55,11 @@ DEFAULT_OPTIONS = BuildOptions()
 
 def dag_of(*objects: Object | KubeObject, options: BuildOptions = DEFAULT_OPTIONS) -> Dag:
     """The checked DAG of these objects; dicts (from `tests.support.builders`) are parsed."""
-    found = [obj for o in objects for obj in (typed(o) if isinstance(o, dict) else [o])]
-    return checked(build(Store.from_objects(found), options))
-
-
-def vhosts(dag: Dag, group: str = ALL_GATEWAYS, port: int = 80) -> dict[str, VirtualHost]:
-    table = next(t for t in dag.groups[group].route_tables if t.name == f"http-{port}")
-    return {vhost.name: vhost for vhost in table.virtual_hosts}
-
-
-def routes(dag: Dag, domain: str = "*", group: str = ALL_GATEWAYS, port: int = 80) -> list[Route]:
-    return list(vhosts(dag, group, port)[domain].routes)
+    return build_text(*objects, options=options)
 
 
 def action(dag: Dag, domain: str = "*") -> Forward | DirectResponse:
-    (only,) = routes(dag, domain)
+    (only,) = routes_of(dag, domain)
     return only.action
 
 
@@ -256,7 +239,7 @@ def test_path_precedence_across_routes() -> None:
         ),
     ]
     dag = dag_of(*objects)
-    order = [(r.source.name, r.rule_index, r.match.path_type, r.match.path) for r in routes(dag)]
+    order = [(r.source.name, r.rule_index, r.match.path_type, r.match.path) for r in routes_of(dag)]
     assert order == [
         ("long", 1, "Exact", "/api/v1/x"),
         ("z-old", 0, "Exact", "/"),
@@ -279,7 +262,7 @@ def test_namespace_breaks_ties_before_name() -> None:
         http_route("z", "web", 80, namespace="a", parents=[parent_ref("gw", namespace="default")]),
         http_route("a", "web", 80),
     ]
-    assert [(r.source.namespace, r.source.name) for r in routes(dag_of(*objects))] == [
+    assert [(r.source.namespace, r.source.name) for r in routes_of(dag_of(*objects))] == [
         ("a", "z"),
         ("default", "a"),
     ]
@@ -305,14 +288,14 @@ def test_namespace_breaks_ties_before_name() -> None:
 )
 def test_empty_match_list_matches_everything(route: Object | HTTPRoute) -> None:
     dag = dag_of(GW, WEB, route)
-    assert [r.match for r in routes(dag)] == [RouteMatch("PathPrefix", "/")]
+    assert [r.match for r in routes_of(dag)] == [RouteMatch("PathPrefix", "/")]
 
 
 def test_regular_expression_matches_rank_after_exact_and_before_prefix() -> None:
     regex = match("/v[0-9]+", path_type="RegularExpression")
     matches = [match("/keep/"), regex, match("/x", path_type="Exact")]
     dag = dag_of(GW, WEB, http_route("r", rules=[rule(backend_ref("web", 80), matches=matches)]))
-    assert [r.match for r in routes(dag)] == [
+    assert [r.match for r in routes_of(dag)] == [
         RouteMatch("Exact", "/x"),
         RouteMatch("RegularExpression", "/v[0-9]+"),
         RouteMatch("PathPrefix", "/keep/"),
@@ -327,80 +310,10 @@ def test_invalid_regular_expression_match_is_skipped_with_a_problem() -> None:
         WEB,
         http_route("r", rules=[rule(backend_ref("web", 80), matches=[regex, match("/keep/")])]),
     )
-    assert [r.match for r in routes(dag)] == [RouteMatch("PathPrefix", "/keep/")]
+    assert [r.match for r in routes_of(dag)] == [RouteMatch("PathPrefix", "/keep/")]
     assert problems(dag) == [
         (str(ROUTE), "spec.rules[0].matches[0].path.value", "UnsupportedValue")
     ]
-
-
-# --- hostnames -----------------------------------------------------------------------------
-
-INTERSECTIONS = [
-    (None, (), ("*",)),
-    ("foo.example.com", (), ("foo.example.com",)),
-    (None, ("b.example.com", "a.example.com"), ("a.example.com", "b.example.com")),
-    ("foo.example.com", ("foo.example.com",), ("foo.example.com",)),
-    ("foo.example.com", ("*.example.com",), ("foo.example.com",)),
-    (
-        "*.example.com",
-        ("foo.example.com", "a.b.example.com"),
-        ("a.b.example.com", "foo.example.com"),
-    ),
-    ("*.example.com", ("example.com", "foo.example.net"), ()),
-    ("*.example.com", ("*.example.com",), ("*.example.com",)),
-    ("*.example.com", ("*.foo.example.com",), ("*.foo.example.com",)),
-    ("*.foo.example.com", ("*.example.com",), ("*.foo.example.com",)),
-    ("foo.example.com", ("bar.example.com",), ()),
-    ("Foo.Example.com", ("FOO.example.COM",), ("foo.example.com",)),
-]
-
-
-@pytest.mark.parametrize(("listener_hostname", "route_hostnames", "expected"), INTERSECTIONS)
-def test_hostname_intersection(
-    listener_hostname: str | None, route_hostnames: tuple[str, ...], expected: tuple[str, ...]
-) -> None:
-    assert intersect(listener_hostname, route_hostnames) == expected
-
-
-def test_virtual_hosts_merge_by_domain_across_routes_and_listeners() -> None:
-    gw = gateway(
-        "gw",
-        listeners=[
-            listener("wild", 80, hostname="*.example.com"),
-            listener("exact", 80, hostname="foo.example.com"),
-            listener("any", 80),
-        ],
-    )
-    objects = [
-        gw,
-        WEB,
-        http_route(
-            "one",
-            rules=[rule(backend_ref("web", 80), matches=[match("/one")])],
-            hostnames=("foo.example.com",),
-        ),
-        http_route(
-            "two",
-            rules=[rule(backend_ref("web", 80), matches=[match("/two")])],
-            hostnames=("*.example.com",),
-        ),
-        http_route(
-            "three",
-            rules=[rule(backend_ref("web", 80), matches=[match("/three")])],
-            parents=[parent_ref("gw", section="any")],
-        ),
-    ]
-    dag = dag_of(*objects)
-    by_domain = {name: [r.source.name for r in vhost.routes] for name, vhost in vhosts(dag).items()}
-    assert by_domain == {
-        "*": ["three"],
-        "*.example.com": ["two"],
-        # "one" reaches this domain through three listeners, and is listed once.
-        "foo.example.com": ["one", "two"],
-    }
-    assert list(by_domain) == sorted(by_domain)
-    assert all(v.domains == (v.name,) for v in vhosts(dag).values())
-    assert dag.groups[ALL_GATEWAYS].listeners == (HttpListener("http-80", 80, "http-80"),)
 
 
 # --- problems ------------------------------------------------------------------------------
@@ -592,7 +505,7 @@ def test_a_route_that_attaches_nowhere_adds_no_clusters_but_reports_its_backends
         ),
     )
     assert dag.clusters == {}
-    assert vhosts(dag) == {}
+    assert virtual_hosts(dag) == {}
     assert problems(dag) == [
         (R, "spec.parentRefs[0]", "NoMatchingParent"),
         (R, "spec.rules[0].backendRefs[1]", "BackendNotFound"),
@@ -756,71 +669,6 @@ def test_bad_aliases_are_rejected(services: list[Object], reason: str) -> None:
     assert action(dag) == DirectResponse(500)
     assert dag.clusters == {}
     assert problems(dag) == [(R, "spec.rules[0].backendRefs[0]", reason)]
-
-
-# --- groups --------------------------------------------------------------------------------
-
-
-def test_groups_per_gateway_and_all() -> None:
-    gw_a = gateway("gw-a", listeners=[listener()])
-    gw_b = gateway("gw-b", listeners=[listener(), listener("admin", 8080)])
-    gw_c = gateway("gw-c", namespace="other", listeners=[listener("h", 9000)])
-    api = external_service("api", "api.example.com", 80)
-    objects = [
-        gw_a,
-        gw_b,
-        gw_c,
-        WEB,
-        api,
-        http_route("to-a", "web", 80, parents=[parent_ref("gw-a")], hostnames=("a.example",)),
-        http_route("to-b", "api", 80, parents=[parent_ref("gw-b", section="admin")]),
-        http_route(
-            "to-both",
-            rules=[rule(backend_ref("web", 80), matches=[match("/both")])],
-            parents=[parent_ref("gw-a"), parent_ref("gw-b")],
-            hostnames=("a.example",),
-        ),
-    ]
-    dag = dag_of(*objects)
-
-    assert sorted(dag.groups) == [ALL_GATEWAYS, "default/gw-a", "default/gw-b", "other/gw-c"]
-    assert {name: group.name for name, group in dag.groups.items()} == {
-        name: name for name in dag.groups
-    }
-
-    everything = dag.groups[ALL_GATEWAYS]
-    assert [listener.name for listener in everything.listeners] == [
-        "http-80",
-        "http-8080",
-        "http-9000",
-    ]
-    assert everything.clusters == ("default/api/80", "default/web/80")
-    assert [r.source.name for r in routes(dag, "a.example")] == ["to-both", "to-a"]
-    assert [r.source.name for r in routes(dag, "*", port=8080)] == ["to-b"]
-
-    group_a = dag.groups["default/gw-a"]
-    assert [listener.port for listener in group_a.listeners] == [80]
-    assert group_a.clusters == ("default/web/80",)
-    assert [r.source.name for r in routes(dag, "a.example", "default/gw-a")] == ["to-both", "to-a"]
-
-    group_b = dag.groups["default/gw-b"]
-    assert [listener.port for listener in group_b.listeners] == [80, 8080]
-    assert group_b.clusters == ("default/api/80", "default/web/80")
-    assert [r.source.name for r in routes(dag, "a.example", "default/gw-b")] == ["to-both"]
-
-    group_c = dag.groups["other/gw-c"]
-    assert [table.virtual_hosts for table in group_c.route_tables] == [()]
-    assert group_c.clusters == ()
-
-    assert sorted(dag.clusters) == ["default/api/80", "default/web/80"]
-    assert list(dag.load_assignments) == ["default/web/80"]
-
-
-def test_no_gateways_gives_an_empty_all_group() -> None:
-    dag = dag_of(WEB, http_route("r", "web", 80))
-    assert list(dag.groups) == [ALL_GATEWAYS]
-    group = dag.groups[ALL_GATEWAYS]
-    assert (group.listeners, group.route_tables, group.clusters) == ((), (), ())
 
 
 # --- determinism ---------------------------------------------------------------------------

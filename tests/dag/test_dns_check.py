@@ -17,7 +17,7 @@ from dragoman.dag.upstreams.endpoints import checked_assignment
 from dragoman.objects import ObjectKey
 from dragoman.runtime.server_config import ServerConfig
 from tests.support.builders import external_service, http_route, service
-from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
+from tests.support.status_builds import GATEWAY, build_text, parent_conditions, route_problems
 
 # --- address rules ---------------------------------------------------------------------------
 
@@ -113,7 +113,7 @@ def test_the_check_decides_whether_an_external_name_is_served(
 ) -> None:
     dns = {} if observation is None else {"api.example.com": observation}
 
-    dag = build_yaml(*OBJECTS, options=CHECKED, dns=dns)
+    dag = build_text(*OBJECTS, options=CHECKED, dns=dns)
 
     assert dag.dns_hostnames == ("api.example.com",)
     conditions = parent_conditions(dag)
@@ -132,7 +132,7 @@ def test_the_check_decides_whether_an_external_name_is_served(
 def test_a_public_name_resolving_to_the_metadata_address_is_refused_by_name() -> None:
     dns = {"api.example.com": DnsObservation(("169.254.169.254",))}
 
-    dag = build_yaml(*OBJECTS, options=CHECKED, dns=dns)
+    dag = build_text(*OBJECTS, options=CHECKED, dns=dns)
 
     refs = parent_conditions(dag)["ResolvedRefs"]
     assert "resolves to 169.254.169.254, a cloud metadata address" in refs["message"]
@@ -140,7 +140,7 @@ def test_a_public_name_resolving_to_the_metadata_address_is_refused_by_name() ->
 
 
 def test_without_the_check_nothing_is_resolved_or_reported() -> None:
-    dag = build_yaml(*OBJECTS)
+    dag = build_text(*OBJECTS)
 
     assert dag.dns_hostnames == ()
     assert "DNSResolved" not in parent_conditions(dag)
@@ -148,7 +148,7 @@ def test_without_the_check_nothing_is_resolved_or_reported() -> None:
 
 
 def test_without_the_check_a_metadata_service_name_still_gets_no_cluster() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY, external_service("ext", "metadata.google.internal"), http_route("r", "ext", 443)
     )
 
@@ -160,7 +160,7 @@ def test_without_the_check_a_metadata_service_name_still_gets_no_cluster() -> No
 
 def test_only_external_names_of_attached_routes_are_checked() -> None:
     detached = http_route("lost", "ext2", 443, parents=("nowhere",))
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         service("web", 443),
         external_service("ext", "api.example.com"),
@@ -187,7 +187,7 @@ def test_with_the_check_on_a_service_cannot_resolve_through_its_own_resolvers() 
     objects = (GATEWAY, own_resolver, http_route("r", "ext", 443))
     dns = {"api.example.com": DnsObservation(("93.184.216.34",))}
 
-    checked = build_yaml(*objects, options=CHECKED, dns=dns)
+    checked = build_text(*objects, options=CHECKED, dns=dns)
 
     cluster = checked.clusters["default/ext/443"]
     assert isinstance(cluster, DnsCluster) and cluster.dns.resolvers == ()
@@ -197,7 +197,7 @@ def test_with_the_check_on_a_service_cannot_resolve_through_its_own_resolvers() 
     assert "using Envoy's resolver" in partial["message"]
     assert any(RESOLVERS in p.message for p in route_problems(checked))
 
-    unchecked = build_yaml(*objects)
+    unchecked = build_text(*objects)
     cluster = unchecked.clusters["default/ext/443"]
     assert isinstance(cluster, DnsCluster) and cluster.dns.resolvers == (("203.0.113.53", 53),)
     assert "PartiallyInvalid" not in parent_conditions(unchecked)
@@ -209,7 +209,7 @@ def test_names_the_domain_policy_refuses_are_never_resolved() -> None:
         external_names=ExternalNamePolicy(denied_domains=(domain_rule("example.com"),)),
     )
 
-    dag = build_yaml(*OBJECTS, options=options)
+    dag = build_text(*OBJECTS, options=options)
 
     assert dag.dns_hostnames == ()
     assert parent_conditions(dag)["ResolvedRefs"]["reason"] == "NotAllowedByPolicy"
@@ -246,7 +246,7 @@ def test_a_checked_name_is_served_as_its_checked_addresses_keeping_the_name() ->
     dns = {"api.example.com": DnsObservation(("93.184.216.34", "2606:2800:220:1::1"))}
     both_families = dataclasses.replace(CHECKED, dns_lookup_family="ALL")
 
-    dag = build_yaml(*OBJECTS, options=both_families, dns=dns)
+    dag = build_text(*OBJECTS, options=both_families, dns=dns)
 
     [cluster] = dag.clusters.values()
     assert isinstance(cluster, DnsCluster) and cluster.checked
@@ -259,7 +259,7 @@ def test_a_checked_name_is_served_as_its_checked_addresses_keeping_the_name() ->
 
 
 def test_without_the_check_envoy_resolves_and_no_endpoints_are_served() -> None:
-    dag = build_yaml(*OBJECTS)
+    dag = build_text(*OBJECTS)
 
     [cluster] = dag.clusters.values()
     assert isinstance(cluster, DnsCluster) and not cluster.checked
@@ -284,7 +284,7 @@ def test_the_services_lookup_family_picks_the_checked_addresses_used(
     service = external_service("ext", "api.example.com", annotations=annotations)
     dns = {"api.example.com": DnsObservation(("192.0.2.1", "2001:db8::1"))}
 
-    dag = build_yaml(GATEWAY, service, http_route("r", "ext", 443), options=CHECKED, dns=dns)
+    dag = build_text(GATEWAY, service, http_route("r", "ext", 443), options=CHECKED, dns=dns)
 
     assert [address for address, _, _ in endpoint_hosts(dag)] == expected
 
@@ -304,7 +304,7 @@ def test_the_servers_lookup_family_applies_to_services_that_name_none(
     dns = {"api.example.com": DnsObservation(("192.0.2.1", "2001:db8::1"))}
     options = dataclasses.replace(CHECKED, dns_lookup_family=server_family)
 
-    dag = build_yaml(GATEWAY, service, http_route("r", "ext", 443), options=options, dns=dns)
+    dag = build_text(GATEWAY, service, http_route("r", "ext", 443), options=options, dns=dns)
 
     assert [address for address, _, _ in endpoint_hosts(dag)] == expected
 
@@ -353,7 +353,7 @@ def test_a_refused_answer_for_a_name_accepted_before_keeps_the_cluster_never_the
     resolved: tuple[str, str],
     words: tuple[str, str],
 ) -> None:
-    dag = build_yaml(*OBJECTS, options=CHECKED, dns={"api.example.com": observation})
+    dag = build_text(*OBJECTS, options=CHECKED, dns={"api.example.com": observation})
 
     assert list(dag.clusters) == ["default/ext/443"]
     assert [address for address, _, _ in endpoint_hosts(dag)] == served

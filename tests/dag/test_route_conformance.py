@@ -11,10 +11,8 @@ from functools import partial
 
 import pytest
 
-from dragoman.dag.build import build
 from dragoman.dag.frontends.kind_conflicts import KIND_CONFLICT
 from dragoman.dag.model import Dag, DirectResponse, Forward, Redirect, Route
-from dragoman.store import Store
 from tests.support.builders import (
     Object,
     backend_ref,
@@ -28,11 +26,9 @@ from tests.support.builders import (
     rule,
     service,
     service_port,
-    typed,
 )
-from tests.support.dag_invariants import checked
 from tests.support.routing_sim import Request, route_for
-from tests.support.status_builds import condition, parents
+from tests.support.status_builds import build_text, condition, parents
 
 NS = "infra"
 V1, V2, V3 = (backend_ref(name, 8080) for name in ("v1", "v2", "v3"))
@@ -57,7 +53,7 @@ infra_grpc_route = partial(grpc_route, namespace=NS, parents=[parent_ref("gw")])
 
 
 def dag_of(*documents: Object) -> Dag:
-    return checked(build(Store.from_objects(typed(*documents, *BACKENDS))))
+    return build_text(*documents, *BACKENDS)
 
 
 def backend(dag: Dag, request: Request, port: int = 80) -> str:

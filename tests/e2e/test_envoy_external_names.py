@@ -28,7 +28,7 @@ from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
-from tests.support.builders import external_service, yaml_text
+from tests.support.builders import endpoint_slice, external_service, yaml_text
 from tests.support.harness import (
     DragomanProcess,
     diagnostics,
@@ -43,18 +43,8 @@ ROUTES = ("api", "alias", "forbidden", "meta", "ghost", "legacy")
 
 
 def slice_of(service: str, namespace: str, address: str | None, port: int) -> str:
-    endpoints = f"[{{addresses: [{address}]}}]" if address else "[]"
-    return f"""
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: {service}-1
-  namespace: {namespace}
-  labels: {{kubernetes.io/service-name: {service}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: {endpoints}
-"""
+    addresses = [address] if address else []
+    return yaml_text(endpoint_slice(service, port, *addresses, namespace=namespace))
 
 
 def manifests(listener: int, ports: dict[str, int]) -> dict[str, str]:

@@ -36,7 +36,7 @@ from tests.support.harness import (
 )
 
 
-def route(name: str, path: str, *filters: Object) -> str:
+def route_to_web(name: str, path: str, *filters: Object) -> str:
     """A route of the Gateway `hostile` sending `path` to web, through `filters`."""
     to_web = rule(backend_ref("web", 80), matches=[match(path)], filters=filters or None)
     return yaml_text(http_route(name, rules=[to_web], parents=["hostile"]))
@@ -73,7 +73,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             endpoint_slice("web", web_port, "127.0.0.2"),
         )
     )
-    (manifests / "good.yaml").write_text(route("good", "/good"))
+    (manifests / "good.yaml").write_text(route_to_web("good", "/good"))
     web = EchoBackend("web", host="127.0.0.2", port=web_port)
     web.start()
     dns = DnsResponder()
@@ -118,12 +118,12 @@ def filter_of(kind: str, body: Object) -> Object:
     ids=["response-crlf", "response-host", "request-nul", "rewrite-lf"],
 )
 def test_a_bad_header_route_does_not_freeze_its_listener(world: World, bad: Object) -> None:
-    world_write(world, "bad.yaml", route("bad", "/bad", bad))
+    world_write(world, "bad.yaml", route_to_web("bad", "/bad", bad))
     try:
         wait_until(lambda: world.backend_of("/bad") == "HTTP 500", timeout=10)
         assert world.backend_of("/good") == "web"
         # Later edits on the same listener still arrive.
-        world_write(world, "later.yaml", route("later", "/later"))
+        world_write(world, "later.yaml", route_to_web("later", "/later"))
         wait_until(lambda: world.backend_of("/later") == "web", timeout=10)
         assert "HTTPRoute/default/bad" in world.dragoman.log()
     finally:
@@ -150,7 +150,7 @@ def test_hostile_files_are_skipped_and_other_edits_keep_arriving(world: World) -
         (world.manifests / f".{name}.tmp").write_text(text)
         (world.manifests / f".{name}.tmp").rename(world.manifests / name)
     try:
-        world_write(world, "after.yaml", route("after", "/after"))
+        world_write(world, "after.yaml", route_to_web("after", "/after"))
         wait_until(lambda: world.backend_of("/after") == "web", timeout=20)
         assert world.alive(), world.diagnostics()
         log = world.dragoman.log()

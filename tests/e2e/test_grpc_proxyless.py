@@ -30,10 +30,10 @@ from tests.support.grpc_e2e import (
     NODE_ID,
     PROBE,
     Probe,
-    endpoint_slice,
     health_server,
     manifests,
     private_hosts,
+    web_slice,
 )
 from tests.support.harness import DragomanProcess, free_port, write_manifest
 
@@ -139,12 +139,12 @@ def test_grpc_clients_reach_services_and_route_hostnames_through_xds(world: Worl
     assert all(row[2] == "[gRPC]" and row[5] == "acked" for row in rows), shown.stdout
 
     # An endpoint change reaches the client through EDS: calls follow the pod.
-    world.write("slices.yaml", endpoint_slice("127.0.0.3", world.pod_port))
+    world.write("slices.yaml", web_slice("127.0.0.3", world.pod_port))
     for target in (web, greeter, hybrid):
         assert world.serving(target, "pod-b") == {"status": "SERVING"}, target
 
     # No ready pod: the in-cluster-first Service falls back to its external host.
-    world.write("slices.yaml", endpoint_slice("127.0.0.3", world.pod_port, ready=False))
+    world.write("slices.yaml", web_slice("127.0.0.3", world.pod_port, ready=False))
     assert world.serving(hybrid, "external") == {"status": "SERVING"}
     assert "NACK" not in world.dragoman.log()
 
@@ -154,12 +154,12 @@ def test_grpc_clients_take_endpoints_from_zone_less_zoned_and_mixed_slices(world
     must still accept the CLA (a locality is always present) and follow each change."""
     web = f"xds:///web.default.svc.cluster.local:{world.port}"
     assert world.serving(web, "pod-a") == {"status": "SERVING"}  # zoned (zone-a)
-    world.write("slices.yaml", endpoint_slice("127.0.0.3", world.pod_port, zone=""))
+    world.write("slices.yaml", web_slice("127.0.0.3", world.pod_port, zone=""))
     assert world.serving(web, "pod-b") == {"status": "SERVING"}  # zone-less
     # Mixed: one zone-less pod, one zoned; calls reach both localities.
-    world.write("slices.yaml", endpoint_slice("127.0.0.2", world.pod_port, zone=""))
+    world.write("slices.yaml", web_slice("127.0.0.2", world.pod_port, zone=""))
     world.write(
-        "slices-2.yaml", endpoint_slice("127.0.0.3", world.pod_port, zone="zone-b", name="web-2")
+        "slices-2.yaml", web_slice("127.0.0.3", world.pod_port, zone="zone-b", name="web-2")
     )
     reached = set()
     deadline = time.monotonic() + 20

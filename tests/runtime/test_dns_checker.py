@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import socket
-import textwrap
 import threading
 from collections.abc import Iterator
 
@@ -25,8 +24,7 @@ from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.store import Store
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.builders import external_service, http_route, typed
-from tests.support.status_builds import objects
-from tests.support.upstream_builds import GATEWAY
+from tests.support.status_builds import GATEWAY
 
 
 @pytest.fixture(scope="module")
@@ -206,8 +204,9 @@ def test_a_resolver_that_raises_is_a_failure_not_a_crash() -> None:
 
 
 def store() -> Store:
-    built = typed(external_service("ext", "api.check.test"), http_route("r", "ext", 443))
-    return Store.from_objects([*objects(textwrap.dedent(GATEWAY)), *built])
+    return Store.from_objects(
+        typed(GATEWAY, external_service("ext", "api.check.test"), http_route("r", "ext", 443))
+    )
 
 
 def served(controller: Controller, cluster: str) -> list[str]:

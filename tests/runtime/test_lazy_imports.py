@@ -15,6 +15,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.support.builders import (
+    external_service,
+    gateway,
+    http_route,
+    listener,
+    listener_tls,
+    yaml_text,
+)
 from tests.support.certificates import certificate_authority
 from tests.support.harness import free_port
 
@@ -47,28 +55,11 @@ PROBE = textwrap.dedent(
     """
 )
 
-SERVICE = """\
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec: {type: ExternalName, externalName: web.example.test, ports: [{name: http, port: 80}]}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web, namespace: default}
-spec:
-  parentRefs: [{name: gw}]
-  rules: [{backendRefs: [{name: web, port: 80}]}]
-"""
-
-
-def gateway(*listeners: str) -> str:
-    return (
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\n"
-        "metadata: {name: gw, namespace: default}\n"
-        "spec:\n  gatewayClassName: dragoman\n  listeners:\n"
-        + "".join(f"    - {listener}\n" for listener in listeners)
-    )
+SERVICE = yaml_text(
+    external_service("web", "web.example.test", 80, port_name="http"),
+    http_route("web", "web", 80),
+)
+HTTP_GATEWAY = yaml_text(gateway(port=8080))
 
 
 def loaded_while_serving(manifests: Path, *args: str) -> set[str]:
@@ -87,7 +78,7 @@ def loaded_while_serving(manifests: Path, *args: str) -> set[str]:
 def test_plaintext_serving_of_routes_loads_neither_cryptography_nor_kubernetes(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "gateway.yaml").write_text(gateway("{name: http, protocol: HTTP, port: 8080}"))
+    (tmp_path / "gateway.yaml").write_text(HTTP_GATEWAY)
     (tmp_path / "web.yaml").write_text(SERVICE)
     loaded = loaded_while_serving(tmp_path, "--metrics-address", "off")
     assert {"dragoman", "grpc", "yaml"} <= loaded  # the probe saw a serving process
@@ -97,7 +88,7 @@ def test_plaintext_serving_of_routes_loads_neither_cryptography_nor_kubernetes(
 
 
 def test_the_operations_server_loads_prometheus_client(tmp_path: Path) -> None:
-    (tmp_path / "gateway.yaml").write_text(gateway("{name: http, protocol: HTTP, port: 8080}"))
+    (tmp_path / "gateway.yaml").write_text(HTTP_GATEWAY)
     (tmp_path / "web.yaml").write_text(SERVICE)
     loaded = loaded_while_serving(tmp_path, "--metrics-address", f"127.0.0.1:{free_port()}")
     assert "prometheus_client" in loaded
@@ -108,9 +99,17 @@ def test_a_certificate_to_check_loads_cryptography(tmp_path: Path) -> None:
     """The same probe sees `cryptography` once an HTTPS listener's Secret must be checked."""
     pem = certificate_authority().issue("web.example.test")
     (tmp_path / "gateway.yaml").write_text(
-        gateway(
-            "{name: https, protocol: HTTPS, port: 8443, "
-            "tls: {certificateRefs: [{kind: Secret, name: web-tls}]}}"
+        yaml_text(
+            gateway(
+                listeners=[
+                    listener(
+                        "https",
+                        8443,
+                        "HTTPS",
+                        tls=listener_tls({"kind": "Secret", "name": "web-tls"}),
+                    )
+                ]
+            )
         )
     )
     (tmp_path / "secret.yaml").write_text(pem.secret_yaml("web-tls"))

@@ -307,13 +307,22 @@ def endpoint_slice(
     not_ready: Sequence[str] = (),
     namespace: str = "default",
     name: str = "",
+    address_type: str = "IPv4",
+    zones: Mapping[str, str] | None = None,
 ) -> Object:
-    """An IPv4 EndpointSlice of a Service (named `<service>-1` unless `name` says otherwise):
+    """An EndpointSlice of a Service (named `<service>-1` unless `name` says otherwise):
     `port` is the number of its one port `http`, or ports by name; `addresses` one endpoint
-    each (all ready, or all not ready), then one not-ready endpoint per `not_ready` address."""
+    each (all ready, or all not ready), then one not-ready endpoint per `not_ready` address.
+    `zones`: the zone of an endpoint, by its address (none for an address not listed)."""
     ports = {"http": port} if isinstance(port, int) else dict(port)
     states = [(address, ready) for address in addresses]
     states += [(address, False) for address in not_ready]
+    endpoints: list[Object] = []
+    for address, state in states:
+        endpoint: Object = {"addresses": [address], "conditions": {"ready": state}}
+        if zones and zones.get(address):
+            endpoint["zone"] = zones[address]
+        endpoints.append(endpoint)
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
@@ -322,11 +331,9 @@ def endpoint_slice(
             namespace,
             labels={"kubernetes.io/service-name": service_name},
         ),
-        "addressType": "IPv4",
+        "addressType": address_type,
         "ports": [{"name": port_name, "port": number} for port_name, number in ports.items()],
-        "endpoints": [
-            {"addresses": [address], "conditions": {"ready": state}} for address, state in states
-        ],
+        "endpoints": endpoints,
     }
 
 

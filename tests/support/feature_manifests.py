@@ -418,15 +418,13 @@ def every_feature_dag(options: BuildOptions = BuildOptions()) -> Dag:
 
 def every_feature_dag_with_dns_check() -> Dag:
     """The same with the DNS check on, each external name resolved (one of them refused)."""
-    from tests.support.upstream_builds import build_yaml
-
     dns = {
         "api.partner.example": DnsObservation(("203.0.113.10",)),
         "one.partner.example": DnsObservation(("203.0.113.11",), error="Timeout"),
         "secure.partner.example": DnsObservation(("203.0.113.12",)),
         "grpc.partner.example": DnsObservation(("169.254.169.254",)),
     }
-    return build_yaml(every_feature_manifests(), options=BuildOptions(dns_check=True), dns=dns)
+    return build_text(every_feature_manifests(), options=BuildOptions(dns_check=True), dns=dns)
 
 
 def example_objects() -> list[KubeObject]:

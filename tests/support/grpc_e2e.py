@@ -19,6 +19,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from tests.support.builders import endpoint_slice, yaml_text
+
 EXTERNAL_HOST = "backend.grpc.test"
 EXTERNAL_ADDRESS = "127.0.0.5"
 GATEWAY_PORT = 18080  # a Gateway listener port: only part of the names gRPC clients dial
@@ -57,7 +59,7 @@ def manifests(pod_port: int, port: int) -> dict[str, str]:
               externalName: {EXTERNAL_HOST}
               ports: [{{port: {port}}}]
             """,
-        "slices.yaml": endpoint_slice("127.0.0.2", pod_port),
+        "slices.yaml": web_slice("127.0.0.2", pod_port),
         "routes.yaml": f"""
             apiVersion: gateway.networking.k8s.io/v1
             kind: Gateway
@@ -93,25 +95,16 @@ def manifests(pod_port: int, port: int) -> dict[str, str]:
     }
 
 
-def endpoint_slice(
+def web_slice(
     address: str, port: int, ready: bool = True, zone: str = "zone-a", name: str = "web-1"
 ) -> str:
-    """A slice of `web`; `zone` "" leaves the endpoint without one."""
-    zone_line = f"zone: {zone}" if zone else ""
-    return f"""
-        apiVersion: discovery.k8s.io/v1
-        kind: EndpointSlice
-        metadata:
-          name: {name}
-          namespace: default
-          labels: {{kubernetes.io/service-name: web}}
-        addressType: IPv4
-        ports: [{{name: grpc, port: {port}}}]
-        endpoints:
-          - addresses: [{address}]
-            conditions: {{ready: {str(ready).lower()}}}
-            {zone_line}
-        """
+    """A slice of `web` (its port grpc) as a manifest file; `zone` "" leaves the endpoint
+    without one."""
+    return yaml_text(
+        endpoint_slice(
+            "web", {"grpc": port}, address, ready=ready, name=name, zones={address: zone}
+        )
+    )
 
 
 def health_server(address: str, port: int, name: str) -> tuple[grpc.Server, int]:

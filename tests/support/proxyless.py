@@ -9,9 +9,8 @@ from dragoman.envoy.text.snapshot_yaml import SECTIONS
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import Snapshot
-from dragoman.store import Store
 from dragoman.xds.server.snapshot_cache import SnapshotCache
-from tests.support.status_builds import objects
+from tests.support.status_builds import store_of
 
 # What grpcio 1.85 sends (logged from a real client), and what Envoy sends.
 GRPC_NODE = Node(
@@ -125,10 +124,6 @@ def serving(*texts: str) -> tuple[Controller, SnapshotCache]:
     controller = Controller(cache)
     controller.update(store_of(*texts))
     return controller, cache
-
-
-def store_of(*texts: str) -> Store:
-    return Store.from_objects([obj for text in texts for obj in objects(text)])
 
 
 def grpc_snapshot(cache: SnapshotCache, node_cluster: str = "") -> Snapshot:

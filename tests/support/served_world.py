@@ -1,65 +1,45 @@
-"""A small served world for the operations tests (metrics, health, the debug page): a
-Gateway with routes to a pod-backed Service and to two ExternalNames, its endpoints, and a
-bounded wait."""
+"""A small served world for the operations tests (metrics, health, the debug page), made
+with `tests.support.builders`: a Gateway with routes to a pod-backed Service and to two
+ExternalNames, its endpoints, and a bounded wait."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-GATEWAY = """
-    apiVersion: gateway.networking.k8s.io/v1
-    kind: Gateway
-    metadata: {name: edge, namespace: default}
-    spec:
-      gatewayClassName: dragoman
-      listeners: [{name: http, protocol: HTTP, port: 8080}]
-    ---
-    apiVersion: gateway.networking.k8s.io/v1
-    kind: HTTPRoute
-    metadata: {name: shop, namespace: default}
-    spec:
-      parentRefs: [{name: edge}]
-      rules:
-        - matches: [{path: {type: PathPrefix, value: /api}}]
-          backendRefs: [{name: partner, port: 443}]
-        - matches: [{path: {type: PathPrefix, value: /local}}]
-          backendRefs: [{name: sneaky, port: 80}]
-        - backendRefs: [{name: web, port: 80}]
-    """
-SERVICES = """
-    apiVersion: v1
-    kind: Service
-    metadata: {name: web, namespace: default}
-    spec:
-      selector: {app: web}
-      ports: [{port: 80, targetPort: 8080}]
-    ---
-    apiVersion: v1
-    kind: Service
-    metadata: {name: partner, namespace: default}
-    spec: {type: ExternalName, externalName: api.partner.example, ports: [{port: 443}]}
-    ---
-    apiVersion: v1
-    kind: Service
-    metadata: {name: sneaky, namespace: default}
-    spec: {type: ExternalName, externalName: localhost, ports: [{port: 80}]}
-    """
+from tests.support.builders import (
+    backend_ref,
+    endpoint_slice,
+    external_service,
+    gateway,
+    http_route,
+    match,
+    rule,
+    service,
+    yaml_text,
+)
+
+GATEWAY = yaml_text(
+    gateway("edge", 8080),
+    http_route(
+        "shop",
+        rules=[
+            rule(backend_ref("partner", 443), matches=[match("/api")]),
+            rule(backend_ref("sneaky", 80), matches=[match("/local")]),
+            rule(backend_ref("web", 80)),
+        ],
+        parents=["edge"],
+    ),
+)
+SERVICES = yaml_text(
+    service("web", 80, 8080),
+    external_service("partner", "api.partner.example"),
+    external_service("sneaky", "localhost", 80),
+)
 
 
 def endpoints(*addresses: str) -> str:
-    listed = ", ".join(f"{{addresses: [{address}]}}" for address in addresses)
-    return f"""
-        apiVersion: discovery.k8s.io/v1
-        kind: EndpointSlice
-        metadata:
-          name: web-1
-          namespace: default
-          labels: {{kubernetes.io/service-name: web}}
-        addressType: IPv4
-        ports: [{{port: 8080}}]
-        endpoints: [{listed}]
-        """
+    return yaml_text(endpoint_slice("web", 8080, *addresses))
 
 
 async def until(check, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]

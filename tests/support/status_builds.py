@@ -1,4 +1,6 @@
-"""Builds a DAG from manifest text and reads its statuses, for the Gateway API status tests."""
+"""The one way to build a small world in a test: manifest texts and objects (from
+`tests.support.builders`) in, the checked DAG out; and readers of what it says (statuses,
+conditions, the problems of a route)."""
 
 from __future__ import annotations
 
@@ -9,23 +11,31 @@ from typing import Any
 import yaml
 
 from dragoman.dag.build import build
-from dragoman.dag.model import Dag
+from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.model import ALL_GATEWAYS, Dag, Problem, Route, VirtualHost
 from dragoman.dag.options import BuildOptions
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.parse import parse_object
 from dragoman.store import Store
-from tests.support.builders import typed
+from tests.support.builders import (
+    GATEWAY_V1,
+    allowed_routes,
+    gateway,
+    gateway_class,
+    listener,
+    typed,
+    yaml_text,
+)
 from tests.support.dag_invariants import checked
 
-GW = "gateway.networking.k8s.io/v1"
+GW = GATEWAY_V1
 CONTROLLER = "dragoman.dev/gateway-controller"
 
-DRAGOMAN_CLASS = f"""
-apiVersion: {GW}
-kind: GatewayClass
-metadata: {{name: dragoman}}
-spec: {{controllerName: {CONTROLLER}}}
-"""
+# The GatewayClass dragoman, as a manifest file holds it.
+DRAGOMAN_CLASS = yaml_text(gateway_class())
+
+# The Gateway `gw` with one HTTP listener on port 80 taking routes of every namespace.
+GATEWAY = gateway(listeners=[listener(allowed_routes=allowed_routes("All"))])
 
 
 def objects(text: str) -> list[KubeObject]:
@@ -33,14 +43,27 @@ def objects(text: str) -> list[KubeObject]:
     return [obj for obj in parsed if obj is not None]
 
 
-def build_text(*documents: str | Mapping[str, Any], options: BuildOptions = BuildOptions()) -> Dag:
-    """The DAG of manifest texts and objects (from `tests.support.builders`)."""
-    found = [
-        obj
-        for document in documents
-        for obj in (objects(document) if isinstance(document, str) else typed(document))
-    ]
-    return checked(build(Store.from_objects(found), options))
+def store_of(*documents: str | Mapping[str, Any] | KubeObject) -> Store:
+    """The store of manifest texts, objects (from `tests.support.builders`) and typed objects."""
+    found: list[KubeObject] = []
+    for document in documents:
+        if isinstance(document, str):
+            found += objects(document)
+        elif isinstance(document, Mapping):
+            found += typed(document)
+        else:
+            found.append(document)
+    return Store.from_objects(found)
+
+
+def build_text(
+    *documents: str | Mapping[str, Any] | KubeObject,
+    options: BuildOptions = BuildOptions(),
+    dns: DnsObservations | None = None,
+) -> Dag:
+    """The DAG of `store_of(documents)`, with the DNS check's observations when given; checked
+    against tests/support/dag_invariants.py."""
+    return checked(build(store_of(*documents), options, dns))
 
 
 def status(dag: Dag, kind: str, name: str, namespace: str = "default") -> dict[str, Any]:
@@ -89,3 +112,27 @@ def route_condition(
     entries = parents(dag, route, namespace)
     assert entries, f"no parents in the status of {route}"
     return condition(entries[parent]["conditions"], type)
+
+
+def route_problems(dag: Dag, route: str = "r") -> list[Problem]:
+    return [p for p in dag.problems if p.object.name == route and p.object.kind.endswith("Route")]
+
+
+def parent_conditions(dag: Dag, route: str = "r", kind: str = "HTTPRoute") -> dict[str, Any]:
+    """The conditions of the route's first parent entry, by type."""
+    key = next(k for k in dag.statuses if k.kind == kind and k.name == route)
+    [entry] = dag.statuses[key].status["parents"]
+    return {c["type"]: c for c in entry["conditions"]}
+
+
+def virtual_hosts(dag: Dag, group: str = ALL_GATEWAYS, port: int = 80) -> dict[str, VirtualHost]:
+    """The virtual hosts, by name, of the route table of the group's HTTP listener on `port`."""
+    table = next(t for t in dag.groups[group].route_tables if t.name == f"http-{port}")
+    return {vhost.name: vhost for vhost in table.virtual_hosts}
+
+
+def routes_of(
+    dag: Dag, domain: str = "*", group: str = ALL_GATEWAYS, port: int = 80
+) -> list[Route]:
+    """The routes of the virtual host of `domain` (see `virtual_hosts`), in order."""
+    return list(virtual_hosts(dag, group, port)[domain].routes)

@@ -3,7 +3,7 @@ GatewayClass's status.supportedFeatures.
 
 One table: each feature name (as the Gateway API conformance suite names it) with the test of
 this repository that proves dragoman implements it. A feature is listed only with such a
-test; `tests/dag/test_supported_features.py` checks that every test named exists.
+test; `tests/dag/status/test_supported_features.py` checks that every test named exists.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 # The test files named below.
-DAG_BACKEND_TLS = "tests/dag/test_backend_tls.py"
+DAG_BACKEND_TLS = "tests/dag/upstreams/test_backend_tls.py"
 DAG_CONFORMANCE = "tests/dag/test_conformance.py"
-DAG_L4_ROUTES = "tests/dag/test_l4_routes.py"
-DAG_LISTENER_SETS = "tests/dag/test_listener_sets.py"
+DAG_L4_ROUTES = "tests/dag/routes/test_l4_routes.py"
+DAG_LISTENER_SETS = "tests/dag/frontends/test_listener_sets.py"
 DAG_ROUTE_CONFORMANCE = "tests/dag/test_route_conformance.py"
-DAG_ROUTE_FILTERS = "tests/dag/test_route_filters.py"
-DAG_UPSTREAMS = "tests/dag/test_upstreams.py"
+DAG_ROUTE_FILTERS = "tests/dag/routes/test_filters.py"
+DAG_UPSTREAMS = "tests/dag/upstreams/test_external_name_services.py"
 E2E_ENVOY_CLIENT_CERTIFICATE = "tests/e2e/test_envoy_client_certificate.py"
 E2E_ENVOY_CLIENT_VALIDATION = "tests/e2e/test_envoy_client_validation.py"
 E2E_ENVOY_ROUTES = "tests/e2e/test_envoy_routes.py"

@@ -21,6 +21,7 @@ from envoy.config.core.v3 import health_check_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 
 from dragoman.snapshots.resources import ENDPOINT
+from tests.support.builders import endpoint_slice, yaml_text
 from tests.support.proxyless import decoded, grpc_snapshot, serving
 
 UINT32_MAX = (1 << 32) - 1
@@ -38,19 +39,9 @@ spec:
 
 def slice_text(name: str, endpoints: list[tuple[str, str]]) -> str:
     """An EndpointSlice of `web`; each endpoint is (address, zone), zone "" for none."""
-    items = "".join(
-        f"\n  - {{addresses: [{address}]{f', zone: {zone}' if zone else ''}}}"
-        for address, zone in endpoints
-    )
-    return f"""
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}, namespace: default, labels: {{kubernetes.io/service-name: web}}}}
-addressType: IPv4
-ports: [{{name: grpc, port: 9000}}]
-endpoints:{items}
-"""
+    addresses = [address for address, _ in endpoints]
+    zones = dict(endpoints)
+    return yaml_text(endpoint_slice("web", {"grpc": 9000}, *addresses, name=name, zones=zones))
 
 
 CASES = {

@@ -8,7 +8,6 @@ import textwrap
 import pytest
 import yaml
 
-from dragoman.dag.build import build
 from dragoman.dag.model import (
     Backend,
     CorsPolicy,
@@ -23,11 +22,10 @@ from dragoman.dag.model import (
 )
 from dragoman.dag.node_groups.virtual_hosts import placed_redirect
 from dragoman.dag.routes.actions import http_timeouts
-from dragoman.objects import HTTPRouteTimeouts, KubeObject, ObjectKey
-from dragoman.sources.parse import parse_object
-from dragoman.store import Store
-from tests.support.dag_invariants import checked
+from dragoman.objects import HTTPRouteTimeouts, ObjectKey
+from tests.support.builders import http_route
 from tests.support.routing_sim import Request, route_for
+from tests.support.status_builds import build_text
 
 GW = "gateway.networking.k8s.io/v1"
 OBJECTS = f"""
@@ -58,22 +56,8 @@ spec: {{type: ExternalName, externalName: api.example.com, ports: [{{port: 443}}
 
 
 def dag_of(rules: str) -> Dag:
-    route = f"""
----
-apiVersion: {GW}
-kind: HTTPRoute
-metadata: {{name: r}}
-spec:
-  parentRefs: [{{name: gw}}]
-  rules:
-{textwrap.indent(textwrap.dedent(rules).strip(), "  ")}
-"""
-    objects: list[KubeObject] = []
-    for document in yaml.safe_load_all(OBJECTS + route):
-        parsed = parse_object(document)
-        assert parsed is not None
-        objects.append(parsed)
-    return checked(build(Store.from_objects(objects)))
+    """The DAG of OBJECTS and the HTTPRoute r (to the Gateway gw) with `rules`, YAML text."""
+    return build_text(OBJECTS, http_route("r", rules=yaml.safe_load(textwrap.dedent(rules))))
 
 
 def served(dag: Dag, path: str = "/", port: int = 80) -> Route:

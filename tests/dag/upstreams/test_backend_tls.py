@@ -30,7 +30,7 @@ from tests.support.builders import (
     service_port,
 )
 from tests.support.certificates import certificate_authority
-from tests.support.upstream_builds import build_yaml
+from tests.support.status_builds import build_text
 
 NS = "gateway-conformance-infra"
 CA = certificate_authority("conformance CA")
@@ -101,7 +101,7 @@ def eds(dag: Dag, service: str, port: int) -> EdsCluster:
 
 
 def test_a_policy_gives_its_service_port_verified_tls() -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("backendtlspolicy-test", ports=[BTLS]),
         route("r", rules=[to("backendtlspolicy-test", 443)]),
@@ -123,7 +123,7 @@ def test_a_policy_gives_its_service_port_verified_tls() -> None:
 def test_a_policy_with_an_unrelated_ca_or_another_hostname_is_accepted_and_fails_at_runtime() -> (
     None
 ):
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("host-mismatch", ports=[BTLS_HTTPS]),
         backend_service("cert-mismatch", ports=[BTLS_HTTPS]),
@@ -165,7 +165,7 @@ SANS = [
 def test_subject_alt_names_replace_the_hostname_as_the_verified_names(
     sans: list[Object], expected: tuple[tuple[str, str], ...]
 ) -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("san", ports=[BTLS]),
         route("r", rules=[to("san", 443)]),
@@ -184,7 +184,7 @@ def test_subject_alt_names_replace_the_hostname_as_the_verified_names(
 
 @pytest.mark.parametrize("section", [None, "https-1"])
 def test_of_two_policies_on_the_same_target_the_older_wins(section: str | None) -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("conflicted", ports=[HTTPS_1, HTTPS_2]),
         route("r", rules=[to("conflicted", 443)]),
@@ -203,7 +203,7 @@ def test_of_two_policies_on_the_same_target_the_older_wins(section: str | None) 
 
 
 def test_equal_creation_times_fall_back_to_namespace_and_name() -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("svc", ports=[HTTPS]),
         route("r", rules=[to("svc", 443)]),
@@ -216,7 +216,7 @@ def test_equal_creation_times_fall_back_to_namespace_and_name() -> None:
 
 
 def test_a_policy_on_a_port_and_one_on_the_whole_service_do_not_conflict() -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("not-conflicted", ports=[HTTPS_1, HTTPS_2]),
         route("r", rules=[to("not-conflicted", 443), to("not-conflicted", 8443)]),
@@ -260,7 +260,7 @@ INVALID_REFS = [
 def test_a_policy_without_a_valid_ca_is_not_accepted_and_its_backend_fails(
     ca_ref: Object, reason: str, words: str
 ) -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         *MALFORMED,
         backend_service("invalid", ports=[HTTPS_HTTPS]),
@@ -283,7 +283,7 @@ def test_a_policy_without_a_valid_ca_is_not_accepted_and_its_backend_fails(
 
 def test_some_invalid_references_leave_the_valid_ones_in_use() -> None:
     refs = [CA_REF, local_ref("ConfigMap", "missing")]
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("svc", ports=[HTTPS]),
         route("r", rules=[to("svc", 443)]),
@@ -299,7 +299,7 @@ def test_some_invalid_references_leave_the_valid_ones_in_use() -> None:
 
 
 def test_a_ca_in_a_secret() -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         secret("ca-secret", {"ca.crt": CA.pem}, namespace=NS),
         backend_service("svc", ports=[HTTPS]),
@@ -313,7 +313,7 @@ def test_a_ca_in_a_secret() -> None:
 
 
 def test_well_known_cas_other_than_system_are_invalid() -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("svc", ports=[HTTPS]),
         route("r", rules=[to("svc", 443)]),
@@ -325,7 +325,7 @@ def test_well_known_cas_other_than_system_are_invalid() -> None:
 
 
 def test_well_known_system_cas_trust_the_system_bundle() -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("svc", ports=[HTTPS]),
         route("r", rules=[to("svc", 443)]),
@@ -337,7 +337,7 @@ def test_well_known_system_cas_trust_the_system_bundle() -> None:
 
 
 def test_a_section_name_that_names_no_port_is_target_not_found() -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("svc", ports=[HTTPS]),
         route("r", rules=[to("svc", 443)]),
@@ -354,7 +354,7 @@ def test_a_section_name_that_names_no_port_is_target_not_found() -> None:
 
 
 def test_conditions_carry_the_policy_generation() -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         backend_service("observed-generation-bump-test", ports=[HTTPS]),
         route("r", rules=[to("observed-generation-bump-test", 443)]),
@@ -366,14 +366,14 @@ def test_conditions_carry_the_policy_generation() -> None:
 
 
 def test_a_policy_no_route_of_ours_reaches_has_no_ancestors() -> None:
-    dag = build_yaml(*INFRA, backend_service("svc", ports=[HTTPS]), policy("p", "svc", HOST))
+    dag = build_text(*INFRA, backend_service("svc", ports=[HTTPS]), policy("p", "svc", HOST))
 
     [status] = [s for k, s in dag.statuses.items() if k.kind == "BackendTLSPolicy"]
     assert status.status == {"ancestors": []}
 
 
 def test_every_gateway_of_the_routes_is_an_ancestor() -> None:
-    dag = build_yaml(
+    dag = build_text(
         *INFRA,
         gateway("second", namespace=NS, listeners=[listener()]),
         backend_service("svc", ports=[HTTPS]),

@@ -31,7 +31,6 @@ from tests.support.builders import (
 from tests.support.certificates import certificate_authority
 from tests.support.status_builds import build_text, condition, listener_condition, status
 from tests.support.status_builds import listener as listener_status
-from tests.support.upstream_builds import build_yaml
 
 CERT = certificate_authority().issue("terminate.example.com", "tls.example.com")
 
@@ -519,7 +518,7 @@ def test_the_dns_check_covers_external_names_of_tcp_tls_and_udp_routes() -> None
         route("db", "db", 5432, kind="TCPRoute"),
         route("logs", "logs", 514, kind="UDPRoute"),
     )
-    pending = build_yaml(*texts, options=BuildOptions(dns_check=True), dns={})
+    pending = build_text(*texts, options=BuildOptions(dns_check=True), dns={})
     assert pending.dns_hostnames == ("db.partner.example", "logs.partner.example")
     assert parent_conditions(pending, "TCPRoute", "db")["ResolvedRefs"] == (
         "False",
@@ -530,7 +529,7 @@ def test_the_dns_check_covers_external_names_of_tcp_tls_and_udp_routes() -> None
         "db.partner.example": DnsObservation(("169.254.169.254",)),
         "logs.partner.example": DnsObservation(("203.0.113.7",)),
     }
-    checked = build_yaml(*texts, options=BuildOptions(dns_check=True), dns=metadata)
+    checked = build_text(*texts, options=BuildOptions(dns_check=True), dns=metadata)
     assert parent_conditions(checked, "TCPRoute", "db")["ResolvedRefs"] == (
         "False",
         "NotAllowedByPolicy",

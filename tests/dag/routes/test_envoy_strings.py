@@ -8,9 +8,11 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+import yaml
 
 from dragoman.dag.model import Backend, Dag, DirectResponse, Forward, Route
 from dragoman.dag.routes.envoy_strings import header_name_problem, header_value_problem
+from tests.support.builders import http_route
 from tests.support.routing_sim import Request, route_for
 from tests.support.status_builds import build_text, status
 
@@ -45,16 +47,8 @@ GOOD_RULE = """
 
 
 def dag_of(rules: str) -> Dag:
-    route = f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: r}}
-spec:
-  parentRefs: [{{name: gw}}]
-  rules:
-{textwrap.indent(textwrap.dedent(rules).strip(), "  ")}
-"""
-    return build_text(OBJECTS, route)
+    """The DAG of OBJECTS and the HTTPRoute r (to the Gateway gw) with `rules`, YAML text."""
+    return build_text(OBJECTS, http_route("r", rules=yaml.safe_load(textwrap.dedent(rules))))
 
 
 def served(dag: Dag, path: str = "/") -> Route:

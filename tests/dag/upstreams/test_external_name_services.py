@@ -20,7 +20,7 @@ from dragoman.dag.model import (
 from dragoman.dag.options import BuildOptions
 from dragoman.objects import ObjectKey
 from tests.support.builders import external_service, http_route, service
-from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
+from tests.support.status_builds import GATEWAY, build_text, parent_conditions, route_problems
 
 ROUTE_TO_EXT = http_route("r", "ext", 443)
 
@@ -37,7 +37,7 @@ ALIASES = [
 
 @pytest.mark.parametrize(("external_name", "domain"), ALIASES)
 def test_in_cluster_names_alias_the_eds_cluster_never_dns(external_name: str, domain: str) -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         service("web", 443),
         external_service("ext", external_name),
@@ -67,8 +67,8 @@ def test_an_alias_into_another_namespace_needs_a_reference_grant() -> None:
         external_service("ext", "web.shop.svc.cluster.local"),
         ROUTE_TO_EXT,
     )
-    refused = build_yaml(*objects)
-    granted = build_yaml(*objects, GRANT)
+    refused = build_text(*objects)
+    granted = build_text(*objects, GRANT)
 
     assert refused.clusters == {}
     resolved = parent_conditions(refused)["ResolvedRefs"]
@@ -93,7 +93,7 @@ UNSAFE = [
 def test_unsafe_targets_get_no_cluster_and_say_why_in_status(
     external_name: str, words: str
 ) -> None:
-    dag = build_yaml(GATEWAY, external_service("ext", external_name), ROUTE_TO_EXT)
+    dag = build_text(GATEWAY, external_service("ext", external_name), ROUTE_TO_EXT)
 
     assert dag.clusters == {}
     resolved = parent_conditions(dag)["ResolvedRefs"]
@@ -136,7 +136,7 @@ DOMAIN_POLICIES = [
 def test_domain_policy(
     allowed: tuple[str, ...], denied: tuple[str, ...], name: str, refused: str | None
 ) -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         external_service("ext", name),
         ROUTE_TO_EXT,
@@ -155,7 +155,7 @@ def test_domain_policy(
 
 
 def test_the_domain_policy_does_not_apply_to_in_cluster_aliases() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         service("web", 443),
         external_service("ext", "web.default.svc.cluster.local"),
@@ -203,7 +203,7 @@ ANNOTATIONS = [
 
 @pytest.mark.parametrize(("annotations", "expected"), ANNOTATIONS)
 def test_dns_annotations(annotations: dict[str, str], expected: DnsSettings) -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         external_service("ext", "api.example.com", annotations=annotations),
         ROUTE_TO_EXT,
@@ -234,7 +234,7 @@ BAD_ANNOTATIONS = [
 def test_bad_dns_annotations_are_reported_and_the_default_is_used(
     annotation: str, value: str, words: str
 ) -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         external_service("ext", "api.example.com", annotations={annotation: value}),
         ROUTE_TO_EXT,
@@ -258,7 +258,7 @@ def test_a_failure_refresh_max_shorter_than_the_base_is_refused() -> None:
         "dragoman.dev/dns-failure-refresh-base": "10s",
         "dragoman.dev/dns-failure-refresh-max": "5s",
     }
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY, external_service("ext", "api.example.com", annotations=annotations), ROUTE_TO_EXT
     )
 
@@ -292,7 +292,7 @@ TLS_DECISIONS = [
 def test_tls_to_external_hosts(
     port: int, app_protocol: str, tls: UpstreamTls | None, protocol: str
 ) -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         external_service("ext", "api.example.com", port, app_protocol=app_protocol),
         http_route("r", "ext", port),
@@ -312,7 +312,7 @@ def test_automatic_tls_never_checks_the_chain_without_the_name() -> None:
 
 
 def test_pods_with_app_protocol_https_need_a_backend_tls_policy() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY, service("web", 443, app_protocol="https"), http_route("r", "web", 443)
     )
 
@@ -323,14 +323,14 @@ def test_pods_with_app_protocol_https_need_a_backend_tls_policy() -> None:
 
 
 def test_pods_on_port_443_without_app_protocol_stay_cleartext() -> None:
-    dag = build_yaml(GATEWAY, service("web", 443), http_route("r", "web", 443))
+    dag = build_text(GATEWAY, service("web", 443), http_route("r", "web", 443))
 
     cluster = dag.clusters["default/web/443"]
     assert isinstance(cluster, EdsCluster) and cluster.tls is None
 
 
 def test_grpc_over_tls_is_http2_by_alpn_in_a_cluster_of_its_own() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         external_service("ext", "grpc.example.com", 443),
         http_route("r", "ext", 443, kind="GRPCRoute"),
@@ -354,7 +354,7 @@ spec:
 
 
 def test_a_backend_tls_policy_wins_over_the_automatic_tls() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         external_service("ext", "api.example.com", 8080, app_protocol="http"),
         http_route("r", "ext", 8080),
@@ -372,7 +372,7 @@ def test_a_backend_tls_policy_wins_over_the_automatic_tls() -> None:
 
 
 def test_a_backend_tls_policy_gives_pods_tls() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         service("web", 443, app_protocol="https"),
         http_route("r", "web", 443),
@@ -390,7 +390,7 @@ PREFER = {"dragoman.dev/prefer-service": "web"}
 
 
 def test_an_external_name_preferring_a_pod_backed_service_is_an_aggregate() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         service("web", 443),
         external_service("ext", "api.example.com", annotations=PREFER),
@@ -413,7 +413,7 @@ def test_an_external_name_preferring_a_pod_backed_service_is_an_aggregate() -> N
 
 
 def test_the_aggregate_follows_a_forced_protocol() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         service("web", 443),
         external_service("ext", "api.example.com", annotations=PREFER),
@@ -438,7 +438,7 @@ PREFERENCE_PROBLEMS = [
 def test_a_preference_that_cannot_be_followed_serves_the_external_name_and_says_so(
     preferred: str, words: str
 ) -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         service("web80", 80),
         external_service("other", "other.example.com"),
@@ -471,7 +471,7 @@ def test_an_external_name_cluster_is_named_for_its_port_name(
     # A new port number keeps the name: Envoy then updates the cluster in place and keeps
     # the old one serving until the new one has resolved.
     for number in (8080, 9090):
-        dag = build_yaml(
+        dag = build_text(
             GATEWAY,
             external_service("ext", "api.example.com", number, port_name=port_name),
             http_route("r", "ext", number, kind=kind),

@@ -45,14 +45,15 @@ def problems(text: str) -> list[tuple[str, str]]:
     return caught.value.problems
 
 
-def route(kind: str, spec: str) -> str:
+def route_text(kind: str, spec: str) -> str:
+    """A route of `kind` whose spec is the YAML text `spec`, as a file would hold it."""
     return f"apiVersion: {GW}\nkind: {kind}\nmetadata: {{name: r, namespace: apps}}\nspec: {spec}\n"
 
 
 @pytest.mark.parametrize(("kind", "cls"), [("TCPRoute", TCPRoute), ("UDPRoute", UDPRoute)])
 def test_tcp_and_udp_routes(kind: str, cls: type) -> None:
     found = parse(
-        route(
+        route_text(
             kind,
             "{parentRefs: [{name: gw, sectionName: db, port: 5432}],"
             " rules: [{name: only, backendRefs: [{name: db, port: 5432, weight: 3}]}]}",
@@ -68,7 +69,7 @@ def test_tcp_and_udp_routes(kind: str, cls: type) -> None:
 
 def test_tls_route_needs_hostnames() -> None:
     found = parse(
-        route(
+        route_text(
             "TLSRoute",
             "{hostnames: [a.example.com, '*.example.com'],"
             " rules: [{backendRefs: [{name: s, port: 443}]}]}",
@@ -77,7 +78,7 @@ def test_tls_route_needs_hostnames() -> None:
     assert isinstance(found, TLSRoute)
     assert found.hostnames == ("a.example.com", "*.example.com")
     assert ("spec.hostnames", "is required") in problems(
-        route("TLSRoute", "{rules: [{backendRefs: [{name: s, port: 443}]}]}")
+        route_text("TLSRoute", "{rules: [{backendRefs: [{name: s, port: 443}]}]}")
     )
 
 
@@ -98,26 +99,26 @@ def test_tls_route_needs_hostnames() -> None:
 )
 @pytest.mark.parametrize("kind", ["TCPRoute", "UDPRoute"])
 def test_l4_rules_are_validated_as_the_crds_do(kind: str, spec: str, field: str) -> None:
-    assert field in [path for path, _ in problems(route(kind, spec))]
+    assert field in [path for path, _ in problems(route_text(kind, spec))]
 
 
 def test_tls_route_hostnames_are_bounded_and_unique() -> None:
     many = ", ".join(f"h{i}.example.com" for i in range(1025))
     rules = "rules: [{backendRefs: [{name: s, port: 443}]}]"
     assert "spec.hostnames" in [
-        p for p, _ in problems(route("TLSRoute", f"{{hostnames: [{many}], {rules}}}"))
+        p for p, _ in problems(route_text("TLSRoute", f"{{hostnames: [{many}], {rules}}}"))
     ]
     assert ("spec.hostnames", "must not list a hostname twice") in problems(
-        route("TLSRoute", f"{{hostnames: [a.example.com, a.example.com], {rules}}}")
+        route_text("TLSRoute", f"{{hostnames: [a.example.com, a.example.com], {rules}}}")
     )
     assert "spec.hostnames[0]" in [
-        p for p, _ in problems(route("TLSRoute", f"{{hostnames: ['a b\\x00c'], {rules}}}"))
+        p for p, _ in problems(route_text("TLSRoute", f"{{hostnames: ['a b\\x00c'], {rules}}}"))
     ]
 
 
 def test_cors_filter() -> None:
     found = parse(
-        route(
+        route_text(
             "HTTPRoute",
             """
             rules:
@@ -142,7 +143,7 @@ def test_cors_filter() -> None:
         max_age_s=3600,
         allow_credentials=True,
     )
-    default = parse(route("HTTPRoute", "{rules: [{filters: [{type: CORS, cors: {}}]}]}"))
+    default = parse(route_text("HTTPRoute", "{rules: [{filters: [{type: CORS, cors: {}}]}]}"))
     assert default.rules[0].filters[0].cors == HTTPCORSFilter()  # maxAge 5 by default
 
 
@@ -162,12 +163,13 @@ def test_cors_filter() -> None:
 )
 def test_cors_filter_is_validated_as_the_crd_does(cors: str, field: str) -> None:
     found = problems(
-        route("HTTPRoute", f"{{rules: [{{filters: [{{type: CORS, cors: {cors}}}]}}]}}")
+        route_text("HTTPRoute", f"{{rules: [{{filters: [{{type: CORS, cors: {cors}}}]}}]}}")
     )
     assert f"spec.rules[0].filters[0].cors.{field}" in [path for path, _ in found]
 
 
-def gateway(extra: str) -> str:
+def gateway_text(extra: str) -> str:
+    """The Gateway gw (one HTTP listener) with the spec lines `extra`, as a file holds it."""
     return (
         f"apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: gw, namespace: infra}}\n"
         "spec:\n  gatewayClassName: dragoman\n"
@@ -177,7 +179,7 @@ def gateway(extra: str) -> str:
 
 def test_gateway_client_certificate_and_allowed_listeners() -> None:
     found = parse(
-        gateway(
+        gateway_text(
             "  tls: {backend: {clientCertificateRef: {name: client, namespace: certs}}}\n"
             "  allowedListeners: {namespaces: {from: Selector, selector: {matchLabels: {a: b}}}}\n"
         )
@@ -186,16 +188,16 @@ def test_gateway_client_certificate_and_allowed_listeners() -> None:
     assert found.backend_client_certificate == CertificateRef(name="client", namespace="certs")
     assert found.allowed_listener_sets == "Selector"
     assert found.listener_set_selector is not None
-    plain = parse(gateway(""))
+    plain = parse(gateway_text(""))
     assert (plain.backend_client_certificate, plain.allowed_listener_sets) == (None, "None")
     assert "spec.allowedListeners.namespaces.selector" in [
-        p for p, _ in problems(gateway("  allowedListeners: {namespaces: {from: Selector}}\n"))
+        p for p, _ in problems(gateway_text("  allowedListeners: {namespaces: {from: Selector}}\n"))
     ]
 
 
 def test_gateway_frontend_validation() -> None:
     found = parse(
-        gateway(
+        gateway_text(
             "  tls:\n"
             "    frontend:\n"
             "      default: {validation: {caCertificateRefs: [{group: '', kind: ConfigMap,"
@@ -218,7 +220,7 @@ def test_gateway_frontend_validation() -> None:
     assert per_port.field == "spec.tls.frontend.perPort[0].tls"
     assert frontend.for_port(9443).ca_certificate_refs == ()  # overrides the default: none
     assert frontend.for_port(443) is frontend.default
-    assert parse(gateway("")).frontend_tls is None
+    assert parse(gateway_text("")).frontend_tls is None
 
 
 @pytest.mark.parametrize(
@@ -252,7 +254,9 @@ def test_gateway_frontend_validation() -> None:
     ],
 )
 def test_gateway_frontend_validation_refused(frontend: str, field: str) -> None:
-    assert field in [path for path, _ in problems(gateway(f"  tls: {{frontend: {frontend}}}\n"))]
+    assert field in [
+        path for path, _ in problems(gateway_text(f"  tls: {{frontend: {frontend}}}\n"))
+    ]
 
 
 def test_listener_set() -> None:

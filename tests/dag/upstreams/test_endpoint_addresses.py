@@ -5,7 +5,6 @@ every slice dragoman reads (aliases and gRPC Service targets included)."""
 from __future__ import annotations
 
 import ipaddress
-import textwrap
 
 import pytest
 
@@ -17,8 +16,8 @@ from dragoman.dag.upstreams.endpoint_addresses import (
     endpoint_address_refusal,
 )
 from dragoman.dag.upstreams.endpoints import refresh_load_assignments
-from dragoman.store import Store
-from tests.support.status_builds import objects
+from tests.support.builders import Object, endpoint_slice
+from tests.support.status_builds import store_of
 
 DENIED = [
     ("127.0.0.25", "loopback"),
@@ -110,21 +109,8 @@ spec: {ports: [{name: http, port: 80}]}
 """
 
 
-def target_slice(*addresses: str, family: str = "IPv4", name: str = "target-1") -> str:
-    endpoints = "".join(f"\n  - {{addresses: ['{a}']}}" for a in addresses)
-    return f"""
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}, namespace: default, labels: {{kubernetes.io/service-name: target}}}}
-addressType: {family}
-ports: [{{name: http, port: 80}}]
-endpoints:{endpoints}
-"""
-
-
-def store_of(*texts: str) -> Store:
-    return Store.from_objects([o for t in texts for o in objects(textwrap.dedent(t))])
+def target_slice(*addresses: str, family: str = "IPv4", name: str = "target-1") -> Object:
+    return endpoint_slice("target", 80, *addresses, name=name, address_type=family)
 
 
 def served_addresses(dag_assignments: dict, cluster: str = "default/target/80") -> list[str]:

@@ -14,7 +14,7 @@ from dragoman.envoy.resources.cluster_messages import cluster
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS
 from dragoman.store import Store
 from tests.support.builders import external_service, http_route, typed
-from tests.support.upstream_builds import GATEWAY, build_yaml, parent_conditions, route_problems
+from tests.support.status_builds import GATEWAY, build_text, parent_conditions, route_problems
 
 
 def hosts(dag, name: str = "default/ext/443") -> list[tuple[str, int, str]]:  # type: ignore[no-untyped-def]
@@ -23,7 +23,7 @@ def hosts(dag, name: str = "default/ext/443") -> list[tuple[str, int, str]]:  # 
 
 
 def test_usable_external_ips_are_the_endpoints_and_the_rest_is_reported() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         external_service(
             "ext",
@@ -50,7 +50,7 @@ def test_usable_external_ips_are_the_endpoints_and_the_rest_is_reported() -> Non
 
 
 def test_no_usable_external_ip_refuses_the_backend() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         external_service("ext", "api.example.com", external_ips=["169.254.169.254", "0.0.0.0"]),
         http_route("r", "ext", 443),
@@ -63,7 +63,7 @@ def test_no_usable_external_ip_refuses_the_backend() -> None:
 
 
 def test_with_the_dns_check_external_ips_need_no_resolution() -> None:
-    dag = build_yaml(
+    dag = build_text(
         GATEWAY,
         external_service("ext", "api.example.com", external_ips=["203.0.113.5"]),
         http_route("r", "ext", 443),

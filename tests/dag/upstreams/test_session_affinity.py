@@ -3,8 +3,6 @@ and a source-IP hash on the routes to them, its timeout reported once per Servic
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 import yaml
 from envoy.config.cluster.v3 import cluster_pb2
@@ -15,33 +13,29 @@ from dragoman.envoy.resources.route_messages import route_action
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS
 from dragoman.sources.errors import ObjectError
 from dragoman.sources.parse import parse_object
+from tests.support.builders import Object, gateway, http_route, service
 from tests.support.status_builds import build_text
 
 
-def service(extra: str) -> str:
-    return f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: default}}
-spec:
-  selector: {{app: web}}
-  ports: [{{name: http, port: 80}}]
-{textwrap.indent(textwrap.dedent(extra), "  ")}
-"""
+def web_service(spec_fields: str) -> Object:
+    """The Service web (port 80) with `spec_fields` (YAML) added to its spec."""
+    found = service("web", 80)
+    found["spec"].update(yaml.safe_load(spec_fields) or {})
+    return found
 
 
-def parse(text: str):  # type: ignore[no-untyped-def]
-    return parse_object(yaml.safe_load(text))
+def parse(document: Object):  # type: ignore[no-untyped-def]
+    return parse_object(document)
 
 
 def test_client_ip_affinity_and_its_timeout_are_read() -> None:
     parsed = parse(
-        service(
+        web_service(
             "sessionAffinity: ClientIP\nsessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}"
         )
     )
     assert parsed.client_ip_affinity and parsed.session_affinity_timeout_s == 60
-    plain = parse(service(""))
+    plain = parse(web_service(""))
     assert not plain.client_ip_affinity and plain.session_affinity_timeout_s is None
 
 
@@ -61,40 +55,21 @@ def test_client_ip_affinity_and_its_timeout_are_read() -> None:
 )
 def test_values_the_api_server_refuses_are_refused(extra: str, field: str) -> None:
     with pytest.raises(ObjectError) as raised:
-        parse(service(extra))
+        parse(web_service(extra))
     assert field in str(raised.value)
 
 
-ROUTES = """
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: default}
-spec:
-  gatewayClassName: dragoman
-  listeners: [{name: http, protocol: HTTP, port: 8080}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: a, namespace: default}
-spec:
-  parentRefs: [{name: gw}]
-  hostnames: [a.example]
-  rules: [{backendRefs: [{name: web, port: 80}]}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: b, namespace: default}
-spec:
-  parentRefs: [{name: gw}]
-  hostnames: [b.example]
-  rules: [{backendRefs: [{name: web, port: 80}]}]
-"""
+ROUTES = (
+    gateway(port=8080),
+    http_route("a", "web", 80, hostnames=["a.example"]),
+    http_route("b", "web", 80, hostnames=["b.example"]),
+)
 
 
 def test_affinity_makes_a_ring_hash_cluster_and_a_source_ip_hash() -> None:
     dag = build_text(
-        ROUTES,
-        service(
+        *ROUTES,
+        web_service(
             "sessionAffinity: ClientIP\nsessionAffinityConfig: {clientIP: {timeoutSeconds: 10800}}"
         ),
     )
@@ -124,7 +99,7 @@ def test_affinity_makes_a_ring_hash_cluster_and_a_source_ip_hash() -> None:
 
 
 def test_without_affinity_nothing_changes() -> None:
-    dag = build_text(ROUTES, service(""))
+    dag = build_text(*ROUTES, web_service(""))
 
     value = dag.clusters["default/web/80"]
     assert cluster(value, DEFAULT_OPTIONS).lb_policy == cluster_pb2.Cluster.ROUND_ROBIN

@@ -27,7 +27,8 @@ from dragoman.dag.proxyless.targets import (
     service_targets,
 )
 from dragoman.objects import ObjectKey
-from tests.support.proxyless import API, GREETER, HYBRID, ROUTES, SERVICES, SHOP, WEB, store_of
+from tests.support.proxyless import API, GREETER, HYBRID, ROUTES, SERVICES, SHOP, WEB
+from tests.support.status_builds import store_of
 
 SOURCE = ObjectKey("HTTPRoute", "default", "r")
 SECOND_GATEWAY = """

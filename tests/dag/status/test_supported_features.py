@@ -12,7 +12,7 @@ from dragoman.dag.status.supported_features import SUPPORTED_FEATURES, supported
 from tests.support.builders import gateway_class
 from tests.support.status_builds import build_text, status
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def functions_in(path: str) -> set[str]:
