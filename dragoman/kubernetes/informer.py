@@ -6,9 +6,14 @@ then every change after it (`event`), in the server's order, each once:
 - a watch resumes from the last resourceVersion seen (an event's or a bookmark's), so a
   stream cut mid-way, a clean end at `timeoutSeconds` or an API server outage loses no
   change and repeats none;
+- a watch on which nothing at all arrives for `watch_silence_limit` (the server sends a
+  bookmark about every minute) is dead though its connection looks open: it is started
+  again, with a warning;
 - when that resourceVersion is too old (410 Gone, as a status or as an ERROR event), the
   informer lists again and hands over the whole new list, which replaces what the sink held;
-- any other failure waits (exponential backoff with jitter) and retries;
+- an API server that cannot be reached is tried again at least every `probe_interval`, so
+  its return is noticed within seconds; other failures (errors it answers with) wait with
+  exponential backoff and jitter;
 - a collection the API does not serve (404: CRD not installed) tries the kind's next
   version, then counts as empty, is reported, and is listed again now and then;
 - but a collection that *was* served and answers 404 on every version (an API server
@@ -48,14 +53,21 @@ class InformerSink(Protocol):
 @dataclass(frozen=True, slots=True)
 class WatchSettings:
     page_size: int = 500
-    # Each watch asks the server to end it after a random time in this range (seconds),
-    # so a silently dead connection is noticed within read_grace of that.
+    # Each watch asks the server to end it after a random time in this range (seconds).
     watch_timeout: tuple[int, int] = (240, 300)
-    read_grace: float = 30.0
+    # A watch on which nothing arrives for this long, not even a bookmark, is dead: the API
+    # server sends a bookmark about every minute to a watch that asks for them (dragoman's
+    # do), so twice that is a silence no live watch keeps.
+    watch_silence_limit: float = 120.0
     connect_timeout: float = 10.0
     list_timeout: float = 60.0
+    # Backoff after an error the API server answers with (5xx, 429, ...).
     backoff_initial: float = 0.5
     backoff_maximum: float = 30.0
+    # The longest wait between attempts while the API server cannot be reached: a change is
+    # seen within about this long of its return. (An attempt that finds nothing listening
+    # costs the server nothing.)
+    probe_interval: float = 2.0
     # How often a collection the API does not serve is looked for again.
     not_served_retry: float = 60.0
     # How long a collection that was served may answer 404 before it counts as empty.
@@ -70,6 +82,10 @@ class WatchFailed(Exception):
     """The server ended a watch with an ERROR event other than 410."""
 
 
+class WatchSilent(Exception):
+    """Nothing arrived on a watch for `watch_silence_limit`: its connection is dead."""
+
+
 class Informer:
     """Lists and watches one kind, in one namespace or in all of them."""
 
@@ -82,10 +98,13 @@ class Informer:
         sink: InformerSink,
         settings: WatchSettings = WatchSettings(),
         on_restart: Callable[[str], None] | None = None,
+        on_silent: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
-        # Told the kind each time a list or watch is started again after it ended (metrics).
+        # Told the kind each time a list or watch is started again after it ended, and each
+        # time a watch was found silent (metrics).
         self.on_restart = on_restart
+        self.on_silent = on_silent
         self.kind = kind
         self.versions = versions or kind.versions
         self.namespace = namespace if kind.namespaced else None
@@ -158,6 +177,10 @@ class Informer:
                 if not self._watch() and time.monotonic() - started < 1.0:
                     # A watch that ends at once, cleanly and empty, must not spin.
                     self._stop.wait(self._backoff.next())
+            except WatchSilent as silent:
+                if self._stop.is_set():
+                    break
+                self._silent(silent)
             except ResourceGone as gone:
                 log.info("%s: %s; listing again", self.name, gone)
                 self.resource_version = None
@@ -183,10 +206,11 @@ class Informer:
             except Exception as error:  # connection refused, cut, timed out, bad JSON, ...
                 if self._stop.is_set():
                     break
-                self._retry_later(describe_error(error))
+                # No answer at all: the API server may be back any moment; look often.
+                self._retry_later(describe_error(error), self.settings.probe_interval)
 
-    def _retry_later(self, why: str) -> None:
-        delay = self._backoff.next()
+    def _retry_later(self, why: str, maximum: float | None = None) -> None:
+        delay = self._backoff.next(maximum)
         self._failures += 1
         # One broken watch is routine (an API server restarting, a load balancer's idle
         # timeout); failures in a row are worth a warning.
@@ -199,6 +223,16 @@ class Informer:
             log.info("%s: watching again", self.name)
         self._failures = 0
         self._backoff.reset()
+
+    def _silent(self, silent: WatchSilent) -> None:
+        log.warning(
+            "%s: %s; starting it again from resourceVersion %s",
+            self.name,
+            silent,
+            self.resource_version,
+        )
+        if self.on_silent is not None:
+            self.on_silent(self.kind.kind)
 
     def _gone_missing(self) -> None:
         """A collection we listed answers 404 on every version. Often only for a moment: the
@@ -281,14 +315,21 @@ class Informer:
         """Follows one watch stream to its end; returns how many events it carried."""
         low, high = self.settings.watch_timeout
         timeout = random.randint(low, high)
-        response = self._call()(
-            watch=True,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout,
-            _preload_content=False,
-            _request_timeout=(self.settings.connect_timeout, timeout + self.settings.read_grace),
-        )
+        silence = self.settings.watch_silence_limit
+        try:
+            # The read timeout bounds each wait for the next bytes, headers included.
+            response = self._call()(
+                watch=True,
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout,
+                _preload_content=False,
+                _request_timeout=(self.settings.connect_timeout, silence),
+            )
+        except Exception as error:
+            if _read_timed_out(error):
+                raise WatchSilent(f"no answer to its watch for {silence:.0f} s") from error
+            raise
         with self._lock:
             if self.stopped:
                 _break(response)
@@ -300,6 +341,12 @@ class Informer:
                 self._handle(json.loads(line))
                 events += 1
             return events
+        except Exception as error:
+            if _read_timed_out(error):
+                raise WatchSilent(
+                    f"nothing arrived on its watch for {silence:.0f} s, not even a bookmark"
+                ) from error
+            raise
         finally:
             with self._lock:
                 self._response = None
@@ -340,6 +387,16 @@ def _lines(response: Any) -> Iterator[bytes]:
                 yield line
     if buffer.strip():
         yield buffer
+
+
+def _read_timed_out(error: BaseException) -> bool:
+    """Whether a request failed waiting for bytes on an open connection (not to connect)."""
+    from urllib3.exceptions import ReadTimeoutError
+
+    reason = getattr(error, "reason", None)  # urllib3's MaxRetryError wraps the cause
+    return isinstance(error, ReadTimeoutError | TimeoutError) or isinstance(
+        reason, ReadTimeoutError
+    )
 
 
 def _break(response: Any) -> None:

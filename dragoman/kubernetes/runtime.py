@@ -254,6 +254,7 @@ class KubernetesServer:
                     sink,
                     self.config.watch,
                     on_restart=self.metrics.watch_restarted,
+                    on_silent=self.metrics.watch_silent,
                 )
                 self.cache.expect(partition_of(informer))
                 self.informers.append(informer)

@@ -129,6 +129,13 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
+        self.watch_silences = Counter(
+            "dragoman_watch_silences",
+            "Kubernetes watches on which nothing arrived for the silence limit (not even a "
+            "bookmark), taken for dead and started again, by kind",
+            ["kind"],
+            registry=registry,
+        )
         registry.register(_ServedCollector(self.state))
         for kind in ("full", "endpoints"):
             self.builds.labels(kind)
@@ -200,6 +207,9 @@ class Metrics:
 
     def watch_restarted(self, kind: str) -> None:
         self.watch_restarts.labels(kind).inc()
+
+    def watch_silent(self, kind: str) -> None:
+        self.watch_silences.labels(kind).inc()
 
     # ------------------------------------------------------------ output
 

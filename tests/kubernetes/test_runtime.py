@@ -5,6 +5,7 @@ fast path, outages, and two replicas sharing one Lease with only the leader writ
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import threading
 import time
@@ -27,6 +28,7 @@ from tests.support.builders import (
 )
 from tests.support.harness import free_port
 from tests.support.kube_replica import (
+    FAST_WATCH,
     Replica,
     eventually,
     replica_config,
@@ -470,6 +472,35 @@ def test_a_brief_404_after_the_first_sync_does_not_drop_the_kind(api: KubeApiSer
                 lambda: ("default", "later") in replica.server.cache.store().http_routes
             )
             assert "default/web/80" in replica.dag.clusters
+        finally:
+            await replica.stop()
+
+    run(scenario)
+
+
+def test_a_silent_watch_is_restarted_and_counted(api: KubeApiServer) -> None:
+    seed(api)
+    watch = dataclasses.replace(FAST_WATCH, watch_silence_limit=1.0)
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config(None, watch=watch)).start()
+        try:
+            await eventually(lambda: replica.server.serving)
+            informers = len(replica.server.informers)
+            await eventually(lambda: api.open_watches() == informers, what="every watch open")
+            api.silence_next_watches("/services?", times=1)
+            api.cut_watches()
+            await eventually(lambda: api.outages.silences_pending() == 0)
+            silent_from = time.monotonic()
+            api.apply(service("meanwhile", 80))
+            await eventually(
+                lambda: ("default", "meanwhile") in replica.server.cache.store().services
+            )
+            assert time.monotonic() - silent_from < 3.0
+            silences = replica.server.metrics.registry.get_sample_value(
+                "dragoman_watch_silences_total", {"kind": "Service"}
+            )
+            assert silences == 1
         finally:
             await replica.stop()
 
