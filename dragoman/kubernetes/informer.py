@@ -16,9 +16,11 @@ then every change after it (`event`), in the server's order, each once:
   exponential backoff and jitter;
 - a collection the API does not serve (404: CRD not installed) tries the kind's next
   version, then counts as empty, is reported, and is listed again now and then;
-- but a collection that *was* served and answers 404 on every version (an API server
-  restarting, a CRD being reinstalled) keeps what it held and is retried with backoff; only
-  after `not_served_grace` of nothing but 404s does it count as empty.
+- but a collection that *was* served and answers 404 on every version (a CRD's handler
+  restarting, an aggregated API away) keeps what it held for as long as that lasts, and is
+  listed again within `probe_interval` of its return. Objects go only as their deletion is
+  observed: a CRD deleted for good has the API server delete its objects first, and the
+  watch reports each.
 """
 
 from __future__ import annotations
@@ -64,14 +66,12 @@ class WatchSettings:
     # Backoff after an error the API server answers with (5xx, 429, ...).
     backoff_initial: float = 0.5
     backoff_maximum: float = 30.0
-    # The longest wait between attempts while the API server cannot be reached: a change is
-    # seen within about this long of its return. (An attempt that finds nothing listening
-    # costs the server nothing.)
+    # The longest wait between attempts while the API server cannot be reached, or while a
+    # collection it served answers 404: a change is seen within about this long of its
+    # return. (An attempt that finds nothing listening costs the server nothing.)
     probe_interval: float = 2.0
-    # How often a collection the API does not serve is looked for again.
+    # How often a collection the API has never served (its CRD not installed) is looked for.
     not_served_retry: float = 60.0
-    # How long a collection that was served may answer 404 before it counts as empty.
-    not_served_grace: float = 60.0
 
 
 class ResourceGone(Exception):
@@ -123,7 +123,9 @@ class Informer:
         self._failures = 0  # in a row
         self._not_served_reported = False
         self._served = False  # listed at least once since it was last found not served
-        self._missing_since: float | None = None  # 404s on every version since then
+        # Since when (monotonic) a collection that was served has answered 404 on every
+        # version, its last state kept; None while it is served. Read by other threads.
+        self.not_served_since: float | None = None
 
     @property
     def api_version(self) -> str:
@@ -198,7 +200,7 @@ class Informer:
                         continue
                     version_index = 0
                     if self._served:
-                        self._gone_missing()
+                        self._withdrawn()
                     else:
                         self._not_served()
                 else:
@@ -234,22 +236,19 @@ class Informer:
         if self.on_silent is not None:
             self.on_silent(self.kind.kind)
 
-    def _gone_missing(self) -> None:
-        """A collection we listed answers 404 on every version. Often only for a moment: the
-        last state stays until it has been missing for `not_served_grace`."""
-        now = time.monotonic()
-        if self._missing_since is None:
-            self._missing_since = now
-        missing_for = now - self._missing_since
-        if missing_for < self.settings.not_served_grace:
-            self._retry_later(
-                f"not served (404) for {missing_for:.0f} s; keeping the last state for up to"
-                f" {self.settings.not_served_grace:.0f} s"
+    def _withdrawn(self) -> None:
+        """A collection we listed answers 404 on every version: an outage until it is served
+        again (deletions would have come as events first), so the last state stays."""
+        if self.not_served_since is None:
+            self.not_served_since = time.monotonic()
+            log.warning(
+                "%s: no longer served by the API server (404 on %s); keeping its last state"
+                " until it is served again, looking every %.0f s",
+                self.name,
+                ", ".join(self.kind.api_version(v) for v in self.versions),
+                self.settings.probe_interval,
             )
-            return
-        self._served = False
-        self._missing_since = None
-        self._not_served()
+        self._stop.wait(self._backoff.next(self.settings.probe_interval))
 
     def _not_served(self) -> None:
         versions = ", ".join(self.kind.api_version(v) for v in self.versions)
@@ -299,7 +298,14 @@ class Informer:
         self.sink.replace(self, [self._typed(item) for item in items])
         self._not_served_reported = False
         self._served = True
-        self._missing_since = None
+        if self.not_served_since is not None:
+            log.info(
+                "%s: served again after %.0f s; listed %d objects",
+                self.name,
+                time.monotonic() - self.not_served_since,
+                len(items),
+            )
+            self.not_served_since = None
         self._recovered()
         if not self.synced.is_set():
             log.info(

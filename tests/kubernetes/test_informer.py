@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from dragoman.kubernetes import informer as informer_module
 from dragoman.kubernetes.informer import Informer, WatchSettings
 from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME, WatchedKind
 from tests.support.builders import service
@@ -329,6 +330,16 @@ def test_a_brief_404_on_a_served_collection_keeps_what_it_held(
     assert [n for _, n in names(recorder.replaces()[-1])] in (["kept"], ["after", "kept"])
 
 
+class SteppedClock:
+    """The informer's monotonic clock, which a test can move forward by hours at once."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+
 def wait_until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -336,21 +347,34 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0, what: str =
         time.sleep(0.01)
 
 
-def test_a_served_collection_404_for_longer_than_the_grace_counts_as_empty(
-    api: KubeApiServer, start: Any
+def test_a_kind_no_longer_served_keeps_its_state_for_as_long_and_is_listed_on_its_return(
+    api: KubeApiServer, start: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    clock = SteppedClock()
+    monkeypatch.setattr(informer_module, "time", clock)
+    api.apply(route_object("kept"))
     api.apply(route_object("doomed"))
-    settings = WatchSettings(
-        backoff_initial=0.05, backoff_maximum=0.1, not_served_retry=0.5, not_served_grace=0.6
-    )
-    _, recorder = start(kind=ROUTES, settings=settings)
+    # Default settings: how soon the kind is listed again is what a deployment gets.
+    informer, recorder = start(kind=ROUTES, settings=WatchSettings())
     watching(api)
-    api.fail_next(None, "/httproutes", 404, times=100_000)  # the CRD is gone for good
-    cut_at = time.monotonic()
-    api.cut_watches()
-    recorder.wait_for(lambda: len(recorder.replaces()) == 2, timeout=5)
-    assert time.monotonic() - cut_at >= 0.6
-    assert recorder.replaces()[1] == []
+    api.delete("HTTPRoute", "doomed")  # observed as an event: withdrawn
+    recorder.wait_for(lambda: ("DELETED", "doomed") in [(t, n) for t, n, _ in recorder.events()])
+    lists = api.request_count("list", "httproutes")
+    api.withdraw_kind("httproutes")  # 404 on every version, every verb; the watch ends
+    wait_until(lambda: api.request_count("list", "httproutes") >= lists + 2, what="a 404 list")
+    assert informer.not_served_since is not None
+    clock.offset += 3600.0  # an hour of nothing but 404s
+    lists = api.request_count("list", "httproutes")
+    wait_until(lambda: api.request_count("list", "httproutes") >= lists + 2, what="404 lists")
+    # Never handed over as empty; the deletion seen before stays applied.
+    assert len(recorder.replaces()) == 1, recorder.replaces()
+    api.apply(route_object("during"))  # written while the kind was not served
+    api.restore_kind("httproutes")
+    back = time.monotonic()
+    recorder.wait_for(lambda: len(recorder.replaces()) == 2, timeout=10)
+    assert time.monotonic() - back < 3.5  # within the probe interval (2 s), not a minute
+    assert [n for _, n in names(recorder.replaces()[1])] == ["during", "kept"]
+    assert informer.not_served_since is None
 
 
 def test_a_silent_watch_is_started_again_and_what_changed_meanwhile_arrives(
