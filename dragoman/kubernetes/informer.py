@@ -294,10 +294,6 @@ class Informer:
                 break
         if self.stopped:
             return resource_version
-        # Items of built-in lists carry no apiVersion/kind; the parser needs both.
-        self.sink.replace(self, [self._typed(item) for item in items])
-        self._not_served_reported = False
-        self._served = True
         if self.not_served_since is not None:
             log.info(
                 "%s: served again after %.0f s; listed %d objects",
@@ -305,7 +301,11 @@ class Informer:
                 time.monotonic() - self.not_served_since,
                 len(items),
             )
-            self.not_served_since = None
+            self.not_served_since = None  # before the hand-over: whoever sees it, sees this
+        # Items of built-in lists carry no apiVersion/kind; the parser needs both.
+        self.sink.replace(self, [self._typed(item) for item in items])
+        self._not_served_reported = False
+        self._served = True
         self._recovered()
         if not self.synced.is_set():
             log.info(
