@@ -16,10 +16,13 @@ class Backoff:
     jitter: float = 0.2
     _next: float = field(default=0.0, init=False)
 
-    def next(self) -> float:
-        """The delay to wait before the next attempt."""
+    def next(self, maximum: float | None = None) -> float:
+        """The delay to wait before the next attempt; `maximum`, when given, caps this one
+        delay (the doubling goes on underneath, for failures that are not capped)."""
         base = self._next or self.initial
         self._next = min(base * 2, self.maximum)
+        if maximum is not None:
+            base = min(base, maximum)
         return base * (1 - self.jitter * random.random())
 
     def reset(self) -> None:

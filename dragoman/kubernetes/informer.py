@@ -6,14 +6,21 @@ then every change after it (`event`), in the server's order, each once:
 - a watch resumes from the last resourceVersion seen (an event's or a bookmark's), so a
   stream cut mid-way, a clean end at `timeoutSeconds` or an API server outage loses no
   change and repeats none;
+- a watch on which nothing at all arrives for `watch_silence_limit` (the server sends a
+  bookmark about every minute) is dead though its connection looks open: it is started
+  again, with a warning;
 - when that resourceVersion is too old (410 Gone, as a status or as an ERROR event), the
   informer lists again and hands over the whole new list, which replaces what the sink held;
-- any other failure waits (exponential backoff with jitter) and retries;
+- an API server that cannot be reached is tried again at least every `probe_interval`, so
+  its return is noticed within seconds; other failures (errors it answers with) wait with
+  exponential backoff and jitter;
 - a collection the API does not serve (404: CRD not installed) tries the kind's next
   version, then counts as empty, is reported, and is listed again now and then;
-- but a collection that *was* served and answers 404 on every version (an API server
-  restarting, a CRD being reinstalled) keeps what it held and is retried with backoff; only
-  after `not_served_grace` of nothing but 404s does it count as empty.
+- but a collection that *was* served and answers 404 on every version (a CRD's handler
+  restarting, an aggregated API away) keeps what it held for as long as that lasts, and is
+  listed again within `probe_interval` of its return. Objects go only as their deletion is
+  observed: a CRD deleted for good has the API server delete its objects first, and the
+  watch reports each.
 """
 
 from __future__ import annotations
@@ -48,18 +55,23 @@ class InformerSink(Protocol):
 @dataclass(frozen=True, slots=True)
 class WatchSettings:
     page_size: int = 500
-    # Each watch asks the server to end it after a random time in this range (seconds),
-    # so a silently dead connection is noticed within read_grace of that.
+    # Each watch asks the server to end it after a random time in this range (seconds).
     watch_timeout: tuple[int, int] = (240, 300)
-    read_grace: float = 30.0
+    # A watch on which nothing arrives for this long, not even a bookmark, is dead: the API
+    # server sends a bookmark about every minute to a watch that asks for them (dragoman's
+    # do), so twice that is a silence no live watch keeps.
+    watch_silence_limit: float = 120.0
     connect_timeout: float = 10.0
     list_timeout: float = 60.0
+    # Backoff after an error the API server answers with (5xx, 429, ...).
     backoff_initial: float = 0.5
     backoff_maximum: float = 30.0
-    # How often a collection the API does not serve is looked for again.
+    # The longest wait between attempts while the API server cannot be reached, or while a
+    # collection it served answers 404: a change is seen within about this long of its
+    # return. (An attempt that finds nothing listening costs the server nothing.)
+    probe_interval: float = 2.0
+    # How often a collection the API has never served (its CRD not installed) is looked for.
     not_served_retry: float = 60.0
-    # How long a collection that was served may answer 404 before it counts as empty.
-    not_served_grace: float = 60.0
 
 
 class ResourceGone(Exception):
@@ -68,6 +80,10 @@ class ResourceGone(Exception):
 
 class WatchFailed(Exception):
     """The server ended a watch with an ERROR event other than 410."""
+
+
+class WatchSilent(Exception):
+    """Nothing arrived on a watch for `watch_silence_limit`: its connection is dead."""
 
 
 class Informer:
@@ -82,10 +98,13 @@ class Informer:
         sink: InformerSink,
         settings: WatchSettings = WatchSettings(),
         on_restart: Callable[[str], None] | None = None,
+        on_silent: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
-        # Told the kind each time a list or watch is started again after it ended (metrics).
+        # Told the kind each time a list or watch is started again after it ended, and each
+        # time a watch was found silent (metrics).
         self.on_restart = on_restart
+        self.on_silent = on_silent
         self.kind = kind
         self.versions = versions or kind.versions
         self.namespace = namespace if kind.namespaced else None
@@ -104,7 +123,9 @@ class Informer:
         self._failures = 0  # in a row
         self._not_served_reported = False
         self._served = False  # listed at least once since it was last found not served
-        self._missing_since: float | None = None  # 404s on every version since then
+        # Since when (monotonic) a collection that was served has answered 404 on every
+        # version, its last state kept; None while it is served. Read by other threads.
+        self.not_served_since: float | None = None
 
     @property
     def api_version(self) -> str:
@@ -158,6 +179,10 @@ class Informer:
                 if not self._watch() and time.monotonic() - started < 1.0:
                     # A watch that ends at once, cleanly and empty, must not spin.
                     self._stop.wait(self._backoff.next())
+            except WatchSilent as silent:
+                if self._stop.is_set():
+                    break
+                self._silent(silent)
             except ResourceGone as gone:
                 log.info("%s: %s; listing again", self.name, gone)
                 self.resource_version = None
@@ -175,7 +200,7 @@ class Informer:
                         continue
                     version_index = 0
                     if self._served:
-                        self._gone_missing()
+                        self._withdrawn()
                     else:
                         self._not_served()
                 else:
@@ -183,10 +208,11 @@ class Informer:
             except Exception as error:  # connection refused, cut, timed out, bad JSON, ...
                 if self._stop.is_set():
                     break
-                self._retry_later(describe_error(error))
+                # No answer at all: the API server may be back any moment; look often.
+                self._retry_later(describe_error(error), self.settings.probe_interval)
 
-    def _retry_later(self, why: str) -> None:
-        delay = self._backoff.next()
+    def _retry_later(self, why: str, maximum: float | None = None) -> None:
+        delay = self._backoff.next(maximum)
         self._failures += 1
         # One broken watch is routine (an API server restarting, a load balancer's idle
         # timeout); failures in a row are worth a warning.
@@ -200,22 +226,29 @@ class Informer:
         self._failures = 0
         self._backoff.reset()
 
-    def _gone_missing(self) -> None:
-        """A collection we listed answers 404 on every version. Often only for a moment: the
-        last state stays until it has been missing for `not_served_grace`."""
-        now = time.monotonic()
-        if self._missing_since is None:
-            self._missing_since = now
-        missing_for = now - self._missing_since
-        if missing_for < self.settings.not_served_grace:
-            self._retry_later(
-                f"not served (404) for {missing_for:.0f} s; keeping the last state for up to"
-                f" {self.settings.not_served_grace:.0f} s"
+    def _silent(self, silent: WatchSilent) -> None:
+        log.warning(
+            "%s: %s; starting it again from resourceVersion %s",
+            self.name,
+            silent,
+            self.resource_version,
+        )
+        if self.on_silent is not None:
+            self.on_silent(self.kind.kind)
+
+    def _withdrawn(self) -> None:
+        """A collection we listed answers 404 on every version: an outage until it is served
+        again (deletions would have come as events first), so the last state stays."""
+        if self.not_served_since is None:
+            self.not_served_since = time.monotonic()
+            log.warning(
+                "%s: no longer served by the API server (404 on %s); keeping its last state"
+                " until it is served again, looking every %.0f s",
+                self.name,
+                ", ".join(self.kind.api_version(v) for v in self.versions),
+                self.settings.probe_interval,
             )
-            return
-        self._served = False
-        self._missing_since = None
-        self._not_served()
+        self._stop.wait(self._backoff.next(self.settings.probe_interval))
 
     def _not_served(self) -> None:
         versions = ", ".join(self.kind.api_version(v) for v in self.versions)
@@ -261,11 +294,18 @@ class Informer:
                 break
         if self.stopped:
             return resource_version
+        if self.not_served_since is not None:
+            log.info(
+                "%s: served again after %.0f s; listed %d objects",
+                self.name,
+                time.monotonic() - self.not_served_since,
+                len(items),
+            )
+            self.not_served_since = None  # before the hand-over: whoever sees it, sees this
         # Items of built-in lists carry no apiVersion/kind; the parser needs both.
         self.sink.replace(self, [self._typed(item) for item in items])
         self._not_served_reported = False
         self._served = True
-        self._missing_since = None
         self._recovered()
         if not self.synced.is_set():
             log.info(
@@ -281,14 +321,21 @@ class Informer:
         """Follows one watch stream to its end; returns how many events it carried."""
         low, high = self.settings.watch_timeout
         timeout = random.randint(low, high)
-        response = self._call()(
-            watch=True,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout,
-            _preload_content=False,
-            _request_timeout=(self.settings.connect_timeout, timeout + self.settings.read_grace),
-        )
+        silence = self.settings.watch_silence_limit
+        try:
+            # The read timeout bounds each wait for the next bytes, headers included.
+            response = self._call()(
+                watch=True,
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout,
+                _preload_content=False,
+                _request_timeout=(self.settings.connect_timeout, silence),
+            )
+        except Exception as error:
+            if _read_timed_out(error):
+                raise WatchSilent(f"no answer to its watch for {silence:.0f} s") from error
+            raise
         with self._lock:
             if self.stopped:
                 _break(response)
@@ -300,6 +347,12 @@ class Informer:
                 self._handle(json.loads(line))
                 events += 1
             return events
+        except Exception as error:
+            if _read_timed_out(error):
+                raise WatchSilent(
+                    f"nothing arrived on its watch for {silence:.0f} s, not even a bookmark"
+                ) from error
+            raise
         finally:
             with self._lock:
                 self._response = None
@@ -340,6 +393,16 @@ def _lines(response: Any) -> Iterator[bytes]:
                 yield line
     if buffer.strip():
         yield buffer
+
+
+def _read_timed_out(error: BaseException) -> bool:
+    """Whether a request failed waiting for bytes on an open connection (not to connect)."""
+    from urllib3.exceptions import ReadTimeoutError
+
+    reason = getattr(error, "reason", None)  # urllib3's MaxRetryError wraps the cause
+    return isinstance(error, ReadTimeoutError | TimeoutError) or isinstance(
+        reason, ReadTimeoutError
+    )
 
 
 def _break(response: Any) -> None:

@@ -141,6 +141,7 @@ class KubernetesServer:
         self.metrics.state.controller = self.controller
         self.metrics.state.streams = self.streams
         self.metrics.state.unreadable = self._unreadable
+        self.metrics.state.kinds_not_served = lambda: kinds_not_served(self.informers)
         # The unreadable objects and their errors as of the last build, kept as values: the
         # operations server reads them from its own thread, never the changing cache.
         self._source_errors: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
@@ -174,6 +175,11 @@ class KubernetesServer:
             return "waiting for the first list of: " + ", ".join(waiting)
         return "starting the xDS server"
 
+    def ready_notes(self) -> str:
+        """For /readyz: the kinds served from their last state because the API server stopped
+        serving them (404), one line each."""
+        return not_served_notes(self.informers, time.monotonic())
+
     def _unreadable(self) -> tuple[str, ...]:
         return self._source_errors[0]
 
@@ -199,6 +205,7 @@ class KubernetesServer:
                     self.config.ops_address,
                     live=self.live,
                     ready=self.ready,
+                    ready_notes=self.ready_notes,
                     metrics=self.metrics,
                     debug_view=self.debug_view,
                     debug_remote=self.config.debug_remote,
@@ -254,6 +261,7 @@ class KubernetesServer:
                     sink,
                     self.config.watch,
                     on_restart=self.metrics.watch_restarted,
+                    on_silent=self.metrics.watch_silent,
                 )
                 self.cache.expect(partition_of(informer))
                 self.informers.append(informer)
@@ -404,6 +412,26 @@ class KubernetesServer:
             self.ops = None
         await asyncio.to_thread(join_all, self.informers, INFORMERS_JOIN_TIMEOUT)
         log.info("stopped")
+
+
+def not_served_notes(informers: list[Informer], now: float) -> str:
+    """One line for each informer whose collection the API server stopped serving."""
+    return "\n".join(
+        f"{informer.name}: not served by the API server for {now - since:.0f} s;"
+        " serving its last state"
+        for informer in informers
+        if (since := informer.not_served_since) is not None
+    )
+
+
+def kinds_not_served(informers: list[Informer]) -> dict[str, bool]:
+    """Each watched kind, and whether the API server stopped serving it (in any namespace
+    watched) since it was listed."""
+    kinds: dict[str, bool] = {}
+    for informer in informers:
+        missing = informer.not_served_since is not None
+        kinds[informer.kind.kind] = kinds.get(informer.kind.kind, False) or missing
+    return kinds
 
 
 def join_all(informers: list[Informer], timeout: float) -> list[Informer]:

@@ -66,6 +66,9 @@ class ServedState:
     unreadable: Callable[[], Iterable[str]] = field(default=lambda: ())
     # Kubernetes mode: whether this replica leads (None: no leader election, no gauge).
     leading: Callable[[], bool] | None = None
+    # Kubernetes mode: each watched kind, and whether the API server has stopped serving it
+    # (404) since it was listed, its last state kept (None: not Kubernetes mode, no gauge).
+    kinds_not_served: Callable[[], dict[str, bool]] | None = None
 
 
 class Metrics:
@@ -126,6 +129,13 @@ class Metrics:
         self.watch_restarts = Counter(
             "dragoman_watch_restarts",
             "Kubernetes watches that ended and were started again, by kind",
+            ["kind"],
+            registry=registry,
+        )
+        self.watch_silences = Counter(
+            "dragoman_watch_silences",
+            "Kubernetes watches on which nothing arrived for the silence limit (not even a "
+            "bookmark), taken for dead and started again, by kind",
             ["kind"],
             registry=registry,
         )
@@ -201,6 +211,9 @@ class Metrics:
     def watch_restarted(self, kind: str) -> None:
         self.watch_restarts.labels(kind).inc()
 
+    def watch_silent(self, kind: str) -> None:
+        self.watch_silences.labels(kind).inc()
+
     # ------------------------------------------------------------ output
 
     def exposition(self) -> bytes:
@@ -259,6 +272,16 @@ class _ServedCollector(Collector):
         for name, count in states.items():
             names.add_metric([name], count)
         yield names
+        if state.kinds_not_served is not None:
+            not_served = GaugeMetricFamily(
+                "dragoman_kind_not_served",
+                "1 while the API server answers 404 for a kind it served (its last state is "
+                "kept until it is served again), by kind",
+                labels=["kind"],
+            )
+            for kind, missing in sorted(state.kinds_not_served().items()):
+                not_served.add_metric([kind], 1 if missing else 0)
+            yield not_served
         if state.leading is not None:
             yield GaugeMetricFamily(
                 "dragoman_leader",

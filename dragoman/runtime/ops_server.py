@@ -47,10 +47,13 @@ class OpsServer:
         debug_view: Callable[[], DebugView] | None = None,
         debug_remote: bool = False,
         flag: str = "--metrics-address",
+        ready_notes: Check | None = None,
     ) -> None:
         self.address = address
         self.live = live
         self.ready = ready
+        # What a ready answer adds below its "ok": degraded but serving ("" for nothing).
+        self.ready_notes = ready_notes
         self.metrics = metrics
         self.debug_view = debug_view
         # The debug pages name every route, cluster and client: by default they answer
@@ -199,7 +202,10 @@ def _route(
         return _text(503, problem) if problem else _text(200, "ok")
     if path == "/readyz":
         problem = ops.ready()
-        return _text(503, problem) if problem else _text(200, "ok")
+        if problem:
+            return _text(503, problem)
+        notes = ops.ready_notes() if ops.ready_notes is not None else ""
+        return _text(200, f"ok\n{notes}" if notes else "ok")
     if path == "/metrics" and ops.metrics is not None:
         from prometheus_client.exposition import CONTENT_TYPE_LATEST  # with the metrics
 

@@ -36,3 +36,12 @@ def test_reset_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
         delays.next()
     delays.reset()
     assert [delays.next(), delays.next()] == [0.5, 1.0]
+
+
+def test_a_capped_delay_stays_under_its_cap_while_the_doubling_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(backoff.random, "random", lambda: 0.0)
+    delays = Backoff(initial=0.5, maximum=30.0)
+    assert [delays.next(2.0) for _ in range(6)] == [0.5, 1.0, 2.0, 2.0, 2.0, 2.0]
+    assert delays.next() == 30.0  # an uncapped failure after them waits the full delay

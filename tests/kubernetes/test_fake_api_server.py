@@ -766,3 +766,57 @@ def test_close_leaves_no_thread_behind() -> None:
     stream.rest()
     stream.join()
     assert set(threading.enumerate()) <= before
+
+
+def test_a_silenced_watch_answers_200_then_sends_nothing_until_cut(
+    api: KubeApiServer, core: client.CoreV1Api
+) -> None:
+    api.silence_next_watches("/services", times=1)
+    response = core.list_namespaced_service(
+        "default", watch=True, timeout_seconds=30, _preload_content=False, _request_timeout=(5, 1)
+    )
+    assert response.status == 200
+    api.apply(service("unseen"))
+    with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+        next(response.stream(amt=None))  # no event, no bookmark: the read times out
+    response.release_conn()
+    assert api.outages.silences_pending() == 0
+    # The next watch is served as ever.
+    stream = BackgroundWatch(core.list_namespaced_service, "default", timeout_seconds=30)
+    assert stream.next()["raw_object"]["metadata"]["name"] == "unseen"
+    api.cut_watches()
+    stream.join()
+
+
+def test_a_withdrawn_kind_answers_404_and_ends_its_watches(
+    api: KubeApiServer, api_client: client.ApiClient
+) -> None:
+    routes = client.CustomObjectsApi(api_client)
+    api.apply(http_route("kept", [("/", "web", 80)]))
+    stream = BackgroundWatch(
+        routes.list_namespaced_custom_object, GATEWAY, "v1", "default", "httproutes"
+    )
+    assert stream.next()["raw_object"]["metadata"]["name"] == "kept"
+    api.withdraw_kind("httproutes")
+    stream.join()  # its watch ended
+    for version in ("v1", "v1beta1"):
+        with pytest.raises(ApiException) as missing:
+            routes.list_namespaced_custom_object(GATEWAY, version, "default", "httproutes")
+        assert missing.value.status == 404
+    assert client.CoreV1Api(api_client).list_namespaced_service("default").items == []
+    api.restore_kind("httproutes")
+    listed = routes.list_namespaced_custom_object(GATEWAY, "v1", "default", "httproutes")
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["kept"]
+
+
+def test_a_black_hole_accepts_connections_and_never_answers(
+    api: KubeApiServer, core: client.CoreV1Api
+) -> None:
+    api.stop(black_hole=True)
+    started = time.monotonic()
+    with pytest.raises(urllib3.exceptions.MaxRetryError) as unanswered:
+        core.list_namespaced_service("default", _request_timeout=(5, 0.5))
+    assert isinstance(unanswered.value.reason, urllib3.exceptions.ReadTimeoutError)
+    assert time.monotonic() - started < 4  # connected at once; only the read timed out
+    api.start()
+    assert core.list_namespaced_service("default").items == []

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from dragoman.kubernetes import informer as informer_module
 from dragoman.kubernetes.informer import Informer, WatchSettings
 from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME, WatchedKind
 from tests.support.builders import service
@@ -82,10 +83,17 @@ def start(api_client: client.ApiClient) -> Iterator[Callable[..., tuple[Informer
         namespace: str | None = None,
         settings: WatchSettings = FAST,
         versions: tuple[str, ...] = (),
+        on_silent: Callable[[str], None] | None = None,
     ) -> tuple[Informer, Recorder]:
         recorder = Recorder()
         informer = Informer(
-            api_client, kind, versions or kind.versions, namespace, recorder, settings
+            api_client,
+            kind,
+            versions or kind.versions,
+            namespace,
+            recorder,
+            settings,
+            on_silent=on_silent,
         )
         informer.start()
         started.append(informer)
@@ -322,21 +330,110 @@ def test_a_brief_404_on_a_served_collection_keeps_what_it_held(
     assert [n for _, n in names(recorder.replaces()[-1])] in (["kept"], ["after", "kept"])
 
 
-def test_a_served_collection_404_for_longer_than_the_grace_counts_as_empty(
+class SteppedClock:
+    """The informer's monotonic clock, which a test can move forward by hours at once."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not seen in {timeout} s: {what}"
+        time.sleep(0.01)
+
+
+def test_a_kind_no_longer_served_keeps_its_state_for_as_long_and_is_listed_on_its_return(
+    api: KubeApiServer, start: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = SteppedClock()
+    monkeypatch.setattr(informer_module, "time", clock)
+    api.apply(route_object("kept"))
+    api.apply(route_object("doomed"))
+    # Default settings: how soon the kind is listed again is what a deployment gets.
+    informer, recorder = start(kind=ROUTES, settings=WatchSettings())
+    watching(api)
+    api.delete("HTTPRoute", "doomed")  # observed as an event: withdrawn
+    recorder.wait_for(lambda: ("DELETED", "doomed") in [(t, n) for t, n, _ in recorder.events()])
+    lists = api.request_count("list", "httproutes")
+    api.withdraw_kind("httproutes")  # 404 on every version, every verb; the watch ends
+    wait_until(lambda: api.request_count("list", "httproutes") >= lists + 2, what="a 404 list")
+    assert informer.not_served_since is not None
+    clock.offset += 3600.0  # an hour of nothing but 404s
+    lists = api.request_count("list", "httproutes")
+    wait_until(lambda: api.request_count("list", "httproutes") >= lists + 2, what="404 lists")
+    # Never handed over as empty; the deletion seen before stays applied.
+    assert len(recorder.replaces()) == 1, recorder.replaces()
+    api.apply(route_object("during"))  # written while the kind was not served
+    api.restore_kind("httproutes")
+    back = time.monotonic()
+    recorder.wait_for(lambda: len(recorder.replaces()) == 2, timeout=10)
+    assert time.monotonic() - back < 3.5  # within the probe interval (2 s), not a minute
+    assert [n for _, n in names(recorder.replaces()[1])] == ["during", "kept"]
+    assert informer.not_served_since is None
+
+
+def test_a_silent_watch_is_started_again_and_what_changed_meanwhile_arrives(
     api: KubeApiServer, start: Any
 ) -> None:
-    api.apply(route_object("doomed"))
-    settings = WatchSettings(
-        backoff_initial=0.05, backoff_maximum=0.1, not_served_retry=0.5, not_served_grace=0.6
-    )
-    _, recorder = start(kind=ROUTES, settings=settings)
+    silences: list[str] = []
+    settings = WatchSettings(backoff_initial=0.05, backoff_maximum=0.3, watch_silence_limit=1.0)
+    _, recorder = start(settings=settings, on_silent=silences.append)
     watching(api)
-    api.fail_next(None, "/httproutes", 404, times=100_000)  # the CRD is gone for good
-    cut_at = time.monotonic()
+    # The next watch gets its 200 and then nothing: no event, no bookmark, no end.
+    api.silence_next_watches("watch=true", times=1)
     api.cut_watches()
-    recorder.wait_for(lambda: len(recorder.replaces()) == 2, timeout=5)
-    assert time.monotonic() - cut_at >= 0.6
-    assert recorder.replaces()[1] == []
+    wait_until(lambda: api.outages.silences_pending() == 0, what="the silent watch taken")
+    silent_from = time.monotonic()
+    api.apply(service("meanwhile"))
+    recorder.wait_for(lambda: len(recorder.events()) == 1, timeout=10)
+    # Within the limit (1 s) of the silence, plus a margin; resumed, not listed again.
+    assert time.monotonic() - silent_from < 3.0
+    assert silences == ["Service"]
+    assert [(t, n) for t, n, _ in recorder.events()] == [("ADDED", "meanwhile")]
+    assert len(recorder.replaces()) == 1
+
+
+def test_a_watch_that_gets_no_answer_at_all_is_started_again(
+    api: KubeApiServer, start: Any
+) -> None:
+    silences: list[str] = []
+    settings = WatchSettings(backoff_initial=0.05, backoff_maximum=0.3, watch_silence_limit=1.0)
+    _, recorder = start(settings=settings, on_silent=silences.append)
+    watching(api)
+    api.stop(black_hole=True)  # connections are accepted and never answered
+    api.apply(service("meanwhile"))
+    wait_until(lambda: len(silences) >= 1, what="the unanswered watch found silent")
+    api.start()
+    back = time.monotonic()
+    recorder.wait_for(lambda: len(recorder.events()) == 1, timeout=10)
+    assert time.monotonic() - back < 3.0
+    assert set(silences) == {"Service"}
+
+
+def test_the_default_silence_limit_is_twice_the_bookmark_period() -> None:
+    # The API server sends a watch that asks for bookmarks (each does) one about every
+    # minute: two minutes of nothing is a dead watch, found in well under five.
+    assert WatchSettings().watch_silence_limit == 120.0
+
+
+def test_an_api_server_back_after_an_outage_is_seen_within_seconds(
+    api: KubeApiServer, start: Any
+) -> None:
+    # Default settings: the backoff a deployment gets.
+    _, recorder = start(settings=WatchSettings())
+    watching(api)
+    api.stop()  # connections refused
+    api.apply(service("during"))
+    time.sleep(8.5)  # long enough for an uncapped doubling backoff to reach 8 s
+    api.start()
+    back = time.monotonic()
+    recorder.wait_for(lambda: len(recorder.events()) == 1, timeout=40)
+    assert time.monotonic() - back < 3.5  # the probe interval (2 s), plus a margin
 
 
 def test_http_410_on_a_watch_relists(api: KubeApiServer, start: Any) -> None:

@@ -5,6 +5,7 @@ fast path, outages, and two replicas sharing one Lease with only the leader writ
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import threading
 import time
@@ -17,6 +18,7 @@ from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
 from dragoman.kubernetes.runtime import join_all
 from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME, WatchedKind
 from dragoman.runtime import memory
+from dragoman.runtime.ops_server import OpsServer, _route
 from tests.support.builders import (
     GATEWAY_V1,
     endpoint_slice,
@@ -27,6 +29,7 @@ from tests.support.builders import (
 )
 from tests.support.harness import free_port
 from tests.support.kube_replica import (
+    FAST_WATCH,
     Replica,
     eventually,
     replica_config,
@@ -470,6 +473,92 @@ def test_a_brief_404_after_the_first_sync_does_not_drop_the_kind(api: KubeApiSer
                 lambda: ("default", "later") in replica.server.cache.store().http_routes
             )
             assert "default/web/80" in replica.dag.clusters
+        finally:
+            await replica.stop()
+
+    run(scenario)
+
+
+def _not_served_gauge(replica: Replica, kind: str) -> float | None:
+    return replica.server.metrics.registry.get_sample_value(
+        "dragoman_kind_not_served", {"kind": kind}
+    )
+
+
+def test_a_kind_not_served_for_a_while_keeps_serving_its_last_state_and_says_so(
+    api: KubeApiServer,
+) -> None:
+    seed(api)
+    api.apply(http_route("doomed", [("/doomed", "web", 80)]))
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config(None)).start()
+        routes = lambda: replica.server.cache.store().http_routes  # noqa: E731
+        try:
+            await eventually(lambda: replica.server.serving)
+            api.delete("HTTPRoute", "doomed")  # a deletion seen before the outage
+            await eventually(lambda: ("default", "doomed") not in routes())
+            api.withdraw_kind("httproutes")  # 404 on every version, its watch ended
+            await eventually(lambda: replica.server.ready_notes() != "", what="reported")
+            assert (
+                "httproutes.gateway.networking.k8s.io: not served by the API server"
+                in replica.server.ready_notes()
+            )
+            assert replica.server.ready() == ""  # still ready: it serves its last state
+            ops = OpsServer(
+                "127.0.0.1:0",
+                live=replica.server.live,
+                ready=replica.server.ready,
+                ready_notes=replica.server.ready_notes,
+            )
+            status, _, body = _route(ops, "/readyz")
+            assert status == 200
+            assert body.decode().startswith("ok\nhttproutes.gateway.networking.k8s.io: not served")
+            assert _not_served_gauge(replica, "HTTPRoute") == 1
+            assert _not_served_gauge(replica, "Service") == 0
+            lists = api.request_count("list", "httproutes")
+            for _ in range(30):  # three seconds of 404s, every probe refused
+                await asyncio.sleep(0.1)
+                assert ("default", "web") in routes()
+                assert ("default", "doomed") not in routes()
+                assert "default/web/80" in replica.dag.clusters
+            assert api.request_count("list", "httproutes") > lists
+            api.apply(http_route("during", [("/during", "web", 80)]))
+            api.restore_kind("httproutes")
+            back = time.monotonic()
+            await eventually(lambda: ("default", "during") in routes(), timeout=10)
+            assert time.monotonic() - back < 3.5  # listed again within the probe interval
+            assert replica.server.ready_notes() == ""
+            assert _not_served_gauge(replica, "HTTPRoute") == 0
+        finally:
+            await replica.stop()
+
+    run(scenario)
+
+
+def test_a_silent_watch_is_restarted_and_counted(api: KubeApiServer) -> None:
+    seed(api)
+    watch = dataclasses.replace(FAST_WATCH, watch_silence_limit=1.0)
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config(None, watch=watch)).start()
+        try:
+            await eventually(lambda: replica.server.serving)
+            informers = len(replica.server.informers)
+            await eventually(lambda: api.open_watches() == informers, what="every watch open")
+            api.silence_next_watches("/services?", times=1)
+            api.cut_watches()
+            await eventually(lambda: api.outages.silences_pending() == 0)
+            silent_from = time.monotonic()
+            api.apply(service("meanwhile", 80))
+            await eventually(
+                lambda: ("default", "meanwhile") in replica.server.cache.store().services
+            )
+            assert time.monotonic() - silent_from < 3.0
+            silences = replica.server.metrics.registry.get_sample_value(
+                "dragoman_watch_silences_total", {"kind": "Service"}
+            )
+            assert silences == 1
         finally:
             await replica.stop()
 

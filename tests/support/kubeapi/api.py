@@ -32,7 +32,7 @@ from tests.support.kubeapi.resources import ResourceRegistry
 from tests.support.kubeapi.routing import NOT_FOUND_MESSAGE, Target, parse_target, verb_for
 from tests.support.kubeapi.selectors import object_matcher
 from tests.support.kubeapi.store import Obj, ObjectStore
-from tests.support.kubeapi.traffic import InjectedFailures, RequestCounts
+from tests.support.kubeapi.traffic import InjectedFailures, Outages, RequestCounts
 from tests.support.kubeapi.watch import WatchRequest, WatchSession
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ class RestApi:
         server_address: Callable[[], str],
         counts: RequestCounts,
         failures: InjectedFailures,
+        outages: Outages | None = None,
     ) -> None:
         self.store = store
         self.registry: ResourceRegistry = store.registry
@@ -78,6 +79,7 @@ class RestApi:
         self.server_address = server_address
         self.counts = counts
         self.failures = failures
+        self.outages = outages or Outages()
 
     # ------------------------------------------------------------------ entry
 
@@ -99,7 +101,13 @@ class RestApi:
                 return self._error(injected)
             if target is None:
                 return self._discovery(method, url.path)
-            return self._serve(verb, target, query, headers, body)
+            if self.outages.withdrawn(target.rtype.plural):
+                # As when a CRD's handler is gone: every version, every verb.
+                raise errors.ApiError(404, "NotFound", NOT_FOUND_MESSAGE)
+            reply = self._serve(verb, target, query, headers, body)
+            if isinstance(reply, WatchSession) and self.outages.take_silence(raw_target):
+                reply.silent = True
+            return reply
         except errors.ApiError as failure:
             return self._error(failure)
         except Exception as failure:  # a bug here must reach the test as a 500, not a hang

@@ -6,10 +6,14 @@ with KubeApiServer() as api:
     api.apply({"apiVersion": "v1", "kind": "Service", ...})   # change the world
     api.cut_watches()                                         # break every watch
     api.stop(); api.start()                                   # an outage, same port
+    api.stop(black_hole=True)                                 # connects, never answers
+    api.withdraw_kind("httproutes"); api.restore_kind(...)    # 404 for a while
+    api.silence_next_watches("/services")                     # a watch that says nothing
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections import Counter
 from pathlib import Path
@@ -22,7 +26,7 @@ from tests.support.kubeapi.handler import ApiHttpServer
 from tests.support.kubeapi.kubeconfig import client_configuration, write_kubeconfig
 from tests.support.kubeapi.resources import ResourceRegistry
 from tests.support.kubeapi.store import Obj, ObjectStore
-from tests.support.kubeapi.traffic import InjectedFailures, RequestCounts
+from tests.support.kubeapi.traffic import InjectedFailures, Outages, RequestCounts
 from tests.support.kubeapi.watch import OpenWatches
 
 if TYPE_CHECKING:
@@ -57,6 +61,7 @@ class KubeApiServer:
         self.store = ObjectStore(self.registry, history_limit=history_limit)
         self.counts = RequestCounts()
         self.failures = InjectedFailures()
+        self.outages = Outages()
         self.watches = OpenWatches()
         settings = Settings(
             token=token,
@@ -65,13 +70,19 @@ class KubeApiServer:
             default_watch_timeout=default_watch_timeout,
         )
         self.rest = RestApi(
-            self.store, settings, lambda: f"{self.host}:{self.port}", self.counts, self.failures
+            self.store,
+            settings,
+            lambda: f"{self.host}:{self.port}",
+            self.counts,
+            self.failures,
+            self.outages,
         )
         self.host = host
         self.port = port
         self._lifecycle = threading.Lock()
         self._http: ApiHttpServer | None = None
         self._serve_thread: threading.Thread | None = None
+        self._black_hole: socket.socket | None = None
         for namespace in namespaces:
             self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         self.start()
@@ -92,6 +103,9 @@ class KubeApiServer:
         with self._lifecycle:
             if self._http is not None:
                 return
+            if self._black_hole is not None:
+                self._black_hole.close()  # connections waiting in its backlog are reset
+                self._black_hole = None
             http = ApiHttpServer((self.host, self.port), self.rest, self.watches)
             self.port = http.server_address[1]
             thread = threading.Thread(
@@ -103,8 +117,10 @@ class KubeApiServer:
             thread.start()
             self._http, self._serve_thread = http, thread
 
-    def stop(self) -> None:
-        """The API server goes away: open connections drop, new ones are refused."""
+    def stop(self, *, black_hole: bool = False) -> None:
+        """The API server goes away: open connections drop, new ones are refused; or, with
+        `black_hole`, new ones connect (the kernel completes the handshake) and are never
+        answered, as behind a load balancer whose backend vanished."""
         with self._lifecycle:
             http, thread = self._http, self._serve_thread
             self._http = self._serve_thread = None
@@ -117,9 +133,36 @@ class KubeApiServer:
         http.server_close()  # closes the listener, joins handler threads
         thread.join()
         self.watches.refuse_new(False)
+        if black_hole:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((self.host, self.port))
+            listener.listen(64)  # never accepted
+            with self._lifecycle:
+                self._black_hole = listener
+
+    def withdraw_kind(self, resource: str) -> None:
+        """The server stops serving a resource (a plural, e.g. "httproutes") without deleting
+        its objects, as when a CRD or an aggregated API is briefly unavailable: every
+        request for it answers 404, and its open watches end."""
+        self.outages.withdraw(resource)
+        self.watches.cut_all(resource)
+
+    def restore_kind(self, resource: str) -> None:
+        """Serves a withdrawn resource again, objects and history as they were."""
+        self.outages.restore(resource)
+
+    def silence_next_watches(self, path_substring: str, times: int = 1) -> None:
+        """The next `times` watch requests whose path-and-query contain `path_substring` get
+        their 200 and headers, then nothing at all (no event, no bookmark) until cut."""
+        self.outages.silence(path_substring, times)
 
     def close(self) -> None:
         self.stop()
+        with self._lifecycle:
+            listener, self._black_hole = self._black_hole, None
+        if listener is not None:
+            listener.close()
 
     def __enter__(self) -> KubeApiServer:
         return self

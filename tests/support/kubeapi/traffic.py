@@ -77,3 +77,44 @@ class InjectedFailures:
     def pending(self) -> int:
         with self._lock:
             return sum(planned.remaining for planned in self._planned)
+
+
+class Outages:
+    """Faults beyond one-off errors: resources the server stops serving (404 on every
+    request, as when a CRD's handler is gone) and watches that go silent."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._withdrawn: set[str] = set()
+        self._silent: list[_PlannedFailure] = []
+
+    def withdraw(self, resource: str) -> None:
+        with self._lock:
+            self._withdrawn.add(resource)
+
+    def restore(self, resource: str) -> None:
+        with self._lock:
+            self._withdrawn.discard(resource)
+
+    def withdrawn(self, resource: str) -> bool:
+        with self._lock:
+            return resource in self._withdrawn
+
+    def silence(self, path_substring: str, times: int) -> None:
+        with self._lock:
+            self._silent.append(_PlannedFailure("GET", path_substring, 200, None, times))
+
+    def take_silence(self, target: str) -> bool:
+        """Whether this watch request is one to answer with headers and then nothing."""
+        with self._lock:
+            for planned in self._silent:
+                if planned.path_substring in target:
+                    planned.remaining -= 1
+                    if planned.remaining <= 0:
+                        self._silent.remove(planned)
+                    return True
+        return False
+
+    def silences_pending(self) -> int:
+        with self._lock:
+            return sum(planned.remaining for planned in self._silent)

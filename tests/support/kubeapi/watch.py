@@ -52,6 +52,9 @@ class WatchSession:
         self.too_large_wait = too_large_wait
         self.clock = clock
         self._cancelled = threading.Event()
+        # A silent stream sends its headers and then nothing, not even bookmarks, until it
+        # is cut: a connection a proxy or a stuck server holds open without forwarding.
+        self.silent = False
         self._deadline = clock() + request.timeout_seconds
         self._error: errors.ApiError | None = None
         self._initial: list[Obj] = []
@@ -75,6 +78,9 @@ class WatchSession:
         self.store.wake_all()
 
     def events(self) -> Iterator[Event]:
+        if self.silent:
+            self._cancelled.wait()
+            return
         if self._error is not None:
             yield {"type": "ERROR", "object": self._error.status()}
             return
@@ -200,10 +206,15 @@ class OpenWatches:
         with self._lock:
             return len(self._open)
 
-    def cut_all(self) -> int:
-        """Ends every open watch abruptly: no final chunk, the connection just closes."""
+    def cut_all(self, resource: str | None = None) -> int:
+        """Ends every open watch (of `resource`, a plural, when given) abruptly: no final
+        chunk, the connection just closes."""
         with self._lock:
-            victims = list(self._open.items())
+            victims = [
+                (session, connection)
+                for session, connection in self._open.items()
+                if resource is None or session.request.rtype.plural == resource
+            ]
         for session, connection in victims:
             session.cancel()
             with contextlib.suppress(OSError):  # already closed by the client
