@@ -1,0 +1,40 @@
+"""What one client may make the xDS server hold or do, and the gRPC options that enforce the
+parts gRPC enforces (flow-control windows, streams per connection). The stream loop enforces
+the rest: request rate, stalled writes, first responses in flight."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class XdsLimits:
+    """Bounds per connection, per stream and for the server as a whole."""
+
+    # Envoy opens one ADS stream, or five per-type ones; a proxyless client one. Each open
+    # stream may make gRPC buffer a flow-control window (64 KiB) of requests.
+    max_streams_per_connection: int = 256
+    # Requests a stream may send: a burst of this many is answered at once, then this many
+    # per second; requests beyond are read later (back pressure) and a burst of requests
+    # waiting is answered once, from the latest of each type.
+    request_burst: int = 50
+    requests_per_second: float = 20.0
+    # Requests read per second per stream before reading pauses (the client then waits on
+    # gRPC flow control): what a flooding client costs in decoding.
+    reads_per_second: float = 500.0
+    # Streams whose first response is being written at one time. A client that never reads
+    # holds its slot until it is dropped (`stall_timeout_s`); the others wait for a slot.
+    first_responses_in_flight: int = 64
+    # A write that has not completed after this long: the client does not read; the stream
+    # is closed and its memory given back.
+    stall_timeout_s: float = 120.0
+
+    def grpc_options(self) -> list[tuple[str, int]]:
+        options = [
+            # gRPC grows a stream's receive window to what a fast sender can fill (tens of
+            # MB) when it probes the bandwidth-delay product; xDS requests are small, so the
+            # fixed default window (64 KiB) bounds what a flooding client makes us buffer.
+            ("grpc.http2.bdp_probe", 0),
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+        ]
+        return options
