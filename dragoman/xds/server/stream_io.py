@@ -61,10 +61,10 @@ async def write(context: grpc.aio.ServicerContext, response: Response, timeout_s
     """Write `response`; WriteStalled if it is still pending after `timeout_s` (the stream is
     then aborted, which frees what gRPC holds for it), ClientGone if the write failed."""
     writing = asyncio.ensure_future(context.write(response))
+    # A write pending when the stream ends (aborted, cancelled) fails: expected, not logged.
+    writing.add_done_callback(_retrieve)
     done, _ = await asyncio.wait((writing,), timeout=timeout_s)
     if not done:
-        # Aborting fails the pending write; its error is expected and retrieved here.
-        writing.add_done_callback(_retrieve)
         raise WriteStalled()
     error = writing.exception()
     if error is not None:

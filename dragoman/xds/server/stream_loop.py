@@ -188,9 +188,8 @@ class XdsStreams:
                 await write(context, response, self.limits.stall_timeout_s)
                 _call(self.callbacks.on_response, stream, response)
         except ClientGone as error:
-            logger.info(
-                "xDS %s %s: the client went away (%s)", kind(stream), describe(stream), error
-            )
+            # Normal: the one line is `_closed`'s ("disconnected").
+            logger.debug("xDS stream %d: write failed: %s", stream.stream_id, error)
             return False
         except WriteStalled:
             logger.warning(
