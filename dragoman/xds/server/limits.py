@@ -1,16 +1,26 @@
 """What one client may make the xDS server hold or do, and the gRPC options that enforce the
-parts gRPC enforces (flow-control windows, streams per connection). The stream loop enforces
-the rest: request rate, stalled writes, first responses in flight."""
+parts gRPC enforces (message size, flow-control windows, streams per connection). The stream
+loop enforces the rest: request rate, stalled writes, first responses in flight."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+# A delta client reconnecting with 50,000 resources names each twice (subscribe and
+# initial_resource_versions): 50,000 x (2 x 60-byte names + a 64-byte version + 8 bytes of
+# framing) = 9.6 MB at typical names, 29 MB at the longest Kubernetes allows (253 bytes).
+# gRPC's default of 4 MiB would leave such a client on its last configuration; 32 MiB takes
+# it with margin and still bounds what one message can make the server decode.
+MAX_RECEIVE_MESSAGE_BYTES = 32 * MIB
 
 
 @dataclass(frozen=True, slots=True)
 class XdsLimits:
     """Bounds per connection, per stream and for the server as a whole."""
 
+    max_receive_message_bytes: int = MAX_RECEIVE_MESSAGE_BYTES
     # Envoy opens one ADS stream, or five per-type ones; a proxyless client one. Each open
     # stream may make gRPC buffer a flow-control window (64 KiB) of requests.
     max_streams_per_connection: int = 256
@@ -31,6 +41,7 @@ class XdsLimits:
 
     def grpc_options(self) -> list[tuple[str, int]]:
         options = [
+            ("grpc.max_receive_message_length", self.max_receive_message_bytes),
             # gRPC grows a stream's receive window to what a fast sender can fill (tens of
             # MB) when it probes the bandwidth-delay product; xDS requests are small, so the
             # fixed default window (64 KiB) bounds what a flooding client makes us buffer.

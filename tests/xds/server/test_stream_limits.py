@@ -13,7 +13,7 @@ from envoy.service.discovery.v3 import ads_pb2_grpc
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse, DiscoveryResponse
 
 from dragoman.dag.model import ALL_GATEWAYS
-from dragoman.snapshots.resources import ENDPOINT
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT
 from dragoman.xds.server.grpc_server import bound_port, start_xds_server
 from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.snapshot_cache import SnapshotCache
@@ -142,5 +142,27 @@ def test_a_sotw_flood_is_answered_from_its_latest_request() -> None:
             assert len(received) < 150
             call.cancel()
             reading.cancel()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_a_delta_reconnect_naming_50000_resources_is_accepted() -> None:
+    """Over gRPC's default 4 MiB: Envoy reconnecting with what it holds of 50,000 clusters."""
+    names = [f"namespace-{i % 100:03d}/service-name-{i:06d}/8080" for i in range(50_000)]
+    version = "0123456789abcdef" * 4  # a sha256 in hex, as dragoman's resource versions
+    reconnect = delta_request(
+        CLUSTER, ["*", *names], initial={n: version for n in names}, node=NODE
+    )
+    assert reconnect.ByteSize() > 4 * 1024 * 1024
+
+    async def scenario() -> None:
+        async with serving(two_services()) as (_registry, channel):
+            call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).DeltaAggregatedResources()
+            await call.write(reconnect)
+            response = await asyncio.wait_for(call.read(), 20)
+            assert isinstance(response, DeltaDiscoveryResponse)
+            # It held 50,000 clusters the server does not have: they are removed.
+            assert len(response.removed_resources) + len(response.resources) >= 50_000
+            call.cancel()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
