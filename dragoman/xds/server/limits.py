@@ -1,5 +1,6 @@
 """What one client may make the xDS server hold or do, and the gRPC options that enforce the
-parts gRPC enforces (message size, flow-control windows, streams per connection). The stream
+parts gRPC enforces (message size, flow-control windows, streams per connection,
+handshake time). The stream
 loop enforces the rest: request rate, stalled writes, first responses in flight."""
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class XdsLimits:
     # Envoy opens one ADS stream, or five per-type ones; a proxyless client one. Each open
     # stream may make gRPC buffer a flow-control window (64 KiB) of requests.
     max_streams_per_connection: int = 256
+    # A connection whose TLS and HTTP/2 handshakes are not done by then is closed, and its
+    # file descriptor with it (gRPC's default: 120 s).
+    handshake_timeout_s: float = 5.0
     # Requests a stream may send: a burst of this many is answered at once, then this many
     # per second; requests beyond are read later (back pressure) and a burst of requests
     # waiting is answered once, from the latest of each type.
@@ -47,5 +51,6 @@ class XdsLimits:
             # fixed default window (64 KiB) bounds what a flooding client makes us buffer.
             ("grpc.http2.bdp_probe", 0),
             ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+            ("grpc.server_handshake_timeout_ms", round(self.handshake_timeout_s * 1000)),
         ]
         return options
