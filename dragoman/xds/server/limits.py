@@ -1,6 +1,6 @@
 """What one client may make the xDS server hold or do, and the gRPC options that enforce the
 parts gRPC enforces (message size, flow-control windows, streams per connection,
-handshake time). The stream
+handshake time, connection age). The stream
 loop enforces the rest: request rate, stalled writes, first responses in flight."""
 
 from __future__ import annotations
@@ -28,6 +28,13 @@ class XdsLimits:
     # A connection whose TLS and HTTP/2 handshakes are not done by then is closed, and its
     # file descriptor with it (gRPC's default: 120 s).
     handshake_timeout_s: float = 5.0
+    # Connections are closed after this age (None: never), so that clients spread over
+    # replicas that came up later; gRPC adds up to 10 % at random. Streams still open get
+    # `max_connection_age_grace_s` to end before the connection is cut: an xDS stream never
+    # ends on its own (Envoy keeps it through the GOAWAY), so the grace is only what a
+    # response being written needs.
+    max_connection_age_s: float | None = 30 * 60.0
+    max_connection_age_grace_s: float = 10.0
     # Requests a stream may send: a burst of this many is answered at once, then this many
     # per second; requests beyond are read later (back pressure) and a burst of requests
     # waiting is answered once, from the latest of each type.
@@ -53,4 +60,9 @@ class XdsLimits:
             ("grpc.max_concurrent_streams", self.max_streams_per_connection),
             ("grpc.server_handshake_timeout_ms", round(self.handshake_timeout_s * 1000)),
         ]
+        if self.max_connection_age_s is not None:
+            options += [
+                ("grpc.max_connection_age_ms", round(self.max_connection_age_s * 1000)),
+                ("grpc.max_connection_age_grace_ms", round(self.max_connection_age_grace_s * 1000)),
+            ]
         return options
