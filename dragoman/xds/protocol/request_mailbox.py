@@ -103,8 +103,9 @@ class RequestMailbox:
             return
         assert isinstance(request, DiscoveryRequest) and isinstance(entry, DiscoveryRequest)
         merged = _sotw_merged(entry, request)
-        self._entries[self._entries.index(entry)] = merged
-        self._mergeable[type_url] = merged
+        # By identity: messages compare by content, and the first request may equal a later one.
+        at = next(i for i, e in enumerate(self._entries) if e is entry)
+        self._entries[at] = self._mergeable[type_url] = merged
 
     def take(self) -> list[DiscoveryRequest | DeltaDiscoveryRequest]:
         """The requests to answer, in the order their types first arrived; empties the box."""
