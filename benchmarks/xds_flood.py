@@ -9,7 +9,9 @@ The server runs in a child process (the real grpc.aio server and SnapshotCache, 
 `--clusters` EDS clusters and their CLAs). `--flooders` clients each open one ADS stream and
 send requests as fast as the server takes them, reading every response: `delta` alternately
 subscribes to and unsubscribes from one CLA (each subscription asks for the resource again,
-so each is worth an answer); `sotw` re-sends its wildcard CDS request with the latest nonce.
+so each is worth an answer); `sotw` re-sends its wildcard CDS request with the latest nonce;
+`eds` re-sends a SotW EDS request naming every CLA (about 100 KiB at 3,000) with the latest
+nonce.
 Meanwhile one well-behaved delta client, subscribed to every cluster, subscribes to a CLA
 every 0.2 s and times its answer.
 
@@ -79,16 +81,21 @@ def cla(i: int) -> str:
     return f"default/service-{i:05d}/8080"
 
 
-def flood(port: int, kind: str, stop: threading.Event, counts: list[int]) -> None:
+def flood(
+    port: int, kind: str, stop: threading.Event, counts: list[int], clusters: int = 0
+) -> None:
     """Sends as fast as gRPC takes requests; counts[0] sent, counts[1] received."""
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS)
     stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
     node = Node(id=f"flooder-{id(counts)}", cluster="edge")
     nonce = [""]
+    every_cla = [cla(i) for i in range(clusters)]
 
     def requests() -> Iterator[DeltaDiscoveryRequest | DiscoveryRequest]:
         if kind == "delta":
             yield DeltaDiscoveryRequest(node=node, type_url=EDS, resource_names_subscribe=[cla(0)])
+        elif kind == "eds":
+            yield DiscoveryRequest(node=node, type_url=EDS, resource_names=every_cla)
         else:
             yield DiscoveryRequest(node=node, type_url=CDS)
         names = [cla(1)]
@@ -96,6 +103,10 @@ def flood(port: int, kind: str, stop: threading.Event, counts: list[int]) -> Non
             counts[0] += 1
             if kind == "sotw":
                 yield DiscoveryRequest(type_url=CDS, response_nonce=nonce[0])
+            elif kind == "eds":
+                yield DiscoveryRequest(
+                    type_url=EDS, resource_names=every_cla, response_nonce=nonce[0]
+                )
             elif counts[0] % 2:
                 yield DeltaDiscoveryRequest(type_url=EDS, resource_names_subscribe=names)
             else:
@@ -145,7 +156,15 @@ async def run(args: argparse.Namespace, port: int, pid: int) -> None:
     # Each flooder in a process of its own: gRPC's sync and asyncio clients do not share one.
     floods = [
         subprocess.Popen(
-            [sys.executable, __file__, "--flood-only", str(port), args.flood, str(args.seconds)],
+            [
+                sys.executable,
+                __file__,
+                "--flood-only",
+                str(port),
+                args.flood,
+                str(args.seconds),
+                str(args.clusters),
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -168,10 +187,10 @@ async def run(args: argparse.Namespace, port: int, pid: int) -> None:
     )
 
 
-def flood_only(port: int, kind: str, seconds: float) -> None:
+def flood_only(port: int, kind: str, seconds: float, clusters: int) -> None:
     """One flooder's process: floods for `seconds`, prints requests sent, responses got."""
     stop, counts = threading.Event(), [0, 0]
-    thread = threading.Thread(target=flood, args=(port, kind, stop, counts), daemon=True)
+    thread = threading.Thread(target=flood, args=(port, kind, stop, counts, clusters), daemon=True)
     thread.start()
     time.sleep(seconds)
     stop.set()
@@ -180,13 +199,13 @@ def flood_only(port: int, kind: str, seconds: float) -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--flood-only"]:
-        flood_only(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
+        flood_only(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clusters", type=int, default=3000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--flooders", type=int, default=1)
-    parser.add_argument("--flood", choices=("delta", "sotw"), default="delta")
+    parser.add_argument("--flood", choices=("delta", "sotw", "eds"), default="delta")
     parser.add_argument("--server-path", type=Path, default=ROOT, help="the tree to serve with")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": f"{args.server_path}:{ROOT}"}
