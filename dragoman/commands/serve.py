@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from dragoman.dag.options import BuildOptions
     from dragoman.envoy.translate_options import TranslateOptions
     from dragoman.runtime.server_config import ServerConfig
+    from dragoman.xds.server.limits import XdsLimits
 
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:8002"
 DEFAULT_LEASE_NAME = "dragoman-leader"
@@ -83,6 +84,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="IP_OR_HOSTNAME",
         help="where clients reach the Gateways, written to their status.addresses; repeat "
         "for several",
+    )
+    parser.add_argument(
+        "--xds-max-connection-age",
+        type=duration,
+        default=30 * 60.0,
+        metavar="DURATION",
+        help="close each xDS connection after this age (up to 10%% more, at random), so that "
+        "clients spread over replicas that came up later; its streams get 10 s to end "
+        "(default: 30m; 0: never)",
+    )
+    parser.add_argument(
+        "--xds-stall-timeout",
+        type=duration,
+        default=120.0,
+        metavar="DURATION",
+        help="close an xDS stream whose client has read nothing for this long (default: 2m)",
     )
     add_xds_server_tls(parser)
     add_config(parser)
@@ -154,6 +171,37 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
     kube.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
 
 
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from "90s", "30m", "1h", "500ms" or a plain number of seconds (at least 0)."""
+    number, unit = text.strip(), "s"
+    for suffix in sorted(_DURATION_UNITS, key=len, reverse=True):
+        if number.endswith(suffix):
+            number, unit = number[: -len(suffix)], suffix
+            break
+    try:
+        seconds = float(number) * _DURATION_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration (e.g. 90s, 30m, 1h, or 0)"
+        ) from None
+    if not seconds >= 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration is 0 or more, and finite")
+    return seconds
+
+
+def xds_limits(args: argparse.Namespace) -> XdsLimits:
+    from dragoman.xds.server.limits import XdsLimits
+
+    age = args.xds_max_connection_age
+    return XdsLimits(
+        max_connection_age_s=age if age > 0 else None,
+        stall_timeout_s=args.xds_stall_timeout,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.translate_options import TranslateOptions
     from dragoman.security.files import TlsFileError
@@ -202,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
         dns_check=config.dns_check,
         xds_tls=args.xds_tls,
         xds_insecure=args.xds_insecure,
+        xds_limits=xds_limits(args),
         ops_address=ops,
         debug_remote=args.debug_remote,
     )
@@ -255,6 +304,7 @@ def _run_kubernetes(
         dns_check=server.dns_check,
         xds_tls=args.xds_tls,
         xds_insecure=args.xds_insecure,
+        xds_limits=xds_limits(args),
     )
     try:
         asyncio.run(serve_kubernetes(config))

@@ -36,6 +36,7 @@ from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.security.files import TlsFiles
 from dragoman.store import Store
+from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.stream_registry import StreamRegistry
 
 log = logging.getLogger("dragoman.kubernetes")
@@ -70,6 +71,7 @@ class KubernetesConfig:
     # Mutual TLS on the xDS port; None: plaintext, on loopback unless xds_insecure.
     xds_tls: TlsFiles | None = None
     xds_insecure: bool = False
+    xds_limits: XdsLimits = field(default_factory=XdsLimits)
 
 
 def kubernetes_build_options(config: KubernetesConfig) -> BuildOptions:
@@ -222,6 +224,7 @@ class KubernetesServer:
                 self._record_update,
                 xds_tls=self.config.xds_tls,
                 xds_insecure=self.config.xds_insecure,
+                xds_limits=self.config.xds_limits,
                 metrics=self.metrics,
                 streams=self.streams,
             )

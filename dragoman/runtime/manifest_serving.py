@@ -7,7 +7,7 @@ import dataclasses
 import gc
 import logging
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
+from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.stream_registry import StreamRegistry
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class ServeConfig:
     # Mutual TLS on the xDS port; None: plaintext, on loopback unless xds_insecure.
     xds_tls: TlsFiles | None = None
     xds_insecure: bool = False
+    xds_limits: XdsLimits = field(default_factory=XdsLimits)
     # /metrics, /healthz, /readyz and /debug; None: no such server.
     ops_address: str | None = None
     # /debug* for peers off loopback too (by default: loopback only).
@@ -164,6 +166,7 @@ class ManifestServer:
             on_dns_update=_log_new_problems,  # a name failing its check is a new problem
             xds_tls=self.config.xds_tls,
             xds_insecure=self.config.xds_insecure,
+            xds_limits=self.config.xds_limits,
             metrics=self.metrics,
             streams=self.streams,
         )

@@ -114,6 +114,17 @@ class Metrics:
             buckets=ACK_BUCKETS,
             registry=registry,
         )
+        self.requests_merged = Counter(
+            "dragoman_xds_requests_merged",
+            "xDS requests answered as part of a later request of their burst, not on their own "
+            "(a client sending faster than its stream's request rate)",
+            registry=registry,
+        )
+        self.streams_stalled = Counter(
+            "dragoman_xds_streams_stalled",
+            "xDS streams closed because their client read nothing for the stall timeout",
+            registry=registry,
+        )
         self.dns_check_seconds = Histogram(
             "dragoman_dns_check_duration_seconds",
             "Time of one DNS check round (the names due)",
@@ -168,6 +179,8 @@ class Metrics:
             on_close=self._closed_stream,
             on_event=self._stream_event,
             on_response=self._sent,
+            on_merged=lambda _stream, count: self.requests_merged.inc(count),
+            on_stalled=lambda _stream: self.streams_stalled.inc(),
         )
 
     def _opened_stream(self, stream: ConnectedStream) -> None:

@@ -24,6 +24,7 @@ from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.security.files import TlsFiles
 from dragoman.xds.server.grpc_server import start_xds_server
+from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from dragoman.xds.server.stream_registry import StreamRegistry
 from dragoman.xds.transport.credentials import RotatingServerCredentials
@@ -53,6 +54,7 @@ async def start_serving(
     *,
     xds_tls: TlsFiles | None = None,
     xds_insecure: bool = False,
+    xds_limits: XdsLimits | None = None,
 ) -> tuple[Any, asyncio.Task[None] | None]:
     """Starts the xDS server for a controller that has built once, and the DNS check loop
     (until `stop`) when the configuration turns it on. Returns the server and the check
@@ -60,7 +62,8 @@ async def start_serving(
     `streams` records the connected streams.
 
     `xds_tls`: serve over mutual TLS with these files (TlsFileError if they cannot be used);
-    without, plaintext on loopback only unless `xds_insecure`.
+    without, plaintext on loopback only unless `xds_insecure`. `xds_limits`: what one client
+    may make the server hold or do (connection age, stall timeout, ...).
     """
     credentials = RotatingServerCredentials(xds_tls) if xds_tls is not None else None
     checks = None
@@ -81,6 +84,7 @@ async def start_serving(
         callbacks=metrics.xds_callbacks() if metrics is not None else None,
         tls=credentials,
         insecure=xds_insecure,
+        limits=xds_limits,
     )
     return server, asyncio.create_task(checks.run(stop)) if checks is not None else None
 

@@ -20,6 +20,7 @@ from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SEC
 from dragoman.xds.csds import csds_service
 from dragoman.xds.protocol.wire import serialize
 from dragoman.xds.server import dependent_streams
+from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from dragoman.xds.server.stream_loop import XdsCallbacks, XdsStreams
 from dragoman.xds.server.stream_registry import StreamRegistry, XdsService
@@ -161,6 +162,7 @@ async def start_xds_server(
     dependent_stream_timeout_s: float = dependent_streams.DEFAULT_TIMEOUT_S,
     tls: RotatingServerCredentials | None = None,
     insecure: bool = False,
+    limits: XdsLimits | None = None,
 ) -> grpc.aio.Server:
     """Serve xDS (ADS and per-type, SotW and delta) and CSDS on `address` ("host:port").
 
@@ -173,12 +175,14 @@ async def start_xds_server(
     on loopback without `insecure`. Stop the server with `await server.stop(grace)`.
     A per-type client that ACKs clusters (listeners) but opens no EDS (RDS) stream within
     `dependent_stream_timeout_s` is logged: its bootstrap names dragoman's cluster otherwise.
+    `limits` bound what one client may make the server hold or do (`XdsLimits()` if None).
     """
     if tls is None:
         _check_plaintext(address, insecure)
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    limits = limits if limits is not None else XdsLimits()
+    server = grpc.aio.server(options=SERVER_OPTIONS + limits.grpc_options())
     registry = registry if registry is not None else StreamRegistry()
-    streams = XdsStreams(cache, registry, callbacks, dependent_stream_timeout_s)
+    streams = XdsStreams(cache, registry, callbacks, dependent_stream_timeout_s, limits)
     server.add_generic_rpc_handlers(xds_handlers(streams))
     csds_service.add_to_server(server, registry)
     port = _bind(server, address, tls)

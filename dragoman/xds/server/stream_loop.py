@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -23,8 +23,11 @@ from dragoman.xds.protocol.wire import Response
 from dragoman.xds.server import dependent_streams
 from dragoman.xds.server.admission import Admission
 from dragoman.xds.server.event_log import describe, kind, log_event, log_push
+from dragoman.xds.server.limits import XdsLimits
+from dragoman.xds.server.pacing import TokenBucket
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from dragoman.xds.server.snapshot_variants import ConfigSources
+from dragoman.xds.server.stream_io import ClientGone, RequestReader, WriteStalled, write
 from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry, XdsService
 from dragoman.xds.transport.peer_identity import peer_identity
 
@@ -44,6 +47,10 @@ class XdsCallbacks:
     on_close: Callable[[ConnectedStream], None] | None = None
     on_event: Callable[[ConnectedStream, StreamEvent], None] | None = None
     on_response: Callable[[ConnectedStream, Response], None] | None = None
+    # Requests answered as part of a later one of their burst (how many), not on their own.
+    on_merged: Callable[[ConnectedStream, int], None] | None = None
+    # A stream closed because its client read nothing for the stall timeout.
+    on_stalled: Callable[[ConnectedStream], None] | None = None
 
 
 def _call(hook: Callable[..., None] | None, *args: Any) -> None:
@@ -64,8 +71,11 @@ class XdsStreams:
         registry: StreamRegistry,
         callbacks: XdsCallbacks | None = None,
         dependent_stream_timeout_s: float = dependent_streams.DEFAULT_TIMEOUT_S,
+        limits: XdsLimits | None = None,
     ) -> None:
         self.cache = cache
+        self.limits = limits if limits is not None else XdsLimits()
+        self.first_responses = asyncio.Semaphore(self.limits.first_responses_in_flight)
         self.registry = registry
         self.callbacks = callbacks if callbacks is not None else XdsCallbacks()
         self.admission = Admission(cache)
@@ -80,7 +90,7 @@ class XdsStreams:
         type_url: str | None,
         *,
         delta: bool,
-    ) -> AsyncIterator[Response]:
+    ) -> None:
         protocol: SotwStream | DeltaStream = (
             DeltaStream(type_url, self.cache.memos)
             if delta
@@ -90,48 +100,116 @@ class XdsStreams:
         stream = self.registry.open(service, context.peer(), protocol)
         stream.authenticated, stream.identity = peer_identity(context)
         _call(self.callbacks.on_open, stream)
-        reading: asyncio.Task[Request | None] | None = None
+        reader: RequestReader | None = None
         waiting: asyncio.Task[int] | None = None
         try:
             # Nothing is served before the first snapshot: an empty answer would delete config.
             await self.cache.wait_ready()
-            reading = _read_next(context)
+            reader = RequestReader(context, self.limits.reads_per_second)
             waiting = self._wait_for_change(self.cache.generation)
-            while True:
-                await asyncio.wait((reading, waiting), return_when=asyncio.FIRST_COMPLETED)
+            answers = TokenBucket(self.limits.request_burst, self.limits.requests_per_second)
+            first = True
+            while not (reader.ended and not reader.mailbox):
+                await self._next_turn(reader, waiting, answers)
                 responses: list[Response] = []
-                # A request first: its ACK or NACK then refers to what the client has seen;
-                # on_request itself pushes a newer snapshot after answering, in ADS order.
-                if reading.done():
-                    request = _request_or_none(reading)
-                    if request is None:
-                        return  # the client closed its side, or went away
-                    reading = _read_next(context)
-                    responses += await self._answer(stream, context, request, sources)
-                    # Not kept while the stream idles: a SotW EDS request names every CLA.
-                    request = None
+                # Requests first: their ACKs and NACKs then refer to what the client has
+                # seen; on_request itself pushes a newer snapshot after answering, in ADS
+                # order. A change takes the waiting requests along, whatever the rate.
+                if reader.mailbox and (waiting.done() or answers.take()):
+                    responses += await self._answer_waiting(stream, context, reader, sources)
                 if waiting.done():
                     waiting = self._wait_for_change(waiting.result())
                     responses += await self._push(stream, sources)
                 self._report_events(stream)
-                for response in responses:
-                    log_push(stream, response)
-                    _call(self.callbacks.on_response, stream, response)
-                    yield response
+                if not await self._write_all(stream, context, responses, first):
+                    return
+                first = first and not responses
                 responses.clear()  # nothing of it is kept while the stream idles
         finally:
-            await _cancelled(reading, waiting)
+            await _cancelled(reader.task if reader is not None else None, waiting)
             self._closed(stream)
+
+    async def _next_turn(
+        self, reader: RequestReader, waiting: asyncio.Task[int], answers: TokenBucket
+    ) -> None:
+        """Wait for a request that may be answered now, or a change, or the end of reading."""
+        reader.arrived.clear()
+        if reader.mailbox:
+            delay = answers.delay()
+            if delay == 0:
+                return
+            # Over the rate: requests keep arriving (merged) until the next answer is due.
+            await asyncio.wait((waiting,), timeout=delay)
+            return
+        if reader.ended:
+            return
+        arrival = asyncio.ensure_future(reader.arrived.wait())
+        try:
+            await asyncio.wait((waiting, arrival), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            arrival.cancel()
+
+    async def _answer_waiting(
+        self,
+        stream: ConnectedStream,
+        context: grpc.aio.ServicerContext,
+        reader: RequestReader,
+        sources: ConfigSources,
+    ) -> list[Response]:
+        merged = reader.mailbox.merged_count
+        requests = reader.mailbox.take()
+        if merged:
+            reader.mailbox.merged_count = 0
+            _call(self.callbacks.on_merged, stream, merged)
+        responses: list[Response] = []
+        for request in requests:
+            responses += await self._answer(stream, context, request, sources)
+        return responses
+
+    async def _write_all(
+        self,
+        stream: ConnectedStream,
+        context: grpc.aio.ServicerContext,
+        responses: list[Response],
+        first: bool,
+    ) -> bool:
+        """Write `responses` in order; False if the stream is to end (client gone, stalled).
+
+        The first responses of a stream wait for one of a bounded number of slots: clients
+        that never read cannot each make gRPC hold a copy of a large first answer."""
+        if not responses:
+            return True
+        if first:
+            async with self.first_responses:
+                return await self._write_all(stream, context, responses, first=False)
+        try:
+            for response in responses:
+                log_push(stream, response)
+                await write(context, response, self.limits.stall_timeout_s)
+                _call(self.callbacks.on_response, stream, response)
+        except ClientGone as error:
+            # Normal: the one line is `_closed`'s ("disconnected").
+            logger.debug("xDS stream %d: write failed: %s", stream.stream_id, error)
+            return False
+        except WriteStalled:
+            logger.warning(
+                "xDS %s %s: closed: the client read nothing for %gs",
+                kind(stream),
+                describe(stream),
+                self.limits.stall_timeout_s,
+            )
+            _call(self.callbacks.on_stalled, stream)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the client read nothing")
+        return True
 
     def handler(
         self, service: XdsService, type_url: str | None, *, delta: bool
-    ) -> Callable[[AsyncIterator[Request], grpc.aio.ServicerContext], AsyncIterator[Response]]:
+    ) -> Callable[[AsyncIterator[Request], grpc.aio.ServicerContext], Awaitable[None]]:
         async def handle(
             requests: AsyncIterator[Request], context: grpc.aio.ServicerContext
-        ) -> AsyncIterator[Response]:
-            # Requests are read with context.read() (see _read_next), never from `requests`.
-            async for response in self.serve(context, service, type_url, delta=delta):
-                yield response
+        ) -> None:
+            # Requests are read with context.read() (RequestReader), never from `requests`.
+            await self.serve(context, service, type_url, delta=delta)
 
         return handle
 
@@ -213,29 +291,6 @@ def _config_sources(type_url: str | None, delta: bool) -> ConfigSources:
     if type_url is None:
         return ConfigSources.ADS
     return ConfigSources.PER_TYPE_DELTA if delta else ConfigSources.PER_TYPE_SOTW
-
-
-def _read_next(context: grpc.aio.ServicerContext) -> asyncio.Task[Request | None]:
-    """Read with `context.read()`, not the request iterator, whose generator holds on to the
-    last request while it waits for the next: a SotW EDS request names every CLA, and an
-    idle stream would keep its decoded copy for as long as it is open."""
-
-    async def next_request() -> Request | None:
-        message = await context.read()
-        return None if message is grpc.aio.EOF else message
-
-    return asyncio.create_task(next_request(), name="dragoman-xds-read")
-
-
-def _request_or_none(reading: asyncio.Task[Request | None]) -> Request | None:
-    """The request read, or None when the stream has no more (closed, reset, cancelled)."""
-    if reading.cancelled():
-        return None
-    error = reading.exception()
-    if error is None:
-        return reading.result()
-    logger.debug("xDS stream read ended: %r", error)
-    return None
 
 
 async def _cancelled(*tasks: asyncio.Task[Any] | None) -> None:

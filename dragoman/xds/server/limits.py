@@ -1,0 +1,68 @@
+"""What one client may make the xDS server hold or do, and the gRPC options that enforce the
+parts gRPC enforces (message size, flow-control windows, streams per connection,
+handshake time, connection age). The stream
+loop enforces the rest: request rate, stalled writes, first responses in flight."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+# A delta client reconnecting with 50,000 resources names each twice (subscribe and
+# initial_resource_versions): 50,000 x (2 x 60-byte names + a 64-byte version + 8 bytes of
+# framing) = 9.6 MB at typical names, 29 MB at the longest Kubernetes allows (253 bytes).
+# gRPC's default of 4 MiB would leave such a client on its last configuration; 32 MiB takes
+# it with margin and still bounds what one message can make the server decode.
+MAX_RECEIVE_MESSAGE_BYTES = 32 * MIB
+
+
+@dataclass(frozen=True, slots=True)
+class XdsLimits:
+    """Bounds per connection, per stream and for the server as a whole."""
+
+    max_receive_message_bytes: int = MAX_RECEIVE_MESSAGE_BYTES
+    # Envoy opens one ADS stream, or five per-type ones; a proxyless client one. Each open
+    # stream may make gRPC buffer a flow-control window (64 KiB) of requests.
+    max_streams_per_connection: int = 256
+    # A connection whose TLS and HTTP/2 handshakes are not done by then is closed, and its
+    # file descriptor with it (gRPC's default: 120 s).
+    handshake_timeout_s: float = 5.0
+    # Connections are closed after this age (None: never), so that clients spread over
+    # replicas that came up later; gRPC adds up to 10 % at random. Streams still open get
+    # `max_connection_age_grace_s` to end before the connection is cut: an xDS stream never
+    # ends on its own (Envoy keeps it through the GOAWAY), so the grace is only what a
+    # response being written needs.
+    max_connection_age_s: float | None = 30 * 60.0
+    max_connection_age_grace_s: float = 10.0
+    # Requests a stream may send: a burst of this many is answered at once, then this many
+    # per second; requests beyond are read later (back pressure) and a burst of requests
+    # waiting is answered once, from the latest of each type.
+    request_burst: int = 50
+    requests_per_second: float = 20.0
+    # Requests read per second per stream before reading pauses (the client then waits on
+    # gRPC flow control): what a flooding client costs in decoding.
+    reads_per_second: float = 500.0
+    # Streams whose first response is being written at one time. A client that never reads
+    # holds its slot until it is dropped (`stall_timeout_s`); the others wait for a slot.
+    first_responses_in_flight: int = 64
+    # A write that has not completed after this long: the client does not read; the stream
+    # is closed and its memory given back.
+    stall_timeout_s: float = 120.0
+
+    def grpc_options(self) -> list[tuple[str, int]]:
+        options = [
+            ("grpc.max_receive_message_length", self.max_receive_message_bytes),
+            # gRPC grows a stream's receive window to what a fast sender can fill (tens of
+            # MB) when it probes the bandwidth-delay product; xDS requests are small, so the
+            # fixed default window (64 KiB) bounds what a flooding client makes us buffer.
+            ("grpc.http2.bdp_probe", 0),
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+            ("grpc.server_handshake_timeout_ms", round(self.handshake_timeout_s * 1000)),
+        ]
+        if self.max_connection_age_s is not None:
+            options += [
+                ("grpc.max_connection_age_ms", round(self.max_connection_age_s * 1000)),
+                ("grpc.max_connection_age_grace_ms", round(self.max_connection_age_grace_s * 1000)),
+            ]
+        return options

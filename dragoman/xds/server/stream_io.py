@@ -1,0 +1,81 @@
+"""A stream's reads and writes: requests read into a mailbox at a bounded rate, responses
+written with a bound on how long the client may leave a write pending."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+
+from dragoman.xds.protocol.request_mailbox import RequestMailbox
+from dragoman.xds.protocol.wire import Response
+from dragoman.xds.server.pacing import TokenBucket
+
+logger = logging.getLogger("dragoman.xds")
+
+
+class RequestReader:
+    """Reads a stream's requests into `mailbox` (merged there), at most `rate` per second
+    after a burst: beyond, the client waits on gRPC flow control. `arrived` is set when a
+    request arrives or the client's side ends (`ended`)."""
+
+    def __init__(self, context: grpc.aio.ServicerContext, rate: float) -> None:
+        self.mailbox = RequestMailbox()
+        self.arrived = asyncio.Event()
+        self.ended = False
+        self._bucket = TokenBucket(max(1, round(rate)), rate)
+        self.task = asyncio.create_task(self._run(context), name="dragoman-xds-read")
+
+    async def _run(self, context: grpc.aio.ServicerContext) -> None:
+        try:
+            while True:
+                delay = self._bucket.delay()
+                if delay:
+                    await asyncio.sleep(delay)
+                self._bucket.take()
+                # context.read(), not the request iterator, whose generator holds on to the
+                # last request while it waits for the next (a SotW EDS request names every
+                # CLA); the mailbox lets go of a request once it is answered.
+                message = await context.read()
+                if message is grpc.aio.EOF:
+                    return
+                self.mailbox.put(message)
+                self.arrived.set()
+        except Exception as error:  # the stream was reset or cancelled
+            logger.debug("xDS stream read ended: %r", error)
+        finally:
+            self.ended = True
+            self.arrived.set()
+
+
+class WriteStalled(Exception):
+    """A write the client did not take within the stall timeout."""
+
+
+class ClientGone(Exception):
+    """A write failed: the client closed the stream or went away."""
+
+
+async def write(context: grpc.aio.ServicerContext, response: Response, timeout_s: float) -> None:
+    """Write `response`; WriteStalled if it is still pending after `timeout_s` (the stream is
+    then aborted, which frees what gRPC holds for it), ClientGone if the write failed."""
+    writing = asyncio.ensure_future(context.write(response))
+    # A write pending when the stream ends (aborted, cancelled) fails: expected, not logged.
+    writing.add_done_callback(_retrieve)
+    done, _ = await asyncio.wait((writing,), timeout=timeout_s)
+    if not done:
+        raise WriteStalled()
+    error = writing.exception()
+    if error is not None:
+        raise ClientGone(_short(error)) from None
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _short(error: BaseException) -> str:
+    """An error of gRPC's in a few words (its text lists every operation of the batch)."""
+    return type(error).__name__
