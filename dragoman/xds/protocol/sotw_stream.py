@@ -61,8 +61,14 @@ class SotwStream(StreamProtocol[TypeState]):
         responses: list[SotwResponse] = []
         for type_url in self._order():
             plan = late[type_url] if type_url in late else self._plan_if_changed(type_url)
+            if plan is not None and type_url in late and self._holds(type_url):
+                # Until the clusters just sent are warm: planned again then.
+                self.types[type_url].seen_version = None
+                continue
             if plan is not None:
                 responses += self._send(type_url, plan)
+        if not self.is_ads:
+            self._clusters_warmed()  # per-type: wakes the node's streams that wait
         return responses + self._release_clusters()
 
     # Requests.
@@ -72,6 +78,8 @@ class SotwStream(StreamProtocol[TypeState]):
         first = state is None
         if state is None:
             state = self.types[type_url] = TypeState(type_url)
+            if type_url == ENDPOINT:
+                self.warmth.endpoints = state
         elif state.nonce and request.response_nonce != state.nonce:
             # Superseded by a response the client has not seen yet; it will answer that one.
             error = request.error_detail.message if request.HasField("error_detail") else ""
@@ -92,16 +100,27 @@ class SotwStream(StreamProtocol[TypeState]):
             # A reconnecting wildcard client already runs this exact content (versions are
             # content hashes): answering would only make it rebuild nothing.
             _assume_held(state, current)
-            return self._release_clusters()
+            return self._release()
         plan = self._plan(state, current, force=added, force_full=first)
         responses = self._send(type_url, plan) if plan is not None else []
-        return responses + self._release_clusters()
+        return responses + self._release()
+
+    def _release(self) -> list[SotwResponse]:
+        """What waited: listeners and routes for clusters to warm, then removed clusters
+        for the routes that named them to be replaced."""
+        assert self._snapshot is not None
+        held = self.on_snapshot(self._snapshot) if self._clusters_warmed() else []
+        return held + self._release_clusters()
 
     def _settle(self, state: TypeState, request: DiscoveryRequest) -> None:
         """Take the ACK or NACK of the response in flight, if this request is one."""
         if not state.in_flight or request.response_nonce != state.nonce:
             return
         state.in_flight = False
+        if state.type_url == CLUSTER:
+            self.warmth.clusters_answered(state.nonce, self.is_ads)
+        elif state.type_url == ENDPOINT:
+            self.warmth.endpoints_answered(state.sent_batch)
         full_state = state.type_url in FULL_STATE_TYPES
         if not request.HasField("error_detail"):
             if full_state:
@@ -164,6 +183,8 @@ class SotwStream(StreamProtocol[TypeState]):
         if not self._serves(state.type_url):
             return None  # nothing is said about a type the snapshot lacks
         state.seen_version = current.version
+        if state.type_url == CLUSTER:
+            self.warmth.clusters_seen = current.version
         if state.rejected_version is not None and not state.rejects(current):
             state.rejected_version = None
             state.rejected_names = frozenset()
@@ -178,11 +199,12 @@ class SotwStream(StreamProtocol[TypeState]):
     def _send(self, type_url: str, plan: Plan) -> list[SotwResponse]:
         state = self.types[type_url]
         version, resources = plan
-        follow_up = type_url == CLUSTER and self.is_ads and ENDPOINT in self.types
-        changed_clusters = self._changed_since_sent(state, resources) if follow_up else set()
+        changed = self._changed_since_sent(state, resources) if type_url == CLUSTER else ()
         responses = [self._respond(state, version, resources)]
-        if changed_clusters:
-            responses += self._resend_endpoints(changed_clusters)
+        if changed:
+            self.warmth.clusters_sent(state.nonce, (resources[n] for n in changed))
+            if self.is_ads and ENDPOINT in self.types:
+                responses += self._resend_endpoints(changed)
         return responses
 
     def _respond(

@@ -339,10 +339,14 @@ def test_ads_push_order_is_cds_eds_lds_rds(flavour: Flavour) -> None:
         listeners=[listener("http", "routes-http", port=8081)],
         route_configs=[routes("routes-http", "b", "a")],
     )
-    responses = push(stream, everything_changed)
-    assert [r.type_url for r in responses] == [CLUSTER, ENDPOINT, LISTENER, ROUTE]
+    cds, eds = push(stream, everything_changed)
+    assert [cds.type_url, eds.type_url] == [CLUSTER, ENDPOINT]
     # One EDS response: "b" changed, "a" re-sent because its cluster changed.
-    assert names_in(responses[1]) == ["a", "b"]
+    assert names_in(eds) == ["a", "b"]
+    # Listeners and routes once cluster "a" is warm: its CDS and CLA ACKed.
+    assert feed(stream, flavour.ack(cds, ()), everything_changed) == []
+    named = feed(stream, flavour.ack(eds, ["a", "b"]), everything_changed)
+    assert [r.type_url for r in named] == [LISTENER, ROUTE]
 
 
 def test_cla_resent_after_cds_change_of_an_eds_cluster(flavour: Flavour) -> None:
