@@ -29,7 +29,7 @@ from dragoman.snapshots.resources import (
 from dragoman.xds.protocol.delta_state import MAX_PENDING, UNKNOWN, DeltaTypeState, Pending
 from dragoman.xds.protocol.digest_maps import DigestMap, DigestMaps
 from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
-from dragoman.xds.protocol.make_before_break import endpoints_to_resend, routes_settled
+from dragoman.xds.protocol.make_before_break import endpoints_to_resend
 from dragoman.xds.protocol.stream_protocol import StreamProtocol
 from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
 from dragoman.xds.protocol.wire import DeltaResponse
@@ -73,6 +73,9 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
                 continue
             updates, removed = self._plan(state)
             if not self.is_ads:
+                if removed and type_url in _HELD_BACK and not self._routes_settled():
+                    state.deferred_removals = True  # per-type: the routes are another stream's
+                    removed = []
                 if updates or removed:
                     responses.append(self._respond(state, updates, removed))
                 continue
@@ -96,8 +99,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         state = self.types.get(type_url)
         if state is None:
             state = self.types[type_url] = DeltaTypeState(type_url)
-            if type_url == ENDPOINT:
-                self.warmth.endpoints = state
+            self._track(type_url, state)
         first = not state.started
         self._settle(state, request)
         current = self._current(type_url)
@@ -105,7 +107,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         responses: list[DeltaResponse] = []
         if self._serves(type_url) and (first or changed):
             updates, removed = self._plan(state)
-            held_back = self.is_ads and type_url in _HELD_BACK and not self._routes_settled()
+            held_back = type_url in _HELD_BACK and not self._routes_settled()
             if held_back and removed:
                 state.deferred_removals = True
                 removed = []
@@ -118,6 +120,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         if self._clusters_warmed():
             assert self._snapshot is not None
             responses += self.on_snapshot(self._snapshot)  # what waited for them
+        self._routes_replaced()
         return responses + self._release_removals()
 
     def _settle(self, state: DeltaTypeState, request: DeltaDiscoveryRequest) -> None:
@@ -314,10 +317,6 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             if updates or removed:
                 responses.append(self._respond(state, updates, removed))
         return responses
-
-    def _routes_settled(self) -> bool:
-        assert self._snapshot is not None
-        return routes_settled(self.types, self._snapshot)
 
 
 def _plan_from_shared_map(

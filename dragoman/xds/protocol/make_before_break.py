@@ -7,11 +7,12 @@ or changed cluster warms until Envoy has applied it and, for an EDS cluster, its
 listener and route updates wait while `ClusterWarmth` says a cluster sent may be warming:
 until the client answered the CDS response that carried it and ACKed the CLA of every EDS
 cluster in it. An ADS stream keeps one for itself; the per-type streams of one node share
-one, so that their RDS and LDS streams wait for their CDS and EDS streams.
+one, so that their RDS and LDS streams wait for their CDS and EDS streams, and their CDS
+and EDS streams keep removed clusters until the RDS and LDS streams replaced the routes.
 
-On ADS, a cluster removed from the snapshot stays with the client until the routes that may
-still name it are replaced: until the client ACKed the current listeners and every route
-they fetch. SotW keeps such clusters in its CDS responses a little longer; delta holds back
+A cluster removed from the snapshot stays with the client until the routes that may still
+name it are replaced: until the client ACKed the current listeners and every route they
+fetch. SotW keeps such clusters in its CDS responses a little longer; delta holds back
 their removal. Both ask `routes_settled` when they may let go.
 """
 
@@ -106,9 +107,13 @@ class ClusterWarmth:
     awaited: set[str] = field(default_factory=set)
     # Who reads the CLAs (their sub-stream), once known: a client without one fetches none.
     endpoints: HeldType | None = None
-    # Per-type: called when the clusters are warm again and a listener or route waits.
+    # The client's listener and route sub-streams, once known (`routes_settled` reads them).
+    naming: dict[str, HeldType] = field(default_factory=dict)
+    # Per-type: wakes the node's streams, when the clusters are warm again and a listener or
+    # route waits, or when the routes settled and a cluster removal waits.
     wake: Callable[[], None] | None = None
     waiting: bool = False  # some listener or route update waits for `warm`
+    removals_waiting: bool = False  # some cluster or CLA removal waits for the routes
 
     def clusters_sent(self, nonce: str, clusters: Iterable[Resource]) -> None:
         """A CDS response carrying `clusters`, those added or changed, went out."""

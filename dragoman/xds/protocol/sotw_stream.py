@@ -24,7 +24,7 @@ from dragoman.snapshots.resources import (
     TypeSnapshot,
 )
 from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
-from dragoman.xds.protocol.make_before_break import endpoints_to_resend, routes_settled
+from dragoman.xds.protocol.make_before_break import endpoints_to_resend
 from dragoman.xds.protocol.sotw_state import TypeState
 from dragoman.xds.protocol.stream_protocol import StreamProtocol
 from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
@@ -56,7 +56,8 @@ class SotwStream(StreamProtocol[TypeState]):
         # Listener and route plans come first: whether they change decides whether removed
         # clusters must stay a little longer. Their content does not depend on clusters.
         late = {t: self._plan_if_changed(t) for t in (LISTENER, ROUTE) if t in self.types}
-        if self.is_ads and CLUSTER in self.types:
+        if CLUSTER in self.types:
+            # Per-type, the routes are another stream's: `routes_settled` tells of them.
             self._retain_removed_clusters(any(p is not None for p in late.values()))
         responses: list[SotwResponse] = []
         for type_url in self._order():
@@ -78,8 +79,7 @@ class SotwStream(StreamProtocol[TypeState]):
         first = state is None
         if state is None:
             state = self.types[type_url] = TypeState(type_url)
-            if type_url == ENDPOINT:
-                self.warmth.endpoints = state
+            self._track(type_url, state)
         elif state.nonce and request.response_nonce != state.nonce:
             # Superseded by a response the client has not seen yet; it will answer that one.
             error = request.error_detail.message if request.HasField("error_detail") else ""
@@ -110,6 +110,7 @@ class SotwStream(StreamProtocol[TypeState]):
         for the routes that named them to be replaced."""
         assert self._snapshot is not None
         held = self.on_snapshot(self._snapshot) if self._clusters_warmed() else []
+        self._routes_replaced()
         return held + self._release_clusters()
 
     def _settle(self, state: TypeState, request: DiscoveryRequest) -> None:
@@ -246,7 +247,7 @@ class SotwStream(StreamProtocol[TypeState]):
         plan = self._plan(state, self._current(ENDPOINT), force=force)
         return [self._respond(state, *plan)] if plan is not None else []
 
-    # Make-before-break removal of clusters (ADS only).
+    # Make-before-break removal of clusters.
 
     def _retain_removed_clusters(self, routes_changing: bool) -> None:
         state = self.types[CLUSTER]
@@ -286,10 +287,6 @@ class SotwStream(StreamProtocol[TypeState]):
         state.retained = {}
         plan = self._plan(state, self._current(CLUSTER))
         return self._send(CLUSTER, plan) if plan is not None else []
-
-    def _routes_settled(self) -> bool:
-        assert self._snapshot is not None
-        return routes_settled(self.types, self._snapshot)
 
 
 def _subscribe(

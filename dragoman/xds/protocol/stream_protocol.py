@@ -10,11 +10,11 @@ from typing import Generic, Protocol, TypeVar
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
-from dragoman.snapshots.resources import Snapshot, TypeSnapshot, ads_ordered
+from dragoman.snapshots.resources import ENDPOINT, Snapshot, TypeSnapshot, ads_ordered
 from dragoman.xds.protocol.client_kind import is_grpc_client
 from dragoman.xds.protocol.digest_maps import DigestMaps
 from dragoman.xds.protocol.events import MissingTypeUrl, StreamEvent, WrongTypeUrl
-from dragoman.xds.protocol.make_before_break import ClusterWarmth
+from dragoman.xds.protocol.make_before_break import NAMING_TYPES, ClusterWarmth, routes_settled
 from dragoman.xds.protocol.resource_status import ResourceStatus, TypeStatus
 from dragoman.xds.protocol.sotw_state import WholeTypeDiffs
 from dragoman.xds.protocol.wire import ResponseBodies
@@ -128,6 +128,31 @@ class StreamProtocol(Generic[S]):
         if self.warmth.wake is not None:
             self.warmth.wake()
         return True
+
+    def _track(self, type_url: str, state: S) -> None:
+        """A type's sub-stream begins: make-before-break reads the ones it needs."""
+        if type_url == ENDPOINT:
+            self.warmth.endpoints = state  # type: ignore[assignment]  # both states are HeldType
+        elif type_url in NAMING_TYPES:
+            self.warmth.naming[type_url] = state  # type: ignore[assignment]  # as above
+
+    def _routes_settled(self) -> bool:
+        """Whether the client runs the current listeners and routes (this ADS stream's, or
+        the per-type streams' of its node)."""
+        assert self._snapshot is not None
+        settled = routes_settled(self.warmth.naming, self._snapshot)
+        if not settled:
+            self.warmth.removals_waiting = True
+        return settled
+
+    def _routes_replaced(self) -> None:
+        """Per-type: wake the node's streams whose removals wait, once the routes settled."""
+        warmth, snapshot = self.warmth, self._snapshot
+        if warmth.removals_waiting and warmth.wake is not None and snapshot is not None:
+            settled = routes_settled(warmth.naming, snapshot)
+            if settled:
+                warmth.removals_waiting = False
+                warmth.wake()
 
     def _next_nonce(self) -> str:
         self._nonce += 1

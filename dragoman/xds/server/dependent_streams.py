@@ -6,6 +6,10 @@ dragoman. When the bootstrap calls that cluster something else than the server w
 (`serve --xds-cluster-name`), Envoy never opens the EDS or RDS stream: its clusters and
 listeners wait for their initial fetch timeout, then run empty, and nothing reports an
 error anywhere. This watch notices and says so, once per stream.
+
+The streams of one per-type client also share what make-before-break knows of its clusters
+(`NodeWarmth`): its RDS and LDS streams hold updates until its CDS and EDS streams say the
+clusters just sent are warm, and are woken then.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.xds.protocol.make_before_break import ClusterWarmth
 from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry, XdsService
 
 logger = logging.getLogger("dragoman.xds")
@@ -32,6 +38,21 @@ _DEPENDENT: dict[str, tuple[XdsService, str, str, str]] = {
 _UNKNOWN_CLUSTER = "must have a statically defined non-EDS cluster"
 
 
+@dataclass(eq=False)
+class NodeWarmth:
+    """The ClusterWarmth the per-type streams of one node share, and how to wake them."""
+
+    warmth: ClusterWarmth = field(default_factory=ClusterWarmth)
+    wakers: dict[int, asyncio.Event] = field(default_factory=dict)  # by stream id
+
+    def __post_init__(self) -> None:
+        self.warmth.wake = self.wake
+
+    def wake(self) -> None:
+        for event in self.wakers.values():
+            event.set()
+
+
 class DependentStreamWatch:
     def __init__(
         self,
@@ -43,6 +64,21 @@ class DependentStreamWatch:
         self._cluster_name = cluster_name
         self._timeout_s = timeout_s
         self._watched: set[int] = set()  # stream ids with a check scheduled or done
+        self._nodes: dict[str, NodeWarmth] = {}  # per-type clients, by node id
+
+    def join(self, stream: ConnectedStream) -> asyncio.Event | None:
+        """A per-type stream identified: give it its node's ClusterWarmth; the event set when
+        it should push what it holds (None for ADS, whose stream holds its own)."""
+        if stream.service == "ADS":
+            return None
+        node = self._nodes.get(stream.node_id)
+        if node is None:
+            node = self._nodes[stream.node_id] = NodeWarmth()
+        event = node.wakers.get(stream.stream_id)
+        if event is None:
+            event = node.wakers[stream.stream_id] = asyncio.Event()
+            stream.protocol.warmth = node.warmth
+        return event
 
     def on_ack(self, stream: ConnectedStream, type_url: str, snapshot: Snapshot) -> None:
         """A per-type CDS or LDS stream ACKed: if what it holds needs EDS or RDS, check later
@@ -70,6 +106,12 @@ class DependentStreamWatch:
 
     def forget(self, stream: ConnectedStream) -> None:
         self._watched.discard(stream.stream_id)
+        node = self._nodes.get(stream.node_id)
+        if node is None or stream.stream_id not in node.wakers:
+            return
+        del node.wakers[stream.stream_id]
+        if not node.wakers:
+            del self._nodes[stream.node_id]
 
     def _check(self, stream: ConnectedStream, type_url: str) -> None:
         if stream.stream_id not in self._watched:

@@ -92,13 +92,19 @@ class XdsStreams:
         _call(self.callbacks.on_open, stream)
         reading: asyncio.Task[Request | None] | None = None
         waiting: asyncio.Task[int] | None = None
+        # Per-type: set when the node's clusters are warm for what this stream holds.
+        woken: asyncio.Event | None = None
+        waking: asyncio.Task[Any] | None = None
         try:
             # Nothing is served before the first snapshot: an empty answer would delete config.
             await self.cache.wait_ready()
             reading = _read_next(context)
             waiting = self._wait_for_change(self.cache.generation)
             while True:
-                await asyncio.wait((reading, waiting), return_when=asyncio.FIRST_COMPLETED)
+                if waking is None and woken is not None:
+                    waking = asyncio.create_task(woken.wait(), name="dragoman-xds-woken")
+                tasks = (reading, waiting) if waking is None else (reading, waiting, waking)
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
                 responses: list[Response] = []
                 # A request first: its ACK or NACK then refers to what the client has seen;
                 # on_request itself pushes a newer snapshot after answering, in ADS order.
@@ -108,10 +114,18 @@ class XdsStreams:
                         return  # the client closed its side, or went away
                     reading = _read_next(context)
                     responses += await self._answer(stream, context, request, sources)
+                    if woken is None and stream.identified:
+                        woken = self.dependent_streams.join(stream)  # joined by _answer
                     # Not kept while the stream idles: a SotW EDS request names every CLA.
                     request = None
-                if waiting.done():
+                push = waiting.done()
+                if push:
                     waiting = self._wait_for_change(waiting.result())
+                if waking is not None and waking.done() and woken is not None:
+                    waking = None
+                    woken.clear()
+                    push = True  # what waited for the node's clusters to warm
+                if push:
                     responses += await self._push(stream, sources)
                 self._report_events(stream)
                 for response in responses:
@@ -120,7 +134,7 @@ class XdsStreams:
                     yield response
                 responses.clear()  # nothing of it is kept while the stream idles
         finally:
-            await _cancelled(reading, waiting)
+            await _cancelled(reading, waiting, waking)
             self._closed(stream)
 
     def handler(
@@ -150,6 +164,7 @@ class XdsStreams:
             refusal = self.admission.identify(stream, request)
             if refusal is not None:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
+            self.dependent_streams.join(stream)  # before its first request is fed
         snapshot = await self._snapshot(stream, sources)
         try:
             return _feed(stream.protocol, request, snapshot)
