@@ -139,6 +139,10 @@ class ClusterWarmth:
             elif ads:
                 self.awaited = {n for n in self.awaited if endpoints.subscribes(n)}
 
+    def clusters_gone(self) -> None:
+        """The stream serving clusters ended: nothing of it is awaited any more."""
+        self.cluster_nonce = self.clusters_seen = None
+
     def endpoints_answered(self, names: Iterable[str]) -> None:
         """The client ACKed (or rejected: waiting would not help) these CLAs."""
         if self.awaited:

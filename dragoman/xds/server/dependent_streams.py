@@ -9,7 +9,9 @@ error anywhere. This watch notices and says so, once per stream.
 
 The streams of one per-type client also share what make-before-break knows of its clusters
 (`NodeWarmth`): its RDS and LDS streams hold updates until its CDS and EDS streams say the
-clusters just sent are warm, and are woken then.
+clusters just sent are warm, and are woken then. A client is its node id on one connection
+(Envoy multiplexes its per-type streams to one cluster over one): Envoys sharing a node id
+share nothing.
 """
 
 from __future__ import annotations
@@ -64,16 +66,17 @@ class DependentStreamWatch:
         self._cluster_name = cluster_name
         self._timeout_s = timeout_s
         self._watched: set[int] = set()  # stream ids with a check scheduled or done
-        self._nodes: dict[str, NodeWarmth] = {}  # per-type clients, by node id
+        self._nodes: dict[tuple[str, str], NodeWarmth] = {}  # per-type, by (node id, peer)
 
     def join(self, stream: ConnectedStream) -> asyncio.Event | None:
         """A per-type stream identified: give it its node's ClusterWarmth; the event set when
         it should push what it holds (None for ADS, whose stream holds its own)."""
         if stream.service == "ADS":
             return None
-        node = self._nodes.get(stream.node_id)
+        key = (stream.node_id, stream.peer)
+        node = self._nodes.get(key)
         if node is None:
-            node = self._nodes[stream.node_id] = NodeWarmth()
+            node = self._nodes[key] = NodeWarmth()
         event = node.wakers.get(stream.stream_id)
         if event is None:
             event = node.wakers[stream.stream_id] = asyncio.Event()
@@ -106,12 +109,17 @@ class DependentStreamWatch:
 
     def forget(self, stream: ConnectedStream) -> None:
         self._watched.discard(stream.stream_id)
-        node = self._nodes.get(stream.node_id)
+        key = (stream.node_id, stream.peer)
+        node = self._nodes.get(key)
         if node is None or stream.stream_id not in node.wakers:
             return
         del node.wakers[stream.stream_id]
         if not node.wakers:
-            del self._nodes[stream.node_id]
+            del self._nodes[key]
+        elif stream.service == "CDS":
+            # Its nonces die with it (the next CDS stream counts from 1 again).
+            node.warmth.clusters_gone()
+            node.wake()
 
     def _check(self, stream: ConnectedStream, type_url: str) -> None:
         if stream.stream_id not in self._watched:
