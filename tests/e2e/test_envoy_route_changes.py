@@ -156,7 +156,7 @@ class World:
     envoys: dict[str, EnvoyProcess]
     listener_ports: dict[str, int]
     backend_ports: dict[str, int]
-    far_port: int  # the ExternalName Service's
+    far_ports: tuple[int, int]  # the ExternalName Service's port, in turn
 
     def write(self, name: str, text: str) -> None:
         write_manifest(self.manifests, name, text)
@@ -182,16 +182,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     manifests = root / "manifests"
     manifests.mkdir()
     backend_ports = {"blue": free_port("127.0.0.2"), "green": free_port("127.0.0.3")}
-    far_port = free_port("127.0.0.4")
+    far_ports = (free_port("127.0.0.4"), free_port("127.0.0.4"))
     listener_ports = {m.name: free_port() for m in MODES}
     gateways = [gateway(f"gw-{m.name}", listener_ports[m.name]) for m in MODES]
     (manifests / "gateways.yaml").write_text(yaml_text(*gateways))
-    first = moving(backend_ports, 80, (("blue", 80, None),), far_port)
+    first = moving(backend_ports, 80, (("blue", 80, None),), far_ports[0])
     (manifests / "moving.yaml").write_text(first)
     backends = [
         EchoBackend("blue", host="127.0.0.2", port=backend_ports["blue"]),
         EchoBackend("green", host="127.0.0.3", port=backend_ports["green"]),
-        EchoBackend("far", host="127.0.0.4", port=far_port),
+        *(EchoBackend("far", host="127.0.0.4", port=port) for port in far_ports),
     ]
     for backend in backends:
         backend.start()
@@ -218,7 +218,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 bootstrap, workdir, workdir / "admin.sock", workdir / "envoy.log", concurrency=1
             )
             envoys[mode.name] = envoy.start()
-        w = World(manifests, dragoman, envoys, listener_ports, backend_ports, far_port)
+        w = World(manifests, dragoman, envoys, listener_ports, backend_ports, far_ports)
         for mode in MODES:
             port = listener_ports[mode.name]
             try:
@@ -242,11 +242,12 @@ def test_route_changes_under_traffic_refuse_no_request(world: World) -> None:
         flow.start()
     try:
         time.sleep(SETTLE_S)
-        for blue_port, backends in STEPS:
-            # One file: the route and the Services it names change together. The strict-DNS
-            # cluster of far stays: a new one warms until its first DNS answer, which xDS
-            # does not report (routes wait only for Envoy to ACK it).
-            text = moving(world.backend_ports, blue_port, backends, world.far_port)
+        for step, (blue_port, backends) in enumerate(STEPS, 1):
+            # far's port renumbered at every step: a new strict-DNS cluster, which warms
+            # until its first DNS answer.
+            far_port = world.far_ports[step % 2]
+            # One file: the route and the Services it names change together.
+            text = moving(world.backend_ports, blue_port, backends, far_port)
             world.write("moving.yaml", text)
             time.sleep(SETTLE_S)
     finally:

@@ -105,7 +105,9 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         current = self._current(type_url)
         changed = _subscribe(state, request, first, current, self.legacy_wildcard)
         responses: list[DeltaResponse] = []
-        if self._serves(type_url) and (first or changed):
+        if self._serves(type_url) and changed and not first and self._holds(type_url):
+            state.seen_version = None  # answered once the clusters are warm, as on a push
+        elif self._serves(type_url) and (first or changed):
             updates, removed = self._plan(state)
             held_back = type_url in _HELD_BACK and not self._routes_settled()
             if held_back and removed:
@@ -255,7 +257,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             state.pending.popitem(last=False)
         state.last_nonce = nonce
         if state.type_url == CLUSTER and updates:
-            self.warmth.clusters_sent(nonce, updates)
+            self.warmth.clusters_sent(nonce, updates, previous)  # what it held before
         return self.memos.bodies.delta_response(
             state.type_url, system_version, updates, removed, nonce
         )

@@ -105,6 +105,13 @@ class ClusterWarmth:
     cluster_nonce: int | None = None
     # CLAs of EDS clusters sent, until the client ACKs (or rejects) them.
     awaited: set[str] = field(default_factory=set)
+    # A cluster of another kind the client did not have: a strict-DNS one warms until its
+    # first DNS answer, which xDS does not report. The last CDS response carrying one, until
+    # answered; then `resolving` for the grace the shell gives it (`grace` starts it and
+    # calls `resolved` at its end; None: no grace).
+    resolving_nonce: int | None = None
+    resolving: bool = False
+    grace: Callable[[], None] | None = None
     # Who reads the CLAs (their sub-stream), once known: a client without one fetches none.
     endpoints: HeldType | None = None
     # The client's listener and route sub-streams, once known (`routes_settled` reads them).
@@ -115,14 +122,22 @@ class ClusterWarmth:
     waiting: bool = False  # some listener or route update waits for `warm`
     removals_waiting: bool = False  # some cluster or CLA removal waits for the routes
 
-    def clusters_sent(self, nonce: str, clusters: Iterable[Resource]) -> None:
-        """A CDS response carrying `clusters`, those added or changed, went out."""
-        any_cluster = False
+    def clusters_sent(
+        self, nonce: str, clusters: Iterable[Resource], held: Mapping[str, object]
+    ) -> None:
+        """A CDS response carrying `clusters`, those added or changed, went out to a client
+        that held `held` (by name) before."""
+        any_cluster = fresh = False
         for cluster in clusters:
             any_cluster = True
-            self.awaited.update(cluster.references)  # an EDS cluster's CLA; else nothing
+            if cluster.references:
+                self.awaited.update(cluster.references)  # an EDS cluster's CLA
+            elif cluster.name not in held:
+                fresh = True  # maybe strict-DNS: a new name has no old cluster serving
         if any_cluster:
             self.cluster_nonce = int(nonce)
+        if fresh and self.grace is not None:
+            self.resolving_nonce = int(nonce)
 
     def clusters_answered(self, nonce: str, ads: bool) -> None:
         """The client ACKed or NACKed the CDS response `nonce`.
@@ -131,6 +146,11 @@ class ClusterWarmth:
         CDS response (same stream, in order): a CLA it does not subscribe to by then (a
         proxyless gRPC client's, say) is not awaited.
         """
+        if self.resolving_nonce is not None and int(nonce) >= self.resolving_nonce:
+            self.resolving_nonce = None
+            if self.grace is not None:
+                self.resolving = True
+                self.grace()
         if self.cluster_nonce is not None and int(nonce) >= self.cluster_nonce:
             self.cluster_nonce = None
             endpoints = self.endpoints
@@ -141,7 +161,13 @@ class ClusterWarmth:
 
     def clusters_gone(self) -> None:
         """The stream serving clusters ended: nothing of it is awaited any more."""
-        self.cluster_nonce = self.clusters_seen = None
+        self.cluster_nonce = self.clusters_seen = self.resolving_nonce = None
+
+    def resolved(self) -> None:
+        """The grace for new clusters' first DNS answers is over."""
+        self.resolving = False
+        if self.waiting and self.wake is not None:
+            self.wake()
 
     def endpoints_answered(self, names: Iterable[str]) -> None:
         """The client ACKed (or rejected: waiting would not help) these CLAs."""
@@ -152,7 +178,7 @@ class ClusterWarmth:
         """True unless a cluster of `snapshot` may still be warming: not sent yet, its CDS
         response unanswered, or the CLA of an EDS cluster in it (one the snapshot serves)
         not yet ACKed."""
-        if self.cluster_nonce is not None:
+        if self.cluster_nonce is not None or self.resolving:
             return False
         seen = self.clusters_seen
         if seen is not None and seen != snapshot.of_type(CLUSTER).version:

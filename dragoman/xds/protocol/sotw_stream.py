@@ -101,6 +101,11 @@ class SotwStream(StreamProtocol[TypeState]):
             # content hashes): answering would only make it rebuild nothing.
             _assume_held(state, current)
             return self._release()
+        if not first and self._holds(type_url):
+            # The stream may serve a newer snapshot than it sent (held on a push): what
+            # names the clusters of that one waits as on a push.
+            state.seen_version = None
+            return self._release()
         plan = self._plan(state, current, force=added, force_full=first)
         responses = self._send(type_url, plan) if plan is not None else []
         return responses + self._release()
@@ -201,9 +206,10 @@ class SotwStream(StreamProtocol[TypeState]):
         state = self.types[type_url]
         version, resources = plan
         changed = self._changed_since_sent(state, resources) if type_url == CLUSTER else ()
+        held = state.sent.mapping
         responses = [self._respond(state, version, resources)]
         if changed:
-            self.warmth.clusters_sent(state.nonce, (resources[n] for n in changed))
+            self.warmth.clusters_sent(state.nonce, (resources[n] for n in changed), held)
             if self.is_ads and ENDPOINT in self.types:
                 responses += self._resend_endpoints(changed)
         return responses

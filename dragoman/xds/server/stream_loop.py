@@ -92,7 +92,8 @@ class XdsStreams:
         _call(self.callbacks.on_open, stream)
         reading: asyncio.Task[Request | None] | None = None
         waiting: asyncio.Task[int] | None = None
-        # Per-type: set when the node's clusters are warm for what this stream holds.
+        # Set when the client's clusters are warm for what this stream holds, or the routes
+        # replaced for the removals it holds.
         woken: asyncio.Event | None = None
         waking: asyncio.Task[Any] | None = None
         try:
@@ -101,7 +102,7 @@ class XdsStreams:
             reading = _read_next(context)
             waiting = self._wait_for_change(self.cache.generation)
             while True:
-                if waking is None and woken is not None:
+                if waking is None and woken is not None and _may_be_woken(stream, woken):
                     waking = asyncio.create_task(woken.wait(), name="dragoman-xds-woken")
                 tasks = (reading, waiting) if waking is None else (reading, waiting, waking)
                 await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -240,6 +241,13 @@ def _read_next(context: grpc.aio.ServicerContext) -> asyncio.Task[Request | None
         return None if message is grpc.aio.EOF else message
 
     return asyncio.create_task(next_request(), name="dragoman-xds-read")
+
+
+def _may_be_woken(stream: ConnectedStream, woken: asyncio.Event) -> bool:
+    """Whether to wait for `woken` (a task per idle stream costs memory: only while some
+    update of the client waits)."""
+    warmth = stream.protocol.warmth
+    return woken.is_set() or warmth.waiting or warmth.removals_waiting
 
 
 def _request_or_none(reading: asyncio.Task[Request | None]) -> Request | None:

@@ -24,6 +24,7 @@ from tests.support.xds_builders import (
     ack,
     delta_ack,
     delta_request,
+    dns_cluster,
     eds_cluster,
     endpoints,
     listener,
@@ -446,8 +447,10 @@ def test_per_type_streams_of_one_node_make_before_break_together(flavour: Flavou
         listeners=[listener("http", "routes-http")],
         route_configs=[routes("routes-http", "a", "c")],
     )
-    # The RDS stream sees the change first: its CDS stream has not even sent "c".
+    # The RDS stream sees the change first: its CDS stream has not even sent "c". A request
+    # meanwhile (an ACK come late, here again) does not send what the push held.
     assert push(streams[ROUTE], moved) == []
+    assert feed(streams[ROUTE], flavour.ack(last[ROUTE], names[ROUTE]), moved) == []
     cds = only(push(streams[CLUSTER], moved))
     # SotW keeps "b" in the set, delta holds its removal back: the routes still name it.
     assert names_in(cds) == {"sotw": ["a", "b", "c"], "delta": ["c"]}[flavour.name]
@@ -473,3 +476,49 @@ def test_per_type_streams_of_one_node_make_before_break_together(flavour: Flavou
     removed_cla = push(streams[ENDPOINT], moved)
     if flavour is DELTA:
         assert [flavour.removed(r) for r in removed_cla] == [("b",)]
+
+
+def test_routes_to_a_new_dns_cluster_wait_for_the_grace_of_its_first_answer(
+    flavour: Flavour,
+) -> None:
+    # A strict-DNS cluster warms until its first DNS answer, which xDS does not report:
+    # once Envoy ACKed it, the shell's grace runs, then the routes go.
+    stream = new_stream(flavour)
+    graces: list[int] = []
+    stream.warmth.grace = lambda: graces.append(1)
+    base = snapshot(
+        clusters=[eds_cluster("a")],
+        assignments=[endpoints("a", "10.0.0.1")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "a")],
+    )
+    cds = only(feed(stream, first(flavour, CLUSTER, node=NODE), base))
+    eds = only(feed(stream, first(flavour, ENDPOINT, ["a"]), base))
+    feed(stream, flavour.ack(cds, ()), base)
+    feed(stream, flavour.ack(eds, ["a"]), base)
+    lds = only(feed(stream, first(flavour, LISTENER), base))
+    rds = only(feed(stream, first(flavour, ROUTE, ["routes-http"]), base))
+    feed(stream, flavour.ack(lds, ()), base)
+    feed(stream, flavour.ack(rds, ["routes-http"]), base)
+    graces.clear()  # the first clusters' grace, at start-up
+    external = snapshot(
+        clusters=[eds_cluster("a"), dns_cluster("ext", "api.example.com")],
+        assignments=[endpoints("a", "10.0.0.1")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "a", "ext")],
+    )
+    cds = only(push(stream, external))
+    assert feed(stream, flavour.ack(cds, ()), external) == []
+    assert graces == [1]
+    stream.warmth.resolved()  # the grace is over (the shell calls it, then wakes the stream)
+    assert [r.type_url for r in push(stream, external)] == [ROUTE]
+    # A cluster the client has already, changed: the old one serves while it warms.
+    changed = snapshot(
+        clusters=[eds_cluster("a"), dns_cluster("ext", "api2.example.com")],
+        assignments=[endpoints("a", "10.0.0.1")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "ext")],
+    )
+    cds = only(push(stream, changed))
+    assert [r.type_url for r in feed(stream, flavour.ack(cds, ()), changed)] == [ROUTE]
+    assert graces == [1]
