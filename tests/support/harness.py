@@ -85,6 +85,7 @@ class DragomanProcess:
                 if s.connect_ex((host, int(port))) == 0:
                     return self
             time.sleep(0.05)
+        self.stop(kill=True)  # no test owns it once start fails: never leave it running
         raise TimeoutError("dragoman did not listen within 15 s:\n" + self.log())
 
     def stop(self, kill: bool = False) -> None:

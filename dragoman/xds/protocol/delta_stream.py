@@ -29,7 +29,7 @@ from dragoman.snapshots.resources import (
 from dragoman.xds.protocol.delta_state import MAX_PENDING, UNKNOWN, DeltaTypeState, Pending
 from dragoman.xds.protocol.digest_maps import DigestMap, DigestMaps
 from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
-from dragoman.xds.protocol.make_before_break import endpoints_to_resend, routes_settled
+from dragoman.xds.protocol.make_before_break import endpoints_to_resend
 from dragoman.xds.protocol.stream_protocol import StreamProtocol
 from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
 from dragoman.xds.protocol.wire import DeltaResponse
@@ -67,8 +67,15 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             state = self.types[type_url]
             if not self._serves(type_url) or self._current(type_url).version == state.seen_version:
                 continue
+            if self._holds(type_url):
+                # Until the clusters just sent are warm: planned again then.
+                state.seen_version = None
+                continue
             updates, removed = self._plan(state)
             if not self.is_ads:
+                if removed and type_url in _HELD_BACK and not self._routes_settled():
+                    state.deferred_removals = True  # per-type: the routes are another stream's
+                    removed = []
                 if updates or removed:
                     responses.append(self._respond(state, updates, removed))
                 continue
@@ -82,6 +89,8 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         for type_url in [*REMOVAL_ORDER, *others]:
             if type_url in removals:
                 responses += self._remove(self.types[type_url], removals[type_url])
+        if not self.is_ads:
+            self._clusters_warmed()  # per-type: wakes the node's streams that wait
         return responses + self._release_removals()
 
     # Requests.
@@ -90,14 +99,17 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         state = self.types.get(type_url)
         if state is None:
             state = self.types[type_url] = DeltaTypeState(type_url)
+            self._track(type_url, state)
         first = not state.started
         self._settle(state, request)
         current = self._current(type_url)
         changed = _subscribe(state, request, first, current, self.legacy_wildcard)
         responses: list[DeltaResponse] = []
-        if self._serves(type_url) and (first or changed):
+        if self._serves(type_url) and changed and not first and self._holds(type_url):
+            state.seen_version = None  # answered once the clusters are warm, as on a push
+        elif self._serves(type_url) and (first or changed):
             updates, removed = self._plan(state)
-            held_back = self.is_ads and type_url in _HELD_BACK and not self._routes_settled()
+            held_back = type_url in _HELD_BACK and not self._routes_settled()
             if held_back and removed:
                 state.deferred_removals = True
                 removed = []
@@ -107,6 +119,10 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
                 responses.append(self._respond(state, updates, removed))
             if self.is_ads and type_url == CLUSTER and updates:
                 responses += self._resend_endpoints(updates)
+        if self._clusters_warmed():
+            assert self._snapshot is not None
+            responses += self.on_snapshot(self._snapshot)  # what waited for them
+        self._routes_replaced()
         return responses + self._release_removals()
 
     def _settle(self, state: DeltaTypeState, request: DeltaDiscoveryRequest) -> None:
@@ -120,6 +136,10 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             # A response superseded long ago, or one from before a reconnect.
             self._events.append(StaleRequest(state.type_url, nonce, state.last_nonce, error))
             return
+        if state.type_url == CLUSTER:
+            self.warmth.clusters_answered(nonce, self.is_ads)
+        elif state.type_url == ENDPOINT:
+            self.warmth.endpoints_answered(r.name for r in pending.sent)
         if not request.HasField("error_detail"):
             changed = [r for r in pending.sent if state.acked.get(r.name) != r.digest]
             gone = [n for n in pending.removed if n in state.acked]
@@ -170,6 +190,8 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         """Resources the client lacks or holds in another version, and names to remove."""
         current = self._current(state.type_url)
         state.seen_version = current.version
+        if state.type_url == CLUSTER:
+            self.warmth.clusters_seen = current.version
         available = current.resources
         shared = _plan_from_shared_map(state, current, self.memos.digest_maps)
         if shared is not None:
@@ -234,6 +256,8 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         while len(state.pending) > MAX_PENDING:
             state.pending.popitem(last=False)
         state.last_nonce = nonce
+        if state.type_url == CLUSTER and updates:
+            self.warmth.clusters_sent(nonce, updates, previous)  # what it held before
         return self.memos.bodies.delta_response(
             state.type_url, system_version, updates, removed, nonce
         )
@@ -295,10 +319,6 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             if updates or removed:
                 responses.append(self._respond(state, updates, removed))
         return responses
-
-    def _routes_settled(self) -> bool:
-        assert self._snapshot is not None
-        return routes_settled(self.types, self._snapshot)
 
 
 def _plan_from_shared_map(

@@ -24,7 +24,7 @@ from dragoman.snapshots.resources import (
     TypeSnapshot,
 )
 from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
-from dragoman.xds.protocol.make_before_break import endpoints_to_resend, routes_settled
+from dragoman.xds.protocol.make_before_break import endpoints_to_resend
 from dragoman.xds.protocol.sotw_state import TypeState
 from dragoman.xds.protocol.stream_protocol import StreamProtocol
 from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
@@ -56,13 +56,20 @@ class SotwStream(StreamProtocol[TypeState]):
         # Listener and route plans come first: whether they change decides whether removed
         # clusters must stay a little longer. Their content does not depend on clusters.
         late = {t: self._plan_if_changed(t) for t in (LISTENER, ROUTE) if t in self.types}
-        if self.is_ads and CLUSTER in self.types:
+        if CLUSTER in self.types:
+            # Per-type, the routes are another stream's: `routes_settled` tells of them.
             self._retain_removed_clusters(any(p is not None for p in late.values()))
         responses: list[SotwResponse] = []
         for type_url in self._order():
             plan = late[type_url] if type_url in late else self._plan_if_changed(type_url)
+            if plan is not None and type_url in late and self._holds(type_url):
+                # Until the clusters just sent are warm: planned again then.
+                self.types[type_url].seen_version = None
+                continue
             if plan is not None:
                 responses += self._send(type_url, plan)
+        if not self.is_ads:
+            self._clusters_warmed()  # per-type: wakes the node's streams that wait
         return responses + self._release_clusters()
 
     # Requests.
@@ -72,6 +79,7 @@ class SotwStream(StreamProtocol[TypeState]):
         first = state is None
         if state is None:
             state = self.types[type_url] = TypeState(type_url)
+            self._track(type_url, state)
         elif state.nonce and request.response_nonce != state.nonce:
             # Superseded by a response the client has not seen yet; it will answer that one.
             error = request.error_detail.message if request.HasField("error_detail") else ""
@@ -92,16 +100,33 @@ class SotwStream(StreamProtocol[TypeState]):
             # A reconnecting wildcard client already runs this exact content (versions are
             # content hashes): answering would only make it rebuild nothing.
             _assume_held(state, current)
-            return self._release_clusters()
+            return self._release()
+        if not first and self._holds(type_url):
+            # The stream may serve a newer snapshot than it sent (held on a push): what
+            # names the clusters of that one waits as on a push.
+            state.seen_version = None
+            return self._release()
         plan = self._plan(state, current, force=added, force_full=first)
         responses = self._send(type_url, plan) if plan is not None else []
-        return responses + self._release_clusters()
+        return responses + self._release()
+
+    def _release(self) -> list[SotwResponse]:
+        """What waited: listeners and routes for clusters to warm, then removed clusters
+        for the routes that named them to be replaced."""
+        assert self._snapshot is not None
+        held = self.on_snapshot(self._snapshot) if self._clusters_warmed() else []
+        self._routes_replaced()
+        return held + self._release_clusters()
 
     def _settle(self, state: TypeState, request: DiscoveryRequest) -> None:
         """Take the ACK or NACK of the response in flight, if this request is one."""
         if not state.in_flight or request.response_nonce != state.nonce:
             return
         state.in_flight = False
+        if state.type_url == CLUSTER:
+            self.warmth.clusters_answered(state.nonce, self.is_ads)
+        elif state.type_url == ENDPOINT:
+            self.warmth.endpoints_answered(state.sent_batch)
         full_state = state.type_url in FULL_STATE_TYPES
         if not request.HasField("error_detail"):
             if full_state:
@@ -164,6 +189,8 @@ class SotwStream(StreamProtocol[TypeState]):
         if not self._serves(state.type_url):
             return None  # nothing is said about a type the snapshot lacks
         state.seen_version = current.version
+        if state.type_url == CLUSTER:
+            self.warmth.clusters_seen = current.version
         if state.rejected_version is not None and not state.rejects(current):
             state.rejected_version = None
             state.rejected_names = frozenset()
@@ -178,11 +205,13 @@ class SotwStream(StreamProtocol[TypeState]):
     def _send(self, type_url: str, plan: Plan) -> list[SotwResponse]:
         state = self.types[type_url]
         version, resources = plan
-        follow_up = type_url == CLUSTER and self.is_ads and ENDPOINT in self.types
-        changed_clusters = self._changed_since_sent(state, resources) if follow_up else set()
+        changed = self._changed_since_sent(state, resources) if type_url == CLUSTER else ()
+        held = state.sent.mapping
         responses = [self._respond(state, version, resources)]
-        if changed_clusters:
-            responses += self._resend_endpoints(changed_clusters)
+        if changed:
+            self.warmth.clusters_sent(state.nonce, (resources[n] for n in changed), held)
+            if self.is_ads and ENDPOINT in self.types:
+                responses += self._resend_endpoints(changed)
         return responses
 
     def _respond(
@@ -224,7 +253,7 @@ class SotwStream(StreamProtocol[TypeState]):
         plan = self._plan(state, self._current(ENDPOINT), force=force)
         return [self._respond(state, *plan)] if plan is not None else []
 
-    # Make-before-break removal of clusters (ADS only).
+    # Make-before-break removal of clusters.
 
     def _retain_removed_clusters(self, routes_changing: bool) -> None:
         state = self.types[CLUSTER]
@@ -264,10 +293,6 @@ class SotwStream(StreamProtocol[TypeState]):
         state.retained = {}
         plan = self._plan(state, self._current(CLUSTER))
         return self._send(CLUSTER, plan) if plan is not None else []
-
-    def _routes_settled(self) -> bool:
-        assert self._snapshot is not None
-        return routes_settled(self.types, self._snapshot)
 
 
 def _subscribe(

@@ -10,10 +10,11 @@ from typing import Generic, Protocol, TypeVar
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
-from dragoman.snapshots.resources import Snapshot, TypeSnapshot, ads_ordered
+from dragoman.snapshots.resources import ENDPOINT, Snapshot, TypeSnapshot, ads_ordered
 from dragoman.xds.protocol.client_kind import is_grpc_client
 from dragoman.xds.protocol.digest_maps import DigestMaps
 from dragoman.xds.protocol.events import MissingTypeUrl, StreamEvent, WrongTypeUrl
+from dragoman.xds.protocol.make_before_break import NAMING_TYPES, ClusterWarmth, routes_settled
 from dragoman.xds.protocol.resource_status import ResourceStatus, TypeStatus
 from dragoman.xds.protocol.sotw_state import WholeTypeDiffs
 from dragoman.xds.protocol.wire import ResponseBodies
@@ -56,6 +57,9 @@ class StreamProtocol(Generic[S]):
         self._snapshot: Snapshot | None = None
         self._nonce = 0  # one counter per stream, shared by its types
         self._events: list[StreamEvent] = []
+        # Whether the clusters sent are warm yet: this ADS stream's own; on per-type streams
+        # the shell gives every stream of a node the same one.
+        self.warmth = ClusterWarmth()
 
     @property
     def is_ads(self) -> bool:
@@ -110,6 +114,45 @@ class StreamProtocol(Generic[S]):
         if requested and requested != self.type_url:
             raise WrongTypeUrl(f"this stream serves {self.type_url}, not {requested}")
         return self.type_url
+
+    def _holds(self, type_url: str) -> bool:
+        """Whether an update of `type_url` (listeners, routes) waits for clusters to warm."""
+        assert self._snapshot is not None
+        return self.warmth.hold(type_url, self._snapshot)
+
+    def _clusters_warmed(self) -> bool:
+        """True once the clusters sent are warm while an update waited for them: this stream
+        pushes what it held, and per-type streams of the node are woken to do the same."""
+        if self._snapshot is None or not self.warmth.woken(self._snapshot):
+            return False
+        if self.warmth.wake is not None:
+            self.warmth.wake()
+        return True
+
+    def _track(self, type_url: str, state: S) -> None:
+        """A type's sub-stream begins: make-before-break reads the ones it needs."""
+        if type_url == ENDPOINT:
+            self.warmth.endpoints = state  # type: ignore[assignment]  # both states are HeldType
+        elif type_url in NAMING_TYPES:
+            self.warmth.naming[type_url] = state  # type: ignore[assignment]  # as above
+
+    def _routes_settled(self) -> bool:
+        """Whether the client runs the current listeners and routes (this ADS stream's, or
+        the per-type streams' of its node)."""
+        assert self._snapshot is not None
+        settled = routes_settled(self.warmth.naming, self._snapshot)
+        if not settled:
+            self.warmth.removals_waiting = True
+        return settled
+
+    def _routes_replaced(self) -> None:
+        """Per-type: wake the node's streams whose removals wait, once the routes settled."""
+        warmth, snapshot = self.warmth, self._snapshot
+        if warmth.removals_waiting and warmth.wake is not None and snapshot is not None:
+            settled = routes_settled(warmth.naming, snapshot)
+            if settled:
+                warmth.removals_waiting = False
+                warmth.wake()
 
     def _next_nonce(self) -> str:
         self._nonce += 1

@@ -6,6 +6,13 @@ dragoman. When the bootstrap calls that cluster something else than the server w
 (`serve --xds-cluster-name`), Envoy never opens the EDS or RDS stream: its clusters and
 listeners wait for their initial fetch timeout, then run empty, and nothing reports an
 error anywhere. This watch notices and says so, once per stream.
+
+The streams of one per-type client also share what make-before-break knows of its clusters
+(`NodeWarmth`): its RDS and LDS streams hold updates until its CDS and EDS streams say the
+clusters just sent are warm, and are woken then. A client is its node id on one connection
+(Envoy multiplexes its per-type streams to one cluster over one): Envoys sharing a node id
+share nothing. An ADS stream is a client of its own. Either is woken, too, when the grace
+for a new strict-DNS cluster's first answer ends.
 """
 
 from __future__ import annotations
@@ -13,14 +20,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.xds.protocol.make_before_break import ClusterWarmth
 from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry, XdsService
 
 logger = logging.getLogger("dragoman.xds")
 
 # Envoy's initial_fetch_timeout is 15 s: by then a healthy client has opened its streams.
 DEFAULT_TIMEOUT_S = 15.0
+# How long routes naming a new cluster other than EDS wait once Envoy ACKed it: a
+# strict-DNS cluster warms until its first DNS answer, and xDS does not say when that came.
+DNS_WARMING_S = 0.2
 # The per-type stream an ACKed type's resources make the client open, and what it fetches.
 _DEPENDENT: dict[str, tuple[XdsService, str, str, str]] = {
     CLUSTER: ("EDS", ENDPOINT, "clusters", "endpoints"),
@@ -30,6 +42,25 @@ _DEPENDENT: dict[str, tuple[XdsService, str, str, str]] = {
 
 # How Envoy words its refusal of a config source naming a cluster the bootstrap lacks.
 _UNKNOWN_CLUSTER = "must have a statically defined non-EDS cluster"
+
+
+@dataclass(eq=False)
+class NodeWarmth:
+    """The ClusterWarmth the streams of one client share, and how to wake them."""
+
+    warmth: ClusterWarmth = field(default_factory=ClusterWarmth)
+    wakers: dict[int, asyncio.Event] = field(default_factory=dict)  # by stream id
+
+    def __post_init__(self) -> None:
+        self.warmth.wake = self.wake
+        self.warmth.grace = self._grace
+
+    def wake(self) -> None:
+        for event in self.wakers.values():
+            event.set()
+
+    def _grace(self) -> None:
+        asyncio.get_running_loop().call_later(DNS_WARMING_S, self.warmth.resolved)
 
 
 class DependentStreamWatch:
@@ -43,6 +74,21 @@ class DependentStreamWatch:
         self._cluster_name = cluster_name
         self._timeout_s = timeout_s
         self._watched: set[int] = set()  # stream ids with a check scheduled or done
+        # By (node id, peer, the stream's id for ADS, else 0).
+        self._nodes: dict[tuple[str, str, int], NodeWarmth] = {}
+
+    def join(self, stream: ConnectedStream) -> asyncio.Event:
+        """A stream identified: give it its client's ClusterWarmth; the event is set when it
+        should push what it holds."""
+        key = _client(stream)
+        node = self._nodes.get(key)
+        if node is None:
+            node = self._nodes[key] = NodeWarmth()
+        event = node.wakers.get(stream.stream_id)
+        if event is None:
+            event = node.wakers[stream.stream_id] = asyncio.Event()
+            stream.protocol.warmth = node.warmth
+        return event
 
     def on_ack(self, stream: ConnectedStream, type_url: str, snapshot: Snapshot) -> None:
         """A per-type CDS or LDS stream ACKed: if what it holds needs EDS or RDS, check later
@@ -70,6 +116,17 @@ class DependentStreamWatch:
 
     def forget(self, stream: ConnectedStream) -> None:
         self._watched.discard(stream.stream_id)
+        key = _client(stream)
+        node = self._nodes.get(key)
+        if node is None or stream.stream_id not in node.wakers:
+            return
+        del node.wakers[stream.stream_id]
+        if not node.wakers:
+            del self._nodes[key]
+        elif stream.service == "CDS":
+            # Its nonces die with it (the next CDS stream counts from 1 again).
+            node.warmth.clusters_gone()
+            node.wake()
 
     def _check(self, stream: ConnectedStream, type_url: str) -> None:
         if stream.stream_id not in self._watched:
@@ -92,3 +149,8 @@ class DependentStreamWatch:
             self._timeout_s,
             self._cluster_name(),
         )
+
+
+def _client(stream: ConnectedStream) -> tuple[str, str, int]:
+    """Which client a stream is: an ADS stream alone, per-type streams by node on one peer."""
+    return stream.node_id, stream.peer, stream.stream_id if stream.service == "ADS" else 0

@@ -102,6 +102,10 @@ class XdsStreams:
         _call(self.callbacks.on_open, stream)
         reader: RequestReader | None = None
         waiting: asyncio.Task[int] | None = None
+        # Set when the client's clusters are warm for what this stream holds, or the routes
+        # replaced for the removals it holds.
+        woken: asyncio.Event | None = None
+        waking: asyncio.Task[Any] | None = None
         try:
             # Nothing is served before the first snapshot: an empty answer would delete config.
             await self.cache.wait_ready()
@@ -110,15 +114,25 @@ class XdsStreams:
             answers = TokenBucket(self.limits.request_burst, self.limits.requests_per_second)
             first = True
             while not (reader.ended and not reader.mailbox):
-                await self._next_turn(reader, waiting, answers)
+                if waking is None and woken is not None and _may_be_woken(stream, woken):
+                    waking = asyncio.create_task(woken.wait(), name="dragoman-xds-woken")
+                await self._next_turn(reader, waiting, answers, waking)
                 responses: list[Response] = []
                 # Requests first: their ACKs and NACKs then refer to what the client has
                 # seen; on_request itself pushes a newer snapshot after answering, in ADS
                 # order. A change takes the waiting requests along, whatever the rate.
                 if reader.mailbox and (waiting.done() or answers.take()):
                     responses += await self._answer_waiting(stream, context, reader, sources)
-                if waiting.done():
+                    if woken is None and stream.identified:
+                        woken = self.dependent_streams.join(stream)  # joined by _answer
+                push = waiting.done()
+                if push:
                     waiting = self._wait_for_change(waiting.result())
+                if waking is not None and waking.done() and woken is not None:
+                    waking = None
+                    woken.clear()
+                    push = True  # what waited for the node's clusters to warm
+                if push:
                     responses += await self._push(stream, sources)
                 self._report_events(stream)
                 if not await self._write_all(stream, context, responses, first):
@@ -126,26 +140,32 @@ class XdsStreams:
                 first = first and not responses
                 responses.clear()  # nothing of it is kept while the stream idles
         finally:
-            await _cancelled(reader.task if reader is not None else None, waiting)
+            await _cancelled(reader.task if reader is not None else None, waiting, waking)
             self._closed(stream)
 
     async def _next_turn(
-        self, reader: RequestReader, waiting: asyncio.Task[int], answers: TokenBucket
+        self,
+        reader: RequestReader,
+        waiting: asyncio.Task[int],
+        answers: TokenBucket,
+        waking: asyncio.Task[Any] | None,
     ) -> None:
-        """Wait for a request that may be answered now, or a change, or the end of reading."""
+        """Wait for a request that may be answered now, a change, the client's clusters
+        warm (`waking`), or the end of reading."""
         reader.arrived.clear()
+        wakers = (waiting,) if waking is None else (waiting, waking)
         if reader.mailbox:
             delay = answers.delay()
             if delay == 0:
                 return
             # Over the rate: requests keep arriving (merged) until the next answer is due.
-            await asyncio.wait((waiting,), timeout=delay)
+            await asyncio.wait(wakers, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
             return
         if reader.ended:
             return
         arrival = asyncio.ensure_future(reader.arrived.wait())
         try:
-            await asyncio.wait((waiting, arrival), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((*wakers, arrival), return_when=asyncio.FIRST_COMPLETED)
         finally:
             arrival.cancel()
 
@@ -228,6 +248,7 @@ class XdsStreams:
             refusal = self.admission.identify(stream, request)
             if refusal is not None:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
+            self.dependent_streams.join(stream)  # before its first request is fed
         snapshot = await self._snapshot(stream, sources)
         try:
             return _feed(stream.protocol, request, snapshot)
@@ -291,6 +312,13 @@ def _config_sources(type_url: str | None, delta: bool) -> ConfigSources:
     if type_url is None:
         return ConfigSources.ADS
     return ConfigSources.PER_TYPE_DELTA if delta else ConfigSources.PER_TYPE_SOTW
+
+
+def _may_be_woken(stream: ConnectedStream, woken: asyncio.Event) -> bool:
+    """Whether to wait for `woken` (a task per idle stream costs memory: only while some
+    update of the client waits)."""
+    warmth = stream.protocol.warmth
+    return woken.is_set() or warmth.waiting or warmth.removals_waiting
 
 
 async def _cancelled(*tasks: asyncio.Task[Any] | None) -> None:

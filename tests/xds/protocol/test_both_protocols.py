@@ -16,6 +16,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, Disc
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.events import MissingTypeUrl, WrongTypeUrl
+from dragoman.xds.protocol.make_before_break import ClusterWarmth
 from dragoman.xds.protocol.sotw_stream import SotwStream
 from dragoman.xds.protocol.stream_protocol import StreamMemos
 from dragoman.xds.protocol.wire import DeltaResponse, Response, SotwResponse
@@ -23,6 +24,7 @@ from tests.support.xds_builders import (
     ack,
     delta_ack,
     delta_request,
+    dns_cluster,
     eds_cluster,
     endpoints,
     listener,
@@ -339,10 +341,14 @@ def test_ads_push_order_is_cds_eds_lds_rds(flavour: Flavour) -> None:
         listeners=[listener("http", "routes-http", port=8081)],
         route_configs=[routes("routes-http", "b", "a")],
     )
-    responses = push(stream, everything_changed)
-    assert [r.type_url for r in responses] == [CLUSTER, ENDPOINT, LISTENER, ROUTE]
+    cds, eds = push(stream, everything_changed)
+    assert [cds.type_url, eds.type_url] == [CLUSTER, ENDPOINT]
     # One EDS response: "b" changed, "a" re-sent because its cluster changed.
-    assert names_in(responses[1]) == ["a", "b"]
+    assert names_in(eds) == ["a", "b"]
+    # Listeners and routes once cluster "a" is warm: its CDS and CLA ACKed.
+    assert feed(stream, flavour.ack(cds, ()), everything_changed) == []
+    named = feed(stream, flavour.ack(eds, ["a", "b"]), everything_changed)
+    assert [r.type_url for r in named] == [LISTENER, ROUTE]
 
 
 def test_cla_resent_after_cds_change_of_an_eds_cluster(flavour: Flavour) -> None:
@@ -377,3 +383,142 @@ def test_removed_clusters_go_at_once_when_routes_do_not_change(flavour: Flavour)
     expected = {"sotw": (["a"], ()), "delta": ([], ("b",))}[flavour.name]
     assert (names_in(response), flavour.removed(response)) == expected
     assert not flavour.holding_back(stream)
+
+
+def test_ads_routes_wait_for_a_new_cluster_and_its_endpoints(flavour: Flavour) -> None:
+    stream = new_stream(flavour)
+    connected = connect_envoy(flavour, stream, base_snapshot())
+    # The routes move from "b" to the new "c": Envoy would answer 503 NC for "c" until its
+    # cluster and CLA arrive, so the routes wait for both ACKs.
+    moved = snapshot(
+        clusters=[eds_cluster("a"), eds_cluster("c")],
+        assignments=[endpoints("a", "10.0.0.1"), endpoints("c", "10.0.0.3")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "a", "c")],
+    )
+    cds = only(push(stream, moved))
+    assert cds.type_url == CLUSTER and "c" in names_in(cds)
+    # Envoy asks for the new cluster's CLA before it answers the clusters (ADS: in order).
+    subscribe_c = flavour.change(connected[ENDPOINT], ["a", "b", "c"], ["c"], [])
+    eds = only(feed(stream, subscribe_c, moved))
+    assert names_in(eds) == ["c"]
+    assert feed(stream, flavour.ack(cds, ()), moved) == []  # "c" still warming
+    rds = only(feed(stream, flavour.ack(eds, ["a", "b", "c"]), moved))
+    assert rds.type_url == ROUTE and names_in(rds) == ["routes-http"]
+    assert flavour.holding_back(stream)  # "b" until the routes no longer name it
+
+
+def test_a_cluster_the_client_does_not_ask_endpoints_for_does_not_hold_routes(
+    flavour: Flavour,
+) -> None:
+    # Over ADS Envoy asks for a new cluster's CLA before it ACKs the cluster: a client that
+    # has not (a proxyless gRPC client fetches what its routes name) is not waited for.
+    stream = new_stream(flavour)
+    connect_envoy(flavour, stream, base_snapshot())
+    grown = snapshot(
+        clusters=[eds_cluster("a"), eds_cluster("b"), eds_cluster("c")],
+        assignments=[endpoints("a", "10.0.0.1"), endpoints("b", "10.0.0.2"), endpoints("c")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "a", "b", "c")],
+    )
+    cds = only(push(stream, grown))
+    rds = only(feed(stream, flavour.ack(cds, ()), grown))
+    assert rds.type_url == ROUTE
+
+
+def test_per_type_streams_of_one_node_make_before_break_together(flavour: Flavour) -> None:
+    """CDS, EDS, LDS and RDS on streams of their own, sharing the node's ClusterWarmth (as
+    the server gives them), in the order a server's streams may well run."""
+    snap = base_snapshot()
+    warmth = ClusterWarmth()
+    wakes: list[int] = []
+    warmth.wake = lambda: wakes.append(1)
+    streams = {t: new_stream(flavour, t) for t in (CLUSTER, ENDPOINT, LISTENER, ROUTE)}
+    for per_type in streams.values():
+        per_type.warmth = warmth
+    names = {CLUSTER: (), ENDPOINT: ("a", "b"), LISTENER: (), ROUTE: ("routes-http",)}
+    last: dict[str, Response] = {}
+    for type_url, per_type in streams.items():
+        last[type_url] = only(feed(per_type, first(flavour, type_url, names[type_url], NODE), snap))
+        assert feed(per_type, flavour.ack(last[type_url], names[type_url]), snap) == []
+    moved = snapshot(
+        clusters=[eds_cluster("a"), eds_cluster("c")],
+        assignments=[endpoints("a", "10.0.0.1"), endpoints("c", "10.0.0.3")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "a", "c")],
+    )
+    # The RDS stream sees the change first: its CDS stream has not even sent "c". A request
+    # meanwhile (an ACK come late, here again) does not send what the push held.
+    assert push(streams[ROUTE], moved) == []
+    assert feed(streams[ROUTE], flavour.ack(last[ROUTE], names[ROUTE]), moved) == []
+    cds = only(push(streams[CLUSTER], moved))
+    # SotW keeps "b" in the set, delta holds its removal back: the routes still name it.
+    assert names_in(cds) == {"sotw": ["a", "b", "c"], "delta": ["c"]}[flavour.name]
+    assert flavour.removed(cds) == ()
+    assert push(streams[ENDPOINT], moved) == []  # delta holds back the removal of b's CLA
+    eds_now = ["a", "b", "c"]
+    eds = only(feed(streams[ENDPOINT], flavour.change(last[ENDPOINT], eds_now, ["c"], []), moved))
+    assert names_in(eds) == ["c"]
+    assert feed(streams[CLUSTER], flavour.ack(cds, ()), moved) == []
+    assert wakes == []  # c's CLA not ACKed yet
+    assert feed(streams[ENDPOINT], flavour.ack(eds, eds_now), moved) == []
+    assert wakes == [1]  # the server wakes the node's streams: the RDS one sends
+    rds = only(push(streams[ROUTE], moved))
+    assert names_in(rds) == ["routes-http"]
+    assert push(streams[CLUSTER], moved) == []  # "b" still named until the routes are ACKed
+    assert feed(streams[ROUTE], flavour.ack(rds, ["routes-http"]), moved) == []
+    assert wakes == [1, 1]  # the routes replaced: the removals may go
+    final = only(push(streams[CLUSTER], moved))
+    assert (names_in(final), flavour.removed(final)) == {
+        "sotw": (["a", "c"], ()),
+        "delta": ([], ("b",)),
+    }[flavour.name]
+    removed_cla = push(streams[ENDPOINT], moved)
+    if flavour is DELTA:
+        assert [flavour.removed(r) for r in removed_cla] == [("b",)]
+
+
+def test_routes_to_a_new_dns_cluster_wait_for_the_grace_of_its_first_answer(
+    flavour: Flavour,
+) -> None:
+    # A strict-DNS cluster warms until its first DNS answer, which xDS does not report:
+    # once Envoy ACKed it, the shell's grace runs, then the routes go.
+    stream = new_stream(flavour)
+    graces: list[int] = []
+    stream.warmth.grace = lambda: graces.append(1)
+    base = snapshot(
+        clusters=[eds_cluster("a")],
+        assignments=[endpoints("a", "10.0.0.1")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "a")],
+    )
+    cds = only(feed(stream, first(flavour, CLUSTER, node=NODE), base))
+    eds = only(feed(stream, first(flavour, ENDPOINT, ["a"]), base))
+    feed(stream, flavour.ack(cds, ()), base)
+    feed(stream, flavour.ack(eds, ["a"]), base)
+    lds = only(feed(stream, first(flavour, LISTENER), base))
+    rds = only(feed(stream, first(flavour, ROUTE, ["routes-http"]), base))
+    feed(stream, flavour.ack(lds, ()), base)
+    feed(stream, flavour.ack(rds, ["routes-http"]), base)
+    graces.clear()  # the first clusters' grace, at start-up
+    external = snapshot(
+        clusters=[eds_cluster("a"), dns_cluster("ext", "api.example.com")],
+        assignments=[endpoints("a", "10.0.0.1")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "a", "ext")],
+    )
+    cds = only(push(stream, external))
+    assert feed(stream, flavour.ack(cds, ()), external) == []
+    assert graces == [1]
+    stream.warmth.resolved()  # the grace is over (the shell calls it, then wakes the stream)
+    assert [r.type_url for r in push(stream, external)] == [ROUTE]
+    # A cluster the client has already, changed: the old one serves while it warms.
+    changed = snapshot(
+        clusters=[eds_cluster("a"), dns_cluster("ext", "api2.example.com")],
+        assignments=[endpoints("a", "10.0.0.1")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "ext")],
+    )
+    cds = only(push(stream, changed))
+    assert [r.type_url for r in feed(stream, flavour.ack(cds, ()), changed)] == [ROUTE]
+    assert graces == [1]

@@ -336,16 +336,15 @@ def test_delta_removals_come_after_additions_and_wait_for_new_routes() -> None:
         listeners=[listener("http", "routes-http")],
         route_configs=[routes("routes-http", "a", "c")],
     )
-    responses = stream.on_snapshot(moved)
-    assert [(r.type_url, r.names, r.removed) for r in responses] == [
-        (CLUSTER, ("c",), ()),
-        (ROUTE, ("routes-http",), ()),
-    ]
-    cds, rds = responses
-    stream.on_request(delta_ack(cds), moved)
+    cds = only(stream.on_snapshot(moved))
+    assert (cds.type_url, cds.names, cds.removed) == (CLUSTER, ("c",), ())
+    # Envoy asks for the new cluster's CLA, then ACKs the clusters: "c" still warming.
     eds = only(stream.on_request(delta_request(ENDPOINT, ["c"]), moved))
     assert names_in(eds) == ["c"]
-    stream.on_request(delta_ack(eds), moved)
+    assert stream.on_request(delta_ack(cds), moved) == []
+    # Its CLA ACKed: the routes naming "c" go.
+    rds = only(stream.on_request(delta_ack(eds), moved))
+    assert (rds.type_url, rds.names) == (ROUTE, ("routes-http",))
     # The new routes are ACKed: now "b" goes, cluster first, then its endpoints.
     removals = stream.on_request(delta_ack(rds), moved)
     assert [(r.type_url, r.names, r.removed) for r in removals] == [
@@ -374,7 +373,7 @@ def test_delta_request_never_overtakes_ads_order_of_a_newer_snapshot() -> None:
         route_configs=[routes("routes-http", "a", "b", "c")],
     )
     responses = stream.on_request(delta_request(ROUTE, ["other"]), newer)
-    assert [r.type_url for r in responses] == [ROUTE, CLUSTER, ROUTE]
+    assert [r.type_url for r in responses] == [ROUTE, CLUSTER]  # routes once "c" is warm
     assert responses[0].removed == ("other",)  # answered from the snapshot it already served
 
 

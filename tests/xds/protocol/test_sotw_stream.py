@@ -294,8 +294,9 @@ def test_a_snapshot_without_a_type_answers_and_pushes_nothing_of_it() -> None:
     fresh = SotwStream()
     assert fresh.on_request(request(LISTENER, node=NODE), Snapshot()) == []
     assert fresh.on_request(request(CLUSTER), Snapshot()) == []
-    # Once there is a snapshot again, what was asked for is answered.
-    assert [r.type_url for r in fresh.on_snapshot(snap)] == [CLUSTER, LISTENER]
+    # Once there is a snapshot again, what was asked for is answered: the listeners once
+    # the clusters are warm.
+    assert [r.type_url for r in fresh.on_snapshot(snap)] == [CLUSTER]
 
 
 def test_stale_nonce_request_is_ignored() -> None:
@@ -485,7 +486,7 @@ def test_reconnect_with_explicit_names_is_answered_even_at_current_version() -> 
 # ADS ordering.
 
 
-def test_ads_push_of_a_new_cluster_waits_for_envoy_to_ask_for_its_endpoints() -> None:
+def test_ads_routes_naming_a_new_cluster_wait_until_it_is_warm() -> None:
     stream = SotwStream()
     snap = base_snapshot()
     connect_envoy(stream, snap)
@@ -495,11 +496,17 @@ def test_ads_push_of_a_new_cluster_waits_for_envoy_to_ask_for_its_endpoints() ->
         listeners=[listener("http", "routes-http")],
         route_configs=[routes("routes-http", "a", "b", "c")],
     )
-    cds, rds = stream.on_snapshot(grown)
-    assert (cds.type_url, rds.type_url) == (CLUSTER, ROUTE)
+    # The new cluster alone: a route naming it now would answer 503 NC until "c" warms.
+    cds = only(stream.on_snapshot(grown))
+    assert cds.type_url == CLUSTER
+    # Envoy asks for the new cluster's CLA, then ACKs the clusters: still warming.
     eds_nonce = stream.types[ENDPOINT].nonce
     eds = only(stream.on_request(request(ENDPOINT, ["a", "b", "c"], nonce=eds_nonce), grown))
     assert names_in(eds) == ["c"]
+    assert stream.on_request(ack(cds), grown) == []
+    # Its CLA ACKed: "c" is warm, the routes naming it go.
+    rds = only(stream.on_request(ack(eds, ["a", "b", "c"]), grown))
+    assert rds.type_url == ROUTE and names_in(rds) == ["routes-http"]
 
 
 def test_request_never_overtakes_ads_order_of_a_newer_snapshot() -> None:
@@ -512,10 +519,11 @@ def test_request_never_overtakes_ads_order_of_a_newer_snapshot() -> None:
         listeners=[listener("http", "routes-http")],
         route_configs=[routes("routes-http", "a", "b", "c")],
     )
-    # An RDS request arrives before the stream saw the newer snapshot: clusters still go first.
+    # An RDS request arrives before the stream saw the newer snapshot: clusters still go
+    # first, and the routes once the new cluster is warm.
     rds_state = stream.types[ROUTE]
     responses = stream.on_request(request(ROUTE, ["routes-http"], nonce=rds_state.nonce), newer)
-    assert [r.type_url for r in responses] == [CLUSTER, ROUTE]
+    assert [r.type_url for r in responses] == [CLUSTER]
 
 
 def test_cla_resent_under_its_service_name_after_cds_change() -> None:
@@ -562,15 +570,16 @@ def test_removed_clusters_kept_until_new_routes_are_acked() -> None:
         listeners=[listener("http", "routes-http")],
         route_configs=[routes("routes-http", "a", "c")],
     )
-    cds, rds = stream.on_snapshot(moved)
+    cds = only(stream.on_snapshot(moved))
     assert names_in(cds) == ["a", "b", "c"]
     assert cds.version_info != moved.of_type(CLUSTER).version  # not the final state
-    assert rds.type_url == ROUTE
-    stream.on_request(ack(cds), moved)
     eds_nonce = stream.types[ENDPOINT].nonce
     eds = only(stream.on_request(request(ENDPOINT, ["a", "b", "c"], nonce=eds_nonce), moved))
     assert names_in(eds) == ["c"]
-    assert stream.on_request(ack(eds, ["a", "b", "c"]), moved) == []
+    assert stream.on_request(ack(cds), moved) == []
+    # "c" warm: the routes naming it go; "b" is still held.
+    rds = only(stream.on_request(ack(eds, ["a", "b", "c"]), moved))
+    assert rds.type_url == ROUTE
     # The new routes are ACKed: now the final CDS removes "b".
     final = only(stream.on_request(ack(rds, ["routes-http"]), moved))
     assert final.type_url == CLUSTER

@@ -110,3 +110,51 @@ def test_a_client_that_opens_them_is_not(caplog: pytest.LogCaptureFixture) -> No
     with caplog.at_level(logging.WARNING, logger="dragoman.xds"):
         run(lambda: _per_type_client(open_dependents=True))
     assert not [m for m in warnings_of(caplog) if "opened none" in m]
+
+
+async def _route_change_on_per_type_streams(delta: bool) -> None:
+    """The routes move from cluster "a" to the new "c", served to a node's four per-type
+    streams: RDS waits until the CDS and EDS streams have "c" warm, and CDS removes "a" only
+    once the routes no longer name it."""
+    cache = served()
+    server = await start_xds_server(cache, "127.0.0.1:0", registry=StreamRegistry())
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{bound_port(server)}")
+    names = {CLUSTER: [], ENDPOINT: ["a"], LISTENER: [], ROUTE: ["routes-http"]}
+    clients = {t: XdsClient(channel, NODE, type_url=t, delta=delta) for t in names}
+    try:
+        for type_url, client in clients.items():
+            await client.subscribe(type_url, names[type_url])
+            await client.ack(await client.receive())
+        cds, eds, rds = clients[CLUSTER], clients[ENDPOINT], clients[ROUTE]
+        moved = snapshot(
+            clusters=[eds_cluster("c")],
+            assignments=[endpoints("c", "10.0.0.3")],
+            listeners=[listener("http", "routes-http")],
+            route_configs=[routes("routes-http", "c")],
+        )
+        cache.set_snapshots({ALL_GATEWAYS: moved})
+        clusters = await cds.receive()
+        assert "c" in clusters.names and clusters.removed == ()
+        await eds.subscribe(ENDPOINT, ["c"])
+        assignment = await eds.receive()
+        assert assignment.names == ["c"]
+        await cds.ack(clusters)
+        await rds.nothing()  # "c" is warming: its CLA is not ACKed yet
+        await eds.ack(assignment)
+        route = await rds.receive()
+        assert route.names == ["routes-http"]
+        await clients[LISTENER].nothing()
+        await cds.nothing()  # "a" stays while the routes naming it may still run
+        await rds.ack(route)
+        final = await cds.receive()
+        assert (final.names, final.removed) == (([], ("a",)) if delta else (["c"], ()))
+    finally:
+        for client in clients.values():
+            client.cancel()
+        await channel.close()
+        await server.stop(None)
+
+
+@pytest.mark.parametrize("delta", [False, True], ids=["sotw", "delta"])
+def test_a_node_s_per_type_streams_make_before_break_together(delta: bool) -> None:
+    run(lambda: _route_change_on_per_type_streams(delta))
