@@ -3,6 +3,7 @@ and timeouts), redirect, or answer an error itself."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,11 +20,13 @@ from dragoman.dag.model import (
     Mirror,
     Problem,
     Redirect,
+    Retry,
     UpstreamProtocol,
     has_client_ip_affinity,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
 from dragoman.dag.routes.filters import NO_FILTERS, RuleFilters, rule_filters
+from dragoman.dag.routes.retries import rule_retry
 from dragoman.objects import (
     BackendRef,
     GRPCRoute,
@@ -59,15 +62,22 @@ def http_rule_action(
     # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule); only
     # filters read the prefix.
     prefix = rule.matches[0].path.value if rule.filters and len(rule.matches) == 1 else ""
-    return _rule_action(
+    retry, retry_problem = (
+        rule_retry(route, rule_index, rule.retry) if rule.retry is not None else (None, None)
+    )
+    action = _rule_action(
         route,
         rule_index,
         rule.filters,
         rule.backend_refs,
         context,
         prefix=prefix,
-        timeouts=http_timeouts(rule.timeouts),
+        timeouts=http_timeouts(rule.timeouts, retries=retry is not None),
+        retry=retry,
     )
+    if retry_problem is None:
+        return action
+    return dataclasses.replace(action, problems=(*action.problems, retry_problem))
 
 
 def grpc_rule_action(
@@ -89,16 +99,20 @@ def grpc_rule_action(
     )
 
 
-def http_timeouts(timeouts: HTTPRouteTimeouts) -> tuple[int | None, int | None]:
+def http_timeouts(
+    timeouts: HTTPRouteTimeouts, *, retries: bool = False
+) -> tuple[int | None, int | None]:
     """(route timeout, per-try timeout) in milliseconds for an HTTPRoute rule's `timeouts`.
 
-    `request` bounds the whole exchange; `backendRequest` each attempt at a backend. dragoman
-    makes one attempt, so a lone `backendRequest` bounds the whole exchange too. With neither,
-    None keeps Envoy's 15 s default: a safe bound rather than none. 0 means no timeout.
+    `request` bounds the whole exchange; `backendRequest` each attempt at a backend. Without
+    retries there is one attempt, so a lone `backendRequest` bounds the whole exchange too;
+    with retries it bounds each attempt, and the attempts (a known number) bound the
+    exchange, so it has no timeout of its own. With neither, None keeps Envoy's 15 s default:
+    a safe bound rather than none. 0 means no timeout.
     """
     request, backend = timeouts.request_ms, timeouts.backend_request_ms
     if request is None:
-        return backend, None
+        return (0, backend) if retries and backend else (backend, None)
     if backend is None or backend == 0 or (request != 0 and backend >= request):
         return request, None
     return request, backend
@@ -114,6 +128,7 @@ def _rule_action(
     prefix: str,
     timeouts: tuple[int | None, int | None],
     grpc: bool = False,
+    retry: Retry | None = None,
 ) -> RuleAction:
     # gRPC needs HTTP/2 all the way to the backend.
     protocol: UpstreamProtocol | None = H2C if grpc else None
@@ -156,6 +171,7 @@ def _rule_action(
             mirrors=mirrors,
             timeout_ms=timeouts[0],
             per_try_timeout_ms=timeouts[1],
+            retry=retry,
             grpc=grpc,
             hash_client_ip=affinity,
         )
