@@ -1,5 +1,5 @@
-"""What one route rule does with the requests it matches: forward (with rewrites, mirrors
-and timeouts), redirect, or answer an error itself."""
+"""What one route rule does with the requests it matches: forward (with rewrites, mirrors,
+timeouts and retries), redirect, or answer an error itself."""
 
 from __future__ import annotations
 
