@@ -185,8 +185,7 @@ def test_envoy_accepts_retries_at_the_edges_of_what_the_crd_allows(
     envoy: str, tmp_path: Path
 ) -> None:
     dag = build_text(RETRY_EXTREMES)
-    # The 0s back-off is reported (Envoy's shortest is 2ms), nothing else.
-    assert [p.field for p in dag.problems] == ["spec.rules[0].retry.backoff"]
+    assert dag.problems == ()  # a 0s back-off included: Envoy refuses a zero one
     for index, (_, snapshot) in enumerate(sorted(translate(dag).items())):
         path = tmp_path / f"group-{index}.yaml"
         path.write_text(dump_yaml(translated_bootstrap(snapshot, tmp_path / "admin.sock")))

@@ -3,7 +3,6 @@ timeouts and retries), redirect, or answer an error itself."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -62,10 +61,8 @@ def http_rule_action(
     # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule); only
     # filters read the prefix.
     prefix = rule.matches[0].path.value if rule.filters and len(rule.matches) == 1 else ""
-    retry, retry_problem = (
-        rule_retry(route, rule_index, rule.retry) if rule.retry is not None else (None, None)
-    )
-    action = _rule_action(
+    retry = rule_retry(rule.retry) if rule.retry is not None else None
+    return _rule_action(
         route,
         rule_index,
         rule.filters,
@@ -75,9 +72,6 @@ def http_rule_action(
         timeouts=http_timeouts(rule.timeouts, retries=retry is not None),
         retry=retry,
     )
-    if retry_problem is None:
-        return action
-    return dataclasses.replace(action, problems=(*action.problems, retry_problem))
 
 
 def grpc_rule_action(
