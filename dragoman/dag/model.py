@@ -257,6 +257,16 @@ class Mirror:
 
 
 @dataclass(frozen=True, slots=True)
+class Retry:
+    """When a forwarded request is tried again (an HTTPRoute rule's `retry`, GEP-1731):
+    after a connection failure, a reset, a per-try timeout, or one of `codes`."""
+
+    attempts: int  # retries after the first attempt
+    codes: tuple[int, ...] = ()
+    backoff_ms: int | None = None  # the back-off's base interval; None: Envoy's (25 ms)
+
+
+@dataclass(frozen=True, slots=True)
 class Forward:
     backends: tuple[Backend, ...]
     # Rewrite Host to the upstream host's DNS name (set when any backend is external).
@@ -267,6 +277,7 @@ class Forward:
     # Milliseconds; None: Envoy's default route timeout (15 s), 0: no timeout.
     timeout_ms: int | None = None
     per_try_timeout_ms: int | None = None
+    retry: Retry | None = None
     # A GRPCRoute action: a share with no valid backend answers 503 (gRPC UNAVAILABLE), and
     # the client's grpc-timeout header bounds each call.
     grpc: bool = False

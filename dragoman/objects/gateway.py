@@ -269,6 +269,15 @@ class HTTPRouteTimeouts:
 
 
 @dataclass(frozen=True, slots=True)
+class HTTPRouteRetry:
+    """A rule's `retry` (GEP-1731): when and how often a failed backend request is retried."""
+
+    codes: tuple[int, ...] = ()  # response status codes retried (400-599)
+    attempts: int | None = None  # retries after the first attempt; None: dragoman's default
+    backoff_ms: int | None = None  # Gateway API duration in milliseconds; None: Envoy's
+
+
+@dataclass(frozen=True, slots=True)
 class HTTPRouteRule:
     # The API defaults an absent list to one match: PathPrefix "/".
     matches: tuple[HTTPRouteMatch, ...] = (HTTPRouteMatch(),)
@@ -276,8 +285,9 @@ class HTTPRouteRule:
     filters: tuple[RouteFilter, ...] = ()
     timeouts: HTTPRouteTimeouts = HTTPRouteTimeouts()
     name: str | None = None
-    # Experimental-channel fields the rule sets ("retry", "sessionPersistence"): dragoman
-    # does not serve them, and says so rather than drop them unnoticed.
+    retry: HTTPRouteRetry | None = None
+    # Experimental-channel fields the rule sets that dragoman does not serve
+    # ("sessionPersistence"): it says so rather than drop them unnoticed.
     experimental_fields: tuple[str, ...] = ()
 
 

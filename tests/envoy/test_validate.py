@@ -14,6 +14,7 @@ from dragoman.snapshots.resources import LISTENER, ROUTE
 from tests.support.envoy_checks import translated_bootstrap, validate
 from tests.support.envoy_dags import envoy_binary, every_kind_of_dag, messages, with_inline_routes
 from tests.support.feature_manifests import every_feature_dag, every_feature_dag_with_dns_check
+from tests.support.status_builds import build_text
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "envoy" / "bootstrap.yaml"
 VALIDATE_TIMEOUT_S = 60
@@ -145,3 +146,47 @@ def test_envoy_accepts_the_mutual_tls_bootstrap(envoy: str, tmp_path: Path, xds:
     path = tmp_path / "bootstrap.yaml"
     path.write_text(dump_yaml(config))
     validate(envoy, path)
+
+
+RETRY_EXTREMES = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: dragoman
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {value: /shortest}}]
+    retry: {attempts: 1, backoff: 0s, codes: [400, 599]}
+    timeouts: {backendRequest: 1ms}
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {value: /longest}}]
+    retry: {attempts: 2147483647, backoff: 99999h99999m99999s99999ms}
+    timeouts: {request: 99999h, backendRequest: 99998h}
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {value: /defaults}}]
+    retry: {}
+    backendRefs: [{name: web, port: 80}]
+"""
+
+
+def test_envoy_accepts_retries_at_the_edges_of_what_the_crd_allows(
+    envoy: str, tmp_path: Path
+) -> None:
+    dag = build_text(RETRY_EXTREMES)
+    assert dag.problems == ()  # a 0s back-off included: Envoy refuses a zero one
+    for index, (_, snapshot) in enumerate(sorted(translate(dag).items())):
+        path = tmp_path / f"group-{index}.yaml"
+        path.write_text(dump_yaml(translated_bootstrap(snapshot, tmp_path / "admin.sock")))
+        validate(envoy, path)

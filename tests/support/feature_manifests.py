@@ -265,8 +265,12 @@ spec:
     backendRefs: [{name: web, port: 80}]
   - matches: [{path: {value: /slow}}]
     timeouts: {request: 10s, backendRequest: 2s}
-    retry: {codes: [503], attempts: 2}
+    retry: {codes: [500, 502, 503, 504], attempts: 2, backoff: 100ms}
     backendRefs: [{name: logical, port: 8080}]
+  - matches: [{path: {value: /retried}}]
+    timeouts: {backendRequest: 1s}
+    retry: {attempts: 3}
+    backendRefs: [{name: web, port: 80}]
   - matches: [{path: {value: /unhurried}}]
     timeouts: {request: 0s}
     backendRefs: [{name: alias, port: 80}]

@@ -86,6 +86,8 @@ def manifests(pod_port: int, port: int) -> dict[str, str]:
               hostnames: [shop.grpc.test]
               rules:
                 - matches: [{{path: {{type: PathPrefix, value: /grpc.health.v1.Health}}}}]
+                  # gRPC clients get what they can do of it (gRFC A44), and accept it.
+                  retry: {{attempts: 2, codes: [400, 503], backoff: 100ms}}
                   backendRefs: [{{name: outside, port: {port}}}]
                 - matches: [{{path: {{type: PathPrefix, value: /old}}}}]
                   filters: [{{type: RequestRedirect, requestRedirect: {{hostname: new.test}}}}]

@@ -1,5 +1,5 @@
-"""What one route rule does with the requests it matches: forward (with rewrites, mirrors
-and timeouts), redirect, or answer an error itself."""
+"""What one route rule does with the requests it matches: forward (with rewrites, mirrors,
+timeouts and retries), redirect, or answer an error itself."""
 
 from __future__ import annotations
 
@@ -19,11 +19,13 @@ from dragoman.dag.model import (
     Mirror,
     Problem,
     Redirect,
+    Retry,
     UpstreamProtocol,
     has_client_ip_affinity,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
 from dragoman.dag.routes.filters import NO_FILTERS, RuleFilters, rule_filters
+from dragoman.dag.routes.retries import rule_retry
 from dragoman.objects import (
     BackendRef,
     GRPCRoute,
@@ -59,6 +61,7 @@ def http_rule_action(
     # ReplacePrefixMatch is only valid with exactly one PathPrefix match (a CRD rule); only
     # filters read the prefix.
     prefix = rule.matches[0].path.value if rule.filters and len(rule.matches) == 1 else ""
+    retry = rule_retry(rule.retry) if rule.retry is not None else None
     return _rule_action(
         route,
         rule_index,
@@ -66,7 +69,8 @@ def http_rule_action(
         rule.backend_refs,
         context,
         prefix=prefix,
-        timeouts=http_timeouts(rule.timeouts),
+        timeouts=http_timeouts(rule.timeouts, retries=retry is not None),
+        retry=retry,
     )
 
 
@@ -89,16 +93,20 @@ def grpc_rule_action(
     )
 
 
-def http_timeouts(timeouts: HTTPRouteTimeouts) -> tuple[int | None, int | None]:
+def http_timeouts(
+    timeouts: HTTPRouteTimeouts, *, retries: bool = False
+) -> tuple[int | None, int | None]:
     """(route timeout, per-try timeout) in milliseconds for an HTTPRoute rule's `timeouts`.
 
-    `request` bounds the whole exchange; `backendRequest` each attempt at a backend. dragoman
-    makes one attempt, so a lone `backendRequest` bounds the whole exchange too. With neither,
-    None keeps Envoy's 15 s default: a safe bound rather than none. 0 means no timeout.
+    `request` bounds the whole exchange; `backendRequest` each attempt at a backend. Without
+    retries there is one attempt, so a lone `backendRequest` bounds the whole exchange too;
+    with retries it bounds each attempt, and the attempts (a known number) bound the
+    exchange, so it has no timeout of its own. With neither, None keeps Envoy's 15 s default:
+    a safe bound rather than none. 0 means no timeout.
     """
     request, backend = timeouts.request_ms, timeouts.backend_request_ms
     if request is None:
-        return backend, None
+        return (0, backend) if retries and backend else (backend, None)
     if backend is None or backend == 0 or (request != 0 and backend >= request):
         return request, None
     return request, backend
@@ -114,6 +122,7 @@ def _rule_action(
     prefix: str,
     timeouts: tuple[int | None, int | None],
     grpc: bool = False,
+    retry: Retry | None = None,
 ) -> RuleAction:
     # gRPC needs HTTP/2 all the way to the backend.
     protocol: UpstreamProtocol | None = H2C if grpc else None
@@ -156,6 +165,7 @@ def _rule_action(
             mirrors=mirrors,
             timeout_ms=timeouts[0],
             per_try_timeout_ms=timeouts[1],
+            retry=retry,
             grpc=grpc,
             hash_client_ip=affinity,
         )

@@ -44,7 +44,6 @@ def route_rules(route: HTTPRoute | GRPCRoute, context: BuildContext) -> RouteRul
 
 # What each experimental rule field dragoman does not serve means for traffic.
 _NOT_SERVED = {
-    "retry": "failed requests are not retried",
     "sessionPersistence": "requests are not kept on one backend",
 }
 

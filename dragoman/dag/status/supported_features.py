@@ -21,6 +21,7 @@ DAG_ROUTE_FILTERS = "tests/dag/routes/test_filters.py"
 DAG_UPSTREAMS = "tests/dag/upstreams/test_external_name_services.py"
 E2E_ENVOY_CLIENT_CERTIFICATE = "tests/e2e/test_envoy_client_certificate.py"
 E2E_ENVOY_CLIENT_VALIDATION = "tests/e2e/test_envoy_client_validation.py"
+E2E_ENVOY_RETRIES = "tests/e2e/test_envoy_retries.py"
 E2E_ENVOY_ROUTES = "tests/e2e/test_envoy_routes.py"
 ENVOY_HTTPS = "tests/envoy/resources/test_https_listeners.py"
 ENVOY_ROUTE_FILTERS = "tests/envoy/resources/test_route_filters.py"
@@ -91,6 +92,15 @@ SUPPORTED_FEATURES: Mapping[str, tuple[str, str]] = {
     "HTTPRouteCORS": (
         DAG_ROUTE_FILTERS,
         "test_a_cors_filter_gives_the_route_its_policy_and_forwards",
+    ),
+    # HTTPRoute retry (GEP-1731). Not HTTPRouteRetryBackoff: Envoy waits a random time up to
+    # the back-off, where the GEP asks for at least the back-off.
+    "HTTPRouteRetry": (E2E_ENVOY_RETRIES, "test_listed_codes_are_retried_up_to_attempts"),
+    "HTTPRouteRetryCodes": (E2E_ENVOY_RETRIES, "test_codes_not_listed_are_not_retried"),
+    "HTTPRouteRetryConnectionError": (E2E_ENVOY_RETRIES, "test_connection_resets_are_retried"),
+    "HTTPRouteRetryBackendTimeout": (
+        E2E_ENVOY_RETRIES,
+        "test_a_backend_request_timeout_bounds_each_attempt",
     ),
 }
 

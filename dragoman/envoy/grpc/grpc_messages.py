@@ -29,6 +29,7 @@ from dragoman.dag.model import (
     Cluster,
     DnsCluster,
     Forward,
+    Retry,
     Route,
     RouteMatch,
     ValueMatch,
@@ -54,6 +55,12 @@ from dragoman.envoy.translate_options import TranslateOptions
 LOGICAL_DNS_SUFFIX = "logical-dns"
 # Every gRPC call is an HTTP/2 POST.
 GRPC_METHOD = "POST"
+# gRPC retries on gRPC status codes only (gRFC A44). A failed connection or a reset reaches
+# the client as UNAVAILABLE; an HTTP status without grpc-status becomes a gRPC one by gRPC's
+# HTTP-to-gRPC table, which maps these to codes gRPC can retry on, and no other.
+GRPC_CONNECTION_ERRORS = "unavailable"
+GRPC_STATUS_OF_HTTP = {400: "internal", 429: "unavailable", 502: "unavailable"}
+GRPC_STATUS_OF_HTTP |= {503: "unavailable", 504: "unavailable"}
 
 
 def api_listener(value: ApiListener, options: TranslateOptions) -> listener_pb2.Listener:
@@ -153,7 +160,25 @@ def _route_action(value: Forward) -> rc_pb2.RouteAction | None:
     if value.timeout_ms:
         # gRPC bounds each call by its own deadline, capped at this (gRFC A31).
         action.max_stream_duration.max_stream_duration.CopyFrom(seconds(value.timeout_ms / 1000))
+    if value.retry is not None:
+        action.retry_policy.CopyFrom(grpc_retry_policy(value.retry))
     return action
+
+
+def grpc_retry_policy(value: Retry) -> rc_pb2.RetryPolicy:
+    """What of a rule's retries gRPC can do: retry UNAVAILABLE (and INTERNAL for 400), at
+    most 4 times (gRPC caps a call at 5 attempts), with the rule's back-off; gRPC has no
+    per-try timeout."""
+    names = [GRPC_CONNECTION_ERRORS]
+    for code in value.codes:
+        name = GRPC_STATUS_OF_HTTP.get(code)
+        if name is not None and name not in names:
+            names.append(name)
+    message = rc_pb2.RetryPolicy(retry_on=",".join(names))
+    message.num_retries.value = value.attempts
+    if value.backoff_ms is not None:
+        message.retry_back_off.base_interval.CopyFrom(seconds(value.backoff_ms / 1000))
+    return message
 
 
 def grpc_servable(value: Cluster) -> bool:

@@ -19,6 +19,7 @@ from dragoman.dag.model import (
     Mirror,
     PathRewrite,
     Redirect,
+    Retry,
     Route,
     RouteMatch,
     RouteTable,
@@ -48,6 +49,10 @@ REDIRECT_CODES = {
 WHOLE_PATH = "^/.*$"
 SET = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
 APPEND = base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD
+# What every retry policy retries: a failed connection, a reset or timed-out attempt (the
+# upstream sent no response), a stream the upstream refused before reading it.
+RETRY_ON_CONNECTION_ERRORS = "connect-failure,refused-stream,reset"
+RETRY_ON_CODES = "retriable-status-codes"
 
 
 # The tree is filled in place, top down: a message handed to a constructor or a repeated
@@ -246,9 +251,12 @@ def fill_route_action(
         message.request_mirror_policies.extend(_mirror_policy(m) for m in action.mirrors)
     if action.timeout_ms is not None:
         message.timeout.CopyFrom(seconds(action.timeout_ms / 1000))
-    if action.per_try_timeout_ms is not None:
+    if action.retry is not None:
+        message.retry_policy.CopyFrom(retry_policy(action.retry))
+    elif action.per_try_timeout_ms is not None:
         # No retries: the policy only bounds the one attempt at a backend.
         message.retry_policy.num_retries.value = 0
+    if action.per_try_timeout_ms is not None:
         message.retry_policy.per_try_timeout.CopyFrom(seconds(action.per_try_timeout_ms / 1000))
     if action.hash_client_ip:
         # Ring-hash clusters of Services with sessionAffinity ClientIP pick by this hash.
@@ -256,6 +264,22 @@ def fill_route_action(
     if action.grpc:
         # Bound each call by the client's grpc-timeout header, with no cap of ours.
         message.max_stream_duration.grpc_timeout_header_max.CopyFrom(seconds(0))
+
+
+def retry_policy(retry: Retry) -> rc_pb2.RetryPolicy:
+    """A rule's retries as Envoy's RetryPolicy: connection failures, resets (a per-try
+    timeout counts as one) and refused streams are always retried, as GEP-1731 asks of a
+    rule that sets `retry`; response codes only those the rule names."""
+    message = rc_pb2.RetryPolicy(retry_on=RETRY_ON_CONNECTION_ERRORS)
+    message.num_retries.value = retry.attempts
+    if retry.codes:
+        message.retry_on = f"{RETRY_ON_CONNECTION_ERRORS},{RETRY_ON_CODES}"
+        message.retriable_status_codes.extend(retry.codes)
+    if retry.backoff_ms is not None:
+        # Envoy waits a random time up to the base interval, doubling it on every retry up
+        # to ten times the base (its default max_interval).
+        message.retry_back_off.base_interval.CopyFrom(seconds(retry.backoff_ms / 1000))
+    return message
 
 
 def _backends_by_weight_order(action: Forward, weights: list[tuple[str, int]]) -> list[Backend]:

@@ -8,9 +8,12 @@ report, as they would be for an object read from a cluster.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dragoman.objects import (
     HTTPRoute,
     HTTPRouteMatch,
+    HTTPRouteRetry,
     HTTPRouteRule,
     HTTPRouteTimeouts,
     ObjectMeta,
@@ -18,7 +21,7 @@ from dragoman.objects import (
     RouteFilter,
 )
 from dragoman.objects.gateway import PATH_MATCH_TYPES
-from dragoman.sources.fields import Node, describe
+from dragoman.sources.fields import Node, describe, integer_range, is_integer
 from dragoman.sources.formats import DNS1123_SUBDOMAIN, HOSTNAME, http_path_problem
 from dragoman.sources.parsers.route_parts import (
     DURATION,
@@ -33,9 +36,13 @@ from dragoman.sources.parsers.route_parts import (
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
 MAX_MATCHES_PER_ROUTE = 128
-# Rule fields of the Gateway API's experimental channel, kept by name only (the DAG reports
-# them as not served); the standard CRD does not have them.
-EXPERIMENTAL_RULE_FIELDS = ("retry", "sessionPersistence")
+# Rule fields of the Gateway API's experimental channel dragoman does not serve, kept by
+# name only (the DAG reports them as not served); the standard CRD does not have them.
+EXPERIMENTAL_RULE_FIELDS = ("sessionPersistence",)
+# The status codes the experimental CRD lets `retry.codes` name.
+RETRY_CODES = (400, 599)
+# The CRD sets no upper bound on `retry.attempts`; Envoy's counter is 32 bits.
+MAX_RETRY_ATTEMPTS = 2**31 - 1
 # What most rules hold, made once and shared (the objects are immutable): the default match
 # (PathPrefix "/") and no timeouts.
 DEFAULT_MATCHES: tuple[HTTPRouteMatch, ...] = (HTTPRouteMatch(),)
@@ -71,6 +78,7 @@ def _rule(node: Node) -> HTTPRouteRule:
         filters=filters,
         timeouts=_timeouts(node),
         name=node.optional_string("name", format=DNS1123_SUBDOMAIN),
+        retry=_retry(node),
         experimental_fields=tuple(key for key in EXPERIMENTAL_RULE_FIELDS if node.has(key)),
     )
     _check_rule(node, rule)
@@ -142,3 +150,37 @@ def _timeouts(rule: Node) -> HTTPRouteTimeouts:
             "backendRequest timeout cannot be longer than request timeout",
         )
     return HTTPRouteTimeouts(request_ms=request_ms, backend_request_ms=backend_ms)
+
+
+def _retry(rule: Node) -> HTTPRouteRetry | None:
+    """`retry` as the experimental CRD validates it (GEP-1731)."""
+    node = rule.mapping("retry")
+    if node is None:
+        return None
+    backoff = node.optional_string("backoff", format=DURATION)
+    return HTTPRouteRetry(
+        codes=_retry_codes(node),
+        attempts=node.optional_integer("attempts", minimum=1, maximum=MAX_RETRY_ATTEMPTS),
+        backoff_ms=duration_ms(backoff) if backoff is not None else None,
+    )
+
+
+def _retry_codes(retry: Node) -> tuple[int, ...]:
+    """`codes`: a set (`x-kubernetes-list-type: set`) of status codes from 400 to 599."""
+    items = retry.raw("codes")
+    if items is None:
+        return ()
+    path = retry.at("codes")
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+        retry.expected(path, "a list", items)
+        return ()
+    low, high = RETRY_CODES
+    codes: list[int] = []
+    for index, code in enumerate(items):
+        if not is_integer(code) or not low <= code <= high:
+            retry.expected(f"{path}[{index}]", integer_range(low, high), code)
+        elif code in codes:
+            retry.report(f"{path}[{index}]", f"duplicate value {code}")
+        else:
+            codes.append(code)
+    return tuple(codes)

@@ -18,6 +18,7 @@ from dragoman.dag.model import (
     Mirror,
     PathRewrite,
     Redirect,
+    Retry,
     Route,
 )
 from dragoman.dag.node_groups.virtual_hosts import placed_redirect
@@ -229,30 +230,84 @@ def test_a_cors_filter_gives_the_route_its_policy_and_forwards() -> None:
     assert problems(dag) == []
 
 
-def test_experimental_retry_is_reported_and_the_rule_served_without_it() -> None:
-    """retry (and sessionPersistence) are in the experimental CRDs only: not silently dropped."""
+def test_experimental_session_persistence_is_reported_and_the_rule_served_without_it() -> None:
+    """sessionPersistence is in the experimental CRDs only: not silently dropped."""
     dag = dag_of(
         """
-        - matches: [{path: {value: /retry}}]
-          retry: {codes: [500, 503], attempts: 3, backoff: 100ms}
-          backendRefs: [{name: web, port: 80}]
         - matches: [{path: {value: /sticky}}]
           sessionPersistence: {sessionName: s, type: Cookie}
           backendRefs: [{name: web, port: 80}]
         """
     )
-    assert isinstance(served(dag, "/retry").action, Forward)
     assert isinstance(served(dag, "/sticky").action, Forward)
-    assert problems(dag) == [
-        ("spec.rules[0].retry", "UnsupportedValue"),
-        ("spec.rules[1].sessionPersistence", "UnsupportedValue"),
-    ]
+    assert problems(dag) == [("spec.rules[0].sessionPersistence", "UnsupportedValue")]
     [entry] = dag.statuses[ObjectKey("HTTPRoute", "default", "r")].status["parents"]
     partial = next(c for c in entry["conditions"] if c["type"] == "PartiallyInvalid")
     assert partial["status"] == "True"
     message = partial["message"]
-    assert "retry is an experimental Gateway API field dragoman does not implement" in message
-    assert "failed requests are not retried" in message
+    assert "sessionPersistence is an experimental Gateway API field" in message
+    assert "requests are not kept on one backend" in message
+
+
+def test_a_rule_retry_reaches_its_action() -> None:
+    dag = dag_of(
+        """
+        - matches: [{path: {value: /retry}}]
+          retry: {codes: [500, 503], attempts: 3, backoff: 100ms}
+          backendRefs: [{name: web, port: 80}]
+        - matches: [{path: {value: /defaults}}]
+          retry: {}
+          backendRefs: [{name: api, port: 443}]
+        - matches: [{path: {value: /plain}}]
+          backendRefs: [{name: web, port: 80}]
+        """
+    )
+    retried, defaults, plain = (served(dag, p).action for p in ("/retry", "/defaults", "/plain"))
+    assert isinstance(retried, Forward) and isinstance(defaults, Forward)
+    assert isinstance(plain, Forward)
+    assert retried.retry == Retry(attempts=3, codes=(500, 503), backoff_ms=100)
+    # attempts unset: one retry; codes unset: connection errors only; backoff: Envoy's.
+    assert defaults.retry == Retry(attempts=1)
+    assert plain.retry is None
+    assert problems(dag) == []
+    [entry] = dag.statuses[ObjectKey("HTTPRoute", "default", "r")].status["parents"]
+    assert all(c["type"] != "PartiallyInvalid" for c in entry["conditions"])
+
+
+def test_a_zero_backoff_is_served_as_envoys_shortest() -> None:
+    """Envoy refuses a zero base interval; it waits a random time up to 1 ms, which is what
+    `0s` asks for (no minimum wait)."""
+    dag = dag_of(
+        """
+        - retry: {attempts: 2, backoff: 0s}
+          backendRefs: [{name: web, port: 80}]
+        """
+    )
+    action = served(dag).action
+    assert isinstance(action, Forward)
+    assert action.retry == Retry(attempts=2, backoff_ms=1)
+    assert problems(dag) == []
+
+
+def test_retry_with_timeouts() -> None:
+    """backendRequest bounds each attempt; with no request timeout the attempts bound the
+    exchange (no route timeout), and with one it bounds them all."""
+    dag = dag_of(
+        """
+        - matches: [{path: {value: /backend}}]
+          retry: {attempts: 2}
+          timeouts: {backendRequest: 200ms}
+          backendRefs: [{name: web, port: 80}]
+        - matches: [{path: {value: /both}}]
+          retry: {codes: [500], attempts: 5}
+          timeouts: {backendRequest: 200ms, request: 400ms}
+          backendRefs: [{name: web, port: 80}]
+        """
+    )
+    backend, both = served(dag, "/backend").action, served(dag, "/both").action
+    assert isinstance(backend, Forward) and isinstance(both, Forward)
+    assert (backend.timeout_ms, backend.per_try_timeout_ms) == (0, 200)
+    assert (both.timeout_ms, both.per_try_timeout_ms) == (400, 200)
 
 
 def test_backend_filters_apply_to_their_backend_only() -> None:
@@ -343,6 +398,24 @@ def test_timeouts(
     request_ms: int | None, backend_ms: int | None, route_ms: int | None, per_try_ms: int | None
 ) -> None:
     assert http_timeouts(HTTPRouteTimeouts(request_ms, backend_ms)) == (route_ms, per_try_ms)
+
+
+@pytest.mark.parametrize(
+    ("request_ms", "backend_ms", "route_ms", "per_try_ms"),
+    [
+        (None, None, None, None),
+        (None, 500, 0, 500),  # each attempt bounded: the attempts bound the exchange
+        (None, 0, 0, None),
+        (10_000, 500, 10_000, 500),
+        (10_000, 10_000, 10_000, None),
+        (0, 500, 0, 500),
+    ],
+)
+def test_timeouts_with_retries(
+    request_ms: int | None, backend_ms: int | None, route_ms: int | None, per_try_ms: int | None
+) -> None:
+    timeouts = HTTPRouteTimeouts(request_ms, backend_ms)
+    assert http_timeouts(timeouts, retries=True) == (route_ms, per_try_ms)
 
 
 def test_rule_timeouts_reach_the_action() -> None:

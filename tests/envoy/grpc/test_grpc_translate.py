@@ -20,6 +20,7 @@ from dragoman.dag.model import (
     Dag,
     DirectResponse,
     Forward,
+    Retry,
     Route,
     RouteMatch,
     ValueMatch,
@@ -281,6 +282,27 @@ def test_an_invalid_share_keeps_failing_and_all_invalid_has_no_action() -> None:
     assert message is not None and message.WhichOneof("action") is None
     direct = grpc_route(Route(RouteMatch("PathPrefix", "/"), DirectResponse(500), SOURCE))
     assert direct is not None and direct.WhichOneof("action") is None
+
+
+def test_retries_become_what_grpc_retries_on() -> None:
+    """gRFC A44: gRPC retries on gRPC status codes. Connection errors reach it as
+    UNAVAILABLE, so does an HTTP 502, 503, 504 or 429, an HTTP 400 as INTERNAL; a 500 maps
+    to UNKNOWN, which gRPC cannot retry on. No per-try timeout: gRPC has none."""
+    retry = Retry(attempts=3, codes=(500, 503, 400, 502), backoff_ms=250)
+    forward = Forward(backends=(Backend("c", 1),), per_try_timeout_ms=100, retry=retry)
+    message = grpc_route(Route(RouteMatch("PathPrefix", "/"), forward, SOURCE))
+    assert message is not None
+    policy = message.route.retry_policy
+    assert policy.retry_on == "unavailable,internal"
+    assert policy.num_retries.value == 3
+    assert policy.retry_back_off.base_interval.ToMilliseconds() == 250
+    assert not policy.HasField("per_try_timeout")
+    assert not policy.retriable_status_codes
+    bare = Forward(backends=(Backend("c", 1),), retry=Retry(attempts=1))
+    message = grpc_route(Route(RouteMatch("PathPrefix", "/"), bare, SOURCE))
+    assert message is not None
+    assert message.route.retry_policy.retry_on == "unavailable"
+    assert not message.route.retry_policy.HasField("retry_back_off")
 
 
 def test_a_target_named_by_ip_keeps_one_domain() -> None:

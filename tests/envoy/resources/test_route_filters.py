@@ -19,6 +19,7 @@ from dragoman.dag.model import (
     Mirror,
     PathRewrite,
     Redirect,
+    Retry,
     Route,
     RouteMatch,
     ValueMatch,
@@ -227,6 +228,30 @@ def test_timeouts() -> None:
     unset = envoy_route(prefix("/"), Forward((WEB,))).route
     assert not unset.HasField("timeout")  # Envoy's 15 s default
     assert not unset.HasField("retry_policy")
+
+
+def test_retries_with_codes_backoff_and_a_per_try_timeout() -> None:
+    retry = Retry(attempts=2, codes=(500, 503), backoff_ms=250)
+    action = envoy_route(
+        prefix("/"), Forward((WEB,), timeout_ms=0, per_try_timeout_ms=200, retry=retry)
+    ).route
+    expected = rc_pb2.RetryPolicy(
+        retry_on="connect-failure,refused-stream,reset,retriable-status-codes",
+        retriable_status_codes=[500, 503],
+    )
+    expected.num_retries.value = 2
+    expected.per_try_timeout.FromMilliseconds(200)
+    expected.retry_back_off.base_interval.FromMilliseconds(250)
+    assert action.retry_policy == expected
+    assert action.timeout.ToMilliseconds() == 0
+
+
+def test_retries_without_codes_retry_connection_errors_only() -> None:
+    action = envoy_route(prefix("/"), Forward((WEB,), retry=Retry(attempts=3))).route
+    expected = rc_pb2.RetryPolicy(retry_on="connect-failure,refused-stream,reset")
+    expected.num_retries.value = 3
+    assert action.retry_policy == expected
+    assert not action.HasField("timeout")
 
 
 def test_h2c_clusters_speak_http2_and_http1_clusters_stay_plain() -> None:

@@ -19,6 +19,7 @@ from dragoman.objects import (
     HTTPHeader,
     HTTPRoute,
     HTTPRouteMatch,
+    HTTPRouteRetry,
     HTTPRouteTimeouts,
     PathMatch,
     PathModifier,
@@ -156,6 +157,43 @@ def test_timeouts_are_read_in_milliseconds() -> None:
     rule = rule_of("{timeouts: {request: 10s, backendRequest: 500ms}}")
     assert rule.timeouts == HTTPRouteTimeouts(request_ms=10_000, backend_request_ms=500)
     assert rule_of("{}").timeouts == HTTPRouteTimeouts()
+
+
+def test_retry_is_read_with_its_backoff_in_milliseconds() -> None:
+    rule = rule_of("{retry: {codes: [500, 503, 429], attempts: 3, backoff: 1s100ms}}")
+    assert rule.retry == HTTPRouteRetry(codes=(500, 503, 429), attempts=3, backoff_ms=1100)
+    assert rule.experimental_fields == ()
+    assert rule_of("{retry: {}}").retry == HTTPRouteRetry()
+    assert rule_of("{}").retry is None
+    # sessionPersistence is still kept by name only, to be reported as not served.
+    assert rule_of("{sessionPersistence: {}}").experimental_fields == ("sessionPersistence",)
+
+
+@pytest.mark.parametrize(
+    ("retry", "field", "message"),
+    [
+        ("{attempts: -1}", "attempts", "expected an integer from 1 to 2147483647, got -1"),
+        ("{attempts: 0}", "attempts", "expected an integer from 1 to 2147483647, got 0"),
+        ("{attempts: '2'}", "attempts", "expected an integer from 1 to 2147483647"),
+        ("{attempts: 2147483648}", "attempts", "expected an integer from 1 to 2147483647"),
+        ("{backoff: 100}", "backoff", "expected a string"),
+        ("{backoff: 1.5s}", "backoff", "a Gateway API duration"),
+        ("{backoff: 100000s}", "backoff", "a Gateway API duration"),
+        ("{codes: [503, 200]}", "codes[1]", "expected an integer from 400 to 599, got 200"),
+        ("{codes: [600]}", "codes[0]", "expected an integer from 400 to 599, got 600"),
+        ("{codes: ['503']}", "codes[0]", "expected an integer from 400 to 599"),
+        ("{codes: [503, 503]}", "codes[1]", "duplicate value 503"),
+        ("{codes: 503}", "codes", "expected a list"),
+        ("[]", "", "expected a mapping"),
+    ],
+)
+def test_bad_retry_values_are_refused_naming_the_field(
+    retry: str, field: str, message: str
+) -> None:
+    found = problems_of(HTTP_ROUTE + f"spec: {{rules: [{{retry: {retry}}}]}}")
+    path = "spec.rules[0].retry" + (f".{field}" if field else "")
+    assert [f for f, _ in found] == [path], found
+    assert message in found[0][1]
 
 
 def test_grpc_route_reads_methods_headers_filters_and_weights() -> None:
