@@ -75,6 +75,7 @@ class ManifestServer:
             self.metrics.state.controller = self.controller
             self.metrics.state.streams = self.streams
             self.metrics.state.unreadable = self._unreadable
+            self.metrics.state.unreadable_files = self.directory.unreadable
         self.serving = False
         self.ops: OpsServer | None = None
 
@@ -182,6 +183,7 @@ class ManifestServer:
                 stop,
                 # What changed since the first load (while xDS started) is reported at once.
                 baseline=self.directory.stamps(),
+                recheck=self.directory.unreadable,
             )
         finally:
             trimming.cancel()

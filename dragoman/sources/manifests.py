@@ -30,9 +30,9 @@ from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.parse_worker import idle_cpus, parse_shared
-from dragoman.sources.reads import ReadOutcome, read_file, read_files
+from dragoman.sources.reads import ReadOutcome, can_open, read_file, read_files
 from dragoman.sources.shared import canonical, interned
-from dragoman.sources.tree import FileStamp, scan_tree
+from dragoman.sources.tree import FileStamp, TreeScan, scan_tree
 
 log = logging.getLogger("dragoman.sources")
 
@@ -65,9 +65,14 @@ class _ParsedFile:
     stamp: FileStamp | None
     objects: tuple[KubeObject, ...]
     errors: tuple[SourceError, ...]
-    # False when the file is not valid YAML/JSON at all (then `objects` are the ones its last
-    # decodable version defined: saving a typo must not take every object of a file away).
+    # False when the file is not valid YAML/JSON at all, or cannot be read (then `objects`
+    # are the ones its last good version defined: saving a typo, or a file that cannot be
+    # read for a moment, must not take every object of a file away).
     decoded: bool = True
+    # True when the file could not be read at all (a permission, a symbolic link loop, a
+    # directory in its place): a repair may leave its stamp as it was, so it is read again
+    # whatever its stamp says.
+    unreadable: bool = False
     # A YAML file's pieces (one document each), by text: an edit to one document of a large
     # file decodes and parses that document alone.
     pieces: Mapping[str, _Piece] = field(default_factory=no_entries)
@@ -96,13 +101,22 @@ class ManifestDirectory:
         self.path = path
         self.default_namespace = default_namespace
         self._parsed: dict[str, _ParsedFile] = {}  # in scan order (path components)
-        self._unreadable: dict[str, str] = {}  # relative path -> reason
+        # Files that cannot be read and never could (nothing to keep serving): path -> reason.
+        self._unreadable: dict[str, str] = {}
         self._last: LoadResult | None = None
         self.parsed_by_worker = 0  # files of the first load a worker process parsed
 
     def stamps(self) -> dict[str, FileStamp]:
         """The stamp of every file as last read (the files a watcher must compare with)."""
         return {path: f.stamp for path, f in self._parsed.items() if f.stamp is not None}
+
+    def unreadable(self) -> frozenset[str]:
+        """The files that could not be read last time: a repair (a `chmod`) may not change
+        their stamp, so a watcher reports them again on every event and rescan."""
+        # Copies taken at once: a scrape may ask while a load runs in its thread.
+        records, never_read = list(self._parsed.items()), list(self._unreadable)
+        kept = (path for path, f in records if f.unreadable or f.stamp is None)
+        return frozenset((*never_read, *kept))
 
     def load(self, changed: Collection[str] | None = None) -> LoadResult:
         """Everything the directory defines now. Problems are returned, not raised, except
@@ -122,8 +136,17 @@ class ManifestDirectory:
 
     def _load_all(self) -> bool:
         scan = scan_tree(self.path)
-        unreadable = dict(scan.unreadable)
-        dirty = unreadable != self._unreadable or len(scan.files) != len(self._parsed)
+        unreadable: dict[str, str] = {}
+        still_served: dict[str, _ParsedFile] = {}  # unreadable, with a last good version
+        for relative, reason in self._now_unreadable(scan):
+            kept = _unreadable_file(relative, reason, self._parsed.get(relative))
+            if kept is None:
+                unreadable[relative] = reason
+            else:
+                still_served[relative] = kept
+        served = len(scan.files) + len(still_served)
+        dirty = unreadable != self._unreadable or served != len(self._parsed)
+        dirty = dirty or any(self._parsed.get(p) != kept for p, kept in still_served.items())
         self._unreadable = unreadable
         parsed: dict[str, _ParsedFile] = {}
         stale = [s.path for s in scan.files if _stamp_of_parsed(self._parsed.get(s.path)) != s]
@@ -141,9 +164,21 @@ class ManifestDirectory:
                     cached = _keeping_last_good(fresh, cached) if fresh is not None else None
                 if cached is not None:
                     parsed[stamp.path] = cached
+        if still_served:
+            parsed = _in_scan_order(parsed | still_served)
         dirty = dirty or parsed.keys() != self._parsed.keys()
         self._parsed = parsed
         return dirty
+
+    def _now_unreadable(self, scan: TreeScan) -> list[tuple[str, str]]:
+        """The scan's unreadable entries, and the files last read that are directories now."""
+        found = {stamp.path for stamp in scan.files}
+        unreadable = list(scan.unreadable)
+        listed = {relative for relative, _ in unreadable}
+        for relative in self._parsed.keys() - found - listed:
+            if os.path.isdir(self.path / relative):
+                unreadable.append((relative, "is a directory"))
+        return unreadable
 
     def _parse_shared(self, relatives: list[str]) -> dict[str, _ParsedFile | None]:
         """A first load of many files, by path, shared with a worker process when a CPU is
@@ -171,10 +206,17 @@ class ManifestDirectory:
         for relative in changed:
             cached = self._parsed.get(relative)
             stamp = _stamp_of(self.path, relative)
+            if stamp is None and cached is not None and os.path.isdir(self.path / relative):
+                stamp = "is a directory"
             if isinstance(stamp, str):  # cannot be read: report it as a full scan would
-                dirty = dirty or self._unreadable.get(relative) != stamp or cached is not None
-                self._unreadable[relative] = stamp
-                self._parsed.pop(relative, None)
+                kept = _unreadable_file(relative, stamp, cached)
+                if kept is None:
+                    dirty = dirty or self._unreadable.get(relative) != stamp or cached is not None
+                    self._unreadable[relative] = stamp
+                    self._parsed.pop(relative, None)
+                else:
+                    dirty = dirty or kept != cached
+                    self._parsed[relative] = kept
                 continue
             if self._unreadable.pop(relative, None) is not None:
                 dirty = True
@@ -182,7 +224,7 @@ class ManifestDirectory:
                 if self._parsed.pop(relative, None) is not None:
                     dirty = True
                 continue
-            if cached is not None and cached.stamp == stamp:
+            if cached is not None and cached.stamp == stamp and can_open(self.path / relative):
                 continue
             dirty = True
             fresh = self._parse_file(
@@ -194,10 +236,7 @@ class ManifestDirectory:
             self._parsed[relative] = _keeping_last_good(fresh, cached)
             added = added or cached is None
         if added:  # keep the scan's order: the first definition of an object wins
-            self._parsed = {
-                path: self._parsed[path]
-                for path in sorted(self._parsed, key=lambda path: path.split("/"))
-            }
+            self._parsed = _in_scan_order(self._parsed)
         return dirty
 
     def _result(self) -> LoadResult:
@@ -241,7 +280,7 @@ class ManifestDirectory:
             return None
         if isinstance(read, OSError):
             error = SourceError(relative, "", "", f"cannot read: {read.strerror or read}")
-            return _ParsedFile(None, (), (error,))
+            return _ParsedFile(None, (), (error,), decoded=False, unreadable=True)
         stamp, data = read.stamp, read.data
         try:
             if relative.endswith(".json"):
@@ -421,10 +460,13 @@ def _renumbered(origin: str, shift: int) -> str:
 
 
 def _keeping_last_good(fresh: _ParsedFile, previous: _ParsedFile | None) -> _ParsedFile:
-    """A file that no longer decodes keeps serving what its last decodable version defined."""
+    """A file that no longer decodes, or cannot be read, keeps serving what its last good
+    version defined."""
     if fresh.decoded:
         return fresh
     if previous is None or not previous.objects:
+        if fresh.unreadable:
+            return fresh
         return replace(fresh, errors=_with_note(fresh.errors, "file skipped"))
     note = f"still serving its previous version ({len(previous.objects)} objects)"
     return replace(
@@ -433,6 +475,24 @@ def _keeping_last_good(fresh: _ParsedFile, previous: _ParsedFile | None) -> _Par
         wheres=previous.wheres,
         errors=_with_note(fresh.errors, note),
     )
+
+
+def _unreadable_file(
+    relative: str, reason: str, previous: _ParsedFile | None
+) -> _ParsedFile | None:
+    """What a file that cannot be read at all keeps serving: its last good version's objects
+    (None when it had none: it is reported as unreadable, as a file never read)."""
+    if previous is None or not previous.objects:
+        return None
+    error = SourceError(relative, "", "", f"cannot read: {reason}")
+    fresh = _ParsedFile(None, (), (error,), decoded=False, unreadable=True)
+    return _keeping_last_good(fresh, previous)
+
+
+def _in_scan_order(parsed: dict[str, _ParsedFile]) -> dict[str, _ParsedFile]:
+    """The records in the scan's order (path components): the first definition of an object
+    wins."""
+    return {path: parsed[path] for path in sorted(parsed, key=lambda path: path.split("/"))}
 
 
 def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError, ...]:

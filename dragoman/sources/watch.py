@@ -24,10 +24,11 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Final, Literal
 
+from dragoman.sources.reads import can_open
 from dragoman.sources.tree import MANIFEST_SUFFIXES, FileStamp, fingerprint, scan_tree
 
 __all__ = ["FileStamp", "OnChange", "fingerprint", "watch_directory"]
@@ -58,6 +59,7 @@ async def watch_directory(
     poll_interval: float = 1.0,
     use_kernel_events: bool = True,
     baseline: Mapping[str, FileStamp] | None = None,
+    recheck: Callable[[], Collection[str]] = frozenset,
 ) -> None:
     """Call on_change with the changed manifest files below path, until stop is set.
 
@@ -68,6 +70,10 @@ async def watch_directory(
     unreadable nothing is reported (checked every `poll_interval`); when it returns, it is
     compared with the last tree seen. An exception from on_change is logged and watching
     goes on.
+
+    `recheck` names the files that could not be read last time: they are reported with every
+    kernel batch and every rescan whatever their stamp says, since the repair of a permission
+    (`chmod`) leaves the stamp as it was.
     """
     await _Watcher(
         path,
@@ -78,6 +84,7 @@ async def watch_directory(
         rescan_interval=rescan_interval,
         poll_interval=poll_interval,
         use_kernel_events=use_kernel_events,
+        recheck=recheck,
     ).run(baseline)
 
 
@@ -93,8 +100,10 @@ class _Watcher:
         rescan_interval: float,
         poll_interval: float,
         use_kernel_events: bool,
+        recheck: Callable[[], Collection[str]],
     ) -> None:
         self.path = path
+        self.recheck = recheck
         self.on_change = on_change
         self.stop = stop
         self.quiet_period = quiet_period
@@ -217,7 +226,8 @@ class _Watcher:
         """Brings the view up to date with the kernel's events; returns what changed."""
         if batch is None or self.missing:
             return await self._rescan()
-        return await asyncio.to_thread(_restat, self.path, self.view, batch)
+        changed = await asyncio.to_thread(_restat, self.path, self.view, batch)
+        return changed | set(self.recheck())
 
     async def _rescan(self) -> set[str]:
         self.last_rescan = self.loop.time()
@@ -230,7 +240,7 @@ class _Watcher:
             self.missing = False
         changed = {p for p in view.keys() | self.view.keys() if view.get(p) != self.view.get(p)}
         self.view = _sharing(view, self.view)
-        return changed
+        return changed | set(self.recheck())
 
     async def _scan(self) -> View | None:
         """The tree's stamps, or None (logged once per outage) when it cannot be read."""
@@ -438,4 +448,7 @@ def _restat(root: Path, view: View, paths: frozenset[str]) -> set[str]:
                 view.pop(relative, None)
             else:
                 view[relative] = stamp
+        elif stamp is not None and not can_open(root / relative):
+            # A `chmod` changes no stamp: the event itself says something happened to it.
+            changed.add(relative)
     return changed

@@ -497,3 +497,25 @@ def test_a_rescan_keeps_the_stamps_it_already_had(tmp_path: Path) -> None:
     # The paths too: an unchanged file's key is the one the earlier view held.
     [a_path] = [path for path in shared if path == "a.yaml"]
     assert a_path is before["a.yaml"].path and a_path is not after["a.yaml"].path
+
+
+def test_files_that_could_not_be_read_are_reported_again_whatever_their_stamp(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "locked.yaml").write_text(manifest("locked"))
+    (tmp_path / "a.yaml").write_text(manifest("a"))
+
+    async def test() -> None:
+        changes = Changes()
+        async with watching(tmp_path, changes, recheck=lambda: {"locked.yaml"}):
+            (tmp_path / "a.yaml").write_text(manifest("a", 3))  # any event
+            await changes.next()
+            assert changes.reports == [frozenset({"a.yaml", "locked.yaml"})]
+        rescans = Changes()
+        async with watching(
+            tmp_path, rescans, recheck=lambda: {"locked.yaml"}, rescan_interval=0.3
+        ):
+            await rescans.next()  # no event at all: the rescan reports it
+        assert rescans.reports[0] == frozenset({"locked.yaml"})
+
+    run(test)

@@ -1,0 +1,94 @@
+"""`dragoman serve` when files cannot be read, are half written, or the process restarts:
+what the last good version of each file defined stays served (a real serve process, asked
+over xDS)."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from pathlib import Path
+
+from tests.support.serve_process import ServeProcess
+
+SERVICES = """
+    apiVersion: gateway.networking.k8s.io/v1
+    kind: Gateway
+    metadata: {name: edge, namespace: default}
+    spec:
+      gatewayClassName: dragoman
+      listeners: [{name: http, protocol: HTTP, port: 8080}]
+    ---
+    apiVersion: v1
+    kind: Service
+    metadata: {name: web, namespace: default}
+    spec: {selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}
+    ---
+    apiVersion: v1
+    kind: Service
+    metadata: {name: wed, namespace: default}
+    spec: {selector: {app: wed}, ports: [{port: 80, targetPort: 8080}]}
+    """
+
+
+def route(backend: str) -> str:
+    return f"""
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {{name: shop, namespace: default}}
+        spec:
+          parentRefs: [{{name: edge}}]
+          rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]
+        """
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    tmp = directory / f".{name}.tmp"
+    tmp.write_text(textwrap.dedent(text))
+    tmp.rename(path)
+    return path
+
+
+def served_backend(clusters: set[str]) -> str:
+    """Which of the two Services the route's cluster is, or "" when no route is served."""
+    names = {name for name in clusters if "/web" in name or "/wed" in name}
+    return "web" if any("/web" in n for n in names) else "wed" if names else ""
+
+
+def world(tmp_path: Path) -> Path:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    write(manifests, "services.yaml", SERVICES)
+    write(manifests, "route.yaml", route("web"))
+    return manifests
+
+
+def test_a_file_that_cannot_be_read_is_kept_and_its_repair_is_seen_at_once(
+    tmp_path: Path,
+) -> None:
+    manifests = world(tmp_path)
+    serve = ServeProcess(manifests, tmp_path / "dragoman.log", obey_permissions=True).start()
+    try:
+        serve.until(lambda clusters: served_backend(clusters) == "web")
+        path = manifests / "route.yaml"
+        path.chmod(0)
+        time.sleep(1.0)  # the kernel reported the attribute change long ago
+        assert served_backend(serve.clusters()) == "web", serve.log()
+        assert "route.yaml: cannot read: Permission denied" in serve.log()
+        assert serve.metric("dragoman_manifest_files_unreadable") == 1
+        # While unreadable, the file changes and keeps its stamp (same size, same mtime):
+        # only its permission says so when it is repaired.
+        before = os.stat(path)
+        path.write_text(textwrap.dedent(route("wed")))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert os.stat(path).st_size == before.st_size
+        time.sleep(0.5)
+        assert served_backend(serve.clusters()) == "web"
+        repaired = time.monotonic()
+        path.chmod(0o644)
+        serve.until(lambda clusters: served_backend(clusters) == "wed", timeout=5.0)
+        assert time.monotonic() - repaired < 3.0  # at once, not at the minute's rescan
+        assert serve.metric("dragoman_manifest_files_unreadable") == 0
+    finally:
+        serve.stop()
