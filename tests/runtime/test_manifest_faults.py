@@ -92,3 +92,25 @@ def test_a_file_that_cannot_be_read_is_kept_and_its_repair_is_seen_at_once(
         assert serve.metric("dragoman_manifest_files_unreadable") == 0
     finally:
         serve.stop()
+
+
+def test_a_file_written_in_place_is_served_once_its_writer_closes_it(tmp_path: Path) -> None:
+    manifests = world(tmp_path)
+    serve = ServeProcess(manifests, tmp_path / "dragoman.log").start()
+    try:
+        serve.until(lambda clusters: served_backend(clusters) == "web")
+        time.sleep(0.3)  # a quiet moment: the next change would be applied at once
+        text = textwrap.dedent(route("wed"))
+        half = text.index("  rules:")
+        with (manifests / "route.yaml").open("w") as writing:  # truncated, then half written
+            writing.write(text[:half])
+            writing.flush()
+            seen = set()
+            for _ in range(10):  # a pause of a second and more, mid-write
+                seen.add(served_backend(serve.clusters()))
+                time.sleep(0.1)
+            assert seen == {"web"}, serve.log()
+            writing.write(text[half:])
+        serve.until(lambda clusters: served_backend(clusters) == "wed", timeout=5.0)
+    finally:
+        serve.stop()
