@@ -22,6 +22,7 @@ from dragoman.runtime.serving import run_until_signalled, serving_controller, st
 from dragoman.security.files import TlsFiles
 from dragoman.snapshots.gc_pause import cyclic_gc_paused
 from dragoman.sources.errors import SourceError
+from dragoman.sources.last_good import LastGoodFiles
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
@@ -48,6 +49,9 @@ class ServeConfig:
     ops_address: str | None = None
     # /debug* for peers off loopback too (by default: loopback only).
     debug_remote: bool = False
+    # Where what was served is kept for the next process (the last good version of each
+    # file); None: nowhere, a restart serves what the files hold then.
+    state_dir: Path | None = None
 
 
 class ManifestServer:
@@ -55,7 +59,8 @@ class ManifestServer:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self.directory = ManifestDirectory(config.manifests)
+        self.last_good = LastGoodFiles(config.state_dir) if config.state_dir else None
+        self.directory = ManifestDirectory(config.manifests, last_good=self.last_good)
         # The build uses DNS check results exactly when the check runs.
         build_options = dataclasses.replace(
             config.build_options, dns_check=config.dns_check.enabled
@@ -192,6 +197,8 @@ class ManifestServer:
                 checking.cancel()
                 await asyncio.gather(checking, return_exceptions=True)
             await server.stop(grace=1.0)
+            if self.last_good is not None:
+                await asyncio.to_thread(self.last_good.close)  # what is kept is on disk
             log.info("stopped")
 
     async def _on_change(self, changed: frozenset[str]) -> None:

@@ -28,9 +28,10 @@ from dragoman.sources.decode import (
 )
 from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
+from dragoman.sources.last_good import LastGoodFiles
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.parse_worker import idle_cpus, parse_shared
-from dragoman.sources.reads import ReadOutcome, can_open, read_file, read_files
+from dragoman.sources.reads import FileRead, ReadOutcome, can_open, read_file, read_files
 from dragoman.sources.shared import canonical, interned
 from dragoman.sources.tree import FileStamp, TreeScan, scan_tree
 
@@ -97,9 +98,17 @@ class _Piece:
 class ManifestDirectory:
     """Loads `*.yaml`, `*.yml` and `*.json` below a directory; not safe for concurrent loads."""
 
-    def __init__(self, path: Path, *, default_namespace: str = "default") -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        default_namespace: str = "default",
+        last_good: LastGoodFiles | None = None,
+    ) -> None:
         self.path = path
         self.default_namespace = default_namespace
+        # Where the last good version of each file is kept for the next process, if anywhere.
+        self.last_good = last_good
         self._parsed: dict[str, _ParsedFile] = {}  # in scan order (path components)
         # Files that cannot be read and never could (nothing to keep serving): path -> reason.
         self._unreadable: dict[str, str] = {}
@@ -125,10 +134,17 @@ class ManifestDirectory:
         With `changed` (relative paths of manifest files added, edited or removed), only
         those files are looked at; every other file is taken to be as last loaded.
         """
+        before = {*self._parsed, *self._unreadable}
         if changed is None or self._last is None:
             dirty = self._load_all()
         else:
             dirty = self._load_some(changed)
+        if self.last_good is not None:
+            now = {*self._parsed, *self._unreadable}
+            if self._last is None:
+                self.last_good.keep_only(now)  # files removed while no one watched
+            for gone in before - now:
+                self.last_good.forget(gone)
         if not dirty and self._last is not None:
             return replace(self._last, changed=False)
         self._last = self._result()
@@ -139,7 +155,7 @@ class ManifestDirectory:
         unreadable: dict[str, str] = {}
         still_served: dict[str, _ParsedFile] = {}  # unreadable, with a last good version
         for relative, reason in self._now_unreadable(scan):
-            kept = _unreadable_file(relative, reason, self._parsed.get(relative))
+            kept = _unreadable_file(relative, reason, self._previous(relative))
             if kept is None:
                 unreadable[relative] = reason
             else:
@@ -161,6 +177,8 @@ class ManifestDirectory:
                         fresh = shared[stamp.path]
                     else:
                         fresh = self._parse_file(stamp.path, cached, next(reads))
+                    if fresh is not None and not fresh.decoded:
+                        cached = self._previous(stamp.path, cached)
                     cached = _keeping_last_good(fresh, cached) if fresh is not None else None
                 if cached is not None:
                     parsed[stamp.path] = cached
@@ -185,6 +203,8 @@ class ManifestDirectory:
         idle to run it; {} when the files are better parsed one by one here."""
         if (
             len(relatives) < SHARE_FROM
+            # What is accepted is kept from its bytes, which a worker does not hand back.
+            or self.last_good is not None
             # A worker on a busy machine adds CPU time and saves none.
             or idle_cpus() < 1
             or log.isEnabledFor(logging.DEBUG)  # what is ignored is logged by this process
@@ -209,7 +229,7 @@ class ManifestDirectory:
             if stamp is None and cached is not None and os.path.isdir(self.path / relative):
                 stamp = "is a directory"
             if isinstance(stamp, str):  # cannot be read: report it as a full scan would
-                kept = _unreadable_file(relative, stamp, cached)
+                kept = _unreadable_file(relative, stamp, self._previous(relative, cached))
                 if kept is None:
                     dirty = dirty or self._unreadable.get(relative) != stamp or cached is not None
                     self._unreadable[relative] = stamp
@@ -233,6 +253,8 @@ class ManifestDirectory:
             if fresh is None:
                 self._parsed.pop(relative, None)
                 continue
+            if not fresh.decoded:
+                cached = self._previous(relative, cached)
             self._parsed[relative] = _keeping_last_good(fresh, cached)
             added = added or cached is None
         if added:  # keep the scan's order: the first definition of an object wins
@@ -272,10 +294,37 @@ class ManifestDirectory:
                 kept.append(obj)
         return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
 
+    def _previous(self, relative: str, cached: _ParsedFile | None = None) -> _ParsedFile | None:
+        """What a file that just broke keeps serving: its record, or (after a restart) the
+        last good version kept on disk, parsed again."""
+        previous = cached if cached is not None else self._parsed.get(relative)
+        if previous is not None or self.last_good is None:
+            return previous
+        content = self.last_good.get(relative)
+        if content is None:
+            return None
+        kept = self._decode_file(relative, None, FileRead(None, content))
+        return kept if kept is not None and kept.decoded else None
+
     def _parse_file(
         self, relative: str, previous: _ParsedFile | None, read: ReadOutcome
     ) -> _ParsedFile | None:
-        """Decode and parse one file as read; None when it disappeared since the scan."""
+        """Decode and parse one file as read; None when it disappeared since the scan. A
+        version that decodes is kept as the file's last good one."""
+        parsed = self._decode_file(relative, previous, read)
+        if (
+            self.last_good is not None
+            and parsed is not None
+            and parsed.decoded
+            and isinstance(read, FileRead)
+            and read.stamp is not None
+        ):
+            self.last_good.remember(relative, read.data)
+        return parsed
+
+    def _decode_file(
+        self, relative: str, previous: _ParsedFile | None, read: ReadOutcome
+    ) -> _ParsedFile | None:
         if read is None:
             return None
         if isinstance(read, OSError):

@@ -114,3 +114,36 @@ def test_a_file_written_in_place_is_served_once_its_writer_closes_it(tmp_path: P
         serve.until(lambda clusters: served_backend(clusters) == "wed", timeout=5.0)
     finally:
         serve.stop()
+
+
+def test_a_restart_serves_what_a_broken_file_last_served_until_it_is_fixed(
+    tmp_path: Path,
+) -> None:
+    manifests = world(tmp_path)
+    state = tmp_path / "state"
+    args = ("--state-dir", str(state))
+    serve = ServeProcess(manifests, tmp_path / "first.log", args).start()
+    try:
+        serve.until(lambda clusters: served_backend(clusters) == "web")
+        write(manifests, "route.yaml", "kind: HTTPRoute\nspec: {rules: [\n")  # a typo
+        time.sleep(0.5)
+        assert served_backend(serve.clusters()) == "web"
+    finally:
+        serve.stop()
+    restarted = ServeProcess(manifests, tmp_path / "second.log", args).start()
+    try:
+        # Served from the first request on, and the file still reported as broken.
+        assert served_backend(restarted.clusters()) == "web", restarted.log()
+        assert "route.yaml: invalid YAML" in restarted.log()
+        assert "(still serving its previous version (1 objects))" in restarted.log()
+        write(manifests, "route.yaml", route("wed"))  # fixed
+        restarted.until(lambda clusters: served_backend(clusters) == "wed", timeout=5.0)
+    finally:
+        restarted.stop()
+    # Without the state, a restart has nothing to serve for the broken file.
+    write(manifests, "route.yaml", "kind: HTTPRoute\nspec: {rules: [\n")
+    bare = ServeProcess(manifests, tmp_path / "third.log").start()
+    try:
+        assert served_backend(bare.clusters()) == ""
+    finally:
+        bare.stop()
