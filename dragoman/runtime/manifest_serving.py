@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import gc
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +29,7 @@ from dragoman.store import Store
 from dragoman.xds.server.stream_registry import StreamRegistry
 
 if TYPE_CHECKING:
+    from dragoman.runtime.dns_checker import AcceptedAnswer
     from dragoman.runtime.metrics import Metrics
     from dragoman.runtime.ops_server import OpsServer
 
@@ -158,6 +159,7 @@ class ManifestServer:
                 self.ops = None
 
     async def _serve(self, stop: asyncio.Event) -> None:
+        dns_answers = await asyncio.to_thread(self._kept_dns_answers)
         await self.reload()
         # What the first load and build made lives as long as the process: keep the cyclic
         # collector from scanning it again on every later collection.
@@ -172,6 +174,8 @@ class ManifestServer:
             xds_insecure=self.config.xds_insecure,
             metrics=self.metrics,
             streams=self.streams,
+            dns_answers=dns_answers,
+            on_dns_answers=self._keep_dns_answers if self.config.state_dir else None,
         )
         self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
@@ -200,6 +204,27 @@ class ManifestServer:
             if self.last_good is not None:
                 await asyncio.to_thread(self.last_good.close)  # what is kept is on disk
             log.info("stopped")
+
+    def _kept_dns_answers(self) -> dict[str, AcceptedAnswer]:
+        """The DNS answers the previous process accepted, still within their grace: the
+        first build serves them (the checks start at once, and may be slow)."""
+        state, settings = self.config.state_dir, self.config.dns_check
+        if state is None or not settings.enabled:
+            return {}
+        from dragoman.runtime.dns_checker import restored_observations
+        from dragoman.runtime.dns_state import load_answers
+
+        answers = load_answers(state, settings)
+        if answers:
+            log.info("serving %d DNS check answers kept by the previous process", len(answers))
+        self.controller.dns = restored_observations(answers)
+        return answers
+
+    def _keep_dns_answers(self, answers: Mapping[str, AcceptedAnswer]) -> None:
+        from dragoman.runtime.dns_state import save_answers
+
+        assert self.config.state_dir is not None  # told only with a state directory
+        save_answers(self.config.state_dir, answers)
 
     async def _on_change(self, changed: frozenset[str]) -> None:
         try:

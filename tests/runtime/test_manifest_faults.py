@@ -147,3 +147,114 @@ def test_a_restart_serves_what_a_broken_file_last_served_until_it_is_fixed(
         assert served_backend(bare.clusters()) == ""
     finally:
         bare.stop()
+
+
+EXTERNAL = "api.partner.test"
+NAMES = 40  # more names than the check resolves at once
+
+
+def external_world(manifests: Path, port: int) -> None:
+    """A route to one external name, and Services for many more that no route uses."""
+    extra = "".join(
+        f"""
+        ---
+        apiVersion: v1
+        kind: Service
+        metadata: {{name: other{i}, namespace: default}}
+        spec: {{type: ExternalName, externalName: other{i}.partner.test, ports: [{{port: 80}}]}}
+        ---
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {{name: other{i}, namespace: default}}
+        spec:
+          parentRefs: [{{name: edge}}]
+          hostnames: [other{i}.example]
+          rules: [{{backendRefs: [{{name: other{i}, port: 80}}]}}]
+        """
+        for i in range(NAMES)
+    )
+    write(
+        manifests,
+        "partner.yaml",
+        f"""
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: Gateway
+        metadata: {{name: edge, namespace: default}}
+        spec:
+          gatewayClassName: dragoman
+          listeners: [{{name: http, protocol: HTTP, port: 8080}}]
+        ---
+        apiVersion: v1
+        kind: Service
+        metadata: {{name: partner, namespace: default}}
+        spec: {{type: ExternalName, externalName: {EXTERNAL}, ports: [{{port: {port}}}]}}
+        ---
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {{name: partner, namespace: default}}
+        spec:
+          parentRefs: [{{name: edge}}]
+          hostnames: [partner.example]
+          rules: [{{backendRefs: [{{name: partner, port: {port}}}]}}]
+        {extra}
+        """,
+    )
+
+
+def serves_partner(clusters: set[str]) -> bool:
+    return any("partner" in name and "other" not in name for name in clusters)
+
+
+def test_a_restart_while_dns_is_down_serves_at_once_what_the_check_last_accepted(
+    tmp_path: Path,
+) -> None:
+    import socket
+
+    from dragoman.demo.dns import DnsResponder
+
+    dns = DnsResponder(ttl=60).start()
+    dns.set_a(EXTERNAL, "127.0.0.2")
+    for i in range(NAMES):
+        dns.set_a(f"other{i}.partner.test", "127.0.0.3")
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    external_world(manifests, 8443)
+    timeout_s = 3
+    config = tmp_path / "dns.yaml"
+    config.write_text(
+        "endpoints: {allowedNetworks: [127.0.0.0/8]}\n"
+        "externalNames:\n"
+        "  allowedNetworks: [127.0.0.2/32, 127.0.0.3/32]\n"
+        "  dnsCheck:\n"
+        "    enabled: true\n"
+        f"    resolvers: ['127.0.0.1:{dns.port}']\n"
+        f"    timeout: {timeout_s}s\n"
+    )
+    args = ("--state-dir", str(tmp_path / "state"), "--config", str(config))
+    first = ServeProcess(manifests, tmp_path / "first.log", args).start()
+    try:
+        first.until(serves_partner)
+        time.sleep(0.5)  # the answers are kept
+    finally:
+        first.stop()
+    port = dns.port
+    dns.stop()
+    # The resolver is down: its port takes queries and never answers (each one times out).
+    black_hole = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    black_hole.bind(("127.0.0.1", port))
+    try:
+        restarted = ServeProcess(manifests, tmp_path / "second.log", args)
+        started = time.monotonic()
+        restarted.start()
+        try:
+            clusters = restarted.clusters()
+            seconds = time.monotonic() - started
+            assert serves_partner(clusters), restarted.log()
+            # Served before a single check could time out, let alone 40 names' worth.
+            assert seconds < timeout_s, f"{seconds:.1f} s"
+            time.sleep(timeout_s + 1)  # the checks time out: what was accepted stays
+            assert serves_partner(restarted.clusters()), restarted.log()
+        finally:
+            restarted.stop()
+    finally:
+        black_hole.close()
