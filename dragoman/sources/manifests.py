@@ -107,6 +107,7 @@ class ManifestDirectory:
     ) -> None:
         self.path = path
         self.default_namespace = default_namespace
+        self._parser = _FileParser(default_namespace)
         # Where the last good version of each file is kept for the next process, if anywhere.
         self.last_good = last_good
         self._parsed: dict[str, _ParsedFile] = {}  # in scan order (path components)
@@ -303,7 +304,7 @@ class ManifestDirectory:
         content = self.last_good.get(relative)
         if content is None:
             return None
-        kept = self._decode_file(relative, None, FileRead(None, content))
+        kept = self._parser.decode(relative, None, FileRead(None, content))
         return kept if kept is not None and kept.decoded else None
 
     def _parse_file(
@@ -311,7 +312,7 @@ class ManifestDirectory:
     ) -> _ParsedFile | None:
         """Decode and parse one file as read; None when it disappeared since the scan. A
         version that decodes is kept as the file's last good one."""
-        parsed = self._decode_file(relative, previous, read)
+        parsed = self._parser.decode(relative, previous, read)
         if (
             self.last_good is not None
             and parsed is not None
@@ -322,9 +323,18 @@ class ManifestDirectory:
             self.last_good.remember(relative, read.data)
         return parsed
 
-    def _decode_file(
+
+class _FileParser:
+    """One file's bytes to its objects and errors, each where it is in the file."""
+
+    def __init__(self, default_namespace: str) -> None:
+        self.default_namespace = default_namespace
+
+    def decode(
         self, relative: str, previous: _ParsedFile | None, read: ReadOutcome
     ) -> _ParsedFile | None:
+        """Decode and parse one file as read (`previous`: its record, whose pieces may be
+        reused); None when it disappeared since the scan."""
         if read is None:
             return None
         if isinstance(read, OSError):
@@ -456,11 +466,10 @@ def parse_fresh_files(
     root: str, default_namespace: str, relatives: list[str]
 ) -> list[_ParsedFile | None]:
     """Files read and parsed as by a first load (here, or in a worker process)."""
-    directory = ManifestDirectory(Path(root), default_namespace=default_namespace)
+    parser = _FileParser(default_namespace)
     reads = read_files(root, relatives, MAX_FILE_BYTES + 1)
     return [
-        directory._parse_file(relative, None, read)
-        for relative, read in zip(relatives, reads, strict=True)
+        parser.decode(relative, None, read) for relative, read in zip(relatives, reads, strict=True)
     ]
 
 

@@ -14,7 +14,29 @@ import pytest
 from dragoman.dag.dns_check import DnsObservation
 from dragoman.runtime.dns_checker import AcceptedAnswer, DnsChecker, Resolution
 from dragoman.runtime.dns_state import FILE_NAME, load_answers, save_answers
-from tests.runtime.test_dns_checker import Clock, FakeResolve, settings
+from dragoman.runtime.server_config import DnsCheckSettings
+
+
+def settings() -> DnsCheckSettings:
+    return DnsCheckSettings(enabled=True, min_interval_s=5, max_interval_s=60)
+
+
+class FakeResolve:
+    """Answers from a table (NXDOMAIN for a name not in it)."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, Resolution] = {}
+
+    async def __call__(self, name: str) -> Resolution:
+        return self.answers.get(name, Resolution(error="NXDOMAIN"))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_accepted_answers_are_kept_and_restored_within_their_grace(tmp_path: Path) -> None:

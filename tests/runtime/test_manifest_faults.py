@@ -71,6 +71,7 @@ def test_a_file_that_cannot_be_read_is_kept_and_its_repair_is_seen_at_once(
     serve = ServeProcess(manifests, tmp_path / "dragoman.log", obey_permissions=True).start()
     try:
         serve.until(lambda clusters: served_backend(clusters) == "web")
+        time.sleep(1.0)  # the kernel watch is up (a thread starts it after the first build)
         path = manifests / "route.yaml"
         path.chmod(0)
         time.sleep(1.0)  # the kernel reported the attribute change long ago
@@ -99,7 +100,7 @@ def test_a_file_written_in_place_is_served_once_its_writer_closes_it(tmp_path: P
     serve = ServeProcess(manifests, tmp_path / "dragoman.log").start()
     try:
         serve.until(lambda clusters: served_backend(clusters) == "web")
-        time.sleep(0.3)  # a quiet moment: the next change would be applied at once
+        time.sleep(1.0)  # the watch is up; a quiet moment: a change would be applied at once
         text = textwrap.dedent(route("wed"))
         half = text.index("  rules:")
         with (manifests / "route.yaml").open("w") as writing:  # truncated, then half written
