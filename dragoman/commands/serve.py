@@ -101,6 +101,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="DURATION",
         help="close an xDS stream whose client has read nothing for this long (default: 2m)",
     )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep what is served here (the last good version of each manifest file), so "
+        "a restart serves it while a file stays broken (default: nowhere)",
+    )
     add_xds_server_tls(parser)
     add_config(parser)
     _add_kubernetes_arguments(parser)
@@ -234,6 +241,9 @@ def run(args: argparse.Namespace) -> int:
         address_service=args.envoy_service,
     )
     ops = None if args.metrics_address == "off" else args.metrics_address
+    if args.kubernetes and args.state_dir is not None:
+        log.error("--state-dir needs --manifests")
+        return 2
     if args.kubernetes:
         return _run_kubernetes(args, config, build_options, translate_options, ops, log)
     if args.kubeconfig is not None or args.namespaces or args.context or args.envoy_service:
@@ -253,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
         xds_limits=xds_limits(args),
         ops_address=ops,
         debug_remote=args.debug_remote,
+        state_dir=args.state_dir,
     )
     try:
         asyncio.run(serve(serve_config))

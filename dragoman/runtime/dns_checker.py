@@ -17,7 +17,7 @@ import dataclasses
 import ipaddress
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import dns.asyncresolver
@@ -56,6 +56,16 @@ class Resolution:
 
 
 Resolve = Callable[[str], Awaitable[Resolution]]
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedAnswer:
+    """The last answer for a name that passed the policy: what a restart may serve again
+    while it is younger than its grace."""
+
+    addresses: tuple[str, ...]
+    interval: float  # until it was due again (its TTL, clamped): the default grace
+    accepted_at: float  # wall-clock time (seconds since the epoch) it was last accepted
 
 
 class DnsResolver:
@@ -120,10 +130,12 @@ class DnsChecker:
         clock: Callable[[], float] = time.monotonic,
         policy: ExternalNamePolicy = NO_POLICY,
         on_round: Callable[[float], None] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self._resolve = resolve or DnsResolver(settings)
         self._clock = clock
+        self._wall_clock = wall_clock
         self._policy = policy
         # Told how long each round that resolved something took (metrics).
         self.on_round = on_round
@@ -132,7 +144,23 @@ class DnsChecker:
         # Per name: the last answer the policy accepted and its interval (the default grace),
         # and when the grace of a refused answer ends.
         self._accepted: dict[str, tuple[tuple[str, ...], float]] = {}
+        self._accepted_at: dict[str, float] = {}  # wall clock
         self._grace_end: dict[str, float] = {}
+
+    def restore(self, answers: Mapping[str, AcceptedAnswer]) -> None:
+        """Answers a previous process accepted: served (as after a good answer) until this
+        one's own checks say otherwise; each name is checked at once."""
+        self._observations.update(restored_observations(answers))
+        for name, answer in answers.items():
+            self._accepted[name] = (answer.addresses, answer.interval)
+            self._accepted_at[name] = answer.accepted_at
+
+    def accepted_answers(self) -> dict[str, AcceptedAnswer]:
+        """The last accepted answer of each name checked."""
+        return {
+            name: AcceptedAnswer(addresses, interval, self._accepted_at[name])
+            for name, (addresses, interval) in self._accepted.items()
+        }
 
     @property
     def observations(self) -> DnsObservations:
@@ -147,10 +175,11 @@ class DnsChecker:
         """Resolve the names that are due (new ones at once); forget names no longer asked
         for. Returns the names whose observation changed."""
         wanted = set(names)
-        for gone in set(self._due) - wanted:
-            del self._due[gone]
+        for gone in (self._due.keys() | self._observations.keys()) - wanted:
+            self._due.pop(gone, None)
             self._observations.pop(gone, None)
             self._accepted.pop(gone, None)
+            self._accepted_at.pop(gone, None)
             self._grace_end.pop(gone, None)
         now = self._clock()
         due = sorted(name for name in wanted if self._due.get(name, now) <= now)
@@ -193,6 +222,7 @@ class DnsChecker:
         if addresses and self._policy.address_refusal(name, addresses) is None:
             if observed.error is None:
                 self._accepted[name] = (addresses, interval)
+                self._accepted_at[name] = self._wall_clock()
             self._grace_end.pop(name, None)
             return observed
         accepted = self._accepted.get(name)
@@ -209,12 +239,24 @@ class DnsChecker:
         return min(max(result.ttl, settings.min_interval_s), settings.max_interval_s)
 
 
+def restored_observations(answers: Mapping[str, AcceptedAnswer]) -> DnsObservations:
+    """What a restarted process builds with before its own checks: each kept answer as a
+    good answer."""
+    return {name: DnsObservation(addresses=answer.addresses) for name, answer in answers.items()}
+
+
 def _observed(before: DnsObservation | None, result: Resolution) -> DnsObservation:
     if result.error is None:
         return DnsObservation(addresses=result.addresses)
     # Keep the last addresses that passed: a resolver outage must not look like a new answer.
     kept = before.addresses if before is not None else ()
     return DnsObservation(addresses=kept, error=result.error)
+
+
+def _addresses_of(
+    answers: Mapping[str, AcceptedAnswer],
+) -> dict[str, tuple[tuple[str, ...], float]]:
+    return {name: (answer.addresses, answer.interval) for name, answer in answers.items()}
 
 
 def _address_order(text: str) -> tuple[int, int]:
@@ -243,10 +285,17 @@ class DnsCheckLoop:
         controller: Controller,
         checker: DnsChecker,
         on_update: Callable[[UpdateResult], None] | None = None,
+        on_answers: Callable[[Mapping[str, AcceptedAnswer]], None] | None = None,
     ) -> None:
         self.controller = controller
         self.checker = checker
         self._on_update = on_update
+        # Told the accepted answers when they change, and when they were accepted again
+        # (at most every minInterval): kept for the next process. Called in a thread, as it
+        # writes to disk.
+        self._on_answers = on_answers
+        self._told: dict[str, AcceptedAnswer] = {}
+        self._told_at = float("-inf")
 
     def names(self) -> Sequence[str]:
         dag = self.controller.dag
@@ -255,6 +304,7 @@ class DnsCheckLoop:
     async def check_once(self) -> UpdateResult | None:
         """Check what is due; rebuild when something changed. None: nothing changed."""
         changed = await self.checker.check(self.names())
+        await self._tell_answers()
         if not changed:
             return None
         observations = self.checker.observations
@@ -267,6 +317,21 @@ class DnsCheckLoop:
         if self._on_update is not None:
             self._on_update(result)
         return result
+
+    async def _tell_answers(self) -> None:
+        if self._on_answers is None:
+            return
+        answers = self.checker.accepted_answers()
+        if answers == self._told:
+            return
+        same = _addresses_of(answers) == _addresses_of(self._told)
+        if same and time.monotonic() - self._told_at < self.checker.settings.min_interval_s:
+            return  # only accepted again: told now and then, not on every check
+        try:
+            await asyncio.to_thread(self._on_answers, answers)
+        except Exception:  # keeping them is a help for the next process, never a need
+            log.exception("cannot keep the DNS check's answers")
+        self._told, self._told_at = answers, time.monotonic()
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import gc
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ from dragoman.runtime.serving import run_until_signalled, serving_controller, st
 from dragoman.security.files import TlsFiles
 from dragoman.snapshots.gc_pause import cyclic_gc_paused
 from dragoman.sources.errors import SourceError
+from dragoman.sources.last_good import LastGoodFiles
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.watch import watch_directory
 from dragoman.store import Store
@@ -29,6 +30,7 @@ from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.stream_registry import StreamRegistry
 
 if TYPE_CHECKING:
+    from dragoman.runtime.dns_checker import AcceptedAnswer
     from dragoman.runtime.metrics import Metrics
     from dragoman.runtime.ops_server import OpsServer
 
@@ -50,6 +52,9 @@ class ServeConfig:
     ops_address: str | None = None
     # /debug* for peers off loopback too (by default: loopback only).
     debug_remote: bool = False
+    # Where what was served is kept for the next process (the last good version of each
+    # file); None: nowhere, a restart serves what the files hold then.
+    state_dir: Path | None = None
 
 
 class ManifestServer:
@@ -57,7 +62,8 @@ class ManifestServer:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self.directory = ManifestDirectory(config.manifests)
+        self.last_good = LastGoodFiles(config.state_dir) if config.state_dir else None
+        self.directory = ManifestDirectory(config.manifests, last_good=self.last_good)
         # The build uses DNS check results exactly when the check runs.
         build_options = dataclasses.replace(
             config.build_options, dns_check=config.dns_check.enabled
@@ -77,6 +83,7 @@ class ManifestServer:
             self.metrics.state.controller = self.controller
             self.metrics.state.streams = self.streams
             self.metrics.state.unreadable = self._unreadable
+            self.metrics.state.unreadable_files = self.directory.unreadable
         self.serving = False
         self.ops: OpsServer | None = None
 
@@ -154,6 +161,7 @@ class ManifestServer:
                 self.ops = None
 
     async def _serve(self, stop: asyncio.Event) -> None:
+        dns_answers = await asyncio.to_thread(self._kept_dns_answers)
         await self.reload()
         # What the first load and build made lives as long as the process: keep the cyclic
         # collector from scanning it again on every later collection.
@@ -169,6 +177,8 @@ class ManifestServer:
             xds_limits=self.config.xds_limits,
             metrics=self.metrics,
             streams=self.streams,
+            dns_answers=dns_answers,
+            on_dns_answers=self._keep_dns_answers if self.config.state_dir else None,
         )
         self.serving = True
         log.info("serving xDS on %s from %s", self.config.xds_address, self.config.manifests)
@@ -185,6 +195,7 @@ class ManifestServer:
                 stop,
                 # What changed since the first load (while xDS started) is reported at once.
                 baseline=self.directory.stamps(),
+                recheck=self.directory.unreadable,
             )
         finally:
             trimming.cancel()
@@ -193,7 +204,30 @@ class ManifestServer:
                 checking.cancel()
                 await asyncio.gather(checking, return_exceptions=True)
             await server.stop(grace=1.0)
+            if self.last_good is not None:
+                await asyncio.to_thread(self.last_good.close)  # what is kept is on disk
             log.info("stopped")
+
+    def _kept_dns_answers(self) -> dict[str, AcceptedAnswer]:
+        """The DNS answers the previous process accepted, still within their grace: the
+        first build serves them (the checks start at once, and may be slow)."""
+        state, settings = self.config.state_dir, self.config.dns_check
+        if state is None or not settings.enabled:
+            return {}
+        from dragoman.runtime.dns_checker import restored_observations
+        from dragoman.runtime.dns_state import load_answers
+
+        answers = load_answers(state, settings)
+        if answers:
+            log.info("serving %d DNS check answers kept by the previous process", len(answers))
+        self.controller.dns = restored_observations(answers)
+        return answers
+
+    def _keep_dns_answers(self, answers: Mapping[str, AcceptedAnswer]) -> None:
+        from dragoman.runtime.dns_state import save_answers
+
+        assert self.config.state_dir is not None  # told only with a state directory
+        save_answers(self.config.state_dir, answers)
 
     async def _on_change(self, changed: frozenset[str]) -> None:
         try:

@@ -11,7 +11,7 @@ client kinds and fixed states, never a node or a resource.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import (
@@ -64,6 +64,8 @@ class ServedState:
     streams: StreamRegistry | None = None
     # `kind/ns/name` of objects the source could not read (manifest mode).
     unreadable: Callable[[], Iterable[str]] = field(default=lambda: ())
+    # Manifest files that cannot be read now (manifest mode; None: no gauge).
+    unreadable_files: Callable[[], Collection[str]] | None = None
     # Kubernetes mode: whether this replica leads (None: no leader election, no gauge).
     leading: Callable[[], bool] | None = None
     # Kubernetes mode: each watched kind, and whether the API server has stopped serving it
@@ -262,6 +264,12 @@ class _ServedCollector(Collector):
         for kind, count in sorted(invalid_counts(dag, state.unreadable()).items()):
             invalid.add_metric([kind], count)
         yield invalid
+        if state.unreadable_files is not None:
+            yield GaugeMetricFamily(
+                "dragoman_manifest_files_unreadable",
+                "Manifest files that cannot be read (each serves its last good version)",
+                value=len(state.unreadable_files()),
+            )
         clients = GaugeMetricFamily(
             "dragoman_xds_clients",
             "Connected xDS clients, by kind: envoy, or grpc (proxyless)",

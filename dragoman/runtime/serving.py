@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dragoman.dag.options import BuildOptions
@@ -30,6 +30,7 @@ from dragoman.xds.server.stream_registry import StreamRegistry
 from dragoman.xds.transport.credentials import RotatingServerCredentials
 
 if TYPE_CHECKING:
+    from dragoman.runtime.dns_checker import AcceptedAnswer
     from dragoman.runtime.metrics import Metrics
 
 
@@ -55,6 +56,8 @@ async def start_serving(
     xds_tls: TlsFiles | None = None,
     xds_insecure: bool = False,
     xds_limits: XdsLimits | None = None,
+    dns_answers: Mapping[str, AcceptedAnswer] | None = None,
+    on_dns_answers: Callable[[Mapping[str, AcceptedAnswer]], None] | None = None,
 ) -> tuple[Any, asyncio.Task[None] | None]:
     """Starts the xDS server for a controller that has built once, and the DNS check loop
     (until `stop`) when the configuration turns it on. Returns the server and the check
@@ -64,6 +67,12 @@ async def start_serving(
     `xds_tls`: serve over mutual TLS with these files (TlsFileError if they cannot be used);
     without, plaintext on loopback only unless `xds_insecure`. `xds_limits`: what one client
     may make the server hold or do (connection age, stall timeout, ...).
+
+    xDS is served at once: names the check has no answer for yet are `DNSCheckPending`
+    until their first check, which starts right away (bounded in flight, so hundreds of
+    names behind a dead resolver delay no one). `dns_answers`: what a previous process
+    accepted (the controller built with them), served until the checks say otherwise;
+    `on_dns_answers` is told the accepted answers as they change (to keep them).
     """
     credentials = RotatingServerCredentials(xds_tls) if xds_tls is not None else None
     checks = None
@@ -75,8 +84,8 @@ async def start_serving(
             on_round=metrics.dns_checked if metrics else None,
             policy=controller.build_options.external_names,
         )
-        checks = DnsCheckLoop(controller, checker, on_dns_update)
-        await checks.check_once()  # serve checked names from the first response on
+        checker.restore(dns_answers or {})
+        checks = DnsCheckLoop(controller, checker, on_dns_update, on_dns_answers)
     server = await start_xds_server(
         controller.cache,
         xds_address,

@@ -28,11 +28,12 @@ from dragoman.sources.decode import (
 )
 from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
+from dragoman.sources.last_good import LastGoodFiles
 from dragoman.sources.parse import iter_documents, parse_object
 from dragoman.sources.parse_worker import idle_cpus, parse_shared
-from dragoman.sources.reads import ReadOutcome, read_file, read_files
+from dragoman.sources.reads import FileRead, ReadOutcome, can_open, read_file, read_files
 from dragoman.sources.shared import canonical, interned
-from dragoman.sources.tree import FileStamp, scan_tree
+from dragoman.sources.tree import FileStamp, TreeScan, scan_tree
 
 log = logging.getLogger("dragoman.sources")
 
@@ -65,9 +66,14 @@ class _ParsedFile:
     stamp: FileStamp | None
     objects: tuple[KubeObject, ...]
     errors: tuple[SourceError, ...]
-    # False when the file is not valid YAML/JSON at all (then `objects` are the ones its last
-    # decodable version defined: saving a typo must not take every object of a file away).
+    # False when the file is not valid YAML/JSON at all, or cannot be read (then `objects`
+    # are the ones its last good version defined: saving a typo, or a file that cannot be
+    # read for a moment, must not take every object of a file away).
     decoded: bool = True
+    # True when the file could not be read at all (a permission, a symbolic link loop, a
+    # directory in its place): a repair may leave its stamp as it was, so it is read again
+    # whatever its stamp says.
+    unreadable: bool = False
     # A YAML file's pieces (one document each), by text: an edit to one document of a large
     # file decodes and parses that document alone.
     pieces: Mapping[str, _Piece] = field(default_factory=no_entries)
@@ -92,17 +98,35 @@ class _Piece:
 class ManifestDirectory:
     """Loads `*.yaml`, `*.yml` and `*.json` below a directory; not safe for concurrent loads."""
 
-    def __init__(self, path: Path, *, default_namespace: str = "default") -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        default_namespace: str = "default",
+        last_good: LastGoodFiles | None = None,
+    ) -> None:
         self.path = path
         self.default_namespace = default_namespace
+        self._parser = _FileParser(default_namespace)
+        # Where the last good version of each file is kept for the next process, if anywhere.
+        self.last_good = last_good
         self._parsed: dict[str, _ParsedFile] = {}  # in scan order (path components)
-        self._unreadable: dict[str, str] = {}  # relative path -> reason
+        # Files that cannot be read and never could (nothing to keep serving): path -> reason.
+        self._unreadable: dict[str, str] = {}
         self._last: LoadResult | None = None
         self.parsed_by_worker = 0  # files of the first load a worker process parsed
 
     def stamps(self) -> dict[str, FileStamp]:
         """The stamp of every file as last read (the files a watcher must compare with)."""
         return {path: f.stamp for path, f in self._parsed.items() if f.stamp is not None}
+
+    def unreadable(self) -> frozenset[str]:
+        """The files that could not be read last time: a repair (a `chmod`) may not change
+        their stamp, so a watcher reports them again on every event and rescan."""
+        # Copies taken at once: a scrape may ask while a load runs in its thread.
+        records, never_read = list(self._parsed.items()), list(self._unreadable)
+        kept = (path for path, f in records if f.unreadable or f.stamp is None)
+        return frozenset((*never_read, *kept))
 
     def load(self, changed: Collection[str] | None = None) -> LoadResult:
         """Everything the directory defines now. Problems are returned, not raised, except
@@ -111,10 +135,17 @@ class ManifestDirectory:
         With `changed` (relative paths of manifest files added, edited or removed), only
         those files are looked at; every other file is taken to be as last loaded.
         """
+        before = {*self._parsed, *self._unreadable}
         if changed is None or self._last is None:
             dirty = self._load_all()
         else:
             dirty = self._load_some(changed)
+        if self.last_good is not None:
+            now = {*self._parsed, *self._unreadable}
+            if self._last is None:
+                self.last_good.keep_only(now)  # files removed while no one watched
+            for gone in before - now:
+                self.last_good.forget(gone)
         if not dirty and self._last is not None:
             return replace(self._last, changed=False)
         self._last = self._result()
@@ -122,8 +153,17 @@ class ManifestDirectory:
 
     def _load_all(self) -> bool:
         scan = scan_tree(self.path)
-        unreadable = dict(scan.unreadable)
-        dirty = unreadable != self._unreadable or len(scan.files) != len(self._parsed)
+        unreadable: dict[str, str] = {}
+        still_served: dict[str, _ParsedFile] = {}  # unreadable, with a last good version
+        for relative, reason in self._now_unreadable(scan):
+            kept = _unreadable_file(relative, reason, self._previous(relative))
+            if kept is None:
+                unreadable[relative] = reason
+            else:
+                still_served[relative] = kept
+        served = len(scan.files) + len(still_served)
+        dirty = unreadable != self._unreadable or served != len(self._parsed)
+        dirty = dirty or any(self._parsed.get(p) != kept for p, kept in still_served.items())
         self._unreadable = unreadable
         parsed: dict[str, _ParsedFile] = {}
         stale = [s.path for s in scan.files if _stamp_of_parsed(self._parsed.get(s.path)) != s]
@@ -138,18 +178,34 @@ class ManifestDirectory:
                         fresh = shared[stamp.path]
                     else:
                         fresh = self._parse_file(stamp.path, cached, next(reads))
+                    if fresh is not None and not fresh.decoded:
+                        cached = self._previous(stamp.path, cached)
                     cached = _keeping_last_good(fresh, cached) if fresh is not None else None
                 if cached is not None:
                     parsed[stamp.path] = cached
+        if still_served:
+            parsed = _in_scan_order(parsed | still_served)
         dirty = dirty or parsed.keys() != self._parsed.keys()
         self._parsed = parsed
         return dirty
+
+    def _now_unreadable(self, scan: TreeScan) -> list[tuple[str, str]]:
+        """The scan's unreadable entries, and the files last read that are directories now."""
+        found = {stamp.path for stamp in scan.files}
+        unreadable = list(scan.unreadable)
+        listed = {relative for relative, _ in unreadable}
+        for relative in self._parsed.keys() - found - listed:
+            if os.path.isdir(self.path / relative):
+                unreadable.append((relative, "is a directory"))
+        return unreadable
 
     def _parse_shared(self, relatives: list[str]) -> dict[str, _ParsedFile | None]:
         """A first load of many files, by path, shared with a worker process when a CPU is
         idle to run it; {} when the files are better parsed one by one here."""
         if (
             len(relatives) < SHARE_FROM
+            # What is accepted is kept from its bytes, which a worker does not hand back.
+            or self.last_good is not None
             # A worker on a busy machine adds CPU time and saves none.
             or idle_cpus() < 1
             or log.isEnabledFor(logging.DEBUG)  # what is ignored is logged by this process
@@ -171,10 +227,17 @@ class ManifestDirectory:
         for relative in changed:
             cached = self._parsed.get(relative)
             stamp = _stamp_of(self.path, relative)
+            if stamp is None and cached is not None and os.path.isdir(self.path / relative):
+                stamp = "is a directory"
             if isinstance(stamp, str):  # cannot be read: report it as a full scan would
-                dirty = dirty or self._unreadable.get(relative) != stamp or cached is not None
-                self._unreadable[relative] = stamp
-                self._parsed.pop(relative, None)
+                kept = _unreadable_file(relative, stamp, self._previous(relative, cached))
+                if kept is None:
+                    dirty = dirty or self._unreadable.get(relative) != stamp or cached is not None
+                    self._unreadable[relative] = stamp
+                    self._parsed.pop(relative, None)
+                else:
+                    dirty = dirty or kept != cached
+                    self._parsed[relative] = kept
                 continue
             if self._unreadable.pop(relative, None) is not None:
                 dirty = True
@@ -182,7 +245,7 @@ class ManifestDirectory:
                 if self._parsed.pop(relative, None) is not None:
                     dirty = True
                 continue
-            if cached is not None and cached.stamp == stamp:
+            if cached is not None and cached.stamp == stamp and can_open(self.path / relative):
                 continue
             dirty = True
             fresh = self._parse_file(
@@ -191,13 +254,12 @@ class ManifestDirectory:
             if fresh is None:
                 self._parsed.pop(relative, None)
                 continue
+            if not fresh.decoded:
+                cached = self._previous(relative, cached)
             self._parsed[relative] = _keeping_last_good(fresh, cached)
             added = added or cached is None
         if added:  # keep the scan's order: the first definition of an object wins
-            self._parsed = {
-                path: self._parsed[path]
-                for path in sorted(self._parsed, key=lambda path: path.split("/"))
-            }
+            self._parsed = _in_scan_order(self._parsed)
         return dirty
 
     def _result(self) -> LoadResult:
@@ -233,15 +295,51 @@ class ManifestDirectory:
                 kept.append(obj)
         return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
 
+    def _previous(self, relative: str, cached: _ParsedFile | None = None) -> _ParsedFile | None:
+        """What a file that just broke keeps serving: its record, or (after a restart) the
+        last good version kept on disk, parsed again."""
+        previous = cached if cached is not None else self._parsed.get(relative)
+        if previous is not None or self.last_good is None:
+            return previous
+        content = self.last_good.get(relative)
+        if content is None:
+            return None
+        kept = self._parser.decode(relative, None, FileRead(None, content))
+        return kept if kept is not None and kept.decoded else None
+
     def _parse_file(
         self, relative: str, previous: _ParsedFile | None, read: ReadOutcome
     ) -> _ParsedFile | None:
-        """Decode and parse one file as read; None when it disappeared since the scan."""
+        """Decode and parse one file as read; None when it disappeared since the scan. A
+        version that decodes is kept as the file's last good one."""
+        parsed = self._parser.decode(relative, previous, read)
+        if (
+            self.last_good is not None
+            and parsed is not None
+            and parsed.decoded
+            and isinstance(read, FileRead)
+            and read.stamp is not None
+        ):
+            self.last_good.remember(relative, read.data)
+        return parsed
+
+
+class _FileParser:
+    """One file's bytes to its objects and errors, each where it is in the file."""
+
+    def __init__(self, default_namespace: str) -> None:
+        self.default_namespace = default_namespace
+
+    def decode(
+        self, relative: str, previous: _ParsedFile | None, read: ReadOutcome
+    ) -> _ParsedFile | None:
+        """Decode and parse one file as read (`previous`: its record, whose pieces may be
+        reused); None when it disappeared since the scan."""
         if read is None:
             return None
         if isinstance(read, OSError):
             error = SourceError(relative, "", "", f"cannot read: {read.strerror or read}")
-            return _ParsedFile(None, (), (error,))
+            return _ParsedFile(None, (), (error,), decoded=False, unreadable=True)
         stamp, data = read.stamp, read.data
         try:
             if relative.endswith(".json"):
@@ -368,11 +466,10 @@ def parse_fresh_files(
     root: str, default_namespace: str, relatives: list[str]
 ) -> list[_ParsedFile | None]:
     """Files read and parsed as by a first load (here, or in a worker process)."""
-    directory = ManifestDirectory(Path(root), default_namespace=default_namespace)
+    parser = _FileParser(default_namespace)
     reads = read_files(root, relatives, MAX_FILE_BYTES + 1)
     return [
-        directory._parse_file(relative, None, read)
-        for relative, read in zip(relatives, reads, strict=True)
+        parser.decode(relative, None, read) for relative, read in zip(relatives, reads, strict=True)
     ]
 
 
@@ -421,10 +518,13 @@ def _renumbered(origin: str, shift: int) -> str:
 
 
 def _keeping_last_good(fresh: _ParsedFile, previous: _ParsedFile | None) -> _ParsedFile:
-    """A file that no longer decodes keeps serving what its last decodable version defined."""
+    """A file that no longer decodes, or cannot be read, keeps serving what its last good
+    version defined."""
     if fresh.decoded:
         return fresh
     if previous is None or not previous.objects:
+        if fresh.unreadable:
+            return fresh
         return replace(fresh, errors=_with_note(fresh.errors, "file skipped"))
     note = f"still serving its previous version ({len(previous.objects)} objects)"
     return replace(
@@ -433,6 +533,24 @@ def _keeping_last_good(fresh: _ParsedFile, previous: _ParsedFile | None) -> _Par
         wheres=previous.wheres,
         errors=_with_note(fresh.errors, note),
     )
+
+
+def _unreadable_file(
+    relative: str, reason: str, previous: _ParsedFile | None
+) -> _ParsedFile | None:
+    """What a file that cannot be read at all keeps serving: its last good version's objects
+    (None when it had none: it is reported as unreadable, as a file never read)."""
+    if previous is None or not previous.objects:
+        return None
+    error = SourceError(relative, "", "", f"cannot read: {reason}")
+    fresh = _ParsedFile(None, (), (error,), decoded=False, unreadable=True)
+    return _keeping_last_good(fresh, previous)
+
+
+def _in_scan_order(parsed: dict[str, _ParsedFile]) -> dict[str, _ParsedFile]:
+    """The records in the scan's order (path components): the first definition of an object
+    wins."""
+    return {path: parsed[path] for path in sorted(parsed, key=lambda path: path.split("/"))}
 
 
 def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError, ...]:

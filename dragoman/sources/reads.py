@@ -48,6 +48,15 @@ def read_file(root: str, relative: str, limit: int) -> ReadOutcome:
     return FileRead(stamp if same else None, data)
 
 
+def can_open(path: str | os.PathLike[str]) -> bool:
+    """Whether the file can be opened for reading now (a `chmod` changes no stamp)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    except OSError:
+        return False
+    return True
+
+
 def read_files(
     root: str, relatives: Sequence[str], limit: int
 ) -> Generator[ReadOutcome, None, None]:

@@ -1,8 +1,10 @@
-"""Notice changes to a manifest directory: the kernel tells (inotify, through `watchfiles`),
-and a periodic full rescan is the safety net.
+"""Notice changes to a manifest directory: the kernel tells (inotify), and a periodic full
+rescan is the safety net.
 
 Events name the files that changed, so only those are stat-ed and reported: at 10,000 files
-an idle directory costs nothing, and one edit costs one stat. Events anywhere else (a hidden
+an idle directory costs nothing, and one edit costs one stat. A file is reported when its
+writer closes it or it is renamed into place, never half-way through a write; a rescan
+leaves alone the files being written too. Events anywhere else (a hidden
 path such as the `..data` symlink a Kubernetes ConfigMap volume swaps, a directory, a file
 that is not a manifest) make the watcher rescan the whole tree and report what differs. The
 rescan also runs every `rescan_interval`, for what no event reports: a symbolic link's
@@ -23,28 +25,21 @@ import inspect
 import logging
 import os
 import stat
-import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Final, Literal
 
-from dragoman.sources.tree import MANIFEST_SUFFIXES, FileStamp, fingerprint, scan_tree
+from dragoman.sources.inotify import KernelEvents
+from dragoman.sources.reads import can_open
+from dragoman.sources.tree import FileStamp, fingerprint, scan_tree
 
 __all__ = ["FileStamp", "OnChange", "fingerprint", "watch_directory"]
 
 log = logging.getLogger("dragoman.sources")
-# watchfiles logs every batch of paths at debug level: with 10,000 files that floods a debug
-# log; dragoman logs what a change meant instead.
-logging.getLogger("watchfiles").setLevel(logging.WARNING)
 
 # Relative paths of the manifest files added, edited or removed since the last call.
 OnChange = Callable[[frozenset[str]], Awaitable[None] | None]
 View = dict[str, FileStamp]
-
-# watchfiles gathers the kernel's events until none came for STEP_MS (at most DEBOUNCE_MS):
-# one file saved is one batch, reported STEP_MS after its last event.
-STEP_MS = 10
-DEBOUNCE_MS = 50
 
 
 async def watch_directory(
@@ -58,6 +53,7 @@ async def watch_directory(
     poll_interval: float = 1.0,
     use_kernel_events: bool = True,
     baseline: Mapping[str, FileStamp] | None = None,
+    recheck: Callable[[], Collection[str]] = frozenset,
 ) -> None:
     """Call on_change with the changed manifest files below path, until stop is set.
 
@@ -68,6 +64,10 @@ async def watch_directory(
     unreadable nothing is reported (checked every `poll_interval`); when it returns, it is
     compared with the last tree seen. An exception from on_change is logged and watching
     goes on.
+
+    `recheck` names the files that could not be read last time: they are reported with every
+    kernel batch and every rescan whatever their stamp says, since the repair of a permission
+    (`chmod`) leaves the stamp as it was.
     """
     await _Watcher(
         path,
@@ -78,6 +78,7 @@ async def watch_directory(
         rescan_interval=rescan_interval,
         poll_interval=poll_interval,
         use_kernel_events=use_kernel_events,
+        recheck=recheck,
     ).run(baseline)
 
 
@@ -93,8 +94,10 @@ class _Watcher:
         rescan_interval: float,
         poll_interval: float,
         use_kernel_events: bool,
+        recheck: Callable[[], Collection[str]],
     ) -> None:
         self.path = path
+        self.recheck = recheck
         self.on_change = on_change
         self.stop = stop
         self.quiet_period = quiet_period
@@ -109,7 +112,7 @@ class _Watcher:
         # Paths reported by the kernel (None: something needs a full rescan) since last read.
         self.events: asyncio.Queue[frozenset[str] | None] = asyncio.Queue()
         self._arrival = asyncio.Event()  # set by the kernel thread's hand-over
-        self.kernel: _KernelEvents | None = None
+        self.kernel: KernelEvents | None = None
         self.kernel_failed = not use_kernel_events
         self.pending: set[str] = set()  # changes held back while a burst goes on
         self.first_held = 0.0
@@ -217,7 +220,8 @@ class _Watcher:
         """Brings the view up to date with the kernel's events; returns what changed."""
         if batch is None or self.missing:
             return await self._rescan()
-        return await asyncio.to_thread(_restat, self.path, self.view, batch)
+        changed = await asyncio.to_thread(_restat, self.path, self.view, batch)
+        return changed | set(self.recheck())
 
     async def _rescan(self) -> set[str]:
         self.last_rescan = self.loop.time()
@@ -228,9 +232,14 @@ class _Watcher:
         if self.missing:
             log.info("manifest directory %s is readable again", self.path)
             self.missing = False
+        for path in self.kernel.writing_now() if self.kernel is not None else ():
+            # Being written: read once its writer closes it (the kernel reports that).
+            view.pop(path, None)
+            if path in self.view:
+                view[path] = self.view[path]
         changed = {p for p in view.keys() | self.view.keys() if view.get(p) != self.view.get(p)}
         self.view = _sharing(view, self.view)
-        return changed
+        return changed | set(self.recheck())
 
     async def _scan(self) -> View | None:
         """The tree's stamps, or None (logged once per outage) when it cannot be read."""
@@ -255,9 +264,20 @@ class _Watcher:
     def _ensure_kernel_events(self) -> None:
         if self.kernel is not None or self.kernel_failed or self.missing:
             return
-        self.kernel = _KernelEvents(self.path, self.loop, self._deliver, self._kernel_failed)
+        self.kernel = KernelEvents(self.path, self._hand_over, self._failed_in_thread)
+
+    def _hand_over(self, batch: frozenset[str] | None) -> None:
+        """From the kernel thread: a batch for the event loop."""
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            self.loop.call_soon_threadsafe(self._deliver, batch)
+
+    def _failed_in_thread(self, error: BaseException) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            self.loop.call_soon_threadsafe(self._kernel_failed, error)
 
     def _deliver(self, batch: frozenset[str] | None) -> None:
+        if self.kernel is None:
+            return  # from a watch stopped since
         self.events.put_nowait(batch)
         self._arrival.set()
 
@@ -284,110 +304,6 @@ class _Timeout(enum.Enum):
 
 
 _TIMEOUT: Final = _Timeout.TIMEOUT
-
-
-class _KernelEvents:
-    """`watchfiles` in a thread of its own, handing relative paths to the event loop."""
-
-    def __init__(
-        self,
-        root: Path,
-        loop: asyncio.AbstractEventLoop,
-        deliver: Callable[[frozenset[str] | None], None],
-        on_failure: Callable[[BaseException], None],
-    ) -> None:
-        self.root = root
-        self.prefixes = _prefixes(root)
-        self.loop = loop
-        self.deliver = deliver
-        self.on_failure = on_failure
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="manifest-watch", daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        # The thread notices within STEP_MS and exits on its own; nothing waits for it.
-        self.stopped.set()
-
-    def _run(self) -> None:
-        from watchfiles import watch
-
-        try:
-            for changes in watch(
-                self.root,
-                watch_filter=None,
-                debounce=DEBOUNCE_MS,
-                step=STEP_MS,
-                stop_event=self.stopped,
-                rust_timeout=3_600_000,
-                raise_interrupt=False,
-                ignore_permission_denied=True,
-            ):
-                batch = self._relative(path for _, path in changes)
-                self._hand_over(batch)
-        except Exception as exc:
-            if not self.stopped.is_set():
-                with contextlib.suppress(RuntimeError):  # the loop has closed
-                    self.loop.call_soon_threadsafe(self.on_failure, exc)
-            return
-        if not self.stopped.is_set():  # watchfiles ended on its own: rescan to catch up
-            self._hand_over(None)
-
-    def _hand_over(self, batch: frozenset[str] | None) -> None:
-        if self.stopped.is_set():
-            return
-        with contextlib.suppress(RuntimeError):  # the loop has closed
-            self.loop.call_soon_threadsafe(self.deliver, batch)
-
-    def _relative(self, paths: Iterable[str]) -> frozenset[str] | None:
-        """The changed manifest files, relative to the root; None when a rescan must tell
-        what changed (the root itself, a directory, a symbolic link: a ConfigMap volume's
-        `..data` swap changes every file behind it)."""
-        relative: set[str] = set()
-        for full in paths:
-            for prefix in self.prefixes:
-                if full.startswith(prefix):
-                    rest = full[len(prefix) :].replace(os.sep, "/")
-                    break
-            else:
-                return None
-            parts = rest.split("/")
-            if any(part.startswith(".") for part in parts[:-1]):
-                continue  # inside a hidden directory: never read, except through a link
-            if parts[-1].startswith("."):
-                # An editor's or a tool's temporary file (`.web.yaml.swp`, `.web.yaml.tmp`)
-                # changes nothing; a hidden link or directory (`..data`) may change anything.
-                if _is_link_or_directory(full):
-                    return None
-                continue
-            if not rest.endswith(MANIFEST_SUFFIXES):
-                if not _is_regular_file(full):  # a directory made, moved or removed
-                    return None
-                continue
-            relative.add(rest)
-        return frozenset(relative)
-
-
-def _is_link_or_directory(path: str) -> bool:
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError:
-        return False  # gone: a renamed temporary file, or a link whose rename shows too
-    return stat.S_ISLNK(mode) or stat.S_ISDIR(mode)
-
-
-def _is_regular_file(path: str) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _prefixes(root: Path) -> tuple[str, ...]:
-    # The kernel names paths below the absolute root; a root reached through a symbolic
-    # link may be named by its target instead.
-    prefixes = {os.path.abspath(root) + os.sep, os.path.realpath(root) + os.sep}
-    return tuple(sorted(prefixes, key=len, reverse=True))
 
 
 def _scan_with_identity(root: Path) -> tuple[View, tuple[int, int]]:
@@ -438,4 +354,7 @@ def _restat(root: Path, view: View, paths: frozenset[str]) -> set[str]:
                 view.pop(relative, None)
             else:
                 view[relative] = stamp
+        elif stamp is not None and not can_open(root / relative):
+            # A `chmod` changes no stamp: the event itself says something happened to it.
+            changed.add(relative)
     return changed

@@ -7,6 +7,7 @@ import logging
 import os
 import textwrap
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -478,14 +479,93 @@ def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> No
     (tmp_path / "a.yaml").unlink()
     (tmp_path / "a.yaml").symlink_to("missing-target.yaml")
     result = directory.load({"a.yaml"})
-    assert result.objects == ()
+    assert keys(result.objects) == ["Service/default/a"]  # its last good version
     assert [(e.origin, e.message) for e in result.errors] == [
-        ("a.yaml", "cannot read: broken symbolic link")
+        (
+            "a.yaml",
+            "cannot read: broken symbolic link (still serving its previous version (1 objects))",
+        )
     ]
-    assert result == ManifestDirectory(tmp_path).load()
+    assert replace(result, changed=False) == directory.load()  # a full load finds the same
+    fresh = ManifestDirectory(tmp_path).load()  # a first load has nothing to keep serving
+    assert fresh.objects == ()
+    assert [e.message for e in fresh.errors] == ["cannot read: broken symbolic link"]
+    assert directory.unreadable() == {"a.yaml"}
     (tmp_path / "a.yaml").unlink()
-    write(tmp_path, "a.yaml", flow_service("a"))
+    write(tmp_path, "a.yaml", flow_service("a", port=81))
     assert directory.load({"a.yaml"}).errors == ()
+    assert directory.unreadable() == frozenset()
+
+
+def break_by_symlink_loop(path: Path) -> None:
+    path.unlink()
+    path.symlink_to(path.name)
+
+
+def break_by_directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+@pytest.mark.parametrize("break_file", [break_by_symlink_loop, break_by_directory])
+@pytest.mark.parametrize("told", [True, False], ids=["told-what-changed", "full-load"])
+def test_a_file_that_cannot_be_read_keeps_serving_its_last_good_version(
+    tmp_path: Path, break_file: Callable[[Path], None], told: bool
+) -> None:
+    write(tmp_path, "a.yaml", flow_service("a"))
+    write(tmp_path, "b.yaml", flow_service("b"))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    break_file(tmp_path / "a.yaml")
+    result = directory.load({"a.yaml"} if told else None)
+    assert keys(result.objects) == ["Service/default/a", "Service/default/b"]
+    assert [(e.origin, e.message.split(":")[0]) for e in result.errors] == [
+        ("a.yaml", "cannot read")
+    ]
+    assert result.errors[0].message.endswith("(still serving its previous version (1 objects))")
+    assert "a.yaml" in directory.unreadable()
+    # Still unreadable: nothing changed.
+    assert not directory.load({"a.yaml"} if told else None).changed
+    # Repaired: the new version is served.
+    path = tmp_path / "a.yaml"
+    if path.is_dir():
+        path.rmdir()
+    else:
+        path.unlink()
+    write(tmp_path, "a.yaml", flow_service("a", port=81))
+    repaired = directory.load({"a.yaml"} if told else None)
+    assert repaired.errors == ()
+    assert [s.ports[0].port for s in Store.from_objects(repaired.objects).services.values()] == [
+        81,
+        80,
+    ]
+
+
+def test_a_read_error_keeps_the_last_good_version_and_is_read_again_with_the_same_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, "a.yaml", flow_service("a"))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    real_read = manifests.read_file
+    failing = {"on": True}
+
+    def read_file(root: str, relative: str, limit: int) -> Any:
+        if failing["on"]:
+            return PermissionError(13, "Permission denied")
+        return real_read(root, relative, limit)
+
+    monkeypatch.setattr(manifests, "read_file", read_file)
+    os.utime(tmp_path / "a.yaml", ns=(1, 1))  # a new stamp: read again, and it fails
+    result = directory.load({"a.yaml"})
+    assert keys(result.objects) == ["Service/default/a"]
+    assert [e.message for e in result.errors] == [
+        "cannot read: Permission denied (still serving its previous version (1 objects))"
+    ]
+    assert directory.unreadable() == {"a.yaml"}
+    failing["on"] = False  # a `chmod 644`: the stamp is what it was
+    assert directory.load({"a.yaml"}).errors == ()
+    assert directory.unreadable() == frozenset()
 
 
 def flow_service(name: str, port: int = 80) -> str:

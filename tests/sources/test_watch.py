@@ -333,12 +333,12 @@ def test_without_kernel_events_the_tree_is_rescanned(tmp_path: Path) -> None:
 def test_a_kernel_watch_that_fails_falls_back_to_rescans(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import watchfiles
+    from dragoman.sources import inotify
 
-    def failing_watch(*args: Any, **kwargs: Any) -> Any:
+    def failing_libc() -> Any:
         raise OSError(28, "inotify watch limit reached")
 
-    monkeypatch.setattr(watchfiles, "watch", failing_watch)
+    monkeypatch.setattr(inotify, "_libc", failing_libc)
 
     async def test() -> None:
         changes = Changes()
@@ -497,3 +497,62 @@ def test_a_rescan_keeps_the_stamps_it_already_had(tmp_path: Path) -> None:
     # The paths too: an unchanged file's key is the one the earlier view held.
     [a_path] = [path for path in shared if path == "a.yaml"]
     assert a_path is before["a.yaml"].path and a_path is not after["a.yaml"].path
+
+
+def test_files_that_could_not_be_read_are_reported_again_whatever_their_stamp(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "locked.yaml").write_text(manifest("locked"))
+    (tmp_path / "a.yaml").write_text(manifest("a"))
+
+    async def test() -> None:
+        changes = Changes()
+        async with watching(tmp_path, changes, recheck=lambda: {"locked.yaml"}):
+            (tmp_path / "a.yaml").write_text(manifest("a", 3))  # any event
+            await changes.next()
+            assert changes.reports == [frozenset({"a.yaml", "locked.yaml"})]
+        rescans = Changes()
+        async with watching(
+            tmp_path, rescans, recheck=lambda: {"locked.yaml"}, rescan_interval=0.3
+        ):
+            await rescans.next()  # no event at all: the rescan reports it
+        assert rescans.reports[0] == frozenset({"locked.yaml"})
+
+    run(test)
+
+
+def test_a_file_is_reported_when_its_writer_closes_it_not_while_it_writes(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "a.yaml"
+    target.write_text(manifest("a"))
+
+    async def test() -> None:
+        changes = Changes()
+        # Rescans too leave a file being written alone.
+        async with watching(tmp_path, changes, rescan_interval=0.2):
+            with target.open("w") as writing:  # truncated, then half written
+                writing.write("apiVersion: v1\n")
+                writing.flush()
+                await asyncio.sleep(SETTLE + 0.5)
+                assert changes.calls == 0
+                writing.write("kind: Service\nmetadata: {name: a}\n")
+            await changes.next()
+            assert changes.reports[0] == frozenset({"a.yaml"})
+
+    run(test)
+
+
+def test_a_file_renamed_into_place_or_linked_is_reported(tmp_path: Path) -> None:
+    async def test() -> None:
+        changes = Changes()
+        async with watching(tmp_path, changes):
+            (tmp_path / ".a.yaml.tmp").write_text(manifest("a"))
+            (tmp_path / ".a.yaml.tmp").rename(tmp_path / "a.yaml")
+            await changes.next()
+            assert changes.reports == [frozenset({"a.yaml"})]
+            (tmp_path / "b.yaml").symlink_to("a.yaml")
+            await changes.next()
+            assert changes.reports[1] == frozenset({"b.yaml"})
+
+    run(test)
