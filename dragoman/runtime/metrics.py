@@ -96,6 +96,29 @@ class Metrics:
             buckets=BUILD_BUCKETS,
             registry=registry,
         )
+        self._add_xds_metrics(registry)
+        self.dns_check_seconds = Histogram(
+            "dragoman_dns_check_duration_seconds",
+            "Time of one DNS check round (the names due)",
+            buckets=DNS_BUCKETS,
+            registry=registry,
+        )
+        self._add_kubernetes_metrics(registry)
+        registry.register(_ServedCollector(self.state))
+        for kind in ("full", "endpoints"):
+            self.builds.labels(kind)
+            self.build_seconds.labels(kind)
+        # Children bound once: the per-response hook costs one dict lookup and an increment.
+        self._responses = {t: self.responses.labels(t) for t in (*SHORT_NAMES.values(), "other")}
+        self._nacks = {t: self.nacks.labels(t) for t in self._responses}
+        self._acks = {t: self.ack_seconds.labels(t) for t in self._responses}
+        self._published = clock()
+        # Per open stream and type: the nonce of the last response and when what it carries
+        # became due (publication, or the request that asked for it).
+        self._pending: dict[tuple[int, str], tuple[str, float]] = {}
+        self._opened: dict[int, float] = {}
+
+    def _add_xds_metrics(self, registry: CollectorRegistry) -> None:
         self.responses = Counter(
             "dragoman_xds_responses",
             "xDS responses sent, by type",
@@ -127,12 +150,8 @@ class Metrics:
             "xDS streams closed because their client read nothing for the stall timeout",
             registry=registry,
         )
-        self.dns_check_seconds = Histogram(
-            "dragoman_dns_check_duration_seconds",
-            "Time of one DNS check round (the names due)",
-            buckets=DNS_BUCKETS,
-            registry=registry,
-        )
+
+    def _add_kubernetes_metrics(self, registry: CollectorRegistry) -> None:
         self.status_writes = Counter(
             "dragoman_status_writes",
             "Status writes to the Kubernetes API, by result: written, unchanged, conflict, failed",
@@ -152,19 +171,6 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
-        registry.register(_ServedCollector(self.state))
-        for kind in ("full", "endpoints"):
-            self.builds.labels(kind)
-            self.build_seconds.labels(kind)
-        # Children bound once: the per-response hook costs one dict lookup and an increment.
-        self._responses = {t: self.responses.labels(t) for t in (*SHORT_NAMES.values(), "other")}
-        self._nacks = {t: self.nacks.labels(t) for t in self._responses}
-        self._acks = {t: self.ack_seconds.labels(t) for t in self._responses}
-        self._published = clock()
-        # Per open stream and type: the nonce of the last response and when what it carries
-        # became due (publication, or the request that asked for it).
-        self._pending: dict[tuple[int, str], tuple[str, float]] = {}
-        self._opened: dict[int, float] = {}
 
     # ------------------------------------------------------------- hooks
 
