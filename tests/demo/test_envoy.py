@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyExited, EnvoyNotFound, EnvoyProcess, find_envoy
 from dragoman.demo.http import http_get, wait_until
+from dragoman.demo.sample_backends import EchoBackend
 
 BACKEND_NAME = "backend.demo.test"
 # respect_dns_ttl with the responder's 1 s TTL: a change should be followed in about

@@ -83,8 +83,8 @@ def test_compose_runs_xds_over_mutual_tls(tmp_path: Path) -> None:
 def test_compose_echo_backend_is_the_external_name_target() -> None:
     services = _compose()["services"]
     echo = services["echo"]
-    assert echo["entrypoint"] == ["python", "-m", "dragoman.demo.backends"]
-    from dragoman.demo.backends import main as backend_main  # the module the entrypoint runs
+    assert echo["entrypoint"] == ["python", "-m", "dragoman.demo.sample_backends"]
+    from dragoman.demo.sample_backends import main as backend_main  # the module the entrypoint runs
 
     assert callable(backend_main)
     aliases = echo["networks"]["default"]["aliases"]

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from tests.support.certificates import Pem, certificate_authority
 from tests.support.harness import (
     DragomanProcess,

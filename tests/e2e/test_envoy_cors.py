@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from tests.support.harness import (
     DragomanProcess,
     backend_of,

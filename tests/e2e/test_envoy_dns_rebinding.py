@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from tests.support.harness import (
     DragomanProcess,
     diagnostics,

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from tests.support.harness import DragomanProcess, diagnostics, free_port, start_envoy
 from tests.support.tcp_balancer import TcpBalancer
 

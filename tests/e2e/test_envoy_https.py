@@ -18,10 +18,10 @@ import pytest
 import yaml
 from cryptography import x509
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from tests.support.certificates import CertificateAuthority, certificate_authority
 from tests.support.harness import (
     DragomanProcess,

@@ -27,10 +27,10 @@ import pytest
 from cryptography import x509
 from envoy.config.core.v3.base_pb2 import Node
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls
 from dragoman.security.certgen import server_pair
 from dragoman.snapshots.resources import LISTENER

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_yaml
 from tests.support.harness import DragomanProcess, free_port, get_json
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from dragoman.envoy.bootstrap.envoy_bootstrap import XdsTransport, bootstrap_yaml
 from tests.support.builders import (
     backend_ref,

@@ -21,10 +21,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from tests.support.builders import Object, endpoint_slice, external_service, service, yaml_text
 from tests.support.harness import (
     DragomanProcess,

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from tests.support.harness import DragomanProcess, diagnostics, free_port, start_envoy
 
 PODS = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")

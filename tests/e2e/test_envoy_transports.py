@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from dragoman.envoy.bootstrap.envoy_bootstrap import XdsTransport, bootstrap_yaml
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from dragoman.xds.csds.csds_client import fetch_client_status

@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_message, bootstrap_yaml, xds_cluster
 from dragoman.envoy.text.json_mapping import to_json_mapping
 from dragoman.envoy.text.yaml_text import dump_yaml

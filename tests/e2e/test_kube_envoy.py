@@ -22,10 +22,10 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from dragoman.demo.backends import EchoBackend
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
+from dragoman.demo.sample_backends import EchoBackend
 from tests.support.builders import (
     endpoint_slice,
     external_service,

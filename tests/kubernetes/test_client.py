@@ -12,7 +12,7 @@ from dragoman.kubernetes.client import (
     api_client,
     in_cluster_configuration,
 )
-from dragoman.kubernetes.errors import describe_error
+from dragoman.kubernetes.client_errors import describe_error
 from tests.support.kubeapi import KubeApiServer
 
 

@@ -11,7 +11,7 @@ from dragoman.dag.context import BuildContext
 from dragoman.dag.dns_check import DnsObservations, dns_resolved_condition
 from dragoman.dag.frontends.attachment import Attachment, ParentOutcome, attach
 from dragoman.dag.frontends.listeners import Frontends
-from dragoman.dag.incremental.reads import RecordingGrants, RecordingServices
+from dragoman.dag.incremental.route_reads import RecordingGrants, RecordingServices
 from dragoman.dag.model import ObjectStatus, Problem
 from dragoman.dag.node_groups.group_index import ServedKey
 from dragoman.dag.node_groups.groups import ServedRoutes

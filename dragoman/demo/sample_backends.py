@@ -5,7 +5,7 @@ received (Host header, method, path, headers), so a test can tell which
 backend Envoy picked and what Envoy rewrote. A `delay` query parameter
 (`?delay=1.5`, seconds, at most 30) makes it answer that much later, to
 exercise timeouts. Run one in the foreground
-with `python -m dragoman.demo.backends --name N --host H --port P`.
+with `python -m dragoman.demo.sample_backends --name N --host H --port P`.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ class EchoBackend:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one echo backend in the foreground until SIGTERM or SIGINT."""
     parser = argparse.ArgumentParser(
-        prog="python -m dragoman.demo.backends", description="An HTTP echo backend."
+        prog="python -m dragoman.demo.sample_backends", description="An HTTP echo backend."
     )
     parser.add_argument("--name", required=True, help="reported in every response")
     parser.add_argument("--host", default="127.0.0.2", help="address to listen on")
