@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from dragoman.dag.context import build_context
 from dragoman.dag.dns_check import DnsObservations, served_addresses
 from dragoman.dag.external_name_policy import ExternalNamePolicy
+from dragoman.dag.external_names import normalise
 from dragoman.dag.frontends.hostnames import ANY_HOST
 from dragoman.dag.model import (
     AggregateCluster,
@@ -45,7 +46,6 @@ from dragoman.dag.upstreams.endpoints import (
     load_assignments,
     refresh_load_assignments,
 )
-from dragoman.dag.upstreams.external_names import normalise
 from dragoman.store import Store
 
 

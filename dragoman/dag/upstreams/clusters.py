@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from dragoman.dag.context import BuildContext
 from dragoman.dag.dns_check import NOT_ALLOWED_BY_POLICY, dns_refusal
 from dragoman.dag.external_name_policy import ExternalNamePolicy
+from dragoman.dag.external_names import (
+    in_cluster_target,
+    is_cluster_local,
+    normalise,
+    normalised_unsafe_reason,
+)
 from dragoman.dag.model import (
     H2,
     H2C,
@@ -30,12 +36,6 @@ from dragoman.dag.reference_grants import (
 )
 from dragoman.dag.upstream_inputs import UpstreamInputs
 from dragoman.dag.upstreams.dns_settings import service_dns_settings
-from dragoman.dag.upstreams.external_names import (
-    in_cluster_target,
-    is_cluster_local,
-    normalise,
-    normalised_unsafe_reason,
-)
 from dragoman.dag.upstreams.in_cluster_first import PREFER_SERVICE, preferred_service
 from dragoman.dag.upstreams.tls import TlsRefusal, upstream_tls
 from dragoman.objects import Service, ServicePort
