@@ -105,6 +105,16 @@ def resolved_cluster(
     `l4` (TCP or UDP): the cluster carries whole connections or datagrams, not HTTP: the
     Service port must use that protocol, and TLS is originated only where a
     BackendTLSPolicy asks for it (never over UDP)."""
+    resolved = _resolved_cluster(service, port, context, l4)
+    if l4 is None:
+        key = (service.meta.namespace, service.meta.name), port
+        context.resolved_ports[key] = None if isinstance(resolved, Unresolved) else resolved.cluster
+    return resolved
+
+
+def _resolved_cluster(
+    service: Service, port: int, context: BuildContext, l4: L4Protocol | None
+) -> ResolvedCluster | Unresolved:
     path = [service]
     declared: ServicePort | None = None
     while True:

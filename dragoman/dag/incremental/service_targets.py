@@ -1,0 +1,199 @@
+"""The proxyless gRPC clients' Service targets, kept Service by Service: a change makes again
+only the targets of the Services it reaches, and the load assignments of the clusters it
+changed (or whose EndpointSlices or DNS check observation changed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+from dragoman.dag.context import BuildContext
+from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.key_index import KeyIndex
+from dragoman.dag.model import (
+    NO_SERVICE_TARGETS,
+    ApiListener,
+    Cluster,
+    Dag,
+    DnsCluster,
+    EdsCluster,
+    LoadAssignment,
+    ServiceTargets,
+)
+from dragoman.dag.proxyless.targets import service_port_targets, target_assignment
+from dragoman.dag.upstreams.in_cluster_first import PREFER_SERVICE
+from dragoman.objects import EndpointSlice, Service
+from dragoman.store import NamespacedName
+
+SlicesOf = Callable[[NamespacedName], Sequence[EndpointSlice]]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetChanges:
+    """What changed since the targets were last made."""
+
+    # Every Service's resolution may have changed: the first build, or a change to what
+    # every resolution reads (ReferenceGrants, BackendTLSPolicies, their Secrets and
+    # ConfigMaps).
+    every: bool
+    services: Collection[NamespacedName] = ()  # added, changed or removed
+    observed: Collection[str] = ()  # external names the DNS check observed anew
+    # Services whose EndpointSlices changed (None: not known, every one may have).
+    slices: Collection[NamespacedName] | None = None
+    # Only the DNS check's addresses changed, of names served alike: no cluster did.
+    addresses_only: bool = False
+
+
+class ServiceTargetIndex:
+    """Each Service's port targets and the clusters and load assignments they need."""
+
+    def __init__(self) -> None:
+        self._listeners: dict[NamespacedName, tuple[ApiListener, ...]] = {}
+        # The clusters each Service's targets define, by name (an aggregate's children too).
+        self._defined: dict[NamespacedName, dict[str, Cluster]] = {}
+        # The Services defining each cluster name: the greatest one's cluster is taken (the
+        # last in the Services' order, as a full pass would leave it).
+        self._definers: KeyIndex[str, NamespacedName] = KeyIndex()
+        # The EDS clusters of each backing Service (for changes of its EndpointSlices).
+        self._eds: KeyIndex[NamespacedName, str] = KeyIndex()
+        # Services whose resolution reads more than themselves: ExternalNames (aliases, the
+        # DNS check) and in-cluster-first preferences. Any Service change makes them again.
+        self._reaching: set[NamespacedName] = set()
+        self._clusters: dict[str, Cluster] = {}
+        self._assignments: dict[str, LoadAssignment] = {}
+        self._targets = NO_SERVICE_TARGETS
+        # Services were added out of order since the listeners were last sorted.
+        self._unsorted = False
+
+    def update(
+        self,
+        context: BuildContext,
+        dns: DnsObservations,
+        changes: TargetChanges,
+        dag: Dag,
+        slices_of: SlicesOf,
+    ) -> ServiceTargets:
+        """The targets after `changes`; `dag`: the build's Dag, whose load assignments are
+        taken for the clusters it shares with the targets."""
+        services = context.store.services
+        if changes.every:
+            reached: set[NamespacedName] = {*services, *self._listeners}
+        elif changes.addresses_only:
+            reached = set()
+        else:
+            reached = set(changes.services)
+            if reached or changes.observed:
+                reached |= self._reaching
+        renamed: set[str] = set()
+        # (In order: a first build then inserts every Service in its place.)
+        self._unsorted = False
+        for key in sorted(reached) if changes.every else reached:
+            renamed |= self._replace(key, services.get(key), context)
+        for name in renamed:
+            self._resolve(name)
+        # The assignments of the clusters renamed (gone ones too), and of those the change
+        # reaches otherwise.
+        names = set(renamed)
+        names |= self._clusters.keys() if changes.every else self._reached_assignments(changes)
+        for name in names:
+            self._assign(name, dag, dns, context, slices_of)
+        if self._unsorted:
+            # New Services: each in its place in the order of Services.
+            self._listeners = dict(sorted(self._listeners.items()))
+            self._unsorted = False
+        if not (reached or names):
+            return self._targets
+        kept = self._targets
+        self._targets = ServiceTargets(
+            listeners=tuple(chain.from_iterable(self._listeners.values()))
+            if reached
+            else kept.listeners,
+            clusters=dict(self._clusters) if renamed else kept.clusters,
+            load_assignments=dict(self._assignments),
+        )
+        return self._targets
+
+    def _replace(
+        self, key: NamespacedName, service: Service | None, context: BuildContext
+    ) -> set[str]:
+        """Make the targets of `key` again (`service` None: gone); the names of the clusters
+        it defined or defines."""
+        names: set[str] = set()
+        for name, cluster in self._defined.pop(key, {}).items():
+            self._definers.remove(name, key)
+            if isinstance(cluster, EdsCluster):
+                self._eds.remove(_service_of(cluster), name)
+            names.add(name)
+        self._reaching.discard(key)
+        if service is None:
+            self._listeners.pop(key, None)
+            return names
+        targets = service_port_targets(service, context)
+        defined: dict[str, Cluster] = {}
+        for target in targets:
+            defined.update((cluster.name, cluster) for cluster in target.clusters)
+        for name, cluster in defined.items():
+            self._definers.add(name, key)
+            if isinstance(cluster, EdsCluster):
+                self._eds.add(_service_of(cluster), name)
+        names.update(defined)
+        self._defined[key] = defined
+        if service.is_external_name or PREFER_SERVICE in service.meta.annotations:
+            self._reaching.add(key)
+        listeners = tuple(target.listener for target in targets)
+        if key not in self._listeners and self._listeners and key < next(reversed(self._listeners)):
+            self._unsorted = True
+        self._listeners[key] = listeners
+        return names
+
+    def _resolve(self, name: str) -> None:
+        last = self._definers.greatest(name)
+        if last is None:
+            self._clusters.pop(name, None)
+        else:
+            self._clusters[name] = self._defined[last][name]
+
+    def _reached_assignments(self, changes: TargetChanges) -> set[str]:
+        """The clusters whose endpoints the change may have changed: the EDS clusters of
+        Services whose EndpointSlices changed, the external names observed anew."""
+        names: set[str] = set()
+        if changes.slices is None:
+            names.update(n for n, c in self._clusters.items() if isinstance(c, EdsCluster))
+        else:
+            for service in changes.slices:
+                names.update(self._eds.keys(service))
+        observed = changes.observed
+        if observed:
+            # External names are defined by the reaching Services alone.
+            for key in self._reaching:
+                for name, cluster in self._defined.get(key, {}).items():
+                    if isinstance(cluster, DnsCluster) and cluster.hostname in observed:
+                        names.add(name)
+        return names
+
+    def _assign(
+        self,
+        name: str,
+        dag: Dag,
+        dns: DnsObservations,
+        context: BuildContext,
+        slices_of: SlicesOf,
+    ) -> None:
+        cluster = self._clusters.get(name)
+        found: LoadAssignment | None = None
+        if cluster is not None:
+            same = dag.clusters.get(name)
+            if same is cluster or (same is not None and same == cluster):
+                found = dag.load_assignments.get(name)  # the same cluster: the same endpoints
+            else:
+                slices = slices_of(_service_of(cluster)) if isinstance(cluster, EdsCluster) else ()
+                found = target_assignment(cluster, slices, dns, context.options)
+        if found is None:
+            self._assignments.pop(name, None)
+        else:
+            self._assignments[name] = found
+
+
+def _service_of(cluster: EdsCluster) -> NamespacedName:
+    return cluster.service.namespace, cluster.service.name
