@@ -73,11 +73,9 @@ _PATCHABLE_FIELDS = frozenset(
         *ROUTE_FIELDS.values(),
     }
 )
-# Store fields every Service's resolution may read (cross-namespace aliases, backend TLS):
-# a change to one makes every proxyless Service target again.
-_EVERY_RESOLUTION_FIELDS = frozenset(
-    {"reference_grants", "secrets", "config_maps", "backend_tls_policies"}
-)
+# Store fields a Service's backend TLS reads (the proxyless Service targets of the Services
+# BackendTLSPolicies target are made again when one changes).
+_BACKEND_TLS_FIELDS = frozenset({"secrets", "config_maps", "backend_tls_policies"})
 # How many routes an update changes before their keys are sorted at once.
 _BULK = 64
 
@@ -236,8 +234,10 @@ class _Build:
         )
         routes = {key: store_route(store, key) for key in reached}
         targets = TargetChanges(
-            every=bool(changes.keys() & _EVERY_RESOLUTION_FIELDS),
+            every=False,
             services=changes.get("services", ()),
+            grants="reference_grants" in changes,
+            tls=_policy_targets(self.store, store) if changes.keys() & _BACKEND_TLS_FIELDS else (),
             observed=self.observed,
             slices=self.changed_services,
         )
@@ -419,6 +419,16 @@ def _patchable(store: Store, judged: Frontends) -> bool:
             for verdict in judged.gateways.values()
         )
     )
+
+
+def _policy_targets(*stores: Store) -> set[NamespacedName]:
+    """The Services some BackendTLSPolicy of the stores targets."""
+    return {
+        (policy.meta.namespace, ref.name)
+        for store in stores
+        for policy in store.backend_tls_policies.values()
+        for ref in policy.target_refs
+    }
 
 
 def _reads_config_maps(store: Store) -> bool:

@@ -10,6 +10,7 @@ from itertools import chain
 
 from dragoman.dag.context import BuildContext
 from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.external_names import in_cluster_target, normalise
 from dragoman.dag.key_index import KeyIndex
 from dragoman.dag.model import (
     NO_SERVICE_TARGETS,
@@ -33,11 +34,13 @@ SlicesOf = Callable[[NamespacedName], Sequence[EndpointSlice]]
 class TargetChanges:
     """What changed since the targets were last made."""
 
-    # Every Service's resolution may have changed: the first build, or a change to what
-    # every resolution reads (ReferenceGrants, BackendTLSPolicies, their Secrets and
-    # ConfigMaps).
+    # Every Service's resolution may have changed (the first build).
     every: bool
     services: Collection[NamespacedName] = ()  # added, changed or removed
+    grants: bool = False  # ReferenceGrants changed: cross-namespace aliases may resolve anew
+    # Services whose backend TLS may have changed (targets of BackendTLSPolicies, before or
+    # after a change to the policies, their Secrets or ConfigMaps).
+    tls: Collection[NamespacedName] = ()
     observed: Collection[str] = ()  # external names the DNS check observed anew
     # Services whose EndpointSlices changed (None: not known, every one may have).
     slices: Collection[NamespacedName] | None = None
@@ -56,10 +59,14 @@ class ServiceTargetIndex:
         # last in the Services' order, as a full pass would leave it).
         self._definers: KeyIndex[str, NamespacedName] = KeyIndex()
         # The EDS clusters of each backing Service (for changes of its EndpointSlices).
-        self._eds: KeyIndex[NamespacedName, str] = KeyIndex()
-        # Services whose resolution reads more than themselves: ExternalNames (aliases, the
-        # DNS check) and in-cluster-first preferences. Any Service change makes them again.
-        self._reaching: set[NamespacedName] = set()
+        # (Each with the Service defining it: two may define one name.)
+        self._eds: KeyIndex[NamespacedName, tuple[NamespacedName, str]] = KeyIndex()
+        # What each ExternalName's resolution may read beyond itself (the Services it aliases
+        # or prefers, the external names the DNS check observes), to the Services reading it.
+        self._reads: dict[NamespacedName, Reads] = {}
+        self._readers: KeyIndex[NamespacedName, NamespacedName] = KeyIndex()
+        self._hostname_readers: KeyIndex[str, NamespacedName] = KeyIndex()
+        self._cross_namespace: set[NamespacedName] = set()  # reading another namespace
         self._clusters: dict[str, Cluster] = {}
         self._assignments: dict[str, LoadAssignment] = {}
         self._targets = NO_SERVICE_TARGETS
@@ -82,14 +89,13 @@ class ServiceTargetIndex:
         elif changes.addresses_only:
             reached = set()
         else:
-            reached = set(changes.services)
-            if reached or changes.observed:
-                reached |= self._reaching
+            reached = self._reached(changes)
         renamed: set[str] = set()
         # (In order: a first build then inserts every Service in its place.)
         self._unsorted = False
+        domain = normalise(context.options.cluster_domain)
         for key in sorted(reached) if changes.every else reached:
-            renamed |= self._replace(key, services.get(key), context)
+            renamed |= self._replace(key, services.get(key), context, domain)
         for name in renamed:
             self._resolve(name)
         # The assignments of the clusters renamed (gone ones too), and of those the change
@@ -114,38 +120,72 @@ class ServiceTargetIndex:
         )
         return self._targets
 
+    def _reached(self, changes: TargetChanges) -> set[NamespacedName]:
+        """The Services whose targets `changes` may change: those changed, and those whose
+        resolution reads them (their reads already follow every alias)."""
+        seeds = {*changes.services, *changes.tls}
+        if changes.grants:
+            seeds |= self._cross_namespace
+        reached = set(seeds)
+        for key in seeds:
+            reached.update(self._readers.keys(key))
+        for name in changes.observed:
+            reached.update(self._hostname_readers.keys(name))
+        return reached
+
     def _replace(
-        self, key: NamespacedName, service: Service | None, context: BuildContext
+        self, key: NamespacedName, service: Service | None, context: BuildContext, domain: str
     ) -> set[str]:
         """Make the targets of `key` again (`service` None: gone); the names of the clusters
         it defined or defines."""
         names: set[str] = set()
-        for name, cluster in self._defined.pop(key, {}).items():
-            self._definers.remove(name, key)
-            if isinstance(cluster, EdsCluster):
-                self._eds.remove(_service_of(cluster), name)
-            names.add(name)
-        self._reaching.discard(key)
+        defined_before = self._defined.pop(key, None)
+        if defined_before is not None:
+            for name, cluster in defined_before.items():
+                self._definers.remove(name, key)
+                if isinstance(cluster, EdsCluster):
+                    self._eds.remove(_service_of(cluster), (key, name))
+                names.add(name)
+            self._forget_reads(key)
         if service is None:
             self._listeners.pop(key, None)
             return names
-        targets = service_port_targets(service, context)
+        targets = service_port_targets(service, context, domain)
         defined: dict[str, Cluster] = {}
         for target in targets:
             defined.update((cluster.name, cluster) for cluster in target.clusters)
         for name, cluster in defined.items():
             self._definers.add(name, key)
             if isinstance(cluster, EdsCluster):
-                self._eds.add(_service_of(cluster), name)
+                self._eds.add(_service_of(cluster), (key, name))
         names.update(defined)
         self._defined[key] = defined
-        if service.is_external_name or PREFER_SERVICE in service.meta.annotations:
-            self._reaching.add(key)
+        if service.is_external_name:
+            self._remember_reads(key, resolution_reads(service, context, domain))
         listeners = tuple(target.listener for target in targets)
         if key not in self._listeners and self._listeners and key < next(reversed(self._listeners)):
             self._unsorted = True
         self._listeners[key] = listeners
         return names
+
+    def _remember_reads(self, key: NamespacedName, reads: Reads) -> None:
+        self._reads[key] = reads
+        for read in reads.services:
+            self._readers.add(read, key)
+        for name in reads.hostnames:
+            self._hostname_readers.add(name, key)
+        if any(namespace != key[0] for namespace, _ in reads.services):
+            self._cross_namespace.add(key)
+
+    def _forget_reads(self, key: NamespacedName) -> None:
+        reads = self._reads.pop(key, None)
+        if reads is None:
+            return
+        for read in reads.services:
+            self._readers.remove(read, key)
+        for name in reads.hostnames:
+            self._hostname_readers.remove(name, key)
+        self._cross_namespace.discard(key)
 
     def _resolve(self, name: str) -> None:
         last = self._definers.greatest(name)
@@ -162,14 +202,13 @@ class ServiceTargetIndex:
             names.update(n for n, c in self._clusters.items() if isinstance(c, EdsCluster))
         else:
             for service in changes.slices:
-                names.update(self._eds.keys(service))
+                names.update(name for _, name in self._eds.keys(service))
         observed = changes.observed
-        if observed:
-            # External names are defined by the reaching Services alone.
-            for key in self._reaching:
-                for name, cluster in self._defined.get(key, {}).items():
-                    if isinstance(cluster, DnsCluster) and cluster.hostname in observed:
-                        names.add(name)
+        for key in {key for name in observed for key in self._hostname_readers.keys(name)}:
+            # (An aggregate's DNS fallback is defined beside it.)
+            for cluster in self._defined.get(key, {}).values():
+                if isinstance(cluster, DnsCluster) and cluster.hostname in observed:
+                    names.add(cluster.name)
         return names
 
     def _assign(
@@ -193,6 +232,49 @@ class ServiceTargetIndex:
             self._assignments.pop(name, None)
         else:
             self._assignments[name] = found
+
+
+@dataclass(frozen=True, slots=True)
+class Reads:
+    services: frozenset[NamespacedName]
+    hostnames: frozenset[str]
+
+
+def resolution_reads(service: Service, context: BuildContext, domain: str) -> Reads:
+    """What resolving an ExternalName's ports may read beyond the Service itself: every
+    Service its aliases and in-cluster-first preferences lead to (found or not), and the
+    external names at their ends (whose DNS check observations it reads). A superset: a
+    Service read and not needed only makes its targets again. (`domain`: the cluster
+    domain, normalised.)"""
+    hostname = normalise(service.external_name)
+    if PREFER_SERVICE not in service.meta.annotations and ".svc" not in hostname:
+        return Reads(frozenset(), frozenset((hostname,)))  # no alias: the name alone
+    services = context.store.services
+    own = (service.meta.namespace, service.meta.name)
+    read: set[NamespacedName] = set()
+    hostnames: set[str] = set()
+    todo = [service]
+    while todo:
+        current = todo.pop()
+        if not current.is_external_name:
+            continue
+        namespace = current.meta.namespace
+        found: list[NamespacedName] = []
+        preferred = current.meta.annotations.get(PREFER_SERVICE)
+        if preferred is not None:
+            found.append((namespace, preferred.strip()))
+        hostname = normalise(current.external_name)
+        target = in_cluster_target(hostname, domain)
+        if target is None:
+            hostnames.add(hostname)
+        else:
+            found.append(target)
+        for key in found:
+            if key != own and key not in read:
+                read.add(key)
+                if (next_service := services.get(key)) is not None:
+                    todo.append(next_service)
+    return Reads(frozenset(read), frozenset(hostnames))
 
 
 def _service_of(cluster: EdsCluster) -> NamespacedName:

@@ -33,6 +33,9 @@ from dragoman.dag.upstreams.clusters import Unresolved, service_cluster
 from dragoman.dag.upstreams.endpoints import dns_cluster_assignment, load_assignment
 from dragoman.objects import EndpointSlice, Service
 
+# Every call to a Service target goes to its port's cluster.
+_EVERY_PATH = RouteMatch("PathPrefix", "/")
+
 
 @dataclass(frozen=True, slots=True)
 class PortTarget:
@@ -43,26 +46,30 @@ class PortTarget:
     clusters: tuple[Cluster, ...]
 
 
-def target_name(host: str, port: int) -> str:
-    return f"{host}:{port}"
-
-
 def service_host(namespace: str, name: str, cluster_domain: str) -> str:
     """`<svc>.<ns>.svc.<cluster domain>`: the name gRPC clients dial a Service by."""
     return f"{name}.{namespace}.svc.{normalise(cluster_domain)}"
 
 
-def service_port_targets(service: Service, context: BuildContext) -> tuple[PortTarget, ...]:
-    """A target per TCP port of `service` that resolves to a cluster, by port.
+def service_port_targets(
+    service: Service, context: BuildContext, domain: str | None = None
+) -> tuple[PortTarget, ...]:
+    """A target per TCP port of `service` that resolves to a cluster, by port (`domain`:
+    the cluster domain normalised, when the caller has it).
 
     A port that does not (an unsafe or refused ExternalName, a missing alias) has no target:
     its listener does not exist, as for a Service that does not exist.
     """
-    namespace, name = service.meta.namespace, service.meta.name
-    host = service_host(namespace, name, context.options.cluster_domain)
+    meta = service.meta
+    namespace, name = meta.namespace, meta.name
+    if domain is None:
+        domain = normalise(context.options.cluster_domain)
+    host = f"{name}.{namespace}.svc.{domain}"  # service_host's, the domain normalised once
     resolved = context.resolved_ports
+    ports = [p.port for p in service.ports if p.protocol == "TCP"]
     found: list[PortTarget] = []
-    for port in sorted({p.port for p in service.ports if p.protocol == "TCP"}):
+    source = None
+    for port in sorted(set(ports)) if len(ports) > 1 else ports:
         key = (namespace, name), port
         cluster = resolved[key] if key in resolved else _resolved(service, port, context)
         if cluster is None:
@@ -72,10 +79,13 @@ def service_port_targets(service: Service, context: BuildContext) -> tuple[PortT
             # For clients that may rewrite the authority (gRFC A81): the external name.
             auto_host_rewrite=isinstance(cluster, DnsCluster | AggregateCluster),
         )
-        route = Route(RouteMatch("PathPrefix", "/"), forward, source=service.key)
-        listener = ApiListener(name=target_name(host, port), host=host, routes=(route,))
-        children = cluster.children if isinstance(cluster, AggregateCluster) else ()
-        found.append(PortTarget(listener, (cluster, *children)))
+        source = source or service.key
+        route = Route(_EVERY_PATH, forward, source=source)
+        listener = ApiListener(name=f"{host}:{port}", host=host, routes=(route,))
+        if isinstance(cluster, AggregateCluster):
+            found.append(PortTarget(listener, (cluster, *cluster.children)))
+        else:
+            found.append(PortTarget(listener, (cluster,)))
     return tuple(found)
 
 
