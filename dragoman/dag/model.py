@@ -489,11 +489,22 @@ class ApiListener:
 
 
 @dataclass(frozen=True, slots=True)
-class ServiceTargets:
-    """Every Service port a proxyless gRPC client can dial (`<svc>.<ns>.svc.<domain>:<port>`,
-    sorted), with the clusters it needs and their endpoints."""
+class ServiceTarget:
+    """One Service port a proxyless gRPC client can dial, and the cluster every call to it
+    goes to."""
 
-    listeners: tuple[ApiListener, ...] = ()
+    name: str  # "<svc>.<ns>.svc.<cluster domain>:<port>"
+    host: str  # "<svc>.<ns>.svc.<cluster domain>"
+    service: tuple[str, str]  # (namespace, name)
+    cluster: Cluster
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTargets:
+    """Every Service port a proxyless gRPC client can dial (by Service, then port), with the
+    clusters they need and their endpoints."""
+
+    targets: tuple[ServiceTarget, ...] = ()
     clusters: Mapping[str, Cluster] = field(default_factory=dict)  # aggregate children too
     load_assignments: Mapping[str, LoadAssignment] = field(default_factory=dict)
 

@@ -311,7 +311,7 @@ def _assert_same(incremental: Dag, full: Dag) -> None:
     assert incremental.dns_hostnames == full.dns_hostnames
     # The proxyless gRPC clients' Service targets, kept Service by Service, in the same order.
     targets, full_targets = incremental.service_targets, full.service_targets
-    assert targets.listeners == full_targets.listeners
+    assert targets.targets == full_targets.targets
     assert dict(targets.clusters) == dict(full_targets.clusters)
     assert dict(targets.load_assignments) == dict(full_targets.load_assignments)
     assert incremental == full
@@ -381,7 +381,7 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
             assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
         except AssertionError as error:
             raise AssertionError(f"seed {seed}, step {step} ({result.kind})") from error
-        targets_seen += len(full.service_targets.listeners)
+        targets_seen += len(full.service_targets.targets)
         if dns_check and rng.random() < 0.15:
             # New observations: the routes forwarding to them; one name's answer alone, often.
             dns = _observations(rng) if rng.random() < 0.5 else _one_answer(rng, dns or {})

@@ -10,10 +10,8 @@ from dragoman.dag.context import BuildContext
 from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import (
     AggregateCluster,
-    Backend,
     DnsCluster,
     EdsCluster,
-    Forward,
     ServiceTargets,
 )
 from dragoman.dag.options import BuildOptions
@@ -49,16 +47,16 @@ def service_targets(store: Store, options: BuildOptions = BuildOptions()) -> Ser
 
 def test_every_tcp_port_of_a_service_that_resolves_is_a_target() -> None:
     targets = service_targets(store_of(SERVICES), BuildOptions())
-    by_name = {listener.name: listener for listener in targets.listeners}
+    by_name = {target.name: target for target in targets.targets}
     assert set(by_name) == {
         WEB,
         API,
         HYBRID,
         "secure.default.svc.cluster.local:443",
     }
-    [route] = by_name[WEB].routes
-    assert route.action == Forward(backends=(Backend("default/web/50051", 1),))
+    assert by_name[WEB].cluster == targets.clusters["default/web/50051"]
     assert by_name[WEB].host == "web.default.svc.cluster.local"
+    assert by_name[WEB].service == ("default", "web")
     external = targets.clusters["default/api/8000"]
     assert isinstance(external, DnsCluster)
     assert (external.hostname, external.port) == ("api.example.com", 8000)
@@ -77,7 +75,7 @@ def test_aggregates_bring_their_children_and_eds_clusters_their_endpoints() -> N
 def test_the_cluster_domain_names_the_targets() -> None:
     options = BuildOptions(cluster_domain="corp.internal.")
     targets = service_targets(store_of(SERVICES), options)
-    assert "web.default.svc.corp.internal:50051" in {t.name for t in targets.listeners}
+    assert "web.default.svc.corp.internal:50051" in {t.name for t in targets.targets}
     assert service_host("ns", "svc", "Cluster.Local") == "svc.ns.svc.cluster.local"
 
 
@@ -88,7 +86,7 @@ def test_an_endpoints_change_makes_only_the_endpoints_again() -> None:
     built = builder.build(after)
     assert built.kind == "endpoints"
     refreshed = built.dag.service_targets
-    assert refreshed.listeners is targets.listeners
+    assert refreshed.targets is targets.targets
     assert refreshed.clusters is targets.clusters
     addresses = {
         endpoint.address

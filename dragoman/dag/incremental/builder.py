@@ -169,7 +169,7 @@ class _Build:
         self.routes = RouteIndex(indexed)
         self.clusters = ClusterResolution(indexed)
         self.groups = NodeGroups(judged, indexed)
-        self.targets = ServiceTargetIndex()
+        self.targets = ServiceTargetIndex(indexed)
         # EndpointSlices by Service, and the Services whose slices the last change changed.
         self.slices = (
             SliceIndex(store.endpoint_slices, options.endpoint_networks) if indexed else None

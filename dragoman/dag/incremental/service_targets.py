@@ -14,12 +14,13 @@ from dragoman.dag.external_names import in_cluster_target, normalise
 from dragoman.dag.key_index import KeyIndex
 from dragoman.dag.model import (
     NO_SERVICE_TARGETS,
-    ApiListener,
+    AggregateCluster,
     Cluster,
     Dag,
     DnsCluster,
     EdsCluster,
     LoadAssignment,
+    ServiceTarget,
     ServiceTargets,
 )
 from dragoman.dag.proxyless.targets import service_port_targets, target_assignment
@@ -49,18 +50,20 @@ class TargetChanges:
 
 
 class ServiceTargetIndex:
-    """Each Service's port targets and the clusters and load assignments they need."""
+    """Each Service's port targets and the clusters and load assignments they need.
 
-    def __init__(self) -> None:
-        self._listeners: dict[NamespacedName, tuple[ApiListener, ...]] = {}
+    `indexed` False (a build never patched): the targets are made once, and what only a
+    later change reads (who defines and reads what) is not kept."""
+
+    def __init__(self, indexed: bool = True) -> None:
+        self._indexed = indexed
+        # Each Service's targets, by port, the Services in order.
+        self._targets_of: dict[NamespacedName, tuple[ServiceTarget, ...]] = {}
         # The clusters each Service's targets define, by name (an aggregate's children too).
         self._defined: dict[NamespacedName, dict[str, Cluster]] = {}
         # The Services defining each cluster name: the greatest one's cluster is taken (the
         # last in the Services' order, as a full pass would leave it).
         self._definers: KeyIndex[str, NamespacedName] = KeyIndex()
-        # The EDS clusters of each backing Service (for changes of its EndpointSlices).
-        # (Each with the Service defining it: two may define one name.)
-        self._eds: KeyIndex[NamespacedName, tuple[NamespacedName, str]] = KeyIndex()
         # What each ExternalName's resolution may read beyond itself (the Services it aliases
         # or prefers, the external names the DNS check observes), to the Services reading it.
         self._reads: dict[NamespacedName, Reads] = {}
@@ -84,8 +87,10 @@ class ServiceTargetIndex:
         """The targets after `changes`; `dag`: the build's Dag, whose load assignments are
         taken for the clusters it shares with the targets."""
         services = context.store.services
+        if not self._indexed:
+            return self._made(context, dns, dag, slices_of)
         if changes.every:
-            reached: set[NamespacedName] = {*services, *self._listeners}
+            reached: set[NamespacedName] = {*services, *self._targets_of}
         elif changes.addresses_only:
             reached = set()
         else:
@@ -106,19 +111,37 @@ class ServiceTargetIndex:
             self._assign(name, dag, dns, context, slices_of)
         if self._unsorted:
             # New Services: each in its place in the order of Services.
-            self._listeners = dict(sorted(self._listeners.items()))
+            self._targets_of = dict(sorted(self._targets_of.items()))
             self._unsorted = False
         if not (reached or names):
             return self._targets
         kept = self._targets
         self._targets = ServiceTargets(
-            listeners=tuple(chain.from_iterable(self._listeners.values()))
+            targets=tuple(chain.from_iterable(self._targets_of.values()))
             if reached
-            else kept.listeners,
+            else kept.targets,
             clusters=dict(self._clusters) if renamed else kept.clusters,
             load_assignments=dict(self._assignments),
         )
         return self._targets
+
+    def _made(
+        self, context: BuildContext, dns: DnsObservations, dag: Dag, slices_of: SlicesOf
+    ) -> ServiceTargets:
+        """Every target at once, nothing kept for a later change (what update makes from
+        an empty index: the greatest Service defining a cluster name gives it)."""
+        domain = normalise(context.options.cluster_domain)
+        services = context.store.services
+        made: list[ServiceTarget] = []
+        clusters: dict[str, Cluster] = {}
+        for key in sorted(services):
+            for target in service_port_targets(services[key], context, domain):
+                made.append(target)
+                _define(clusters, target.cluster)
+        self._clusters = clusters
+        for name in clusters:
+            self._assign(name, dag, dns, context, slices_of)
+        return ServiceTargets(tuple(made), clusters, self._assignments)
 
     def _reached(self, changes: TargetChanges) -> set[NamespacedName]:
         """The Services whose targets `changes` may change: those changed, and those whose
@@ -141,31 +164,30 @@ class ServiceTargetIndex:
         names: set[str] = set()
         defined_before = self._defined.pop(key, None)
         if defined_before is not None:
-            for name, cluster in defined_before.items():
+            for name in defined_before:
                 self._definers.remove(name, key)
-                if isinstance(cluster, EdsCluster):
-                    self._eds.remove(_service_of(cluster), (key, name))
-                names.add(name)
+            names.update(defined_before)
             self._forget_reads(key)
         if service is None:
-            self._listeners.pop(key, None)
+            self._targets_of.pop(key, None)
             return names
         targets = service_port_targets(service, context, domain)
         defined: dict[str, Cluster] = {}
         for target in targets:
-            defined.update((cluster.name, cluster) for cluster in target.clusters)
-        for name, cluster in defined.items():
+            _define(defined, target.cluster)
+        for name in defined:
             self._definers.add(name, key)
-            if isinstance(cluster, EdsCluster):
-                self._eds.add(_service_of(cluster), (key, name))
         names.update(defined)
         self._defined[key] = defined
         if service.is_external_name:
             self._remember_reads(key, resolution_reads(service, context, domain))
-        listeners = tuple(target.listener for target in targets)
-        if key not in self._listeners and self._listeners and key < next(reversed(self._listeners)):
+        if (
+            key not in self._targets_of
+            and self._targets_of
+            and key < next(reversed(self._targets_of))
+        ):
             self._unsorted = True
-        self._listeners[key] = listeners
+        self._targets_of[key] = targets
         return names
 
     def _remember_reads(self, key: NamespacedName, reads: Reads) -> None:
@@ -202,7 +224,11 @@ class ServiceTargetIndex:
             names.update(n for n, c in self._clusters.items() if isinstance(c, EdsCluster))
         else:
             for service in changes.slices:
-                names.update(name for _, name in self._eds.keys(service))
+                # Its EDS clusters are defined by itself or by the Services reading it.
+                for key in (service, *self._readers.keys(service)):
+                    for name, cluster in self._defined.get(key, {}).items():
+                        if isinstance(cluster, EdsCluster) and _service_of(cluster) == service:
+                            names.add(name)
         observed = changes.observed
         for key in {key for name in observed for key in self._hostname_readers.keys(name)}:
             # (An aggregate's DNS fallback is defined beside it.)
@@ -275,6 +301,13 @@ def resolution_reads(service: Service, context: BuildContext, domain: str) -> Re
                 if (next_service := services.get(key)) is not None:
                     todo.append(next_service)
     return Reads(frozenset(read), frozenset(hostnames))
+
+
+def _define(clusters: dict[str, Cluster], cluster: Cluster) -> None:
+    """Put `cluster` (an aggregate's children after it) in `clusters`, by name."""
+    clusters[cluster.name] = cluster
+    if isinstance(cluster, AggregateCluster):
+        clusters.update((child.name, child) for child in cluster.children)
 
 
 def _service_of(cluster: EdsCluster) -> NamespacedName:

@@ -3,47 +3,30 @@ every Service by its cluster DNS name, with the clusters and endpoints it needs.
 
 A gRPC client dialing `xds:///<host>:<port>` asks for the Listener named `<host>:<port>`.
 A Service target (`<svc>.<ns>.svc.<cluster domain>:<port>`) sends every call to that Service
-port's cluster, resolved as a route's backendRef would be (ExternalName aliases, policy and
-the DNS check included): the resolution a route already made is taken, not made again.
-(Route hostnames are targets too: envoy/grpc reads them from each node group's route tables.)
+port's cluster (an aggregate's children with it), resolved as a route's backendRef would
+be (ExternalName aliases, policy and the DNS check included): the resolution a route already
+made is taken, not made again. (Route hostnames are targets too: envoy/grpc reads them from
+each node group's route tables, and makes each target's API listener.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
 from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.external_names import normalise
 from dragoman.dag.model import (
-    AggregateCluster,
-    ApiListener,
-    Backend,
     Cluster,
     DnsCluster,
     EdsCluster,
-    Forward,
     LoadAssignment,
-    Route,
-    RouteMatch,
+    ServiceTarget,
 )
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.clusters import Unresolved, service_cluster
 from dragoman.dag.upstreams.endpoints import dns_cluster_assignment, load_assignment
 from dragoman.objects import EndpointSlice, Service
-
-# Every call to a Service target goes to its port's cluster.
-_EVERY_PATH = RouteMatch("PathPrefix", "/")
-
-
-@dataclass(frozen=True, slots=True)
-class PortTarget:
-    """One Service port's target: its listener, and its cluster (an aggregate's children
-    after it)."""
-
-    listener: ApiListener
-    clusters: tuple[Cluster, ...]
 
 
 def service_host(namespace: str, name: str, cluster_domain: str) -> str:
@@ -53,7 +36,7 @@ def service_host(namespace: str, name: str, cluster_domain: str) -> str:
 
 def service_port_targets(
     service: Service, context: BuildContext, domain: str | None = None
-) -> tuple[PortTarget, ...]:
+) -> tuple[ServiceTarget, ...]:
     """A target per TCP port of `service` that resolves to a cluster, by port (`domain`:
     the cluster domain normalised, when the caller has it).
 
@@ -67,25 +50,13 @@ def service_port_targets(
     host = f"{name}.{namespace}.svc.{domain}"  # service_host's, the domain normalised once
     resolved = context.resolved_ports
     ports = [p.port for p in service.ports if p.protocol == "TCP"]
-    found: list[PortTarget] = []
-    source = None
+    found: list[ServiceTarget] = []
+    key = namespace, name
     for port in sorted(set(ports)) if len(ports) > 1 else ports:
-        key = (namespace, name), port
-        cluster = resolved[key] if key in resolved else _resolved(service, port, context)
-        if cluster is None:
-            continue
-        forward = Forward(
-            backends=(Backend(cluster=cluster.name, weight=1),),
-            # For clients that may rewrite the authority (gRFC A81): the external name.
-            auto_host_rewrite=isinstance(cluster, DnsCluster | AggregateCluster),
-        )
-        source = source or service.key
-        route = Route(_EVERY_PATH, forward, source=source)
-        listener = ApiListener(name=f"{host}:{port}", host=host, routes=(route,))
-        if isinstance(cluster, AggregateCluster):
-            found.append(PortTarget(listener, (cluster, *cluster.children)))
-        else:
-            found.append(PortTarget(listener, (cluster,)))
+        port_key = key, port
+        cluster = resolved[port_key] if port_key in resolved else _resolved(service, port, context)
+        if cluster is not None:
+            found.append(ServiceTarget(f"{host}:{port}", host, key, cluster))
     return tuple(found)
 
 

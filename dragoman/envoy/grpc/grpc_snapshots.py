@@ -33,7 +33,7 @@ from dragoman.envoy.grpc.grpc_messages import (
     grpc_route_configuration,
     grpc_servable,
 )
-from dragoman.envoy.grpc.grpc_targets import group_targets
+from dragoman.envoy.grpc.grpc_targets import group_targets, service_listener
 from dragoman.envoy.resources.endpoint_messages import cluster_load_assignment
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.translation.translated import Translated
@@ -73,6 +73,7 @@ class GrpcSnapshots:
         # Only one translation back: older ones are dropped, never chained.
         self._earlier = reuse._reusable() if reuse is not None else {}
         self._shared: dict[str, dict[str, Resource]] | None = None
+        self._service_listeners: tuple[ApiListener, ...] | None = None
 
     def snapshot(self, group: str) -> Snapshot:
         found = self._snapshots.get(group)
@@ -87,9 +88,12 @@ class GrpcSnapshots:
         # A group naming a Gateway that does not exist gets nothing (cache.group_for).
         node_group = self._dag.groups.get(group)
         targets = self._dag.service_targets
+        if self._service_listeners is None:
+            # Made once for every group.
+            self._service_listeners = tuple(service_listener(t) for t in targets.targets)
         listeners = [
             self._servable(listener, targets)
-            for listener in group_targets(node_group or EMPTY_GROUP, targets)
+            for listener in group_targets(node_group or EMPTY_GROUP, self._service_listeners)
         ]
         clusters = self._clusters(listeners, targets)
         cluster_resources: list[Resource] = []

@@ -1,6 +1,7 @@
-"""What a node group's proxyless gRPC clients can dial: the Service targets the build made,
-and every exact route hostname on each HTTP or HTTPS port of the group (its routes those of
-the virtual host the port serves for it, precedence and listener isolation included)."""
+"""What a node group's proxyless gRPC clients can dial, as API listeners: the Service targets
+the build made (every call to the port's cluster), and every exact route hostname on each
+HTTP or HTTPS port of the group (its routes those of the virtual host the port serves for it,
+precedence and listener isolation included)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,37 @@ from collections.abc import Iterable
 from dragoman.dag.model import (
     ANY_HOST,
     MISDIRECTED,
+    AggregateCluster,
     ApiListener,
+    Backend,
+    DnsCluster,
+    Forward,
     HttpListener,
     HttpsListener,
     Listener,
     NodeGroup,
+    Route,
+    RouteMatch,
     RouteTable,
-    ServiceTargets,
+    ServiceTarget,
     VirtualHost,
 )
+from dragoman.objects import ObjectKey
+
+# Every call to a Service target goes to its port's cluster.
+_EVERY_PATH = RouteMatch("PathPrefix", "/")
+
+
+def service_listener(target: ServiceTarget) -> ApiListener:
+    """The API listener of a Service target: one route, every call to the port's cluster."""
+    cluster = target.cluster
+    forward = Forward(
+        backends=(Backend(cluster=cluster.name, weight=1),),
+        # For clients that may rewrite the authority (gRFC A81): the external name.
+        auto_host_rewrite=isinstance(cluster, DnsCluster | AggregateCluster),
+    )
+    route = Route(_EVERY_PATH, forward, source=ObjectKey("Service", *target.service))
+    return ApiListener(name=target.name, host=target.host, routes=(route,))
 
 
 def route_targets(group: NodeGroup) -> tuple[ApiListener, ...]:
@@ -37,10 +60,11 @@ def route_targets(group: NodeGroup) -> tuple[ApiListener, ...]:
     return tuple(found[name] for name in sorted(found))
 
 
-def group_targets(group: NodeGroup, services: ServiceTargets) -> tuple[ApiListener, ...]:
-    """Everything the group's gRPC clients can dial; a route hostname wins over a Service
-    name spelled the same (a route says more about where calls go)."""
-    by_name = {listener.name: listener for listener in services.listeners}
+def group_targets(group: NodeGroup, services: Iterable[ApiListener]) -> tuple[ApiListener, ...]:
+    """Everything the group's gRPC clients can dial (`services`: the Service targets'
+    listeners); a route hostname wins over a Service name spelled the same (a route says
+    more about where calls go)."""
+    by_name = {listener.name: listener for listener in services}
     by_name.update((listener.name, listener) for listener in route_targets(group))
     return tuple(by_name[name] for name in sorted(by_name))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dragoman.dag.build import build
 from dragoman.dag.model import (
     MISDIRECTED,
+    ApiListener,
     Backend,
     Forward,
     HttpsListener,
@@ -13,12 +14,13 @@ from dragoman.dag.model import (
     Route,
     RouteMatch,
     RouteTable,
+    ServiceTargets,
     TlsFilterChain,
     VirtualHost,
 )
-from dragoman.envoy.grpc.grpc_targets import group_targets, route_targets
+from dragoman.envoy.grpc.grpc_targets import group_targets, route_targets, service_listener
 from dragoman.objects import ObjectKey
-from tests.support.proxyless import GREETER, ROUTES, SERVICES, SHOP, WEB, store_of
+from tests.support.proxyless import API, GREETER, ROUTES, SERVICES, SHOP, WEB, store_of
 
 SOURCE = ObjectKey("HTTPRoute", "default", "r")
 SECOND_GATEWAY = """
@@ -39,6 +41,22 @@ spec:
 """
 
 
+def _service_listeners(targets: ServiceTargets) -> list[ApiListener]:
+    return [service_listener(target) for target in targets.targets]
+
+
+def test_a_service_target_sends_every_call_to_its_ports_cluster() -> None:
+    targets = build(store_of(SERVICES)).service_targets
+    by_name = {listener.name: listener for listener in _service_listeners(targets)}
+    [route] = by_name[WEB].routes
+    assert route.action == Forward(backends=(Backend("default/web/50051", 1),))
+    assert route.source == ObjectKey("Service", "default", "web")
+    assert by_name[WEB].host == "web.default.svc.cluster.local"
+    # An external name's clients may rewrite the authority to it (gRFC A81).
+    [external] = by_name[API].routes
+    assert isinstance(external.action, Forward) and external.action.auto_host_rewrite
+
+
 def forward(cluster: str) -> Route:
     return Route(RouteMatch("PathPrefix", "/"), Forward(backends=(Backend(cluster, 1),)), SOURCE)
 
@@ -52,7 +70,7 @@ def test_exact_route_hostnames_on_each_port_are_targets() -> None:
 
 def test_each_gateway_group_dials_its_own_hostnames_and_a_route_wins_over_a_service() -> None:
     dag = build(store_of(SERVICES, ROUTES, SECOND_GATEWAY))
-    services = build(store_of(SERVICES)).service_targets
+    services = _service_listeners(build(store_of(SERVICES)).service_targets)
     other = {t.name: t for t in group_targets(dag.groups["default/other"], services)}
     assert "other.example.com:9090" in other and GREETER not in other
     # The route's hostname on port 9090 is not the Service's port 50051: both stay.
@@ -65,7 +83,7 @@ def test_each_gateway_group_dials_its_own_hostnames_and_a_route_wins_over_a_serv
 
 
 def test_a_route_hostname_spelled_like_a_service_target_replaces_it() -> None:
-    services = build(store_of(SERVICES)).service_targets
+    services = _service_listeners(build(store_of(SERVICES)).service_targets)
     table = RouteTable(
         "http-50051",
         (VirtualHost("web.default.svc.cluster.local", ("x",), (forward("elsewhere"),)),),

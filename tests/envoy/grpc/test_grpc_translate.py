@@ -3,6 +3,8 @@ LOGICAL_DNS under aggregate clusters, weighted localities; shared and made only 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.listener.v3 import listener_pb2
@@ -24,7 +26,6 @@ from dragoman.dag.model import (
     NodeGroup,
     Route,
     RouteMatch,
-    ServiceTargets,
     ValueMatch,
 )
 from dragoman.dag.options import BuildOptions
@@ -336,7 +337,7 @@ def test_nothing_is_translated_until_a_grpc_client_asks(
 ) -> None:
     calls: list[str] = []
 
-    def counted(group: NodeGroup, services: ServiceTargets) -> tuple[ApiListener, ...]:
+    def counted(group: NodeGroup, services: Iterable[ApiListener]) -> tuple[ApiListener, ...]:
         calls.append(group.name)
         return group_targets(group, services)
 
