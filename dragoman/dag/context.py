@@ -4,9 +4,10 @@ the store, the operator's options, the ReferenceGrants, and the inputs clusters 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.model import Cluster
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.reference_grants import ReferenceGrants
 from dragoman.dag.upstream_inputs import UpstreamInputs, upstream_inputs
@@ -20,6 +21,11 @@ class BuildContext:
     options: BuildOptions
     grants: ReferenceGrants  # the store's ReferenceGrants, indexed
     upstream: UpstreamInputs  # BackendTLSPolicies and DNS check observations
+    # The cluster each Service port resolved to (None: none) as routes resolved them, noted
+    # for the proxyless gRPC targets, which take them here rather than resolving again.
+    resolved_ports: dict[tuple[NamespacedName, int], Cluster | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def services(self) -> Mapping[NamespacedName, Service]:

@@ -158,3 +158,18 @@ class ExternalNamePolicy:
 
 
 NO_POLICY = ExternalNamePolicy()
+
+
+def exception_problem(network: Network) -> str | None:
+    """Why `network` cannot be an endpoints.allowedNetworks entry (None: it can)."""
+    # (subnet_of between networks of one version, which mypy cannot tell from the union.)
+    if any(
+        network.version == denied.version and network.subnet_of(denied)  # type: ignore[arg-type]
+        for denied, _ in BUILTIN_DENIED_NETWORKS
+    ):
+        return None
+    ranges = ", ".join(str(denied) for denied, _ in BUILTIN_DENIED_NETWORKS)
+    return (
+        f"must lie inside one of the always-denied ranges ({ranges}); other addresses "
+        "need no exception"
+    )

@@ -310,6 +310,11 @@ class DirectResponse:
     body: str = ""
 
 
+# What an HTTPS listener answers a request whose Host belongs to another listener than its
+# SNI chose (a reused connection, or a client lying): 421 makes clients reconnect.
+MISDIRECTED = DirectResponse(status=421, body="misdirected request: Host does not match SNI")
+
+
 @dataclass(frozen=True, slots=True)
 class CorsPolicy:
     """An HTTPRoute CORS filter: Envoy answers preflights and adds the response headers.
@@ -335,6 +340,10 @@ class Route:
     request_headers: HeaderEdits = NO_EDITS
     response_headers: HeaderEdits = NO_EDITS
     cors: CorsPolicy | None = None  # a rule-level CORS filter
+
+
+# The name of the virtual host that answers any Host (a listener without a hostname).
+ANY_HOST = "*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,6 +490,40 @@ class ObjectStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class ApiListener:
+    """One name proxyless gRPC clients dial, and the routes its calls take (in precedence
+    order)."""
+
+    name: str  # "<host>:<port>": the Listener's and its RouteConfiguration's name
+    host: str
+    routes: tuple[Route, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTarget:
+    """One Service port a proxyless gRPC client can dial, and the cluster every call to it
+    goes to."""
+
+    name: str  # "<svc>.<ns>.svc.<cluster domain>:<port>"
+    host: str  # "<svc>.<ns>.svc.<cluster domain>"
+    service: tuple[str, str]  # (namespace, name)
+    cluster: Cluster
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTargets:
+    """Every Service port a proxyless gRPC client can dial (by Service, then port), with the
+    clusters they need and their endpoints."""
+
+    targets: tuple[ServiceTarget, ...] = ()
+    clusters: Mapping[str, Cluster] = field(default_factory=dict)  # aggregate children too
+    load_assignments: Mapping[str, LoadAssignment] = field(default_factory=dict)
+
+
+NO_SERVICE_TARGETS = ServiceTargets()
+
+
+@dataclass(frozen=True, slots=True)
 class Dag:
     groups: Mapping[str, NodeGroup] = field(default_factory=dict)
     clusters: Mapping[str, Cluster] = field(default_factory=dict)
@@ -489,3 +532,6 @@ class Dag:
     statuses: Mapping[ObjectKey, ObjectStatus] = field(default_factory=dict)
     # External names routes forward to, for the DNS check to resolve (only when it is on).
     dns_hostnames: tuple[str, ...] = ()
+    # What proxyless gRPC clients can dial by a Service's name (route hostnames are read
+    # from the groups).
+    service_targets: ServiceTargets = NO_SERVICE_TARGETS

@@ -13,7 +13,6 @@ from dragoman.dag.incremental import BuildKind, IncrementalBuild
 from dragoman.dag.model import Dag, Problem
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.grpc.grpc_snapshots import GrpcSnapshots
-from dragoman.envoy.grpc.grpc_updates import grpc_snapshots
 from dragoman.envoy.translate_options import TranslateOptions
 from dragoman.envoy.translation.translator import Translation, translate_endpoints
 from dragoman.snapshots.gc_pause import cyclic_gc_paused
@@ -43,7 +42,7 @@ class Controller:
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     # The DNS check's latest observations, an input of every build.
     dns: DnsObservations = field(default_factory=dict)
-    # What proxyless gRPC clients get, made when one first asks.
+    # What proxyless gRPC clients get, translated when one first asks.
     grpc: GrpcSnapshots | None = None
     # Told of every build that published something (metrics): keep them quick.
     observers: list[Callable[[UpdateResult], None]] = field(default_factory=list)
@@ -55,7 +54,7 @@ class Controller:
     def update(self, store: Store) -> UpdateResult:
         """Build what `store` means for Envoy and publish it if anything changed."""
         started = time.perf_counter()
-        previous_store, previous_dag = self.store, self.dag
+        previous_dag = self.dag
         if self.builder is None or self.translation is None:
             self.builder = IncrementalBuild(self.build_options)
             self.translation = Translation(self.translate_options)
@@ -70,19 +69,7 @@ class Controller:
                 snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
             else:
                 snapshots = self.translation.translate(dag)
-        self.grpc = grpc_snapshots(
-            dag,
-            snapshots,
-            store,
-            build_options=self.build_options,
-            translate_options=self.translate_options,
-            dns=self.dns,
-            previous=self.grpc,
-            previous_store=previous_store
-            if built.kind == "endpoints" and not built.dns_changed
-            else None,
-            dns_changed=built.dns_changed or None,
-        )
+        self.grpc = GrpcSnapshots(dag, snapshots, self.translate_options, reuse=self.grpc)
         self.store, self.dag, self.snapshots = store, dag, snapshots
         self.cache.set_snapshots(snapshots, grpc=self.grpc)
         old = set(previous_dag.problems) if previous_dag is not None else set()

@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dragoman.dag.dns_notation import LOOKUP_FAMILIES, parse_resolver
 from dragoman.dag.external_name_policy import (
     NO_POLICY,
     ExternalNamePolicy,
     Network,
     domain_rule,
+    exception_problem,
 )
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.dns_settings import LOOKUP_FAMILIES, parse_resolver
-from dragoman.dag.upstreams.endpoint_addresses import exception_problem
 from dragoman.envoy.translate_options import DEFAULT_SYSTEM_CA_FILE, TranslateOptions
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
 from dragoman.sources.decode import DecodeError, decode_documents

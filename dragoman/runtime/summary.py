@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from typing import Final, Literal, get_args
 
 from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.external_names import unsafe_reason
 from dragoman.dag.model import AggregateCluster, Dag
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.external_names import unsafe_reason
 from dragoman.objects import ObjectKey
 from dragoman.objects.kinds import KINDS
 from dragoman.store import Store

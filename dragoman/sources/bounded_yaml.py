@@ -47,6 +47,7 @@ except ImportError:  # pragma: no cover
     from yaml.reader import Reader
     from yaml.scanner import Scanner
 
+    # The same name as libyaml's parser above, in the branch where that one is missing.
     class _Parser(Reader, Scanner, Parser):  # type: ignore[no-redef]
         def __init__(self, stream: str) -> None:
             Reader.__init__(self, stream)
@@ -228,12 +229,14 @@ class BoundedLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Res
         kind = SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
         tag = event.tag
         if tag is None or tag == "!":
+            # The stubs leave PyYAML's Resolver.resolve untyped.
             tag = self.resolve(kind, None, event.implicit)  # type: ignore[no-untyped-call]
         return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)  # type: ignore[arg-type]  # libyaml's Mark
 
     def _scalar(self, event: ScalarEvent) -> ScalarNode:
         tag = event.tag
         if tag is None or tag == "!":
+            # Likewise untyped in the stubs.
             tag = self.resolve(ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
         if tag == "tag:yaml.org,2002:int" and len(event.value) > self.limits.max_int_digits:
             raise LimitError(

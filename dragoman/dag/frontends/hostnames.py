@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-ANY_HOST = "*"
+from dragoman.dag.model import ANY_HOST
 
 
 def intersect(listener_hostname: str | None, route_hostnames: Sequence[str]) -> tuple[str, ...]:

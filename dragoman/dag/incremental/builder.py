@@ -21,7 +21,8 @@ route records the backends it reaches).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -45,11 +46,13 @@ from dragoman.dag.incremental.entries import (
 from dragoman.dag.incremental.reach import certificates_alone_differ, reached_routes
 from dragoman.dag.incremental.route_index import RouteIndex
 from dragoman.dag.incremental.served_groups import NodeGroups, ServedItem
+from dragoman.dag.incremental.service_targets import ServiceTargetIndex, TargetChanges
 from dragoman.dag.incremental.slices import SliceIndex
 from dragoman.dag.model import Dag
 from dragoman.dag.node_groups.group_index import ServedKey
 from dragoman.dag.options import BuildOptions
-from dragoman.objects import ObjectKey
+from dragoman.dag.upstreams.endpoints import slices_by_service
+from dragoman.objects import EndpointSlice, ObjectKey
 from dragoman.store import NamespacedName, Store
 
 # What a build did: all of it, the entries a change reached, only load assignments (of
@@ -70,6 +73,9 @@ _PATCHABLE_FIELDS = frozenset(
         *ROUTE_FIELDS.values(),
     }
 )
+# Store fields a Service's backend TLS reads (the proxyless Service targets of the Services
+# BackendTLSPolicies target are made again when one changes).
+_BACKEND_TLS_FIELDS = frozenset({"secrets", "config_maps", "backend_tls_policies"})
 # How many routes an update changes before their keys are sorted at once.
 _BULK = 64
 
@@ -163,6 +169,7 @@ class _Build:
         self.routes = RouteIndex(indexed)
         self.clusters = ClusterResolution(indexed)
         self.groups = NodeGroups(judged, indexed)
+        self.targets = ServiceTargetIndex(indexed)
         # EndpointSlices by Service, and the Services whose slices the last change changed.
         self.slices = (
             SliceIndex(store.endpoint_slices, options.endpoint_networks) if indexed else None
@@ -185,7 +192,7 @@ class _Build:
         for name in ROUTE_FIELDS.values():
             routes: Mapping[NamespacedName, Route] = getattr(store, name)
             every.update((route.key, route) for route in routes.values())
-        build.update(store, context, every, previous_store=None)
+        build.update(store, context, every, None, TargetChanges(every=True))
         return build
 
     def patch(
@@ -226,7 +233,15 @@ class _Build:
             self.routes, self.store, store, changes, self.observed, self.with_names
         )
         routes = {key: store_route(store, key) for key in reached}
-        return self.update(store, context, routes, previous_store=self.store)
+        targets = TargetChanges(
+            every=False,
+            services=changes.get("services", ()),
+            grants="reference_grants" in changes,
+            tls=_policy_targets(self.store, store) if changes.keys() & _BACKEND_TLS_FIELDS else (),
+            observed=self.observed,
+            slices=self.changed_services,
+        )
+        return self.update(store, context, routes, self.store, targets)
 
     def serves_alike(self, dns: DnsObservations, observed: Iterable[str]) -> bool:
         """Whether every name `observed` anew in `dns` is served before and after (the DNS
@@ -251,7 +266,8 @@ class _Build:
         replaced = {key for name in self.observed for key in self.routes.hostname_readers(name)}
         for key in replaced:
             self.routes.restate(with_dns_resolved(self.routes.entries[key], inputs))
-        return self._assembled(previous, replaced)
+        targets = TargetChanges(every=False, observed=self.observed, slices=(), addresses_only=True)
+        return self._assembled(previous, replaced, targets)
 
     def update(
         self,
@@ -259,8 +275,10 @@ class _Build:
         context: BuildContext,
         routes: Mapping[ObjectKey, Route | None],
         previous_store: Store | None,
+        targets: TargetChanges,
     ) -> Dag:
-        """Replace the entries of `routes` (None: deleted) and make the Dag."""
+        """Replace the entries of `routes` (None: deleted) and make the Dag (`targets`: what
+        changed for the proxyless Service targets)."""
         previous = (
             None
             if previous_store is None
@@ -288,17 +306,21 @@ class _Build:
                 replaced.add(entry.key)
         self.clusters.resolve(self.routes.entries)
         self.groups.update(removed, added)
-        return self._assembled(previous, replaced)
+        return self._assembled(previous, replaced, targets)
 
     def _inputs(self) -> EntryInputs:
         return EntryInputs(
             self.store, self.context, self.judged, self.options, self.dns, self.with_names
         )
 
-    def _assembled(self, previous: Previous | None, replaced: set[ObjectKey] | None) -> Dag:
+    def _assembled(
+        self, previous: Previous | None, replaced: set[ObjectKey] | None, targets: TargetChanges
+    ) -> Dag:
         """The Dag of the build's parts now (`replaced`: the routes whose entries changed since
-        `previous`, None when routes came or went); what changed since is forgotten."""
-        self.dag = assemble(
+        `previous`, None when routes came or went) and its proxyless Service targets (last:
+        they take the Dag's load assignments of the clusters both have); what changed since
+        is forgotten."""
+        dag = assemble(
             DagParts(
                 store=self.store,
                 options=self.options,
@@ -318,8 +340,28 @@ class _Build:
                 previous=previous,
             )
         )
+        service_targets = self.targets.update(
+            self.context, self.dns, targets, dag, self._slices_of()
+        )
+        self.dag = dataclasses.replace(dag, service_targets=service_targets)
         self.changed_services, self.observed = set(), set()
         return self.dag
+
+    def _slices_of(self) -> Callable[[NamespacedName], Sequence[EndpointSlice]]:
+        """Each Service's EndpointSlices in name order: from the index, or (a build never
+        patched) grouped in one pass when first asked."""
+        if self.slices is not None:
+            return self.slices.slices
+        store = self.store
+        grouped: dict[NamespacedName, list[EndpointSlice]] | None = None
+
+        def slices_of(service: NamespacedName) -> Sequence[EndpointSlice]:
+            nonlocal grouped
+            if grouped is None:
+                grouped = slices_by_service(store)
+            return grouped.get(service, ())
+
+        return slices_of
 
     def _replaced(
         self,
@@ -377,6 +419,16 @@ def _patchable(store: Store, judged: Frontends) -> bool:
             for verdict in judged.gateways.values()
         )
     )
+
+
+def _policy_targets(*stores: Store) -> set[NamespacedName]:
+    """The Services some BackendTLSPolicy of the stores targets."""
+    return {
+        (policy.meta.namespace, ref.name)
+        for store in stores
+        for policy in store.backend_tls_policies.values()
+        for ref in policy.target_refs
+    }
 
 
 def _reads_config_maps(store: Store) -> bool:

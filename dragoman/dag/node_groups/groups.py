@@ -22,7 +22,7 @@ from dragoman.dag.frontends.listeners import (
     port_key,
 )
 from dragoman.dag.model import (
-    DirectResponse,
+    MISDIRECTED,
     Forward,
     HttpListener,
     HttpsListener,
@@ -42,9 +42,6 @@ from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, Scheme, virtu
 from dragoman.dag.routes.ranking import RankedRoute
 from dragoman.objects import ObjectKey
 
-# What an HTTPS listener answers a request whose Host belongs to another listener than its
-# SNI chose (a reused connection, or a client lying): 421 makes clients reconnect.
-MISDIRECTED = DirectResponse(status=421, body="misdirected request: Host does not match SNI")
 # The Problem reason of a listener left out of the all-gateways group (see shadowed_listeners).
 SHADOWED_LISTENER = "ShadowedListener"
 

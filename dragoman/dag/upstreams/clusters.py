@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from dragoman.dag.context import BuildContext
 from dragoman.dag.dns_check import NOT_ALLOWED_BY_POLICY, dns_refusal
 from dragoman.dag.external_name_policy import ExternalNamePolicy
+from dragoman.dag.external_names import (
+    in_cluster_target,
+    is_cluster_local,
+    normalise,
+    normalised_unsafe_reason,
+)
 from dragoman.dag.model import (
     H2,
     H2C,
@@ -30,12 +36,6 @@ from dragoman.dag.reference_grants import (
 )
 from dragoman.dag.upstream_inputs import UpstreamInputs
 from dragoman.dag.upstreams.dns_settings import service_dns_settings
-from dragoman.dag.upstreams.external_names import (
-    in_cluster_target,
-    is_cluster_local,
-    normalise,
-    normalised_unsafe_reason,
-)
 from dragoman.dag.upstreams.in_cluster_first import PREFER_SERVICE, preferred_service
 from dragoman.dag.upstreams.tls import TlsRefusal, upstream_tls
 from dragoman.objects import Service, ServicePort
@@ -105,6 +105,16 @@ def resolved_cluster(
     `l4` (TCP or UDP): the cluster carries whole connections or datagrams, not HTTP: the
     Service port must use that protocol, and TLS is originated only where a
     BackendTLSPolicy asks for it (never over UDP)."""
+    resolved = _resolved_cluster(service, port, context, l4)
+    if l4 is None:
+        key = (service.meta.namespace, service.meta.name), port
+        context.resolved_ports[key] = None if isinstance(resolved, Unresolved) else resolved.cluster
+    return resolved
+
+
+def _resolved_cluster(
+    service: Service, port: int, context: BuildContext, l4: L4Protocol | None
+) -> ResolvedCluster | Unresolved:
     path = [service]
     declared: ServicePort | None = None
     while True:

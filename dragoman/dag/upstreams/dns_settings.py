@@ -6,11 +6,11 @@ one typo never takes a backend out of service.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from dragoman.dag.dns_notation import LOOKUP_FAMILIES, parse_resolver
 from dragoman.dag.model import DEFAULT_DNS_SETTINGS, DnsSettings, LookupFamily
 from dragoman.objects import Service
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
@@ -25,16 +25,8 @@ JITTER = PREFIX + "dns-jitter"
 RESOLVERS = PREFIX + "dns-resolvers"
 MODE = PREFIX + "dns-mode"
 
-# Annotation values to Envoy's DnsLookupFamily names.
-LOOKUP_FAMILIES: dict[str, LookupFamily] = {
-    "v4": "V4_ONLY",
-    "v6": "V6_ONLY",
-    "v4-preferred": "V4_PREFERRED",
-    "all": "ALL",
-}
 MODES = ("strict", "logical")
 DEFAULT_RESOLVERS = "Envoy's resolver (from its bootstrap)"
-DNS_PORT = 53
 MAX_RESOLVERS = 8
 # Bounds that keep Envoy from hammering a resolver, or from never looking again.
 MIN_REFRESH_S = 1.0
@@ -107,33 +99,6 @@ def service_dns_settings(service: Service, dns_check: bool = False) -> ServiceDn
         logical=mode == "logical",
     )
     return ServiceDnsSettings(settings, tuple(problems))
-
-
-def parse_resolver(text: str) -> tuple[str, int] | None:
-    """`ip`, `ip:port`, `[ipv6]:port` or a bare IPv6 address; None if not one of those."""
-    value = text.strip()
-    host, port = value, DNS_PORT
-    if value.startswith("["):
-        inside, bracket, rest = value[1:].partition("]")
-        if not bracket or (rest and not rest.startswith(":")):
-            return None
-        host = inside
-        if rest:
-            if not rest[1:].isdigit():
-                return None
-            port = int(rest[1:])
-    elif value.count(":") == 1:
-        host, _, port_text = value.partition(":")
-        if not port_text.isdigit():
-            return None
-        port = int(port_text)
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return None
-    if value.startswith("[") and address.version != 6:
-        return None
-    return (str(address), port) if 0 < port < 65536 else None
 
 
 T = TypeVar("T")

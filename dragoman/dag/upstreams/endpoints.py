@@ -68,29 +68,47 @@ def load_assignment(
 def refresh_load_assignments(
     dag: Dag, store: Store, previous: Store | None = None, allowed: Sequence[Network] = ()
 ) -> Dag:
-    """The EDS fast path: new load assignments from the store's slices, the rest of `dag` kept.
+    """The EDS fast path: new load assignments from the store's slices (the proxyless
+    Service targets' too), the rest of `dag` kept.
 
     Given the `previous` store the DAG was built from, only the Services whose slices changed
     are recomputed; every other LoadAssignment stays the same object, which lets the
     translation reuse its serialized resource without comparing anything.
     """
-    if previous is None:
-        # Checked external names' assignments come from the DNS check, not from slices.
-        refreshed = {**dag.load_assignments, **load_assignments(dag.clusters, store, allowed)}
-        problems = with_slice_problems(dag.problems, store.endpoint_slices.values(), allowed)
-        return dataclasses.replace(dag, load_assignments=refreshed, problems=problems)
-    changed = _services_with_changed_slices(previous, store)
-    if not changed:
+    changed = None if previous is None else _services_with_changed_slices(previous, store)
+    if changed is not None and not changed:
         return dag
-    refreshed = dict(dag.load_assignments)
-    slices = _slices_by_service(store, changed)
-    for name, cluster in dag.clusters.items():
-        if isinstance(cluster, EdsCluster) and _service_of(cluster) in changed:
-            refreshed[name] = load_assignment(
-                cluster, slices.get(_service_of(cluster), []), allowed
-            )
-    problems = with_slice_problems(dag.problems, store.endpoint_slices.values(), allowed)
-    return dataclasses.replace(dag, load_assignments=refreshed, problems=problems)
+    slices = slices_by_service(store, changed)
+    targets = dag.service_targets
+    return dataclasses.replace(
+        dag,
+        load_assignments=_refreshed(dag.clusters, dag.load_assignments, slices, changed, allowed),
+        problems=with_slice_problems(dag.problems, store.endpoint_slices.values(), allowed),
+        service_targets=dataclasses.replace(
+            targets,
+            load_assignments=_refreshed(
+                targets.clusters, targets.load_assignments, slices, changed, allowed
+            ),
+        ),
+    )
+
+
+def _refreshed(
+    clusters: Mapping[str, Cluster],
+    assignments: Mapping[str, LoadAssignment],
+    slices: Mapping[NamespacedName, list[EndpointSlice]],
+    changed: Container[NamespacedName] | None,
+    allowed: Sequence[Network],
+) -> dict[str, LoadAssignment]:
+    """`assignments` with those of the EDS clusters of `changed` Services (None: every one)
+    made again from `slices`. (Checked external names' come from the DNS check.)"""
+    refreshed = dict(assignments)
+    for name, cluster in clusters.items():
+        if isinstance(cluster, EdsCluster):
+            service = _service_of(cluster)
+            if changed is None or service in changed:
+                refreshed[name] = load_assignment(cluster, slices.get(service, []), allowed)
+    return refreshed
 
 
 def with_slice_problems(
@@ -182,7 +200,7 @@ def load_assignments(
     clusters: Mapping[str, Cluster], store: Store, allowed: Sequence[Network] = ()
 ) -> dict[str, LoadAssignment]:
     """A load assignment for each EDS cluster, by cluster name."""
-    slices = _slices_by_service(store)
+    slices = slices_by_service(store)
     return {
         name: load_assignment(cluster, slices.get(_service_of(cluster), []), allowed)
         for name, cluster in sorted(clusters.items())
@@ -190,7 +208,7 @@ def load_assignments(
     }
 
 
-def _slices_by_service(
+def slices_by_service(
     store: Store, services: Container[NamespacedName] | None = None
 ) -> dict[NamespacedName, list[EndpointSlice]]:
     """Each Service's slices in name order; only those of `services` when given."""
@@ -251,13 +269,24 @@ def checked_assignments(
     externalIPs, or the DNS check's addresses. By cluster name."""
     assignments = {}
     for value in _dns_clusters(clusters):
-        if value.addresses:
-            # Addresses the Service lists itself: only its own family setting filters them.
-            assignments[value.name] = checked_assignment(value, value.addresses, "ALL")
-        elif value.checked:
-            served = served_addresses(value.hostname, dns.get(value.hostname), policy)
-            assignments[value.name] = checked_assignment(value, served, default_family)
+        found = dns_cluster_assignment(value, dns, policy, default_family)
+        if found is not None:
+            assignments[value.name] = found
     return assignments
+
+
+def dns_cluster_assignment(
+    value: DnsCluster, dns: DnsObservations, policy: ExternalNamePolicy, default_family: str
+) -> LoadAssignment | None:
+    """The load assignment of one external-name cluster (see checked_assignments); None when
+    Envoy resolves its name itself."""
+    if value.addresses:
+        # Addresses the Service lists itself: only its own family setting filters them.
+        return checked_assignment(value, value.addresses, "ALL")
+    if value.checked:
+        served = served_addresses(value.hostname, dns.get(value.hostname), policy)
+        return checked_assignment(value, served, default_family)
+    return None
 
 
 def checked_assignment(

@@ -7,18 +7,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
+from dragoman.dag.external_names import (
+    in_cluster_target,
+    is_cluster_local,
+    normalise,
+    unsafe_reason,
+)
 from dragoman.dag.reference_grants import (
     Referrer,
     route_referrer,
     service_target,
 )
 from dragoman.dag.upstreams.clusters import MAX_ALIAS_HOPS
-from dragoman.dag.upstreams.external_names import (
-    in_cluster_target,
-    is_cluster_local,
-    normalise,
-    unsafe_reason,
-)
 from dragoman.dag.upstreams.in_cluster_first import preferred_service
 from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route, L4RouteRule, Service
 from dragoman.store import NamespacedName

@@ -26,6 +26,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 
 from dragoman.dag.model import (
     AggregateCluster,
+    ApiListener,
     Cluster,
     DnsCluster,
     Forward,
@@ -34,7 +35,6 @@ from dragoman.dag.model import (
     RouteMatch,
     ValueMatch,
 )
-from dragoman.dag.proxyless.targets import ApiListener
 from dragoman.envoy.resources.cluster_messages import (
     AGGREGATE_CLUSTER_EXTENSION,
     cluster,

@@ -1,9 +1,10 @@
 """DAG → the snapshot each node group's proxyless gRPC clients are served.
 
-Made when a gRPC client of the group first asks (a deployment without gRPC clients pays
-nothing), then memoized. Resources are shared: with the Envoy snapshots where the bytes
-are the same (EDS clusters, CLAs), between groups, and with the previous translation, so a
-change re-serializes only what it changed.
+The build made the Service targets (`Dag.service_targets`); their translation is made when a
+gRPC client of the group first asks (a deployment without gRPC clients pays nothing), then
+memoized. Resources are shared: with the Envoy snapshots where the bytes are the same (EDS
+clusters, CLAs), between groups, and with the previous translation, so a change
+re-serializes only what it changed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from dragoman.dag.model import (
     ALL_GATEWAYS,
+    ApiListener,
     Backend,
     Cluster,
     Dag,
@@ -21,8 +23,8 @@ from dragoman.dag.model import (
     LoadAssignment,
     NodeGroup,
     Route,
+    ServiceTargets,
 )
-from dragoman.dag.proxyless.targets import ApiListener, ServiceTargets, group_targets
 from dragoman.envoy.grpc.grpc_messages import (
     api_listener,
     grpc_cluster_at,
@@ -31,6 +33,7 @@ from dragoman.envoy.grpc.grpc_messages import (
     grpc_route_configuration,
     grpc_servable,
 )
+from dragoman.envoy.grpc.grpc_targets import group_targets, service_listener
 from dragoman.envoy.resources.endpoint_messages import cluster_load_assignment
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
 from dragoman.envoy.translation.translated import Translated
@@ -50,42 +53,27 @@ EMPTY_GROUP = NodeGroup(name=ALL_GATEWAYS, listeners=(), route_tables=(), cluste
 class GrpcSnapshots:
     """The gRPC clients' snapshot of every node group of one DAG, each made on first use.
 
-    `targets` makes the Service targets (called at most once). `reuse`: the translation
-    this one replaces, whose resources are taken where their inputs are unchanged. Use it
-    from one thread.
+    `envoy`: the Envoy snapshots of the same DAG, whose resources are shared where the bytes
+    are the same. `reuse`: the translation this one replaces, whose resources are taken where
+    their inputs are unchanged. Use it from one thread.
     """
 
     def __init__(
         self,
         dag: Dag,
         envoy: Mapping[str, Snapshot],
-        targets: Callable[[], ServiceTargets],
         options: TranslateOptions = DEFAULT_OPTIONS,
         reuse: GrpcSnapshots | None = None,
     ) -> None:
         self._dag = dag
         self._envoy = envoy
-        self._make_targets: Callable[[], ServiceTargets] | None = targets
-        self._targets: ServiceTargets | None = None
         self._options = options
         self._snapshots: dict[str, Snapshot] = {}
         self._made: dict[Hashable, tuple[Resource, ...]] = {}
         # Only one translation back: older ones are dropped, never chained.
         self._earlier = reuse._reusable() if reuse is not None else {}
         self._shared: dict[str, dict[str, Resource]] | None = None
-
-    @property
-    def targets(self) -> ServiceTargets:
-        if self._targets is None:
-            assert self._make_targets is not None
-            self._targets = self._make_targets()
-            self._make_targets = None
-        return self._targets
-
-    @property
-    def made_targets(self) -> ServiceTargets | None:
-        """The Service targets, if some group was translated (else None)."""
-        return self._targets
+        self._service_listeners: tuple[ApiListener, ...] | None = None
 
     def snapshot(self, group: str) -> Snapshot:
         found = self._snapshots.get(group)
@@ -99,10 +87,13 @@ class GrpcSnapshots:
     def _translate(self, group: str) -> Snapshot:
         # A group naming a Gateway that does not exist gets nothing (cache.group_for).
         node_group = self._dag.groups.get(group)
-        targets = self.targets
+        targets = self._dag.service_targets
+        if self._service_listeners is None:
+            # Made once for every group.
+            self._service_listeners = tuple(service_listener(t) for t in targets.targets)
         listeners = [
             self._servable(listener, targets)
-            for listener in group_targets(node_group or EMPTY_GROUP, targets)
+            for listener in group_targets(node_group or EMPTY_GROUP, self._service_listeners)
         ]
         clusters = self._clusters(listeners, targets)
         cluster_resources: list[Resource] = []

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envoy.config.route.v3 import route_pb2
+
+# protobuf's varint writer, which its stubs leave out (internal, but stable for years).
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
 from dragoman.dag.model import RouteTable, VirtualHost

@@ -309,6 +309,11 @@ def _assert_same(incremental: Dag, full: Dag) -> None:
     assert dict(incremental.clusters) == dict(full.clusters)
     assert dict(incremental.load_assignments) == dict(full.load_assignments)
     assert incremental.dns_hostnames == full.dns_hostnames
+    # The proxyless gRPC clients' Service targets, kept Service by Service, in the same order.
+    targets, full_targets = incremental.service_targets, full.service_targets
+    assert targets.targets == full_targets.targets
+    assert dict(targets.clusters) == dict(full_targets.clusters)
+    assert dict(targets.load_assignments) == dict(full_targets.load_assignments)
     assert incremental == full
 
 
@@ -366,6 +371,7 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
     translation = Translation()
     kinds: dict[str, int] = {}
     store = Store.from_objects(held.values())
+    targets_seen = 0
     for step in range(60):
         result = builder.build(store, dns)
         kinds[result.kind] = kinds.get(result.kind, 0) + 1
@@ -375,6 +381,7 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
             assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
         except AssertionError as error:
             raise AssertionError(f"seed {seed}, step {step} ({result.kind})") from error
+        targets_seen += len(full.service_targets.targets)
         if dns_check and rng.random() < 0.15:
             # New observations: the routes forwarding to them; one name's answer alone, often.
             dns = _observations(rng) if rng.random() < 0.5 else _one_answer(rng, dns or {})
@@ -390,6 +397,7 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
     # The comparison is only worth something if most steps took the incremental path.
     assert kinds.get("incremental", 0) >= 20, kinds
     assert kinds.get("full", 0) >= 1, kinds
+    assert targets_seen > 0
 
 
 def test_unchanged_parts_keep_their_objects_and_bytes() -> None:

@@ -10,7 +10,6 @@ import pytest
 
 from dragoman.dag.build import build
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.proxyless.targets import service_targets
 from dragoman.dag.upstreams.endpoint_addresses import (
     DENIED_ENDPOINT_ADDRESS,
     endpoint_address_refusal,
@@ -169,6 +168,6 @@ def test_the_eds_fast_path_drops_and_reports_the_same() -> None:
 def test_grpc_service_targets_drop_them_too() -> None:
     store = store_of(GATEWAY_AND_ROUTE, target_slice("127.0.0.25", "10.0.0.7"))
 
-    targets = service_targets(store, BuildOptions())
+    targets = build(store, BuildOptions()).service_targets
 
     assert served_addresses(dict(targets.load_assignments)) == ["10.0.0.7"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dragoman.dag.upstreams.external_names import (
+from dragoman.dag.external_names import (
     in_cluster_target,
     is_cluster_local,
     normalise,

@@ -3,6 +3,8 @@ LOGICAL_DNS under aggregate clusters, weighted localities; shared and made only 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.listener.v3 import listener_pb2
@@ -13,22 +15,25 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
 
+from dragoman.dag.build import build
 from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.model import (
     ALL_GATEWAYS,
+    ApiListener,
     Backend,
-    Dag,
     DirectResponse,
     Forward,
+    NodeGroup,
     Retry,
     Route,
     RouteMatch,
     ValueMatch,
 )
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.proxyless.targets import NO_SERVICE_TARGETS, ApiListener, ServiceTargets
+from dragoman.envoy.grpc import grpc_snapshots
 from dragoman.envoy.grpc.grpc_messages import grpc_route, grpc_route_configuration
 from dragoman.envoy.grpc.grpc_snapshots import GrpcSnapshots
+from dragoman.envoy.grpc.grpc_targets import group_targets
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.objects import ObjectKey
 from dragoman.runtime.controller import Controller
@@ -349,19 +354,22 @@ def test_identical_resources_are_shared_with_envoy_and_between_groups(served) ->
     assert grpc_snapshot(cache) is snapshot  # memoized until the next change
 
 
-def test_nothing_is_made_until_a_grpc_client_asks() -> None:
-    calls: list[int] = []
+def test_nothing_is_translated_until_a_grpc_client_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
 
-    def targets() -> ServiceTargets:
-        calls.append(1)
-        return NO_SERVICE_TARGETS
+    def counted(group: NodeGroup, services: Iterable[ApiListener]) -> tuple[ApiListener, ...]:
+        calls.append(group.name)
+        return group_targets(group, services)
 
-    snapshots = GrpcSnapshots(Dag(), {}, targets)
-    assert calls == [] and snapshots.made_targets is None
-    snapshots.snapshot(ALL_GATEWAYS)
-    snapshots.snapshot("another")
-    assert calls == [1]
-    assert snapshots.made_targets is NO_SERVICE_TARGETS
+    monkeypatch.setattr(grpc_snapshots, "group_targets", counted)
+    snapshots = GrpcSnapshots(build(store_of(SERVICES, ROUTES)), {})
+    assert calls == []
+    snapshot = snapshots.snapshot(ALL_GATEWAYS)
+    assert WEB in snapshot.of_type(LISTENER).resources
+    assert snapshots.snapshot(ALL_GATEWAYS) is snapshot
+    assert calls == [ALL_GATEWAYS]
 
 
 def test_an_update_reserializes_only_what_changed() -> None:
@@ -392,7 +400,11 @@ def test_endpoint_changes_take_the_fast_path_to_grpc_clients_too() -> None:
     assert addresses == {"10.0.0.1", "10.0.0.2", "10.0.1.9"}
     assert after.of_type(LISTENER) == before.of_type(LISTENER)
     assert after.of_type(CLUSTER) == before.of_type(CLUSTER)
-    assert controller.grpc is not None and controller.grpc.made_targets is not None
+    assert controller.dag is not None
+    assert (
+        controller.dag.service_targets.load_assignments["default/web/50051"]
+        == (controller.dag.load_assignments["default/web/50051"])
+    )
 
 
 def test_without_a_grpc_translation_grpc_clients_get_the_group_as_it_is() -> None:
