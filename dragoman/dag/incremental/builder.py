@@ -6,53 +6,59 @@ Every route (HTTP, gRPC, TCP, TLS, UDP) is an entry (entries.py): its parent out
 problems, status and served items, with what it read (the Services and the namespaces of the
 ReferenceGrants it consulted), found by what a change touches (route_index.py). A change to
 routes, Services, EndpointSlices, ReferenceGrants or Secrets, or new DNS check observations,
-recomputes the entries it reaches (and those whose conflicts change: conflicts.py), resolves
-again the clusters they define (cluster_resolution.py) and feeds their served items to each
-node group's index (served_groups.py), which rebuilds only the virtual hosts (or TCP, TLS and
-UDP listeners) those items reach; `assemble` makes the Dag of these parts, keeping the
-previous Dag's objects wherever nothing changed.
+recomputes the entries it reaches (and those whose conflicts change: conflicts.py) where
+they are kept (entry_replacement.py), resolves again the clusters they define
+(cluster_resolution.py) and feeds their served items to each node group's index
+(served_groups.py), which rebuilds only the virtual hosts (or TCP, TLS and UDP listeners)
+those items reach; `assemble` makes the Dag of these parts, keeping the previous Dag's objects
+wherever nothing changed.
 
-A change to Gateways, GatewayClasses, ListenerSets or Namespaces is a full build, and so is
-one to a Secret or ReferenceGrant that changes how a Gateway listener is judged: they reach
-every route. So are stores with ListenerSets or Gateway client certificates, and the
-appearance of the first BackendTLSPolicy or the removal of the last (from then on every
-route records the backends it reaches).
+Which changes are patched is patchability.py's to say. A change to Gateways, GatewayClasses,
+ListenerSets or Namespaces is a full build, and so is one to a Secret or ReferenceGrant that
+changes how a Gateway listener is judged: they reach every route. So are stores with
+ListenerSets or Gateway client certificates, and the appearance of the first BackendTLSPolicy
+or the removal of the last (from then on every route records the backends it reaches).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from dragoman.dag.context import BuildContext, build_context
-from dragoman.dag.dns_check import DnsObservations, dns_refusal
+from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.frontends.listeners import Frontends, frontends
 from dragoman.dag.incremental.assemble import DagParts, Previous, assemble
 from dragoman.dag.incremental.changes import StoreChanges, store_changes
 from dragoman.dag.incremental.cluster_resolution import ClusterResolution
-from dragoman.dag.incremental.conflicts import conflict_changes
 from dragoman.dag.incremental.entries import (
     ROUTE_FIELDS,
     EntryInputs,
     Recording,
     Route,
-    RouteEntry,
-    route_entry,
     store_route,
     with_dns_resolved,
 )
+from dragoman.dag.incremental.entry_replacement import EntryReplacement
+from dragoman.dag.incremental.patchability import (
+    BACKEND_TLS_FIELDS,
+    PATCHABLE_FIELDS,
+    needs_names,
+    patchable,
+    policy_targets,
+    reads_config_maps,
+    serves_alike,
+)
 from dragoman.dag.incremental.reach import certificates_alone_differ, reached_routes
 from dragoman.dag.incremental.route_index import RouteIndex
-from dragoman.dag.incremental.served_groups import NodeGroups, ServedItem
+from dragoman.dag.incremental.served_groups import NodeGroups
 from dragoman.dag.incremental.service_targets import ServiceTargetIndex, TargetChanges
-from dragoman.dag.incremental.slices import SliceIndex
+from dragoman.dag.incremental.slices import SliceIndex, service_slices
 from dragoman.dag.model import Dag
-from dragoman.dag.node_groups.group_index import ServedKey
 from dragoman.dag.options import BuildOptions
-from dragoman.dag.upstreams.endpoints import slices_by_service
-from dragoman.objects import EndpointSlice, ObjectKey
+from dragoman.objects import ObjectKey
 from dragoman.store import NamespacedName, Store
 
 # What a build did: all of it, the entries a change reached, only load assignments (of
@@ -60,22 +66,6 @@ from dragoman.store import NamespacedName, Store
 # conditions of their routes), or nothing (the store and observations were the same).
 BuildKind = Literal["full", "incremental", "endpoints", "unchanged"]
 
-# Store fields whose changes an entry-by-entry update handles; any other change (Gateways,
-# GatewayClasses, ListenerSets, Namespaces) is a full build.
-_PATCHABLE_FIELDS = frozenset(
-    {
-        "services",
-        "endpoint_slices",
-        "reference_grants",
-        "secrets",
-        "config_maps",
-        "backend_tls_policies",
-        *ROUTE_FIELDS.values(),
-    }
-)
-# Store fields a Service's backend TLS reads (the proxyless Service targets of the Services
-# BackendTLSPolicies target are made again when one changes).
-_BACKEND_TLS_FIELDS = frozenset({"secrets", "config_maps", "backend_tls_policies"})
 # How many routes an update changes before their keys are sorted at once.
 _BULK = 64
 
@@ -118,12 +108,16 @@ class IncrementalBuild:
         previous, build = self._store, self._build
         if previous is not None and self._dag is not None:
             changes = store_changes(previous, store)
-            if not _reads_config_maps(previous) and not _reads_config_maps(store):
+            if not reads_config_maps(previous) and not reads_config_maps(store):
                 changes.pop("config_maps", None)  # read only for CA certificates
             observed = {n for n in dns.keys() | self._dns.keys() if dns.get(n) != self._dns.get(n)}
             if not changes and not observed:
                 return self._keep(store, dns, self._dag, "unchanged")
-            if not changes and build is not None and build.serves_alike(dns, observed):
+            if (
+                not changes
+                and build is not None
+                and serves_alike(build.options, build.dns, dns, observed)
+            ):
                 dag = build.observe(dns, observed)
                 return self._keep(store, dns, dag, "endpoints", frozenset(observed))
             patched = build.patch(store, changes, dns, observed) if build is not None else None
@@ -163,9 +157,9 @@ class _Build:
         # False: built once, never patched; what only a patch reads is not kept (what each
         # route read, node group indexes: groups are made from the routes served).
         self.indexed = indexed
-        self.with_names = _needs_names(store, options)
-        # Whether changes other than to Gateways can be patched (see _patchable).
-        self.patchable = _patchable(store, judged)
+        self.with_names = needs_names(store, options)
+        # Whether changes other than to Gateways can be patched (see patchability.patchable).
+        self.patchable = patchable(store, judged)
         self.routes = RouteIndex(indexed)
         self.clusters = ClusterResolution(indexed)
         self.groups = NodeGroups(judged, indexed)
@@ -207,8 +201,8 @@ class _Build:
         change needs a full build."""
         if (
             not self.patchable
-            or changes.keys() - _PATCHABLE_FIELDS
-            or _needs_names(store, self.options) != self.with_names
+            or changes.keys() - PATCHABLE_FIELDS
+            or needs_names(store, self.options) != self.with_names
         ):
             return None
         if dns is not None:
@@ -225,7 +219,7 @@ class _Build:
             if judged != self.judged:
                 if not certificates_alone_differ(self.judged, judged):
                     return None
-                if not _patchable(store, judged):
+                if not patchable(store, judged):
                     return None
                 self.judged = judged
                 self.groups.rejudged(judged)
@@ -237,23 +231,11 @@ class _Build:
             every=False,
             services=changes.get("services", ()),
             grants="reference_grants" in changes,
-            tls=_policy_targets(self.store, store) if changes.keys() & _BACKEND_TLS_FIELDS else (),
+            tls=policy_targets(self.store, store) if changes.keys() & BACKEND_TLS_FIELDS else (),
             observed=self.observed,
             slices=self.changed_services,
         )
         return self.update(store, context, routes, self.store, targets)
-
-    def serves_alike(self, dns: DnsObservations, observed: Iterable[str]) -> bool:
-        """Whether every name `observed` anew in `dns` is served before and after (the DNS
-        check allows it both times): then its clusters stay as they are."""
-        if not self.options.dns_check:
-            return False
-        policy, before = self.options.external_names, self.dns
-        return all(
-            dns_refusal(name, before.get(name), policy) is None
-            and dns_refusal(name, dns.get(name), policy) is None
-            for name in observed
-        )
 
     def observe(self, dns: DnsObservations, observed: Iterable[str]) -> Dag:
         """The Dag after new DNS check observations `dns` of names served alike (see
@@ -286,26 +268,17 @@ class _Build:
         )
         self.store, self.context = store, context
         inputs = self._inputs()
-        removed: dict[ServedKey, ServedItem] = {}
-        added: dict[ServedKey, ServedItem] = {}
+        recording = Recording(context) if self.indexed else None
+        replacement = EntryReplacement(self.routes, self.clusters, inputs, recording)
         # Many routes (a full build): their keys are sorted once, not inserted one by one.
         # (No other step depends on the order routes are fed in: indexes sort what they keep.)
         if len(routes) > _BULK:
             self.routes.begin_bulk()
-        replaced = self._replaced(routes, inputs, removed, added)
+        replaced = replacement.replace(routes)
         self.routes.end_bulk()
-        for old, entry in conflict_changes(self.routes, inputs):
-            self._forget(old)
-            for served, item in old.served():
-                # Placed by this update (not yet in the indexes), or by an earlier one.
-                if added.pop(served, None) is None:
-                    removed[served] = item
-            self._remember(entry)
-            added.update(entry.served())
-            if replaced is not None:
-                replaced.add(entry.key)
+        replacement.reconflict(replaced)
         self.clusters.resolve(self.routes.entries)
-        self.groups.update(removed, added)
+        self.groups.update(replacement.removed, replacement.added)
         return self._assembled(previous, replaced, targets)
 
     def _inputs(self) -> EntryInputs:
@@ -341,104 +314,8 @@ class _Build:
             )
         )
         service_targets = self.targets.update(
-            self.context, self.dns, targets, dag, self._slices_of()
+            self.context, self.dns, targets, dag, service_slices(self.store, self.slices)
         )
         self.dag = dataclasses.replace(dag, service_targets=service_targets)
         self.changed_services, self.observed = set(), set()
         return self.dag
-
-    def _slices_of(self) -> Callable[[NamespacedName], Sequence[EndpointSlice]]:
-        """Each Service's EndpointSlices in name order: from the index, or (a build never
-        patched) grouped in one pass when first asked."""
-        if self.slices is not None:
-            return self.slices.slices
-        store = self.store
-        grouped: dict[NamespacedName, list[EndpointSlice]] | None = None
-
-        def slices_of(service: NamespacedName) -> Sequence[EndpointSlice]:
-            nonlocal grouped
-            if grouped is None:
-                grouped = slices_by_service(store)
-            return grouped.get(service, ())
-
-        return slices_of
-
-    def _replaced(
-        self,
-        routes: Mapping[ObjectKey, Route | None],
-        inputs: EntryInputs,
-        removed: dict[ServedKey, ServedItem],
-        added: dict[ServedKey, ServedItem],
-    ) -> set[ObjectKey] | None:
-        """Replace the entries of `routes`, noting the items they served and serve in
-        `removed` and `added`; the routes whose entries were replaced (None: routes came or
-        went)."""
-        recording = Recording(self.context) if self.indexed else None
-        if not self.routes.entries:
-            # A full build: nothing to forget or replace, nothing in the indexes yet.
-            for key, route in routes.items():
-                if route is not None:
-                    entry = route_entry(key, route, inputs, recording)
-                    self._remember(entry)
-                    if self.indexed:
-                        added.update(entry.served())
-            return None
-        replaced: set[ObjectKey] | None = set()
-        for key, route in routes.items():
-            old = self.routes.entries.get(key)
-            if old is not None:
-                self._forget(old)
-                removed.update(old.served())
-            if route is not None:
-                entry = route_entry(key, route, inputs, recording)
-                self._remember(entry)
-                added.update(entry.served())
-            if replaced is not None and old is not None and route is not None:
-                replaced.add(key)
-            elif old is not None or route is not None:
-                replaced = None
-        return replaced
-
-    def _remember(self, entry: RouteEntry) -> None:
-        self.routes.add(entry)
-        self.clusters.add(entry)
-
-    def _forget(self, entry: RouteEntry) -> None:
-        self.routes.remove(entry)
-        self.clusters.remove(entry)
-
-
-def _patchable(store: Store, judged: Frontends) -> bool:
-    """Whether changes to `store` can be patched: not yet with ListenerSets, Gateway client
-    certificates or client certificate validation (their builds are all full)."""
-    return not (
-        store.listener_sets
-        or any(
-            verdict.client_certificate is not None
-            or getattr(verdict.gateway, "frontend_tls", None) is not None
-            for verdict in judged.gateways.values()
-        )
-    )
-
-
-def _policy_targets(*stores: Store) -> set[NamespacedName]:
-    """The Services some BackendTLSPolicy of the stores targets."""
-    return {
-        (policy.meta.namespace, ref.name)
-        for store in stores
-        for policy in store.backend_tls_policies.values()
-        for ref in policy.target_refs
-    }
-
-
-def _reads_config_maps(store: Store) -> bool:
-    """Whether a build reads ConfigMaps: CA certificates of BackendTLSPolicies and of
-    Gateways' client certificate validation."""
-    return bool(store.backend_tls_policies) or any(
-        gateway.frontend_tls is not None for gateway in store.gateways.values()
-    )
-
-
-def _needs_names(store: Store, options: BuildOptions) -> bool:
-    """Whether routes must record the backends they reach (as dag.build decides)."""
-    return bool(store.backend_tls_policies) or options.dns_check

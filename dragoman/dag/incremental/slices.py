@@ -4,13 +4,14 @@ a pass over every slice of the store."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from dragoman.dag.external_name_policy import Network
 from dragoman.dag.model import Problem
 from dragoman.dag.upstreams.endpoint_addresses import slice_problems
+from dragoman.dag.upstreams.endpoints import slices_by_service
 from dragoman.objects import EndpointSlice
-from dragoman.store import NamespacedName
+from dragoman.store import NamespacedName, Store
 
 
 class SliceIndex:
@@ -77,3 +78,21 @@ class SliceIndex:
             if not named:
                 del self._by_service[service]
         self._problems.pop(key, None)
+
+
+def service_slices(
+    store: Store, index: SliceIndex | None
+) -> Callable[[NamespacedName], Sequence[EndpointSlice]]:
+    """Each Service's EndpointSlices in name order: from the index, or (a build never
+    patched) grouped in one pass when first asked."""
+    if index is not None:
+        return index.slices
+    grouped: dict[NamespacedName, list[EndpointSlice]] | None = None
+
+    def slices_of(service: NamespacedName) -> Sequence[EndpointSlice]:
+        nonlocal grouped
+        if grouped is None:
+            grouped = slices_by_service(store)
+        return grouped.get(service, ())
+
+    return slices_of
