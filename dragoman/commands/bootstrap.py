@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
@@ -14,6 +16,9 @@ from dragoman.commands.common import (
     xds_client_tls,
     xds_cluster_name,
 )
+
+if TYPE_CHECKING:
+    from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -81,6 +86,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "(default: 50000)",
     )
     add_xds_client_tls(parser)
+    parser.add_argument(
+        "--xds-tls-sds-dir",
+        metavar="DIR",
+        help="deliver the --xds-tls-* files to Envoy by file-based SDS from DIR (a path on "
+        "Envoy's machine), so that Envoy re-reads them when they rotate; writes the two SDS "
+        "files there, or to --sds-files-out (without it, Envoy reads the files once, at start)",
+    )
+    parser.add_argument(
+        "--sds-files-out",
+        type=Path,
+        metavar="DIR",
+        help="write the SDS files here instead of --xds-tls-sds-dir (a ConfigMap, an image)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -103,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
     except TlsFileError as error:
         print(f"dragoman bootstrap: {error}", file=sys.stderr)
         return 2
+    if files is None and (args.xds_tls_sds_dir or args.sds_files_out):
+        print("dragoman bootstrap: --xds-tls-sds-dir needs the --xds-tls-* files", file=sys.stderr)
+        return 2
+    if args.sds_files_out and not args.xds_tls_sds_dir:
+        print("dragoman bootstrap: --sds-files-out needs --xds-tls-sds-dir", file=sys.stderr)
+        return 2
     tls = None
     if files is not None:
         # Paths as given: they name files on Envoy's machine (a mounted Secret, say).
@@ -111,7 +135,14 @@ def run(args: argparse.Namespace) -> int:
             certificate=str(files.certificate),
             private_key=str(files.private_key),
             server_name=args.xds_server_name or "",
+            sds_directory=args.xds_tls_sds_dir or "",
         )
+        if tls.sds_directory:
+            try:
+                _write_sds_files(tls, args.sds_files_out or Path(tls.sds_directory))
+            except OSError as error:
+                print(f"dragoman bootstrap: {error}", file=sys.stderr)
+                return 1
     sys.stdout.write(
         bootstrap_yaml(
             args.xds_address,
@@ -129,3 +160,14 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _write_sds_files(tls: XdsClientTls, directory: Path) -> None:
+    """Each file written whole, then renamed into place: Envoy never reads half of one."""
+    from dragoman.envoy.bootstrap.envoy_bootstrap import xds_tls_secret_files
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in xds_tls_secret_files(tls).items():
+        staged = directory / f".{name}.tmp"
+        staged.write_text(text)
+        staged.replace(directory / name)

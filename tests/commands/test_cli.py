@@ -104,7 +104,7 @@ def test_bootstrap_sets_the_downstream_connection_limit(capsys) -> None:
         assert "expected a positive integer" in capsys.readouterr().err
 
 
-def test_example_bootstraps_are_what_the_command_prints() -> None:
+def test_example_bootstraps_are_what_the_command_prints(tmp_path: Path) -> None:
     # Each example names the command that regenerates it in its header comment.
     for path in sorted((EXAMPLES / "envoy").glob("*.yaml")):
         text = path.read_text()
@@ -115,6 +115,11 @@ def test_example_bootstraps_are_what_the_command_prints() -> None:
             and ("dragoman bootstrap" in line or line.startswith("#     --"))
         ).split()
         assert command[:2] == ["dragoman", "bootstrap"], path
+        # The SDS files it writes go to a scratch directory, compared with the example's.
+        sds_out = None
+        if "--sds-files-out" in command:
+            at = command.index("--sds-files-out") + 1
+            sds_out, command[at] = EXAMPLES.parent / command[at], str(tmp_path / path.stem)
         printed = subprocess.run(
             [sys.executable, "-m", "dragoman", *command[1:]],
             capture_output=True,
@@ -123,6 +128,9 @@ def test_example_bootstraps_are_what_the_command_prints() -> None:
         ).stdout
         body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
         assert yaml.safe_load(body) == yaml.safe_load(printed), path
+        if sds_out is not None:
+            written = {f.name: f.read_text() for f in (tmp_path / path.stem).iterdir()}
+            assert written == {f.name: f.read_text() for f in sds_out.iterdir()}, path
 
 
 def test_demo_check_routes_through_a_real_envoy() -> None:
@@ -181,6 +189,40 @@ def test_bootstrap_with_tls_names_the_files_as_given(capsys) -> None:
     common = cluster["transport_socket"]["typed_config"]["common_tls_context"]
     [certificate] = common["tls_certificates"]
     assert certificate["certificate_chain"] == {"filename": "tls/a.crt"}
-    assert certificate["watched_directory"] == {"path": "tls"}
+    # Inline, the files are read once: watched_directory would be ignored (SDS only).
+    assert "watched_directory" not in certificate
     assert common["validation_context"]["trusted_ca"] == {"filename": "tls/ca.crt"}
     assert cluster["transport_socket"]["typed_config"]["sni"] == "dragoman"
+
+
+def test_bootstrap_with_an_sds_directory_writes_the_secret_files(tmp_path: Path, capsys) -> None:
+    sds = tmp_path / "sds"
+    argv = ["bootstrap", "--xds-address", "dragoman:18000", "--xds-tls-ca", "tls/ca.crt"]
+    argv += ["--xds-tls-cert", "tls/a.crt", "--xds-tls-key", "tls/a.key"]
+    assert main([*argv, "--xds-tls-sds-dir", str(sds)]) == 0
+    config = yaml.safe_load(capsys.readouterr().out)
+    [cluster] = config["static_resources"]["clusters"]
+    common = cluster["transport_socket"]["typed_config"]["common_tls_context"]
+    [certificate] = common["tls_certificate_sds_secret_configs"]
+    source = certificate["sds_config"]["path_config_source"]
+    assert source == {
+        "path": str(sds / "xds-client-certificate.yaml"),
+        "watched_directory": {"path": str(sds)},
+    }
+    validation = common["combined_validation_context"]["validation_context_sds_secret_config"]
+    assert validation["sds_config"]["path_config_source"]["path"] == str(
+        sds / "xds-validation-context.yaml"
+    )
+    [secret] = yaml.safe_load((sds / "xds-client-certificate.yaml").read_text())["resources"]
+    assert secret["name"] == certificate["name"]
+    assert secret["tls_certificate"]["certificate_chain"] == {"filename": "tls/a.crt"}
+    assert secret["tls_certificate"]["watched_directory"] == {"path": "tls"}
+    [secret] = yaml.safe_load((sds / "xds-validation-context.yaml").read_text())["resources"]
+    assert secret["name"] == validation["name"]
+    assert secret["validation_context"]["trusted_ca"] == {"filename": "tls/ca.crt"}
+    # Elsewhere (a ConfigMap's source), with the bootstrap still naming the SDS directory.
+    out = tmp_path / "out"
+    assert main([*argv, "--xds-tls-sds-dir", "/etc/envoy", "--sds-files-out", str(out)]) == 0
+    assert sorted(f.name for f in out.iterdir()) == sorted(f.name for f in sds.iterdir())
+    assert main([*argv[:3], "--xds-tls-sds-dir", str(sds)]) == 2
+    assert "needs the --xds-tls-* files" in capsys.readouterr().err

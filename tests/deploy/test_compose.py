@@ -64,8 +64,16 @@ def test_compose_runs_xds_over_mutual_tls(tmp_path: Path) -> None:
     files = xds_server_tls(args)  # every file there, the server pair signed by the CA
     assert files is not None
     bootstrap_path = services["envoy"]["volumes"][0].split(":")[0]
+    # The bootstrap names the SDS files, mounted from the repository; they name the files.
+    sds_mounts = [v.split(":") for v in services["envoy"]["volumes"] if "compose-sds" in v]
+    [(sds_source, sds_target, _)] = sds_mounts
     text = (ROOT / bootstrap_path).read_text()
-    named = set(re.findall(r"filename: (/tls/\S+)", text))
+    sds_files = set(re.findall(r"path: (" + re.escape(sds_target) + r"/\S+\.yaml)", text))
+    assert len(sds_files) == 2
+    sds_text = "".join(
+        (ROOT / sds_source / Path(path).relative_to(sds_target)).read_text() for path in sds_files
+    )
+    named = set(re.findall(r"filename: (/tls/\S+)", sds_text))
     assert named == {
         "/tls/ca.crt",
         "/tls/gateway-default-demo.crt",

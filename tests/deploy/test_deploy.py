@@ -17,7 +17,11 @@ from kubernetes import client
 
 from dragoman.cli import _parser
 from dragoman.dag.options import DEFAULT_CONTROLLER_NAME
-from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls, bootstrap_yaml
+from dragoman.envoy.bootstrap.envoy_bootstrap import (
+    XdsClientTls,
+    bootstrap_yaml,
+    xds_tls_secret_files,
+)
 from dragoman.kubernetes.certificate_secrets import write_secrets
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.kubernetes.watched_kinds import WATCHED_KINDS
@@ -38,6 +42,7 @@ ENVOY_TLS = XdsClientTls(
     certificate="/etc/envoy/tls/tls.crt",
     private_key="/etc/envoy/tls/tls.key",
     server_name="dragoman.dragoman-system.svc",
+    sds_directory="/etc/envoy",
 )
 ENVOY_STATS_ADDRESS = "0.0.0.0:8002"
 
@@ -215,6 +220,11 @@ def test_the_envoy_bootstrap_is_what_dragoman_bootstrap_prints_plus_readiness() 
     )
     assert deployed == yaml.safe_load(expected), (
         "regenerate with the command in deploy/04-envoy.yaml's header"
+    )
+    # The SDS files the bootstrap names, beside it in the ConfigMap (mounted at /etc/envoy).
+    data = find("ConfigMap", "envoy-bootstrap")["data"]
+    assert {name: data.get(name) for name in xds_tls_secret_files(ENVOY_TLS)} == (
+        xds_tls_secret_files(ENVOY_TLS)
     )
     envoy = find("Deployment", "envoy")["spec"]["template"]
     assert envoy["metadata"]["labels"]["dragoman.dev/envoy"] == "true"

@@ -116,9 +116,12 @@ def test_validation_reaches_the_inline_routes(envoy: str, tmp_path: Path) -> Non
         validate(envoy, path)
 
 
+@pytest.mark.parametrize("sds", [False, True], ids=["inline", "sds"])
 @pytest.mark.parametrize("xds", ["127.0.0.1:18000", "dragoman.dragoman-system.svc:18000"])
-def test_envoy_accepts_the_mutual_tls_bootstrap(envoy: str, tmp_path: Path, xds: str) -> None:
-    from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls
+def test_envoy_accepts_the_mutual_tls_bootstrap(
+    envoy: str, tmp_path: Path, xds: str, sds: bool
+) -> None:
+    from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls, xds_tls_secret_files
     from dragoman.security.files_store import write_files
 
     write_files(tmp_path / "tls", server_names=("dragoman.dragoman-system.svc",), days=1)
@@ -126,7 +129,12 @@ def test_envoy_accepts_the_mutual_tls_bootstrap(envoy: str, tmp_path: Path, xds:
         trusted_ca=str(tmp_path / "tls" / "ca.crt"),
         certificate=str(tmp_path / "tls" / "fleet.crt"),
         private_key=str(tmp_path / "tls" / "fleet.key"),
+        sds_directory=str(tmp_path / "sds") if sds else "",
     )
+    if sds:
+        (tmp_path / "sds").mkdir()
+        for name, text in xds_tls_secret_files(tls).items():
+            (tmp_path / "sds" / name).write_text(text)
     config = bootstrap_config(
         xds,
         node_id="validate",
@@ -136,7 +144,13 @@ def test_envoy_accepts_the_mutual_tls_bootstrap(envoy: str, tmp_path: Path, xds:
     )
     [cluster] = config["static_resources"]["clusters"]
     context = cluster["transport_socket"]["typed_config"]
-    [san] = context["common_tls_context"]["validation_context"]["match_typed_subject_alt_names"]
+    common = context["common_tls_context"]
+    validation = (
+        common["combined_validation_context"]["default_validation_context"]
+        if sds
+        else common["validation_context"]
+    )
+    [san] = validation["match_typed_subject_alt_names"]
     host = xds.rsplit(":", 1)[0]
     assert san == {
         "san_type": "IP_ADDRESS" if host[0].isdigit() else "DNS",

@@ -96,13 +96,20 @@ def deployed_envoy_bootstrap(
 ) -> str:
     """deploy/'s Envoy bootstrap, pointed at loopback ports, an admin socket and a directory
     holding the mounted Secret's files (`ca.crt`, `tls.crt`, `tls.key`) of the test's (and
-    nothing else changed)."""
+    nothing else changed). The ConfigMap's other keys (the SDS files the bootstrap names in
+    its own directory, /etc/envoy) are written beside `tls_dir`, in `envoy-config`."""
     for doc in yaml.safe_load_all((DEPLOY / "04-envoy.yaml").read_text()):
         if doc and doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "envoy-bootstrap":
-            bootstrap = copy.deepcopy(yaml.safe_load(doc["data"]["bootstrap.yaml"]))
+            data = dict(doc["data"])
+            bootstrap = copy.deepcopy(yaml.safe_load(data.pop("bootstrap.yaml")))
             break
     else:
         raise AssertionError("no envoy-bootstrap ConfigMap in deploy/04-envoy.yaml")
+    config_dir = tls_dir.parent / "envoy-config"
+    config_dir.mkdir(exist_ok=True)
+    for name, content in data.items():
+        assert "/etc/envoy/tls/" in content, name
+        (config_dir / name).write_text(content.replace("/etc/envoy/tls", str(tls_dir)))
     clusters = {c["name"]: c for c in bootstrap["static_resources"]["clusters"]}
     endpoint = clusters["dragoman-xds"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
     endpoint = endpoint["endpoint"]
@@ -117,8 +124,9 @@ def deployed_envoy_bootstrap(
         listeners[name]["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": port}
     bootstrap["admin"]["address"]["pipe"]["path"] = str(admin_socket)
     text = yaml.safe_dump(bootstrap, sort_keys=False)
-    assert "/etc/envoy/tls" in text
-    return text.replace("/etc/envoy/tls", str(tls_dir))
+    assert "/etc/envoy/tls" not in text, "the Secret's files are named by the SDS files alone"
+    assert "/etc/envoy/" in text
+    return text.replace("/etc/envoy/", f"{config_dir}/").replace("/etc/envoy\n", f"{config_dir}\n")
 
 
 def deployed_tls(directory: Path) -> tuple[Path, list[str]]:

@@ -3,7 +3,9 @@
 Four transports: ADS (one stream for every type) or one stream per type, each either
 state of the world or incremental (delta). The default is ADS, state of the world. With
 `XdsClientTls`, the connection to dragoman is mutual TLS: Envoy checks dragoman's certificate
-name and presents its own certificate, re-reading the files when they change on disk.
+name and presents its own certificate. Given an SDS directory, the certificate and the CA
+reach Envoy through file-based SDS (two Secret files there, `xds_tls_secret_files`), the only
+way Envoy re-reads them when they rotate on disk; otherwise they are read once, at start.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from envoy.config.cluster.v3 import cluster_pb2
-from envoy.config.core.v3 import base_pb2, extension_pb2, protocol_pb2
+from envoy.config.core.v3 import base_pb2, config_source_pb2, extension_pb2, protocol_pb2
 from envoy.config.overload.v3 import overload_pb2
 from envoy.extensions.resource_monitors.downstream_connections.v3 import (
     downstream_connections_pb2,
 )
-from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2, secret_pb2, tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.matcher.v3 import string_pb2
 
@@ -65,6 +67,15 @@ class XdsClientTls:
     certificate: str
     private_key: str
     server_name: str = ""
+    sds_directory: str = ""
+
+
+# File-based SDS: one Secret per file, each file watched through its directory (a mounted
+# ConfigMap is swapped as a whole, like a Secret).
+XDS_CERTIFICATE_SECRET = "dragoman-xds-client-certificate"
+XDS_VALIDATION_SECRET = "dragoman-xds-validation-context"
+XDS_CERTIFICATE_SDS_FILE = "xds-client-certificate.yaml"
+XDS_VALIDATION_SDS_FILE = "xds-validation-context.yaml"
 
 
 def xds_cluster_name_problem(name: str) -> str | None:
@@ -256,8 +267,10 @@ def xds_cluster(
 def xds_tls_context(tls: XdsClientTls, host: str) -> tls_pb2.UpstreamTlsContext:
     """Mutual TLS to dragoman: its certificate must carry `server_name` (or `host`).
 
-    `watched_directory`: Envoy re-reads the files when their directory changes, which is
-    how a mounted Kubernetes Secret is updated (an atomic swap of the directory's contents).
+    With `tls.sds_directory`, the certificate and the CA come from the SDS files there:
+    Envoy applies `watched_directory` (how a mounted Kubernetes Secret is updated, an atomic
+    swap of the directory's contents) only to secrets delivered by SDS. Without it, the files
+    are inline: read at start, never again.
     """
     name = tls.server_name or host
     san_type = (
@@ -265,29 +278,87 @@ def xds_tls_context(tls: XdsClientTls, host: str) -> tls_pb2.UpstreamTlsContext:
         if _is_ip(name)
         else common_pb2.SubjectAltNameMatcher.DNS
     )
+    names = [
+        common_pb2.SubjectAltNameMatcher(
+            san_type=san_type, matcher=string_pb2.StringMatcher(exact=name)
+        )
+    ]
+    # gRPC is HTTP/2; dragoman's server speaks nothing else.
+    context = tls_pb2.CommonTlsContext(alpn_protocols=["h2"])
+    if tls.sds_directory:
+        context.tls_certificate_sds_secret_configs.append(
+            _sds_secret(tls.sds_directory, XDS_CERTIFICATE_SECRET, XDS_CERTIFICATE_SDS_FILE)
+        )
+        context.combined_validation_context.CopyFrom(
+            tls_pb2.CommonTlsContext.CombinedCertificateValidationContext(
+                default_validation_context=common_pb2.CertificateValidationContext(
+                    match_typed_subject_alt_names=names
+                ),
+                validation_context_sds_secret_config=_sds_secret(
+                    tls.sds_directory, XDS_VALIDATION_SECRET, XDS_VALIDATION_SDS_FILE
+                ),
+            )
+        )
+    else:
+        context.tls_certificates.append(_tls_certificate(tls, watched=False))
+        context.validation_context.CopyFrom(_validation_context(tls, watched=False))
+        context.validation_context.match_typed_subject_alt_names.extend(names)
+    return tls_pb2.UpstreamTlsContext(common_tls_context=context, sni="" if _is_ip(name) else name)
+
+
+def xds_tls_secret_files(tls: XdsClientTls) -> dict[str, str]:
+    """The SDS files `tls.sds_directory` must hold: file name -> YAML text.
+
+    Each holds one Secret naming the files on Envoy's machine, watched through their
+    directory: Envoy re-reads them whenever it changes.
+    """
+    certificate = secret_pb2.Secret(
+        name=XDS_CERTIFICATE_SECRET, tls_certificate=_tls_certificate(tls, watched=True)
+    )
+    validation = secret_pb2.Secret(
+        name=XDS_VALIDATION_SECRET, validation_context=_validation_context(tls, watched=True)
+    )
+    return {
+        XDS_CERTIFICATE_SDS_FILE: _sds_file_text(certificate),
+        XDS_VALIDATION_SDS_FILE: _sds_file_text(validation),
+    }
+
+
+def _tls_certificate(tls: XdsClientTls, *, watched: bool) -> common_pb2.TlsCertificate:
     certificate = common_pb2.TlsCertificate(
         certificate_chain=base_pb2.DataSource(filename=tls.certificate),
         private_key=base_pb2.DataSource(filename=tls.private_key),
-        watched_directory=base_pb2.WatchedDirectory(path=_directory(tls.certificate)),
     )
+    if watched:
+        certificate.watched_directory.path = _directory(tls.certificate)
+    return certificate
+
+
+def _validation_context(
+    tls: XdsClientTls, *, watched: bool
+) -> common_pb2.CertificateValidationContext:
     validation = common_pb2.CertificateValidationContext(
-        trusted_ca=base_pb2.DataSource(filename=tls.trusted_ca),
-        watched_directory=base_pb2.WatchedDirectory(path=_directory(tls.trusted_ca)),
-        match_typed_subject_alt_names=[
-            common_pb2.SubjectAltNameMatcher(
-                san_type=san_type, matcher=string_pb2.StringMatcher(exact=name)
-            )
-        ],
+        trusted_ca=base_pb2.DataSource(filename=tls.trusted_ca)
     )
-    return tls_pb2.UpstreamTlsContext(
-        common_tls_context=tls_pb2.CommonTlsContext(
-            tls_certificates=[certificate],
-            validation_context=validation,
-            # gRPC is HTTP/2; dragoman's server speaks nothing else.
-            alpn_protocols=["h2"],
+    if watched:
+        validation.watched_directory.path = _directory(tls.trusted_ca)
+    return validation
+
+
+def _sds_secret(directory: str, secret: str, file: str) -> secret_pb2.SdsSecretConfig:
+    source = config_source_pb2.ConfigSource(
+        path_config_source=config_source_pb2.PathConfigSource(
+            path=posixpath.join(directory, file),
+            watched_directory=base_pb2.WatchedDirectory(path=directory),
         ),
-        sni="" if _is_ip(name) else name,
+        resource_api_version=config_source_pb2.V3,
     )
+    return secret_pb2.SdsSecretConfig(name=secret, sds_config=source)
+
+
+def _sds_file_text(secret: secret_pb2.Secret) -> str:
+    # The file form of a DiscoveryResponse: its resources, each an Any.
+    return dump_yaml({"resources": [to_json_mapping(pack(secret))]})
 
 
 def _directory(path: str) -> str:
