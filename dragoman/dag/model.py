@@ -504,10 +504,15 @@ class ServiceTarget:
     """One Service port a proxyless gRPC client can dial, and the cluster every call to it
     goes to."""
 
-    name: str  # "<svc>.<ns>.svc.<cluster domain>:<port>"
-    host: str  # "<svc>.<ns>.svc.<cluster domain>"
+    host: str  # "<svc>.<ns>.svc.<cluster domain>", one string for every port of a Service
+    port: int
     service: tuple[str, str]  # (namespace, name)
     cluster: Cluster
+
+    @property
+    def name(self) -> str:
+        """`<host>:<port>`, made when asked: most targets are never dialed."""
+        return f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)

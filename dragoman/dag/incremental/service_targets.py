@@ -135,7 +135,7 @@ class ServiceTargetIndex:
         made: list[ServiceTarget] = []
         clusters: dict[str, Cluster] = {}
         for key in sorted(services):
-            for target in service_port_targets(services[key], context, domain):
+            for target in service_port_targets(services[key], context, domain, key):
                 made.append(target)
                 _define(clusters, target.cluster)
         self._clusters = clusters
@@ -171,7 +171,7 @@ class ServiceTargetIndex:
         if service is None:
             self._targets_of.pop(key, None)
             return names
-        targets = service_port_targets(service, context, domain)
+        targets = service_port_targets(service, context, domain, key)
         defined: dict[str, Cluster] = {}
         for target in targets:
             _define(defined, target.cluster)

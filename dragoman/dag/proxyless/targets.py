@@ -27,6 +27,7 @@ from dragoman.dag.options import BuildOptions
 from dragoman.dag.upstreams.clusters import Unresolved, service_cluster
 from dragoman.dag.upstreams.endpoints import dns_cluster_assignment, load_assignment
 from dragoman.objects import EndpointSlice, Service
+from dragoman.store import NamespacedName
 
 
 def service_host(namespace: str, name: str, cluster_domain: str) -> str:
@@ -35,10 +36,14 @@ def service_host(namespace: str, name: str, cluster_domain: str) -> str:
 
 
 def service_port_targets(
-    service: Service, context: BuildContext, domain: str | None = None
+    service: Service,
+    context: BuildContext,
+    domain: str | None = None,
+    key: NamespacedName | None = None,
 ) -> tuple[ServiceTarget, ...]:
     """A target per TCP port of `service` that resolves to a cluster, by port (`domain`:
-    the cluster domain normalised, when the caller has it).
+    the cluster domain normalised, and `key` the Service's key in the store, when the
+    caller has them: each target shares them).
 
     A port that does not (an unsafe or refused ExternalName, a missing alias) has no target:
     its listener does not exist, as for a Service that does not exist.
@@ -51,12 +56,13 @@ def service_port_targets(
     resolved = context.resolved_ports
     ports = [p.port for p in service.ports if p.protocol == "TCP"]
     found: list[ServiceTarget] = []
-    key = namespace, name
+    if key is None:
+        key = namespace, name
     for port in sorted(set(ports)) if len(ports) > 1 else ports:
         port_key = key, port
         cluster = resolved[port_key] if port_key in resolved else _resolved(service, port, context)
         if cluster is not None:
-            found.append(ServiceTarget(f"{host}:{port}", host, key, cluster))
+            found.append(ServiceTarget(host, port, key, cluster))
     return tuple(found)
 
 
