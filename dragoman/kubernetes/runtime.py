@@ -244,6 +244,7 @@ class KubernetesServer:
             trimmer = MemoryTrimmer(
                 lambda: (self.streams.activity(), id(self.controller.snapshots)),
                 release=self.controller.cache.release_bodies,
+                closes=lambda: self.streams.closed,
             )
             tasks.append(asyncio.create_task(trimmer.run(halt)))
             self.serving = True

@@ -186,6 +186,7 @@ class ManifestServer:
         trimmer = MemoryTrimmer(
             lambda: (self.streams.activity(), id(self.controller.snapshots)),
             release=self.cache.release_bodies,
+            closes=lambda: self.streams.closed,
         )
         trimming = asyncio.create_task(trimmer.run(stop))
         try:
