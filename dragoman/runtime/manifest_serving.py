@@ -212,6 +212,8 @@ class ManifestServer:
     def _kept_dns_answers(self) -> dict[str, AcceptedAnswer]:
         """The DNS answers the previous process accepted, still within their grace: the
         first build serves them (the checks start at once, and may be slow)."""
+        if self.config.state_dir is None or not self.config.dns_check.enabled:
+            return {}  # and the DNS modules stay unloaded
         from dragoman.runtime.dns_checker import restored_observations
         from dragoman.runtime.dns_state import kept_answers
 
