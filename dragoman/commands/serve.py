@@ -105,8 +105,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--state-dir",
         type=Path,
         metavar="DIR",
-        help="keep what is served here (the last good version of each manifest file), so "
-        "a restart serves it while a file stays broken (default: nowhere)",
+        help="keep what is served here (the last good version of each manifest file, the "
+        "DNS check's answers), so a restart serves it while a file stays broken or DNS is "
+        "down (default: nowhere)",
     )
     add_xds_server_tls(parser)
     add_config(parser)
@@ -241,9 +242,6 @@ def run(args: argparse.Namespace) -> int:
         address_service=args.envoy_service,
     )
     ops = None if args.metrics_address == "off" else args.metrics_address
-    if args.kubernetes and args.state_dir is not None:
-        log.error("--state-dir needs --manifests")
-        return 2
     if args.kubernetes:
         return _run_kubernetes(args, config, build_options, translate_options, ops, log)
     if args.kubeconfig is not None or args.namespaces or args.context or args.envoy_service:
@@ -316,6 +314,7 @@ def _run_kubernetes(
         xds_tls=args.xds_tls,
         xds_insecure=args.xds_insecure,
         xds_limits=xds_limits(args),
+        state_dir=args.state_dir,
     )
     try:
         asyncio.run(serve_kubernetes(config))

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,10 @@ from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.kubernetes.status_fallback import ServedGateways, unreadable_statuses
 from dragoman.kubernetes.status_writer import PublishResult, StatusClient, StatusWriter
 from dragoman.kubernetes.watched_kinds import WATCHED_KINDS, WatchedKind, readable_versions
-from dragoman.runtime.controller import UpdateResult
+from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.debug.view import DebugView, take_view
+from dragoman.runtime.dns_checker import AcceptedAnswer, restored_observations
+from dragoman.runtime.dns_state import kept_answers, save_answers
 from dragoman.runtime.logs import problem_fields
 from dragoman.runtime.memory import MemoryTrimmer
 from dragoman.runtime.metrics import Metrics
@@ -72,6 +76,9 @@ class KubernetesConfig:
     xds_tls: TlsFiles | None = None
     xds_insecure: bool = False
     xds_limits: XdsLimits = field(default_factory=XdsLimits)
+    # Where the DNS check's accepted answers are kept for the next process (None: nowhere).
+    # The objects themselves are not kept: the API server is their source.
+    state_dir: Path | None = None
 
 
 def kubernetes_build_options(config: KubernetesConfig) -> BuildOptions:
@@ -215,6 +222,7 @@ class KubernetesServer:
                 await self.ops.start()
             if not await self._wait_for_sync(halt):
                 return
+            dns_answers = await _restore_dns_answers(self.controller, self.config)
             self._update()
             self.xds_server, checking = await start_serving(
                 self.controller,
@@ -227,6 +235,8 @@ class KubernetesServer:
                 xds_limits=self.config.xds_limits,
                 metrics=self.metrics,
                 streams=self.streams,
+                dns_answers=dns_answers,
+                on_dns_answers=_kept_in(self.config.state_dir),
             )
             if checking is not None:
                 tasks.append(checking)
@@ -234,6 +244,7 @@ class KubernetesServer:
             trimmer = MemoryTrimmer(
                 lambda: (self.streams.activity(), id(self.controller.snapshots)),
                 release=self.controller.cache.release_bodies,
+                closes=lambda: self.streams.closed,
             )
             tasks.append(asyncio.create_task(trimmer.run(halt)))
             self.serving = True
@@ -415,6 +426,23 @@ class KubernetesServer:
             self.ops = None
         await asyncio.to_thread(join_all, self.informers, INFORMERS_JOIN_TIMEOUT)
         log.info("stopped")
+
+
+async def _restore_dns_answers(
+    controller: Controller, config: KubernetesConfig
+) -> dict[str, AcceptedAnswer]:
+    """What the previous process's DNS check accepted, still within its grace, made what the
+    first build serves (the checks start with xDS, and may be slow while DNS is down)."""
+    answers = await asyncio.to_thread(kept_answers, config.state_dir, config.dns_check)
+    controller.dns = restored_observations(answers)
+    return answers
+
+
+def _kept_in(
+    state_dir: Path | None,
+) -> Callable[[Mapping[str, AcceptedAnswer]], None] | None:
+    """Where the DNS check's accepted answers are kept as they change (None: nowhere)."""
+    return functools.partial(save_answers, state_dir) if state_dir is not None else None
 
 
 def not_served_notes(informers: list[Informer], now: float) -> str:

@@ -61,6 +61,18 @@ def save_answers(directory: Path, answers: Mapping[str, AcceptedAnswer]) -> None
         os.close(fd)
 
 
+def kept_answers(directory: Path | None, settings: DnsCheckSettings) -> dict[str, AcceptedAnswer]:
+    """What the previous process accepted and is still within its grace, for the first build
+    to serve (the checks start at once, and may be slow); {} without a state directory or
+    without the check."""
+    if directory is None or not settings.enabled:
+        return {}
+    answers = load_answers(directory, settings)
+    if answers:
+        log.info("serving %d DNS check answers kept by the previous process", len(answers))
+    return answers
+
+
 def load_answers(
     directory: Path,
     settings: DnsCheckSettings,

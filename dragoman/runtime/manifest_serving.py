@@ -186,6 +186,7 @@ class ManifestServer:
         trimmer = MemoryTrimmer(
             lambda: (self.streams.activity(), id(self.controller.snapshots)),
             release=self.cache.release_bodies,
+            closes=lambda: self.streams.closed,
         )
         trimming = asyncio.create_task(trimmer.run(stop))
         try:
@@ -211,15 +212,12 @@ class ManifestServer:
     def _kept_dns_answers(self) -> dict[str, AcceptedAnswer]:
         """The DNS answers the previous process accepted, still within their grace: the
         first build serves them (the checks start at once, and may be slow)."""
-        state, settings = self.config.state_dir, self.config.dns_check
-        if state is None or not settings.enabled:
-            return {}
+        if self.config.state_dir is None or not self.config.dns_check.enabled:
+            return {}  # and the DNS modules stay unloaded
         from dragoman.runtime.dns_checker import restored_observations
-        from dragoman.runtime.dns_state import load_answers
+        from dragoman.runtime.dns_state import kept_answers
 
-        answers = load_answers(state, settings)
-        if answers:
-            log.info("serving %d DNS check answers kept by the previous process", len(answers))
+        answers = kept_answers(self.config.state_dir, self.config.dns_check)
         self.controller.dns = restored_observations(answers)
         return answers
 

@@ -3,7 +3,10 @@
 A response of 10,000 resources is built, sent and freed, but glibc keeps the freed pages
 (each arena's high-water mark, and gRPC's threads allocate from arenas of their own): every
 Envoy that connects left megabytes of RSS behind that nothing used again. Once the server is
-quiet after a build or after streams came or went, `malloc_trim` returns those pages.
+quiet after a build or after streams came or went, `malloc_trim` returns those pages. Streams
+that close hand back what they held (a response queued for a client that never read) even
+while other clients keep the server busy: once closes have stopped for an interval, at most
+once per `CLOSE_TRIM_GAP_S`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ log = logging.getLogger("dragoman.runtime.memory")
 
 # How long activity must be still before a trim: one interval (checked once per interval).
 TRIM_INTERVAL_S = 2.0
+# The least time between two trims made for closed streams while the server stays busy: a
+# trim of a large heap takes milliseconds of a core, and clients that come and go all the
+# time must not make it run at every interval.
+CLOSE_TRIM_GAP_S = 10.0
 
 
 def _malloc_trim() -> Callable[[], object] | None:
@@ -38,35 +45,60 @@ def _malloc_trim() -> Callable[[], object] | None:
 class MemoryTrimmer:
     """Trims once activity (any value that changes when builds happen or streams come and
     go) has been still for one interval: after the responses it caused were sent and freed,
-    not while they are."""
+    not while they are. With `closes` (how many streams have closed so far), also once
+    streams have closed and no other has for an interval, however busy the server is, at
+    most once per `close_gap`."""
 
     def __init__(
         self,
         activity: Callable[[], Hashable],
         interval: float = TRIM_INTERVAL_S,
         release: Callable[[], object] | None = None,
+        closes: Callable[[], int] | None = None,
+        close_gap: float = CLOSE_TRIM_GAP_S,
     ) -> None:
         """`release`: drops what is kept only to answer the activity of the moment (response
-        bodies shared by streams), called just before each trim."""
+        bodies shared by streams), called just before each trim of a quiet server (not
+        before a trim for closed streams: the server is still answering)."""
         self.activity = activity
         self.interval = interval
         self.release = release
+        self.closes = closes
+        self.close_gap = close_gap
         self.trims = 0
+        self.close_trims = 0
         self._trim = _malloc_trim()
 
     async def run(self, stop: asyncio.Event) -> None:
         if self._trim is None:
             return
+        loop = asyncio.get_running_loop()
         trimmed: Hashable = object()  # what the start-up left behind is trimmed too
         previous: Hashable = object()
+        closes = closes_trimmed = self._closes()
+        last_trim = loop.time()
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.interval)
-            current = self.activity()
+            current, closes_before, closes = self.activity(), closes, self._closes()
             if current == previous and current != trimmed:
                 if self.release is not None:
                     self.release()
-                await asyncio.to_thread(self._trim)
-                self.trims += 1
-                trimmed = current
+                await self._trim_now()
+                trimmed, closes_trimmed, last_trim = current, closes, loop.time()
+            elif (
+                closes == closes_before != closes_trimmed
+                and loop.time() - last_trim >= self.close_gap
+            ):
+                await self._trim_now()
+                self.close_trims += 1
+                closes_trimmed, last_trim = closes, loop.time()
             previous = current
+
+    def _closes(self) -> int:
+        return self.closes() if self.closes is not None else 0
+
+    async def _trim_now(self) -> None:
+        assert self._trim is not None  # run() returns at once without one
+        await asyncio.to_thread(self._trim)
+        self.trims += 1

@@ -4,8 +4,10 @@ their status written by the leader; the DNS check runs and its DNSResolved reach
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +159,55 @@ def test_the_dns_check_runs_in_kubernetes_mode(api: KubeApiServer) -> None:
     with DnsResponder() as dns:
         dns.set_a("api.kube.test", "203.0.113.8")
         asyncio.run(scenario(dns))
+
+
+def test_a_restarted_replica_serves_the_kept_dns_answers_while_dns_is_down(
+    api: KubeApiServer, tmp_path: Path
+) -> None:
+    api.apply(gateway_class())
+    api.apply(gateway())
+    api.apply(external_service("api", "api.kube.test", 8080))
+    api.apply(http_route("api", [("/", "api", 8080)]))
+    dns = DnsResponder(ttl=60).start()
+    dns.set_a("api.kube.test", "203.0.113.8")
+    timeout_s = 1.0
+    settings = DnsCheckSettings(
+        enabled=True, resolvers=(dns.address,), timeout_s=timeout_s, min_interval_s=1
+    )
+    config = replica_config("replica-a", dns_check=settings, state_dir=tmp_path / "state")
+
+    def served(replica: Replica) -> list[str]:
+        cla = replica.dag.load_assignments.get("default/api/8080")
+        return [e.address for p in cla.localities for e in p.endpoints] if cla else []
+
+    async def first() -> None:
+        replica = Replica(api, config).start()
+        try:
+            await eventually(lambda: replica.server.serving, what="serving")
+            await eventually(lambda: served(replica) == ["203.0.113.8"], what="accepted")
+            await eventually(lambda: (tmp_path / "state" / "dns.json").exists(), what="kept")
+        finally:
+            await replica.stop()
+
+    async def restarted() -> None:
+        replica = Replica(api, config).start()
+        try:
+            await eventually(lambda: replica.server.serving, what="serving")
+            # The first build serves the kept answer: no check could have answered yet.
+            assert served(replica) == ["203.0.113.8"]
+            await asyncio.sleep(timeout_s + 1)  # the checks time out: the answer stays
+            assert served(replica) == ["203.0.113.8"]
+            assert replica.server.controller.dns["api.kube.test"].error is not None
+        finally:
+            await replica.stop()
+
+    asyncio.run(first())
+    port = dns.port
+    dns.stop()
+    # The resolver is down: its port takes queries and never answers (each one times out).
+    black_hole = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    black_hole.bind(("127.0.0.1", port))
+    try:
+        asyncio.run(restarted())
+    finally:
+        black_hole.close()

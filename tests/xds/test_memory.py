@@ -587,3 +587,29 @@ def test_activity_moves_while_a_client_is_still_being_answered() -> None:
     assert empty == (0, 0)
     assert asked == (1, 1)
     assert acked == (1, 2) and quiet == acked
+
+
+def test_the_registry_counts_streams_that_closed() -> None:
+    """The memory trimmer hands back what closed streams held once their closes stop, however
+    busy the server: the registry counts each stream once, when it goes."""
+
+    async def scenario() -> tuple[int, int, int]:
+        cache = SnapshotCache(per_type=PerTypeConfigSources())
+        cache.set_snapshots({ALL_GATEWAYS: many_clusters()})
+        registry = StreamRegistry()
+        async with xds_channel(cache, registry=registry) as channel:
+            clients = [XdsClient(channel, Node(id=f"envoy-{i}")) for i in range(3)]
+            for client in clients:
+                await client.subscribe(CLUSTER)
+                await client.receive()
+            before = registry.closed
+            for client in clients[:2]:
+                client.cancel()
+            for _ in range(200):
+                if registry.closed == 2:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            return before, registry.closed, len(registry)
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 30)) == (0, 2, 1)

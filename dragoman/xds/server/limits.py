@@ -1,6 +1,6 @@
 """What one client may make the xDS server hold or do, and the gRPC options that enforce the
 parts gRPC enforces (message size, flow-control windows, streams per connection,
-handshake time, connection age). The stream
+handshake time, time without a stream, connection age). The stream
 loop enforces the rest: request rate, stalled writes, first responses in flight."""
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ class XdsLimits:
     # A connection whose TLS and HTTP/2 handshakes are not done by then is closed, and its
     # file descriptor with it (gRPC's default: 120 s).
     handshake_timeout_s: float = 5.0
+    # A connection with no stream open for this long is closed (GOAWAY, then closed): one
+    # that finished its handshake and never opens a stream would otherwise hold its file
+    # descriptor until its age ends. Envoy keeps its xDS stream open, and retries one that
+    # failed within 30 s on the same connection.
+    max_connection_idle_s: float = 60.0
     # Connections are closed after this age (None: never), so that clients spread over
     # replicas that came up later; gRPC adds up to 10 % at random. Streams still open get
     # `max_connection_age_grace_s` to end before the connection is cut: an xDS stream never
@@ -59,6 +64,7 @@ class XdsLimits:
             ("grpc.http2.bdp_probe", 0),
             ("grpc.max_concurrent_streams", self.max_streams_per_connection),
             ("grpc.server_handshake_timeout_ms", round(self.handshake_timeout_s * 1000)),
+            ("grpc.max_connection_idle_ms", round(self.max_connection_idle_s * 1000)),
         ]
         if self.max_connection_age_s is not None:
             options += [

@@ -65,6 +65,8 @@ class StreamRegistry:
         # Envoy applying 10,000 clusters for seconds, then asking for listeners and routes)
         # keeps it moving.
         self.requests = 0
+        # Streams closed so far: what they held is freed then (the memory trimmer's cue).
+        self.closed = 0
 
     def open(
         self, service: XdsService, peer: str, protocol: SotwStream | DeltaStream
@@ -74,7 +76,8 @@ class StreamRegistry:
         return stream
 
     def close(self, stream: ConnectedStream) -> None:
-        self._streams.pop(stream.stream_id, None)
+        if self._streams.pop(stream.stream_id, None) is not None:
+            self.closed += 1
 
     def streams(self) -> list[ConnectedStream]:
         return list(self._streams.values())
