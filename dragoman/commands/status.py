@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     config = server_config(args)
     if config is None:
         return 2
-    store = loaded_store(args.manifests)
+    store = loaded_store(args)
     options = config.build_options(
         BuildOptions(
             controller_name=args.controller_name,

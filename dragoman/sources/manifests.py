@@ -473,6 +473,25 @@ def parse_fresh_files(
     ]
 
 
+def parse_one_file(name: str, read: ReadOutcome, default_namespace: str = "default") -> LoadResult:
+    """One file read by the caller (or standard input), parsed as a file of a directory is;
+    objects defined twice in it keep their first definition."""
+    parsed = _FileParser(default_namespace).decode(name, None, read)
+    if parsed is None:
+        return LoadResult((), (SourceError(name, "", "", "cannot read: no such file"),), 1)
+    objects: list[KubeObject] = []
+    errors = list(parsed.errors)
+    first_seen: dict[ObjectKey, str] = {}
+    for obj, where in zip(parsed.objects, parsed.wheres, strict=True):
+        if obj.key in first_seen:
+            message = f"already defined at {first_seen[obj.key]}; the first definition wins"
+            errors.append(SourceError(name + where, str(obj.key), "", message))
+            continue
+        first_seen[obj.key] = name + where
+        objects.append(obj)
+    return LoadResult(tuple(objects), tuple(errors), 1, first_seen)
+
+
 class _Origins(Mapping[ObjectKey, str]):
     """Where each object was defined, by key; made on first use (only messages need it, and
     10,000 keys are not worth making on every load)."""

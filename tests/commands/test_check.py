@@ -169,3 +169,59 @@ def run_check(manifests: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+def test_files_directories_and_standard_input_are_read_as_a_directory_is(tmp_path: Path) -> None:
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY)
+    route = tmp_path / "elsewhere.yml"
+    route.write_text(textwrap.dedent(ROUTE.replace("BACKEND", "web")))
+    result = subprocess.run(
+        [sys.executable, "-m", "dragoman", "check", str(manifests / "gateway.yaml"), "-"],
+        input=textwrap.dedent(ROUTE.replace("BACKEND", "web")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok: 3 objects in 2 files" in result.stderr
+    both = dragoman("check", str(manifests), "--manifests", str(manifests))
+    assert both.returncode == 1
+    assert "first definition wins" in both.stdout
+
+
+def test_a_problem_in_standard_input_is_named_by_dash(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dragoman", "check", "-"],
+        input="---".join(
+            textwrap.dedent(t) for t in (GATEWAY, ROUTE.replace("BACKEND", "sneaky"), SNEAKY)
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout.startswith("-#3 HTTPRoute/default/shop: spec.rules[0].backendRefs[0]")
+
+
+def test_no_manifests_named_is_a_usage_error() -> None:
+    result = dragoman("check")
+    assert result.returncode == 2
+    assert "--manifests DIR" in result.stderr
+    assert dragoman("check", "-", "-").returncode == 2
+
+
+def test_a_missing_file_is_a_problem_named_by_its_path(tmp_path: Path) -> None:
+    result = dragoman("check", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 1
+    assert f"{tmp_path / 'nope.yaml'}: cannot read" in result.stdout
+
+
+def test_render_reads_standard_input_as_a_file() -> None:
+    text = "---".join(textwrap.dedent(t) for t in (GATEWAY, ROUTE.replace("BACKEND", "web")))
+    run = [sys.executable, "-m", "dragoman", "render"]
+    from_stdin = subprocess.run(
+        [*run, "-"], input=text, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "default/web" in from_stdin.stdout
