@@ -29,12 +29,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "exit 1 if any object is invalid or refused (for CI)",
     )
     add_manifest_inputs(parser)
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=["text", "json"],
+        default="text",
+        help="text (default): one problem a line, file:line:column first; json: one document "
+        "with every problem (severity, file, line, column, object, field, message, reason)",
+    )
     add_config(parser)
     add_logging(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dragoman.commands.check_report import as_json, check_problems
     from dragoman.commands.common import checked_build, load_manifests
     from dragoman.store import Store
 
@@ -51,21 +60,17 @@ def run(args: argparse.Namespace) -> int:
         where = error.filename or args.manifests
         print(f"{where}: cannot read: {error.strerror or error}", file=sys.stderr)
         return PROBLEMS
-    lines = [str(error) for error in result.errors]
     dag = checked_build(Store.from_objects(result.objects), config.build_options(), config)
-    for problem in dag.problems:
-        origin = result.origins.get(problem.object, "")
-        where = f"{origin} {problem.object}" if origin else str(problem.object)
-        parts = [where, problem.field, f"{problem.message} ({problem.reason})"]
-        lines.append(": ".join(part for part in parts if part))
-    for line in lines:
-        print(line)
+    problems = check_problems(result, dag.problems)
     objects = len(result.objects)
-    if lines:
-        print(
-            f"{len(lines)} problems; {objects} objects in {result.files} files",
-            file=sys.stderr,
-        )
+    if args.output == "json":
+        sys.stdout.write(as_json(problems, objects, result.files))
+    else:
+        for problem in problems:
+            print(problem.text())
+    errors = sum(problem.severity == "error" for problem in problems)
+    if errors:
+        print(f"{errors} problems; {objects} objects in {result.files} files", file=sys.stderr)
         return PROBLEMS
     print(f"ok: {objects} objects in {result.files} files, no problem", file=sys.stderr)
     return OK

@@ -21,9 +21,11 @@ from dragoman.objects.meta import no_entries
 from dragoman.sources.decode import (
     MAX_FILE_BYTES,
     DecodeError,
+    Position,
     decode_documents,
     decode_text,
-    decode_yaml_piece,
+    decode_yaml_positioned,
+    json_start,
     split_yaml_documents,
 )
 from dragoman.sources.errors import ObjectError, SourceError, printable
@@ -53,6 +55,18 @@ class LoadResult:
     # False when no file's content changed since the previous load (then the objects and
     # errors are the previous ones).
     changed: bool = True
+    # Where each document of each file starts, by the file's name as origins give it.
+    starts: Mapping[str, tuple[Position, ...]] = field(default_factory=dict)
+
+    def position(self, origin: str) -> Position | None:
+        """Where the document of an origin ("routes.yaml#2.items[0]") starts in its file
+        (line, column, from 1); None when unknown (an origin naming a file alone)."""
+        path, mark, where = origin.rpartition("#")
+        starts = self.starts.get(path) if mark else None
+        number = where.partition(".")[0]
+        if not starts or not number.isdigit() or not 0 < int(number) <= len(starts):
+            return None
+        return starts[int(number) - 1]
 
 
 # Files of at most this many objects share their tuple of `wheres` with every other file
@@ -81,6 +95,8 @@ class _ParsedFile:
     # the file's path (the very string the directory's records are keyed by) its origin,
     # made only for messages. Interned, and shared as a tuple by most files.
     wheres: tuple[str, ...] = ()
+    # Where each document starts (one entry per document, empty ones included).
+    starts: tuple[Position, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +109,7 @@ class _Piece:
     objects: tuple[KubeObject, ...]
     errors: tuple[SourceError, ...]
     wheres: tuple[str, ...] = ()
+    starts: tuple[Position, ...] = ()  # lines counted from the piece's first line
 
 
 class ManifestDirectory:
@@ -269,11 +286,13 @@ class ManifestDirectory:
         ]
         # Two flat tuples, not a tuple of pairs: the result's origins keep them.
         paths, records = tuple(self._parsed), tuple(self._parsed.values())
+        starts = {path: record.starts for path, record in zip(paths, records, strict=True)}
         objects = tuple(o for result in records for o in result.objects)
         if len({o.key for o in objects}) == len(objects):  # the usual case: no duplicate
             for result in records:
                 errors.extend(result.errors)
-            return LoadResult(objects, tuple(errors), len(records), _Origins((paths, records)))
+            origins = _Origins((paths, records))
+            return LoadResult(objects, tuple(errors), len(records), origins, starts=starts)
 
         kept: list[KubeObject] = []
         first_seen: dict[ObjectKey, str] = {}
@@ -293,7 +312,8 @@ class ManifestDirectory:
                     continue
                 first_seen[key] = path + where
                 kept.append(obj)
-        return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
+        origins = _Origins(first_seen)
+        return LoadResult(tuple(kept), tuple(errors), len(self._parsed), origins, starts=starts)
 
     def _previous(self, relative: str, cached: _ParsedFile | None = None) -> _ParsedFile | None:
         """What a file that just broke keeps serving: its record, or (after a restart) the
@@ -343,17 +363,22 @@ class _FileParser:
         stamp, data = read.stamp, read.data
         try:
             if relative.endswith(".json"):
-                return self._parse_documents(relative, stamp, decode_documents(data, is_json=True))
+                documents = decode_documents(data, is_json=True)
+                return self._parse_documents(relative, stamp, documents, [json_start(data)])
             text = decode_text(data)
             pieces = split_yaml_documents(text)
             if pieces is None:
-                return self._parse_documents(relative, stamp, decode_documents(data, is_json=False))
+                return self._parse_documents(relative, stamp, *decode_yaml_positioned(text))
             return self._parse_pieces(relative, stamp, pieces, previous)
         except DecodeError as exc:
             return _ParsedFile(stamp, (), (SourceError(relative, "", "", str(exc)),), False)
 
     def _parse_documents(
-        self, relative: str, stamp: FileStamp | None, documents: list[Any]
+        self,
+        relative: str,
+        stamp: FileStamp | None,
+        documents: list[Any],
+        starts: list[Position],
     ) -> _ParsedFile:
         objects: list[KubeObject] = []
         wheres: list[str] = []
@@ -361,7 +386,10 @@ class _FileParser:
         for index, document in enumerate(documents, start=1):
             if document is not None:  # an empty document, e.g. after a trailing `---`
                 self._parse_document(relative, f"#{index}", document, objects, wheres, errors)
-        return _ParsedFile(stamp, tuple(objects), tuple(errors), wheres=_shared(wheres))
+        wheres_ = _shared(wheres)
+        return _ParsedFile(
+            stamp, tuple(objects), tuple(errors), wheres=wheres_, starts=tuple(starts)
+        )
 
     def _parse_pieces(
         self,
@@ -375,6 +403,7 @@ class _FileParser:
         objects: list[KubeObject] = []
         wheres: list[str] = []
         errors: list[SourceError] = []
+        starts: list[Position] = []
         documents = 0  # documents before the current piece
         for first_line, text in pieces:
             piece = parsed.get(text) or known.get(text)
@@ -382,7 +411,7 @@ class _FileParser:
                 piece_objects: list[KubeObject] = []
                 piece_wheres: list[str] = []
                 piece_errors: list[SourceError] = []
-                decoded = decode_yaml_piece(text, first_line)
+                decoded, piece_starts = decode_yaml_positioned(text, first_line)
                 for index, document in enumerate(decoded, start=documents + 1):
                     if document is not None:
                         self._parse_document(
@@ -399,6 +428,7 @@ class _FileParser:
                     tuple(piece_objects),
                     tuple(piece_errors),
                     _shared(piece_wheres),
+                    tuple((line - first_line, column) for line, column in piece_starts),
                 )
             if piece.before != documents:  # the piece moved: other documents came or went
                 shift = documents - piece.before
@@ -408,17 +438,26 @@ class _FileParser:
                     piece.objects,
                     tuple(replace(e, origin=_renumbered(e.origin, shift)) for e in piece.errors),
                     _shared([interned(_renumbered(w, shift)) for w in piece.wheres]),
+                    piece.starts,
                 )
             parsed[text] = piece
             objects.extend(piece.objects)
             wheres.extend(piece.wheres)
             errors.extend(piece.errors)
+            starts.extend((first_line + line, column) for line, column in piece.starts)
             documents += piece.documents
         if len(pieces) < KEEP_PIECES_FROM:
             # Re-parsing a small file costs less than the memory to keep its pieces.
-            return _ParsedFile(stamp, tuple(objects), tuple(errors), wheres=_shared(wheres))
+            return _ParsedFile(
+                stamp, tuple(objects), tuple(errors), wheres=_shared(wheres), starts=tuple(starts)
+            )
         return _ParsedFile(
-            stamp, tuple(objects), tuple(errors), pieces=parsed, wheres=_shared(wheres)
+            stamp,
+            tuple(objects),
+            tuple(errors),
+            pieces=parsed,
+            wheres=_shared(wheres),
+            starts=tuple(starts),
         )
 
     def _parse_document(
@@ -489,7 +528,7 @@ def parse_one_file(name: str, read: ReadOutcome, default_namespace: str = "defau
             continue
         first_seen[obj.key] = name + where
         objects.append(obj)
-    return LoadResult(tuple(objects), tuple(errors), 1, first_seen)
+    return LoadResult(tuple(objects), tuple(errors), 1, first_seen, starts={name: parsed.starts})
 
 
 class _Origins(Mapping[ObjectKey, str]):

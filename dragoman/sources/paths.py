@@ -44,7 +44,8 @@ def _prefixed(result: LoadResult, prefix: str) -> LoadResult:
         SourceError(prefix + e.origin, e.object, e.field, e.message) for e in result.errors
     )
     origins = {key: prefix + origin for key, origin in result.origins.items()}
-    return LoadResult(result.objects, errors, result.files, origins)
+    starts = {prefix + path: starts for path, starts in result.starts.items()}
+    return LoadResult(result.objects, errors, result.files, origins, starts=starts)
 
 
 def _combined(results: Sequence[LoadResult]) -> LoadResult:
@@ -62,4 +63,5 @@ def _combined(results: Sequence[LoadResult]) -> LoadResult:
             first_seen[obj.key] = origin
             objects.append(obj)
     files = sum(result.files for result in results)
-    return LoadResult(tuple(objects), tuple(errors), files, first_seen)
+    starts = {path: s for result in results for path, s in result.starts.items()}
+    return LoadResult(tuple(objects), tuple(errors), files, first_seen, starts=starts)

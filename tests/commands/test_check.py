@@ -79,7 +79,7 @@ def test_a_refused_backend_fails_naming_file_object_field_and_reason(tmp_path: P
     result = dragoman("check", "--manifests", str(manifests))
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
-        "route.yaml#1 HTTPRoute/default/shop: spec.rules[0].backendRefs[0]: Service "
+        "route.yaml:2:1: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]: Service "
         "default/sneaky: externalName 'localhost' points to localhost (UnsafeExternalName)"
     ]
     assert "1 problems; 4 objects in 3 files" in result.stderr
@@ -202,7 +202,7 @@ def test_a_problem_in_standard_input_is_named_by_dash(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 1
-    assert result.stdout.startswith("-#3 HTTPRoute/default/shop: spec.rules[0].backendRefs[0]")
+    assert result.stdout.startswith("-:14:1: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]")
 
 
 def test_no_manifests_named_is_a_usage_error() -> None:
@@ -225,3 +225,51 @@ def test_render_reads_standard_input_as_a_file() -> None:
         [*run, "-"], input=text, capture_output=True, text=True, timeout=60, check=True
     )
     assert "default/web" in from_stdin.stdout
+
+
+def test_json_output_places_every_problem_in_its_file(tmp_path: Path) -> None:
+    import json
+
+    broken = ROUTE.replace("BACKEND", "web").replace("port: 80", "port: 0")
+    manifests = directory(
+        tmp_path, gateway_yaml=GATEWAY, route_yaml=broken, bad_yaml="kind: [unclosed\n"
+    )
+    result = dragoman("check", "-o", "json", str(manifests / "gateway.yaml"), str(manifests))
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    by_file = {p["file"]: p for p in report["problems"]}
+    route = by_file[f"{manifests}/route.yaml"]
+    assert route == {
+        "severity": "error",
+        "file": f"{manifests}/route.yaml",
+        "line": 2,
+        "column": 1,
+        "object": "HTTPRoute/default/shop",
+        "field": "spec.rules[0].backendRefs[0].port",
+        "message": route["message"],
+        "reason": "",
+    }
+    assert "0" in route["message"]
+    # The gateway file named twice: its objects keep the first definition, a problem each.
+    twice = [p for p in report["problems"] if "first definition wins" in p["message"]]
+    assert {(p["file"], p["line"], p["column"]) for p in twice} == {
+        (f"{manifests}/gateway.yaml", 2, 1),
+        (f"{manifests}/gateway.yaml", 9, 1),
+    }
+    assert by_file[f"{manifests}/bad.yaml"]["line"] is None  # the message says where
+    assert report["errors"] == len(report["problems"]) and report["warnings"] == 0
+
+
+def test_json_output_of_a_valid_file_lists_no_problem(tmp_path: Path) -> None:
+    import json
+
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY)
+    result = dragoman("check", "--output", "json", str(manifests / "gateway.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "problems": [],
+        "errors": 0,
+        "warnings": 0,
+        "objects": 2,
+        "files": 1,
+    }
