@@ -72,5 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         print(f"{errors} problems; {objects} objects in {result.files} files", file=sys.stderr)
         return PROBLEMS
-    print(f"ok: {objects} objects in {result.files} files, no problem", file=sys.stderr)
+    warnings = len(problems) - errors
+    verdict = f"{warnings} warnings" if warnings else "no problem"
+    print(f"ok: {objects} objects in {result.files} files, {verdict}", file=sys.stderr)
     return OK

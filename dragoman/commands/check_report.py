@@ -27,8 +27,11 @@ class CheckProblem:
     reason: str = ""  # the Gateway API-style reason of a build problem
 
     def text(self) -> str:
-        """`file:line:column: kind/namespace/name: field: message (reason)`."""
+        """`file:line:column: kind/namespace/name: field: message (reason)`, with
+        `warning: ` before the object of a warning."""
         where = printable_where(self.file, self.line, self.column)
+        if self.severity == "warning":
+            where = f"{where}: warning"
         if self.object:
             where = f"{where}: {plain(self.object)}"
         message = f"{self.message} ({self.reason})" if self.reason else self.message
@@ -39,17 +42,16 @@ def printable_where(file: str, line: int | None, column: int | None) -> str:
     return plain(file) if line is None else f"{plain(file)}:{line}:{column}"
 
 
-def check_problems(
-    result: LoadResult, problems: Iterable[Problem], severity: Severity = "error"
-) -> list[CheckProblem]:
-    """The loading errors, then the build's problems, each placed in its file."""
-    found = [_from_source(result, error, severity) for error in result.errors]
+def check_problems(result: LoadResult, problems: Iterable[Problem]) -> list[CheckProblem]:
+    """The loading errors, then the build's problems, then the warnings, each placed in its
+    file."""
+    found = [_from_source(result, error, "error") for error in result.errors]
     for problem in problems:
         origin = result.origins.get(problem.object, "")
         file, line, column = _place(result, origin)
         found.append(
             CheckProblem(
-                severity,
+                "error",
                 file,
                 line,
                 column,
@@ -59,6 +61,7 @@ def check_problems(
                 problem.reason,
             )
         )
+    found += [_from_source(result, warning, "warning") for warning in result.warnings]
     return found
 
 

@@ -31,7 +31,7 @@ from dragoman.sources.decode import (
 from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.last_good import LastGoodFiles
-from dragoman.sources.parse import iter_documents, parse_object
+from dragoman.sources.parse import iter_documents, misspelled_kind, parse_object
 from dragoman.sources.parse_worker import idle_cpus, parse_shared
 from dragoman.sources.reads import FileRead, ReadOutcome, can_open, read_file, read_files
 from dragoman.sources.shared import canonical, interned
@@ -57,6 +57,8 @@ class LoadResult:
     changed: bool = True
     # Where each document of each file starts, by the file's name as origins give it.
     starts: Mapping[str, tuple[Position, ...]] = field(default_factory=dict)
+    # Likely mistakes that are not errors: a kind dragoman does not read, close to one it does.
+    warnings: tuple[SourceError, ...] = ()
 
     def position(self, origin: str) -> Position | None:
         """Where the document of an origin ("routes.yaml#2.items[0]") starts in its file
@@ -292,7 +294,10 @@ class ManifestDirectory:
             for result in records:
                 errors.extend(result.errors)
             origins = _Origins((paths, records))
-            return LoadResult(objects, tuple(errors), len(records), origins, starts=starts)
+            errors_, warnings = _apart(errors)
+            return LoadResult(
+                objects, errors_, len(records), origins, starts=starts, warnings=warnings
+            )
 
         kept: list[KubeObject] = []
         first_seen: dict[ObjectKey, str] = {}
@@ -313,7 +318,10 @@ class ManifestDirectory:
                 first_seen[key] = path + where
                 kept.append(obj)
         origins = _Origins(first_seen)
-        return LoadResult(tuple(kept), tuple(errors), len(self._parsed), origins, starts=starts)
+        errors_, warnings = _apart(errors)
+        return LoadResult(
+            tuple(kept), errors_, len(records), origins, starts=starts, warnings=warnings
+        )
 
     def _previous(self, relative: str, cached: _ParsedFile | None = None) -> _ParsedFile | None:
         """What a file that just broke keeps serving: its record, or (after a restart) the
@@ -490,6 +498,9 @@ class _FileParser:
                 errors.extend(exc.source_errors(item_origin))
                 continue
             if parsed is None:
+                warning = misspelled_kind(item)
+                if warning is not None:
+                    errors.append(SourceError(item_origin, *warning, severity="warning"))
                 log.debug(
                     "%s: ignoring %s %s",
                     printable(item_origin),
@@ -528,7 +539,10 @@ def parse_one_file(name: str, read: ReadOutcome, default_namespace: str = "defau
             continue
         first_seen[obj.key] = name + where
         objects.append(obj)
-    return LoadResult(tuple(objects), tuple(errors), 1, first_seen, starts={name: parsed.starts})
+    errors_, warnings = _apart(errors)
+    return LoadResult(
+        tuple(objects), errors_, 1, first_seen, starts={name: parsed.starts}, warnings=warnings
+    )
 
 
 class _Origins(Mapping[ObjectKey, str]):
@@ -560,6 +574,16 @@ class _Origins(Mapping[ObjectKey, str]):
 
     def __len__(self) -> int:
         return len(self._table())
+
+
+def _apart(
+    problems: list[SourceError],
+) -> tuple[tuple[SourceError, ...], tuple[SourceError, ...]]:
+    """Errors and warnings, each in the order found."""
+    if all(problem.severity == "error" for problem in problems):
+        return tuple(problems), ()
+    errors = tuple(problem for problem in problems if problem.severity == "error")
+    return errors, tuple(problem for problem in problems if problem.severity != "error")
 
 
 def _shared(wheres: list[str]) -> tuple[str, ...]:

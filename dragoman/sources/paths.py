@@ -4,6 +4,7 @@ parsed as a file of a manifest directory is (the same bounded reader and parser)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -40,12 +41,13 @@ def _read(path: str, stdin: BinaryIO) -> ReadOutcome:
 
 
 def _prefixed(result: LoadResult, prefix: str) -> LoadResult:
-    errors = tuple(
-        SourceError(prefix + e.origin, e.object, e.field, e.message) for e in result.errors
-    )
+    errors = tuple(replace(e, origin=prefix + e.origin) for e in result.errors)
+    warnings = tuple(replace(e, origin=prefix + e.origin) for e in result.warnings)
     origins = {key: prefix + origin for key, origin in result.origins.items()}
     starts = {prefix + path: starts for path, starts in result.starts.items()}
-    return LoadResult(result.objects, errors, result.files, origins, starts=starts)
+    return LoadResult(
+        result.objects, errors, result.files, origins, starts=starts, warnings=warnings
+    )
 
 
 def _combined(results: Sequence[LoadResult]) -> LoadResult:
@@ -64,4 +66,7 @@ def _combined(results: Sequence[LoadResult]) -> LoadResult:
             objects.append(obj)
     files = sum(result.files for result in results)
     starts = {path: s for result in results for path, s in result.starts.items()}
-    return LoadResult(tuple(objects), tuple(errors), files, first_seen, starts=starts)
+    warnings = tuple(warning for result in results for warning in result.warnings)
+    return LoadResult(
+        tuple(objects), tuple(errors), files, first_seen, starts=starts, warnings=warnings
+    )

@@ -273,3 +273,23 @@ def test_json_output_of_a_valid_file_lists_no_problem(tmp_path: Path) -> None:
         "objects": 2,
         "files": 1,
     }
+
+
+def test_a_misspelled_kind_is_a_warning_that_says_which_kind_was_meant(tmp_path: Path) -> None:
+    import json
+
+    typo = ROUTE.replace("BACKEND", "web").replace("kind: HTTPRoute", "kind: HTTPRoutes")
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, route_yaml=typo)
+    result = dragoman("check", str(manifests))
+    assert result.returncode == 0, result.stdout + result.stderr  # a warning does not fail
+    assert result.stdout.splitlines() == [
+        f"{manifests}/route.yaml:2:1: warning: HTTPRoutes/default/shop: kind: dragoman reads "
+        "no kind HTTPRoutes in gateway.networking.k8s.io; this object is ignored. Did you "
+        "mean HTTPRoute?"
+    ]
+    assert "ok: 2 objects in 2 files, 1 warnings" in result.stderr
+    report = json.loads(dragoman("check", "-o", "json", str(manifests)).stdout)
+    [warning] = report["problems"]
+    assert warning["severity"] == "warning" and warning["field"] == "kind"
+    assert (warning["line"], warning["column"]) == (2, 1)
+    assert report["warnings"] == 1 and report["errors"] == 0

@@ -68,3 +68,15 @@ def test_a_missing_or_invalid_file_is_an_error_of_that_file(tmp_path: Path) -> N
         str(tmp_path / "bad.json"),
     ]
     assert "cannot read" in result.errors[0].message
+
+
+def test_a_misspelled_kind_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    typo = service("a").replace("kind: Service", "kind: Servic")
+    other = service("b").replace("apiVersion: v1", "apiVersion: serving.knative.dev/v1")
+    (tmp_path / "a.yaml").write_text(typo + "---\n" + other)
+    result = load_paths([str(tmp_path)], io.BytesIO())
+    assert result.objects == () and result.errors == ()
+    [warning] = result.warnings
+    assert warning.origin == f"{tmp_path}/a.yaml#1"
+    assert warning.severity == "warning" and warning.field == "kind"
+    assert warning.message.endswith("Did you mean Service?")

@@ -56,3 +56,21 @@ def _json_service(name: str) -> str:
         '{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "' + name + '"}, '
         '"spec": {"ports": [{"port": 80}]}}'
     )
+
+
+def test_misspelled_kinds_name_the_kind_meant() -> None:
+    from dragoman.sources.parse import misspelled_kind
+
+    def doc(api_version: str, kind: str) -> dict[str, object]:
+        return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "a"}}
+
+    route = misspelled_kind(doc("gateway.networking.k8s.io/v1", "HTTPRoutes"))
+    assert route is not None and route[2].endswith("Did you mean HTTPRoute?")
+    lower = misspelled_kind(doc("v1", "service"))
+    assert lower is not None and lower[2].endswith("Did you mean Service?")
+    wrong_group = misspelled_kind(doc("v1", "HTTPRoute"))
+    assert wrong_group is not None and wrong_group[1] == "apiVersion"
+    assert "gateway.networking.k8s.io/v1" in wrong_group[2]
+    assert misspelled_kind(doc("apps/v1", "Deployment")) is None
+    assert misspelled_kind(doc("serving.knative.dev/v1", "Service")) is None  # another group
+    assert misspelled_kind(doc("v1", "Pod")) is None
