@@ -176,7 +176,8 @@ Position = tuple[int, int]
 
 def json_start(data: bytes) -> Position:
     """Where a JSON document's value starts: its first character that is not white space."""
-    offset = len(data) - len(data.lstrip(b" \t\r\n\xef\xbb\xbf"))
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a byte order mark is no column
+    offset = len(data) - len(data.lstrip(b" \t\r\n"))
     before = data[:offset]
     return before.count(b"\n") + 1, offset - (before.rfind(b"\n") + 1) + 1
 

@@ -24,6 +24,7 @@ def test_a_document_starts_where_its_root_node_does() -> None:
 def test_json_starts_at_its_first_character_that_is_not_white_space() -> None:
     assert json_start(b'{"a": 1}') == (1, 1)
     assert json_start(b'\n\n   {"a": 1}') == (3, 4)
+    assert json_start(b'\xef\xbb\xbf {"a": 1}') == (1, 2)
 
 
 def test_origins_are_placed_in_their_files(tmp_path: Path) -> None:
