@@ -196,12 +196,22 @@ def server_config(args: argparse.Namespace) -> ServerConfig | None:
         return None
 
 
-def loaded_store(args: argparse.Namespace) -> Store:
+def loaded_store(directory: Path) -> Store:
+    """A manifest directory's objects, each error printed to standard error."""
+    from dragoman.sources.manifests import ManifestDirectory
+
+    return _store_printing_errors(ManifestDirectory(directory).load())
+
+
+def named_store(args: argparse.Namespace) -> Store:
     """The objects of the manifests named on the command line, each error printed to
-    standard error."""
+    standard error. Raises OSError when a directory itself cannot be read."""
+    return _store_printing_errors(load_manifests(args))
+
+
+def _store_printing_errors(result: LoadResult) -> Store:
     from dragoman.store import Store
 
-    result = load_manifests(args)
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
     return Store.from_objects(result.objects)

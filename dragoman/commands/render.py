@@ -10,8 +10,8 @@ from dragoman.commands.common import (
     add_logging,
     add_manifest_inputs,
     checked_build,
-    loaded_store,
     manifest_inputs_problem,
+    named_store,
     server_config,
 )
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     try:
-        store = loaded_store(args)
+        store = named_store(args)
     except OSError as error:
         print(f"error: cannot read: {error.strerror or error}", file=sys.stderr)
         return 2

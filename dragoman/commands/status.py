@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     config = server_config(args)
     if config is None:
         return 2
-    store = loaded_store(args)
+    store = loaded_store(args.manifests)
     options = config.build_options(
         BuildOptions(
             controller_name=args.controller_name,
