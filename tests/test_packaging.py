@@ -34,3 +34,33 @@ def test_the_license_file_is_the_declared_license() -> None:
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_make_demo_installs_the_demo_extra_alone_and_make_test_the_test_extra() -> None:
+    """`make demo` needs no linter or test runner: it installs the `demo` extra under a stamp
+    of its own; the test targets install `test` (which holds the demo's too)."""
+
+    def planned(target: str) -> str:
+        run = subprocess.run(
+            ["make", "-n", "-B", target, "VENV=/nonexistent-venv"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return run.stdout
+
+    demo, test = planned("demo"), planned("test")
+    assert "pip install --quiet -e '.[demo]'" in demo
+    assert ".[test]" not in demo
+    assert "/nonexistent-venv/bin/dragoman demo" in demo
+    assert "pip install --quiet -e '.[test]'" in test
+    assert "/nonexistent-venv/bin/pytest" in test
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    assert set(extras["demo"]) <= set(extras["test"])  # one venv serves both
+
+
+def test_the_readme_says_how_to_put_dragoman_on_the_path() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "make demo" in readme and ". .venv/bin/activate" in readme

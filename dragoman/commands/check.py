@@ -1,4 +1,5 @@
-"""`dragoman check`: judge a manifest directory for a CI pipeline.
+"""`dragoman check`: judge manifests (files, directories, `-` for standard input) for a CI
+pipeline.
 
 Prints every problem (file, `kind/namespace/name`, field, reason) and exits 1 when any
 object is invalid or refused, 0 when every object is served as written. Exit code 2 is a
@@ -10,7 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dragoman.commands.common import add_config, add_logging, manifest_dir, server_config
+from dragoman.commands.common import (
+    add_config,
+    add_logging,
+    add_manifest_inputs,
+    manifest_inputs_problem,
+    server_config,
+)
 
 OK, PROBLEMS, USAGE = 0, 1, 2
 
@@ -18,43 +25,54 @@ OK, PROBLEMS, USAGE = 0, 1, 2
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "check",
-        help="print every problem of a manifest directory; exit 1 if any object is invalid "
-        "or refused (for CI)",
+        help="print every problem of manifests (files, directories, - for standard input); "
+        "exit 1 if any object is invalid or refused (for CI)",
     )
-    parser.add_argument("--manifests", type=manifest_dir, required=True, metavar="DIR")
+    add_manifest_inputs(parser)
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=["text", "json"],
+        default="text",
+        help="text (default): one problem a line, file:line:column first; json: one document "
+        "with every problem (severity, file, line, column, object, field, message, reason)",
+    )
     add_config(parser)
     add_logging(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from dragoman.commands.common import checked_build
-    from dragoman.sources.manifests import ManifestDirectory
+    from dragoman.commands.check_report import as_json, check_problems
+    from dragoman.commands.common import checked_build, load_manifests
     from dragoman.store import Store
 
+    usage = manifest_inputs_problem(args)
+    if usage is not None:
+        print(f"dragoman check: error: {usage}", file=sys.stderr)
+        return USAGE
     config = server_config(args)
     if config is None:
         return USAGE
     try:
-        result = ManifestDirectory(args.manifests).load()
+        result = load_manifests(args)
     except OSError as error:
-        print(f"{args.manifests}: cannot read: {error.strerror or error}", file=sys.stderr)
+        where = error.filename or args.manifests
+        print(f"{where}: cannot read: {error.strerror or error}", file=sys.stderr)
         return PROBLEMS
-    lines = [str(error) for error in result.errors]
     dag = checked_build(Store.from_objects(result.objects), config.build_options(), config)
-    for problem in dag.problems:
-        origin = result.origins.get(problem.object, "")
-        where = f"{origin} {problem.object}" if origin else str(problem.object)
-        parts = [where, problem.field, f"{problem.message} ({problem.reason})"]
-        lines.append(": ".join(part for part in parts if part))
-    for line in lines:
-        print(line)
+    problems = check_problems(result, dag.problems)
     objects = len(result.objects)
-    if lines:
-        print(
-            f"{len(lines)} problems; {objects} objects in {result.files} files",
-            file=sys.stderr,
-        )
+    if args.output == "json":
+        sys.stdout.write(as_json(problems, objects, result.files))
+    else:
+        for problem in problems:
+            print(problem.text())
+    errors = sum(problem.severity == "error" for problem in problems)
+    if errors:
+        print(f"{errors} problems; {objects} objects in {result.files} files", file=sys.stderr)
         return PROBLEMS
-    print(f"ok: {objects} objects in {result.files} files, no problem", file=sys.stderr)
+    warnings = len(problems) - errors
+    verdict = f"{warnings} warnings" if warnings else "no problem"
+    print(f"ok: {objects} objects in {result.files} files, {verdict}", file=sys.stderr)
     return OK

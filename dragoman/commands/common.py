@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from dragoman.dag.options import BuildOptions
     from dragoman.runtime.server_config import ServerConfig
     from dragoman.security.files import TlsFiles
+    from dragoman.sources.manifests import LoadResult
     from dragoman.store import Store
 
 DEFAULT_XDS_ADDRESS = "127.0.0.1:18000"
@@ -22,6 +23,41 @@ def manifest_dir(value: str) -> Path:
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{value}: not a directory")
     return path
+
+
+def add_manifest_inputs(parser: argparse.ArgumentParser) -> None:
+    """Manifests as files, directories or `-` (standard input), or `--manifests DIR`."""
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="manifest files and directories; - reads standard input",
+    )
+    parser.add_argument("--manifests", type=manifest_dir, metavar="DIR")
+
+
+def manifest_inputs_problem(args: argparse.Namespace) -> str | None:
+    """Why the manifests named on the command line cannot be read (a usage error), if so."""
+    if args.manifests is None and not args.paths:
+        return (
+            "name manifest files or directories (PATH, or - for standard input), or --manifests DIR"
+        )
+    if args.paths.count("-") > 1:
+        return "- (standard input) given more than once"
+    return None
+
+
+def load_manifests(args: argparse.Namespace) -> LoadResult:
+    """The objects of the manifests named on the command line. Raises OSError when a
+    directory itself cannot be read."""
+    from dragoman.sources.manifests import ManifestDirectory
+    from dragoman.sources.paths import load_paths
+
+    named: list[str] = getattr(args, "paths", [])
+    if args.manifests is not None and not named:
+        return ManifestDirectory(args.manifests).load()
+    paths = [*([str(args.manifests)] if args.manifests is not None else []), *named]
+    return load_paths(paths, sys.stdin.buffer)
 
 
 def host_port(value: str) -> str:
@@ -163,9 +199,19 @@ def server_config(args: argparse.Namespace) -> ServerConfig | None:
 def loaded_store(directory: Path) -> Store:
     """A manifest directory's objects, each error printed to standard error."""
     from dragoman.sources.manifests import ManifestDirectory
+
+    return _store_printing_errors(ManifestDirectory(directory).load())
+
+
+def named_store(args: argparse.Namespace) -> Store:
+    """The objects of the manifests named on the command line, each error printed to
+    standard error. Raises OSError when a directory itself cannot be read."""
+    return _store_printing_errors(load_manifests(args))
+
+
+def _store_printing_errors(result: LoadResult) -> Store:
     from dragoman.store import Store
 
-    result = ManifestDirectory(directory).load()
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
     return Store.from_objects(result.objects)

@@ -8,18 +8,21 @@ import sys
 from dragoman.commands.common import (
     add_config,
     add_logging,
+    add_manifest_inputs,
     checked_build,
-    loaded_store,
-    manifest_dir,
+    manifest_inputs_problem,
+    named_store,
     server_config,
 )
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "render", help="print the Envoy resources a manifest directory becomes"
+        "render",
+        help="print the Envoy resources manifests become (files, directories, - for "
+        "standard input)",
     )
-    parser.add_argument("--manifests", type=manifest_dir, required=True, metavar="DIR")
+    add_manifest_inputs(parser)
     parser.add_argument("--listener-address", default="0.0.0.0", metavar="IP")
     add_config(parser)
     add_logging(parser)
@@ -31,10 +34,19 @@ def run(args: argparse.Namespace) -> int:
     from dragoman.envoy.translate_options import TranslateOptions
     from dragoman.envoy.translation.translator import translate
 
+    usage = manifest_inputs_problem(args)
+    if usage is not None:
+        print(f"dragoman render: error: {usage}", file=sys.stderr)
+        return 2
     config = server_config(args)
     if config is None:
         return 2
-    dag = checked_build(loaded_store(args.manifests), config.build_options(), config)
+    try:
+        store = named_store(args)
+    except OSError as error:
+        print(f"error: cannot read: {error.strerror or error}", file=sys.stderr)
+        return 2
+    dag = checked_build(store, config.build_options(), config)
     for problem in dag.problems:
         print(f"problem: {problem}", file=sys.stderr)
     options = config.translate_options(TranslateOptions(listener_address=args.listener_address))

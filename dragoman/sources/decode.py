@@ -72,6 +72,11 @@ class _ManifestLoader(BoundedLoader):
             return tag
         return _MAP if kind is yaml.MappingNode else _SEQ
 
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        # Where each document's root node starts: (line, column), both from 0.
+        self.document_starts: list[tuple[int, int]] = []
+
     # No path resolvers are registered: skip PyYAML's bookkeeping for them on every node.
     def descend_resolver(self, current_node: Any, current_index: Any) -> None:
         pass
@@ -80,6 +85,7 @@ class _ManifestLoader(BoundedLoader):
         pass
 
     def construct_document(self, node: yaml.Node) -> Any:
+        self.document_starts.append((node.start_mark.line, node.start_mark.column))
         try:
             return self._build(node, {}, set())
         finally:
@@ -164,6 +170,18 @@ def decode_documents(data: bytes, *, is_json: bool) -> list[Any]:
     return [_decode_json(text)] if is_json else _decode_yaml(text)
 
 
+# Where a document starts in its file (its root node): (line, column), both from 1.
+Position = tuple[int, int]
+
+
+def json_start(data: bytes) -> Position:
+    """Where a JSON document's value starts: its first character that is not white space."""
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a byte order mark is no column
+    offset = len(data) - len(data.lstrip(b" \t\r\n"))
+    before = data[:offset]
+    return before.count(b"\n") + 1, offset - (before.rfind(b"\n") + 1) + 1
+
+
 def decode_text(data: bytes) -> str:
     if len(data) > MAX_FILE_BYTES:
         raise DecodeError(f"larger than {MAX_FILE_BYTES} bytes ({len(data)} bytes)")
@@ -206,11 +224,29 @@ def decode_yaml_piece(text: str, first_line: int) -> list[Any]:
     return _decode_yaml(text, first_line)
 
 
-def _decode_yaml(text: str, first_line: int = 0) -> list[Any]:
-    loader = _PrecheckedManifestLoader if composable_in_c(text) else _ManifestLoader
+def decode_yaml_positioned(text: str, first_line: int = 0) -> tuple[list[Any], list[Position]]:
+    """The documents of a YAML text (or a piece of one), each with where it starts."""
+    starts: list[Position] = []
+    documents = _decode_yaml(text, first_line, starts)
+    return documents, starts
+
+
+def _decode_yaml(text: str, first_line: int = 0, starts: list[Position] | None = None) -> list[Any]:
+    loader_class = _PrecheckedManifestLoader if composable_in_c(text) else _ManifestLoader
     try:
-        # The stubs take only PyYAML's own loader classes; these are loaders all the same.
-        return list(yaml.load_all(text, Loader=loader))  # type: ignore[arg-type]
+        loader = loader_class(text)
+        try:
+            documents = []
+            # The stubs leave PyYAML's check_data untyped.
+            while loader.check_data():  # type: ignore[no-untyped-call]
+                documents.append(loader.get_data())
+        finally:
+            loader.dispose()
+        if starts is not None:
+            starts.extend(
+                (first_line + line + 1, column + 1) for line, column in loader.document_starts
+            )
+        return documents
     except yaml.MarkedYAMLError as exc:
         message = (
             "invalid YAML" + _at(exc.problem_mark, first_line) + f": {exc.problem or exc.context}"

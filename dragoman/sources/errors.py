@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from dragoman.log_text import plain
 
@@ -19,6 +20,9 @@ class SourceError:
     object: str  # "HTTPRoute/default/web", or "" when the document names no object
     field: str  # "spec.rules[0].backendRefs[1].port", or "" for the whole document
     message: str
+    # "warning": something served (or ignored) as written that was likely meant otherwise
+    # (a misspelled kind); a load result keeps warnings apart from its errors.
+    severity: Literal["error", "warning"] = "error"
 
     def __str__(self) -> str:
         # A file name or object name can hold anything a file system or a manifest allows:

@@ -21,15 +21,17 @@ from dragoman.objects.meta import no_entries
 from dragoman.sources.decode import (
     MAX_FILE_BYTES,
     DecodeError,
+    Position,
     decode_documents,
     decode_text,
-    decode_yaml_piece,
+    decode_yaml_positioned,
+    json_start,
     split_yaml_documents,
 )
 from dragoman.sources.errors import ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.last_good import LastGoodFiles
-from dragoman.sources.parse import iter_documents, parse_object
+from dragoman.sources.parse import iter_documents, misspelled_kind, parse_object
 from dragoman.sources.parse_worker import idle_cpus, parse_shared
 from dragoman.sources.reads import FileRead, ReadOutcome, can_open, read_file, read_files
 from dragoman.sources.shared import canonical, interned
@@ -53,6 +55,20 @@ class LoadResult:
     # False when no file's content changed since the previous load (then the objects and
     # errors are the previous ones).
     changed: bool = True
+    # Where each document of each file starts, by the file's name as origins give it.
+    starts: Mapping[str, tuple[Position, ...]] = field(default_factory=dict)
+    # Likely mistakes that are not errors: a kind dragoman does not read, close to one it does.
+    warnings: tuple[SourceError, ...] = ()
+
+    def position(self, origin: str) -> Position | None:
+        """Where the document of an origin ("routes.yaml#2.items[0]") starts in its file
+        (line, column, from 1); None when unknown (an origin naming a file alone)."""
+        path, mark, where = origin.rpartition("#")
+        starts = self.starts.get(path) if mark else None
+        number = where.partition(".")[0]
+        if not starts or not number.isdigit() or not 0 < int(number) <= len(starts):
+            return None
+        return starts[int(number) - 1]
 
 
 # Files of at most this many objects share their tuple of `wheres` with every other file
@@ -81,6 +97,8 @@ class _ParsedFile:
     # the file's path (the very string the directory's records are keyed by) its origin,
     # made only for messages. Interned, and shared as a tuple by most files.
     wheres: tuple[str, ...] = ()
+    # Where each document starts (one entry per document, empty ones included).
+    starts: tuple[Position, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +111,7 @@ class _Piece:
     objects: tuple[KubeObject, ...]
     errors: tuple[SourceError, ...]
     wheres: tuple[str, ...] = ()
+    starts: tuple[Position, ...] = ()  # lines counted from the piece's first line
 
 
 class ManifestDirectory:
@@ -269,11 +288,16 @@ class ManifestDirectory:
         ]
         # Two flat tuples, not a tuple of pairs: the result's origins keep them.
         paths, records = tuple(self._parsed), tuple(self._parsed.values())
+        starts = {path: record.starts for path, record in zip(paths, records, strict=True)}
         objects = tuple(o for result in records for o in result.objects)
         if len({o.key for o in objects}) == len(objects):  # the usual case: no duplicate
             for result in records:
                 errors.extend(result.errors)
-            return LoadResult(objects, tuple(errors), len(records), _Origins((paths, records)))
+            origins = _Origins((paths, records))
+            errors_, warnings = _apart(errors)
+            return LoadResult(
+                objects, errors_, len(records), origins, starts=starts, warnings=warnings
+            )
 
         kept: list[KubeObject] = []
         first_seen: dict[ObjectKey, str] = {}
@@ -293,7 +317,11 @@ class ManifestDirectory:
                     continue
                 first_seen[key] = path + where
                 kept.append(obj)
-        return LoadResult(tuple(kept), tuple(errors), len(self._parsed), _Origins(first_seen))
+        origins = _Origins(first_seen)
+        errors_, warnings = _apart(errors)
+        return LoadResult(
+            tuple(kept), errors_, len(records), origins, starts=starts, warnings=warnings
+        )
 
     def _previous(self, relative: str, cached: _ParsedFile | None = None) -> _ParsedFile | None:
         """What a file that just broke keeps serving: its record, or (after a restart) the
@@ -343,17 +371,22 @@ class _FileParser:
         stamp, data = read.stamp, read.data
         try:
             if relative.endswith(".json"):
-                return self._parse_documents(relative, stamp, decode_documents(data, is_json=True))
+                documents = decode_documents(data, is_json=True)
+                return self._parse_documents(relative, stamp, documents, [json_start(data)])
             text = decode_text(data)
             pieces = split_yaml_documents(text)
             if pieces is None:
-                return self._parse_documents(relative, stamp, decode_documents(data, is_json=False))
+                return self._parse_documents(relative, stamp, *decode_yaml_positioned(text))
             return self._parse_pieces(relative, stamp, pieces, previous)
         except DecodeError as exc:
             return _ParsedFile(stamp, (), (SourceError(relative, "", "", str(exc)),), False)
 
     def _parse_documents(
-        self, relative: str, stamp: FileStamp | None, documents: list[Any]
+        self,
+        relative: str,
+        stamp: FileStamp | None,
+        documents: list[Any],
+        starts: list[Position],
     ) -> _ParsedFile:
         objects: list[KubeObject] = []
         wheres: list[str] = []
@@ -361,7 +394,10 @@ class _FileParser:
         for index, document in enumerate(documents, start=1):
             if document is not None:  # an empty document, e.g. after a trailing `---`
                 self._parse_document(relative, f"#{index}", document, objects, wheres, errors)
-        return _ParsedFile(stamp, tuple(objects), tuple(errors), wheres=_shared(wheres))
+        wheres_ = _shared(wheres)
+        return _ParsedFile(
+            stamp, tuple(objects), tuple(errors), wheres=wheres_, starts=tuple(starts)
+        )
 
     def _parse_pieces(
         self,
@@ -375,6 +411,7 @@ class _FileParser:
         objects: list[KubeObject] = []
         wheres: list[str] = []
         errors: list[SourceError] = []
+        starts: list[Position] = []
         documents = 0  # documents before the current piece
         for first_line, text in pieces:
             piece = parsed.get(text) or known.get(text)
@@ -382,7 +419,7 @@ class _FileParser:
                 piece_objects: list[KubeObject] = []
                 piece_wheres: list[str] = []
                 piece_errors: list[SourceError] = []
-                decoded = decode_yaml_piece(text, first_line)
+                decoded, piece_starts = decode_yaml_positioned(text, first_line)
                 for index, document in enumerate(decoded, start=documents + 1):
                     if document is not None:
                         self._parse_document(
@@ -399,6 +436,7 @@ class _FileParser:
                     tuple(piece_objects),
                     tuple(piece_errors),
                     _shared(piece_wheres),
+                    tuple((line - first_line, column) for line, column in piece_starts),
                 )
             if piece.before != documents:  # the piece moved: other documents came or went
                 shift = documents - piece.before
@@ -408,17 +446,26 @@ class _FileParser:
                     piece.objects,
                     tuple(replace(e, origin=_renumbered(e.origin, shift)) for e in piece.errors),
                     _shared([interned(_renumbered(w, shift)) for w in piece.wheres]),
+                    piece.starts,
                 )
             parsed[text] = piece
             objects.extend(piece.objects)
             wheres.extend(piece.wheres)
             errors.extend(piece.errors)
+            starts.extend((first_line + line, column) for line, column in piece.starts)
             documents += piece.documents
         if len(pieces) < KEEP_PIECES_FROM:
             # Re-parsing a small file costs less than the memory to keep its pieces.
-            return _ParsedFile(stamp, tuple(objects), tuple(errors), wheres=_shared(wheres))
+            return _ParsedFile(
+                stamp, tuple(objects), tuple(errors), wheres=_shared(wheres), starts=tuple(starts)
+            )
         return _ParsedFile(
-            stamp, tuple(objects), tuple(errors), pieces=parsed, wheres=_shared(wheres)
+            stamp,
+            tuple(objects),
+            tuple(errors),
+            pieces=parsed,
+            wheres=_shared(wheres),
+            starts=tuple(starts),
         )
 
     def _parse_document(
@@ -451,6 +498,9 @@ class _FileParser:
                 errors.extend(exc.source_errors(item_origin))
                 continue
             if parsed is None:
+                warning = misspelled_kind(item)
+                if warning is not None:
+                    errors.append(SourceError(item_origin, *warning, severity="warning"))
                 log.debug(
                     "%s: ignoring %s %s",
                     printable(item_origin),
@@ -471,6 +521,28 @@ def parse_fresh_files(
     return [
         parser.decode(relative, None, read) for relative, read in zip(relatives, reads, strict=True)
     ]
+
+
+def parse_one_file(name: str, read: ReadOutcome, default_namespace: str = "default") -> LoadResult:
+    """One file read by the caller (or standard input), parsed as a file of a directory is;
+    objects defined twice in it keep their first definition."""
+    parsed = _FileParser(default_namespace).decode(name, None, read)
+    if parsed is None:
+        return LoadResult((), (SourceError(name, "", "", "cannot read: no such file"),), 1)
+    objects: list[KubeObject] = []
+    errors = list(parsed.errors)
+    first_seen: dict[ObjectKey, str] = {}
+    for obj, where in zip(parsed.objects, parsed.wheres, strict=True):
+        if obj.key in first_seen:
+            message = f"already defined at {first_seen[obj.key]}; the first definition wins"
+            errors.append(SourceError(name + where, str(obj.key), "", message))
+            continue
+        first_seen[obj.key] = name + where
+        objects.append(obj)
+    errors_, warnings = _apart(errors)
+    return LoadResult(
+        tuple(objects), errors_, 1, first_seen, starts={name: parsed.starts}, warnings=warnings
+    )
 
 
 class _Origins(Mapping[ObjectKey, str]):
@@ -502,6 +574,16 @@ class _Origins(Mapping[ObjectKey, str]):
 
     def __len__(self) -> int:
         return len(self._table())
+
+
+def _apart(
+    problems: list[SourceError],
+) -> tuple[tuple[SourceError, ...], tuple[SourceError, ...]]:
+    """Errors and warnings, each in the order found."""
+    if all(problem.severity == "error" for problem in problems):
+        return tuple(problems), ()
+    errors = tuple(problem for problem in problems if problem.severity == "error")
+    return errors, tuple(problem for problem in problems if problem.severity != "error")
 
 
 def _shared(wheres: list[str]) -> tuple[str, ...]:

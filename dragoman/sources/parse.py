@@ -8,11 +8,12 @@ Only the kinds in `dragoman.objects.kinds` are parsed; anything else (a Deployme
 from __future__ import annotations
 
 import datetime
+import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dragoman.objects import KubeObject, ObjectMeta
-from dragoman.objects.kinds import KINDS_BY_GROUP_KIND
+from dragoman.objects.kinds import KINDS, KINDS_BY_GROUP_KIND, KINDS_BY_NAME
 from dragoman.sources.errors import FieldProblem, ObjectError, printable
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_LABEL, Format
@@ -53,6 +54,38 @@ def parse_object(
     if problems:
         raise ObjectError(problems, describe_object(doc, default_namespace))
     return parsed
+
+
+_GROUPS = frozenset(kind.group for kind in KINDS)
+
+
+def misspelled_kind(doc: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """For a document dragoman ignores: (object, field, message) saying which kind it likely
+    meant, when its kind is close to one dragoman reads in the same API group (or is one of
+    another group dragoman reads); None when it is simply another kind (a Deployment, a
+    Knative Service)."""
+    kind, api_version = doc.get("kind"), doc.get("apiVersion")
+    if not isinstance(kind, str) or not isinstance(api_version, str):
+        return None
+    group = api_version.rpartition("/")[0]
+    if group not in _GROUPS:
+        return None
+    object = describe_object(doc)
+    elsewhere = KINDS_BY_NAME.get(kind)
+    if elsewhere is not None and elsewhere.group != group:  # under another group it reads
+        versions = " or ".join(elsewhere.api_version(v) for v in elsewhere.versions)
+        message = f"{kind} is read as {versions}; this object is ignored"
+        return object, "apiVersion", message
+    by_lower = {k.kind.lower(): k.kind for k in KINDS if k.group == group}
+    close = difflib.get_close_matches(kind.lower(), list(by_lower), n=1, cutoff=0.8)
+    if not close:
+        return None
+    where = group or "the core group"
+    message = (
+        f"dragoman reads no kind {printable(kind)} in {where}; this object is ignored. "
+        f"Did you mean {by_lower[close[0]]}?"
+    )
+    return object, "kind", message
 
 
 def describe_object(doc: Mapping[str, Any], default_namespace: str = "default") -> str:

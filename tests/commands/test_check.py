@@ -79,7 +79,7 @@ def test_a_refused_backend_fails_naming_file_object_field_and_reason(tmp_path: P
     result = dragoman("check", "--manifests", str(manifests))
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
-        "route.yaml#1 HTTPRoute/default/shop: spec.rules[0].backendRefs[0]: Service "
+        "route.yaml:2:1: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]: Service "
         "default/sneaky: externalName 'localhost' points to localhost (UnsafeExternalName)"
     ]
     assert "1 problems; 4 objects in 3 files" in result.stderr
@@ -169,3 +169,127 @@ def run_check(manifests: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+def test_files_directories_and_standard_input_are_read_as_a_directory_is(tmp_path: Path) -> None:
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY)
+    route = tmp_path / "elsewhere.yml"
+    route.write_text(textwrap.dedent(ROUTE.replace("BACKEND", "web")))
+    result = subprocess.run(
+        [sys.executable, "-m", "dragoman", "check", str(manifests / "gateway.yaml"), "-"],
+        input=textwrap.dedent(ROUTE.replace("BACKEND", "web")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok: 3 objects in 2 files" in result.stderr
+    both = dragoman("check", str(manifests), "--manifests", str(manifests))
+    assert both.returncode == 1
+    assert "first definition wins" in both.stdout
+
+
+def test_a_problem_in_standard_input_is_named_by_dash(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dragoman", "check", "-"],
+        input="---".join(
+            textwrap.dedent(t) for t in (GATEWAY, ROUTE.replace("BACKEND", "sneaky"), SNEAKY)
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout.startswith("-:14:1: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]")
+
+
+def test_no_manifests_named_is_a_usage_error() -> None:
+    result = dragoman("check")
+    assert result.returncode == 2
+    assert "--manifests DIR" in result.stderr
+    assert dragoman("check", "-", "-").returncode == 2
+
+
+def test_a_missing_file_is_a_problem_named_by_its_path(tmp_path: Path) -> None:
+    result = dragoman("check", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 1
+    assert f"{tmp_path / 'nope.yaml'}: cannot read" in result.stdout
+
+
+def test_render_reads_standard_input_as_a_file() -> None:
+    text = "---".join(textwrap.dedent(t) for t in (GATEWAY, ROUTE.replace("BACKEND", "web")))
+    run = [sys.executable, "-m", "dragoman", "render"]
+    from_stdin = subprocess.run(
+        [*run, "-"], input=text, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "default/web" in from_stdin.stdout
+
+
+def test_json_output_places_every_problem_in_its_file(tmp_path: Path) -> None:
+    import json
+
+    broken = ROUTE.replace("BACKEND", "web").replace("port: 80", "port: 0")
+    manifests = directory(
+        tmp_path, gateway_yaml=GATEWAY, route_yaml=broken, bad_yaml="kind: [unclosed\n"
+    )
+    result = dragoman("check", "-o", "json", str(manifests / "gateway.yaml"), str(manifests))
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    by_file = {p["file"]: p for p in report["problems"]}
+    route = by_file[f"{manifests}/route.yaml"]
+    assert route == {
+        "severity": "error",
+        "file": f"{manifests}/route.yaml",
+        "line": 2,
+        "column": 1,
+        "object": "HTTPRoute/default/shop",
+        "field": "spec.rules[0].backendRefs[0].port",
+        "message": route["message"],
+        "reason": "",
+    }
+    assert "0" in route["message"]
+    # The gateway file named twice: its objects keep the first definition, a problem each.
+    twice = [p for p in report["problems"] if "first definition wins" in p["message"]]
+    assert {(p["file"], p["line"], p["column"]) for p in twice} == {
+        (f"{manifests}/gateway.yaml", 2, 1),
+        (f"{manifests}/gateway.yaml", 9, 1),
+    }
+    assert by_file[f"{manifests}/bad.yaml"]["line"] is None  # the message says where
+    assert report["errors"] == len(report["problems"]) and report["warnings"] == 0
+
+
+def test_json_output_of_a_valid_file_lists_no_problem(tmp_path: Path) -> None:
+    import json
+
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY)
+    result = dragoman("check", "--output", "json", str(manifests / "gateway.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "problems": [],
+        "errors": 0,
+        "warnings": 0,
+        "objects": 2,
+        "files": 1,
+    }
+
+
+def test_a_misspelled_kind_is_a_warning_that_says_which_kind_was_meant(tmp_path: Path) -> None:
+    import json
+
+    typo = ROUTE.replace("BACKEND", "web").replace("kind: HTTPRoute", "kind: HTTPRoutes")
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, route_yaml=typo)
+    result = dragoman("check", str(manifests))
+    assert result.returncode == 0, result.stdout + result.stderr  # a warning does not fail
+    assert result.stdout.splitlines() == [
+        f"{manifests}/route.yaml:2:1: warning: HTTPRoutes/default/shop: kind: dragoman reads "
+        "no kind HTTPRoutes in gateway.networking.k8s.io; this object is ignored. Did you "
+        "mean HTTPRoute?"
+    ]
+    assert "ok: 2 objects in 2 files, 1 warnings" in result.stderr
+    report = json.loads(dragoman("check", "-o", "json", str(manifests)).stdout)
+    [warning] = report["problems"]
+    assert warning["severity"] == "warning" and warning["field"] == "kind"
+    assert (warning["line"], warning["column"]) == (2, 1)
+    assert report["warnings"] == 1 and report["errors"] == 0

@@ -8,6 +8,7 @@ from typing import Literal
 
 import grpc
 from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
+from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.status.v3 import csds_pb2_grpc
 from envoy.service.status.v3.csds_pb2 import (
     SYNCED,
@@ -16,6 +17,7 @@ from envoy.service.status.v3.csds_pb2 import (
     ClientStatusResponse,
 )
 
+from dragoman.log_text import plain
 from dragoman.security.files import TlsFiles, read_pem
 from dragoman.snapshots.resources import SHORT_NAMES, ads_ordered
 from dragoman.xds.protocol.client_kind import is_grpc_client
@@ -70,6 +72,7 @@ class ClientRow:
     resources: int
     error: str
     resource: str = ""
+    agent: str = "-"  # the client's name and version, as its node says: "envoy 1.33.2"
 
 
 def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -> list[ClientRow]:
@@ -81,6 +84,7 @@ def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -
             node = f"{node} ({config.node.cluster})"
         if is_grpc_client(config.node):
             node = f"{node} [gRPC]"
+        agent = client_agent(config.node)
         by_type: dict[str, list[ClientConfig.GenericXdsConfig]] = {}
         for entry in config.generic_xds_configs:
             by_type.setdefault(entry.type_url, []).append(entry)
@@ -89,17 +93,31 @@ def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -
             short = SHORT_NAMES.get(type_url, type_url)
             if per_resource:
                 rows += [
-                    ClientRow(node, short, e.version_info, _status(e), 1, _error(e), e.name)
+                    ClientRow(node, short, e.version_info, _status(e), 1, _error(e), e.name, agent)
                     for e in entries
                 ]
                 continue
             statuses = Counter(_status(e) for e in entries)
             status: RowStatus = next((s for s in _WORST_FIRST if statuses[s]), "acked")
             errors = sorted({_error(e) for e in entries if _error(e)})
+            error = "; ".join(errors)
             rows.append(
-                ClientRow(node, short, _version(entries), status, len(entries), "; ".join(errors))
+                ClientRow(node, short, _version(entries), status, len(entries), error, "", agent)
             )
     return rows
+
+
+def client_agent(node: Node) -> str:
+    """What the client says it is: `user_agent_name` and its version ("envoy 1.33.2",
+    "gRPC Go 1.70.0"), "-" when it says nothing. Shown escaped: a client chooses the text."""
+    version = ""
+    if node.HasField("user_agent_build_version"):
+        number = node.user_agent_build_version.version
+        version = f"{number.major_number}.{number.minor_number}.{number.patch}"
+    elif node.user_agent_version:
+        version = node.user_agent_version
+    agent = " ".join(part for part in (node.user_agent_name, version) if part)
+    return plain(agent) if agent else "-"
 
 
 def _status(entry: ClientConfig.GenericXdsConfig) -> RowStatus:
@@ -125,13 +143,13 @@ def _version(entries: list[ClientConfig.GenericXdsConfig]) -> str:
 
 def format_table(rows: list[ClientRow], *, per_resource: bool = False, width: int = 16) -> str:
     """A plain-text table; versions are cut to `width` characters (they are hashes)."""
-    header = ["NODE", "TYPE"]
+    header = ["NODE", "CLIENT", "TYPE"]
     if per_resource:
         header.append("RESOURCE")
     header += ["VERSION", "STATUS", "COUNT", "ERROR"]
     lines = [header]
     for row in rows:
-        cells = [row.node, row.type]
+        cells = [row.node, row.agent, row.type]
         if per_resource:
             cells.append(row.resource)
         version = row.version if row.version.startswith("(") else row.version[:width]

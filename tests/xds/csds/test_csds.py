@@ -307,7 +307,11 @@ def test_clients_command_prints_a_table(capsys: pytest.CaptureFixture[str]) -> N
     async def scenario() -> int:
         cache = cache_with(base())
         async with xds_endpoint(cache) as (address, channel):
-            good = XdsClient(channel, Node(id="envoy-good", cluster="gateways"))
+            envoy = Node(id="envoy-good", cluster="gateways", user_agent_name="envoy")
+            envoy.user_agent_build_version.version.major_number = 1
+            envoy.user_agent_build_version.version.minor_number = 33
+            envoy.user_agent_build_version.version.patch = 2
+            good = XdsClient(channel, envoy)
             await good.subscribe(CLUSTER)
             await good.receive_acked()
             bad = XdsClient(channel, Node(id="envoy-bad"), delta=True)
@@ -320,10 +324,12 @@ def test_clients_command_prints_a_table(capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["NODE", "TYPE", "VERSION", "STATUS", "COUNT", "ERROR"]
+    assert lines[0].split() == ["NODE", "CLIENT", "TYPE", "VERSION", "STATUS", "COUNT", "ERROR"]
     good_row = next(line for line in lines if line.startswith("envoy-good"))
     bad_row = next(line for line in lines if line.startswith("envoy-bad"))
     assert "(gateways)" in good_row and "CDS" in good_row and " acked " in good_row
+    assert " envoy 1.33.2 " in good_row
+    assert bad_row.split()[1] == "-"  # a node that names no agent
     assert " nacked " in bad_row and bad_row.endswith("no, thanks")
 
 
@@ -336,7 +342,7 @@ def test_format_table_per_resource_rows() -> None:
     response = ClientStatusResponse(
         config=[
             ClientConfig(
-                node=Node(id="n"),
+                node=Node(id="n", user_agent_name="gRPC Go", user_agent_version="1.70.0"),
                 generic_xds_configs=[
                     ClientConfig.GenericXdsConfig(
                         type_url=CLUSTER,
@@ -351,8 +357,8 @@ def test_format_table_per_resource_rows() -> None:
     )
     table = format_table(client_rows(response, per_resource=True), per_resource=True)
     assert table.splitlines() == [
-        "NODE  TYPE  RESOURCE  VERSION           STATUS  COUNT  ERROR",
-        "n     CDS   a         0123456789abcdef  acked   1",
+        "NODE      CLIENT          TYPE  RESOURCE  VERSION           STATUS  COUNT  ERROR",
+        "n [gRPC]  gRPC Go 1.70.0  CDS   a         0123456789abcdef  acked   1",
     ]
 
 
@@ -399,3 +405,17 @@ def test_sotw_eds_nack_marks_only_the_resources_that_changed() -> None:
         s.name: s.client_status for s in stream.resource_statuses() if s.type_url == ENDPOINT
     }
     assert statuses == {"a": ClientStatus.NACKED, "b": ClientStatus.ACKED}
+
+
+def test_client_agent_names_what_the_node_says_it_is() -> None:
+    from dragoman.xds.csds.csds_client import client_agent
+
+    envoy = Node(user_agent_name="envoy")
+    envoy.user_agent_build_version.version.major_number = 1
+    envoy.user_agent_build_version.version.minor_number = 34
+    assert client_agent(envoy) == "envoy 1.34.0"
+    assert client_agent(Node(user_agent_name="grpc-node-js", user_agent_version="1.13.0")) == (
+        "grpc-node-js 1.13.0"
+    )
+    assert client_agent(Node()) == "-"
+    assert "\n" not in client_agent(Node(user_agent_name="evil\nname"))
