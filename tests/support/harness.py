@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import socket
 import subprocess
@@ -27,6 +28,19 @@ def free_port(host: str = "127.0.0.1") -> int:
 LAB_CONFIG = "endpoints: {allowedNetworks: [127.0.0.0/8]}\n"
 
 
+PR_CAPBSET_DROP = 24
+CAP_DAC_OVERRIDE = 1
+CAP_DAC_READ_SEARCH = 2
+
+
+def _without_reading_through_permissions() -> None:
+    """In the child before exec: a root process that `chmod 000` locks out, as anyone else."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
 class DragomanProcess:
     """`dragoman serve` as a separate process, so a test can kill and restart it."""
 
@@ -36,11 +50,15 @@ class DragomanProcess:
         xds_address: str,
         log_path: Path,
         extra_args: Sequence[str] = (),
+        *,
+        obey_permissions: bool = False,
     ) -> None:
         self.manifests = manifests
         self.xds_address = xds_address
         self.log_path = log_path
         self.extra_args = tuple(extra_args)  # e.g. ("--config", FILE)
+        # Without root's power to read through permission bits: `chmod 000` locks it out.
+        self.obey_permissions = obey_permissions
         if not any(arg.startswith("--metrics-address") for arg in self.extra_args):
             # Never the fixed default port: tests run side by side.
             self.extra_args += ("--metrics-address", "127.0.0.1:0")
@@ -74,6 +92,7 @@ class DragomanProcess:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=_without_reading_through_permissions if self.obey_permissions else None,
         )
         log.close()
         host, port = self.xds_address.rsplit(":", 1)
