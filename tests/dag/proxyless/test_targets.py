@@ -18,27 +18,9 @@ from dragoman.dag.options import BuildOptions
 from dragoman.dag.proxyless import targets
 from dragoman.dag.proxyless.targets import service_host
 from dragoman.dag.upstreams.clusters import service_cluster
-from dragoman.objects import ObjectKey, Service
+from dragoman.objects import Service
 from dragoman.store import Store
 from tests.support.proxyless import API, HYBRID, ROUTES, SERVICES, WEB, store_of
-
-SOURCE = ObjectKey("HTTPRoute", "default", "r")
-SECOND_GATEWAY = """
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: other, namespace: default}
-spec:
-  gatewayClassName: dragoman
-  listeners: [{name: http, protocol: HTTP, port: 9090}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: other, namespace: default}
-spec:
-  parentRefs: [{name: other}]
-  hostnames: [web.default.svc.cluster.local, other.example.com]
-  rules: [{backendRefs: [{name: api, port: 8000}]}]
-"""
 
 
 def service_targets(store: Store, options: BuildOptions = BuildOptions()) -> ServiceTargets:
