@@ -126,8 +126,9 @@ def test_the_dns_check_runs_in_kubernetes_mode(api: KubeApiServer) -> None:
         replica = Replica(api, config).start()
         try:
             await eventually(lambda: replica.server.serving, what="serving")
-            # Checked before the first xDS response: served from the start.
-            assert "default/api/8080" in replica.dag.clusters
+            # xDS is served at once; the name is served once its first check answers (until
+            # then it is DNSCheckPending), within the check's timeout.
+            await eventually(lambda: "default/api/8080" in replica.dag.clusters, what="checked")
             await eventually(
                 lambda: (
                     route_dns_condition(api) == ("True", "Resolved", "api.kube.test: 203.0.113.8")
