@@ -11,7 +11,7 @@ from dragoman.dag.model import Cluster
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.reference_grants import ReferenceGrants
 from dragoman.dag.upstream_inputs import UpstreamInputs, upstream_inputs
-from dragoman.objects import Service
+from dragoman.objects import ObjectKey, Service
 from dragoman.store import NamespacedName, Store
 
 
@@ -23,7 +23,7 @@ class BuildContext:
     upstream: UpstreamInputs  # BackendTLSPolicies and DNS check observations
     # The cluster each Service port resolved to (None: none) as routes resolved them, noted
     # for the proxyless gRPC targets, which take them here rather than resolving again.
-    resolved_ports: dict[tuple[NamespacedName, int], Cluster | None] = field(
+    resolved_ports: dict[tuple[ObjectKey, int], Cluster | None] = field(
         default_factory=dict, compare=False, repr=False
     )
 

@@ -5,9 +5,9 @@ The envoy package translates these into xDS resources; tests compare them direct
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from dragoman.objects import ObjectKey
 from dragoman.objects.gateway import PathMatchType as PathMatchType
@@ -527,6 +527,43 @@ class ServiceTargets:
 
 NO_SERVICE_TARGETS = ServiceTargets()
 
+_T = TypeVar("_T")
+
+
+class Deferred(Generic[_T]):
+    """A value made when first asked for, then kept (what it was made from let go): for
+    what most deployments never read, such as the proxyless Service targets. Equal when the
+    values are."""
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make: Callable[[], _T]) -> None:
+        self._make: Callable[[], _T] | None = make
+        self._value: _T | None = None
+
+    @classmethod
+    def of(cls, value: _T) -> Deferred[_T]:
+        """A value already made."""
+        made = cls(lambda: value)
+        made._make, made._value = None, value
+        return made
+
+    @property
+    def value(self) -> _T:
+        make = self._make
+        if make is not None:
+            self._value = make()
+            self._make = None
+        return self._value  # type: ignore[return-value]  # made above: _T, not None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Deferred) and self.value == other.value
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, which may be unhashable
+
+    def __repr__(self) -> str:
+        return f"Deferred({self._value!r})" if self._make is None else "Deferred(not made yet)"
+
 
 @dataclass(frozen=True, slots=True)
 class Dag:
@@ -538,5 +575,11 @@ class Dag:
     # External names routes forward to, for the DNS check to resolve (only when it is on).
     dns_hostnames: tuple[str, ...] = ()
     # What proxyless gRPC clients can dial by a Service's name (route hostnames are read
-    # from the groups).
-    service_targets: ServiceTargets = NO_SERVICE_TARGETS
+    # from the groups), made when first asked for: most deployments have no such client.
+    deferred_targets: Deferred[ServiceTargets] = field(
+        default_factory=lambda: Deferred.of(NO_SERVICE_TARGETS)
+    )
+
+    @property
+    def service_targets(self) -> ServiceTargets:
+        return self.deferred_targets.value

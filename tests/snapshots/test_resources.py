@@ -36,10 +36,10 @@ def test_a_resource_is_its_deterministic_bytes_and_their_sha256() -> None:
 
 def test_a_resource_names_nothing_unless_translation_says_so() -> None:
     plain = Resource.of("a", Cluster(name="a", type=Cluster.EDS))
-    assert plain.references == NO_REFERENCES == frozenset()
-    named = Resource.of("a", Cluster(name="a", type=Cluster.EDS), frozenset({"a"}))
-    assert named.references == {"a"}
-    assert Resource.of_bytes("a", CLUSTER, named.body, frozenset({"b"})).references == {"b"}
+    assert plain.references == NO_REFERENCES == ()
+    named = Resource.of("a", Cluster(name="a", type=Cluster.EDS), ("a",))
+    assert named.references == ("a",)
+    assert Resource.of_bytes("a", CLUSTER, named.body, ("b",)).references == ("b",)
     # The same bytes naming other resources are another resource (not equal), same digest.
     assert named != plain and named.digest == plain.digest
 

@@ -56,7 +56,7 @@ from dragoman.xds.server.snapshot_variants import ConfigSources
 
 
 def eds_cluster(name: str, service_name: str = "", timeout_s: int = 1) -> Resource:
-    references = frozenset((service_name or name,))
+    references = (service_name or name,)
     source = (name, service_name, timeout_s)
     return Translated.made(name, source, _eds_cluster, DEFAULT_OPTIONS, references)
 
@@ -100,7 +100,7 @@ def endpoints(name: str, *ips: str) -> Resource:
 
 
 def listener(name: str, route_config: str, port: int = 8080) -> Resource:
-    references = frozenset((route_config,))
+    references = (route_config,)
     source = (name, route_config, port)
     return Translated.made(name, source, _listener, DEFAULT_OPTIONS, references)
 

@@ -298,7 +298,7 @@ def test_per_type_variants_keep_no_old_bodies() -> None:
     def churn(first: int) -> None:
         for index in range(first, first + 150):
             resource = big_listener(index)
-            assert resource.references == {f"routes-{index}"}
+            assert resource.references == (f"routes-{index}",)
             served = Snapshot(types={LISTENER: TypeSnapshot.of([resource])})
             rewritten = rewrites.per_type(served, delta=False)
             assert rewritten.of_type(LISTENER).resources[resource.name] is not resource

@@ -199,6 +199,7 @@ class _Build:
         """The Dag after `changes` (from the state's store to `store`) and new DNS check
         observations `dns` (`observed`: the names whose observation changed); None when the
         change needs a full build."""
+        self.targets.begin()
         if (
             not self.patchable
             or changes.keys() - PATCHABLE_FIELDS
@@ -241,6 +242,7 @@ class _Build:
         """The Dag after new DNS check observations `dns` of names served alike (see
         serves_alike; `observed`: the names whose observation changed): the routes forwarding
         to them have their DNSResolved conditions made again, the names their addresses."""
+        self.targets.begin()
         previous = Previous(self.store, self.dag, self.clusters.has_aggregates)
         self.dns, self.observed = dns, set(observed)
         self.context = build_context(self.store, self.options, dns)
@@ -313,9 +315,9 @@ class _Build:
                 previous=previous,
             )
         )
-        service_targets = self.targets.update(
+        deferred = self.targets.deferred(
             self.context, self.dns, targets, dag, service_slices(self.store, self.slices)
         )
-        self.dag = dataclasses.replace(dag, service_targets=service_targets)
+        self.dag = dataclasses.replace(dag, deferred_targets=deferred)
         self.changed_services, self.observed = set(), set()
         return self.dag

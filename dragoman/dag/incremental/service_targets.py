@@ -4,6 +4,7 @@ changed (or whose EndpointSlices or DNS check observation changed)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -11,12 +12,14 @@ from itertools import chain
 from dragoman.dag.context import BuildContext
 from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.external_names import in_cluster_target, normalise
+from dragoman.dag.incremental.slices import service_slices
 from dragoman.dag.key_index import KeyIndex
 from dragoman.dag.model import (
     NO_SERVICE_TARGETS,
     AggregateCluster,
     Cluster,
     Dag,
+    Deferred,
     DnsCluster,
     EdsCluster,
     LoadAssignment,
@@ -75,8 +78,52 @@ class ServiceTargetIndex:
         self._targets = NO_SERVICE_TARGETS
         # Services were added out of order since the listeners were last sorted.
         self._unsorted = False
+        # What changed since the targets were last made (None: nothing), and which build
+        # is the last begun: its targets are made from the index; an earlier one's alone.
+        self._pending: TargetChanges | None = None
+        self._generation = 0
+        # Builds run in one thread, and the targets are asked for in another.
+        self._lock = threading.Lock()
 
-    def update(
+    def begin(self) -> None:
+        """A build begins: from now on, the targets of earlier builds are made alone when
+        asked for (what the index reads, such as the EndpointSlices, is about to change)."""
+        with self._lock:
+            self._generation += 1
+
+    def deferred(
+        self,
+        context: BuildContext,
+        dns: DnsObservations,
+        changes: TargetChanges,
+        dag: Dag,
+        slices_of: SlicesOf,
+    ) -> Deferred[ServiceTargets]:
+        """The targets after `changes`, made when first asked for (`dag`: the build's Dag,
+        whose load assignments are taken for the clusters it shares with the targets).
+
+        Until then the changes wait, merged with those of later builds: a deployment
+        without proxyless clients never makes a target. Asked for after a later build,
+        the targets of this one are made alone, from its own inputs."""
+        if not self._indexed:
+            return Deferred(lambda: self._made(context, dns, dag, slices_of))
+        with self._lock:
+            self._pending = merged(self._pending, changes)
+            generation = self._generation
+
+        def made() -> ServiceTargets:
+            with self._lock:
+                if generation == self._generation:
+                    pending, self._pending = self._pending, None
+                    if pending is not None:
+                        self._targets = self._update(context, dns, pending, dag, slices_of)
+                    return self._targets
+            alone = ServiceTargetIndex(indexed=False)
+            return alone._made(context, dns, dag, service_slices(context.store, None))
+
+        return Deferred(made)
+
+    def _update(
         self,
         context: BuildContext,
         dns: DnsObservations,
@@ -84,11 +131,8 @@ class ServiceTargetIndex:
         dag: Dag,
         slices_of: SlicesOf,
     ) -> ServiceTargets:
-        """The targets after `changes`; `dag`: the build's Dag, whose load assignments are
-        taken for the clusters it shares with the targets."""
+        """The targets after `changes`."""
         services = context.store.services
-        if not self._indexed:
-            return self._made(context, dns, dag, slices_of)
         if changes.every:
             reached: set[NamespacedName] = {*services, *self._targets_of}
         elif changes.addresses_only:
@@ -258,6 +302,26 @@ class ServiceTargetIndex:
             self._assignments.pop(name, None)
         else:
             self._assignments[name] = found
+
+
+def merged(first: TargetChanges | None, then: TargetChanges) -> TargetChanges:
+    """What changed over two builds in turn (`first` None: nothing before `then`). The
+    Services either reaches are reached from the index as it was before both: a Service
+    whose resolution the two change reads, as it was, one of the Services they change."""
+    if first is None:
+        return then
+    if first.every or then.every:
+        return TargetChanges(every=True)
+    slices = None if first.slices is None or then.slices is None else {*first.slices, *then.slices}
+    return TargetChanges(
+        every=False,
+        services={*first.services, *then.services},
+        grants=first.grants or then.grants,
+        tls={*first.tls, *then.tls},
+        observed={*first.observed, *then.observed},
+        slices=slices,
+        addresses_only=first.addresses_only and then.addresses_only,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ def service_port_targets(
     if key is None:
         key = namespace, name
     for port in sorted(set(ports)) if len(ports) > 1 else ports:
-        port_key = key, port
+        port_key = service.key, port
         cluster = resolved[port_key] if port_key in resolved else _resolved(service, port, context)
         if cluster is not None:
             found.append(ServiceTarget(host, port, key, cluster))

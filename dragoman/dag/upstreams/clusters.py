@@ -107,7 +107,7 @@ def resolved_cluster(
     BackendTLSPolicy asks for it (never over UDP)."""
     resolved = _resolved_cluster(service, port, context, l4)
     if l4 is None:
-        key = (service.meta.namespace, service.meta.name), port
+        key = service.key, port  # (the key each object carries: no new tuple of names)
         context.resolved_ports[key] = None if isinstance(resolved, Unresolved) else resolved.cluster
     return resolved
 

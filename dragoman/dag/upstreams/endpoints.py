@@ -12,12 +12,14 @@ from dragoman.dag.model import (
     AggregateCluster,
     Cluster,
     Dag,
+    Deferred,
     DnsCluster,
     EdsCluster,
     LbEndpoint,
     LoadAssignment,
     Locality,
     Problem,
+    ServiceTargets,
 )
 from dragoman.dag.upstreams.endpoint_addresses import endpoint_address_refusal, slice_problems
 from dragoman.objects import EndpointPort, EndpointSlice
@@ -79,17 +81,20 @@ def refresh_load_assignments(
     if changed is not None and not changed:
         return dag
     slices = slices_by_service(store, changed)
-    targets = dag.service_targets
+    deferred = dag.deferred_targets
+
+    def refreshed_targets() -> ServiceTargets:
+        targets = deferred.value
+        assignments = _refreshed(
+            targets.clusters, targets.load_assignments, slices, changed, allowed
+        )
+        return dataclasses.replace(targets, load_assignments=assignments)
+
     return dataclasses.replace(
         dag,
         load_assignments=_refreshed(dag.clusters, dag.load_assignments, slices, changed, allowed),
         problems=with_slice_problems(dag.problems, store.endpoint_slices.values(), allowed),
-        service_targets=dataclasses.replace(
-            targets,
-            load_assignments=_refreshed(
-                targets.clusters, targets.load_assignments, slices, changed, allowed
-            ),
-        ),
+        deferred_targets=Deferred(refreshed_targets),
     )
 
 

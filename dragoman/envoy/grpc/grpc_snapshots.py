@@ -41,6 +41,7 @@ from dragoman.snapshots.resources import (
     CLUSTER,
     ENDPOINT,
     LISTENER,
+    NO_REFERENCES,
     ROUTE,
     Resource,
     Snapshot,
@@ -169,9 +170,7 @@ class GrpcSnapshots:
             (LISTENER, value.name),
             # Its RouteConfiguration is named like it.
             lambda: (
-                Translated.made(
-                    value.name, value, api_listener, self._options, frozenset((value.name,))
-                ),
+                Translated.made(value.name, value, api_listener, self._options, (value.name,)),
             ),
         )
         return resource
@@ -236,7 +235,7 @@ def _cluster_resources(value: Cluster, options: TranslateOptions) -> tuple[Resou
             (value, index),
             grpc_cluster_at,
             options,
-            frozenset((message.name,)) & eds,
+            (message.name,) if message.name in eds else NO_REFERENCES,
         )
         for index, message in enumerate(grpc_clusters(value, options))
     )

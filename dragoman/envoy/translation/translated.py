@@ -45,7 +45,7 @@ class Translated(Resource):
         source: Any,
         translator: Translator,
         options: TranslateOptions,
-        references: frozenset[str] = NO_REFERENCES,
+        references: tuple[str, ...] = NO_REFERENCES,
     ) -> Translated:
         return cls.of_message(
             name, translator(source, options), source, translator, options, references
@@ -59,7 +59,7 @@ class Translated(Resource):
         source: Any,
         translator: Translator,
         options: TranslateOptions,
-        references: frozenset[str] = NO_REFERENCES,
+        references: tuple[str, ...] = NO_REFERENCES,
     ) -> Translated:
         """`message`, which is what `translator(source, options)` gives."""
         body = message.SerializeToString(deterministic=True)
@@ -80,7 +80,7 @@ class Translated(Resource):
 
 def cluster_resource(value: Cluster, options: TranslateOptions) -> Translated:
     # The CLA an EDS cluster reads is named like the cluster.
-    references = frozenset((value.name,)) if value.served_over_eds else NO_REFERENCES
+    references = (value.name,) if value.served_over_eds else NO_REFERENCES
     return Translated.made(value.name, value, cluster, options, references)
 
 
@@ -88,12 +88,12 @@ def listener_resource(value: Listener, options: TranslateOptions) -> Translated:
     return Translated.made(value.name, value, listener, options, route_table_names(value))
 
 
-def route_table_names(value: Listener) -> frozenset[str]:
-    """The RouteConfigurations a listener's connection managers fetch over RDS."""
+def route_table_names(value: Listener) -> tuple[str, ...]:
+    """The RouteConfigurations a listener's connection managers fetch over RDS, each once."""
     if isinstance(value, HttpsListener):
-        return frozenset(chain.route_table for chain in value.filter_chains)
+        return tuple(dict.fromkeys(chain.route_table for chain in value.filter_chains))
     if isinstance(value, HttpListener):
-        return frozenset((value.route_table,))
+        return (value.route_table,)
     return NO_REFERENCES  # TCP, TLS passthrough and UDP ports route no HTTP
 
 

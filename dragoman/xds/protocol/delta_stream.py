@@ -254,7 +254,10 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             previous=previous,
         )
         while len(state.pending) > MAX_PENDING:
-            state.pending.popitem(last=False)
+            _, forgotten = state.pending.popitem(last=False)
+            if state.type_url == ENDPOINT:
+                # Its answer will be stale: waiting on its CLAs would hold routes for good.
+                self.warmth.endpoints_answered(r.name for r in forgotten.sent)
         state.last_nonce = nonce
         if state.type_url == CLUSTER and updates:
             self.warmth.clusters_sent(nonce, updates, previous)  # what it held before

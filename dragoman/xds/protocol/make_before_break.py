@@ -128,12 +128,16 @@ class ClusterWarmth:
         """A CDS response carrying `clusters`, those added or changed, went out to a client
         that held `held` (by name) before."""
         any_cluster = fresh = False
+        awaited: list[str] = []
         for cluster in clusters:
             any_cluster = True
             if cluster.references:
-                self.awaited.update(cluster.references)  # an EDS cluster's CLA
+                awaited.extend(cluster.references)  # an EDS cluster's CLA
             elif cluster.name not in held:
                 fresh = True  # maybe strict-DNS: a new name has no old cluster serving
+        # Merged as one set: the table is sized for them at once, not grown name by name to
+        # twice that (each stream holds it: 0.25 MiB more per stream at 6,000 clusters).
+        self.awaited |= frozenset(awaited)
         if any_cluster:
             self.cluster_nonce = int(nonce)
         if fresh and self.grace is not None:

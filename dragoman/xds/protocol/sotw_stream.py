@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Iterable, Mapping
+from itertools import chain
 
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
@@ -126,7 +127,9 @@ class SotwStream(StreamProtocol[TypeState]):
         if state.type_url == CLUSTER:
             self.warmth.clusters_answered(state.nonce, self.is_ads)
         elif state.type_url == ENDPOINT:
-            self.warmth.endpoints_answered(state.sent_batch)
+            # Every CLA sent since the last answer: a client applies responses in order, and
+            # the answers to earlier ones were stale when they came (another was in flight).
+            self.warmth.endpoints_answered(chain(state.sent_batch, state.unacked))
         full_state = state.type_url in FULL_STATE_TYPES
         if not request.HasField("error_detail"):
             if full_state:

@@ -11,7 +11,7 @@ from dragoman.dag.build import build
 from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.incremental.assemble import DagParts, Previous, assemble
-from dragoman.dag.model import NO_SERVICE_TARGETS, Dag
+from dragoman.dag.model import NO_SERVICE_TARGETS, Dag, Deferred
 from dragoman.dag.options import BuildOptions
 from tests.dag.incremental.parts import store
 
@@ -47,7 +47,7 @@ def _parts(previous: Previous | None = None) -> tuple[DagParts, Dag]:
 
 
 def _without_targets(dag: Dag) -> Dag:
-    return dataclasses.replace(dag, service_targets=NO_SERVICE_TARGETS)
+    return dataclasses.replace(dag, deferred_targets=Deferred.of(NO_SERVICE_TARGETS))
 
 
 def test_the_same_parts_make_the_same_dag_and_stay_as_they_were() -> None:

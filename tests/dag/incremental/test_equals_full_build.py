@@ -386,18 +386,57 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
             # New observations: the routes forwarding to them; one name's answer alone, often.
             dns = _observations(rng) if rng.random() < 0.5 else _one_answer(rng, dns or {})
             continue
-        kind, key = _change(rng, held)
-        if rng.random() < 0.5:
-            store = Store.from_objects(held.values())  # as a manifest directory makes it
-        else:  # as the Kubernetes cache makes it, changes found from the store's own record
-            store = store.with_object(kind, key[1:], held.get(key))
-            if rng.random() < 0.3:
-                kind, key = _change(rng, held)  # two changes between builds
-                store = store.with_object(kind, key[1:], held.get(key))
+        store = _changed_store(rng, held, store)
     # The comparison is only worth something if most steps took the incremental path.
     assert kinds.get("incremental", 0) >= 20, kinds
     assert kinds.get("full", 0) >= 1, kinds
     assert targets_seen > 0
+
+
+def _changed_store(rng: random.Random, held: dict[Key, KubeObject], store: Store) -> Store:
+    """The store after one or two random changes to `held`."""
+    kind, key = _change(rng, held)
+    if rng.random() < 0.5:
+        return Store.from_objects(held.values())  # as a manifest directory makes it
+    # As the Kubernetes cache makes it, changes found from the store's own record.
+    store = store.with_object(kind, key[1:], held.get(key))
+    if rng.random() < 0.3:
+        kind, key = _change(rng, held)  # two changes between builds
+        store = store.with_object(kind, key[1:], held.get(key))
+    return store
+
+
+@pytest.mark.parametrize("seed", [300, 301, 302, 303])
+def test_targets_asked_for_now_and_then_match_a_full_build(seed: int) -> None:
+    """The proxyless Service targets wait until asked for, the changes of the builds in
+    between merged: asked for after any number of builds (or an earlier build's, after
+    later ones), they are a full build's."""
+    rng = random.Random(seed)
+    options = BuildOptions(dns_check=seed % 2 == 1)
+    held = _initial(rng)
+    dns = _observations(rng) if options.dns_check else None
+    builder = IncrementalBuild(options)
+    store = Store.from_objects(held.values())
+    built: list[tuple[Dag, Store, DnsObservations | None]] = []
+    kinds: dict[str, int] = {}
+    asked = earlier = 0
+    for step in range(60):
+        result = builder.build(store, dns)
+        kinds[result.kind] = kinds.get(result.kind, 0) + 1
+        built.append((result.dag, store, dns))
+        if rng.random() < 0.25:
+            latest = rng.random() < 0.7
+            dag, at, seen = built[-1] if latest else rng.choice(built)
+            full = build(at, options, seen).service_targets
+            assert dag.service_targets == full, f"seed {seed}, step {step}"
+            asked += 1
+            earlier += not latest
+        if options.dns_check and rng.random() < 0.15:
+            dns = _observations(rng) if rng.random() < 0.5 else _one_answer(rng, dns or {})
+        else:
+            store = _changed_store(rng, held, store)
+    assert kinds.get("incremental", 0) >= 20, kinds
+    assert asked >= 8 and earlier >= 2, (asked, earlier)
 
 
 def test_unchanged_parts_keep_their_objects_and_bytes() -> None:

@@ -102,13 +102,36 @@ def test_a_port_a_route_resolved_is_not_resolved_again(monkeypatch: pytest.Monke
     monkeypatch.setattr(targets, "service_cluster", counted)
     # api's and web's ports are routes' backends: their resolutions are taken from the routes'.
     dag = build(store_of(SERVICES, ROUTES))
+    web = dag.service_targets.clusters["default/web/50051"]  # (made when first asked for)
     assert resolved and ("api", 8000) not in resolved and ("web", 50051) not in resolved
-    web = dag.service_targets.clusters["default/web/50051"]
     assert web == dag.clusters["default/web/50051"]
     assert (
         dag.service_targets.load_assignments["default/web/50051"]
         is (dag.load_assignments["default/web/50051"])
     )
     # Without routes, the port is resolved for its target.
-    build(store_of(SERVICES))
+    assert build(store_of(SERVICES)).service_targets.targets
     assert ("api", 8000) in resolved
+
+
+def test_targets_are_made_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment without proxyless clients never makes a target: the builds' changes wait,
+    merged, until the targets are asked for."""
+    from dragoman.dag.incremental import service_targets as stage
+
+    made: list[str] = []
+
+    def counted(service: Service, *args: object) -> object:
+        made.append(service.meta.name)
+        return targets.service_port_targets(service, *args)  # type: ignore[arg-type]  # as called
+
+    monkeypatch.setattr(stage, "service_port_targets", counted)
+    builder = IncrementalBuild()
+    builder.build(store_of(SERVICES))
+    moved = store_of(SERVICES.replace("api.example.com.", "api2.example.com."))
+    dag = builder.build(moved).dag
+    full = build(moved)
+    assert made == []
+    asked = dag.service_targets
+    assert sorted(made) == sorted({s.meta.name for s in moved.services.values()})
+    assert asked == full.service_targets

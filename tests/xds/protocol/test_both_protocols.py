@@ -14,6 +14,7 @@ from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.xds.protocol.delta_state import MAX_PENDING
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.events import MissingTypeUrl, WrongTypeUrl
 from dragoman.xds.protocol.make_before_break import ClusterWarmth
@@ -406,6 +407,62 @@ def test_ads_routes_wait_for_a_new_cluster_and_its_endpoints(flavour: Flavour) -
     rds = only(feed(stream, flavour.ack(eds, ["a", "b", "c"]), moved))
     assert rds.type_url == ROUTE and names_in(rds) == ["routes-http"]
     assert flavour.holding_back(stream)  # "b" until the routes no longer name it
+
+
+def test_routes_waiting_for_a_cla_go_when_a_later_eds_response_is_acked(
+    flavour: Flavour,
+) -> None:
+    """Endpoints churn while a new cluster's CLA is in flight: its answer comes after the next
+    EDS response went (stale, in SotW), and the ACK of that one answers both (a client
+    applies responses in order). The routes must not wait for good."""
+    stream = new_stream(flavour)
+    connected = connect_envoy(flavour, stream, base_snapshot())
+
+    def moved_to_c(a_address: str) -> Snapshot:
+        return snapshot(
+            clusters=[eds_cluster("a"), eds_cluster("c")],
+            assignments=[endpoints("a", a_address), endpoints("c", "10.0.0.3")],
+            listeners=[listener("http", "routes-http")],
+            route_configs=[routes("routes-http", "a", "c")],
+        )
+
+    moved = moved_to_c("10.0.0.1")
+    cds = only(push(stream, moved))
+    subscribe_c = flavour.change(connected[ENDPOINT], ["a", "b", "c"], ["c"], [])
+    eds_c = only(feed(stream, subscribe_c, moved))
+    assert feed(stream, flavour.ack(cds, ()), moved) == []  # "c" still warming
+    churned = moved_to_c("10.0.0.9")  # a's endpoints move before c's CLA is answered
+    eds_a = only(push(stream, churned))
+    assert eds_a.type_url == ENDPOINT and names_in(eds_a) == ["a"]
+    sent = feed(stream, flavour.ack(eds_c, ["a", "b", "c"]), churned)
+    sent += feed(stream, flavour.ack(eds_a, ["a", "b", "c"]), churned)
+    assert [(r.type_url, names_in(r)) for r in sent] == [(ROUTE, ["routes-http"])]
+
+
+def test_routes_waiting_for_a_cla_whose_response_was_forgotten_go_at_the_next_ack() -> None:
+    """Delta keeps MAX_PENDING responses in flight per type: one forgotten (its answer will
+    be stale) no longer holds the routes once a later one is answered."""
+    stream = new_stream(DELTA)
+    connected = connect_envoy(DELTA, stream, base_snapshot())
+
+    def moved_to_c(a_address: str) -> Snapshot:
+        return snapshot(
+            clusters=[eds_cluster("a"), eds_cluster("c")],
+            assignments=[endpoints("a", a_address), endpoints("c", "10.0.0.3")],
+            listeners=[listener("http", "routes-http")],
+            route_configs=[routes("routes-http", "a", "c")],
+        )
+
+    moved = moved_to_c("10.0.0.1")
+    cds = only(push(stream, moved))
+    only(feed(stream, DELTA.change(connected[ENDPOINT], ["a", "b", "c"], ["c"], []), moved))
+    assert feed(stream, DELTA.ack(cds, ()), moved) == []  # "c" still warming
+    sent: list[Response] = []
+    for i in range(MAX_PENDING):  # a's endpoints churn, nothing answered
+        sent += push(stream, moved_to_c(f"10.0.1.{i}"))
+    last = [r for r in sent if r.type_url == ENDPOINT][-1]
+    sent += feed(stream, DELTA.ack(last, ["a", "b", "c"]), moved_to_c(f"10.0.1.{MAX_PENDING - 1}"))
+    assert [names_in(r) for r in sent if r.type_url == ROUTE] == [["routes-http"]]
 
 
 def test_a_cluster_the_client_does_not_ask_endpoints_for_does_not_hold_routes(
