@@ -444,6 +444,7 @@ class ProbeFigures:
     existing_requests: int = 0
     connection_errors: int = 0
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    gap_s: float = 0.0  # from a 200 to the next write
 
 
 async def watch_existing(
@@ -466,9 +467,15 @@ async def watch_existing(
 
 
 async def probe_samples(
-    made: World, first: int, samples: int, poll_s: float, figures: ProbeFigures
+    made: World,
+    first: int,
+    samples: int,
+    poll_s: float,
+    figures: ProbeFigures,
+    gap_s: float = 0.0,
 ) -> None:
-    """Creates routes first..first+samples-1, one at a time, each timed until its first 200."""
+    """Creates routes first..first+samples-1, one at a time, each timed until its first 200;
+    the next is written `gap_s` after that 200 (the original writes the next at once)."""
     stopped = asyncio.Event()
     served = [first]
     watcher = (
@@ -493,6 +500,7 @@ async def probe_samples(
                 await asyncio.sleep(poll_s)
             figures.samples_ms.append((time.perf_counter() - began) * 1000)
             served[0] = i + 1
+            await asyncio.sleep(gap_s)
     finally:
         stopped.set()
         if watcher is not None:
@@ -514,7 +522,9 @@ async def wait_200(port: int, host: str, path: str, timeout: float = 600) -> Non
         client.close()
 
 
-def run_probe(mode: str, steps: Sequence[int], samples: int, poll_ms: float) -> list[ProbeFigures]:
+def run_probe(
+    mode: str, steps: Sequence[int], samples: int, poll_ms: float, gap_s: float = 0.0
+) -> list[ProbeFigures]:
     port = free_port((BACKEND_A,))
     results = []
     with world(mode, {"backend": (BACKEND_A, port)}, []) as made:
@@ -532,8 +542,8 @@ def run_probe(mode: str, steps: Sequence[int], samples: int, poll_ms: float) -> 
                 last = written - 1
                 asyncio.run(wait_200(made.listener_port, f"{last}-route.example.com", f"/{last}"))
             time.sleep(1.0)  # let the last build's aftermath settle
-            figures = ProbeFigures(routes=written, load=load_average())
-            asyncio.run(probe_samples(made, written, samples, poll_ms / 1000, figures))
+            figures = ProbeFigures(routes=written, load=load_average(), gap_s=gap_s)
+            asyncio.run(probe_samples(made, written, samples, poll_ms / 1000, figures, gap_s))
             written += samples
             results.append(figures)
             print_probe(mode, figures)
@@ -670,7 +680,8 @@ async def paced_traffic(
         if status == 0 or not 200 <= status < 300:
             label = figures.change_times[-1][1] if figures.change_times else "initial"
             figures.by_change[label] = figures.by_change.get(label, 0) + 1
-        figures.timeline.append((at - began, (time.perf_counter() - at) * 1000, status))
+        elapsed_ms = (time.perf_counter() - at) * 1000
+        figures.timeline.append((round(at - began, 3), round(elapsed_ms, 2), status))
 
     busy: set[int] = set()
     while not stopped.is_set():
@@ -694,7 +705,7 @@ async def make_changes(
     variants = change_variants(made.ports)
     for k in range(1, changes + 1):
         label, objects = variants[k % len(variants)]
-        figures.change_times.append((time.perf_counter() - began, label))
+        figures.change_times.append((round(time.perf_counter() - began, 3), label))
         made.write("route" if objects[0]["kind"] == "HTTPRoute" else "backend-a", *objects)
         figures.changes += 1
         if k == changes // 2:
@@ -943,9 +954,10 @@ def print_route_load(f: LoadFigures) -> None:
 
 
 def verdict(name: str, value: float, target: float) -> str:
-    ratio = value / target if target else float("inf")
     met = "met" if value <= target else "NOT met"
-    return f"{name}: {value:.1f} against ≤ {target:g} → {met} ({ratio:.2f}x the target)"
+    if not target:
+        return f"{name}: {value:g} against 0 → {met}"
+    return f"{name}: {value:.1f} against ≤ {target:g} → {met} ({value / target:.2f}x the target)"
 
 
 def verdicts(results: dict[str, Any]) -> list[str]:
@@ -994,6 +1006,9 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("--routes", type=int, action="append", help="probe: R (repeatable)")
     made.add_argument("--samples", type=int, default=None, help="probes per R (default 50)")
     made.add_argument("--poll-ms", type=float, default=1.0)
+    made.add_argument(
+        "--gap", type=float, default=0.0, help="probe: seconds from a 200 to the next write"
+    )
     made.add_argument("--changes", type=int, default=None, help="routechange (default 100)")
     made.add_argument("--rate", type=float, default=200.0, help="routechange requests/s")
     made.add_argument("--spacing", type=float, default=0.2, help="seconds between changes")
@@ -1015,7 +1030,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if wanted in ("probe", "all"):
         steps = sorted(args.routes or ([0, 300] if quick else [0, 1000, 3000, 5000]))
         results["probe"] = {
-            mode: [asdict(f) for f in run_probe(mode, steps, samples, args.poll_ms)]
+            mode: [asdict(f) for f in run_probe(mode, steps, samples, args.poll_ms, args.gap)]
             for mode in modes
         }
     if wanted in ("routechange", "all"):
