@@ -796,6 +796,7 @@ class LoadFigures:
     endpoint_timeouts: int = 0
     cpu_series: list[tuple[float, float]] = field(default_factory=list)  # t, % of a core
     rss_series: list[tuple[float, float]] = field(default_factory=list)  # t, MiB
+    envoy_cpu_series: list[tuple[float, float]] = field(default_factory=list)  # main thread
     envoy_idle_ms_per_s: float = 0.0
     envoy_ms_per_change: float = 0.0
     churn_cpu_percent: float = 0.0
@@ -866,14 +867,17 @@ async def churn(
 async def sample_usage(
     made: World, figures: LoadFigures, began: float, stopped: asyncio.Event
 ) -> None:
-    pid = made.dragoman_pid()
+    pid, envoy = made.dragoman_pid(), made.envoy_pid()
     last_t, last_cpu = time.perf_counter(), cpu_seconds(pid)
+    last_envoy = main_thread_cpu_seconds(envoy)
     while not stopped.is_set():
         await asyncio.sleep(1.0)
-        now, cpu = time.perf_counter(), cpu_seconds(pid)
-        figures.cpu_series.append((now - began, (cpu - last_cpu) * 100 / (now - last_t)))
-        figures.rss_series.append((now - began, rss_mib(pid)))
-        last_t, last_cpu = now, cpu
+        now, cpu, envoy_cpu = time.perf_counter(), cpu_seconds(pid), main_thread_cpu_seconds(envoy)
+        t, seconds = round(now - began, 2), now - last_t
+        figures.cpu_series.append((t, round((cpu - last_cpu) * 100 / seconds, 2)))
+        figures.envoy_cpu_series.append((t, round((envoy_cpu - last_envoy) * 100 / seconds, 2)))
+        figures.rss_series.append((t, round(rss_mib(pid), 2)))
+        last_t, last_cpu, last_envoy = now, cpu, envoy_cpu
 
 
 def run_route_load(

@@ -6,6 +6,7 @@ with SVG plots (docs/benchmarks.md and docs/benchmarks/*.svg).
                                            # 10,000 streams, 50,000 Services): an hour or more
     python benchmarks/report.py --quick    # a first look (a few minutes)
     python benchmarks/report.py --from results.json   # write the report again from saved figures
+    python benchmarks/report.py --from results.json --only route_load   # run one part again
 
 Each scenario runs in a process of its own: `gateway_bench.py` (probe, routechange, route-load;
 see its docstring for what each reproduces of howardjohn/gateway-api-bench and where it
@@ -26,6 +27,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,40 +53,38 @@ Results = dict[str, Any]
 
 def sizes(profile: str) -> dict[str, list[str]]:
     """The command lines (after the script) of each run, for a profile."""
-    if profile == "quick":
-        gateway = ["--quick"]
-        return {
-            "probe": ["probe", *gateway],
-            "probe_spaced": ["probe", *gateway, "--routes", "300", "--gap", "1"],
-            "routechange": ["routechange", *gateway],
-            "route_load": ["route-load", *gateway],
-            "fanout": ["--streams", "100", "--streams", "300", "--updates", "3"],
-            "propagation": ["--services", "500", "--envoys", "2", "--changes", "5", "--sotw-floor"],
-            "startup": ["--services", "2000", "--repeat", "1"],
-        }
-    if profile == "full":
-        return {
-            "probe": ["probe", "--routes", "0", "--routes", "1000", "--routes", "3000",
-                      "--routes", "5000"],
-            "probe_spaced": ["probe", "--routes", "3000", "--gap", "1"],
-            "routechange": ["routechange"],
-            "route_load": ["route-load", "--churn-seconds", "120"],
-            "fanout": ["--streams", "1000", "--streams", "10000", "--tls", "both"],
-            "fanout_delta": ["--streams", "1000", "--streams", "10000", "--tls", "both",
-                             "--delta"],
-            "propagation": ["--services", "10000", "--envoys", "10", "--sotw-floor"],
-            "startup": ["--services", "10000", "--repeat", "3"],
-            "startup_50k": ["--services", "50000", "--repeat", "1"],
-        }  # fmt: skip
-    return {
-        "probe": ["probe", "--routes", "0", "--routes", "1000", "--routes", "3000"],
-        "probe_spaced": ["probe", "--routes", "3000", "--gap", "1", "--samples", "20"],
-        "routechange": ["routechange"],
-        "route_load": ["route-load", "--churn-seconds", "60"],
-        "fanout": ["--streams", "100", "--streams", "1000", "--updates", "5"],
-        "propagation": ["--services", "2000", "--envoys", "3", "--changes", "10", "--sotw-floor"],
-        "startup": ["--services", "10000", "--repeat", "1"],
-    }
+    runs = {
+        "quick": {
+            "probe": "probe --quick",
+            "probe_spaced": "probe --quick --routes 300 --gap 1",
+            "routechange": "routechange --quick",
+            "route_load": "route-load --quick",
+            "fanout": "--streams 100 --streams 300 --updates 3",
+            "propagation": "--services 500 --envoys 2 --changes 5 --sotw-floor --idle-seconds 5",
+            "startup": "--services 2000 --repeat 1",
+        },
+        "default": {
+            "probe": "probe --routes 0 --routes 1000 --routes 3000",
+            "probe_spaced": "probe --routes 3000 --gap 1 --samples 20",
+            "routechange": "routechange",
+            "route_load": "route-load --churn-seconds 60",
+            "fanout": "--streams 100 --streams 1000 --updates 5",
+            "propagation": "--services 2000 --envoys 3 --changes 10 --sotw-floor --idle-seconds 5",
+            "startup": "--services 10000 --repeat 1",
+        },
+        "full": {
+            "probe": "probe --routes 0 --routes 1000 --routes 3000 --routes 5000",
+            "probe_spaced": "probe --routes 3000 --gap 1",
+            "routechange": "routechange",
+            "route_load": "route-load --churn-seconds 120",
+            "fanout": "--streams 1000 --streams 10000 --tls both",
+            "fanout_delta": "--streams 1000 --streams 10000 --tls both --delta",
+            "propagation": "--services 10000 --envoys 10 --sotw-floor",
+            "startup": "--services 10000 --repeat 3",
+            "startup_50k": "--services 50000 --repeat 1",
+        },
+    }[profile]
+    return {name: line.split() for name, line in runs.items()}
 
 
 SCRIPTS = {
@@ -248,9 +248,8 @@ def plot_probe(results: Results, path: Path) -> bool:
     axes.set_xlabel("HTTPRoutes already served (R)")
     axes.set_ylabel("write → first 200 through Envoy (ms)")
     axes.set_title("Route propagation (probe)")
-    axes.legend(fontsize=8, loc="lower right")
-    figure.tight_layout()
-    figure.savefig(path, format="svg")
+    axes.legend(fontsize=8, loc="center right")
+    save(figure, path)
     plt.close(figure)
     return True
 
@@ -262,9 +261,11 @@ def plot_routechange(results: Results, path: Path) -> bool:
         return False
     figure, all_axes = plt.subplots(len(runs), 1, figsize=(7.5, 2.6 * len(runs)), squeeze=False)
     for axes, run in zip((a[0] for a in all_axes), runs, strict=True):
-        ok = [(t, ms) for t, ms, status in run["timeline"] if 200 <= status < 300]
+        bins = latency_bins(run["timeline"], 0.25)
+        starts = [t for t, _, _ in bins]
+        axes.plot(starts, [median for _, median, _ in bins], linewidth=0.8, label="median")
+        axes.plot(starts, [most for _, _, most in bins], linewidth=0.8, label="max")
         bad = [(t, max(ms, 0.1)) for t, ms, status in run["timeline"] if not 200 <= status < 300]
-        axes.scatter([t for t, _ in ok], [ms for _, ms in ok], s=2, label="2xx")
         if bad:
             axes.scatter([t for t, _ in bad], [ms for _, ms in bad], s=25, marker="x",
                          color="red", label="non-2xx or no answer")  # fmt: skip
@@ -275,7 +276,7 @@ def plot_routechange(results: Results, path: Path) -> bool:
                 run["restart_time"], color="red", linewidth=1.2, label="dragoman restarted"
             )
         axes.set_yscale("log")
-        axes.set_ylabel("request latency (ms)")
+        axes.set_ylabel("latency per 0.25 s (ms)")
         axes.set_title(
             f"Route changes under {run['achieved_rps']:.0f} req/s, {run['mode']}: "
             f"{run['changes']} changes (grey), {run['non_2xx'] + run['connection_errors']} errors",
@@ -283,10 +284,27 @@ def plot_routechange(results: Results, path: Path) -> bool:
         )
         axes.legend(fontsize=7, loc="upper right")
     all_axes[-1][0].set_xlabel("seconds")
-    figure.tight_layout()
-    figure.savefig(path, format="svg")
+    save(figure, path)
     plt.close(figure)
     return True
+
+
+def latency_bins(
+    timeline: Sequence[Sequence[float]], width: float
+) -> list[tuple[float, float, float]]:
+    """(start, median, max) latency of the requests sent in each `width` seconds."""
+    bins: dict[int, list[float]] = {}
+    for t, ms, _status in timeline:
+        bins.setdefault(int(t / width), []).append(ms)
+    return [
+        (k * width, statistics.median(values), max(values)) for k, values in sorted(bins.items())
+    ]
+
+
+def save(figure: Any, path: Path) -> None:
+    """Written in the format the file's suffix names (SVG for the report)."""
+    figure.tight_layout()
+    figure.savefig(path, format=path.suffix.lstrip("."))
 
 
 def plot_churn(results: Results, path: Path) -> bool:
@@ -295,9 +313,15 @@ def plot_churn(results: Results, path: Path) -> bool:
     if plt is None or not load or not load["cpu_series"]:
         return False
     figure, (cpu_axes, rss_axes) = plt.subplots(2, 1, figsize=(7.5, 4.8), sharex=True)
-    cpu_axes.plot([t for t, _ in load["cpu_series"]], [c for _, c in load["cpu_series"]])
+    cpu_axes.plot([t for t, _ in load["cpu_series"]], [c for _, c in load["cpu_series"]],
+                  label="dragoman")  # fmt: skip
+    envoy = load.get("envoy_cpu_series") or []
+    if envoy:
+        cpu_axes.plot([t for t, _ in envoy], [c for _, c in envoy], label="Envoy's main thread")
+    cpu_axes.set_ylim(bottom=0)
+    cpu_axes.legend(fontsize=8)
     cpu_axes.axhline(TARGETS["churn_cpu_percent"], color="black", linestyle=":", linewidth=0.8)
-    cpu_axes.set_ylabel("dragoman CPU (% of a core)")
+    cpu_axes.set_ylabel("CPU (% of a core)")
     routes = load["namespaces"] * load["per_namespace"]
     cpu_axes.set_title(
         f"{routes:,} HTTPRoutes, {load['churn_rate']:.0f} EndpointSlice changes/s", fontsize=9
@@ -307,8 +331,7 @@ def plot_churn(results: Results, path: Path) -> bool:
     rss_axes.set_ylabel("dragoman RSS (MiB)")
     rss_axes.set_ylim(bottom=0)
     rss_axes.set_xlabel("seconds of churn (dotted: the targets)")
-    figure.tight_layout()
-    figure.savefig(path, format="svg")
+    save(figure, path)
     plt.close(figure)
     return True
 
@@ -331,8 +354,7 @@ def plot_fanout(fanout: list[dict[str, Any]], path: Path) -> bool:
     axes.set_ylabel("one change → every stream (s)")
     axes.set_title("Fan-out (dotted: the 2 s p99 target)")
     axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, format="svg")
+    save(figure, path)
     plt.close(figure)
     return True
 
@@ -672,10 +694,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     profile = "full" if args.full else "quick" if args.quick else "default"
     print(f"load average before: {' '.join(map(str, load_average()))}", flush=True)
-    results = json.loads(args.source.read_text()) if args.source else collect(profile, args.only)
+    if args.source:
+        results = json.loads(args.source.read_text())
+        for name in args.only:  # run these again, keep the rest as saved
+            results["runs"][name] = run_one(name, sizes(results["profile"])[name])
+    else:
+        results = collect(profile, args.only)
     write_report(results, args.out)
     saved = args.out.parent / IMAGES / "results.json"
-    if not args.source:
+    if not args.source or args.only:
         saved.write_text(json.dumps(results, separators=(",", ":")) + "\n")
     print(f"\nwrote {args.out} (figures in {saved})")
     print(f"load average: {' '.join(map(str, results.get('load_before', [])))} before, "
