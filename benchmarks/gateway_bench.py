@@ -65,8 +65,10 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -159,6 +161,8 @@ TARGETS = {
     "endpoint_p99_ms": 100.0,
 }
 
+PROBE_TIMEOUT_S = 60.0
+KEEP_WORKDIR = False  # --keep: leave the logs and bootstrap behind
 BACKEND_A = "127.0.0.2"
 BACKEND_B = "127.0.0.3"
 NAMESPACE = "default"
@@ -329,9 +333,10 @@ def world(
         yield made
     finally:
         made.close()
-        import shutil
-
-        shutil.rmtree(workdir, ignore_errors=True)
+        if KEEP_WORKDIR:
+            print(f"kept {workdir} (dragoman.log, envoy0/)", flush=True)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def gateway_object(port: int) -> Object:
@@ -445,6 +450,7 @@ class ProbeFigures:
     connection_errors: int = 0
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
     gap_s: float = 0.0  # from a 200 to the next write
+    timeouts: int = 0  # routes not served within PROBE_TIMEOUT_S (probing stops at the first)
 
 
 async def watch_existing(
@@ -473,9 +479,12 @@ async def probe_samples(
     poll_s: float,
     figures: ProbeFigures,
     gap_s: float = 0.0,
+    until: float = math.inf,
 ) -> None:
     """Creates routes first..first+samples-1, one at a time, each timed until its first 200;
-    the next is written `gap_s` after that 200 (the original writes the next at once)."""
+    the next is written `gap_s` after that 200 (the original writes the next at once). No
+    route is written after `until` (perf_counter); a route not served within
+    PROBE_TIMEOUT_S is counted and ends the probing."""
     stopped = asyncio.Event()
     served = [first]
     watcher = (
@@ -486,18 +495,23 @@ async def probe_samples(
     client = Client(made.listener_port)
     try:
         for i in range(first, first + samples):
+            if time.perf_counter() > until:
+                break
             host, path = f"{i}-route.example.com", f"/{i}"
             began = time.perf_counter()
             made.write(f"route{i}", probe_route(i))
-            while True:
+            status = 0
+            while time.perf_counter() - began < PROBE_TIMEOUT_S:
                 status, _ = await client.ask(host, path)
                 if status == 200:
                     break
                 if status not in (0, 404):
                     figures.new_route_errors += 1
-                if time.perf_counter() - began > 60:
-                    raise TimeoutError(f"route {i} not served within 60 s")
                 await asyncio.sleep(poll_s)
+            if status != 200:
+                figures.timeouts += 1
+                print(f"route {i} not served within {PROBE_TIMEOUT_S:.0f} s", flush=True)
+                break
             figures.samples_ms.append((time.perf_counter() - began) * 1000)
             served[0] = i + 1
             await asyncio.sleep(gap_s)
@@ -557,7 +571,8 @@ def print_probe(mode: str, f: ProbeFigures) -> None:
         f"p90 {s['p90']:6.1f}, p99 {s['p99']:6.1f}, max {s['max']:6.1f} ({s['n']} samples); "
         f"existing routes: {f.existing_non_200} non-200 of {f.existing_requests}; "
         f"new route non-404/200: {f.new_route_errors}; connection errors "
-        f"{f.connection_errors}; load {' '.join(map(str, f.load))}",
+        f"{f.connection_errors}; not served within {PROBE_TIMEOUT_S:.0f} s: {f.timeouts}; "
+        f"load {' '.join(map(str, f.load))}",
         flush=True,
     )
 
@@ -920,7 +935,10 @@ def run_route_load(
             if samples:
                 await asyncio.sleep(min(5.0, seconds / 4))
                 figures.probe = ProbeFigures(routes=len(services), load=load_average())
-                await probe_samples(made, 0, samples, poll_ms / 1000, figures.probe)
+                probing = probe_samples(
+                    made, 0, samples, poll_ms / 1000, figures.probe, until=t0 + seconds
+                )
+                await probing
             await churning
             window = time.perf_counter() - t0
             envoy_busy = main_thread_cpu_seconds(made.envoy_pid()) - envoy_start
@@ -969,6 +987,8 @@ def verdicts(results: dict[str, Any]) -> list[str]:
     lines = []
     for mode, probes in results.get("probe", {}).items():
         for f in probes:
+            if f.get("timeouts"):
+                lines.append(verdict(f"probe {mode} R={f['routes']} routes never served", 1, 0))
             if not f["samples_ms"]:
                 continue
             s = summary(f["samples_ms"])
@@ -991,6 +1011,10 @@ def verdicts(results: dict[str, Any]) -> list[str]:
         lines.append(verdict("route-load dragoman RSS MiB", f["churn_rss_mib"], 150.0))
         p99 = summary(f["endpoint_ms"])["p99"]
         lines.append(verdict("route-load endpoint change → Envoy p99 ms", p99, 100.0))
+        lost = f["endpoint_timeouts"]
+        lines.append(verdict("route-load endpoint changes not seen within 10 s", lost, 0))
+        if f.get("probe") and f["probe"].get("timeouts"):
+            lines.append(verdict("probe under churn: routes not served within 60 s", 1, 0))
         if f.get("probe") and f["probe"]["samples_ms"]:
             median = summary(f["probe"]["samples_ms"])["median"]
             lines.append(
@@ -1021,6 +1045,7 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("--churn-rate", type=float, default=20.0)
     made.add_argument("--churn-seconds", type=float, default=None, help="(default 120)")
     made.add_argument("--json", type=Path, help="also write the figures here")
+    made.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     made.add_argument("--serve-backends", help=argparse.SUPPRESS)
     return made
 
@@ -1058,6 +1083,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_backends:
         serve_backends(args.serve_backends)
         return 0
+    global KEEP_WORKDIR
+    KEEP_WORKDIR = args.keep
     print(f"load average before: {' '.join(map(str, load_average()))}; {os.cpu_count()} CPUs")
     results = run(args)
     print("\ntargets:")
