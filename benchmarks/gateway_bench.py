@@ -163,6 +163,7 @@ TARGETS = {
 
 PROBE_TIMEOUT_S = 60.0
 KEEP_WORKDIR = False  # --keep: leave the logs and bootstrap behind
+DRAGOMAN_LOG_LEVEL = "info"  # --keep makes it debug: what each xDS stream was sent
 BACKEND_A = "127.0.0.2"
 BACKEND_B = "127.0.0.3"
 NAMESPACE = "default"
@@ -280,6 +281,8 @@ class World:
                 "off",
                 "--config",
                 str(lab),
+                "--log-level",
+                DRAGOMAN_LOG_LEVEL,
             ],
             stdout=subprocess.DEVNULL,
             stderr=log,
@@ -644,6 +647,8 @@ class ChangeFigures:
     reapplied: dict[str, int] = field(default_factory=dict)
     achieved_rps: float = 0.0
     timeline: list[tuple[float, float, int]] = field(default_factory=list)  # t, ms, status
+    bins: list[tuple[float, float, float]] = field(default_factory=list)  # t, median, max ms
+    failures: list[tuple[float, float, int]] = field(default_factory=list)  # t, ms, status
     change_times: list[tuple[float, str]] = field(default_factory=list)
     restart_time: float | None = None
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -779,8 +784,25 @@ def run_routechange(mode: str, changes: int, rate: float, spacing: float) -> Cha
 
         figures.load = load_average()
         asyncio.run(scenario())
+    # What is kept of every request: the latency per quarter second, and each failure.
+    figures.bins = latency_bins(figures.timeline, 0.25)
+    figures.failures = [x for x in figures.timeline if not 200 <= x[2] < 300]
+    figures.timeline = []
     print_routechange(figures)
     return figures
+
+
+def latency_bins(
+    timeline: Sequence[Sequence[float]], width: float
+) -> list[tuple[float, float, float]]:
+    """(start, median, max) latency of the requests sent in each `width` seconds."""
+    bins: dict[int, list[float]] = {}
+    for t, ms, _status in timeline:
+        bins.setdefault(int(t / width), []).append(ms)
+    return [
+        (round(k * width, 3), round(statistics.median(v), 2), round(max(v), 2))
+        for k, v in sorted(bins.items())
+    ]
 
 
 def print_routechange(f: ChangeFigures) -> None:
@@ -1083,8 +1105,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_backends:
         serve_backends(args.serve_backends)
         return 0
-    global KEEP_WORKDIR
+    global KEEP_WORKDIR, DRAGOMAN_LOG_LEVEL
     KEEP_WORKDIR = args.keep
+    DRAGOMAN_LOG_LEVEL = "debug" if args.keep else "info"
     print(f"load average before: {' '.join(map(str, load_average()))}; {os.cpu_count()} CPUs")
     results = run(args)
     print("\ntargets:")

@@ -1,7 +1,7 @@
 """The benchmark report: runs the gateway scenarios and the fleet benchmarks, writes Markdown
 with SVG plots (docs/benchmarks.md and docs/benchmarks/*.svg).
 
-    python benchmarks/report.py            # sizes that fit a 2-core machine (about 10 minutes)
+    python benchmarks/report.py            # sizes that fit a 2-core machine (about 12 minutes)
     python benchmarks/report.py --full     # the whole set (R up to 5,000, 2 minutes of churn,
                                            # 10,000 streams, 50,000 Services): an hour or more
     python benchmarks/report.py --quick    # a first look (a few minutes)
@@ -23,11 +23,11 @@ met or not met, with the ratio of the figure to the target.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from gateway_bench import ANCHORS, TARGETS, summary, verdicts  # noqa: E402
+from gateway_bench import ANCHORS, TARGETS, latency_bins, summary, verdicts  # noqa: E402
 
 DOCS = ROOT / "docs"
 IMAGES = "benchmarks"  # below docs/
@@ -261,11 +261,12 @@ def plot_routechange(results: Results, path: Path) -> bool:
         return False
     figure, all_axes = plt.subplots(len(runs), 1, figsize=(7.5, 2.6 * len(runs)), squeeze=False)
     for axes, run in zip((a[0] for a in all_axes), runs, strict=True):
-        bins = latency_bins(run["timeline"], 0.25)
+        bins = run.get("bins") or latency_bins(run.get("timeline", []), 0.25)
         starts = [t for t, _, _ in bins]
         axes.plot(starts, [median for _, median, _ in bins], linewidth=0.8, label="median")
         axes.plot(starts, [most for _, _, most in bins], linewidth=0.8, label="max")
-        bad = [(t, max(ms, 0.1)) for t, ms, status in run["timeline"] if not 200 <= status < 300]
+        failed = run.get("failures") or run.get("timeline", [])
+        bad = [(t, max(ms, 0.1)) for t, ms, status in failed if not 200 <= status < 300]
         if bad:
             axes.scatter([t for t, _ in bad], [ms for _, ms in bad], s=25, marker="x",
                          color="red", label="non-2xx or no answer")  # fmt: skip
@@ -289,16 +290,15 @@ def plot_routechange(results: Results, path: Path) -> bool:
     return True
 
 
-def latency_bins(
-    timeline: Sequence[Sequence[float]], width: float
-) -> list[tuple[float, float, float]]:
-    """(start, median, max) latency of the requests sent in each `width` seconds."""
-    bins: dict[int, list[float]] = {}
-    for t, ms, _status in timeline:
-        bins.setdefault(int(t / width), []).append(ms)
-    return [
-        (k * width, statistics.median(values), max(values)) for k, values in sorted(bins.items())
-    ]
+def rounded(value: Any) -> Any:
+    """Floats to 3 decimals, through lists and dicts: the saved figures stay small."""
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, list | tuple):
+        return [rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    return value
 
 
 def save(figure: Any, path: Path) -> None:
@@ -369,8 +369,8 @@ def fmt(value: float, digits: int = 1) -> str:
 def probe_table(results: Results) -> list[str]:
     lines = [
         "| mode | R | samples | median ms | p90 ms | p99 ms | max ms | non-200 on existing "
-        "routes | new route non-404/200 | connection errors | load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "routes | new route non-404/200 | connection errors | not served in 60 s | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     rows = [(mode, f) for mode, runs in results.get("probe", {}).items() for f in runs]
     rows += [
@@ -387,15 +387,20 @@ def probe_table(results: Results) -> list[str]:
             f"| {mode} | {f['routes']:,} | {s['n']} | {fmt(s['median'])} | {fmt(s['p90'])} | "
             f"{fmt(s['p99'])} | {fmt(s['max'])} | {f['existing_non_200']} of "
             f"{f['existing_requests']:,} | {f['new_route_errors']} | {f['connection_errors']} | "
-            f"{' '.join(map(str, f['load']))} |"
+            f"{f.get('timeouts', 0)} | {' '.join(map(str, f['load']))} |"
         )
     return lines
 
 
 def anchors_table(results: Results) -> list[str]:
     """dragoman at R = 3,000 (or the largest R run) beside the published figures."""
-    lines = ["| implementation | new route → 200 at up to 3,000 routes | under load |",
-             "|---|---|---|"]  # fmt: skip
+    lines = [
+        "Published figures read from gateway-api-bench's README-v2 (text and plots); dragoman's "
+        "ratio is to the middle of each published range.",
+        "",
+        "| implementation | new route → 200 at up to 3,000 routes | under load |",
+        "|---|---|---|",
+    ]
     under = ANCHORS["probe_under_load_ms"]
     for name, (low, high) in ANCHORS["probe_3000_ms"].items():
         span = f"{low} ms" if low == high else f"{low}-{high} ms"
@@ -403,11 +408,13 @@ def anchors_table(results: Results) -> list[str]:
         lines.append(f"| {name} (published) | {span} | {loaded} |")
     mine = {mode: runs[-1] for mode, runs in results.get("probe", {}).items() if runs}
     loaded_probe = results.get("route_load", {}).get("probe")
-    loaded_text = (
-        f"median {fmt(summary(loaded_probe['samples_ms'])['median'])} ms"
-        if loaded_probe and loaded_probe["samples_ms"]
-        else "not run"
-    )
+    loaded_text = "not run"
+    if loaded_probe and loaded_probe["samples_ms"]:
+        median = summary(loaded_probe["samples_ms"])["median"]
+        ratios = ", ".join(f"{median / ms:.2f}x {name}" for name, ms in under.items())
+        loaded_text = (
+            f"median {fmt(median)} ms at R = {loaded_probe['routes']:,} during the churn ({ratios})"
+        )
     for mode, f in mine.items():
         s = summary(f["samples_ms"])
         ratios = ", ".join(
@@ -469,7 +476,26 @@ def route_load_lines(results: Results) -> list[str]:
         f"README.md; absolute figures are only in its graphs): {relative}. README-v2: at steady "
         "state Istio used 4x, NGINX 9x and Envoy Gateway 82x the control-plane CPU of "
         "agentgateway; agentgateway's data plane stayed below 1% CPU, the others 20-240%.",
+        "",
+        *under_churn_lines(f.get("probe")),
     ]
+
+
+def under_churn_lines(probe: dict[str, Any] | None) -> list[str]:
+    """What the probe during the churn found (its figures are in the probe table)."""
+    if not probe:
+        return []
+    s = summary(probe["samples_ms"])
+    found = (
+        f"During the churn, {s['n']} new routes were probed (R = {probe['routes']:,}): median "
+        f'{fmt(s["median"])} ms, p99 {fmt(s["p99"])} ms (the probe table\'s "under churn" row).'
+    )
+    if probe.get("timeouts"):
+        found += (
+            " A new route was not served within 60 s while the churn went on; probing stopped "
+            "there."
+        )
+    return [found]
 
 
 def existing_section(results: Results, name: str, title: str, note: str) -> list[str]:
@@ -606,7 +632,7 @@ def markdown(results: Results, images: dict[str, bool]) -> str:
     lines += [
         "```sh",
         "pip install -e '.[bench]'                  # matplotlib, for the plots",
-        "python benchmarks/report.py                # this report's sizes (~10 min, 2 cores)",
+        "python benchmarks/report.py                # this report's sizes (~12 min, 2 cores)",
         "python benchmarks/report.py --full         # every size the targets name",
         "python benchmarks/gateway_bench.py probe --mode manifests --routes 3000   # one scenario",
         "```",
@@ -700,15 +726,16 @@ def main(argv: list[str] | None = None) -> int:
             results["runs"][name] = run_one(name, sizes(results["profile"])[name])
     else:
         results = collect(profile, args.only)
-    write_report(results, args.out)
+    shown = copy.deepcopy(results)  # the report adds merged figures and verdicts to it
+    write_report(shown, args.out)
     saved = args.out.parent / IMAGES / "results.json"
     if not args.source or args.only:
-        saved.write_text(json.dumps(results, separators=(",", ":")) + "\n")
+        saved.write_text(json.dumps(rounded(results), separators=(",", ":")) + "\n")
     print(f"\nwrote {args.out} (figures in {saved})")
     print(f"load average: {' '.join(map(str, results.get('load_before', [])))} before, "
           f"{' '.join(map(str, results.get('load_after', [])))} after")  # fmt: skip
     print("targets:")
-    for line in results["verdicts"]:
+    for line in shown["verdicts"]:
         print("  " + line)
     return 0
 
