@@ -1001,7 +1001,8 @@ def verdict(name: str, value: float, target: float) -> str:
     met = "met" if value <= target else "NOT met"
     if not target:
         return f"{name}: {value:g} against 0 → {met}"
-    return f"{name}: {value:.1f} against ≤ {target:g} → {met} ({value / target:.2f}x the target)"
+    shown = f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+    return f"{name}: {shown} against ≤ {target:g} → {met} ({value / target:.2f}x the target)"
 
 
 def verdicts(results: dict[str, Any]) -> list[str]:

@@ -690,7 +690,7 @@ def fanout_verdicts(fanout: list[dict[str, Any]]) -> list[str]:
             continue
         name = f"fan-out {row['mode']} S={row['streams']:,}"
         lines.append(verdict(f"{name} p99 s", row["p99_s"], 2.0))
-        if "kib_per_stream" in row:
+        if "kib_per_stream" in row and row["streams"] >= 1000:  # below, one-off costs weigh
             limit = 150.0 if "mTLS" in row["mode"] else 60.0
             lines.append(verdict(f"{name} KiB per idle stream", row["kib_per_stream"], limit))
     return lines

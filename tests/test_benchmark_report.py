@@ -126,7 +126,8 @@ def test_the_report_judges_every_target_with_its_ratio(report: ModuleType, tmp_p
     assert "routechange manifests non-2xx + connection errors: 1 against 0 → NOT met" in judged
     assert "route-load dragoman CPU % of a core: 5.5 against ≤ 10 → met (0.55x" in judged
     assert "route-load endpoint change → Envoy p99 ms: 150.0 against ≤ 100 → NOT met" in judged
-    assert "fan-out SotW ADS S=100 KiB per idle stream: 72.5 against ≤ 60 → NOT met" in judged
+    assert "fan-out SotW ADS S=100 p99 s: 0.03 against ≤ 2 → met (0.01x" in judged
+    assert "S=100 KiB" not in judged  # what a stream costs shows from S = 1,000 on
     for line in judged.splitlines():
         assert f"- {line}" in text
     assert "before: 2.75 2.5 2.25; after: 3.0 2.5 2.25" in text
