@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -184,6 +185,74 @@ def parse_fanout(output: str) -> list[dict[str, Any]]:
         if idle and "kib_per_stream" not in found[-1]:
             found[-1]["kib_per_stream"] = float(idle.group(1))
     return found
+
+
+ROUND = re.compile(r"^== round \d+: (dragoman|SotW floor)\b.*N = ([\d,]+), (\d+) Envoys")
+CPU_PER_CHANGE = re.compile(r"^CPU per change, dragoman\s+median ([\d.]+) ms")
+
+
+def parse_propagation(output: str) -> dict[str, Any]:
+    """propagation.py --sotw-floor: N, Envoys, and each round's median CPU per change (ms) of
+    dragoman and of the floor server."""
+    found: dict[str, Any] = {"dragoman_ms": [], "floor_ms": []}
+    server = ""
+    for line in output.splitlines():
+        head = ROUND.search(line)
+        if head:
+            server = "dragoman_ms" if head.group(1) == "dragoman" else "floor_ms"
+            found["services"] = int(head.group(2).replace(",", ""))
+            found["envoys"] = int(head.group(3))
+            continue
+        cpu = CPU_PER_CHANGE.search(line)
+        if cpu and server:
+            found[server].append(float(cpu.group(1)))
+    return found
+
+
+STARTUP_HEAD = re.compile(r"^== N = ([\d,]+), ([^,]+), (SotW|delta) ==")
+STARTUP_READY = re.compile(r"^start -> all \d+ clusters served\s+wall\s+([\d.]+) s")
+READY_TARGET_S = {10_000: 2.0, 50_000: 12.0}
+
+
+def parse_startup(output: str) -> list[dict[str, Any]]:
+    """startup.py: each layout's N and seconds from start until every cluster was served."""
+    found: list[dict[str, Any]] = []
+    for line in output.splitlines():
+        head = STARTUP_HEAD.search(line)
+        if head:
+            services = int(head.group(1).replace(",", ""))
+            found.append({"services": services, "layout": head.group(2)})
+            continue
+        ready = STARTUP_READY.search(line)
+        if ready and found and "seconds" not in found[-1]:
+            found[-1]["seconds"] = float(ready.group(1))
+    return found
+
+
+def fleet_verdicts(results: Results) -> list[str]:
+    """CPU per change (target 35 ms, beside the floor) and start-up (10,000 and 50,000)."""
+    from gateway_bench import verdict
+
+    runs = results.get("runs", {})
+    lines = []
+    if "propagation" in runs:
+        found = parse_propagation(runs["propagation"]["output"])
+        if found["dragoman_ms"]:
+            ours = statistics.median(found["dragoman_ms"])
+            floor = statistics.median(found["floor_ms"]) if found["floor_ms"] else float("nan")
+            name = (
+                f"SotW CPU per change, N={found['services']:,}, {found['envoys']} Envoys, ms "
+                f"(the ideal server: {floor:g} ms; 10 ms ticks)"
+            )
+            lines.append(verdict(name, ours, 35.0))
+    for name in ("startup", "startup_50k"):
+        if name in runs:
+            for row in parse_startup(runs[name]["output"]):
+                target = READY_TARGET_S.get(row["services"])
+                if target is not None and "seconds" in row:
+                    label = f"ready to serve, N={row['services']:,} ({row['layout']}) s"
+                    lines.append(verdict(label, row["seconds"], target))
+    return lines
 
 
 # --- plots -----------------------------------------------------------------------------------
@@ -666,7 +735,10 @@ def write_report(results: Results, out: Path) -> str:
             fanout += parse_fanout(record["output"])
     spaced = verdicts({"probe": results.get("probe_spaced", {})})
     results["verdicts"] = (
-        verdicts(results) + [f"spaced: {line}" for line in spaced] + fanout_verdicts(fanout)
+        verdicts(results)
+        + [f"spaced: {line}" for line in spaced]
+        + fanout_verdicts(fanout)
+        + fleet_verdicts(results)
     )
     images_dir = out.parent / IMAGES
     images_dir.mkdir(parents=True, exist_ok=True)

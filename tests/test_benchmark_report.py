@@ -165,3 +165,34 @@ def test_the_benchmark_objects_are_valid(report: ModuleType) -> None:
     assert len(variants) == 11
     for _label, objects in variants:
         assert len(typed(*objects)) == len(objects)
+
+
+def test_the_fleet_benchmarks_output_is_read_and_judged(report: ModuleType) -> None:
+    propagation = (
+        "== round 1: dragoman SotW: N = 10,000, 10 Envoys ==\n"
+        "CPU per change, dragoman                   median 70 ms, p90 80 ms\n"
+        "== round 1: SotW floor (the 'dragoman' lines: the floor server): "
+        "N = 10,000, 10 Envoys ==\n"
+        "CPU per change, dragoman                   median 20 ms, p90 20 ms\n"
+        "== round 2: dragoman SotW: N = 10,000, 10 Envoys ==\n"
+        "CPU per change, dragoman                   median 80 ms, p90 90 ms\n"
+    )
+    startup = (
+        "== N = 10,000, files, SotW ==\n"
+        "start -> all 10000 clusters served   wall  1.50 s   cpu  1.2 s   (load 1 1 1)\n"
+        "== N = 2,000, files, SotW ==\n"
+        "start -> all 2000 clusters served   wall  0.50 s   cpu  0.4 s   (load 1 1 1)\n"
+    )
+    assert report.parse_propagation(propagation) == {
+        "services": 10_000,
+        "envoys": 10,
+        "dragoman_ms": [70.0, 80.0],
+        "floor_ms": [20.0],
+    }
+    results = {"runs": {"propagation": {"output": propagation}, "startup": {"output": startup}}}
+    assert report.fleet_verdicts(results) == [
+        "SotW CPU per change, N=10,000, 10 Envoys, ms (the ideal server: 20 ms; 10 ms ticks): "
+        "75.0 against ≤ 35 → NOT met (2.14x the target)",
+        # N = 2,000 has no target.
+        "ready to serve, N=10,000 (files) s: 1.5 against ≤ 2 → met (0.75x the target)",
+    ]
