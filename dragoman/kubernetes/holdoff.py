@@ -1,8 +1,11 @@
 """When to rebuild after a burst of changes. Pure: the caller passes the time.
 
-As Contour does: a change after a quiet spell is applied at once; changes that follow
-it wait until the stream has been quiet for `quiet` seconds, but never longer than
-`max_delay` after the first of them, so a steady trickle still gets applied.
+A change that comes at least `quiet` seconds after the last rebuild is applied at once;
+changes that follow a rebuild more closely are a burst: they wait until the stream has been
+quiet for `quiet` seconds, but never longer than `max_delay` after the first of them, so a
+steady trickle still gets applied. (Contour holds off 100 ms after every rebuild; a quiet
+spell of 10 ms is enough to tell a lone change from a burst, and the lone change is served
+90 ms sooner.)
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Holdoff:
-    quiet: float = 0.1
+    quiet: float = 0.01
     max_delay: float = 0.5
     _first: float | None = field(default=None, init=False)
     _last: float = field(default=0.0, init=False)
@@ -32,7 +35,7 @@ class Holdoff:
         """When the pending changes should be applied; inf when none are pending."""
         if self._first is None:
             return math.inf
-        if self._first - self._last_flush >= self.max_delay:
+        if self._first - self._last_flush >= self.quiet:
             return self._first  # the first change after a quiet spell
         return min(self._last + self.quiet, self._first + self.max_delay)
 

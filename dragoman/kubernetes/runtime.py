@@ -69,7 +69,7 @@ class KubernetesConfig:
     translate_options: TranslateOptions = TranslateOptions()
     watch: WatchSettings = field(default_factory=WatchSettings)
     kinds: tuple[WatchedKind, ...] = WATCHED_KINDS
-    holdoff: float = 0.1
+    holdoff: float = 0.01
     holdoff_max: float = 0.5
     dns_check: DnsCheckSettings = NO_DNS_CHECK
     # Mutual TLS on the xDS port; None: plaintext, on loopback unless xds_insecure.

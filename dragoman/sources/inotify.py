@@ -51,8 +51,9 @@ WATCHED = (
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then the name, NUL-padded
 
 # Events are gathered until none came for STEP_MS (at most DEBOUNCE_MS): one file saved is
-# one batch.
-STEP_MS = 10
+# one batch (a save's events, a rename's too, come microseconds apart). Bursts are coalesced
+# above, by the watcher's quiet period.
+STEP_MS = 2
 DEBOUNCE_MS = 50
 # Files being written that are remembered; past this, the oldest are forgotten (a rescan
 # then may read one of them before its writer closes it).

@@ -47,7 +47,7 @@ async def watch_directory(
     on_change: OnChange,
     stop: asyncio.Event,
     *,
-    quiet_period: float = 0.1,
+    quiet_period: float = 0.01,
     max_delay: float = 1.0,
     rescan_interval: float = 60.0,
     poll_interval: float = 1.0,

@@ -33,3 +33,15 @@ def test_a_burst_waits_for_quiet_but_never_past_the_maximum_delay() -> None:
     assert holdoff.due() == 10.05 + 0.5  # ...but the maximum delay caps it
     holdoff.flushed(10.55)
     assert not holdoff.pending
+
+
+def test_a_quiet_spell_is_as_long_as_the_quiet_period() -> None:
+    """A change coming one quiet period after the last rebuild is a lone change, not the tail
+    of a burst: one new route after another each serve at once (not 100 ms later)."""
+    holdoff = Holdoff()  # 10 ms of quiet by default
+    holdoff.flushed(10.0)
+    holdoff.changed(10.015)
+    assert holdoff.due() == 10.015
+    holdoff.flushed(10.016)
+    holdoff.changed(10.02)  # 4 ms after: a burst
+    assert holdoff.due() == 10.02 + holdoff.quiet
