@@ -578,6 +578,46 @@ def backend_tls_policy(
     }
 
 
+def xbackend(
+    name: str,
+    hostname: str,
+    port: int = 443,
+    *,
+    namespace: str = "default",
+    protocol: str | None = None,
+    tls: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    generation: int | None = None,
+) -> Object:
+    """An XBackend (gateway.networking.x-k8s.io/v1alpha1) of type ExternalHostname; `tls` as
+    the CRD's spec.tls (mode, clientCertificateRef, validation)."""
+    spec: Object = {
+        "type": "ExternalHostname",
+        "externalHostname": {"hostname": hostname},
+        "port": {"port": port},
+    }
+    if protocol is not None:
+        spec["protocol"] = protocol
+    if tls is not None:
+        spec["tls"] = _own(tls)
+    return {
+        "apiVersion": "gateway.networking.x-k8s.io/v1alpha1",
+        "kind": "XBackend",
+        "metadata": {
+            **metadata(name, namespace, generation=generation),
+            **({"annotations": dict(annotations)} if annotations else {}),
+        },
+        "spec": spec,
+    }
+
+
+def xbackend_ref(name: str, *, namespace: str | None = None) -> Object:
+    """A backendRef to an XBackend."""
+    return backend_ref(
+        name, namespace=namespace, kind="XBackend", group="gateway.networking.x-k8s.io"
+    )
+
+
 def secret(
     name: str,
     data: Mapping[str, bytes],
