@@ -40,6 +40,11 @@ TLS_FIELD = "spec.tls"
 UNSAFE_HOSTNAME = "UnsafeHostname"
 UNSUPPORTED_VALUE = "UnsupportedValue"
 INVALID_CLIENT_CERTIFICATE_REF = "InvalidClientCertificateRef"
+# What dragoman cannot do of spec.protocol HTTP11 (its HTTP/1.1 clusters over TLS negotiate).
+HTTP11_OVER_TLS = (
+    f"{PROTOCOL_FIELD} HTTP11 over TLS: Envoy offers h2 and http/1.1 by ALPN, as to every "
+    "HTTP backend over TLS; a backend that picks h2 is spoken HTTP/2"
+)
 # The DNS check's reasons: the XBackend is Accepted, its name not (yet) served.
 _DNS_REASONS = frozenset({DNS_CHECK_PENDING, DNS_CHECK_FAILED})
 
@@ -83,13 +88,16 @@ def judge_xbackend(backend: XBackend, context: BuildContext) -> XBackendVerdict:
     if refused is not None:
         return XBackendVerdict(backend, hostname, refusal=refused)
     tls, unresolved, refused = _tls(backend, context)
+    warnings = service_dns_settings(backend, context.options.dns_check).problems
+    if backend.protocol == "HTTP11" and tls is not None:
+        warnings = (*warnings, HTTP11_OVER_TLS)
     verdict = XBackendVerdict(
         backend,
         hostname,
         tls=tls,
         refusal=refused,
         unresolved=unresolved,
-        warnings=service_dns_settings(backend, context.options.dns_check).problems,
+        warnings=warnings,
     )
     found = external_host_refusal(hostname, context)
     if found is None:
@@ -129,7 +137,7 @@ def xbackend_cluster(
         dns=dns.settings,
         checked=options.dns_check,
     )
-    return ResolvedCluster(cluster, dns.problems)
+    return ResolvedCluster(cluster, verdict.warnings)
 
 
 def host_refusal(backend: XBackend, hostname: str, context: BuildContext) -> Refusal | None:
@@ -141,7 +149,7 @@ def host_refusal(backend: XBackend, hostname: str, context: BuildContext) -> Ref
             PROTOCOL_FIELD,
             "protocol 'MCP' is not supported (supported: HTTP, HTTP11, HTTP2, H2C, TCP)",
         )
-    unsafe = normalised_unsafe_reason(hostname, HOSTNAME_FIELD)
+    unsafe = normalised_unsafe_reason(hostname, "hostname")
     if unsafe is not None:
         return Refusal(UNSAFE_HOSTNAME, HOSTNAME_FIELD, unsafe)
     domain = context.options.cluster_domain

@@ -397,3 +397,15 @@ def test_the_xbackends_certificate_takes_precedence_over_the_gateways() -> None:
         if isinstance(cluster, DnsCluster)
     }
     assert presented == {"own.partner.example": "client", "plain.partner.example": "other"}
+
+
+def test_http11_over_tls_says_what_envoy_negotiates() -> None:
+    dag = build(
+        xbackend("partner", "api.partner.example", protocol="HTTP11", tls={"mode": "ServerOnly"}),
+        ROUTE,
+    )
+    assert only_cluster(dag).protocol == HTTP1
+    [problem] = route_problems(dag)
+    assert problem.reason == "UnsupportedValue" and "spec.protocol HTTP11" in problem.message
+    [parent] = status(dag, "XBackend", "partner")["parents"]
+    assert "by ALPN" in parent["conditions"][0]["message"]
