@@ -10,14 +10,25 @@ conditions (Accepted, ResolvedRefs) as the Gateway API defines them.
   all invalid is not Accepted (NoValidCACertificate) and requests to its targets fail (500).
 - The SNI is `validation.hostname`; the certificate must carry one of `subjectAltNames`, or
   that hostname when none is given.
+- `options` of dragoman's (backend_tls_options.py): a client certificate presented to the
+  targets, TLS versions, cipher suites and groups. One that cannot be used (an unknown
+  dragoman.dev/ key, a value Envoy would refuse, a missing Secret) refuses the policy (Invalid,
+  naming the key): requests to its targets fail rather than go without it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from dragoman.dag.backend_tls_options import (
+    INVALID_CLIENT_CERTIFICATE_REF,
+    NO_OPTIONS,
+    OptionRefusal,
+    judge_options,
+)
 from dragoman.dag.conditions import Condition, condition
 from dragoman.dag.model import SubjectAltNameMatch, UpstreamTls
 from dragoman.objects import BackendTLSPolicy, ConfigMap, ObjectKey, Secret
@@ -182,6 +193,18 @@ def judge_policy(
         config_maps,
         secrets,
     )
+    options = judge_options(policy, secrets)
+    if isinstance(options, OptionRefusal):
+        if options.unresolved and unresolved is None:
+            unresolved = (INVALID_CLIENT_CERTIFICATE_REF, options.message)
+        # Never served without what the options ask for (a certificate, a TLS version).
+        return PolicyVerdict(
+            policy, None, invalid=(INVALID, options.message), unresolved=unresolved
+        )
+    if tls is not None and options is not NO_OPTIONS:
+        tls = dataclasses.replace(
+            tls, client_certificate=options.client_certificate, parameters=options.parameters
+        )
     return PolicyVerdict(policy, tls, invalid=invalid, unresolved=unresolved)
 
 

@@ -557,9 +557,11 @@ def backend_tls_policy(
     subject_alt_names: Sequence[Mapping[str, Any]] = (),
     created: str = "",
     generation: int | None = None,
+    options: Mapping[str, str] | None = None,
 ) -> Object:
     """A BackendTLSPolicy for a Service (one port of it with `section`): verify `hostname`
-    against the CAs of `ca_refs` (see `local_ref`) or the `well_known` ones."""
+    against the CAs of `ca_refs` (see `local_ref`) or the `well_known` ones; `options` as
+    spec.options."""
     target: Object = {"group": "", "kind": "Service", "name": service_name}
     if section is not None:
         target["sectionName"] = section
@@ -574,7 +576,11 @@ def backend_tls_policy(
         "apiVersion": GATEWAY_V1,
         "kind": "BackendTLSPolicy",
         "metadata": metadata(name, namespace, generation=generation, created=created),
-        "spec": {"targetRefs": [target], "validation": validation},
+        "spec": {
+            "targetRefs": [target],
+            "validation": validation,
+            **({"options": dict(options)} if options is not None else {}),
+        },
     }
 
 
