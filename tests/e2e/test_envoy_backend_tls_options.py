@@ -20,6 +20,7 @@ import pytest
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from tests.support.builders import config_map, yaml_text
 from tests.support.certificates import certificate_authority
 from tests.support.harness import (
     DragomanProcess,
@@ -37,10 +38,6 @@ SERVER_CA = certificate_authority("options server CA")
 CLIENT_CA = certificate_authority("options client CA")
 POLICY_CLIENT = CLIENT_CA.issue("policy.client.e2e.test")
 GATEWAY_CLIENT = CLIENT_CA.issue("gateway.client.e2e.test")
-
-
-def indented(pem: bytes, spaces: int) -> str:
-    return "\n".join(" " * spaces + line for line in pem.decode().splitlines())
 
 
 def service(name: str, host: str, port: int) -> str:
@@ -89,14 +86,7 @@ spec:
 """,
             "\n" + POLICY_CLIENT.secret_yaml("policy-client") + "\n",
             "\n" + GATEWAY_CLIENT.secret_yaml("gateway-client") + "\n",
-            f"""
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: server-ca, namespace: default}}
-data:
-  ca.crt: |
-{indented(SERVER_CA.pem, 4)}
-""",
+            "\n" + yaml_text(config_map("server-ca", {"ca.crt": SERVER_CA.pem.decode()})),
             service("own", MTLS, mtls_port),
             service("gateways", MTLS, mtls_port),
             service("tls13", LEGACY, legacy_port),

@@ -25,6 +25,7 @@ import pytest
 from dragoman.demo.dns import DnsResponder
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import wait_until
+from tests.support.builders import config_map, yaml_text
 from tests.support.certificates import certificate_authority
 from tests.support.harness import (
     DragomanProcess,
@@ -42,10 +43,6 @@ SERVER_CA = certificate_authority("xbackend server CA")
 CLIENT_CA = certificate_authority("xbackend client CA")
 ONE_CLIENT = CLIENT_CA.issue("one.client.e2e.test")
 TWO_CLIENT = CLIENT_CA.issue("two.client.e2e.test")
-
-
-def indented(pem: bytes, spaces: int) -> str:
-    return "\n".join(" " * spaces + line for line in pem.decode().splitlines())
 
 
 def xbackend(name: str, hostname: str, port: int, tls: str) -> str:
@@ -85,14 +82,7 @@ spec:
 """,
             "\n" + ONE_CLIENT.secret_yaml("one-client") + "\n",
             "\n" + TWO_CLIENT.secret_yaml("two-client") + "\n",
-            f"""
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: server-ca, namespace: default}}
-data:
-  ca.crt: |
-{indented(SERVER_CA.pem, 4)}
-""",
+            "\n" + yaml_text(config_map("server-ca", {"ca.crt": SERVER_CA.pem.decode()})),
             # SNI, the name verified and the CAs by default: the hostname, the system bundle.
             xbackend("one", ONE, one_port, "{" + presenting.format("one-client") + "}"),
             xbackend("two", TWO, two_port, validated),

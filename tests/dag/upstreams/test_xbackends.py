@@ -49,6 +49,16 @@ def only_cluster(dag: Dag) -> DnsCluster:
     return cluster
 
 
+def presented(dag: Dag) -> dict[str, str | None]:
+    """Each XBackend host and the Secret whose certificate its cluster presents."""
+    found: dict[str, str | None] = {}
+    for cluster in dag.clusters.values():
+        assert isinstance(cluster, DnsCluster) and cluster.tls is not None
+        certificate = cluster.tls.client_certificate
+        found[cluster.hostname] = certificate.secret.name if certificate is not None else None
+    return found
+
+
 def xbackend_conditions(dag: Dag, name: str = "partner") -> dict[str, tuple[str, str]]:
     [parent] = status(dag, "XBackend", name)["parents"]
     assert parent["parentRef"]["name"] == "gw"
@@ -246,12 +256,7 @@ def test_two_xbackends_present_different_certificates() -> None:
         tls_secret("other", OTHER.certificate, OTHER.private_key),
         route,
     )
-    presented = {
-        cluster.hostname: cluster.tls.client_certificate.secret.name  # type: ignore[union-attr]
-        for cluster in dag.clusters.values()
-        if isinstance(cluster, DnsCluster)
-    }
-    assert presented == {"one.partner.example": "client", "two.partner.example": "other"}
+    assert presented(dag) == {"one.partner.example": "client", "two.partner.example": "other"}
 
 
 @pytest.mark.parametrize(
@@ -391,12 +396,7 @@ def test_the_xbackends_certificate_takes_precedence_over_the_gateways() -> None:
         tls_secret("other", OTHER.certificate, OTHER.private_key),
         route,
     )
-    presented = {
-        cluster.hostname: cluster.tls.client_certificate.secret.name  # type: ignore[union-attr]
-        for cluster in dag.clusters.values()
-        if isinstance(cluster, DnsCluster)
-    }
-    assert presented == {"own.partner.example": "client", "plain.partner.example": "other"}
+    assert presented(dag) == {"own.partner.example": "client", "plain.partner.example": "other"}
 
 
 def test_http11_over_tls_says_what_envoy_negotiates() -> None:
@@ -409,3 +409,27 @@ def test_http11_over_tls_says_what_envoy_negotiates() -> None:
     assert problem.reason == "UnsupportedValue" and "spec.protocol HTTP11" in problem.message
     [parent] = status(dag, "XBackend", "partner")["parents"]
     assert "by ALPN" in parent["conditions"][0]["message"]
+
+
+def test_a_grpc_route_speaks_http2_to_an_xbackend() -> None:
+    route = http_route("g", kind="GRPCRoute", rules=[rule(xbackend_ref("partner"))])
+    cleartext = build(xbackend("partner", "grpc.partner.example", 50051), route)
+    assert only_cluster(cleartext).protocol == H2C
+    secure = build(xbackend("partner", "grpc.partner.example", tls={"mode": "ServerOnly"}), route)
+    assert only_cluster(secure).protocol == H2
+    assert only_cluster(secure).name == "xbackend/default/partner/443/h2"
+
+
+def test_a_tls_route_passing_tls_through_refuses_an_xbackend_that_adds_its_own() -> None:
+    route = http_route(
+        "t", kind="TLSRoute", hostnames=["a.example.com"], rules=[rule(xbackend_ref("partner"))]
+    )
+    dag = build_text(
+        gateway_class(),
+        gateway("gw", listeners=[listener("tls", 9443, "TLS", tls={"mode": "Passthrough"})]),
+        xbackend("partner", "db.partner.example", tls={"mode": "ServerOnly"}),
+        route,
+    )
+    [problem] = route_problems(dag, "t")
+    assert problem.reason == "UnsupportedValue"
+    assert problem.message.startswith("XBackend default/partner asks for TLS (spec.tls)")
