@@ -198,9 +198,11 @@ def judge_policy(
         if options.unresolved and unresolved is None:
             unresolved = (INVALID_CLIENT_CERTIFICATE_REF, options.message)
         # Never served without what the options ask for (a certificate, a TLS version).
-        return PolicyVerdict(
-            policy, None, invalid=(INVALID, options.message), unresolved=unresolved
-        )
+        if invalid is None:
+            invalid = (INVALID, options.message)
+        else:
+            invalid = (invalid[0], f"{invalid[1]}; {options.message}")
+        return PolicyVerdict(policy, None, invalid=invalid, unresolved=unresolved)
     if tls is not None and options is not NO_OPTIONS:
         tls = dataclasses.replace(
             tls, client_certificate=options.client_certificate, parameters=options.parameters

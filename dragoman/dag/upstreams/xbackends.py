@@ -20,11 +20,13 @@ from dragoman.dag.context import BuildContext
 from dragoman.dag.dns_check import DNS_CHECK_FAILED, DNS_CHECK_PENDING
 from dragoman.dag.external_names import is_cluster_local, normalise, normalised_unsafe_reason
 from dragoman.dag.model import (
+    DEFAULT_DNS_SETTINGS,
     H2,
     H2C,
     HTTP1,
     TCP,
     DnsCluster,
+    DnsSettings,
     L4Protocol,
     UpstreamProtocol,
     UpstreamTls,
@@ -79,7 +81,8 @@ class XBackendVerdict:
     refusal: Refusal | None = None  # Accepted=False
     unresolved: Refusal | None = None  # ResolvedRefs=False (a refusal too when it is)
     dns_refusal: Refusal | None = None  # the DNS check has not allowed the name
-    warnings: tuple[str, ...] = ()  # bad DNS annotations, served with defaults
+    dns: DnsSettings = DEFAULT_DNS_SETTINGS  # from its dragoman.dev/dns-* annotations
+    warnings: tuple[str, ...] = ()  # bad DNS annotations (served with defaults), HTTP11
 
 
 def judge_xbackend(backend: XBackend, context: BuildContext) -> XBackendVerdict:
@@ -88,7 +91,8 @@ def judge_xbackend(backend: XBackend, context: BuildContext) -> XBackendVerdict:
     if refused is not None:
         return XBackendVerdict(backend, hostname, refusal=refused)
     tls, unresolved, refused = _tls(backend, context)
-    warnings = service_dns_settings(backend, context.options.dns_check).problems
+    dns = service_dns_settings(backend, context.options.dns_check)
+    warnings = dns.problems
     if backend.protocol == "HTTP11" and tls is not None:
         warnings = (*warnings, HTTP11_OVER_TLS)
     verdict = XBackendVerdict(
@@ -97,6 +101,7 @@ def judge_xbackend(backend: XBackend, context: BuildContext) -> XBackendVerdict:
         tls=tls,
         refusal=refused,
         unresolved=unresolved,
+        dns=dns.settings,
         warnings=warnings,
     )
     found = external_host_refusal(hostname, context)
@@ -123,8 +128,6 @@ def xbackend_cluster(
     protocol = _protocol(backend, verdict.tls, l4)
     if isinstance(protocol, Refusal):
         return Unresolved(protocol.reason, f"{named}: {protocol.field}: {protocol.message}")
-    options = context.options
-    dns = service_dns_settings(backend, options.dns_check)
     suffix = "" if protocol == HTTP1 else f"/{protocol}"
     cluster = DnsCluster(
         # Its own prefix: a Service of the same name and port has a cluster of its own.
@@ -134,8 +137,8 @@ def xbackend_cluster(
         port=backend.port,
         protocol=protocol,
         tls=verdict.tls,
-        dns=dns.settings,
-        checked=options.dns_check,
+        dns=verdict.dns,
+        checked=context.options.dns_check,
     )
     return ResolvedCluster(cluster, verdict.warnings)
 

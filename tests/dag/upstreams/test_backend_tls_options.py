@@ -206,3 +206,17 @@ def test_every_known_name_is_accepted() -> None:
     assert parameters is not None
     assert parameters.cipher_suites == CIPHER_SUITE_NAMES
     assert parameters.ecdh_curves == ECDH_CURVE_NAMES
+
+
+def test_a_bad_option_and_a_bad_validation_are_both_said() -> None:
+    bad = backend_tls_policy(
+        "one",
+        "one",
+        "one.partner.example",
+        well_known="example.com/corporate",
+        options={"dragoman.dev/max-tls-version": "TLSv2"},
+    )
+    dag = build(bad)
+    assert conditions(dag, "one")["Accepted"] == ("False", "Invalid")
+    text = message(dag, "one", "Accepted")
+    assert "wellKnownCACertificates" in text and "options[dragoman.dev/max-tls-version]" in text
