@@ -287,7 +287,7 @@ def _external_cluster(
 
 
 def external_host_refusal(
-    hostname: str, context: BuildContext, *, resolved: bool = True
+    hostname: str, context: BuildContext, *, resolved: bool = True, field: str = "externalName"
 ) -> tuple[str, str] | None:
     """Why Envoy may not be sent to `hostname` (normalised, literally safe, outside the
     cluster), as (reason, message): the platform's allowed and denied domains, then, when
@@ -299,7 +299,7 @@ def external_host_refusal(
     if refusal is not None:
         return NOT_ALLOWED_BY_POLICY, refusal
     if resolved and options.dns_check:
-        checked = dns_refusal(hostname, context.upstream.dns.get(hostname), policy)
+        checked = dns_refusal(hostname, context.upstream.dns.get(hostname), policy, field)
         if checked is not None:
             return checked.reason, checked.message
     return None

@@ -104,7 +104,7 @@ def judge_xbackend(backend: XBackend, context: BuildContext) -> XBackendVerdict:
         dns=dns.settings,
         warnings=warnings,
     )
-    found = external_host_refusal(hostname, context)
+    found = external_host_refusal(hostname, context, field="hostname")
     if found is None:
         return verdict
     reason, message = found
