@@ -380,6 +380,26 @@ ADDRESSES = BuildOptions(
 )
 
 
+def _built_alike(
+    builder: IncrementalBuild,
+    translation: Translation,
+    store: Store,
+    options: BuildOptions,
+    dns: DnsObservations | None,
+    where: str,
+) -> tuple[str, Dag]:
+    """The kind of the incremental build of `store`, and the full build it was found equal to
+    (the Dags and their serialized resources)."""
+    result = builder.build(store, dns)
+    full = build(store, options, dns)
+    try:
+        _assert_same(result.dag, full)
+        assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
+    except AssertionError as error:
+        raise AssertionError(f"seed/step {where} ({result.kind})") from error
+    return result.kind, full
+
+
 @pytest.mark.parametrize(
     ("seed", "options"),
     [
@@ -403,14 +423,8 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
     store = Store.from_objects(held.values())
     targets_seen = 0
     for step in range(60):
-        result = builder.build(store, dns)
-        kinds[result.kind] = kinds.get(result.kind, 0) + 1
-        full = build(store, options, dns)
-        try:
-            _assert_same(result.dag, full)
-            assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
-        except AssertionError as error:
-            raise AssertionError(f"seed {seed}, step {step} ({result.kind})") from error
+        kind_built, full = _built_alike(builder, translation, store, options, dns, f"{seed}/{step}")
+        kinds[kind_built] = kinds.get(kind_built, 0) + 1
         targets_seen += len(full.service_targets.targets)
         if dns_check and rng.random() < 0.15:
             # New observations: the routes forwarding to them; one name's answer alone, often.
@@ -452,15 +466,7 @@ def test_random_changes_with_xbackends_match_a_full_build(seed: int, dns_check: 
     served = 0
 
     def check(store: Store, step: int) -> tuple[str, Dag]:
-        """The kind of the incremental build, and the full build it equals."""
-        result = builder.build(store, dns)
-        full = build(store, options, dns)
-        try:
-            _assert_same(result.dag, full)
-            assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
-        except AssertionError as error:
-            raise AssertionError(f"seed {seed}, step {step} ({result.kind})") from error
-        return result.kind, full
+        return _built_alike(builder, translation, store, options, dns, f"{seed}/{step}")
 
     for step in range(60):
         _, full = check(store, step)
