@@ -10,18 +10,35 @@ conditions (Accepted, ResolvedRefs) as the Gateway API defines them.
   all invalid is not Accepted (NoValidCACertificate) and requests to its targets fail (500).
 - The SNI is `validation.hostname`; the certificate must carry one of `subjectAltNames`, or
   that hostname when none is given.
+- `options` of dragoman's (backend_tls_options.py): a client certificate presented to the
+  targets, TLS versions, cipher suites and groups. One that cannot be used (an unknown
+  dragoman.dev/ key, a value Envoy would refuse, a missing Secret) refuses the policy (Invalid,
+  naming the key): requests to its targets fail rather than go without it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from dragoman.dag.backend_tls_options import (
+    INVALID_CLIENT_CERTIFICATE_REF,
+    NO_OPTIONS,
+    OptionRefusal,
+    judge_options,
+)
 from dragoman.dag.conditions import Condition, condition
 from dragoman.dag.model import SubjectAltNameMatch, UpstreamTls
 from dragoman.objects import BackendTLSPolicy, ConfigMap, ObjectKey, Secret
-from dragoman.objects.backend_tls import SAN_URI, WELL_KNOWN_SYSTEM, PolicyTargetRef
+from dragoman.objects.backend_tls import (
+    SAN_URI,
+    WELL_KNOWN_SYSTEM,
+    CACertificateRef,
+    PolicyTargetRef,
+    SubjectAltName,
+)
 from dragoman.security.pem import holds_private_key
 from dragoman.store import NamespacedName
 
@@ -164,48 +181,86 @@ def judge_policy(
     config_maps: Mapping[NamespacedName, ConfigMap],
     secrets: Mapping[NamespacedName, Secret],
 ) -> PolicyVerdict:
+    tls, invalid, unresolved = judge_validation(
+        ValidationSpec(
+            policy.meta.namespace,
+            policy.key,
+            policy.hostname,
+            policy.ca_certificate_refs,
+            policy.well_known_ca_certificates,
+            policy.subject_alt_names,
+        ),
+        config_maps,
+        secrets,
+    )
+    options = judge_options(policy, secrets)
+    if isinstance(options, OptionRefusal):
+        if options.unresolved and unresolved is None:
+            unresolved = (INVALID_CLIENT_CERTIFICATE_REF, options.message)
+        # Never served without what the options ask for (a certificate, a TLS version).
+        if invalid is None:
+            invalid = (INVALID, options.message)
+        else:
+            invalid = (invalid[0], f"{invalid[1]}; {options.message}")
+        return PolicyVerdict(policy, None, invalid=invalid, unresolved=unresolved)
+    if tls is not None and options is not NO_OPTIONS:
+        tls = dataclasses.replace(
+            tls, client_certificate=options.client_certificate, parameters=options.parameters
+        )
+    return PolicyVerdict(policy, tls, invalid=invalid, unresolved=unresolved)
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationSpec:
+    """A `validation` block (a BackendTLSPolicy's, or an XBackend's spec.tls.validation) and
+    whose it is: its references are in `namespace`, its fields under `field`."""
+
+    namespace: str
+    owner: ObjectKey
+    hostname: str
+    ca_certificate_refs: tuple[CACertificateRef, ...]
+    well_known_ca_certificates: str | None
+    subject_alt_names: tuple[SubjectAltName, ...]
+    field: str = "validation"
+
+
+def judge_validation(
+    spec: ValidationSpec,
+    config_maps: Mapping[NamespacedName, ConfigMap],
+    secrets: Mapping[NamespacedName, Secret],
+) -> tuple[UpstreamTls | None, tuple[str, str] | None, tuple[str, str] | None]:
+    """The TLS a validation block asks for (None when it cannot be used), why it cannot be
+    used at all (reason, message), and why some reference does not resolve."""
     sans = tuple(
         SubjectAltNameMatch("URI" if san.type == SAN_URI else "DNS", san.value)
-        for san in policy.subject_alt_names
-    ) or (SubjectAltNameMatch("DNS", policy.hostname),)
-    well_known = policy.well_known_ca_certificates
+        for san in spec.subject_alt_names
+    ) or (SubjectAltNameMatch("DNS", spec.hostname),)
+    well_known = spec.well_known_ca_certificates
     if well_known is not None:
         if well_known != WELL_KNOWN_SYSTEM:
-            return PolicyVerdict(
-                policy,
-                None,
-                invalid=(
-                    INVALID,
-                    f"validation.wellKnownCACertificates {well_known!r} is not supported; "
-                    f"dragoman supports {WELL_KNOWN_SYSTEM!r} (the system CA bundle)",
-                ),
+            message = (
+                f"{spec.field}.wellKnownCACertificates {well_known!r} is not supported; "
+                f"dragoman supports {WELL_KNOWN_SYSTEM!r} (the system CA bundle)"
             )
-        return PolicyVerdict(policy, UpstreamTls(policy.hostname, sans, None, policy.key))
+            return None, (INVALID, message), None
+        return UpstreamTls(spec.hostname, sans, None, spec.owner), None, None
     bundles: list[bytes] = []
     problems: list[tuple[str, str]] = []
-    for index, ref in enumerate(policy.ca_certificate_refs):
-        found = ca_bundle(
-            policy.meta.namespace, ref.group, ref.kind, ref.name, config_maps, secrets
-        )
+    for index, ref in enumerate(spec.ca_certificate_refs):
+        found = ca_bundle(spec.namespace, ref.group, ref.kind, ref.name, config_maps, secrets)
         if isinstance(found, bytes):
             bundles.append(found)
         else:
             reason, message = found
-            problems.append((reason, f"validation.caCertificateRefs[{index}]: {message}"))
+            problems.append((reason, f"{spec.field}.caCertificateRefs[{index}]: {message}"))
     unresolved = None
     if problems:
         unresolved = (problems[0][0], "; ".join(message for _, message in problems))
     if not bundles:
         message = unresolved[1] if unresolved else "no CA certificate is referenced"
-        return PolicyVerdict(
-            policy,
-            None,
-            invalid=(NO_VALID_CA_CERTIFICATE, f"no valid CA certificate: {message}"),
-            unresolved=unresolved,
-        )
+        return None, (NO_VALID_CA_CERTIFICATE, f"no valid CA certificate: {message}"), unresolved
     trusted = b"".join(bundle if bundle.endswith(b"\n") else bundle + b"\n" for bundle in bundles)
-    tls = UpstreamTls(policy.hostname, sans, trusted, policy.key)
-    return PolicyVerdict(policy, tls, unresolved=unresolved)
+    return UpstreamTls(spec.hostname, sans, trusted, spec.owner), None, unresolved
 
 
 def ca_bundle(

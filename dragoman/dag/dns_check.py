@@ -51,15 +51,18 @@ class DnsRefusal:
 
 
 def dns_refusal(
-    hostname: str, observation: DnsObservation | None, policy: ExternalNamePolicy
+    hostname: str,
+    observation: DnsObservation | None,
+    policy: ExternalNamePolicy,
+    field: str = "externalName",
 ) -> DnsRefusal | None:
     """None when the check allows serving `hostname` (its cluster exists; `served_addresses`
     says where it sends), else why it does not (yet): pending, never resolved, or refused
-    before any answer for it was accepted."""
+    before any answer for it was accepted. Messages name the name's `field`."""
     if observation is None:
         return DnsRefusal(
             DNS_CHECK_PENDING,
-            f"externalName {hostname!r} has not been resolved by the DNS check yet; it is "
+            f"{field} {hostname!r} has not been resolved by the DNS check yet; it is "
             "served once it resolves to allowed addresses",
         )
     if observation.kept is not None:
@@ -67,7 +70,7 @@ def dns_refusal(
     if not observation.addresses:
         return DnsRefusal(
             DNS_CHECK_FAILED,
-            f"externalName {hostname!r} does not resolve ({observation.error or NO_ANSWER}); "
+            f"{field} {hostname!r} does not resolve ({observation.error or NO_ANSWER}); "
             "with the DNS check on, a name is served only once it resolves to allowed addresses",
         )
     refusal = policy.address_refusal(hostname, observation.addresses)

@@ -65,34 +65,32 @@ def unsafe_reason(external_name: str) -> str | None:
     return normalised_unsafe_reason(normalise(external_name))
 
 
-def normalised_unsafe_reason(name: str) -> str | None:
-    """unsafe_reason of a name already normalised (see normalise)."""
+def normalised_unsafe_reason(name: str, field: str = "externalName") -> str | None:
+    """unsafe_reason of a name already normalised (see normalise); messages name `field`."""
     if not name:
-        return "externalName is empty"
+        return f"{field} is empty"
     ip = _ip_literal(name)
     if ip is not None:
-        return _ip_reason(name, ip)
+        return _ip_reason(name, ip, field)
     if len(name) > _MAX_NAME_LENGTH:
-        return f"externalName is longer than {_MAX_NAME_LENGTH} characters"
+        return f"{field} is longer than {_MAX_NAME_LENGTH} characters"
     labels = name.split(".")
     if _LABELS.fullmatch(name) is None:
-        return f"externalName {name!r} is not a valid DNS name (RFC 1123)"
+        return f"{field} {name!r} is not a valid DNS name (RFC 1123)"
     if name in _LOCALHOST_NAMES or name.endswith(".localhost"):
-        return f"externalName {name!r} points to localhost"
+        return f"{field} {name!r} points to localhost"
     cloud = _metadata_service(name)
     if cloud is not None:
         return (
-            f"externalName {name!r} names the {cloud} instance metadata service, which hands "
+            f"{field} {name!r} names the {cloud} instance metadata service, which hands "
             "out the machine's credentials"
         )
     if len(labels) == 1:
         # A single label is completed by the resolver's search path: in a pod, an in-cluster name.
-        return f"externalName {name!r} is a single-label name; use a fully qualified name"
+        return f"{field} {name!r} is a single-label name; use a fully qualified name"
     if labels[-1].isdigit():
         # No top-level domain is numeric; resolvers read such names as short IPv4 forms (127.1).
-        return (
-            f"externalName {name!r} looks like an IPv4 address; an ExternalName must be a DNS name"
-        )
+        return f"{field} {name!r} looks like an IPv4 address; {_must(field)} be a DNS name"
     return None
 
 
@@ -141,19 +139,25 @@ def _ip_literal(name: str) -> IPAddress | None:
     return ip
 
 
-def _ip_reason(name: str, ip: IPAddress) -> str:
+def _ip_reason(name: str, ip: IPAddress, field: str) -> str:
     mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
     # An IPv4-mapped IPv6 address reaches the IPv4 host: judge that one.
     target = mapped if mapped is not None else ip
     if target in _METADATA_ADDRESSES:
-        return f"externalName {name!r} is a cloud metadata address"
+        return f"{field} {name!r} is a cloud metadata address"
     if target.is_loopback:
-        return f"externalName {name!r} is a loopback address"
+        return f"{field} {name!r} is a loopback address"
     if target.is_link_local:
-        return f"externalName {name!r} is a link-local address"
+        return f"{field} {name!r} is a link-local address"
     if target.is_unspecified:
-        return f"externalName {name!r} is the unspecified address"
+        return f"{field} {name!r} is the unspecified address"
     return (
-        f"externalName {name!r} is an IP address; an ExternalName must be a DNS name "
+        f"{field} {name!r} is an IP address; {_must(field)} be a DNS name "
         "(use an EndpointSlice for addresses)"
     )
+
+
+def _must(field: str) -> str:
+    """Who must be a DNS name: an ExternalName (as Services' messages always said), or the
+    field named."""
+    return "an ExternalName must" if field == "externalName" else f"{field} must"

@@ -45,6 +45,17 @@ class SubjectAltNameMatch:
 
 
 @dataclass(frozen=True, slots=True)
+class TlsParameters:
+    """TLS versions, cipher suites and key exchange groups Envoy offers an upstream (a
+    BackendTLSPolicy's dragoman.dev/ options), as Envoy names them; unset: Envoy's defaults."""
+
+    min_version: str | None = None  # "TLSv1_0" .. "TLSv1_3"
+    max_version: str | None = None
+    cipher_suites: tuple[str, ...] = ()  # TLS 1.2 and below (TLS 1.3's are not configurable)
+    ecdh_curves: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamTls:
     """How Envoy originates TLS to a cluster. The name is always verified, never the chain alone.
 
@@ -58,9 +69,11 @@ class UpstreamTls:
     # PEM CA certificates to trust; None: the system CA bundle (a TranslateOptions path).
     trusted_ca: bytes | None = None
     policy: ObjectKey | None = None  # the BackendTLSPolicy that asked for it, if any
-    # What Envoy presents when the upstream asks for a client certificate: the Gateway's
-    # spec.tls.backend.clientCertificateRef.
+    # What Envoy presents when the upstream asks for a client certificate: the backend's own
+    # (an XBackend's clientCertificateRef, a BackendTLSPolicy's dragoman.dev/client-certificate
+    # option), else the Gateway's spec.tls.backend.clientCertificateRef.
     client_certificate: TlsCertificate | None = None
+    parameters: TlsParameters | None = None
 
     def __post_init__(self) -> None:
         if self.sni is not None and not self.subject_alt_names:

@@ -51,6 +51,7 @@ from dragoman.objects.reference_grant import ReferenceGrant, ReferenceGrantFrom,
 from dragoman.objects.secret import Secret
 from dragoman.objects.selector import LabelSelector, LabelSelectorRequirement
 from dragoman.objects.service import Service, ServicePort
+from dragoman.objects.xbackend import XBackend
 
 
 class KubeObject(Protocol):
@@ -122,4 +123,5 @@ __all__ = [
     "TLSRoute",
     "UDPRoute",
     "URLRewrite",
+    "XBackend",
 ]

@@ -23,6 +23,7 @@ from dragoman.objects.namespace import Namespace
 from dragoman.objects.reference_grant import ReferenceGrant
 from dragoman.objects.secret import Secret
 from dragoman.objects.service import Service
+from dragoman.objects.xbackend import XBACKEND_GROUP, XBackend
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(TCPRoute, GATEWAY_GROUP, V1, "tcp_routes", "tcproutes", has_status=True, route=True),
     Kind(TLSRoute, GATEWAY_GROUP, V1, "tls_routes", "tlsroutes", has_status=True, route=True),
     Kind(UDPRoute, GATEWAY_GROUP, V1, "udp_routes", "udproutes", has_status=True, route=True),
+    # Experimental channel: its CRD may be absent (then nothing is listed, and that is fine).
+    Kind(XBackend, XBACKEND_GROUP, ("v1alpha1",), "xbackends", "xbackends", has_status=True),
 )
 # fmt: on
 

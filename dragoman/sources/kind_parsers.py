@@ -27,6 +27,7 @@ from dragoman.objects import (
     TCPRoute,
     TLSRoute,
     UDPRoute,
+    XBackend,
 )
 from dragoman.objects.kinds import KINDS
 from dragoman.sources.fields import Node
@@ -44,6 +45,7 @@ from dragoman.sources.parsers.namespace import parse_namespace
 from dragoman.sources.parsers.reference_grant import parse_reference_grant
 from dragoman.sources.parsers.secret import parse_secret
 from dragoman.sources.parsers.service import parse_service
+from dragoman.sources.parsers.xbackend import parse_xbackend
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,5 +72,6 @@ PARSERS: Mapping[type, KindParser] = {
     TCPRoute: KindParser(parse_tcp_route),
     TLSRoute: KindParser(parse_tls_route),
     UDPRoute: KindParser(parse_udp_route),
+    XBackend: KindParser(parse_xbackend),
 }
 assert set(PARSERS) == {kind.type for kind in KINDS}, "a kind without a parser, or the reverse"

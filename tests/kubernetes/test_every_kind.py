@@ -37,6 +37,8 @@ from tests.support.builders import (
     service,
     service_port,
     tls_secret,
+    xbackend,
+    xbackend_ref,
 )
 from tests.support.certificates import certificate_authority
 from tests.support.kube_replica import (
@@ -137,6 +139,11 @@ def service_clusters(dag: Dag, name: str) -> list[Any]:
 def upstream_tls(dag: Dag) -> Any:
     cluster = dag.clusters.get("default/web/80")
     return getattr(cluster, "tls", None)
+
+
+def xbackend_hosts(dag: Dag) -> list[str]:
+    key = ObjectKey("XBackend", "default", "partner")
+    return [c.hostname for c in dag.clusters.values() if getattr(c, "service", None) == key]
 
 
 def endpoints(dag: Dag) -> list[str]:
@@ -499,6 +506,29 @@ ROWS = (
                 lambda d: l4_sources(d).get("udp-9053") == ("default/dns/53/udp",),
             ),
             deleted(lambda d: "udp-9053" not in l4_sources(d) and "default/l4" in d.groups),
+        ),
+    ),
+    Row(
+        "XBackend",
+        "partner",
+        "default",
+        lambda: [
+            gateway_class(),
+            gateway(),
+            http_route("r", rules=[rule(xbackend_ref("partner"))]),
+        ],
+        (
+            Step(
+                "api.one.example",
+                xbackend("partner", "api.one.example"),
+                lambda d: xbackend_hosts(d) == ["api.one.example"],
+            ),
+            Step(
+                "api.two.example",
+                xbackend("partner", "api.two.example"),
+                lambda d: xbackend_hosts(d) == ["api.two.example"],
+            ),
+            deleted(lambda d: xbackend_hosts(d) == [] and "default/gw" in d.groups),
         ),
     ),
     Row(

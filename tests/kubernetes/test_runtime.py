@@ -442,6 +442,25 @@ def test_kinds_the_parser_does_not_read_are_not_watched(api: KubeApiServer) -> N
     assert api.request_count("list", "/apis/example.com/v1/widgets") == 0
 
 
+def test_a_cluster_without_the_xbackend_crd_is_served_and_ready(api: KubeApiServer) -> None:
+    # The experimental channel's XBackend CRD is not installed: nothing to list, not an error.
+    seed(api)
+    api.withdraw_kind("xbackends")
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config(None)).start()
+        try:
+            await eventually(lambda: replica.server.serving)
+            assert "default/web/80" in replica.dag.clusters
+            assert replica.server.ready() == ""
+            assert "xbackends" not in replica.server.ready_notes()
+        finally:
+            await replica.stop()
+
+    run(scenario)
+    assert api.request_count("list", "xbackends") >= 1  # it was looked for
+
+
 def _conditions(status: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
     return {c["type"]: (c["status"], c["reason"]) for c in (status or {}).get("conditions", [])}
 

@@ -1,5 +1,6 @@
-"""In Kubernetes mode the leader writes the status of TCPRoutes, TLSRoutes, UDPRoutes and
-ListenerSets to their status subresources, and the Gateway's attachedListenerSets."""
+"""In Kubernetes mode the leader writes the status of TCPRoutes, TLSRoutes, UDPRoutes,
+ListenerSets and XBackends to their status subresources, and the Gateway's
+attachedListenerSets."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from tests.support.builders import (
     http_route,
     listener,
     listener_set,
+    rule,
     service,
+    xbackend,
+    xbackend_ref,
 )
 from tests.support.kube_replica import Replica, eventually, replica_config
 from tests.support.kubeapi import KubeApiServer
@@ -100,6 +104,39 @@ def test_the_leader_writes_the_status_of_every_new_kind(api: KubeApiServer) -> N
                 for e in gateway_status["listeners"]
             }
             assert kinds == {"tcp": ["TCPRoute"], "tls": ["TLSRoute"], "udp": ["UDPRoute"]}
+        finally:
+            await replica.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_leader_writes_the_status_of_xbackends(api: KubeApiServer) -> None:
+    api.apply(gateway_class())
+    api.apply(gateway())
+    api.apply(xbackend("partner", "api.partner.example"))
+    api.apply(xbackend("local", "localhost"))
+    api.apply(http_route("r", rules=[rule(xbackend_ref("partner")), rule(xbackend_ref("local"))]))
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config("replica-a")).start()
+        try:
+            await eventually(lambda: replica.server.leading, what="leading")
+            for name in ("partner", "local"):
+                await eventually(
+                    lambda name=name: conditions(api.get("XBackend", name)).get("Accepted"),
+                    what=f"XBackend {name} status",
+                )
+            assert conditions(api.get("XBackend", "partner")) == {
+                "Accepted": ("True", "Accepted"),
+                "ResolvedRefs": ("True", "ResolvedRefs"),
+            }
+            assert conditions(api.get("XBackend", "local"))["Accepted"] == (
+                "False",
+                "UnsafeHostname",
+            )
+            [parent] = api.get("XBackend", "partner")["status"]["parents"]
+            assert parent["parentRef"]["name"] == "gw"
+            assert parent["controllerName"] == "dragoman.dev/gateway-controller"
         finally:
             await replica.stop()
 

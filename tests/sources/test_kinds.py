@@ -57,6 +57,13 @@ MINIMAL_SPEC: dict[str, dict[str, object]] = {
             "listeners": [{"name": "extra", "port": 8080, "protocol": "HTTP"}],
         }
     },
+    "XBackend": {
+        "spec": {
+            "type": "ExternalHostname",
+            "externalHostname": {"hostname": "api.example.com"},
+            "port": {"port": 443},
+        }
+    },
 }
 
 

@@ -557,9 +557,11 @@ def backend_tls_policy(
     subject_alt_names: Sequence[Mapping[str, Any]] = (),
     created: str = "",
     generation: int | None = None,
+    options: Mapping[str, str] | None = None,
 ) -> Object:
     """A BackendTLSPolicy for a Service (one port of it with `section`): verify `hostname`
-    against the CAs of `ca_refs` (see `local_ref`) or the `well_known` ones."""
+    against the CAs of `ca_refs` (see `local_ref`) or the `well_known` ones; `options` as
+    spec.options."""
     target: Object = {"group": "", "kind": "Service", "name": service_name}
     if section is not None:
         target["sectionName"] = section
@@ -574,8 +576,52 @@ def backend_tls_policy(
         "apiVersion": GATEWAY_V1,
         "kind": "BackendTLSPolicy",
         "metadata": metadata(name, namespace, generation=generation, created=created),
-        "spec": {"targetRefs": [target], "validation": validation},
+        "spec": {
+            "targetRefs": [target],
+            "validation": validation,
+            **({"options": dict(options)} if options is not None else {}),
+        },
     }
+
+
+def xbackend(
+    name: str,
+    hostname: str,
+    port: int = 443,
+    *,
+    namespace: str = "default",
+    protocol: str | None = None,
+    tls: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    generation: int | None = None,
+) -> Object:
+    """An XBackend (gateway.networking.x-k8s.io/v1alpha1) of type ExternalHostname; `tls` as
+    the CRD's spec.tls (mode, clientCertificateRef, validation)."""
+    spec: Object = {
+        "type": "ExternalHostname",
+        "externalHostname": {"hostname": hostname},
+        "port": {"port": port},
+    }
+    if protocol is not None:
+        spec["protocol"] = protocol
+    if tls is not None:
+        spec["tls"] = _own(tls)
+    return {
+        "apiVersion": "gateway.networking.x-k8s.io/v1alpha1",
+        "kind": "XBackend",
+        "metadata": {
+            **metadata(name, namespace, generation=generation),
+            **({"annotations": dict(annotations)} if annotations else {}),
+        },
+        "spec": spec,
+    }
+
+
+def xbackend_ref(name: str, *, namespace: str | None = None) -> Object:
+    """A backendRef to an XBackend."""
+    return backend_ref(
+        name, namespace=namespace, kind="XBackend", group="gateway.networking.x-k8s.io"
+    )
 
 
 def secret(

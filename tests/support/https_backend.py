@@ -75,14 +75,18 @@ class HttpsEchoBackend:
         workdir: Path,
         port: int = 0,
         client_ca: bytes | None = None,
+        maximum_version: ssl.TLSVersion | None = None,
     ) -> None:
-        """`client_ca`: demand a client certificate that this CA signed."""
+        """`client_ca`: demand a client certificate that this CA signed; `maximum_version`:
+        the newest TLS version spoken (a legacy server)."""
         certificate = workdir / f"{name}.crt"
         key = workdir / f"{name}.key"
         certificate.write_bytes(pem.certificate)
         key.write_bytes(pem.private_key)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(certificate, key)
+        if maximum_version is not None:
+            context.maximum_version = maximum_version
         if client_ca is not None:
             context.verify_mode = ssl.CERT_REQUIRED
             context.load_verify_locations(cadata=client_ca.decode())

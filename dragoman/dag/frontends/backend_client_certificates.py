@@ -62,9 +62,16 @@ def with_client_certificates(
 
 
 def _originates_tls(cluster: Cluster) -> bool:
+    """Whether the cluster reaches its backends over TLS without a certificate of its own
+    (an XBackend's clientCertificateRef, a BackendTLSPolicy's client-certificate option:
+    those take precedence over the Gateway's)."""
     if isinstance(cluster, AggregateCluster):
-        return any(child.tls is not None for child in cluster.children)
-    return cluster.tls is not None
+        return any(_wants_certificate(child) for child in cluster.children)
+    return _wants_certificate(cluster)
+
+
+def _wants_certificate(cluster: EdsCluster | DnsCluster) -> bool:
+    return cluster.tls is not None and cluster.tls.client_certificate is None
 
 
 def _variant_name(name: str, certificate: TlsCertificate) -> str:
@@ -89,8 +96,8 @@ def _variant(cluster: Cluster, certificate: TlsCertificate) -> Cluster:
 def _leaf_variant(
     cluster: EdsCluster | DnsCluster, certificate: TlsCertificate
 ) -> EdsCluster | DnsCluster:
-    if cluster.tls is None:
-        return cluster  # an aggregate's cleartext child stays shared
+    if cluster.tls is None or cluster.tls.client_certificate is not None:
+        return cluster  # an aggregate's cleartext child, or one with its own, stays shared
     tls = dataclasses.replace(cluster.tls, client_certificate=certificate)
     return dataclasses.replace(cluster, name=_variant_name(cluster.name, certificate), tls=tls)
 

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from dragoman.dag.context import BuildContext
-from dragoman.dag.frontends.certificates import dropped_from_chain, tls_certificate
 from dragoman.dag.frontends.client_certificates import client_certificate
 from dragoman.dag.frontends.client_validation import NO_VALID_CA_CERTIFICATE, client_validation
 from dragoman.dag.frontends.gateway_classes import ClassVerdict, class_decision, class_verdicts
@@ -17,6 +16,7 @@ from dragoman.dag.reference_grants import (
     Target,
     not_permitted_message,
 )
+from dragoman.dag.tls_certificates import dropped_from_chain, tls_certificate
 from dragoman.objects import Gateway, GatewayListener, ListenerSet, ObjectKey, RouteGroupKind
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.store import NamespacedName, Store

@@ -32,6 +32,7 @@ from dragoman.dag.status.route_upstreams import (
     policy_statuses,
     with_aggregate_children,
 )
+from dragoman.dag.status.xbackends import xbackend_statuses
 from dragoman.dag.upstreams.endpoint_addresses import slice_problems
 from dragoman.dag.upstreams.endpoints import (
     checked_assignments,
@@ -198,9 +199,22 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
         for kind in ROUTE_FIELDS:  # in status_order's order of kinds
             for key in routes.keys(kind):
                 statuses[key] = entries[key].status  # type: ignore[assignment]  # likewise
+    if store.xbackends:
+        made = [*made, *xbackend_statuses(_xbackend_upstreams(parts), parts.context)]
     for status in (*front, *made):
         statuses[status.key] = status
     return statuses, address_problems
+
+
+def _xbackend_upstreams(parts: DagParts) -> list[RouteUpstreams]:
+    """The routes that name some XBackend (builds with XBackends are full: every entry has
+    its names)."""
+    entries = parts.routes.entries
+    return [
+        RouteUpstreams(entries[key].outcome, entries[key].names)
+        for key in sorted(entries)
+        if entries[key].names.xbackends
+    ]
 
 
 def _policy_upstreams(parts: DagParts) -> list[RouteUpstreams]:

@@ -31,10 +31,12 @@ BACKEND_TLS_FIELDS = frozenset({"secrets", "config_maps", "backend_tls_policies"
 
 
 def patchable(store: Store, judged: Frontends) -> bool:
-    """Whether changes to `store` can be patched: not yet with ListenerSets, Gateway client
-    certificates or client certificate validation (their builds are all full)."""
+    """Whether changes to `store` can be patched: not yet with ListenerSets, XBackends,
+    Gateway client certificates or client certificate validation (their builds are all
+    full)."""
     return not (
         store.listener_sets
+        or store.xbackends
         or any(
             verdict.client_certificate is not None
             or getattr(verdict.gateway, "frontend_tls", None) is not None
@@ -63,7 +65,7 @@ def reads_config_maps(store: Store) -> bool:
 
 def needs_names(store: Store, options: BuildOptions) -> bool:
     """Whether routes must record the backends they reach (as dag.build decides)."""
-    return bool(store.backend_tls_policies) or options.dns_check
+    return bool(store.backend_tls_policies or store.xbackends) or options.dns_check
 
 
 def serves_alike(

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dragoman.dag.context import BuildContext
 from dragoman.dag.model import (
     NO_EDITS,
+    UDP,
     Backend,
     Cluster,
     HeaderEdits,
@@ -15,6 +16,7 @@ from dragoman.dag.model import (
     UpstreamProtocol,
 )
 from dragoman.dag.reference_grants import (
+    Target,
     not_permitted_message,
     route_referrer,
     service_target,
@@ -26,7 +28,9 @@ from dragoman.dag.upstreams.clusters import (
     resolved_cluster,
     with_protocol,
 )
-from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route
+from dragoman.dag.upstreams.xbackends import xbackend_cluster
+from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route, XBackend
+from dragoman.objects.xbackend import XBACKEND_GROUP
 
 
 def resolve_backends(
@@ -132,11 +136,14 @@ def resolve_backend_ref(
     names none.
 
     `l4` (TCP or UDP): a cluster for a TCPRoute, TLSRoute or UDPRoute (see resolved_cluster)."""
+    if (ref.group, ref.kind) == (XBACKEND_GROUP, XBackend.kind):
+        return _xbackend_cluster(route, field, ref, context, protocol, l4)
     if ref.group != "":
         return _problem(
             route,
             "InvalidKind",
-            f"backendRef group {ref.group!r} is not supported; only core Services (group '')",
+            f"backendRef group {ref.group!r} is not supported; only core Services (group '') "
+            f"and XBackends ({XBACKEND_GROUP!r})",
             f"{field}.group",
         )
     if ref.kind != "Service":
@@ -174,6 +181,50 @@ def resolve_backend_ref(
     if isinstance(resolved, Unresolved):
         at = f"{field}.port" if resolved.port_at_fault else field
         return _problem(route, resolved.reason, resolved.message, at)
+    if protocol is None:
+        return resolved
+    return ResolvedCluster(with_protocol(resolved.cluster, protocol), resolved.warnings)
+
+
+def _xbackend_cluster(
+    route: HTTPRoute | GRPCRoute | L4Route,
+    field: str,
+    ref: BackendRef,
+    context: BuildContext,
+    protocol: UpstreamProtocol | None,
+    l4: L4Protocol | None,
+) -> ResolvedCluster | Problem:
+    """The cluster of a backendRef to an XBackend (across namespaces only with a
+    ReferenceGrant), or why there is none."""
+    namespace = ref.namespace or route.meta.namespace
+    target = Target(XBACKEND_GROUP, XBackend.kind, namespace, ref.name)
+    referrer = route_referrer(route.kind, route.meta.namespace)
+    if not context.grants.permits(referrer, target):
+        message = not_permitted_message(referrer, target)
+        return _problem(route, "RefNotPermitted", message, f"{field}.namespace")
+    backend = context.store.xbackends.get((namespace, ref.name))
+    if backend is None:
+        return _problem(
+            route, "BackendNotFound", f"XBackend {namespace}/{ref.name} not found", field
+        )
+    if ref.port is not None and ref.port != backend.port:
+        return _problem(
+            route,
+            "UnsupportedValue",
+            f"XBackend {namespace}/{ref.name} is reached on its spec.port {backend.port}; "
+            f"port {ref.port} differs (leave it unset)",
+            f"{field}.port",
+        )
+    if l4 == UDP:
+        return _problem(
+            route,
+            "UnsupportedProtocol",
+            f"XBackend {namespace}/{ref.name}: a UDPRoute cannot forward to an XBackend",
+            field,
+        )
+    resolved = xbackend_cluster(backend, context, l4)
+    if isinstance(resolved, Unresolved):
+        return _problem(route, resolved.reason, resolved.message, field)
     if protocol is None:
         return resolved
     return ResolvedCluster(with_protocol(resolved.cluster, protocol), resolved.warnings)

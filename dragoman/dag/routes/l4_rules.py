@@ -23,7 +23,7 @@ from dragoman.dag.model import (
     Problem,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref
-from dragoman.objects import L4Route, UDPRoute
+from dragoman.objects import L4Route, ObjectKey, UDPRoute
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +72,7 @@ def l4_route_rules(route: L4Route, context: BuildContext) -> L4Rules:
                         route.key,
                         field,
                         "UnsupportedValue",
-                        f"Service {cluster.service.namespace}/{cluster.service.name} port "
-                        f"{ref.port} has a BackendTLSPolicy, but on a Passthrough listener the "
-                        "client's own TLS reaches the backend: connections for this backend "
-                        "there are refused",
+                        _passthrough_message(cluster.service, ref.port),
                     )
                 )
                 backend = dataclasses.replace(backend, cluster=None)
@@ -88,6 +85,20 @@ def l4_route_rules(route: L4Route, context: BuildContext) -> L4Rules:
         clusters=clusters,
         problems=tuple(problems),
         passthrough_problems=tuple(passthrough_problems),
+    )
+
+
+def _passthrough_message(backend: ObjectKey, port: int | None) -> str:
+    """Why a backend reached over TLS takes no connection on a Passthrough listener."""
+    named = f"{backend.namespace}/{backend.name}"
+    asks = (
+        f"XBackend {named} asks for TLS (spec.tls)"
+        if backend.kind == "XBackend"
+        else f"Service {named} port {port} has a BackendTLSPolicy"
+    )
+    return (
+        f"{asks}, but on a Passthrough listener the client's own TLS reaches the backend: "
+        "connections for this backend there are refused"
     )
 
 

@@ -223,24 +223,21 @@ def _external_cluster(
     service = path[-1]
     options, upstream = context.options, context.upstream
     policy = options.external_names
-    refusal = policy.domain_refusal(hostname)
+    # With spec.externalIPs the Service names the addresses itself: they are judged like
+    # resolved ones, and the name is never resolved (Host, SNI and the certificate still
+    # use it).
+    refusal = external_host_refusal(hostname, context, resolved=not service.external_ips)
     if refusal is not None:
-        return Unresolved(NOT_ALLOWED_BY_POLICY, f"{_describe(path)}: {refusal}")
+        return Unresolved(refusal[0], f"{_describe(path)}: {refusal[1]}")
     fixed: tuple[str, ...] = ()
     refused: list[str] = []
     if service.external_ips:
-        # The Service names the addresses itself: they are judged like resolved ones, and
-        # the name is never resolved (Host, SNI and the certificate still use it).
         fixed, refused = external_ip_verdicts(service.external_ips, policy)
         if not fixed:
             return Unresolved(
                 NOT_ALLOWED_BY_POLICY,
                 f"{_describe(path)}: no usable spec.externalIPs: {'; '.join(refused)}",
             )
-    elif options.dns_check:
-        checked = dns_refusal(hostname, upstream.dns.get(hostname), policy)
-        if checked is not None:
-            return Unresolved(checked.reason, f"{_describe(path)}: {checked.message}")
     tls = _tls(
         service,
         port,
@@ -287,6 +284,25 @@ def _external_cluster(
         protocol=protocol,
     )
     return ResolvedCluster(aggregate, tuple(warnings))
+
+
+def external_host_refusal(
+    hostname: str, context: BuildContext, *, resolved: bool = True, field: str = "externalName"
+) -> tuple[str, str] | None:
+    """Why Envoy may not be sent to `hostname` (normalised, literally safe, outside the
+    cluster), as (reason, message): the platform's allowed and denied domains, then, when
+    the name is `resolved` and the DNS check is on, what the check observed. None: it may.
+    The one judgement of an outside host, for ExternalName Services and XBackends alike."""
+    options = context.options
+    policy = options.external_names
+    refusal = policy.domain_refusal(hostname)
+    if refusal is not None:
+        return NOT_ALLOWED_BY_POLICY, refusal
+    if resolved and options.dns_check:
+        checked = dns_refusal(hostname, context.upstream.dns.get(hostname), policy, field)
+        if checked is not None:
+            return checked.reason, checked.message
+    return None
 
 
 def _preferred_cluster(

@@ -1,4 +1,4 @@
-"""Per-backend DNS settings from annotations on an ExternalName Service.
+"""Per-backend DNS settings from annotations on an ExternalName Service or an XBackend.
 
 A bad value is reported (naming the Service and the annotation) and the default is used, so
 one typo never takes a backend out of service.
@@ -12,8 +12,8 @@ from typing import TypeVar
 
 from dragoman.dag.dns_notation import LOOKUP_FAMILIES, parse_resolver
 from dragoman.dag.model import DEFAULT_DNS_SETTINGS, DnsSettings, LookupFamily
-from dragoman.objects import Service
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
+from dragoman.objects.meta import KindObject
 
 PREFIX = "dragoman.dev/"
 LOOKUP_FAMILY = PREFIX + "dns-lookup-family"
@@ -44,7 +44,7 @@ class ServiceDnsSettings:
 _DEFAULTS = ServiceDnsSettings(DEFAULT_DNS_SETTINGS, ())
 
 
-def service_dns_settings(service: Service, dns_check: bool = False) -> ServiceDnsSettings:
+def service_dns_settings(service: KindObject, dns_check: bool = False) -> ServiceDnsSettings:
     """The Service's DNS settings. With the DNS check on, its own resolvers are refused: the
     check vets the addresses dragoman's resolvers return, and a Service resolving through
     servers its owner chose could get other ones, never vetted."""
@@ -109,7 +109,7 @@ _Choice = TypeVar("_Choice", bound=str)
 
 class _Reader:
     def __init__(
-        self, service: Service, annotations: Mapping[str, str], problems: list[str]
+        self, service: KindObject, annotations: Mapping[str, str], problems: list[str]
     ) -> None:
         self._service = service
         self._annotations = annotations
@@ -128,7 +128,7 @@ class _Reader:
     def report(self, name: str, problem: str, default: str) -> None:
         meta = self._service.meta
         self._problems.append(
-            f"Service {meta.namespace}/{meta.name} annotation {name}: {problem}; "
+            f"{self._service.kind} {meta.namespace}/{meta.name} annotation {name}: {problem}; "
             f"using {default} instead"
         )
 

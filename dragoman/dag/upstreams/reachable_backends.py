@@ -15,12 +15,23 @@ from dragoman.dag.external_names import (
 )
 from dragoman.dag.reference_grants import (
     Referrer,
+    Target,
     route_referrer,
     service_target,
 )
 from dragoman.dag.upstreams.clusters import MAX_ALIAS_HOPS
 from dragoman.dag.upstreams.in_cluster_first import preferred_service
-from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route, L4RouteRule, Service
+from dragoman.dag.upstreams.xbackends import host_refusal
+from dragoman.objects import (
+    BackendRef,
+    GRPCRoute,
+    HTTPRoute,
+    L4Route,
+    L4RouteRule,
+    Service,
+    XBackend,
+)
+from dragoman.objects.xbackend import XBACKEND_GROUP
 from dragoman.store import NamespacedName
 
 
@@ -29,6 +40,8 @@ class RouteBackendNames:
     services: frozenset[NamespacedName]  # every Service reached (aliases and preferences too)
     # External names it forwards to that pass the literal and domain checks, sorted.
     hostnames: tuple[str, ...]
+    # The XBackends it names (that exist, where a ReferenceGrant allows it).
+    xbackends: frozenset[NamespacedName] = frozenset()
 
 
 NO_BACKEND_NAMES = RouteBackendNames(frozenset(), ())
@@ -39,8 +52,12 @@ def route_backend_names(
 ) -> RouteBackendNames:
     reached: set[NamespacedName] = set()
     hostnames: set[str] = set()
+    xbackends: set[NamespacedName] = set()
     referrer = route_referrer(route.kind, route.meta.namespace)
     for ref in _backend_refs(route):
+        if (ref.group, ref.kind) == (XBACKEND_GROUP, XBackend.kind):
+            _xbackend(ref, referrer, route.meta.namespace, context, xbackends, hostnames)
+            continue
         if ref.group != "" or ref.kind != "Service":
             continue
         namespace = ref.namespace or route.meta.namespace
@@ -49,7 +66,31 @@ def route_backend_names(
         service = context.services.get((namespace, ref.name))
         if service is not None:
             _follow(service, context, reached, hostnames)
+    if xbackends:
+        return RouteBackendNames(frozenset(reached), tuple(sorted(hostnames)), frozenset(xbackends))
     return RouteBackendNames(frozenset(reached), tuple(sorted(hostnames)))
+
+
+def _xbackend(
+    ref: BackendRef,
+    referrer: Referrer,
+    namespace: str,
+    context: BuildContext,
+    xbackends: set[NamespacedName],
+    hostnames: set[str],
+) -> None:
+    """Adds the XBackend a backendRef names, and its name when the DNS check may resolve it
+    (xbackends.py refuses the others before any check)."""
+    key = (ref.namespace or namespace, ref.name)
+    target = Target(XBACKEND_GROUP, XBackend.kind, *key)
+    backend = context.store.xbackends.get(key)
+    if backend is None or not context.grants.permits(referrer, target):
+        return
+    xbackends.add(key)
+    if host_refusal(backend, normalise(backend.hostname), context) is None:
+        hostname = normalise(backend.hostname)
+        if context.options.external_names.domain_refusal(hostname) is None:
+            hostnames.add(hostname)
 
 
 def _backend_refs(route: HTTPRoute | GRPCRoute | L4Route) -> Iterator[BackendRef]:

@@ -10,7 +10,7 @@ from envoy.config.core.v3 import base_pb2, config_source_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from envoy.type.matcher.v3 import string_pb2
 
-from dragoman.dag.model import H2, SubjectAltNameMatch, UpstreamTls
+from dragoman.dag.model import H2, SubjectAltNameMatch, TlsParameters, UpstreamTls
 from dragoman.envoy.resources.common_messages import pack
 from dragoman.envoy.resources.sds_secrets import sds_secret_config
 
@@ -42,6 +42,8 @@ def upstream_tls_context(
         common.tls_certificate_sds_secret_configs.append(
             sds_secret_config(tls.client_certificate, sds_source)
         )
+    if tls.parameters is not None:
+        common.tls_params.CopyFrom(_tls_parameters(tls.parameters))
     if protocol == H2:
         # HTTP/2 only (gRPC): offer nothing else. Otherwise the HTTP protocol options'
         # auto_config offers h2 and http/1.1 and speaks what the upstream picks.
@@ -71,3 +73,20 @@ def _san_matcher(san: SubjectAltNameMatch) -> common_pb2.SubjectAltNameMatcher:
     return common_pb2.SubjectAltNameMatcher(
         san_type=SAN_TYPES[san.san_type], matcher=string_pb2.StringMatcher(exact=san.value)
     )
+
+
+def _tls_parameters(parameters: TlsParameters) -> common_pb2.TlsParameters:
+    """The versions, suites and groups a BackendTLSPolicy's options name (checked there
+    against what Envoy accepts); what they leave unset stays Envoy's default."""
+    message = common_pb2.TlsParameters(
+        cipher_suites=list(parameters.cipher_suites), ecdh_curves=list(parameters.ecdh_curves)
+    )
+    if parameters.min_version is not None:
+        message.tls_minimum_protocol_version = common_pb2.TlsParameters.TlsProtocol.Value(
+            parameters.min_version
+        )
+    if parameters.max_version is not None:
+        message.tls_maximum_protocol_version = common_pb2.TlsParameters.TlsProtocol.Value(
+            parameters.max_version
+        )
+    return message

@@ -57,6 +57,23 @@ def parse_backend_tls_policy(root: Node, meta: ObjectMeta) -> BackendTLSPolicy:
     options = _options(spec)
     if validation is None:
         return BackendTLSPolicy(meta=meta, target_refs=targets, options=options)
+    hostname, ca_refs, well_known, sans = parse_validation(validation)
+    return BackendTLSPolicy(
+        meta=meta,
+        target_refs=targets,
+        hostname=hostname,
+        ca_certificate_refs=ca_refs,
+        well_known_ca_certificates=well_known,
+        subject_alt_names=sans,
+        options=options,
+    )
+
+
+def parse_validation(
+    validation: Node,
+) -> tuple[str, tuple[CACertificateRef, ...], str | None, tuple[SubjectAltName, ...]]:
+    """A BackendTLSPolicy's `validation` (an XBackend's spec.tls.validation has its shape):
+    the hostname, the CA references, wellKnownCACertificates (None: unset) and the names."""
     hostname = validation.string("hostname", required=True, format=DNS1123_SUBDOMAIN)
     ca_nodes = validation.mappings("caCertificateRefs", max_items=MAX_CA_REFS) or []
     ca_refs = tuple(_ca_ref(node) for node in ca_nodes)
@@ -73,15 +90,7 @@ def parse_backend_tls_policy(root: Node, meta: ObjectMeta) -> BackendTLSPolicy:
         )
     san_nodes = validation.mappings("subjectAltNames", max_items=MAX_SUBJECT_ALT_NAMES) or []
     sans = tuple(san for san in (_subject_alt_name(node) for node in san_nodes) if san)
-    return BackendTLSPolicy(
-        meta=meta,
-        target_refs=targets,
-        hostname=hostname,
-        ca_certificate_refs=ca_refs,
-        well_known_ca_certificates=well_known or None,
-        subject_alt_names=sans,
-        options=options,
-    )
+    return hostname, ca_refs, well_known or None, sans
 
 
 def _target_ref(node: Node) -> PolicyTargetRef:

@@ -154,7 +154,7 @@ def _tls(listener: Node, protocol: str) -> ListenerTLS | None:
     if protocol == "HTTPS" and mode != "Terminate":
         node.report(node.at("mode"), "must be Terminate for protocol HTTPS")
     refs = tuple(
-        _certificate_ref(ref) for ref in node.mappings("certificateRefs", max_items=64) or []
+        certificate_ref(ref) for ref in node.mappings("certificateRefs", max_items=64) or []
     )
     options = node.string_map("options")
     if mode == "Terminate" and not refs and not options:
@@ -162,7 +162,8 @@ def _tls(listener: Node, protocol: str) -> ListenerTLS | None:
     return ListenerTLS(mode=mode, certificate_refs=refs)
 
 
-def _certificate_ref(node: Node) -> CertificateRef:
+def certificate_ref(node: Node) -> CertificateRef:
+    """A SecretObjectReference (a listener's certificateRefs entry, a clientCertificateRef)."""
     return CertificateRef(
         name=node.string("name", required=True, min_length=1, max_length=253),
         namespace=node.optional_string("namespace", format=DNS1123_LABEL),
@@ -187,7 +188,7 @@ def _backend_client_certificate(spec: Node) -> CertificateRef | None:
     tls = spec.mapping("tls")
     backend = tls.mapping("backend") if tls is not None else None
     ref = backend.mapping("clientCertificateRef") if backend is not None else None
-    return _certificate_ref(ref) if ref is not None else None
+    return certificate_ref(ref) if ref is not None else None
 
 
 def _frontend_tls(spec: Node) -> FrontendTLS | None:

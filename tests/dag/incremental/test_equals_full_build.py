@@ -43,6 +43,8 @@ from tests.support.builders import (
     service,
     tls_secret,
     typed,
+    xbackend,
+    xbackend_ref,
 )
 from tests.support.certificates import certificate_authority
 from tests.support.feature_manifests import every_feature_dag
@@ -132,6 +134,9 @@ def _backend_refs(rng: random.Random) -> list[Object]:
     refs = []
     for _ in range(rng.randrange(1, 3)):
         namespace = rng.choice(NAMESPACES)
+        if rng.random() < 0.25:  # the route's own namespace's (that XBackend may not exist)
+            refs.append(xbackend_ref(f"xb-{rng.randrange(2)}"))
+            continue
         name = f"svc-{rng.randrange(6)}"
         port = rng.choice((80, 8080))
         refs.append(backend_ref(name, port, namespace=namespace, weight=rng.randrange(0, 3)))
@@ -204,9 +209,29 @@ def _secret(rng: random.Random, namespace: str, name: str) -> Object:
 
 def _backend_tls_policy(rng: random.Random, namespace: str, name: str) -> Object:
     target = f"svc-{rng.randrange(6)}"
-    return backend_tls_policy(
-        name, target, "svc.example.net", namespace=namespace, well_known="System"
+    options = rng.choice(
+        (
+            None,
+            {"dragoman.dev/client-certificate": "site"},
+            {"dragoman.dev/min-tls-version": "TLSv1_3", "dragoman.dev/ecdh-curves": "X25519"},
+            {"dragoman.dev/min-tls-version": "TLSv1.3"},
+        )
     )
+    return backend_tls_policy(
+        name, target, "svc.example.net", namespace=namespace, well_known="System", options=options
+    )
+
+
+def _xbackend(rng: random.Random, namespace: str, name: str) -> Object:
+    tls = rng.choice(
+        (
+            None,
+            {"mode": "ServerOnly"},
+            {"mode": "ClientAndServer", "clientCertificateRef": {"name": "site"}},
+        )
+    )
+    hostname = rng.choice(("api.partner.example", "other.partner.example", "localhost"))
+    return xbackend(name, hostname, rng.choice((443, 8443)), namespace=namespace, tls=tls)
 
 
 def _l4_route(kind: str, sections: tuple[str, ...]) -> Maker:
@@ -257,6 +282,8 @@ KINDS: dict[str, tuple[Maker, tuple[str, ...], tuple[str, ...], int, float]] = {
     ),
     "UDPRoute": (_l4_route("UDPRoute", ("udp", "tcp")), ("udp-0", "udp-1"), NAMESPACES, 2, 0.25),
 }
+# The same world with XBackends coming and going (builds are full while one exists).
+WITH_XBACKENDS = {**KINDS, "XBackend": (_xbackend, ("xb-0", "xb-1"), NAMESPACES, 2, 0.6)}
 # Of the changes that would make an object that does not exist, the share that do.
 CREATING: dict[str, float] = {}
 
@@ -267,15 +294,18 @@ def _one(document: Object) -> KubeObject:
 
 
 def _change(
-    rng: random.Random, held: dict[Key, KubeObject], kind: str | None = None
+    rng: random.Random,
+    held: dict[Key, KubeObject],
+    kind: str | None = None,
+    kinds: dict[str, tuple[Maker, tuple[str, ...], tuple[str, ...], int, float]] = KINDS,
 ) -> tuple[type, Key]:
-    """Add, replace or delete one object of a random kind; its type and key."""
+    """Add, replace or delete one object of a random kind (of `kinds`); its type and key."""
     if kind is None:
-        kind = rng.choices(list(KINDS), weights=[k[3] for k in KINDS.values()])[0]
-    make, names, namespaces, _, deleting = KINDS[kind]
+        kind = rng.choices(list(kinds), weights=[k[3] for k in kinds.values()])[0]
+    make, names, namespaces, _, deleting = kinds[kind]
     key = (kind, rng.choice(namespaces), rng.choice(names))
     if key not in held and rng.random() >= CREATING.get(kind, 1.0):
-        return _change(rng, held)  # another change instead
+        return _change(rng, held, kinds=kinds)  # another change instead
     if key in held and rng.random() < deleting:
         return type(held.pop(key)), key
     held[key] = _one(make(rng, key[1], key[2]))
@@ -350,6 +380,26 @@ ADDRESSES = BuildOptions(
 )
 
 
+def _built_alike(
+    builder: IncrementalBuild,
+    translation: Translation,
+    store: Store,
+    options: BuildOptions,
+    dns: DnsObservations | None,
+    where: str,
+) -> tuple[str, Dag]:
+    """The kind of the incremental build of `store`, and the full build it was found equal to
+    (the Dags and their serialized resources)."""
+    result = builder.build(store, dns)
+    full = build(store, options, dns)
+    try:
+        _assert_same(result.dag, full)
+        assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
+    except AssertionError as error:
+        raise AssertionError(f"seed/step {where} ({result.kind})") from error
+    return result.kind, full
+
+
 @pytest.mark.parametrize(
     ("seed", "options"),
     [
@@ -373,14 +423,8 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
     store = Store.from_objects(held.values())
     targets_seen = 0
     for step in range(60):
-        result = builder.build(store, dns)
-        kinds[result.kind] = kinds.get(result.kind, 0) + 1
-        full = build(store, options, dns)
-        try:
-            _assert_same(result.dag, full)
-            assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
-        except AssertionError as error:
-            raise AssertionError(f"seed {seed}, step {step} ({result.kind})") from error
+        kind_built, full = _built_alike(builder, translation, store, options, dns, f"{seed}/{step}")
+        kinds[kind_built] = kinds.get(kind_built, 0) + 1
         targets_seen += len(full.service_targets.targets)
         if dns_check and rng.random() < 0.15:
             # New observations: the routes forwarding to them; one name's answer alone, often.
@@ -393,15 +437,20 @@ def test_random_changes_match_a_full_build(seed: int, options: BuildOptions) -> 
     assert targets_seen > 0
 
 
-def _changed_store(rng: random.Random, held: dict[Key, KubeObject], store: Store) -> Store:
-    """The store after one or two random changes to `held`."""
-    kind, key = _change(rng, held)
+def _changed_store(
+    rng: random.Random,
+    held: dict[Key, KubeObject],
+    store: Store,
+    kinds: dict[str, tuple[Maker, tuple[str, ...], tuple[str, ...], int, float]] = KINDS,
+) -> Store:
+    """The store after one or two random changes to `held` (objects of `kinds`)."""
+    kind, key = _change(rng, held, kinds=kinds)
     if rng.random() < 0.5:
         return Store.from_objects(held.values())  # as a manifest directory makes it
     # As the Kubernetes cache makes it, changes found from the store's own record.
     store = store.with_object(kind, key[1:], held.get(key))
     if rng.random() < 0.3:
-        kind, key = _change(rng, held)  # two changes between builds
+        kind, key = _change(rng, held, kinds=kinds)  # two changes between builds
         store = store.with_object(kind, key[1:], held.get(key))
     return store
 
@@ -437,6 +486,43 @@ def test_targets_asked_for_now_and_then_match_a_full_build(seed: int) -> None:
             store = _changed_store(rng, held, store)
     assert kinds.get("incremental", 0) >= 20, kinds
     assert asked >= 8 and earlier >= 2, (asked, earlier)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("dns_check", [False, True])
+def test_random_changes_with_xbackends_match_a_full_build(seed: int, dns_check: bool) -> None:
+    rng = random.Random(seed)
+    held = _initial(rng)
+    # One XBackend served from the start: random changes take it away and bring others.
+    held[("XBackend", "default", "xb-0")] = _one(xbackend("xb-0", "api.partner.example"))
+    held[("HTTPRoute", "default", "route-7")] = _one(
+        http_route("route-7", rules=[rule(xbackend_ref("xb-0"))], parents=[_edge()])
+    )
+    options = BuildOptions(dns_check=dns_check)
+    partners = {
+        "api.partner.example": DnsObservation(("192.0.2.50",)),
+        "other.partner.example": DnsObservation(error="NXDOMAIN"),
+    }
+    dns = {**_observations(rng), **partners} if dns_check else None
+    builder = IncrementalBuild(options)
+    translation = Translation()
+    store = Store.from_objects(held.values())
+    served = 0
+
+    def check(store: Store, step: int) -> tuple[str, Dag]:
+        return _built_alike(builder, translation, store, options, dns, f"{seed}/{step}")
+
+    for step in range(60):
+        _, full = check(store, step)
+        served += any(name.startswith("xbackend/") for name in full.clusters)
+        store = _changed_store(rng, held, store, WITH_XBACKENDS)
+    assert served > 0
+    # Once the last XBackend is gone, changes are patched again.
+    for key in [key for key in held if key[0] == "XBackend"]:
+        del held[key]
+    check(Store.from_objects(held.values()), 60)
+    held[("HTTPRoute", "default", "route-7")] = _one(_http_route(rng, "default", "route-7"))
+    assert check(Store.from_objects(held.values()), 61)[0] == "incremental"
 
 
 def test_unchanged_parts_keep_their_objects_and_bytes() -> None:

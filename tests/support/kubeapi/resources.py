@@ -145,6 +145,19 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         status_subresource=False,
     ),
     _gateway("backendtlspolicies", "BackendTLSPolicy", ("v1",), ("btlspolicy",)),
+    # The experimental channel's (tests withdraw it to see a cluster without that CRD).
+    ResourceType(
+        group="gateway.networking.x-k8s.io",
+        versions=("v1alpha1",),
+        plural="xbackends",
+        singular="xbackend",
+        kind="XBackend",
+        namespaced=True,
+        status_subresource=True,
+        tracks_generation=True,
+        builtin=False,
+        short_names=("xbackend",),
+    ),
 )
 
 

@@ -1,4 +1,5 @@
-"""A `kubernetes.io/tls` Secret to the certificate chain and key Envoy terminates TLS with.
+"""A `kubernetes.io/tls` Secret to the certificate chain and key Envoy terminates TLS with,
+or presents to a backend.
 
 Envoy rejects a whole listener update when one certificate or key is malformed, of a type or
 size it refuses, or the two do not belong together, so every pair is checked here first, as
