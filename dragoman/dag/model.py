@@ -10,6 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal
 
 from dragoman.objects import ObjectKey
+from dragoman.objects.backend_policy import (
+    ActiveHealthCheck,
+    CircuitBreaker,
+    Http2Keepalive,
+    LoadBalancer,
+    PassiveHealthCheck,
+    TcpKeepalive,
+)
 from dragoman.objects.gateway import PathMatchType as PathMatchType
 from dragoman.objects.gateway import PathModifierType as PathRewriteType
 from dragoman.snapshots.resources import ALL_GATEWAYS as ALL_GATEWAYS
@@ -89,6 +97,32 @@ DEFAULT_LOOKUP_FAMILY: Final = "V4_PREFERRED"
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterPolicy:
+    """The BackendPolicy a cluster's Service accepted, as the cluster carries it: its spec
+    alone (a change of the policy's metadata changes no cluster), and the Host its HTTP
+    health checks send (the external name of an ExternalName, never an address)."""
+
+    policy: ObjectKey
+    active_health_check: ActiveHealthCheck | None = None
+    passive_health_check: PassiveHealthCheck | None = None
+    panic_threshold: int | None = None
+    circuit_breaker: CircuitBreaker | None = None
+    connect_timeout_s: float | None = None
+    connection_idle_timeout_s: float | None = None
+    max_connection_duration_s: float | None = None
+    tcp_keepalive: TcpKeepalive | None = None
+    http2_keepalive: Http2Keepalive | None = None
+    load_balancer: LoadBalancer | None = None
+    health_check_host: str = ""
+
+    @property
+    def consistent_hash(self) -> LoadBalancer | None:
+        """The load balancer when it hashes requests (the routes compute the hash)."""
+        balancer = self.load_balancer
+        return balancer if balancer is not None and balancer.hash_type is not None else None
+
+
+@dataclass(frozen=True, slots=True)
 class EdsCluster:
     """A pod-backed Service port; endpoints arrive separately through EDS."""
 
@@ -104,6 +138,7 @@ class EdsCluster:
     tls: UpstreamTls | None = None  # a BackendTLSPolicy's; None: cleartext
     # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
     client_ip_affinity: bool = False
+    policy: ClusterPolicy | None = None  # its Service's BackendPolicy
 
     # Every cluster says whether Envoy takes its endpoints over EDS (see DnsCluster's).
     served_over_eds: ClassVar[bool] = True
@@ -129,6 +164,7 @@ class DnsCluster:
     # The Service's spec.externalIPs that passed the address rules: the cluster's endpoints
     # (over EDS, the name kept as their hostname), and nothing is resolved.
     addresses: tuple[str, ...] = ()
+    policy: ClusterPolicy | None = None  # its Service's BackendPolicy
 
     @property
     def served_over_eds(self) -> bool:
@@ -160,6 +196,14 @@ class AggregateCluster:
 
 
 Cluster = EdsCluster | DnsCluster | AggregateCluster
+
+
+def hash_policy_of(cluster: Cluster) -> LoadBalancer | None:
+    """The consistent hash a BackendPolicy asks routes to the cluster to compute."""
+    if isinstance(cluster, AggregateCluster):
+        hashed = (hash_policy_of(child) for child in cluster.children)
+        return next((found for found in hashed if found is not None), None)
+    return cluster.policy.consistent_hash if cluster.policy is not None else None
 
 
 def has_client_ip_affinity(cluster: Cluster) -> bool:
@@ -283,6 +327,8 @@ class Forward:
     grpc: bool = False
     # Hash the downstream client's address (a backend Service with sessionAffinity ClientIP).
     hash_client_ip: bool = False
+    # What a backend's BackendPolicy (loadBalancer ConsistentHash) hashes, if any.
+    hash_policy: LoadBalancer | None = None
 
     @property
     def clusters(self) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dragoman.dag.backend_policies import NO_BACKEND_POLICIES, BackendPolicies
 from dragoman.dag.backend_tls_policy import BackendTlsPolicies
 from dragoman.dag.dns_check import DnsObservations
 from dragoman.store import Store
@@ -14,6 +15,7 @@ from dragoman.store import Store
 class UpstreamInputs:
     tls_policies: BackendTlsPolicies = field(default_factory=BackendTlsPolicies)
     dns: DnsObservations = field(default_factory=dict)
+    backend_policies: BackendPolicies = NO_BACKEND_POLICIES
 
 
 NO_UPSTREAM_INPUTS = UpstreamInputs()
@@ -23,4 +25,9 @@ def upstream_inputs(store: Store, dns: DnsObservations | None) -> UpstreamInputs
     policies = BackendTlsPolicies(
         store.backend_tls_policies.values(), store.config_maps, store.secrets
     )
-    return UpstreamInputs(tls_policies=policies, dns=dns or {})
+    backend = (
+        BackendPolicies.judged(store.backend_policies.values())
+        if store.backend_policies
+        else NO_BACKEND_POLICIES
+    )
+    return UpstreamInputs(tls_policies=policies, dns=dns or {}, backend_policies=backend)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from dragoman.objects.backend_policy import DRAGOMAN_GROUP, BackendPolicy
 from dragoman.objects.backend_tls import BackendTLSPolicy
 from dragoman.objects.config_map import ConfigMap
 from dragoman.objects.endpoint_slice import EndpointSlice
@@ -78,6 +79,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(TCPRoute, GATEWAY_GROUP, V1, "tcp_routes", "tcproutes", has_status=True, route=True),
     Kind(TLSRoute, GATEWAY_GROUP, V1, "tls_routes", "tlsroutes", has_status=True, route=True),
     Kind(UDPRoute, GATEWAY_GROUP, V1, "udp_routes", "udproutes", has_status=True, route=True),
+    Kind(BackendPolicy, DRAGOMAN_GROUP, ("v1alpha1",), "backend_policies", "backendpolicies",
+         has_status=True),
 )
 # fmt: on
 

@@ -179,6 +179,9 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
     front = list(with_addresses.values())
     policies = store.backend_tls_policies
     made = policy_statuses(_policy_upstreams(parts), parts.context) if policies else []
+    if store.backend_policies:  # judged once per build (context.upstream), cheap to state
+        judged_policies = parts.context.upstream.backend_policies
+        made.extend(judged_policies.statuses(store.services, parts.options.controller_name))
     previous, replaced = parts.previous, parts.replaced
     entries = routes.entries
     statuses: dict[ObjectKey, ObjectStatus]
@@ -187,6 +190,7 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
         and previous is not None
         and previous.dag.statuses
         and previous.store.backend_tls_policies.keys() == policies.keys()
+        and previous.store.backend_policies.keys() == store.backend_policies.keys()
     ):
         # The same objects in the same order: the previous statuses with the changed ones
         # replaced keep the build's order without sorting ten thousand keys again.

@@ -127,7 +127,9 @@ def _resolved_cluster(
                 return found
             declared = found
             if not external:
-                eds = _eds_cluster(path, port, declared, context.upstream, l4)
+                eds = _eds_cluster(
+                    path, port, declared, context.upstream, context.options.cluster_domain, l4
+                )
                 return eds if isinstance(eds, Unresolved) else ResolvedCluster(eds)
         step = _external_name_step(path, context)
         if isinstance(step, str):
@@ -190,6 +192,7 @@ def _eds_cluster(
     port: int,
     declared: ServicePort,
     upstream: UpstreamInputs,
+    cluster_domain: str,
     l4: L4Protocol | None = None,
 ) -> EdsCluster | Unresolved:
     service = path[-1]
@@ -206,6 +209,9 @@ def _eds_cluster(
         protocol=protocol,
         tls=tls,
         client_ip_affinity=service.client_ip_affinity,
+        policy=upstream.backend_policies.cluster_policy(
+            service, f"{service.meta.name}.{service.meta.namespace}.svc.{cluster_domain}"
+        ),
     )
 
 
@@ -264,6 +270,7 @@ def _external_cluster(
         checked=options.dns_check,
         client_ip_affinity=service.client_ip_affinity,
         addresses=fixed,
+        policy=upstream.backend_policies.cluster_policy(service, hostname),
     )
     warnings = [
         *dns.problems,

@@ -145,6 +145,18 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         status_subresource=False,
     ),
     _gateway("backendtlspolicies", "BackendTLSPolicy", ("v1",), ("btlspolicy",)),
+    # dragoman's own CRD (deploy/crds/backendpolicies.yaml).
+    ResourceType(
+        group="dragoman.dev",
+        versions=("v1alpha1",),
+        plural="backendpolicies",
+        singular="backendpolicy",
+        kind="BackendPolicy",
+        namespaced=True,
+        status_subresource=True,
+        tracks_generation=True,
+        builtin=False,
+    ),
 )
 
 

@@ -1,0 +1,190 @@
+"""BackendPolicies judged (GEP-713): which policy each Service's clusters carry, and each
+policy's conditions, one ancestor per target. Pure.
+
+- A policy with problems (`Invalid`, naming the field) takes no target: its targets are
+  served as if it had no policy.
+- Two valid policies on one Service: the older (creationTimestamp) wins, then the one first
+  by name; the other is `Conflicted` on that target.
+- A target that does not exist is `TargetNotFound`; the policy applies once it appears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dragoman.dag.conditions import Condition, condition
+from dragoman.dag.model import ClusterPolicy, ObjectStatus
+from dragoman.objects import Service
+from dragoman.objects.backend_policy import DRAGOMAN_GROUP, BackendPolicy, CircuitBreaker
+from dragoman.store import NamespacedName
+
+API_VERSION = f"{DRAGOMAN_GROUP}/v1alpha1"
+ACCEPTED = "Accepted"
+INVALID = "Invalid"
+CONFLICTED = "Conflicted"
+TARGET_NOT_FOUND = "TargetNotFound"
+# What proxyless gRPC clients cannot apply of a policy (gRFCs A50, A42, A48 implement outlier
+# detection, ring hash and least request): said on the policy, never dropped silently.
+PROXYLESS_IGNORED = (
+    ("active_health_check", "healthCheck.active"),
+    ("panic_threshold", "healthCheck.panicThreshold"),
+    ("connect_timeout_s", "timeout.tcp.connectTimeout"),
+    ("connection_idle_timeout_s", "timeout.http.connectionIdleTimeout"),
+    ("max_connection_duration_s", "timeout.http.maxConnectionDuration"),
+    ("tcp_keepalive", "tcpKeepalive"),
+    ("http2_keepalive", "http2.connectionKeepalive"),
+)
+
+
+def _precedence(policy: BackendPolicy) -> tuple[str, str]:
+    # An object without a timestamp (a manifest) sorts as if created at the epoch.
+    return policy.meta.creation_timestamp, policy.meta.name
+
+
+@dataclass(frozen=True, slots=True)
+class BackendPolicies:
+    """Every BackendPolicy, judged and indexed by the Service it applies to."""
+
+    policies: Mapping[NamespacedName, BackendPolicy] = field(default_factory=dict)
+    # The winner per target Service (valid policies only), and every valid claimant.
+    winners: Mapping[NamespacedName, BackendPolicy] = field(default_factory=dict)
+
+    @classmethod
+    def judged(cls, policies: Iterable[BackendPolicy]) -> BackendPolicies:
+        every = {(p.meta.namespace, p.meta.name): p for p in policies}
+        winners: dict[NamespacedName, BackendPolicy] = {}
+        for policy in sorted(every.values(), key=_precedence):
+            if policy.problems:
+                continue
+            for ref in policy.target_refs:
+                winners.setdefault((policy.meta.namespace, ref.name), policy)
+        return cls(every, winners)
+
+    def cluster_policy(self, service: Service, host: str) -> ClusterPolicy | None:
+        """What `service`'s clusters carry; None when no valid policy takes it. `host`: the
+        Host its HTTP health checks send unless the policy names one (the external name of
+        an ExternalName, the Service's cluster DNS name for pods)."""
+        policy = self.winners.get((service.meta.namespace, service.meta.name))
+        if policy is None:
+            return None
+        active = policy.active_health_check
+        host = (active.http_hostname if active else "") or host
+        return ClusterPolicy(
+            policy=policy.key,
+            active_health_check=policy.active_health_check,
+            passive_health_check=policy.passive_health_check,
+            panic_threshold=policy.panic_threshold,
+            circuit_breaker=policy.circuit_breaker,
+            connect_timeout_s=policy.connect_timeout_s,
+            connection_idle_timeout_s=policy.connection_idle_timeout_s,
+            max_connection_duration_s=policy.max_connection_duration_s,
+            tcp_keepalive=policy.tcp_keepalive,
+            http2_keepalive=policy.http2_keepalive,
+            load_balancer=policy.load_balancer,
+            health_check_host=host,
+        )
+
+    def statuses(
+        self, services: Mapping[NamespacedName, Service], controller_name: str
+    ) -> list[ObjectStatus]:
+        """Each policy's status: one ancestor per target Service, with its conditions."""
+        return [
+            ObjectStatus(
+                key=policy.key,
+                api_version=API_VERSION,
+                status={"ancestors": self._ancestors(policy, services, controller_name)},
+            )
+            for _, policy in sorted(self.policies.items())
+        ]
+
+    def _ancestors(
+        self,
+        policy: BackendPolicy,
+        services: Mapping[NamespacedName, Service],
+        controller_name: str,
+    ) -> list[dict[str, Any]]:
+        namespace = policy.meta.namespace
+        refs = policy.target_refs or ()
+        ancestors = []
+        for ref in dict.fromkeys(refs):
+            accepted = self._accepted(policy, (namespace, ref.name), services)
+            ancestors.append(
+                {
+                    "ancestorRef": {
+                        "group": ref.group,
+                        "kind": ref.kind,
+                        "namespace": namespace,
+                        "name": ref.name,
+                    },
+                    "controllerName": controller_name,
+                    "conditions": [accepted],
+                }
+            )
+        if not ancestors:  # no target could be read: say why on the policy itself
+            ancestors.append(
+                {
+                    "ancestorRef": {
+                        "group": DRAGOMAN_GROUP,
+                        "kind": policy.kind,
+                        "namespace": namespace,
+                        "name": policy.meta.name,
+                    },
+                    "controllerName": controller_name,
+                    "conditions": [self._accepted(policy, None, services)],
+                }
+            )
+        return ancestors
+
+    def _accepted(
+        self,
+        policy: BackendPolicy,
+        target: NamespacedName | None,
+        services: Mapping[NamespacedName, Service],
+    ) -> Condition:
+        generation = policy.meta.generation
+        if policy.problems:
+            message = "; ".join(f"{path}: {why}" for path, why in policy.problems)
+            return condition(ACCEPTED, False, INVALID, message, generation)
+        assert target is not None  # a valid policy names at least one target
+        if target not in services:
+            message = f"Service {target[0]}/{target[1]} does not exist"
+            return condition(ACCEPTED, False, TARGET_NOT_FOUND, message, generation)
+        winner = self.winners.get(target)
+        if winner is not None and winner.key != policy.key:
+            message = (
+                f"Service {target[0]}/{target[1]} is taken by BackendPolicy "
+                f"{winner.meta.namespace}/{winner.meta.name}, which is older (or first by name)"
+            )
+            return condition(ACCEPTED, False, CONFLICTED, message, generation)
+        return condition(ACCEPTED, True, ACCEPTED, _accepted_message(policy), generation)
+
+
+def _accepted_message(policy: BackendPolicy) -> str:
+    ignored = [name for attribute, name in PROXYLESS_IGNORED if getattr(policy, attribute)]
+    breaker = policy.circuit_breaker
+    if breaker is not None and breaker != CircuitBreaker(
+        max_parallel_requests=breaker.max_parallel_requests
+    ):
+        ignored.append("circuitBreaker fields other than maxParallelRequests")
+    if policy.load_balancer is not None and policy.load_balancer.type == "Random":
+        ignored.append("loadBalancer type Random (they balance RoundRobin)")
+    if policy.load_balancer is not None and policy.load_balancer.slow_start_window_s:
+        ignored.append("loadBalancer.slowStart")
+    message = "the policy applies to every route and client that reaches the Service"
+    active = policy.active_health_check
+    if active is not None and active.type == "GRPC":
+        message += (
+            "; gRPC health checks run on the Service's ports spoken in HTTP/2 only (appProtocol "
+            "kubernetes.io/h2c, GRPCRoute backends): the others are not checked"
+        )
+    if ignored:
+        message += (
+            "; proxyless gRPC clients apply passive health checks and the load balancer, "
+            f"not {', '.join(ignored)}"
+        )
+    return message
+
+
+NO_BACKEND_POLICIES = BackendPolicies()
