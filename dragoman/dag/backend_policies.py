@@ -162,16 +162,6 @@ class BackendPolicies:
 
 
 def _accepted_message(policy: BackendPolicy) -> str:
-    ignored = [name for attribute, name in PROXYLESS_IGNORED if getattr(policy, attribute)]
-    breaker = policy.circuit_breaker
-    if breaker is not None and breaker != CircuitBreaker(
-        max_parallel_requests=breaker.max_parallel_requests
-    ):
-        ignored.append("circuitBreaker fields other than maxParallelRequests")
-    if policy.load_balancer is not None and policy.load_balancer.type == "Random":
-        ignored.append("loadBalancer type Random (they balance RoundRobin)")
-    if policy.load_balancer is not None and policy.load_balancer.slow_start_window_s:
-        ignored.append("loadBalancer.slowStart")
     message = "the policy applies to every route and client that reaches the Service"
     active = policy.active_health_check
     if active is not None and active.type == "GRPC":
@@ -179,12 +169,36 @@ def _accepted_message(policy: BackendPolicy) -> str:
             "; gRPC health checks run on the Service's ports spoken in HTTP/2 only (appProtocol "
             "kubernetes.io/h2c, GRPCRoute backends): the others are not checked"
         )
+    ignored = _proxyless_ignored(policy)
     if ignored:
         message += (
             "; proxyless gRPC clients apply passive health checks and the load balancer, "
             f"not {', '.join(ignored)}"
         )
     return message
+
+
+def _proxyless_ignored(policy: BackendPolicy) -> list[str]:
+    """The fields of `policy` proxyless gRPC clients do not apply."""
+    ignored = [name for attribute, name in PROXYLESS_IGNORED if getattr(policy, attribute)]
+    breaker = policy.circuit_breaker
+    if breaker is not None and breaker != CircuitBreaker(
+        max_parallel_requests=breaker.max_parallel_requests
+    ):
+        ignored.append("circuitBreaker fields other than maxParallelRequests")
+    balancer = policy.load_balancer
+    if balancer is None:
+        return ignored
+    if balancer.type == "Random":
+        ignored.append("loadBalancer type Random (they balance RoundRobin)")
+    if balancer.hash_type in ("SourceIP", "Cookie"):
+        ignored.append(
+            "loadBalancer.consistentHash type SourceIP or Cookie (they hash headers only: "
+            "each call takes a random place on the ring)"
+        )
+    if balancer.slow_start_window_s:
+        ignored.append("loadBalancer.slowStart")
+    return ignored
 
 
 NO_BACKEND_POLICIES = BackendPolicies()
