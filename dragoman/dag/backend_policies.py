@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dragoman.dag.conditions import Condition, condition
-from dragoman.dag.model import ClusterPolicy, ObjectStatus
+from dragoman.dag.model import ClusterPolicy, ObjectStatus, Problem
 from dragoman.objects import Service
 from dragoman.objects.backend_policy import DRAGOMAN_GROUP, BackendPolicy, CircuitBreaker
 from dragoman.store import NamespacedName
@@ -85,6 +85,20 @@ class BackendPolicies:
             load_balancer=policy.load_balancer,
             health_check_host=host,
         )
+
+    def problems(self, services: Mapping[NamespacedName, Service]) -> list[Problem]:
+        """What `dragoman check` and the logs say of policies not applied where they ask."""
+        found = []
+        for _, policy in sorted(self.policies.items()):
+            found += [Problem(policy.key, path, INVALID, why) for path, why in policy.problems]
+            if policy.problems:
+                continue
+            for index, ref in enumerate(policy.target_refs):
+                verdict = self._accepted(policy, (policy.meta.namespace, ref.name), services)
+                if verdict["status"] == "False":
+                    field = f"spec.targetRefs[{index}]"
+                    found.append(Problem(policy.key, field, verdict["reason"], verdict["message"]))
+        return found
 
     def statuses(
         self, services: Mapping[NamespacedName, Service], controller_name: str

@@ -240,6 +240,9 @@ def _problems(
         else slice_problems(parts.store.endpoint_slices.values(), parts.options.endpoint_networks)
     )
     problems.extend(affinity_timeout_problems(clusters.values(), parts.store.services))
+    if parts.store.backend_policies:
+        policies = parts.context.upstream.backend_policies
+        problems.extend(policies.problems(parts.store.services))
     # Stable: an object's problems keep the order of its fields.
     return tuple(sorted(problems, key=lambda problem: sort_key(problem.object)))
 

@@ -205,3 +205,21 @@ def test_a_world_without_policies_has_no_policy_status() -> None:
     dag = world()
     assert not [key for key in dag.statuses if key.kind == "BackendPolicy"]
     assert all(getattr(c, "policy", None) is None for c in dag.clusters.values())
+
+
+def test_policies_not_applied_are_the_builds_problems_naming_the_field() -> None:
+    dag = world(
+        backend_policy("bad", "api", spec={"circuitBreaker": {"maxConnections": -1}}),
+        backend_policy("ok", "api", "absent", created="2026-01-01T00:00:00Z"),
+        backend_policy("late", "api", created="2026-02-01T00:00:00Z"),
+    )
+    found = {
+        (problem.object.name, problem.field, problem.reason)
+        for problem in dag.problems
+        if problem.object.kind == "BackendPolicy"
+    }
+    assert found == {
+        ("bad", "spec.circuitBreaker.maxConnections", "Invalid"),
+        ("ok", "spec.targetRefs[1]", "TargetNotFound"),
+        ("late", "spec.targetRefs[0]", "Conflicted"),
+    }
