@@ -25,8 +25,8 @@ ACCEPTED = "Accepted"
 INVALID = "Invalid"
 CONFLICTED = "Conflicted"
 TARGET_NOT_FOUND = "TargetNotFound"
-# What proxyless gRPC clients cannot apply of a policy (gRFCs A50, A42, A48 implement outlier
-# detection, ring hash and least request): said on the policy, never dropped silently.
+# What proxyless gRPC clients cannot apply of a policy (gRFCs A50 and A42 implement outlier
+# detection and ring hash): said on the policy, never dropped silently.
 PROXYLESS_IGNORED = (
     ("active_health_check", "healthCheck.active"),
     ("panic_threshold", "healthCheck.panicThreshold"),
@@ -203,8 +203,8 @@ def _proxyless_ignored(policy: BackendPolicy) -> list[str]:
     balancer = policy.load_balancer
     if balancer is None:
         return ignored
-    if balancer.type == "Random":
-        ignored.append("loadBalancer type Random (they balance RoundRobin)")
+    if balancer.type in ("Random", "LeastRequest"):
+        ignored.append(f"loadBalancer type {balancer.type} (they balance RoundRobin)")
     if balancer.hash_type in ("SourceIP", "Cookie"):
         ignored.append(
             "loadBalancer.consistentHash type SourceIP or Cookie (they hash headers only: "

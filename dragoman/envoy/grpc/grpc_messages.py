@@ -255,11 +255,15 @@ def grpc_clusters(value: Cluster, options: TranslateOptions) -> list[cluster_pb2
     return [_for_grpc(cluster(value, options))]
 
 
+_GRPC_ROUND_ROBIN_INSTEAD = (cluster_pb2.Cluster.RANDOM, cluster_pb2.Cluster.LEAST_REQUEST)
+
+
 def _for_grpc(message: cluster_pb2.Cluster) -> cluster_pb2.Cluster:
-    """An Envoy cluster as gRPC clients can take it: they balance round robin, ring hash or
-    least request (gRFCs A42, A48) and refuse a cluster asking for another (a
-    BackendPolicy's Random: its status says they balance round robin instead)."""
-    if message.lb_policy == cluster_pb2.Cluster.RANDOM:
+    """An Envoy cluster as gRPC clients can take it: they balance round robin or by ring hash
+    (gRFC A42) and refuse a cluster asking for another (grpcio refuses LEAST_REQUEST too, its
+    gRFC A48 support being off by default): a BackendPolicy's Random or LeastRequest is
+    served to them as round robin, and its status says so."""
+    if message.lb_policy in _GRPC_ROUND_ROBIN_INSTEAD:
         message.lb_policy = cluster_pb2.Cluster.ROUND_ROBIN
     return message
 

@@ -1,6 +1,6 @@
-"""What proxyless gRPC clients get of a BackendPolicy: outlier detection, ring hash on a
-header, least request as Envoy does; Random as round robin (gRPC refuses a cluster asking
-for it); the rest is said on the policy (tests/dag/upstreams/test_backend_policy.py)."""
+"""What proxyless gRPC clients get of a BackendPolicy: outlier detection and ring hash on a
+header as Envoy does; Random and LeastRequest as round robin (grpcio refuses a cluster
+asking for either); the rest is said on the policy (tests/dag/upstreams/test_backend_policy.py)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ def test_random_is_served_as_round_robin_with_outlier_detection_kept() -> None:
     assert message.outlier_detection.consecutive_5xx.value == 5
 
 
-def test_least_request_and_ring_hash_are_served_as_to_envoy() -> None:
+def test_least_request_is_served_as_round_robin_and_ring_hash_as_to_envoy() -> None:
     [least] = grpc_clusters(pods(LoadBalancer("LeastRequest")), DEFAULT_OPTIONS)
-    assert least.lb_policy == cluster_pb2.Cluster.LEAST_REQUEST
+    assert least.lb_policy == cluster_pb2.Cluster.ROUND_ROBIN
     header = LoadBalancer("ConsistentHash", hash_type="Header", hash_header="x-tenant")
     [ring] = grpc_clusters(pods(header), DEFAULT_OPTIONS)
     assert ring.lb_policy == cluster_pb2.Cluster.RING_HASH
