@@ -207,10 +207,12 @@ def hash_policy_of(cluster: Cluster) -> LoadBalancer | None:
 
 
 def has_client_ip_affinity(cluster: Cluster) -> bool:
-    """Whether requests to the cluster must carry a hash of the client's address."""
+    """Whether requests to the cluster must carry a hash of the client's address: its
+    Service asks for ClientIP affinity, and no BackendPolicy's load balancer replaces it."""
     if isinstance(cluster, AggregateCluster):
-        return any(child.client_ip_affinity for child in cluster.children)
-    return cluster.client_ip_affinity
+        return any(has_client_ip_affinity(child) for child in cluster.children)
+    balanced = cluster.policy is not None and cluster.policy.load_balancer is not None
+    return cluster.client_ip_affinity and not balanced
 
 
 @dataclass(frozen=True, slots=True)

@@ -285,3 +285,25 @@ def test_a_grpc_health_check_is_made_only_where_the_cluster_speaks_http2() -> No
     served = clusters(world(SMALLEST))
     assert served["default/api/9090/h2c"].health_checks[0].HasField("grpc_health_check")
     assert not served["default/api/80"].health_checks
+
+
+def test_a_policys_load_balancer_replaces_client_ip_affinity() -> None:
+    affine = service("api", 80, 8080)
+    affine["spec"]["sessionAffinity"] = "ClientIP"
+    hashed = {"type": "Header", "header": {"name": "x-tenant"}}
+    dag = build_text(
+        DRAGOMAN_CLASS,
+        GATEWAY,
+        affine,
+        http_route("to-api", "api", 80),
+        backend_policy(
+            "p", "api", spec={"loadBalancer": {"type": "ConsistentHash", "consistentHash": hashed}}
+        ),
+    )
+    tables = [t for snapshot in translate(dag).values() for t in messages(snapshot, ROUTE)]
+    routes = [route for table in tables for host in table.virtual_hosts for route in host.routes]
+    assert routes
+    for route in routes:
+        # The header alone: Envoy would combine it with the client's address otherwise.
+        assert [p.WhichOneof("policy_specifier") for p in route.route.hash_policy] == ["header"]
+    assert clusters(dag)["default/api/80"].lb_policy == cluster_pb2.Cluster.RING_HASH
