@@ -29,6 +29,7 @@ from dragoman.kubernetes.watched_kinds import WATCHED_KINDS
 from dragoman.objects import BackendPolicy
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.parse import parse_object
+from dragoman.sources.parsers.backend_policy import SPEC_FIELDS
 from tests.support.kubeapi import KubeApiServer
 from tests.support.kustomize import kustomize
 from tests.support.manifest_fuzzer import base_documents
@@ -150,6 +151,18 @@ def test_the_backend_policy_crd_names_every_field_dragoman_reads() -> None:
         jsonschema.validate(doc, schema)
         parsed = parse_object(doc)
         assert isinstance(parsed, BackendPolicy) and not parsed.problems
+
+
+def test_the_backend_policy_crd_and_dragomans_parser_know_the_same_fields() -> None:
+    def tree(node: dict[str, Any]) -> dict[str, Any]:
+        if node.get("type") == "array":
+            node = node["items"]
+        return {key: tree(value) for key, value in node.get("properties", {}).items()}
+
+    spec = backend_policy_schema(closed=False)["properties"]["spec"]
+    # sectionName: dragoman names it only to refuse it with its reason; the CRD has none.
+    known = {**SPEC_FIELDS, "targetRefs": {"group": {}, "kind": {}, "name": {}}}
+    assert tree(spec) == known
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import TypeAlias
 
 from dragoman.objects import ObjectMeta
 from dragoman.objects.backend_policy import (
@@ -30,11 +32,12 @@ from dragoman.objects.backend_policy import (
 )
 from dragoman.objects.backend_tls import PolicyTargetRef
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
-from dragoman.sources.errors import FieldProblem
+from dragoman.sources.errors import FieldProblem, printable
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_SUBDOMAIN, Format
 
 MAX_TARGET_REFS = 16
+FieldTree: TypeAlias = "dict[str, FieldTree]"
 MAX_UINT32 = 2**32 - 1
 # Every duration a policy gives lies in [1ms, 24h]: longer is a mistake, and Envoy's timers
 # take milliseconds.
@@ -59,6 +62,77 @@ GRPC_SERVICE = Format(
 )
 
 
+_PAYLOAD: FieldTree = {"type": {}, "text": {}, "binary": {}}
+_DURATION_PAIR: FieldTree = {"interval": {}, "timeout": {}}
+# Every field of a spec, nested as written (a list's items under the list's name): a field
+# not named here is a typo dragoman refuses, as kubectl's strict field validation does.
+SPEC_FIELDS: FieldTree = {
+    "targetRefs": {"group": {}, "kind": {}, "name": {}, "sectionName": {}},
+    "healthCheck": {
+        "active": {
+            "type": {},
+            **_DURATION_PAIR,
+            "unhealthyThreshold": {},
+            "healthyThreshold": {},
+            "http": {"path": {}, "method": {}, "expectedStatuses": {}, "hostname": {}},
+            "grpc": {"service": {}},
+            "tcp": {"send": _PAYLOAD, "receive": _PAYLOAD},
+        },
+        "passive": {
+            "consecutive5XxErrors": {},
+            "consecutiveGatewayErrors": {},
+            "consecutiveLocalOriginFailures": {},
+            "splitExternalLocalOriginErrors": {},
+            "interval": {},
+            "baseEjectionTime": {},
+            "maxEjectionPercent": {},
+            "failurePercentageThreshold": {},
+        },
+        "panicThreshold": {},
+    },
+    "circuitBreaker": {
+        "maxConnections": {},
+        "maxPendingRequests": {},
+        "maxParallelRequests": {},
+        "maxParallelRetries": {},
+        "maxRequestsPerConnection": {},
+    },
+    "timeout": {
+        "tcp": {"connectTimeout": {}},
+        "http": {"connectionIdleTimeout": {}, "maxConnectionDuration": {}},
+    },
+    "tcpKeepalive": {"probes": {}, "idleTime": {}, "interval": {}},
+    "http2": {"connectionKeepalive": _DURATION_PAIR},
+    "loadBalancer": {
+        "type": {},
+        "consistentHash": {
+            "type": {},
+            "header": {"name": {}},
+            "cookie": {"name": {}, "ttl": {}},
+        },
+        "slowStart": {"window": {}},
+    },
+}
+
+
+def unknown_fields(data: object, fields: FieldTree, path: str) -> Iterator[FieldProblem]:
+    """A problem for every key of `data` (and of the mappings in it) `fields` does not name."""
+    if isinstance(data, list):
+        for index, item in enumerate(data):
+            yield from unknown_fields(item, fields, f"{path}[{index}]")
+        return
+    if not isinstance(data, Mapping) or not fields:
+        return
+    for key, value in data.items():
+        where = f"{path}.{key}"
+        if key in fields:
+            yield from unknown_fields(value, fields[key], where)
+            continue
+        close = difflib.get_close_matches(str(key), list(fields), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        yield printable(where), f"is not a field of BackendPolicy{hint}"
+
+
 def parse_backend_policy(root: Node, meta: ObjectMeta) -> BackendPolicy:
     problems: list[FieldProblem] = []
     data = root.raw("spec")
@@ -67,6 +141,7 @@ def parse_backend_policy(root: Node, meta: ObjectMeta) -> BackendPolicy:
     if not isinstance(data, Mapping):
         problem = ("spec", f"expected a mapping, got {describe(data)}")
         return BackendPolicy(meta=meta, problems=(problem,))
+    problems.extend(unknown_fields(data, SPEC_FIELDS, "spec"))
     spec = Node(data, "spec", problems)
     nodes = spec.mappings("targetRefs", required=True, min_items=1, max_items=MAX_TARGET_REFS)
     targets = tuple(_target_ref(node) for node in nodes or [])

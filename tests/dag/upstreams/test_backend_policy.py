@@ -223,3 +223,10 @@ def test_policies_not_applied_are_the_builds_problems_naming_the_field() -> None
         ("ok", "spec.targetRefs[1]", "TargetNotFound"),
         ("late", "spec.targetRefs[0]", "Conflicted"),
     }
+
+
+def test_a_misspelled_field_is_invalid_and_the_field_meant_is_named() -> None:
+    dag = world(backend_policy("typo", "api", spec={"circuitBreakers": {"maxConnections": 1}}))
+    state, reason, message = accepted(dag, "typo")["api"]
+    assert (state, reason) == ("False", "Invalid")
+    assert "spec.circuitBreakers" in message and "did you mean circuitBreaker?" in message
