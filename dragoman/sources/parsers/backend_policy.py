@@ -115,6 +115,14 @@ SPEC_FIELDS: FieldTree = {
 }
 
 
+# Fields of Envoy Gateway's BackendTrafficPolicy a user may expect here that dragoman does
+# not implement (nor its CRD name): refused with a reason rather than as a typo.
+NOT_IMPLEMENTED = {
+    "spec.failover": "is not implemented: a Service fails over only to the one its "
+    "ExternalName prefers (annotation dragoman.dev/prefer-service)",
+}
+
+
 def unknown_fields(data: object, fields: FieldTree, path: str) -> Iterator[FieldProblem]:
     """A problem for every key of `data` (and of the mappings in it) `fields` does not name."""
     if isinstance(data, list):
@@ -127,6 +135,9 @@ def unknown_fields(data: object, fields: FieldTree, path: str) -> Iterator[Field
         where = f"{path}.{key}"
         if key in fields:
             yield from unknown_fields(value, fields[key], where)
+            continue
+        if where in NOT_IMPLEMENTED:
+            yield where, NOT_IMPLEMENTED[where]
             continue
         close = difflib.get_close_matches(str(key), list(fields), n=1)
         hint = f"; did you mean {close[0]}?" if close else ""

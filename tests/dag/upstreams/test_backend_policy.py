@@ -230,3 +230,10 @@ def test_a_misspelled_field_is_invalid_and_the_field_meant_is_named() -> None:
     state, reason, message = accepted(dag, "typo")["api"]
     assert (state, reason) == ("False", "Invalid")
     assert "spec.circuitBreakers" in message and "did you mean circuitBreaker?" in message
+
+
+def test_failover_is_refused_as_not_implemented() -> None:
+    dag = world(backend_policy("fo", "api", spec={"failover": [{"name": "partner"}]}))
+    state, reason, message = accepted(dag, "fo")["api"]
+    assert (state, reason) == ("False", "Invalid")
+    assert "spec.failover: is not implemented" in message
