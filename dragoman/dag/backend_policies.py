@@ -16,7 +16,14 @@ from typing import Any
 
 from dragoman.dag.conditions import Condition, condition
 from dragoman.dag.model import ClusterPolicy, ObjectStatus, Problem
-from dragoman.objects import Service
+from dragoman.dag.reference_grants import (
+    NO_GRANTS,
+    ReferenceGrants,
+    Referrer,
+    not_permitted_message,
+    service_target,
+)
+from dragoman.objects import ObjectKey, Service
 from dragoman.objects.backend_policy import DRAGOMAN_GROUP, BackendPolicy, CircuitBreaker
 from dragoman.store import NamespacedName
 
@@ -48,19 +55,37 @@ class BackendPolicies:
     """Every BackendPolicy, judged and indexed by the Service it applies to."""
 
     policies: Mapping[NamespacedName, BackendPolicy] = field(default_factory=dict)
-    # The winner per target Service (valid policies only), and every valid claimant.
+    # The winner per target Service (valid policies only).
     winners: Mapping[NamespacedName, BackendPolicy] = field(default_factory=dict)
+    # What makes a policy's failover unusable (a loop, a Service of another namespace without
+    # a ReferenceGrant): (field path, why), by policy; such a policy applies nowhere.
+    refused: Mapping[ObjectKey, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
     @classmethod
-    def judged(cls, policies: Iterable[BackendPolicy]) -> BackendPolicies:
+    def judged(
+        cls, policies: Iterable[BackendPolicy], grants: ReferenceGrants = NO_GRANTS
+    ) -> BackendPolicies:
         every = {(p.meta.namespace, p.meta.name): p for p in policies}
-        winners: dict[NamespacedName, BackendPolicy] = {}
-        for policy in sorted(every.values(), key=_precedence):
-            if policy.problems:
-                continue
-            for ref in policy.target_refs:
-                winners.setdefault((policy.meta.namespace, ref.name), policy)
-        return cls(every, winners)
+        refused: dict[ObjectKey, tuple[tuple[str, str], ...]] = {}
+        # A policy refused for its failover gives its targets up, which may end another's
+        # loop: judged again until nothing more is refused (each round refuses one or more).
+        for _ in range(len(every) + 1):
+            winners = _winners(every.values(), refused)
+            found = {
+                policy.key: problems
+                for policy in {p.key: p for p in winners.values()}.values()
+                if (problems := _failover_problems(policy, winners, grants))
+            }
+            if not found:
+                break
+            refused.update(found)
+        return cls(every, winners, refused)
+
+    def failover_of(self, namespace: str, name: str) -> tuple[NamespacedName, ...]:
+        """The Services that take the traffic of Service namespace/name, in order, when its
+        policy names any: its failover entries, each followed by its own (depth first)."""
+        chain, _ = _chain((namespace, name), self.winners)
+        return tuple(chain)
 
     def cluster_policy(self, service: Service, host: str) -> ClusterPolicy | None:
         """What `service`'s clusters carry; None when no valid policy takes it. `host`: the
@@ -90,8 +115,9 @@ class BackendPolicies:
         """What `dragoman check` and the logs say of policies not applied where they ask."""
         found = []
         for _, policy in sorted(self.policies.items()):
-            found += [Problem(policy.key, path, INVALID, why) for path, why in policy.problems]
-            if policy.problems:
+            problems = policy.problems or self.refused.get(policy.key, ())
+            found += [Problem(policy.key, path, INVALID, why) for path, why in problems]
+            if problems:
                 continue
             for index, ref in enumerate(policy.target_refs):
                 verdict = self._accepted(policy, (policy.meta.namespace, ref.name), services)
@@ -158,8 +184,9 @@ class BackendPolicies:
         services: Mapping[NamespacedName, Service],
     ) -> Condition:
         generation = policy.meta.generation
-        if policy.problems:
-            message = "; ".join(f"{path}: {why}" for path, why in policy.problems)
+        problems = policy.problems or self.refused.get(policy.key, ())
+        if problems:
+            message = "; ".join(f"{path}: {why}" for path, why in problems)
             return condition(ACCEPTED, False, INVALID, message, generation)
         assert target is not None  # a valid policy names at least one target
         if target not in services:
@@ -213,6 +240,69 @@ def _proxyless_ignored(policy: BackendPolicy) -> list[str]:
     if balancer.slow_start_window_s:
         ignored.append("loadBalancer.slowStart")
     return ignored
+
+
+def _winners(
+    policies: Iterable[BackendPolicy], refused: Mapping[ObjectKey, object]
+) -> dict[NamespacedName, BackendPolicy]:
+    winners: dict[NamespacedName, BackendPolicy] = {}
+    for policy in sorted(policies, key=_precedence):
+        if policy.problems or policy.key in refused:
+            continue
+        for ref in policy.target_refs:
+            winners.setdefault((policy.meta.namespace, ref.name), policy)
+    return winners
+
+
+def _chain(
+    start: NamespacedName, winners: Mapping[NamespacedName, BackendPolicy]
+) -> tuple[list[NamespacedName], NamespacedName | None]:
+    """The failover chain of `start` (depth first, each Service once), and the first
+    Service it leads back to (a loop), if any; the chain stops there."""
+    chain: list[NamespacedName] = []
+
+    def follow(service: NamespacedName, path: tuple[NamespacedName, ...]) -> NamespacedName | None:
+        policy = winners.get(service)
+        for entry in policy.failover if policy is not None else ():
+            key = (entry.namespace, entry.name)
+            if key in path:
+                return key  # back to a Service on the way here: a loop
+            if key in chain:
+                continue  # reached another way already: once is enough
+            chain.append(key)
+            looped = follow(key, (*path, key))
+            if looped is not None:
+                return looped
+        return None
+
+    return chain, follow(start, (start,))
+
+
+def _failover_problems(
+    policy: BackendPolicy,
+    winners: Mapping[NamespacedName, BackendPolicy],
+    grants: ReferenceGrants,
+) -> tuple[tuple[str, str], ...]:
+    referrer = Referrer(DRAGOMAN_GROUP, policy.kind, policy.meta.namespace)
+    problems = []
+    for index, entry in enumerate(policy.failover):
+        target = service_target(entry.namespace, entry.name)
+        if not grants.permits(referrer, target):
+            problems.append((f"spec.failover[{index}]", not_permitted_message(referrer, target)))
+    for ref in policy.target_refs:
+        service = (policy.meta.namespace, ref.name)
+        if winners.get(service) is not policy:
+            continue
+        _, looped = _chain(service, winners)
+        if looped is not None:
+            problems.append(
+                (
+                    "spec.failover",
+                    f"Service {service[0]}/{service[1]} fails over to Service "
+                    f"{looped[0]}/{looped[1]} twice (a loop)",
+                )
+            )
+    return tuple(problems)
 
 
 NO_BACKEND_POLICIES = BackendPolicies()

@@ -178,21 +178,19 @@ class DnsCluster:
 
 @dataclass(frozen=True, slots=True)
 class AggregateCluster:
-    """In-cluster first, external fallback: Envoy sends to `preferred` while it has healthy
-    endpoints, else to `fallback` (an Envoy aggregate cluster over the two)."""
+    """Failover between Services, in order (an Envoy aggregate cluster: its children's hosts
+    as priorities): Envoy sends to the first child while it has healthy hosts, to the next
+    when it has none, and back when it recovers. In-cluster first (an ExternalName's
+    `dragoman.dev/prefer-service`) is the pods, then the external name; a BackendPolicy's
+    `failover` is the Service itself, then the Services it names."""
 
     name: str
-    service: ObjectKey  # the ExternalName Service that asked for it
-    preferred: EdsCluster
-    fallback: DnsCluster
+    service: ObjectKey  # the Service that asked for it
+    children: tuple[EdsCluster | DnsCluster, ...]  # at least two, in order
     protocol: UpstreamProtocol = HTTP1
 
     # An aggregate has no endpoints of its own: its children are served each as it says.
     served_over_eds: ClassVar[bool] = False
-
-    @property
-    def children(self) -> tuple[EdsCluster, DnsCluster]:
-        return self.preferred, self.fallback
 
 
 Cluster = EdsCluster | DnsCluster | AggregateCluster

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from dragoman.dag.backend_policies import NO_BACKEND_POLICIES, BackendPolicies
 from dragoman.dag.backend_tls_policy import BackendTlsPolicies
 from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.reference_grants import ReferenceGrants
 from dragoman.store import Store
 
 
@@ -26,7 +27,9 @@ def upstream_inputs(store: Store, dns: DnsObservations | None) -> UpstreamInputs
         store.backend_tls_policies.values(), store.config_maps, store.secrets
     )
     backend = (
-        BackendPolicies.judged(store.backend_policies.values())
+        BackendPolicies.judged(
+            store.backend_policies.values(), ReferenceGrants(store.reference_grants.values())
+        )
         if store.backend_policies
         else NO_BACKEND_POLICIES
     )

@@ -98,6 +98,14 @@ class LoadBalancer:
 
 
 @dataclass(frozen=True, slots=True)
+class FailoverRef:
+    """A failover entry: a Service (in `namespace`, the policy's unless given)."""
+
+    name: str
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
 class BackendPolicy(KindObject):
     kind: ClassVar[str] = "BackendPolicy"
 
@@ -113,5 +121,7 @@ class BackendPolicy(KindObject):
     tcp_keepalive: TcpKeepalive | None = None
     http2_keepalive: Http2Keepalive | None = None
     load_balancer: LoadBalancer | None = None
+    # The Services that take the traffic, in order, while the target has no healthy host.
+    failover: tuple[FailoverRef, ...] = ()
     # (field path, why) for every rule the spec breaks: the policy is not applied.
     problems: tuple[tuple[str, str], ...] = ()

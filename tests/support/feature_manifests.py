@@ -431,6 +431,14 @@ spec:
     tcp: {{connectTimeout: 2s}}
     http: {{connectionIdleTimeout: 30s, maxConnectionDuration: 1h}}
   loadBalancer: {{type: LeastRequest, slowStart: {{window: 30s}}}}
+  failover: [{{name: api, namespace: apps}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ReferenceGrant
+metadata: {{name: failover-from-default, namespace: apps}}
+spec:
+  from: [{{group: dragoman.dev, kind: BackendPolicy, namespace: default}}]
+  to: [{{group: "", kind: Service, name: api}}]
 ---
 apiVersion: dragoman.dev/v1alpha1
 kind: BackendPolicy

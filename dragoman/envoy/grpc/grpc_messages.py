@@ -237,13 +237,15 @@ def grpc_clusters(value: Cluster, options: TranslateOptions) -> list[cluster_pb2
     EDS children are translated as for Envoy; their CLAs are served by EDS as usual.
     """
     if isinstance(value, AggregateCluster):
-        preferred, fallback = value.children
+        names = [child.name for child in value.children]
         return [
-            grpc_aggregate_cluster(value.name, [preferred.name, fallback.name], options),
-            _for_grpc(cluster(preferred, options)),
-            _for_grpc(cluster(fallback, options))
-            if fallback.served_over_eds
-            else logical_dns_cluster(fallback.name, fallback, options),
+            grpc_aggregate_cluster(value.name, names, options),
+            *(
+                logical_dns_cluster(child.name, child, options)
+                if isinstance(child, DnsCluster) and not child.served_over_eds
+                else _for_grpc(cluster(child, options))
+                for child in value.children
+            ),
         ]
     if isinstance(value, DnsCluster) and not value.served_over_eds:
         child = logical_dns_name(value)

@@ -25,6 +25,7 @@ from dragoman.objects.backend_policy import (
     ActiveHealthCheck,
     BackendPolicy,
     CircuitBreaker,
+    FailoverRef,
     Http2Keepalive,
     LoadBalancer,
     PassiveHealthCheck,
@@ -34,9 +35,10 @@ from dragoman.objects.backend_tls import PolicyTargetRef
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
 from dragoman.sources.errors import FieldProblem, printable
 from dragoman.sources.fields import Node, describe
-from dragoman.sources.formats import DNS1123_SUBDOMAIN, Format
+from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
 
 MAX_TARGET_REFS = 16
+MAX_FAILOVER = 8
 FieldTree: TypeAlias = "dict[str, FieldTree]"
 MAX_UINT32 = 2**32 - 1
 # Every duration a policy gives lies in [1ms, 24h]: longer is a mistake, and Envoy's timers
@@ -103,6 +105,7 @@ SPEC_FIELDS: FieldTree = {
     },
     "tcpKeepalive": {"probes": {}, "idleTime": {}, "interval": {}},
     "http2": {"connectionKeepalive": _DURATION_PAIR},
+    "failover": {"group": {}, "kind": {}, "name": {}, "namespace": {}},
     "loadBalancer": {
         "type": {},
         "consistentHash": {
@@ -112,14 +115,6 @@ SPEC_FIELDS: FieldTree = {
         },
         "slowStart": {"window": {}},
     },
-}
-
-
-# Fields of Envoy Gateway's BackendTrafficPolicy a user may expect here that dragoman does
-# not implement (nor its CRD name): refused with a reason rather than as a typo.
-NOT_IMPLEMENTED = {
-    "spec.failover": "is not implemented: a Service fails over only to the one its "
-    "ExternalName prefers (annotation dragoman.dev/prefer-service)",
 }
 
 
@@ -135,9 +130,6 @@ def unknown_fields(data: object, fields: FieldTree, path: str) -> Iterator[Field
         where = f"{path}.{key}"
         if key in fields:
             yield from unknown_fields(value, fields[key], where)
-            continue
-        if where in NOT_IMPLEMENTED:
-            yield where, NOT_IMPLEMENTED[where]
             continue
         close = difflib.get_close_matches(str(key), list(fields), n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
@@ -181,6 +173,7 @@ def parse_backend_policy(root: Node, meta: ObjectMeta) -> BackendPolicy:
         tcp_keepalive=_tcp_keepalive(spec.mapping("tcpKeepalive")),
         http2_keepalive=_http2_keepalive(keepalive2) if keepalive2 else None,
         load_balancer=_load_balancer(spec.mapping("loadBalancer")),
+        failover=_failover(spec, meta.namespace),
     )
     if not problems:
         return policy
@@ -355,6 +348,19 @@ def _http2_keepalive(node: Node) -> Http2Keepalive | None:
     if interval is None or timeout is None:
         return None
     return Http2Keepalive(interval_s=interval, timeout_s=timeout)
+
+
+def _failover(spec: Node, namespace: str) -> tuple[FailoverRef, ...]:
+    nodes = spec.mappings("failover", max_items=MAX_FAILOVER) or []
+    found = []
+    for node in nodes:
+        if (node.string("group"), node.string("kind", default="Service")) != ("", "Service"):
+            node.report(node.at("kind"), 'must be a Service (group "", kind Service)')
+        name = node.string("name", required=True, format=DNS1035_LABEL)
+        found.append(FailoverRef(name, node.string("namespace", format=DNS1123_LABEL) or namespace))
+    if len(set(found)) < len(found):
+        spec.report(spec.at("failover"), "must not name a Service twice")
+    return tuple(found)
 
 
 def _load_balancer(node: Node | None) -> LoadBalancer | None:

@@ -9,10 +9,16 @@ from typing import Any
 
 import pytest
 
-from dragoman.dag.model import DnsCluster, EdsCluster, Forward
+from dragoman.dag.model import AggregateCluster, DnsCluster, EdsCluster, Forward
 from dragoman.objects import BackendPolicy
 from dragoman.sources.parse import parse_object
-from tests.support.builders import backend_policy, external_service, http_route, service
+from tests.support.builders import (
+    backend_policy,
+    external_service,
+    http_route,
+    reference_grant,
+    service,
+)
 from tests.support.status_builds import DRAGOMAN_CLASS, GATEWAY, build_text, status
 
 FULL_SPEC: dict[str, Any] = {
@@ -232,8 +238,90 @@ def test_a_misspelled_field_is_invalid_and_the_field_meant_is_named() -> None:
     assert "spec.circuitBreakers" in message and "did you mean circuitBreaker?" in message
 
 
-def test_failover_is_refused_as_not_implemented() -> None:
-    dag = world(backend_policy("fo", "api", spec={"failover": [{"name": "partner"}]}))
-    state, reason, message = accepted(dag, "fo")["api"]
-    assert (state, reason) == ("False", "Invalid")
-    assert "spec.failover: is not implemented" in message
+def failover_world(*objects: dict[str, Any]) -> Any:
+    """Pods `api`, ExternalNames `primary` and `secondary`, Service `other/backup`: port 80."""
+    return build_text(
+        DRAGOMAN_CLASS,
+        GATEWAY,
+        service("api"),
+        external_service("primary", "primary.example", 80),
+        external_service("secondary", "secondary.example", 80),
+        service("backup", namespace="other"),
+        http_route("to-api", "api", 80),
+        http_route("to-primary", "primary", 80),
+        *objects,
+    )
+
+
+def children(dag: Any, name: str) -> list[str]:
+    cluster = dag.clusters[name]
+    assert isinstance(cluster, AggregateCluster), cluster
+    return [child.name for child in cluster.children]
+
+
+def test_failover_serves_the_target_then_its_failover_services_in_order() -> None:
+    dag = failover_world(
+        backend_policy(
+            "api", "api", spec={"failover": [{"name": "primary"}, {"name": "secondary"}]}
+        ),
+        backend_policy("primary", "primary", spec={"failover": [{"name": "secondary"}]}),
+    )
+    assert accepted(dag, "api")["api"][:2] == ("True", "Accepted")
+    # Routes keep naming the Service's cluster: an aggregate over its own hosts, then the
+    # others' (an external primary's own cluster under the name of its own aggregate's child).
+    assert children(dag, "default/api/80") == [
+        "default/api/80/pods",
+        "default/primary/80/external",
+        "default/secondary/80",
+    ]
+    assert children(dag, "default/primary/80") == [
+        "default/primary/80/external",
+        "default/secondary/80",
+    ]
+    # Each child is served beside the aggregates, once.
+    assert isinstance(dag.clusters["default/secondary/80"], DnsCluster)
+    assert isinstance(dag.clusters["default/api/80/pods"], EdsCluster)
+
+
+def test_a_failover_loop_is_invalid_and_its_targets_served_without_policy() -> None:
+    dag = failover_world(
+        backend_policy("api", "api", spec={"failover": [{"name": "primary"}]}),
+        backend_policy("primary", "primary", spec={"failover": [{"name": "api"}]}),
+    )
+    for name in ("api", "primary"):
+        state, reason, message = accepted(dag, name)[name]
+        assert (state, reason) == ("False", "Invalid") and "a loop" in message, message
+    assert isinstance(dag.clusters["default/api/80"], EdsCluster)
+    assert isinstance(dag.clusters["default/primary/80"], DnsCluster)
+
+
+def test_failover_to_another_namespace_needs_a_reference_grant() -> None:
+    policy = backend_policy(
+        "api", "api", spec={"failover": [{"name": "backup", "namespace": "other"}]}
+    )
+    dag = failover_world(policy)
+    state, reason, message = accepted(dag, "api")["api"]
+    assert (state, reason) == ("False", "Invalid") and "spec.failover[0]" in message
+    assert isinstance(dag.clusters["default/api/80"], EdsCluster)
+
+    grant = reference_grant(
+        "from-policies",
+        "other",
+        from_group="dragoman.dev",
+        from_kind="BackendPolicy",
+        from_namespace="default",
+    )
+    granted = failover_world(policy, grant)
+    assert accepted(granted, "api")["api"][:2] == ("True", "Accepted")
+    assert children(granted, "default/api/80") == ["default/api/80/pods", "other/backup/80"]
+
+
+def test_in_cluster_first_is_failover_from_the_pods_to_the_external_name() -> None:
+    preferring = external_service(
+        "migrating", "legacy.example", 80, annotations={"dragoman.dev/prefer-service": "api"}
+    )
+    dag = failover_world(preferring, http_route("to-migrating", "migrating", 80))
+    assert children(dag, "default/migrating/80") == [
+        "default/api/80",
+        "default/migrating/80/external",
+    ]
