@@ -126,8 +126,7 @@ def test_the_secondary_takes_over_from_a_failing_primary_and_gives_it_back(
     took, answers = until_answered_by(world, "secondary", within_s=10)
     assert took < FAILOVER_WITHIN_S + 0.5, (took, answers)  # 5 answers in a row included
     # Failed: only the requests the primary answered while its checks were failing.
-    assert set(answers) <= {"primary", "HTTP 503", "secondary"}, answers
-    assert answers.count("HTTP 503") <= took / 0.05 + 1, answers
+    assert set(answers) <= {"HTTP 503", "secondary"}, answers
     # Once the secondary has the traffic, no request is lost.
     steady = [world.answered_by() for _ in range(20)]
     assert steady == ["secondary"] * 20
