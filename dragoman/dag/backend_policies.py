@@ -6,6 +6,9 @@ policy's conditions, one ancestor per target. Pure.
 - Two valid policies on one Service: the older (creationTimestamp) wins, then the one first
   by name; the other is `Conflicted` on that target.
 - A target that does not exist is `TargetNotFound`; the policy applies once it appears.
+- A `failover` that loops back (A -> B -> A), or names a Service of another namespace that no
+  ReferenceGrant there allows, makes the policy `Invalid`; the chain of a target (each
+  failover Service followed by its own failover) is what its cluster's aggregate serves.
 """
 
 from __future__ import annotations
