@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dragoman.objects import (
+    BackendPolicy,
     BackendTLSPolicy,
     ConfigMap,
     EndpointSlice,
@@ -64,6 +65,7 @@ class Store:
     udp_routes: Mapping[NamespacedName, UDPRoute] = field(default_factory=dict)
     listener_sets: Mapping[NamespacedName, ListenerSet] = field(default_factory=dict)
     xbackends: Mapping[NamespacedName, XBackend] = field(default_factory=dict)
+    backend_policies: Mapping[NamespacedName, BackendPolicy] = field(default_factory=dict)
     # Set by with_object alone: not an argument, so a store made any other way (including
     # dataclasses.replace of a store with_object made) claims no provenance.
     made_from: MadeFrom | None = field(default=None, init=False, repr=False, compare=False)

@@ -10,6 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from dragoman.objects import ObjectKey
+from dragoman.objects.backend_policy import (
+    ActiveHealthCheck,
+    CircuitBreaker,
+    Http2Keepalive,
+    LoadBalancer,
+    PassiveHealthCheck,
+    TcpKeepalive,
+)
 from dragoman.objects.gateway import PathMatchType as PathMatchType
 from dragoman.objects.gateway import PathModifierType as PathRewriteType
 from dragoman.snapshots.resources import ALL_GATEWAYS as ALL_GATEWAYS
@@ -102,6 +110,32 @@ DEFAULT_LOOKUP_FAMILY: Final = "V4_PREFERRED"
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterPolicy:
+    """The BackendPolicy a cluster's Service accepted, as the cluster carries it: its spec
+    alone (a change of the policy's metadata changes no cluster), and the Host its HTTP
+    health checks send (the external name of an ExternalName, never an address)."""
+
+    policy: ObjectKey
+    active_health_check: ActiveHealthCheck | None = None
+    passive_health_check: PassiveHealthCheck | None = None
+    panic_threshold: int | None = None
+    circuit_breaker: CircuitBreaker | None = None
+    connect_timeout_s: float | None = None
+    connection_idle_timeout_s: float | None = None
+    max_connection_duration_s: float | None = None
+    tcp_keepalive: TcpKeepalive | None = None
+    http2_keepalive: Http2Keepalive | None = None
+    load_balancer: LoadBalancer | None = None
+    health_check_host: str = ""
+
+    @property
+    def consistent_hash(self) -> LoadBalancer | None:
+        """The load balancer when it hashes requests (the routes compute the hash)."""
+        balancer = self.load_balancer
+        return balancer if balancer is not None and balancer.hash_type is not None else None
+
+
+@dataclass(frozen=True, slots=True)
 class EdsCluster:
     """A pod-backed Service port; endpoints arrive separately through EDS."""
 
@@ -117,6 +151,7 @@ class EdsCluster:
     tls: UpstreamTls | None = None  # a BackendTLSPolicy's; None: cleartext
     # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
     client_ip_affinity: bool = False
+    policy: ClusterPolicy | None = None  # its Service's BackendPolicy
 
     # Every cluster says whether Envoy takes its endpoints over EDS (see DnsCluster's).
     served_over_eds: ClassVar[bool] = True
@@ -142,6 +177,7 @@ class DnsCluster:
     # The Service's spec.externalIPs that passed the address rules: the cluster's endpoints
     # (over EDS, the name kept as their hostname), and nothing is resolved.
     addresses: tuple[str, ...] = ()
+    policy: ClusterPolicy | None = None  # its Service's BackendPolicy
 
     @property
     def served_over_eds(self) -> bool:
@@ -155,31 +191,39 @@ class DnsCluster:
 
 @dataclass(frozen=True, slots=True)
 class AggregateCluster:
-    """In-cluster first, external fallback: Envoy sends to `preferred` while it has healthy
-    endpoints, else to `fallback` (an Envoy aggregate cluster over the two)."""
+    """Failover between Services, in order (an Envoy aggregate cluster: its children's hosts
+    as priorities): Envoy sends to the first child while it has healthy hosts, to the next
+    when it has none, and back when it recovers. In-cluster first (an ExternalName's
+    `dragoman.dev/prefer-service`) is the pods, then the external name; a BackendPolicy's
+    `failover` is the Service itself, then the Services it names."""
 
     name: str
-    service: ObjectKey  # the ExternalName Service that asked for it
-    preferred: EdsCluster
-    fallback: DnsCluster
+    service: ObjectKey  # the Service that asked for it
+    children: tuple[EdsCluster | DnsCluster, ...]  # at least two, in order
     protocol: UpstreamProtocol = HTTP1
 
     # An aggregate has no endpoints of its own: its children are served each as it says.
     served_over_eds: ClassVar[bool] = False
 
-    @property
-    def children(self) -> tuple[EdsCluster, DnsCluster]:
-        return self.preferred, self.fallback
-
 
 Cluster = EdsCluster | DnsCluster | AggregateCluster
 
 
-def has_client_ip_affinity(cluster: Cluster) -> bool:
-    """Whether requests to the cluster must carry a hash of the client's address."""
+def hash_policy_of(cluster: Cluster) -> LoadBalancer | None:
+    """The consistent hash a BackendPolicy asks routes to the cluster to compute."""
     if isinstance(cluster, AggregateCluster):
-        return any(child.client_ip_affinity for child in cluster.children)
-    return cluster.client_ip_affinity
+        hashed = (hash_policy_of(child) for child in cluster.children)
+        return next((found for found in hashed if found is not None), None)
+    return cluster.policy.consistent_hash if cluster.policy is not None else None
+
+
+def has_client_ip_affinity(cluster: Cluster) -> bool:
+    """Whether requests to the cluster must carry a hash of the client's address: its
+    Service asks for ClientIP affinity, and no BackendPolicy's load balancer replaces it."""
+    if isinstance(cluster, AggregateCluster):
+        return any(has_client_ip_affinity(child) for child in cluster.children)
+    balanced = cluster.policy is not None and cluster.policy.load_balancer is not None
+    return cluster.client_ip_affinity and not balanced
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +340,8 @@ class Forward:
     grpc: bool = False
     # Hash the downstream client's address (a backend Service with sessionAffinity ClientIP).
     hash_client_ip: bool = False
+    # What a backend's BackendPolicy (loadBalancer ConsistentHash) hashes, if any.
+    hash_policy: LoadBalancer | None = None
 
     @property
     def clusters(self) -> tuple[str, ...]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dragoman.dag.backend_policies import NO_BACKEND_POLICIES, BackendPolicies
 from dragoman.dag.backend_tls_policy import BackendTlsPolicies
 from dragoman.dag.dns_check import DnsObservations
+from dragoman.dag.reference_grants import ReferenceGrants
 from dragoman.store import Store
 
 
@@ -14,6 +16,7 @@ from dragoman.store import Store
 class UpstreamInputs:
     tls_policies: BackendTlsPolicies = field(default_factory=BackendTlsPolicies)
     dns: DnsObservations = field(default_factory=dict)
+    backend_policies: BackendPolicies = NO_BACKEND_POLICIES
 
 
 NO_UPSTREAM_INPUTS = UpstreamInputs()
@@ -23,4 +26,11 @@ def upstream_inputs(store: Store, dns: DnsObservations | None) -> UpstreamInputs
     policies = BackendTlsPolicies(
         store.backend_tls_policies.values(), store.config_maps, store.secrets
     )
-    return UpstreamInputs(tls_policies=policies, dns=dns or {})
+    backend = (
+        BackendPolicies.judged(
+            store.backend_policies.values(), ReferenceGrants(store.reference_grants.values())
+        )
+        if store.backend_policies
+        else NO_BACKEND_POLICIES
+    )
+    return UpstreamInputs(tls_policies=policies, dns=dns or {}, backend_policies=backend)

@@ -5,6 +5,7 @@ Sources turn YAML/JSON into these once, at the boundary; nothing deeper parses d
 
 from typing import ClassVar, Protocol
 
+from dragoman.objects.backend_policy import BackendPolicy
 from dragoman.objects.backend_tls import (
     BackendTLSPolicy,
     CACertificateRef,
@@ -67,6 +68,7 @@ class KubeObject(Protocol):
 
 
 __all__ = [
+    "BackendPolicy",
     "BackendRef",
     "BackendTLSPolicy",
     "CACertificateRef",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from dragoman.objects.backend_policy import DRAGOMAN_GROUP, BackendPolicy
 from dragoman.objects.backend_tls import BackendTLSPolicy
 from dragoman.objects.config_map import ConfigMap
 from dragoman.objects.endpoint_slice import EndpointSlice
@@ -81,6 +82,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(UDPRoute, GATEWAY_GROUP, V1, "udp_routes", "udproutes", has_status=True, route=True),
     # Experimental channel: its CRD may be absent (then nothing is listed, and that is fine).
     Kind(XBackend, XBACKEND_GROUP, ("v1alpha1",), "xbackends", "xbackends", has_status=True),
+    Kind(BackendPolicy, DRAGOMAN_GROUP, ("v1alpha1",), "backend_policies", "backendpolicies",
+         has_status=True),
 )
 # fmt: on
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dragoman.objects import (
+    BackendPolicy,
     BackendTLSPolicy,
     ConfigMap,
     EndpointSlice,
@@ -32,6 +33,7 @@ from dragoman.objects import (
 from dragoman.objects.kinds import KINDS
 from dragoman.sources.fields import Node
 from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
+from dragoman.sources.parsers.backend_policy import parse_backend_policy
 from dragoman.sources.parsers.backend_tls import parse_backend_tls_policy
 from dragoman.sources.parsers.config_map import parse_config_map
 from dragoman.sources.parsers.endpoint_slice import parse_endpoint_slice
@@ -73,5 +75,6 @@ PARSERS: Mapping[type, KindParser] = {
     TLSRoute: KindParser(parse_tls_route),
     UDPRoute: KindParser(parse_udp_route),
     XBackend: KindParser(parse_xbackend),
+    BackendPolicy: KindParser(parse_backend_policy),
 }
 assert set(PARSERS) == {kind.type for kind in KINDS}, "a kind without a parser, or the reverse"

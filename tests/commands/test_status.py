@@ -214,3 +214,46 @@ def test_route_parents_are_matched_by_parent_ref_and_controller() -> None:
         previous=previous,
     )
     assert [p["conditions"][0]["lastTransitionTime"] for p in now["parents"]] == [T1, T0]
+
+
+POLICIES = """
+---
+apiVersion: dragoman.dev/v1alpha1
+kind: BackendPolicy
+metadata: {name: web-limits, namespace: default, generation: 4}
+spec:
+  targetRefs: [{group: "", kind: Service, name: web}, {group: "", kind: Service, name: gone}]
+  circuitBreaker: {maxConnections: 7}
+---
+apiVersion: dragoman.dev/v1alpha1
+kind: BackendPolicy
+metadata: {name: broken, namespace: default}
+spec:
+  targetRefs: [{group: "", kind: Service, name: web}]
+  healthCheck: {passive: {consecutive5XxErrors: -1}}
+"""
+
+
+def test_backend_policies_get_their_conditions_and_render_shows_their_effect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "all.yaml").write_text(textwrap.dedent(MANIFESTS) + POLICIES)
+
+    assert main(["status", "--manifests", str(tmp_path)]) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    policies = {d["metadata"]["name"]: d for d in documents if d["kind"] == "BackendPolicy"}
+    assert policies["web-limits"]["apiVersion"] == "dragoman.dev/v1alpha1"
+    verdicts = {
+        entry["ancestorRef"]["name"]: entry["conditions"][0]
+        for entry in policies["web-limits"]["status"]["ancestors"]
+    }
+    assert (verdicts["web"]["status"], verdicts["web"]["reason"]) == ("True", "Accepted")
+    assert verdicts["web"]["observedGeneration"] == 4
+    assert verdicts["gone"]["reason"] == "TargetNotFound"
+    [broken] = policies["broken"]["status"]["ancestors"]
+    assert broken["conditions"][0]["reason"] == "Invalid"
+    assert "spec.healthCheck.passive.consecutive5XxErrors" in broken["conditions"][0]["message"]
+
+    assert main(["render", "--manifests", str(tmp_path)]) == 0
+    rendered = capsys.readouterr().out
+    assert "max_connections: 7" in rendered and "outlier_detection" not in rendered

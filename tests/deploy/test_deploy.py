@@ -10,6 +10,7 @@ import datetime
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -25,10 +26,13 @@ from dragoman.envoy.bootstrap.envoy_bootstrap import (
 from dragoman.kubernetes.certificate_secrets import write_secrets
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
 from dragoman.kubernetes.watched_kinds import WATCHED_KINDS
+from dragoman.objects import BackendPolicy
 from dragoman.objects.gateway import GATEWAY_GROUP
 from dragoman.sources.parse import parse_object
+from dragoman.sources.parsers.backend_policy import SPEC_FIELDS
 from tests.support.kubeapi import KubeApiServer
 from tests.support.kustomize import kustomize
+from tests.support.manifest_fuzzer import base_documents
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 # 1.30: the oldest release with ValidatingAdmissionPolicy v1, which the Gateway API v1.6.1
@@ -114,6 +118,80 @@ def test_gateway_api_objects_are_read_by_dragoman_without_problems() -> None:
     parsed = parse_object(gateway_class)
     assert parsed is not None
     assert gateway_class["spec"]["controllerName"] == DEFAULT_CONTROLLER_NAME
+
+
+def backend_policy_schema(*, closed: bool) -> dict[str, Any]:
+    """The BackendPolicy CRD's schema; `closed`: with no field beyond those it names."""
+    crd = find("CustomResourceDefinition", "backendpolicies.dragoman.dev")
+    [version] = crd["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+
+    def close(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node and node is not schema:
+                node["additionalProperties"] = False
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    if closed:
+        close(schema["properties"]["spec"])
+    return schema
+
+
+def test_the_backend_policy_crd_names_every_field_dragoman_reads() -> None:
+    """The feature manifests' policies use every field: each one is in the schema (no field
+    beyond it), and dragoman reads each without a problem."""
+    schema = backend_policy_schema(closed=True)
+    policies = [doc for doc in base_documents() if doc["kind"] == "BackendPolicy"]
+    assert len(policies) >= 2
+    for doc in policies:
+        jsonschema.validate(doc, schema)
+        parsed = parse_object(doc)
+        assert isinstance(parsed, BackendPolicy) and not parsed.problems
+
+
+def test_the_backend_policy_crd_and_dragomans_parser_know_the_same_fields() -> None:
+    def tree(node: dict[str, Any]) -> dict[str, Any]:
+        if node.get("type") == "array":
+            node = node["items"]
+        return {key: tree(value) for key, value in node.get("properties", {}).items()}
+
+    spec = backend_policy_schema(closed=False)["properties"]["spec"]
+    # sectionName: dragoman names it only to refuse it with its reason; the CRD has none.
+    known = {**SPEC_FIELDS, "targetRefs": {"group": {}, "kind": {}, "name": {}}}
+    assert tree(spec) == known
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"circuitBreaker": {"maxConnections": -1}},
+        {"healthCheck": {"passive": {"interval": "10 seconds"}}},
+        {"healthCheck": {"active": {"type": "UDP"}}},
+        {"loadBalancer": {"type": "Fastest"}},
+        {"healthCheck": {"panicThreshold": 101}},
+    ],
+)
+def test_the_backend_policy_crd_refuses_what_dragoman_refuses(spec: dict[str, Any]) -> None:
+    doc = {
+        "apiVersion": "dragoman.dev/v1alpha1",
+        "kind": "BackendPolicy",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "api"}], **spec},
+    }
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, backend_policy_schema(closed=False))
+    parsed = parse_object(doc)
+    assert isinstance(parsed, BackendPolicy) and parsed.problems
+    other_kind = {
+        **doc,
+        "spec": {"targetRefs": [{"group": "x.io", "kind": "Gateway", "name": "g"}]},
+    }
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(other_kind, backend_policy_schema(closed=False))
 
 
 def test_the_control_plane_command_line_is_one_dragoman_accepts() -> None:

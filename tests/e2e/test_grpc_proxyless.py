@@ -153,6 +153,64 @@ def test_grpc_clients_reach_services_and_route_hostnames_through_xds(world: Worl
     assert "NACK" not in world.dragoman.log()
 
 
+def test_grpc_clients_accept_the_clusters_backend_policies_shape(world: World) -> None:
+    """Outlier detection, least request and ring hash are gRPC's own (gRFCs A50, A48, A42);
+    what gRPC does not read (health checks, timeouts) must not make it refuse a cluster."""
+    web = f"xds:///web.default.svc.cluster.local:{world.port}"
+    outside = f"xds:///outside.default.svc.cluster.local:{world.port}"
+    assert world.serving(web, "pod-a") == {"status": "SERVING"}
+    world.write(
+        "policies.yaml",
+        """
+        apiVersion: dragoman.dev/v1alpha1
+        kind: BackendPolicy
+        metadata: {name: web, namespace: default}
+        spec:
+          targetRefs: [{group: "", kind: Service, name: web}]
+          healthCheck:
+            active: {type: TCP, interval: 1s}
+            passive: {consecutive5XxErrors: 3, failurePercentageThreshold: 90}
+            panicThreshold: 0
+          circuitBreaker: {maxParallelRequests: 100, maxConnections: 10}
+          timeout: {tcp: {connectTimeout: 2s}, http: {connectionIdleTimeout: 30s}}
+          loadBalancer: {type: LeastRequest}
+        ---
+        apiVersion: dragoman.dev/v1alpha1
+        kind: BackendPolicy
+        metadata: {name: outside, namespace: default}
+        spec:
+          targetRefs: [{group: "", kind: Service, name: outside}]
+          loadBalancer: {type: Random}
+        """,
+    )
+    # The clusters changed (a policy on each): calls keep working on the new ones.
+    deadline = time.monotonic() + 15
+    while "outlier_detection" not in world.dragoman.log() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)
+    for target, service in ((web, "pod-a"), (outside, "external")):
+        assert world.serving(target, service) == {"status": "SERVING"}, target
+    log = world.dragoman.log()
+    assert "NACK" not in log, log[-3000:]
+    world.write(
+        "policies.yaml",
+        """
+        apiVersion: dragoman.dev/v1alpha1
+        kind: BackendPolicy
+        metadata: {name: web, namespace: default}
+        spec:
+          targetRefs: [{group: "", kind: Service, name: web}]
+          loadBalancer:
+            type: ConsistentHash
+            consistentHash: {type: Header, header: {name: x-tenant}}
+        """,
+    )
+    time.sleep(2)
+    assert world.serving(web, "pod-a") == {"status": "SERVING"}
+    log = world.dragoman.log()
+    assert "NACK" not in log, log[-3000:]
+
+
 def test_grpc_clients_take_endpoints_from_zone_less_zoned_and_mixed_slices(world: World) -> None:
     """Most development clusters (and many real ones) put no zone on their endpoints: gRPC
     must still accept the CLA (a locality is always present) and follow each change."""

@@ -17,6 +17,7 @@ from dragoman.kubernetes.watched_kinds import WATCHED_KINDS, served_kinds
 from dragoman.objects import ObjectKey
 from tests.support.builders import (
     allowed_routes,
+    backend_policy,
     backend_ref,
     backend_tls_policy,
     config_map,
@@ -144,6 +145,17 @@ def upstream_tls(dag: Dag) -> Any:
 def xbackend_hosts(dag: Dag) -> list[str]:
     key = ObjectKey("XBackend", "default", "partner")
     return [c.hostname for c in dag.clusters.values() if getattr(c, "service", None) == key]
+
+
+def max_connections(dag: Dag) -> int | None:
+    """What web's cluster carries of a BackendPolicy's circuitBreaker.maxConnections."""
+    policy = getattr(dag.clusters.get("default/web/80"), "policy", None)
+    breaker = policy.circuit_breaker if policy is not None else None
+    return breaker.max_connections if breaker is not None else None
+
+
+def web_limit(limit: int) -> dict[str, Any]:
+    return backend_policy("web", "web", spec={"circuitBreaker": {"maxConnections": limit}})
 
 
 def endpoints(dag: Dag) -> list[str]:
@@ -448,6 +460,17 @@ ROWS = (
                 lambda d: getattr(upstream_tls(d), "sni", None) == "other.example.com",
             ),
             deleted(lambda d: upstream_tls(d) is None and "default/web/80" in d.clusters),
+        ),
+    ),
+    Row(
+        "BackendPolicy",
+        "web",
+        "default",
+        lambda: [gateway_class(), gateway(), *web(), http_route("web", [("/", "web", 80)])],
+        (
+            Step("at most 5 connections", web_limit(5), lambda d: max_connections(d) == 5),
+            Step("at most 6 connections", web_limit(6), lambda d: max_connections(d) == 6),
+            deleted(lambda d: max_connections(d) is None and "default/web/80" in d.clusters),
         ),
     ),
     Row(

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from dragoman.dag.backend_policies import BackendPolicies
 from dragoman.dag.model import ObjectStatus
 from dragoman.kubernetes.cache import CachedObject, ObjectCache
 from dragoman.kubernetes.status_writer import StatusClient, StatusWriter
 from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME
 from dragoman.objects import ObjectKey
-from tests.support.builders import gateway, gateway_class, http_route
+from tests.support.builders import backend_policy, gateway, gateway_class, http_route, typed
 from tests.support.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -320,3 +321,30 @@ def test_a_gateway_another_controller_has_written_since_is_left_alone(
     assert (result.written, result.left_alone) == (0, 1)
     assert stored_status(api, "Gateway", "gw") == theirs
     assert api.request_count("update", "gateways/status") == 0
+
+
+def test_a_backend_policy_status_is_written_with_its_conditions(
+    api: KubeApiServer, writer: StatusWriter
+) -> None:
+    api.apply(backend_policy("limits", "web", spec={"circuitBreaker": {"maxConnections": -1}}))
+    cache = ObjectCache()
+    kind = KINDS_BY_NAME["BackendPolicy"]
+    items = [{**o, "apiVersion": "dragoman.dev/v1alpha1"} for o in api.list("BackendPolicy")]
+    cache.replace(("BackendPolicy", ""), kind, items)
+    policies = BackendPolicies.judged(typed(*items))
+    want = {status.key: status for status in policies.statuses({}, OURS)}
+
+    result = writer.publish(want, cache.by_key())
+
+    assert (result.written, result.failed) == (1, 0)
+    [ancestor] = stored_status(api, "BackendPolicy", "limits")["ancestors"]
+    assert ancestor["ancestorRef"] == {
+        "group": "",
+        "kind": "Service",
+        "namespace": "default",
+        "name": "web",
+    }
+    [accepted] = ancestor["conditions"]
+    assert (accepted["status"], accepted["reason"]) == ("False", "Invalid")
+    assert accepted["lastTransitionTime"] == "2030-01-01T00:00:00Z"
+    assert api.request_count("update", "backendpolicies/status") == 1

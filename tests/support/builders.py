@@ -624,6 +624,24 @@ def xbackend_ref(name: str, *, namespace: str | None = None) -> Object:
     )
 
 
+def backend_policy(
+    name: str,
+    *services: str,
+    spec: Mapping[str, Any] | None = None,
+    namespace: str = "default",
+    created: str = "",
+    generation: int | None = None,
+) -> Object:
+    """A BackendPolicy (dragoman.dev/v1alpha1) targeting `services` with the rest of `spec`."""
+    targets = [{"group": "", "kind": "Service", "name": service} for service in services]
+    return {
+        "apiVersion": "dragoman.dev/v1alpha1",
+        "kind": "BackendPolicy",
+        "metadata": metadata(name, namespace, generation=generation, created=created),
+        "spec": {"targetRefs": targets, **_own(spec or {})},
+    }
+
+
 def secret(
     name: str,
     data: Mapping[str, bytes],

@@ -408,6 +408,54 @@ spec:
     caCertificateRefs: [{{group: "", kind: ConfigMap, name: backend-ca}}]
     subjectAltNames: [{{type: Hostname, hostname: secure-pods.internal.example}},
                       {{type: URI, uri: "spiffe://cluster.local/ns/default/sa/secure"}}]
+---
+apiVersion: dragoman.dev/v1alpha1
+kind: BackendPolicy
+metadata: {{name: web, namespace: default}}
+spec:
+  targetRefs: [{{group: "", kind: Service, name: web}}]
+  healthCheck:
+    active:
+      type: HTTP
+      interval: 5s
+      timeout: 500ms
+      unhealthyThreshold: 2
+      healthyThreshold: 2
+      http: {{path: /healthz, method: HEAD, expectedStatuses: [200, 204]}}
+    passive: {{consecutive5XxErrors: 3, consecutiveGatewayErrors: 2, interval: 2s,
+               baseEjectionTime: 10s, maxEjectionPercent: 50}}
+    panicThreshold: 0
+  circuitBreaker: {{maxConnections: 100, maxPendingRequests: 10, maxParallelRequests: 200,
+                    maxParallelRetries: 5, maxRequestsPerConnection: 1000}}
+  timeout:
+    tcp: {{connectTimeout: 2s}}
+    http: {{connectionIdleTimeout: 30s, maxConnectionDuration: 1h}}
+  loadBalancer: {{type: LeastRequest, slowStart: {{window: 30s}}}}
+  failover: [{{name: api, namespace: apps}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ReferenceGrant
+metadata: {{name: failover-from-default, namespace: apps}}
+spec:
+  from: [{{group: dragoman.dev, kind: BackendPolicy, namespace: default}}]
+  to: [{{group: "", kind: Service, name: api}}]
+---
+apiVersion: dragoman.dev/v1alpha1
+kind: BackendPolicy
+metadata: {{name: external, namespace: default}}
+spec:
+  targetRefs: [{{group: "", kind: Service, name: external}}]
+  healthCheck:
+    active:
+      type: TCP
+      tcp: {{send: {{type: Text, text: PING}}, receive: {{type: Binary, binary: UE9ORw==}}}}
+    passive: {{splitExternalLocalOriginErrors: true, consecutiveLocalOriginFailures: 2,
+               failurePercentageThreshold: 90}}
+  tcpKeepalive: {{probes: 3, idleTime: 60s, interval: 10s}}
+  http2: {{connectionKeepalive: {{interval: 30s, timeout: 5s}}}}
+  loadBalancer:
+    type: ConsistentHash
+    consistentHash: {{type: Cookie, cookie: {{name: affinity, ttl: 1h}}}}
 """
 
 

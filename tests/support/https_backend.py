@@ -27,6 +27,8 @@ class _Server(ThreadingHTTPServer):
         self.handshakes = 0
         self.failed_handshakes = 0
         self.last_sni: str | None = None
+        # (path, Host, SNI) of every request answered.
+        self.requests: list[tuple[str, str, str | None]] = []
         super().__init__(address, _Handler)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
@@ -47,6 +49,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         peer = self.connection.getpeercert() if hasattr(self.connection, "getpeercert") else None
         subject = dict(item[0] for item in (peer or {}).get("subject", ()))
+        self.server.requests.append((self.path, self.headers.get("Host", ""), self.server.last_sni))
         body = json.dumps(
             {
                 "backend": self.server.backend_name,
@@ -105,6 +108,11 @@ class HttpsEchoBackend:
     @property
     def failed_handshakes(self) -> int:
         return self._server.failed_handshakes
+
+    @property
+    def requests(self) -> list[tuple[str, str, str | None]]:
+        """(path, Host, SNI) of every request answered (the SNI: the last handshake's)."""
+        return list(self._server.requests)
 
     def _record_sni(self, connection: Any, server_name: str | None, context: Any) -> None:
         self._server.last_sni = server_name

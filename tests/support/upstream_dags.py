@@ -82,7 +82,7 @@ def upstream_clusters(
     fallback = DnsCluster(
         "default/legacy/443/external", LEGACY, "legacy.example.com", 443, tls=UpstreamTls()
     )
-    aggregate = AggregateCluster("default/legacy/443", LEGACY, web_tls, fallback)
+    aggregate = AggregateCluster("default/legacy/443", LEGACY, (web_tls, fallback))
     return {c.name: c for c in (web_tls, auto, by_policy, tuned, cleartext_h2, fallback, aggregate)}
 
 

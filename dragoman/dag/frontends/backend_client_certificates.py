@@ -81,14 +81,10 @@ def _variant_name(name: str, certificate: TlsCertificate) -> str:
 
 def _variant(cluster: Cluster, certificate: TlsCertificate) -> Cluster:
     if isinstance(cluster, AggregateCluster):
-        preferred = _leaf_variant(cluster.preferred, certificate)
-        fallback = _leaf_variant(cluster.fallback, certificate)
-        assert isinstance(preferred, EdsCluster) and isinstance(fallback, DnsCluster)
         return dataclasses.replace(
             cluster,
             name=_variant_name(cluster.name, certificate),
-            preferred=preferred,
-            fallback=fallback,
+            children=tuple(_leaf_variant(child, certificate) for child in cluster.children),
         )
     return _leaf_variant(cluster, certificate)
 

@@ -180,6 +180,9 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
     front = list(with_addresses.values())
     policies = store.backend_tls_policies
     made = policy_statuses(_policy_upstreams(parts), parts.context) if policies else []
+    if store.backend_policies:  # judged once per build (context.upstream), cheap to state
+        judged_policies = parts.context.upstream.backend_policies
+        made.extend(judged_policies.statuses(store.services, parts.options.controller_name))
     previous, replaced = parts.previous, parts.replaced
     entries = routes.entries
     statuses: dict[ObjectKey, ObjectStatus]
@@ -188,6 +191,7 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
         and previous is not None
         and previous.dag.statuses
         and previous.store.backend_tls_policies.keys() == policies.keys()
+        and previous.store.backend_policies.keys() == store.backend_policies.keys()
     ):
         # The same objects in the same order: the previous statuses with the changed ones
         # replaced keep the build's order without sorting ten thousand keys again.
@@ -250,6 +254,9 @@ def _problems(
         else slice_problems(parts.store.endpoint_slices.values(), parts.options.endpoint_networks)
     )
     problems.extend(affinity_timeout_problems(clusters.values(), parts.store.services))
+    if parts.store.backend_policies:
+        policies = parts.context.upstream.backend_policies
+        problems.extend(policies.problems(parts.store.services))
     # Stable: an object's problems keep the order of its fields.
     return tuple(sorted(problems, key=lambda problem: sort_key(problem.object)))
 

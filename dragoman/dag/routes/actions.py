@@ -22,6 +22,7 @@ from dragoman.dag.model import (
     Retry,
     UpstreamProtocol,
     has_client_ip_affinity,
+    hash_policy_of,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
 from dragoman.dag.routes.filters import NO_FILTERS, RuleFilters, rule_filters
@@ -150,11 +151,13 @@ def _rule_action(
             else ()
         )
         external = affinity = False
+        hashed = None
         for backend in backends:
             if backend.cluster is not None:
                 cluster = clusters[backend.cluster]
                 external = external or isinstance(cluster, _EXTERNAL_CLUSTERS)
                 affinity = affinity or has_client_ip_affinity(cluster)
+                hashed = hashed or hash_policy_of(cluster)
         action = Forward(
             backends=backends,
             # External hosts (virtual hosting, TLS) expect their own name in Host, not the
@@ -168,6 +171,7 @@ def _rule_action(
             retry=retry,
             grpc=grpc,
             hash_client_ip=affinity,
+            hash_policy=hashed,
         )
     return RuleAction(
         action=action,

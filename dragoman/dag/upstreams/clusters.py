@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dragoman.dag.context import BuildContext
@@ -39,6 +40,7 @@ from dragoman.dag.upstreams.dns_settings import service_dns_settings
 from dragoman.dag.upstreams.in_cluster_first import PREFER_SERVICE, preferred_service
 from dragoman.dag.upstreams.tls import TlsRefusal, upstream_tls
 from dragoman.objects import Service, ServicePort
+from dragoman.objects.backend_policy import DRAGOMAN_GROUP
 
 # ExternalName aliases followed before giving up: enough for a rename or two, and ends loops.
 MAX_ALIAS_HOPS = 3
@@ -46,8 +48,9 @@ MAX_ALIAS_HOPS = 3
 # ServicePort appProtocol values that choose the upstream protocol (anything else: HTTP/1.1).
 APP_PROTOCOLS: dict[str, UpstreamProtocol] = {"kubernetes.io/h2c": H2C}
 
-# Suffix of the DNS cluster inside an in-cluster-first aggregate.
+# Suffix of a Service's own cluster inside a failover aggregate: its external name's, its pods'.
 FALLBACK_SUFFIX = "external"
+PODS_SUFFIX = "pods"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +108,96 @@ def resolved_cluster(
     `l4` (TCP or UDP): the cluster carries whole connections or datagrams, not HTTP: the
     Service port must use that protocol, and TLS is originated only where a
     BackendTLSPolicy asks for it (never over UDP)."""
-    resolved = _resolved_cluster(service, port, context, l4)
+    resolved = _with_failover(service, port, context, l4)
     if l4 is None:
         key = service.key, port  # (the key each object carries: no new tuple of names)
         context.resolved_ports[key] = None if isinstance(resolved, Unresolved) else resolved.cluster
     return resolved
+
+
+def _with_failover(
+    service: Service, port: int, context: BuildContext, l4: L4Protocol | None
+) -> ResolvedCluster | Unresolved:
+    """The Service's own cluster, then (when its BackendPolicy names a `failover`) the same
+    port of each Service that takes its traffic when it has no healthy host, in order."""
+    resolved = _resolved_cluster(service, port, context, l4)
+    namespace, name = service.meta.namespace, service.meta.name
+    chain = context.upstream.backend_policies.failover_of(namespace, name)
+    if isinstance(resolved, Unresolved) or not chain:
+        return resolved
+    own = resolved.cluster
+    warnings = list(resolved.warnings)
+    referrer = Referrer(DRAGOMAN_GROUP, "BackendPolicy", namespace)
+    members: list[EdsCluster | DnsCluster] = []
+    for key in chain:
+        member = context.services.get(key)
+        where = f"Service {namespace}/{name} failover to Service {key[0]}/{key[1]}"
+        # (Asked again here, so a change of the grant reaches the routes that read it.)
+        if member is None or not context.grants.permits(referrer, service_target(*key)):
+            warnings.append(f"{where}: no such Service, or not permitted; skipped")
+            continue
+        found = _resolved_cluster(member, port, context, l4)
+        if isinstance(found, Unresolved):
+            warnings.append(f"{where}: {found.message}; skipped")
+            continue
+        leaves = _leaves(found.cluster)
+        if context.upstream.backend_policies.failover_of(*key) and len(leaves) == 1:
+            # Its own name is its failover aggregate's: its hosts are under its child's.
+            leaves = (_as_child(leaves[0]),)
+        members.extend(_same_protocol(child, own.protocol) for child in leaves)
+    if not members:
+        return ResolvedCluster(own, tuple(warnings))
+    if isinstance(own, AggregateCluster):
+        children = (*own.children, *members)
+        aggregate = dataclasses.replace(own, children=_distinct(children))
+    else:
+        aggregate = failover_aggregate(own, service, (), members)
+    return ResolvedCluster(aggregate, tuple(warnings))
+
+
+def failover_aggregate(
+    own: EdsCluster | DnsCluster,
+    service: Service,
+    before: Sequence[EdsCluster | DnsCluster],
+    after: Sequence[EdsCluster | DnsCluster],
+) -> AggregateCluster:
+    """Failover, the one way it is served: an aggregate named like the Service's own
+    cluster (so routes keep naming it), over `before`, the own cluster (renamed
+    `.../external` for an external name, `.../pods` for pods), then `after`.
+
+    In-cluster first is a pod-backed Service `before` an ExternalName; a BackendPolicy's
+    failover the Services `after` its target."""
+    children = _distinct((*before, _as_child(own), *after))
+    return AggregateCluster(own.name, service.key, children, own.protocol)
+
+
+def _as_child(own: EdsCluster | DnsCluster) -> EdsCluster | DnsCluster:
+    """A Service's own cluster as a child of its failover aggregate, which takes its name."""
+    suffix = FALLBACK_SUFFIX if isinstance(own, DnsCluster) else PODS_SUFFIX
+    base = _renamed(own.name, own.protocol, HTTP1) + f"/{suffix}"
+    return dataclasses.replace(own, name=_renamed(base, HTTP1, own.protocol))
+
+
+def _leaves(cluster: Cluster) -> tuple[EdsCluster | DnsCluster, ...]:
+    return cluster.children if isinstance(cluster, AggregateCluster) else (cluster,)
+
+
+def _same_protocol(
+    cluster: EdsCluster | DnsCluster, protocol: UpstreamProtocol
+) -> EdsCluster | DnsCluster:
+    spoken = with_protocol(cluster, protocol)
+    assert not isinstance(spoken, AggregateCluster)  # a leaf stays a leaf
+    return spoken
+
+
+def _distinct(
+    children: Sequence[EdsCluster | DnsCluster],
+) -> tuple[EdsCluster | DnsCluster, ...]:
+    """Each cluster once (the first time it comes), in order."""
+    seen: dict[str, EdsCluster | DnsCluster] = {}
+    for child in children:
+        seen.setdefault(child.name, child)
+    return tuple(seen.values())
 
 
 def _resolved_cluster(
@@ -127,7 +215,9 @@ def _resolved_cluster(
                 return found
             declared = found
             if not external:
-                eds = _eds_cluster(path, port, declared, context.upstream, l4)
+                eds = _eds_cluster(
+                    path, port, declared, context.upstream, context.options.cluster_domain, l4
+                )
                 return eds if isinstance(eds, Unresolved) else ResolvedCluster(eds)
         step = _external_name_step(path, context)
         if isinstance(step, str):
@@ -152,15 +242,11 @@ def with_protocol(cluster: Cluster, protocol: UpstreamProtocol) -> Cluster:
     if cluster.protocol == protocol:
         return cluster
     if isinstance(cluster, AggregateCluster):
-        preferred = with_protocol(cluster.preferred, protocol)
-        fallback = with_protocol(cluster.fallback, protocol)
-        assert isinstance(preferred, EdsCluster) and isinstance(fallback, DnsCluster)
         return dataclasses.replace(
             cluster,
             name=_renamed(cluster.name, cluster.protocol, protocol),
             protocol=protocol,
-            preferred=preferred,
-            fallback=fallback,
+            children=tuple(_same_protocol(child, protocol) for child in cluster.children),
         )
     if cluster.tls is not None and protocol == H2C:
         protocol = H2
@@ -190,6 +276,7 @@ def _eds_cluster(
     port: int,
     declared: ServicePort,
     upstream: UpstreamInputs,
+    cluster_domain: str,
     l4: L4Protocol | None = None,
 ) -> EdsCluster | Unresolved:
     service = path[-1]
@@ -206,6 +293,9 @@ def _eds_cluster(
         protocol=protocol,
         tls=tls,
         client_ip_affinity=service.client_ip_affinity,
+        policy=upstream.backend_policies.cluster_policy(
+            service, f"{service.meta.name}.{service.meta.namespace}.svc.{cluster_domain}"
+        ),
     )
 
 
@@ -261,6 +351,7 @@ def _external_cluster(
         checked=options.dns_check,
         client_ip_affinity=service.client_ip_affinity,
         addresses=fixed,
+        policy=upstream.backend_policies.cluster_policy(service, hostname),
     )
     warnings = [
         *dns.problems,
@@ -275,14 +366,7 @@ def _external_cluster(
         if preferred is not None:
             warnings.append(preferred)
         return ResolvedCluster(external, tuple(warnings))
-    fallback_name = _renamed(external.name, protocol, HTTP1) + f"/{FALLBACK_SUFFIX}"
-    aggregate = AggregateCluster(
-        name=external.name,
-        service=service.key,
-        preferred=preferred,
-        fallback=dataclasses.replace(external, name=_renamed(fallback_name, HTTP1, protocol)),
-        protocol=protocol,
-    )
+    aggregate = failover_aggregate(external, service, (preferred,), ())
     return ResolvedCluster(aggregate, tuple(warnings))
 
 
@@ -315,13 +399,19 @@ def _preferred_cluster(
         return None
     if preference.service is None:
         return preference.problem
-    preferred = service_cluster(preference.service, port, context, l4)
-    if isinstance(preferred, Unresolved):
+    resolved = _resolved_cluster(preference.service, port, context, l4)
+    if isinstance(resolved, Unresolved):
         return (
             f"Service {service.meta.namespace}/{service.meta.name} annotation "
-            f"{PREFER_SERVICE}: {preferred.message}; serving the external name only"
+            f"{PREFER_SERVICE}: {resolved.message}; serving the external name only"
         )
+    preferred = resolved.cluster
     assert isinstance(preferred, EdsCluster)  # a pod-backed Service yields EDS
+    key = preference.service.meta.namespace, preference.service.meta.name
+    if context.upstream.backend_policies.failover_of(*key):
+        # Its own name is its failover aggregate's: its pods are under its child's.
+        preferred = _as_child(preferred)
+        assert isinstance(preferred, EdsCluster)
     return preferred
 
 

@@ -255,12 +255,10 @@ def checked_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:
 
 
 def _dns_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:
-    found = []
+    found: list[DnsCluster] = []
     for value in clusters.values():
-        if isinstance(value, AggregateCluster):
-            value = value.fallback
-        if isinstance(value, DnsCluster):
-            found.append(value)
+        members = value.children if isinstance(value, AggregateCluster) else (value,)
+        found.extend(member for member in members if isinstance(member, DnsCluster))
     return found
 
 

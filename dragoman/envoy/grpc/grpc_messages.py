@@ -45,6 +45,7 @@ from dragoman.envoy.resources.endpoint_messages import single_host_assignment
 from dragoman.envoy.resources.listener_messages import ROUTER
 from dragoman.envoy.resources.route_messages import (
     INVALID_BACKEND_CLUSTER,
+    hash_policy,
     path_match,
     route_name,
     string_matcher,
@@ -162,6 +163,9 @@ def _route_action(value: Forward) -> rc_pb2.RouteAction | None:
         action.max_stream_duration.max_stream_duration.CopyFrom(seconds(value.timeout_ms / 1000))
     if value.retry is not None:
         action.retry_policy.CopyFrom(grpc_retry_policy(value.retry))
+    if value.hash_policy is not None and value.hash_policy.hash_type == "Header":
+        # gRPC hashes request headers alone (gRFC A42); other hashes are said on the policy.
+        action.hash_policy.append(hash_policy(value.hash_policy))
     return action
 
 
@@ -233,13 +237,15 @@ def grpc_clusters(value: Cluster, options: TranslateOptions) -> list[cluster_pb2
     EDS children are translated as for Envoy; their CLAs are served by EDS as usual.
     """
     if isinstance(value, AggregateCluster):
-        preferred, fallback = value.children
+        names = [child.name for child in value.children]
         return [
-            grpc_aggregate_cluster(value.name, [preferred.name, fallback.name], options),
-            cluster(preferred, options),
-            cluster(fallback, options)
-            if fallback.served_over_eds
-            else logical_dns_cluster(fallback.name, fallback, options),
+            grpc_aggregate_cluster(value.name, names, options),
+            *(
+                logical_dns_cluster(child.name, child, options)
+                if isinstance(child, DnsCluster) and not child.served_over_eds
+                else _for_grpc(cluster(child, options))
+                for child in value.children
+            ),
         ]
     if isinstance(value, DnsCluster) and not value.served_over_eds:
         child = logical_dns_name(value)
@@ -248,7 +254,20 @@ def grpc_clusters(value: Cluster, options: TranslateOptions) -> list[cluster_pb2
             logical_dns_cluster(child, value, options),
         ]
     # Pods, or the DNS check's addresses, over EDS as for Envoy: the client resolves nothing.
-    return [cluster(value, options)]
+    return [_for_grpc(cluster(value, options))]
+
+
+_GRPC_ROUND_ROBIN_INSTEAD = (cluster_pb2.Cluster.RANDOM, cluster_pb2.Cluster.LEAST_REQUEST)
+
+
+def _for_grpc(message: cluster_pb2.Cluster) -> cluster_pb2.Cluster:
+    """An Envoy cluster as gRPC clients can take it: they balance round robin or by ring hash
+    (gRFC A42) and refuse a cluster asking for another (grpcio refuses LEAST_REQUEST too, its
+    gRFC A48 support being off by default): a BackendPolicy's Random or LeastRequest is
+    served to them as round robin, and its status says so."""
+    if message.lb_policy in _GRPC_ROUND_ROBIN_INSTEAD:
+        message.lb_policy = cluster_pb2.Cluster.ROUND_ROBIN
+    return message
 
 
 def grpc_cluster_at(source: tuple[Cluster, int], options: TranslateOptions) -> cluster_pb2.Cluster:

@@ -23,6 +23,10 @@ from dragoman.dag.model import (
     DnsCluster,
     EdsCluster,
 )
+from dragoman.envoy.resources.cluster_policy_messages import (
+    apply_cluster_policy,
+    with_policy_protocol_options,
+)
 from dragoman.envoy.resources.common_messages import pack, seconds
 from dragoman.envoy.resources.config_sources import config_source, config_source_for
 from dragoman.envoy.resources.dns_cluster_type import cares_resolver, dns_cluster_type
@@ -102,6 +106,11 @@ def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
         # while the set is stable (timeoutSeconds has no Envoy counterpart).
         message.lb_policy = cluster_pb2.Cluster.RING_HASH
     protocol_options = upstream_protocol_options(value.protocol, tls=value.tls is not None)
+    if value.policy is not None:
+        apply_cluster_policy(message, value.policy, value.protocol)
+        protocol_options = with_policy_protocol_options(
+            protocol_options, value.policy, value.protocol
+        )
     if protocol_options is not None:
         message.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(
             pack(protocol_options)

@@ -28,6 +28,7 @@ from dragoman.dag.model import (
 )
 from dragoman.envoy.resources.common_messages import pack, seconds
 from dragoman.envoy.resources.cors import CORS_FILTER, cors_policy
+from dragoman.objects.backend_policy import LoadBalancer
 
 # Weighted share of traffic for backends whose reference is invalid. The `dragoman:` prefix is
 # reserved: no cluster ever has this name, so Envoy answers that share with
@@ -261,9 +262,27 @@ def fill_route_action(
     if action.hash_client_ip:
         # Ring-hash clusters of Services with sessionAffinity ClientIP pick by this hash.
         message.hash_policy.add().connection_properties.source_ip = True
+    if action.hash_policy is not None:
+        # A BackendPolicy's loadBalancer ConsistentHash: what its ring-hash cluster picks by.
+        message.hash_policy.append(hash_policy(action.hash_policy))
     if action.grpc:
         # Bound each call by the client's grpc-timeout header, with no cap of ours.
         message.max_stream_duration.grpc_timeout_header_max.CopyFrom(seconds(0))
+
+
+def hash_policy(balancer: LoadBalancer) -> rc_pb2.RouteAction.HashPolicy:
+    """The request hash a BackendPolicy's consistent hash balances on: the client's
+    address, a header, or a cookie (made by Envoy when absent, with the policy's ttl)."""
+    message = rc_pb2.RouteAction.HashPolicy()
+    if balancer.hash_type == "Header":
+        message.header.header_name = balancer.hash_header
+    elif balancer.hash_type == "Cookie":
+        message.cookie.name = balancer.hash_cookie
+        # A ttl makes Envoy set the cookie when the request has none; 0: a session cookie.
+        message.cookie.ttl.CopyFrom(seconds(balancer.hash_cookie_ttl_s or 0))
+    else:
+        message.connection_properties.source_ip = True
+    return message
 
 
 def retry_policy(retry: Retry) -> rc_pb2.RetryPolicy:

@@ -399,10 +399,10 @@ def test_an_external_name_preferring_a_pod_backed_service_is_an_aggregate() -> N
 
     aggregate = dag.clusters["default/ext/443"]
     assert isinstance(aggregate, AggregateCluster)
-    assert aggregate.preferred.name == "default/web/443"
-    assert aggregate.fallback.name == "default/ext/443/external"
-    assert aggregate.fallback.hostname == "api.example.com"
-    assert aggregate.fallback.tls == AUTO
+    assert aggregate.children[0].name == "default/web/443"
+    assert aggregate.children[-1].name == "default/ext/443/external"
+    assert aggregate.children[-1].hostname == "api.example.com"
+    assert aggregate.children[-1].tls == AUTO
     # Both children are clusters of the DAG and of every group that serves the aggregate.
     assert set(dag.clusters) == {"default/ext/443", "default/web/443", "default/ext/443/external"}
     for group in dag.groups.values():
@@ -422,8 +422,8 @@ def test_the_aggregate_follows_a_forced_protocol() -> None:
 
     aggregate = dag.clusters["default/ext/443/h2c"]
     assert isinstance(aggregate, AggregateCluster)
-    assert aggregate.preferred.name == "default/web/443/h2c"
-    assert aggregate.fallback.name == "default/ext/443/external/h2"  # TLS: h2 by ALPN
+    assert aggregate.children[0].name == "default/web/443/h2c"
+    assert aggregate.children[-1].name == "default/ext/443/external/h2"  # TLS: h2 by ALPN
 
 
 PREFERENCE_PROBLEMS = [
@@ -486,6 +486,6 @@ def test_every_cluster_says_whether_it_is_served_over_eds() -> None:
     resolved_by_envoy = DnsCluster("default/ext/80", key, "api.example.com", 80)
     checked = DnsCluster("default/ext/80", key, "api.example.com", 80, checked=True)
     fixed = DnsCluster("default/ext/80", key, "api.example.com", 80, addresses=("192.0.2.1",))
-    aggregate = AggregateCluster("default/ext/80", key, pods, resolved_by_envoy)
+    aggregate = AggregateCluster("default/ext/80", key, (pods, resolved_by_envoy))
     assert pods.served_over_eds and checked.served_over_eds and fixed.served_over_eds
     assert not resolved_by_envoy.served_over_eds and not aggregate.served_over_eds

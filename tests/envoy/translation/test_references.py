@@ -33,7 +33,7 @@ DNS = DnsCluster("ext/default/ext/443", WEB, hostname="api.example.com", port=44
 CHECKED = DnsCluster(
     "ext/default/checked/443", WEB, hostname="checked.example.com", port=443, checked=True
 )
-FALLBACK = AggregateCluster("default/both/80", WEB, preferred=EDS, fallback=DNS)
+FALLBACK = AggregateCluster("default/both/80", WEB, (EDS, DNS))
 HTTP = HttpListener("http-80", 80, "http-80")
 HTTPS = HttpsListener(
     "https-443",

@@ -158,6 +158,18 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         builtin=False,
         short_names=("xbackend",),
     ),
+    # dragoman's own CRD (deploy/crds/backendpolicies.yaml).
+    ResourceType(
+        group="dragoman.dev",
+        versions=("v1alpha1",),
+        plural="backendpolicies",
+        singular="backendpolicy",
+        kind="BackendPolicy",
+        namespaced=True,
+        status_subresource=True,
+        tracks_generation=True,
+        builtin=False,
+    ),
 )
 
 
