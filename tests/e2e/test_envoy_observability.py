@@ -200,6 +200,11 @@ def test_gateway_listeners_write_json_access_logs_to_stdout(world: World) -> Non
     assert entry["upstream_cluster"] == "default/web/80"
     assert entry["user_agent"] == "e2e-observability"
     assert str(entry["upstream_host"]).startswith("127.0.0.2:")
+    # What tells failures apart (flags, attempts, the transport's reason): none here.
+    assert entry["response_flags"] == "-"
+    assert entry["upstream_request_attempt_count"] == 1
+    assert entry["upstream_transport_failure_reason"] is None
+    assert entry["upstream_server_name"] is None  # plain HTTP to the backend: no SNI
 
 
 def test_dragoman_metrics_see_the_envoy_connected_and_acking(world: World) -> None:
