@@ -282,7 +282,7 @@ body { font-family: sans-serif; margin: 1em; color: #222; }
 h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.5em; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top;
-  font-size: 0.9em; overflow-wrap: anywhere; }
+  font-size: 0.9em; overflow-wrap: break-word; }
 tr:target { background: #fff3c4; }
 .bad, .problem { color: #b00020; }
 .controls { color: #555; font-size: 0.9em; }
