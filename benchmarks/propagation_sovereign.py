@@ -231,6 +231,10 @@ LOG_FORMAT = {
         ("start_time", "%START_TIME%"),
         ("response_code", "%RESPONSE_CODE%"),
         ("response_code_details", "%RESPONSE_CODE_DETAILS%"),
+        ("upstream_request_attempt_count", "%UPSTREAM_REQUEST_ATTEMPT_COUNT%"),
+        ("upstream_transport_failure_reason", "%UPSTREAM_TRANSPORT_FAILURE_REASON%"),
+        ("upstream_server_name", "%UPSTREAM_SERVER_NAME%"),
+        ("upstream_host_name", "%UPSTREAM_HOST_NAME%"),
     )
 }
 

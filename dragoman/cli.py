@@ -10,6 +10,7 @@ from dragoman.commands import (
     certgen,
     check,
     clients,
+    config,
     demo,
     drain,
     render,
@@ -18,7 +19,7 @@ from dragoman.commands import (
 )
 
 # Each module adds its subparser and sets `run`; the order is the order of `--help`.
-COMMANDS = (serve, render, check, bootstrap, certgen, drain, demo, clients, status)
+COMMANDS = (serve, render, check, bootstrap, certgen, drain, demo, clients, config, status)
 
 
 class _Version(argparse.Action):

@@ -45,20 +45,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"dragoman clients: {error}", file=sys.stderr)
         return 2
     except grpc.RpcError as error:
-        code = error.code() if isinstance(error, grpc.Call) else None
-        detail = error.details() if isinstance(error, grpc.Call) else str(error)
-        print(
-            f"dragoman clients: cannot get client status from {args.xds_address}: "
-            f"{code.name if code else 'error'}: {detail}",
-            file=sys.stderr,
-        )
-        if code is grpc.StatusCode.UNAVAILABLE and args.xds_tls_ca is None:
-            # A plaintext client never completes a mutual TLS server's handshake.
-            print(
-                "dragoman clients: if dragoman serves mutual TLS, give --xds-tls-ca, "
-                "--xds-tls-cert and --xds-tls-key (the admin certificate)",
-                file=sys.stderr,
-            )
+        report_rpc_error("clients", args, error)
         return 1
     rows = client_rows(response, per_resource=args.resources)
     if not rows:
@@ -66,3 +53,23 @@ def run(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.write(format_table(rows, per_resource=args.resources))
     return 0
+
+
+def report_rpc_error(command: str, args: argparse.Namespace, error: Exception) -> None:
+    """Why CSDS gave no answer, on standard error (`error` a grpc.RpcError)."""
+    import grpc
+
+    code = error.code() if isinstance(error, grpc.Call) else None
+    detail = error.details() if isinstance(error, grpc.Call) else str(error)
+    print(
+        f"dragoman {command}: cannot get client status from {args.xds_address}: "
+        f"{code.name if code else 'error'}: {detail}",
+        file=sys.stderr,
+    )
+    if code is grpc.StatusCode.UNAVAILABLE and args.xds_tls_ca is None:
+        # A plaintext client never completes a mutual TLS server's handshake.
+        print(
+            f"dragoman {command}: if dragoman serves mutual TLS, give --xds-tls-ca, "
+            "--xds-tls-cert and --xds-tls-key (the admin certificate)",
+            file=sys.stderr,
+        )

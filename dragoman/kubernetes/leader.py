@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import random
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from enum import Enum
 from typing import Any
 
 from dragoman.kubernetes.client_errors import describe_error
+from dragoman.xds.server.replica import replica_name
 
 log = logging.getLogger("dragoman.kubernetes.leader")
 
@@ -68,8 +68,8 @@ class LeaseSettings:
 
 
 def default_identity() -> str:
-    """The pod's name (POD_NAME, from the downward API) or, outside a pod, host and pid."""
-    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
+    """The replica's name: the pod's (POD_NAME) or, outside a pod, host and pid."""
+    return replica_name()
 
 
 def default_namespace() -> str:

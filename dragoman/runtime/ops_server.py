@@ -167,10 +167,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         if content_type.startswith("text/html"):
-            # Everything is inline: nothing may be fetched, nothing run.
-            self.send_header(
-                "Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"
-            )
+            # The debug page's own style and script only (by their hashes), nothing fetched
+            # but itself.
+            from dragoman.runtime.debug.pages import CONTENT_SECURITY_POLICY
+
+            self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         self.end_headers()
         if not head:
             self.wfile.write(body)

@@ -1,18 +1,22 @@
 """End to end with a real Envoy: the stats listener of `dragoman bootstrap` serves only
 /stats/prometheus and /ready of the admin (never /config_dump or /quitquitquit, however the
-path is spelled), Gateway listeners write JSON access logs to standard output, and
-dragoman's /metrics sees the Envoy connect and ACK."""
+path is spelled), Gateway listeners write JSON access logs to standard output, dragoman's
+/metrics sees the Envoy connect and ACK, and `dragoman config` shows what it holds."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from dragoman.demo.envoy import EnvoyProcess
@@ -196,6 +200,11 @@ def test_gateway_listeners_write_json_access_logs_to_stdout(world: World) -> Non
     assert entry["upstream_cluster"] == "default/web/80"
     assert entry["user_agent"] == "e2e-observability"
     assert str(entry["upstream_host"]).startswith("127.0.0.2:")
+    # What tells failures apart (flags, attempts, the transport's reason): none here.
+    assert entry["response_flags"] == "-"
+    assert entry["upstream_request_attempt_count"] == 1
+    assert entry["upstream_transport_failure_reason"] is None
+    assert entry["upstream_server_name"] is None  # plain HTTP to the backend: no SNI
 
 
 def test_dragoman_metrics_see_the_envoy_connected_and_acking(world: World) -> None:
@@ -215,3 +224,31 @@ def test_dragoman_metrics_see_the_envoy_connected_and_acking(world: World) -> No
         assert acked >= 1, xds_type
         assert values[("dragoman_xds_nacks_total", (("type", xds_type),))] == 0
     assert values[("dragoman_builds_total", (("kind", "full"),))] == 1
+
+
+def test_dragoman_config_shows_what_the_connected_envoy_holds(world: World) -> None:
+    """`dragoman config NODE` against the running dragoman: the real Envoy's version (from its
+    node), when it connected, the replica serving it, and each type's resources ACKed."""
+    command = [sys.executable, "-m", "dragoman", "config", "observed"]
+    address = ["--xds-address", world.dragoman.xds_address]
+    shown = subprocess.run([*command, *address], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "node       observed (default/edge)"
+    assert re.fullmatch(r"client     envoy 1\.\d+\.\d+", lines[1]), lines[1]
+    assert re.fullmatch(
+        r"connected  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ from \S+ \(1 stream\)", lines[2]
+    )
+    assert lines[3].startswith("replica    ") and lines[3].split()[1]
+    held = {line.split()[0]: line.split() for line in lines if line.startswith("  ")}
+    for name in ("default/web/80", "http-" + world.url.rsplit(":", 1)[1]):
+        assert held[name][2] == "acked", (name, shown.stdout)
+    for xds_type in ("CDS", "EDS", "LDS", "RDS"):
+        assert any(line.startswith(f"{xds_type}: ") for line in lines), (xds_type, shown.stdout)
+    dumped = subprocess.run(
+        [*command, *address, "-o", "yaml"], capture_output=True, text=True, timeout=60
+    )
+    assert dumped.returncode == 0, dumped.stderr
+    document = yaml.safe_load(dumped.stdout)
+    (cluster,) = [c for c in document["CDS"] if c["name"] == "default/web/80"]
+    assert cluster["resource"]["name"] == "default/web/80"

@@ -7,7 +7,8 @@ EDS endpoints (the name kept as their hostname: SNI, SAN checks and Host are unc
   the "system" bundle (dragoman's --config points it at the test CA);
 - the same with a name the certificate does not carry: 503, and Envoy counts the SAN failure;
 - a BackendTLSPolicy: its hostname as SNI, its CA from a ConfigMap; with subjectAltNames the
-  certificate lacks, or a CA that did not sign it: 503.
+  certificate lacks, or a CA that did not sign it: 503;
+- the access log line of a failed handshake names the reason, of a completed one the SNI.
 """
 
 from __future__ import annotations
@@ -255,3 +256,38 @@ def test_external_ips_are_used_with_the_external_name_as_sni_and_host(world: Wor
     # Nothing resolves ips.e2e.test: the address came from spec.externalIPs alone.
     assert status == 200, world.diagnostics()
     assert (data["sni"], data["host"]) == (BY_IPS, BY_IPS)
+
+
+def logged(world: World, path: str) -> dict[str, Any] | None:
+    """The last access log line of a request for `path` (Envoy writes them as it goes)."""
+    found = None
+    for line in Path(world.envoy.log_path).read_text(errors="replace").splitlines():
+        if line.startswith("{") and f'"path":"{path}"' in line:
+            found = json.loads(line)
+    return found
+
+
+def test_the_access_log_says_why_tls_to_a_backend_failed_and_which_sni_was_sent(
+    world: World,
+) -> None:
+    """A TLS failure is told apart in the access log: the response flags (UF), the attempt
+    count, the transport failure reason naming the certificate check, and the endpoint's
+    name; a handshake that completed names the SNI sent (a policy's hostname here)."""
+    path = f"/wrong/log-{world.checked}"
+    assert world.get(path)[0] == 503
+    failed = wait_until(partial(logged, world, path), timeout=10)
+    assert failed["response_flags"] == "UF"
+    assert failed["upstream_request_attempt_count"] == 1
+    reason = str(failed["upstream_transport_failure_reason"])
+    assert "CERTIFICATE_VERIFY_FAILED" in reason and "SAN" in reason, failed
+    assert failed["upstream_host_name"] == "wrongname.e2e.test"
+    # Envoy records the SNI with a connection's TLS details: a failed handshake has none.
+    assert failed["upstream_server_name"] is None
+
+    path = f"/pinned/log-{world.checked}"
+    assert world.get(path)[0] == 200
+    served = wait_until(partial(logged, world, path), timeout=10)
+    assert served["upstream_server_name"] == SECURE  # the policy's hostname, sent as SNI
+    assert served["upstream_host_name"] == "pinned.e2e.test"
+    assert served["upstream_transport_failure_reason"] is None
+    assert served["upstream_request_attempt_count"] == 1

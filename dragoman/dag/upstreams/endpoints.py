@@ -6,9 +6,9 @@ import dataclasses
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
 from dragoman.dag.dns_check import DnsObservations, served_addresses
+from dragoman.dag.endpoint_readiness import served_port
 from dragoman.dag.external_name_policy import ExternalNamePolicy, Network
 from dragoman.dag.model import (
-    UDP,
     AggregateCluster,
     Cluster,
     Dag,
@@ -22,7 +22,7 @@ from dragoman.dag.model import (
     ServiceTargets,
 )
 from dragoman.dag.upstreams.endpoint_addresses import endpoint_address_refusal, slice_problems
-from dragoman.objects import EndpointPort, EndpointSlice
+from dragoman.objects import EndpointSlice
 from dragoman.store import NamespacedName, Store
 
 
@@ -35,7 +35,7 @@ def load_assignment(
     for endpoint_slice in slices:
         if endpoint_slice.address_type == "FQDN":
             continue  # Envoy's EDS takes addresses only
-        slice_port = _slice_port(cluster, endpoint_slice.ports)
+        slice_port = served_port(cluster, endpoint_slice.ports)
         if slice_port is None:
             continue
         port = slice_port.port
@@ -231,22 +231,6 @@ def slices_by_service(
 
 def _service_of(cluster: EdsCluster) -> NamespacedName:
     return cluster.service.namespace, cluster.service.name
-
-
-def _slice_port(cluster: EdsCluster, ports: Sequence[EndpointPort]) -> EndpointPort | None:
-    # HTTP and TCP clusters need a TCP port, UDP clusters a UDP one; both may share a number.
-    wanted = "UDP" if cluster.protocol == UDP else "TCP"
-    ports = [p for p in ports if p.protocol == wanted]
-    # The EndpointSlice controller names each slice port after the Service port it serves.
-    for port in ports:
-        if port.name == cluster.port_name:
-            return port
-    # Hand-written slices may name or number the port after the targetPort instead.
-    target = cluster.target_port
-    for port in ports:
-        if (port.port if isinstance(target, int) else port.name) == target:
-            return port
-    return None
 
 
 def checked_clusters(clusters: Mapping[str, Cluster]) -> list[DnsCluster]:

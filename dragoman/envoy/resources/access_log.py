@@ -32,6 +32,15 @@ JSON_FIELDS = {
     "upstream_service_time_ms": "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%",
     "upstream_host": "%UPSTREAM_HOST%",
     "upstream_cluster": "%UPSTREAM_CLUSTER%",
+    # What tells an ejected host, an overflow and a TLS failure to a partner apart, with
+    # response_flags: how many tries the router made, why the upstream connection failed
+    # (Envoy no longer puts TLS failure reasons in response bodies), the SNI Envoy sent (only
+    # once a handshake completed: Envoy keeps it with the connection's TLS details), and the
+    # endpoint's DNS name (an external name: the SNI unless a BackendTLSPolicy names one).
+    "upstream_request_attempt_count": "%UPSTREAM_REQUEST_ATTEMPT_COUNT%",
+    "upstream_transport_failure_reason": "%UPSTREAM_TRANSPORT_FAILURE_REASON%",
+    "upstream_server_name": "%UPSTREAM_SERVER_NAME%",
+    "upstream_host_name": "%UPSTREAM_HOST_NAME%",
     "route_name": "%ROUTE_NAME%",
     "downstream_remote_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
     "x_forwarded_for": "%REQ(X-FORWARDED-FOR)%",
@@ -51,6 +60,7 @@ L4_JSON_FIELDS = {
     "response_flags": "%RESPONSE_FLAGS%",
     "upstream_host": "%UPSTREAM_HOST%",
     "upstream_cluster": "%UPSTREAM_CLUSTER%",
+    "upstream_transport_failure_reason": "%UPSTREAM_TRANSPORT_FAILURE_REASON%",
     "requested_server_name": "%REQUESTED_SERVER_NAME%",
     "downstream_remote_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
     "listener": "%DOWNSTREAM_LOCAL_ADDRESS%",

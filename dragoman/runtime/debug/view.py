@@ -38,6 +38,15 @@ class StreamView:
 
 
 @dataclass(frozen=True, slots=True)
+class PolicyView:
+    """A policy attached to a Service, as the page draws it on the Service's node."""
+
+    name: str  # kind/namespace/name
+    state: str  # its condition, e.g. "Accepted" or "Invalid: spec.timeout ..."
+    accepted: bool  # drawn as a detail when accepted, as a problem when not
+
+
+@dataclass(frozen=True, slots=True)
 class DebugView:
     store: Store | None = None
     dag: Dag | None = None
@@ -48,6 +57,8 @@ class DebugView:
     streams: tuple[StreamView, ...] = ()
     # What the source could not read (file, object, field, reason), as text.
     source_errors: tuple[str, ...] = ()
+    # The policies attached to each Service (see `service_policies`).
+    service_policies: Mapping[ObjectKey, tuple[PolicyView, ...]] = field(default_factory=dict)
 
 
 def take_view(
@@ -67,7 +78,15 @@ def take_view(
         ),
         streams=tuple(_streams(streams)) if streams is not None else (),
         source_errors=tuple(source_errors()),
+        service_policies=service_policies(controller),
     )
+
+
+def service_policies(controller: Controller) -> dict[ObjectKey, tuple[PolicyView, ...]]:
+    """The policies attached to each Service, keyed by the Service: the hook where a policy
+    kind of the build (its attachments and conditions, computed there) is shown on the page.
+    No such kind is served yet, so there are none."""
+    return {}
 
 
 def _streams(registry: StreamRegistry) -> Iterable[StreamView]:

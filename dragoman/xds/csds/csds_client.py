@@ -38,13 +38,14 @@ def fetch_client_status(
     cannot be reached or refuses, TlsFileError when a file cannot be read.
     """
     request = ClientStatusRequest(exclude_resource_contents=not include_contents)
-    with _channel(address, tls, server_name) as channel:
-        stub = csds_pb2_grpc.ClientStatusDiscoveryServiceStub(channel)
+    with channel(address, tls, server_name) as opened:
+        stub = csds_pb2_grpc.ClientStatusDiscoveryServiceStub(opened)
         response: ClientStatusResponse = stub.FetchClientStatus(request, timeout=timeout)
     return response
 
 
-def _channel(address: str, tls: TlsFiles | None, server_name: str) -> grpc.Channel:
+def channel(address: str, tls: TlsFiles | None, server_name: str) -> grpc.Channel:
+    """A channel to a dragoman's xDS port, over mutual TLS with `tls`."""
     if tls is None:
         return grpc.insecure_channel(address)
     credentials = grpc.ssl_channel_credentials(
@@ -93,13 +94,22 @@ def client_rows(response: ClientStatusResponse, *, per_resource: bool = False) -
             short = SHORT_NAMES.get(type_url, type_url)
             if per_resource:
                 rows += [
-                    ClientRow(node, short, e.version_info, _status(e), 1, _error(e), e.name, agent)
+                    ClientRow(
+                        node,
+                        short,
+                        e.version_info,
+                        entry_status(e),
+                        1,
+                        entry_error(e),
+                        e.name,
+                        agent,
+                    )
                     for e in entries
                 ]
                 continue
-            statuses = Counter(_status(e) for e in entries)
+            statuses = Counter(entry_status(e) for e in entries)
             status: RowStatus = next((s for s in _WORST_FIRST if statuses[s]), "acked")
-            errors = sorted({_error(e) for e in entries if _error(e)})
+            errors = sorted({entry_error(e) for e in entries if entry_error(e)})
             error = "; ".join(errors)
             rows.append(
                 ClientRow(node, short, _version(entries), status, len(entries), error, "", agent)
@@ -120,7 +130,7 @@ def client_agent(node: Node) -> str:
     return plain(agent) if agent else "-"
 
 
-def _status(entry: ClientConfig.GenericXdsConfig) -> RowStatus:
+def entry_status(entry: ClientConfig.GenericXdsConfig) -> RowStatus:
     if entry.client_status == ClientResourceStatus.NACKED:
         return "nacked"
     if entry.client_status == ClientResourceStatus.DOES_NOT_EXIST:
@@ -130,7 +140,7 @@ def _status(entry: ClientConfig.GenericXdsConfig) -> RowStatus:
     return "stale"
 
 
-def _error(entry: ClientConfig.GenericXdsConfig) -> str:
+def entry_error(entry: ClientConfig.GenericXdsConfig) -> str:
     return entry.error_state.details if entry.HasField("error_state") else ""
 
 

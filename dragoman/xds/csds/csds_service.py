@@ -2,12 +2,18 @@
 
 `client_status_response` is pure (registry in, protobuf out); the servicer serves it as
 envoy.service.status.v3.ClientStatusDiscoveryService on the xDS gRPC server.
+
+What CSDS has no field for travels beside it: the node of each ClientConfig carries, under
+the metadata key CONNECTION_KEY (dragoman's, whatever the client put there), when the node's
+first open stream connected and from which peer; and every answer's initial gRPC metadata
+names the replica that answers (REPLICA_HEADER), which is the one serving those nodes.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 
 import grpc
 import re2
@@ -38,6 +44,9 @@ logger = logging.getLogger("dragoman.xds")
 MAX_NODE_MATCHERS = 64
 MAX_PATTERN_LENGTH = 1024
 MAX_PROGRAM_SIZE = 100
+
+CONNECTION_KEY = "dragoman.dev/connection"
+REPLICA_HEADER = "dragoman-replica"
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a bad pattern is the client's error, answered to it
@@ -74,6 +83,17 @@ def client_status_response(
 def _client_config(streams: list[ConnectedStream], *, include_contents: bool) -> ClientConfig:
     node = Node()
     node.CopyFrom(streams[0].node)
+    first = min(streams, key=lambda stream: stream.connected_at)
+    connection = node.metadata.fields[CONNECTION_KEY].struct_value
+    connection.Clear()
+    connected_at = datetime.fromtimestamp(first.connected_at, UTC)
+    connection.update(
+        {
+            "connected_at": connected_at.isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "peer": first.peer,
+            "streams": len(streams),
+        }
+    )
     config = ClientConfig(node=node)
     for stream in streams:
         for status in stream.resource_statuses():
@@ -161,24 +181,28 @@ class ClientStatusService(csds_pb2_grpc.ClientStatusDiscoveryServiceServicer):
     async def FetchClientStatus(
         self, request: ClientStatusRequest, context: grpc.aio.ServicerContext
     ) -> ClientStatusResponse:
-        return await self._answer(request, context)
+        return await self._answer(request, context, first=True)
 
     async def StreamClientStatus(
         self,
         request_iterator: AsyncIterator[ClientStatusRequest],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[ClientStatusResponse]:
+        first = True
         async for request in request_iterator:
-            yield await self._answer(request, context)
+            yield await self._answer(request, context, first=first)
+            first = False
 
     async def _answer(
-        self, request: ClientStatusRequest, context: grpc.aio.ServicerContext
+        self, request: ClientStatusRequest, context: grpc.aio.ServicerContext, *, first: bool
     ) -> ClientStatusResponse:
         authenticated, identity = peer_identity(context)
         refusal = csds_access(identity, authenticated)
         if refusal is not None:
             logger.warning("CSDS refused: peer=%s: %s", context.peer(), refusal.message)
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
+        if first:  # to a peer allowed to know
+            await context.send_initial_metadata(((REPLICA_HEADER, self._registry.replica),))
         try:
             return client_status_response(self._registry, request)
         except UnsupportedMatcher as error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
@@ -14,6 +15,7 @@ from dragoman.snapshots.resources import ALL_GATEWAYS
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.resource_status import ResourceStatus, TypeStatus
 from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.server.replica import replica_name
 
 # The service a stream is on: ADS, or the per-type service of one type.
 XdsService = Literal["ADS", "CDS", "EDS", "LDS", "RDS", "SDS"]
@@ -38,6 +40,7 @@ class ConnectedStream:
     authenticated: bool = False
     identity: Identity | None = None
     pinned_group: str | None = None
+    connected_at: float = field(default_factory=time.time)  # when it opened (Unix time)
 
     @property
     def delta(self) -> bool:
@@ -58,7 +61,9 @@ class ConnectedStream:
 class StreamRegistry:
     """Open streams by id. Entries are added when a stream opens and removed when it ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, replica: str = "") -> None:
+        # The replica these streams are connected to (see replica_name).
+        self.replica = replica or replica_name()
         self._streams: dict[int, ConnectedStream] = {}
         self._ids = itertools.count(1)
         # Requests read on every stream, ACKs included: a client still being answered (an

@@ -1,11 +1,29 @@
-"""The /debug graph draws TCP, TLS and UDP listeners too: each with the routes it serves
-(a TLS route with its SNI) and the Services and clusters they send to."""
+"""The /debug graph: TCP, TLS and UDP listeners with the routes they serve (a TLS route
+with its SNI) and the Services and clusters they send to; a route's edges labelled with its
+matches and weight shares; endpoints that are not ready apart; policies on their Services."""
 
 from __future__ import annotations
 
-from dragoman.runtime.debug.graph import LISTENER, ROUTE, build_graph
-from dragoman.runtime.debug.view import DebugView
+import dataclasses
+
+from dragoman.dag.build import build
+from dragoman.dag.model import RouteMatch, ValueMatch
+from dragoman.dag.options import BuildOptions
+from dragoman.objects import ObjectKey
+from dragoman.runtime.debug.graph import LISTENER, ROUTE, build_graph, describe_match
+from dragoman.runtime.debug.pages import dot
+from dragoman.runtime.debug.view import DebugView, PolicyView
+from tests.support.builders import (
+    backend_ref,
+    endpoint_slice,
+    gateway,
+    http_route,
+    match,
+    rule,
+    service,
+)
 from tests.support.feature_manifests import every_feature_dag
+from tests.support.status_builds import store_of
 
 
 def test_tcp_tls_and_udp_listeners_lead_to_their_routes_and_clusters() -> None:
@@ -21,3 +39,88 @@ def test_tcp_tls_and_udp_listeners_lead_to_their_routes_and_clusters() -> None:
     partner = graph.nodes["TLSRoute/default/partner"]
     assert partner.column == ROUTE
     assert "SNI: *.partner.example, api.partner.example" in partner.details
+
+
+def _world() -> DebugView:
+    store = store_of(
+        gateway("edge", 8080),
+        http_route(
+            "shop",
+            rules=[
+                rule(
+                    backend_ref("web", 80, weight=3),
+                    backend_ref("api", 80, weight=1),
+                    matches=[match("/cart", headers={"version": "two"}, method="POST")],
+                ),
+                rule(backend_ref("web", 80), matches=[match("/", path_type="PathPrefix")]),
+            ],
+            parents=["edge"],
+        ),
+        service("web", 80, 8080),
+        service("api", 80, 8080),
+        endpoint_slice("web", 8080, "10.0.0.1", "10.0.0.2", not_ready=["10.0.0.3"]),
+        endpoint_slice("api", 8080, "10.0.1.1", ready=False),
+    )
+    dag = build(store, BuildOptions())
+    return DebugView(store=store, dag=dag)
+
+
+def test_a_routes_edges_carry_its_matches_and_the_weight_shares() -> None:
+    graph = build_graph(_world())
+    assert graph.edge_labels[("HTTPRoute/default/shop", "Service/default/web")] == [
+        "prefix /cart POST version=two · 75% (weight 3)",
+        "prefix /",
+    ]
+    assert graph.edge_labels[("HTTPRoute/default/shop", "Service/default/api")] == [
+        "prefix /cart POST version=two · 25% (weight 1)"
+    ]
+    # Edges that say nothing have no label.
+    assert graph.edge_labels[("Gateway/default/edge", "listener default/edge http-8080")] == []
+
+
+def test_endpoints_not_ready_are_listed_apart_and_a_cluster_with_none_ready_is_idle() -> None:
+    graph = build_graph(_world())
+    web = graph.nodes["endpoints of default/web/80"]
+    assert web.label == "2 endpoints, 1 not ready"
+    assert web.details == ["10.0.0.1:8080, 10.0.0.2:8080"]
+    assert web.muted == ["not ready: 10.0.0.3:8080"] and not web.idle
+    api = graph.nodes["endpoints of default/api/80"]
+    assert api.label == "0 endpoints, 1 not ready"
+    assert api.muted == ["not ready: 10.0.1.1:8080"] and api.idle
+
+
+def test_policies_attached_to_a_service_are_drawn_on_it() -> None:
+    view = _world()
+    web = ObjectKey("Service", "default", "web")
+    api = ObjectKey("Service", "default", "api")
+    view = dataclasses.replace(
+        view,
+        service_policies={
+            web: (PolicyView("BackendPolicy/default/resilient", "Accepted", accepted=True),),
+            api: (PolicyView("BackendPolicy/default/broken", "Invalid: spec.x", accepted=False),),
+        },
+    )
+    graph = build_graph(view)
+    assert "BackendPolicy/default/resilient: Accepted" in graph.nodes[str(web)].details
+    assert graph.nodes[str(api)].problems == ["BackendPolicy/default/broken: Invalid: spec.x"]
+
+
+def test_a_match_in_a_few_words() -> None:
+    assert describe_match(RouteMatch("Exact", "/x")) == "exact /x"
+    regex = RouteMatch(
+        "RegularExpression",
+        "/re/[a-z]+",
+        headers=(ValueMatch("x-id", "[0-9]+", regex=True),),
+        query_params=(ValueMatch("q", "one"),),
+        grpc=True,
+    )
+    assert describe_match(regex) == "regex /re/[a-z]+ x-id~[0-9]+ ?q=one gRPC"
+
+
+def test_the_dot_graph_carries_the_edge_labels() -> None:
+    _, text = dot(_world())
+    assert (
+        '"HTTPRoute/default/shop" -> "Service/default/api" '
+        '[label="prefix /cart POST version=two · 25% (weight 1)"];'
+    ) in text
+    assert '"Gateway/default/edge" -> "listener default/edge http-8080";' in text

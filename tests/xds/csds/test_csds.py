@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import grpc
 import pytest
+import yaml
 from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.status.v3 import csds_pb2_grpc
@@ -25,6 +27,7 @@ from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Snapshot
 from dragoman.xds.csds.csds_client import client_rows, format_table
+from dragoman.xds.csds.csds_service import CONNECTION_KEY
 from dragoman.xds.protocol.resource_status import ClientStatus
 from dragoman.xds.protocol.resource_status import ConfigStatus as ClientConfigStatus
 from dragoman.xds.protocol.sotw_stream import SotwStream
@@ -419,3 +422,61 @@ def test_client_agent_names_what_the_node_says_it_is() -> None:
     )
     assert client_agent(Node()) == "-"
     assert "\n" not in client_agent(Node(user_agent_name="evil\nname"))
+
+
+def test_config_command_shows_what_one_node_holds(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dragoman config NODE`: that node only, its client's version, when it connected and
+    from where, the replica answering, and its resources by type; a node that is not
+    connected is an error naming the replica."""
+
+    async def scenario() -> tuple[int, int, int]:
+        cache = cache_with(base())
+        registry = StreamRegistry(replica="dragoman-7f9c")
+        async with xds_endpoint(cache, registry=registry) as (address, channel):
+            envoy = Node(id="envoy-one", cluster="gateways", user_agent_name="envoy")
+            envoy.user_agent_build_version.version.minor_number = 40
+            # What a client puts under dragoman's key is replaced, never shown.
+            envoy.metadata.fields[CONNECTION_KEY].struct_value.update({"peer": "forged"})
+            one = XdsClient(channel, envoy)
+            await one.subscribe(CLUSTER)
+            await one.receive_acked()
+            await one.subscribe(ENDPOINT, ["a"])
+            await one.receive_acked()
+            other = XdsClient(channel, Node(id="envoy-other"))
+            await other.subscribe(CLUSTER)
+            await other.receive_acked()
+            await settled(channel, lambda r: len(r.config) == 2 and all_acked(r))
+            text = await asyncio.to_thread(
+                cli.main, ["config", "envoy-one", "--xds-address", address]
+            )
+            yaml_code = await asyncio.to_thread(
+                cli.main, ["config", "envoy-one", "--xds-address", address, "-o", "yaml"]
+            )
+            missing = await asyncio.to_thread(
+                cli.main, ["config", "envoy-gone", "--xds-address", address]
+            )
+            one.cancel()
+            other.cancel()
+            return text, yaml_code, missing
+
+    text, yaml_code, missing = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert (text, yaml_code, missing) == (0, 0, 1)
+    out, err = capsys.readouterr()
+    shown, rendered = out.split("---\n", 1)
+    lines = shown.splitlines()
+    assert lines[0] == "node       envoy-one (gateways)"
+    assert lines[1] == "client     envoy 0.40.0"
+    assert re.fullmatch(
+        r"connected  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ from ipv\d:\S+ \(1 stream\)", lines[2]
+    ), lines[2]
+    assert "forged" not in out
+    assert lines[3] == "replica    dragoman-7f9c"
+    assert "CDS: 2 resources" in lines and "EDS: 1 resources" in lines
+    assert any(line.split()[:1] == ["a"] and line.split()[2] == "acked" for line in lines)
+    assert "envoy-other" not in out
+    document = yaml.safe_load(rendered)
+    assert document["replica"] == "dragoman-7f9c"
+    assert [c["name"] for c in document["CDS"]] == ["a", "b"]
+    assert document["CDS"][0]["resource"]["name"] == "a"
+    assert document["EDS"][0]["resource"]["cluster_name"] == "a"
+    assert "node 'envoy-gone' is not connected to replica dragoman-7f9c" in err
