@@ -409,6 +409,16 @@ def test_ads_routes_wait_for_a_new_cluster_and_its_endpoints(flavour: Flavour) -
     assert flavour.holding_back(stream)  # "b" until the routes no longer name it
 
 
+def moved_to_c(a_address: str) -> Snapshot:
+    """The routes moved from "b" to a new EDS cluster "c"; a's endpoint at `a_address`."""
+    return snapshot(
+        clusters=[eds_cluster("a"), eds_cluster("c")],
+        assignments=[endpoints("a", a_address), endpoints("c", "10.0.0.3")],
+        listeners=[listener("http", "routes-http")],
+        route_configs=[routes("routes-http", "a", "c")],
+    )
+
+
 def test_routes_waiting_for_a_cla_go_when_a_later_eds_response_is_acked(
     flavour: Flavour,
 ) -> None:
@@ -417,14 +427,6 @@ def test_routes_waiting_for_a_cla_go_when_a_later_eds_response_is_acked(
     applies responses in order). The routes must not wait for good."""
     stream = new_stream(flavour)
     connected = connect_envoy(flavour, stream, base_snapshot())
-
-    def moved_to_c(a_address: str) -> Snapshot:
-        return snapshot(
-            clusters=[eds_cluster("a"), eds_cluster("c")],
-            assignments=[endpoints("a", a_address), endpoints("c", "10.0.0.3")],
-            listeners=[listener("http", "routes-http")],
-            route_configs=[routes("routes-http", "a", "c")],
-        )
 
     moved = moved_to_c("10.0.0.1")
     cds = only(push(stream, moved))
@@ -444,14 +446,6 @@ def test_routes_waiting_for_a_cla_whose_response_was_forgotten_go_at_the_next_ac
     be stale) no longer holds the routes once a later one is answered."""
     stream = new_stream(DELTA)
     connected = connect_envoy(DELTA, stream, base_snapshot())
-
-    def moved_to_c(a_address: str) -> Snapshot:
-        return snapshot(
-            clusters=[eds_cluster("a"), eds_cluster("c")],
-            assignments=[endpoints("a", a_address), endpoints("c", "10.0.0.3")],
-            listeners=[listener("http", "routes-http")],
-            route_configs=[routes("routes-http", "a", "c")],
-        )
 
     moved = moved_to_c("10.0.0.1")
     cds = only(push(stream, moved))
