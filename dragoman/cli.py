@@ -12,13 +12,14 @@ from dragoman.commands import (
     clients,
     demo,
     drain,
+    provision,
     render,
     serve,
     status,
 )
 
 # Each module adds its subparser and sets `run`; the order is the order of `--help`.
-COMMANDS = (serve, render, check, bootstrap, certgen, drain, demo, clients, status)
+COMMANDS = (serve, render, check, bootstrap, certgen, drain, provision, demo, clients, status)
 
 
 class _Version(argparse.Action):
