@@ -27,6 +27,7 @@ from dragoman.commands.common import (
 if TYPE_CHECKING:
     from dragoman.dag.options import BuildOptions
     from dragoman.envoy.translate_options import TranslateOptions
+    from dragoman.provisioning.workload import ProvisionSettings
     from dragoman.runtime.server_config import ServerConfig
     from dragoman.xds.server.limits import XdsLimits
 
@@ -151,6 +152,24 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NS/NAME",
         help="the Service in front of Envoy: its status.loadBalancer.ingress addresses become "
         "the Gateways' status.addresses (followed as they change)",
+    )
+    kube.add_argument(
+        "--provision",
+        action="store_true",
+        help="give each accepted Gateway its own Envoy Deployment, Service, ServiceAccount, "
+        "PodDisruptionBudget and bootstrap (the leader creates them; see `dragoman provision`)",
+    )
+    kube.add_argument(
+        "--provision-xds-address",
+        type=host_port,
+        metavar="HOST:PORT",
+        help="where provisioned Envoys reach dragoman "
+        "(default: dragoman.dragoman-system.svc.cluster.local:18000)",
+    )
+    kube.add_argument(
+        "--provision-drain-image",
+        metavar="IMAGE",
+        help="dragoman's image, for the provisioned Envoys' drain container",
     )
     kube.add_argument(
         "--no-leader-election",
@@ -315,6 +334,7 @@ def _run_kubernetes(
         xds_insecure=args.xds_insecure,
         xds_limits=xds_limits(args),
         state_dir=args.state_dir,
+        provision=_provision_settings(args),
     )
     try:
         asyncio.run(serve_kubernetes(config))
@@ -325,3 +345,15 @@ def _run_kubernetes(
         log.error("%s", error)
         return 1
     return 0
+
+
+def _provision_settings(args: argparse.Namespace) -> ProvisionSettings | None:
+    from dragoman.provisioning.workload import ProvisionSettings as Settings
+
+    if not args.provision:
+        return None
+    defaults = Settings()
+    return Settings(
+        xds_address=args.provision_xds_address or defaults.xds_address,
+        drain_image=args.provision_drain_image or defaults.drain_image,
+    )

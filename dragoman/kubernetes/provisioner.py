@@ -73,6 +73,20 @@ class ObjectClient:
             if error.status != 404:
                 raise
 
+    def list_all(self, api_version: str, plural: str) -> list[dict[str, Any]] | None:
+        """Every object of a resource, in every namespace; None when it is not served."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            items: list[dict[str, Any]] = self._call("GET", f"{_prefix(api_version)}/{plural}").get(
+                "items", []
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return items
+
     def managed(self, api_version: str, kind: str) -> list[dict[str, Any]]:
         """Every object of `kind` dragoman provisioned, in every namespace."""
         group = _prefix(api_version)
@@ -166,10 +180,11 @@ def owned_by(obj: Mapping[str, Any], gateway_uid: str) -> bool:
 
 
 def prune(client: ObjectClient, gateway_uids: Mapping[tuple[str, str], str]) -> list[str]:
-    """Delete what dragoman provisioned for Gateways no longer provisioned (`gateway_uids`:
-    the uid of each that is, by namespace and name). The cluster's garbage collector does
-    it too when a Gateway is deleted (its objects are owned by it); this also covers a
-    Gateway that stays but is no longer dragoman's. Returns what was deleted."""
+    """Delete what dragoman provisioned for Gateways that are gone (`gateway_uids`: the uid
+    of each Gateway there is, by namespace and name; one of the same name with another uid
+    is another Gateway). The cluster's garbage collector does it too, the objects being
+    owned by their Gateway; this does it without waiting for it, and where there is none
+    (the fake API server of the tests). Returns what was deleted."""
     deleted = []
     for api_version, kind in reversed(PROVISIONED_KINDS):
         for obj in client.managed(api_version, kind):
@@ -204,11 +219,8 @@ def service_addresses(service: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
 def provision_all(
     client: ObjectClient, plans: Sequence[GatewayPlan], gateway_uids: Mapping[ObjectKey, str]
 ) -> list[ProvisionOutcome]:
-    """Every plan applied, then what no plan holds any more pruned."""
+    """Every plan applied, then the objects of Gateways gone pruned (`gateway_uids`: every
+    Gateway there is, planned or not: those of another controller keep their objects)."""
     outcomes = [provision(client, plan, gateway_uids.get(plan.gateway, "")) for plan in plans]
-    kept = {
-        (plan.gateway.namespace, plan.gateway.name): gateway_uids.get(plan.gateway, "")
-        for plan in plans
-    }
-    prune(client, kept)
+    prune(client, {(key.namespace, key.name): uid for key, uid in gateway_uids.items()})
     return outcomes
