@@ -32,6 +32,7 @@ def plan_gateways(
         gateway_class = store.gateway_classes.get(("", gateway.gateway_class_name))
         settings, problems = resolve_settings(gateway, gateway_class, parameters)
         listeners = accepted_listeners(gateway, status.status.get("listeners", ()))
+        listeners += attached_listeners(store, dag, gateway)
         plans.append(
             plan_gateway(
                 gateway, listeners, settings, provision, existing=existing, problems=problems
@@ -48,6 +49,32 @@ def accepted_listeners(gateway: Gateway, listener_statuses: Any) -> tuple[Gatewa
         if _is_true(entry.get("conditions", ()), "Accepted")
     }
     return tuple(listener for listener in gateway.listeners if listener.name in accepted)
+
+
+def attached_listeners(store: Store, dag: Dag, gateway: Gateway) -> tuple[GatewayListener, ...]:
+    """The accepted listeners of the ListenerSets accepted on `gateway`: its Envoys serve
+    them too, so its Service exposes their ports."""
+    found: list[GatewayListener] = []
+    for key in sorted(store.listener_sets):
+        listener_set = store.listener_sets[key]
+        parent = listener_set.parent_ref
+        namespace = parent.namespace or listener_set.meta.namespace
+        if (parent.kind, namespace, parent.name) != (
+            "Gateway",
+            gateway.meta.namespace,
+            gateway.meta.name,
+        ):
+            continue
+        status = dag.statuses.get(listener_set.key)
+        if status is None or not _is_true(status.status.get("conditions", ()), "Accepted"):
+            continue
+        accepted = {
+            entry["name"]
+            for entry in status.status.get("listeners", ())
+            if _is_true(entry.get("conditions", ()), "Accepted")
+        }
+        found += [listener for listener in listener_set.listeners if listener.name in accepted]
+    return tuple(found)
 
 
 def _is_true(conditions: Any, kind: str) -> bool:

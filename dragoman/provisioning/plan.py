@@ -261,12 +261,14 @@ def _service_ports(
     it); a port the pod uses itself cannot be a listener's."""
     ports: dict[tuple[int, str], dict[str, Any]] = {}
     for listener in listeners:
-        index = gateway.listeners.index(listener) if listener in gateway.listeners else -1
         if listener.port == STATS_PORT:
+            field = f"a ListenerSet's listener {listener.name!r} port"
+            if listener in gateway.listeners:
+                field = f"spec.listeners[{gateway.listeners.index(listener)}].port"
             problems.append(
                 Problem(
                     gateway.key,
-                    f"spec.listeners[{index}].port",
+                    field,
                     "PortUnavailable",
                     f"port {STATS_PORT} is the provisioned Envoy's own (its stats and "
                     "readiness); the Service cannot expose a listener there",

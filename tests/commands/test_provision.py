@@ -178,3 +178,30 @@ def test_gateways_of_other_controllers_get_nothing(
     )
     code, documents, out, _ = provision(tmp_path, capsys, manifests)
     assert (code, documents, out) == (0, [], "")
+
+
+def test_the_listeners_of_an_attached_listener_set_are_exposed_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    attached = f"""
+---
+apiVersion: {GW}
+kind: ListenerSet
+metadata: {{name: team-dns, namespace: prod}}
+spec:
+  parentRef: {{name: edge}}
+  listeners: [{{name: dns, port: 53, protocol: UDP}}]
+"""
+    manifests = (
+        DRAGOMAN_CLASS
+        + gateway(
+            "edge",
+            "{name: http, port: 80, protocol: HTTP}",
+            extra="  allowedListeners: {namespaces: {from: Same}}\n",
+        )
+        + attached
+    )
+    code, documents, _, err = provision(tmp_path, capsys, manifests)
+    assert code == 0, err
+    service = find(documents, "Service", "dragoman-edge")["spec"]
+    assert {(p["port"], p["protocol"]) for p in service["ports"]} == {(80, "TCP"), (53, "UDP")}
