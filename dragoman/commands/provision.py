@@ -54,9 +54,25 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="IMAGE",
         help=f"dragoman's image, for the drain container (default: {defaults.drain_image})",
     )
+    parser.add_argument(
+        "--cert-manager-issuer",
+        type=_issuer,
+        metavar="KIND/NAME",
+        help="add a cert-manager Certificate issuing each Gateway's xDS client certificate "
+        "into its Secret, from this Issuer or ClusterIssuer (e.g. ClusterIssuer/dragoman-ca)",
+    )
     add_config(parser)
     add_logging(parser)
     parser.set_defaults(run=run)
+
+
+def _issuer(value: str) -> str:
+    kind, _, name = value.partition("/")
+    if kind not in ("Issuer", "ClusterIssuer") or not name:
+        raise argparse.ArgumentTypeError(
+            f"expected Issuer/NAME or ClusterIssuer/NAME, got {value!r}"
+        )
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         xds_address=args.xds_address,
         xds_server_name=args.xds_server_name,
         drain_image=args.drain_image,
+        certificate_issuer=args.cert_manager_issuer or "",
     )
     plans = plan_gateways(store, dag, inputs.parameters, provision, inputs.existing)
     sys.stdout.write(plans_yaml(plans))
@@ -116,7 +133,7 @@ def plans_yaml(plans: list[GatewayPlan]) -> str:
             f"# {plan.gateway}: {condition['type']}={condition['status']} ({condition['reason']})",
             *(f"#   {line}" for line in condition["message"].split("; ")),
         ]
-        if not plan.problems:
+        if not plan.problems and not any(o["kind"] == "Certificate" for o in plan.objects):
             header.append(
                 f"#   the Secret {plan.xds_secret} must hold a client certificate for "
                 f"{plan.identity} (tls.crt, tls.key, ca.crt)"

@@ -194,13 +194,32 @@ def _objects(
         "maxUnavailable": max_unavailable(replicas),
         "selector": {"matchLabels": dict(selector)},
     }
-    return (
+    made = (
         _object(gateway, "v1", "ServiceAccount", name, automountServiceAccountToken=False),
         _object(gateway, "v1", "ConfigMap", name, data=_bootstrap_files(gateway, provision)),
         _object(gateway, "apps/v1", "Deployment", name, spec=deployment_spec),
         _object(gateway, "v1", "Service", name, spec=service_spec),
         _object(gateway, "policy/v1", "PodDisruptionBudget", name, spec=disruption),
     )
+    if not provision.certificate_issuer:
+        return made
+    return (*made, _certificate(gateway, xds_secret, provision.certificate_issuer))
+
+
+def _certificate(gateway: Gateway, xds_secret: str, issuer: str) -> dict[str, Any]:
+    """A cert-manager Certificate issuing (and renewing) the Gateway's xDS client
+    certificate into its Secret; `issuer` is `Issuer/NAME` or `ClusterIssuer/NAME`."""
+    kind, _, issuer_name = issuer.partition("/")
+    spec = {
+        "secretName": xds_secret,
+        "uris": [gateway_uri(f"{gateway.meta.namespace}/{gateway.meta.name}")],
+        "usages": ["client auth", "digital signature"],
+        "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+        "duration": "2160h",
+        "renewBefore": "720h",
+        "issuerRef": {"group": "cert-manager.io", "kind": kind, "name": issuer_name},
+    }
+    return _object(gateway, "cert-manager.io/v1", "Certificate", xds_secret, spec=spec)
 
 
 def _object(

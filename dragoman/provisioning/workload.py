@@ -39,6 +39,9 @@ class ProvisionSettings:
     drain_timeout_seconds: int = 45
     # Envoy's --drain-time-s: how long draining listeners still accept connections.
     drain_time_seconds: int = 15
+    # `Issuer/NAME` or `ClusterIssuer/NAME` of cert-manager: a Certificate for each
+    # Gateway's xDS identity is provisioned too ("": its Secret is provided otherwise).
+    certificate_issuer: str = ""
 
     @property
     def grace_period_seconds(self) -> int:

@@ -205,3 +205,19 @@ spec:
     assert code == 0, err
     service = find(documents, "Service", "dragoman-edge")["spec"]
     assert {(p["port"], p["protocol"]) for p in service["ports"]} == {(80, "TCP"), (53, "UDP")}
+
+
+def test_a_cert_manager_issuer_is_named_kind_slash_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "m.yaml").write_text(
+        DRAGOMAN_CLASS + gateway("edge", "{name: http, port: 80, protocol: HTTP}")
+    )
+    argv = ["provision", "--manifests", str(tmp_path), "--cert-manager-issuer"]
+    with pytest.raises(SystemExit):
+        main([*argv, "dragoman-ca"])
+    assert "ClusterIssuer/NAME" in capsys.readouterr().err
+    assert main([*argv, "Issuer/ca"]) == 0
+    documents = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    certificate = find(documents, "Certificate", "dragoman-edge-xds")
+    assert certificate["spec"]["uris"] == ["spiffe://dragoman.dev/gateway/prod/edge"]

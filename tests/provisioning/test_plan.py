@@ -297,3 +297,23 @@ def test_a_name_no_identity_can_hold_is_refused() -> None:
     plan = plan_gateway(gateway, gateway.listeners, NO_SETTINGS)
     assert plan.objects == ()
     assert [(p.field, p.reason) for p in plan.problems] == [("metadata.name", "InvalidName")]
+
+
+def test_a_cert_manager_issuer_adds_the_certificate_of_the_gateways_identity() -> None:
+    provision = ProvisionSettings(certificate_issuer="ClusterIssuer/dragoman-ca")
+    plan = plan_gateway(GATEWAY, LISTENERS, NO_SETTINGS, provision)
+    [certificate] = [obj for obj in plan.objects if obj["kind"] == "Certificate"]
+    assert certificate["apiVersion"] == "cert-manager.io/v1"
+    assert certificate["metadata"]["name"] == plan.xds_secret
+    assert certificate["metadata"]["ownerReferences"][0]["uid"] == "2f1c-uid"
+    spec = certificate["spec"]
+    assert spec["secretName"] == plan.xds_secret
+    assert spec["uris"] == [plan.identity]
+    assert "client auth" in spec["usages"]
+    assert spec["issuerRef"] == {
+        "group": "cert-manager.io",
+        "kind": "ClusterIssuer",
+        "name": "dragoman-ca",
+    }
+    # Without an issuer, no Certificate: the Secret is provided otherwise.
+    assert "Certificate" not in objects(plan_gateway(GATEWAY, LISTENERS, NO_SETTINGS))
