@@ -12,6 +12,7 @@ a name taken by an object the Gateway does not own change nothing in the cluster
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -131,9 +132,7 @@ def plan_gateway(
     if found:
         return plan
     objects = _objects(gateway, name, plan.xds_secret, service_ports, settings, provision)
-    return GatewayPlan(
-        plan.gateway, name, plan.identity, plan.xds_secret, objects, (), plan.generation
-    )
+    return dataclasses.replace(plan, objects=objects)
 
 
 def _identity(gateway: Gateway, problems: list[Problem]) -> str:
