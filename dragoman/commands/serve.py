@@ -266,6 +266,9 @@ def run(args: argparse.Namespace) -> int:
     if args.kubeconfig is not None or args.namespaces or args.context or args.envoy_service:
         log.error("--kubeconfig, --context, --namespace and --envoy-service need --kubernetes")
         return 2
+    if args.provision:
+        log.error("--provision needs --kubernetes (`dragoman provision` prints the objects)")
+        return 2
 
     from dragoman.runtime.manifest_serving import ServeConfig, serve
 
@@ -303,6 +306,9 @@ def _run_kubernetes(
     from dragoman.kubernetes.leader import LeaseSettings, default_identity, default_namespace
     from dragoman.kubernetes.runtime import KubernetesConfig, serve_kubernetes
 
+    if args.provision and not args.leader_election:
+        log.error("--provision needs leader election: only the leader provisions")
+        return 2
     lease = None
     if args.leader_election:
         lease = LeaseSettings(
