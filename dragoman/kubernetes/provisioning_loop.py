@@ -1,7 +1,11 @@
 """`serve --kubernetes --provision`: after each build (and every `resync` seconds, which
 also picks up changed EnvoyProxyParameters, not watched), the leader provisions each
 accepted Gateway's Envoys and puts the outcome in the Gateway's status: the
-`dragoman.dev/Provisioned` condition, and status.addresses from its Service."""
+`dragoman.dev/Provisioned` condition, and status.addresses from its Service.
+
+After a build, only the Gateways whose objects changed are applied again (a build that
+changed routes alone costs no request per Gateway); every resync applies them all, which
+also puts back what someone changed or deleted by hand."""
 
 from __future__ import annotations
 
@@ -13,11 +17,11 @@ from typing import Any
 
 from dragoman.dag.model import Dag, ObjectStatus
 from dragoman.kubernetes.client_errors import describe_error
-from dragoman.kubernetes.provisioner import ObjectClient, ProvisionOutcome, provision_all
+from dragoman.kubernetes.provisioner import ObjectClient, ProvisionOutcome, provision, prune
 from dragoman.objects import ObjectKey
 from dragoman.provisioning.gateways import plan_gateways
 from dragoman.provisioning.parameters import API_VERSION, EnvoyProxyParameters, parse_parameters
-from dragoman.provisioning.plan import PROVISIONED
+from dragoman.provisioning.plan import PROVISIONED, GatewayPlan
 from dragoman.provisioning.workload import ProvisionSettings
 from dragoman.store import Store
 
@@ -33,6 +37,10 @@ class ProvisioningLoop:
         self.resync = resync
         self.due = asyncio.Event()
         self.outcomes: dict[ObjectKey, ProvisionOutcome] = {}
+        # What was last applied for each Gateway, and how it went.
+        self._applied: dict[
+            ObjectKey, tuple[tuple[dict[str, Any], ...], ProvisionOutcome | None]
+        ] = {}
 
     async def run(
         self,
@@ -45,12 +53,13 @@ class ProvisioningLoop:
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._due_or(stop), self.resync)
+            resync = not self.due.is_set()
             self.due.clear()
             store, dag = source()
             if stop.is_set() or not leading() or dag is None:
                 continue
             try:
-                outcomes = await asyncio.to_thread(self.provision, store, dag)
+                outcomes = await asyncio.to_thread(self.provision, store, dag, resync)
             except Exception as error:  # the API server away: the next pass tries again
                 log.warning("provisioning: %s", describe_error(error))
                 continue
@@ -66,11 +75,25 @@ class ProvisioningLoop:
             for wait in waits:
                 wait.cancel()
 
-    def provision(self, store: Store, dag: Dag) -> dict[ObjectKey, ProvisionOutcome]:
-        """One pass (blocking): plan every accepted Gateway, apply, prune."""
+    def provision(
+        self, store: Store, dag: Dag, resync: bool = True
+    ) -> dict[ObjectKey, ProvisionOutcome]:
+        """One pass (blocking): plan every accepted Gateway, apply (all of them on a
+        resync, else those whose objects changed), prune."""
         plans = plan_gateways(store, dag, self.parameters(), self.settings)
         uids = {gateway.key: gateway.meta.uid for gateway in store.gateways.values()}
-        outcomes = provision_all(self.objects, plans, uids)
+        outcomes = []
+        for plan in plans:
+            kept = None if resync else self._unchanged(plan)
+            if kept is not None:
+                outcomes.append(kept)
+                continue
+            outcome = provision(self.objects, plan, uids.get(plan.gateway, ""))
+            self._applied[plan.gateway] = (plan.objects, outcome)
+            outcomes.append(outcome)
+        for gone in set(self._applied) - {plan.gateway for plan in plans}:
+            del self._applied[gone]
+        prune(self.objects, {(key.namespace, key.name): uid for key, uid in uids.items()})
         for outcome in outcomes:
             if outcome.condition["status"] != "True":
                 log.warning(
@@ -79,6 +102,13 @@ class ProvisioningLoop:
                     outcome.condition["message"],
                 )
         return {outcome.gateway: outcome for outcome in outcomes}
+
+    def _unchanged(self, plan: GatewayPlan) -> ProvisionOutcome | None:
+        """The outcome of the last apply when the same objects went well then."""
+        last_objects, last = self._applied.get(plan.gateway, ((), None))
+        if last is None or not plan.objects or plan.objects != last_objects:
+            return None
+        return last if last.condition["status"] == "True" else None  # failures: again
 
     def parameters(self) -> dict[tuple[str, str], EnvoyProxyParameters]:
         """Every EnvoyProxyParameters; none when its CRD is not installed."""

@@ -11,10 +11,17 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from dragoman.dag.build import build
 from dragoman.kubernetes.provisioner import ObjectClient, provision, provision_all
+from dragoman.kubernetes.provisioning_loop import ProvisioningLoop
 from dragoman.objects import Gateway, GatewayListener, ObjectMeta
 from dragoman.provisioning.parameters import NO_SETTINGS, EnvoyProxySettings
 from dragoman.provisioning.plan import PROVISIONED, PROVISIONED_KINDS, GatewayPlan, plan_gateway
+from dragoman.provisioning.resolve import claim_parameters
+from dragoman.provisioning.workload import ProvisionSettings
+from dragoman.sources.parse import parse_object
+from dragoman.store import Store
+from tests.support.builders import gateway, gateway_class
 from tests.support.kubeapi import KubeApiServer
 
 UID = "0b5e-edge"
@@ -176,3 +183,27 @@ def test_a_new_gateway_of_the_same_name_replaces_the_old_ones_objects(
     [outcome] = provision_all(objects, [new], {new.gateway: "new-uid"})
     assert outcome.condition["status"] == "True"
     assert ports(server) == {(53, "UDP")}
+
+
+def test_after_a_build_only_changed_gateways_are_applied_again(server: KubeApiServer) -> None:
+    def world(port: int) -> Store:
+        document = gateway(port=port)
+        document["metadata"]["uid"] = UID
+        parsed = [parse_object(gateway_class()), parse_object(document)]
+        return Store.from_objects([obj for obj in parsed if obj is not None])
+
+    loop = ProvisioningLoop(k8s.ApiClient(server.client_configuration()), ProvisionSettings())
+
+    def patches(store: Store, resync: bool) -> int:
+        before = server.request_count("patch", "deployments")
+        outcomes = loop.provision(store, build(claim_parameters(store)), resync)
+        assert [o.condition["status"] for o in outcomes.values()] == ["True"]
+        return server.request_count("patch", "deployments") - before
+
+    assert patches(world(8080), resync=False) == 1
+    assert patches(world(8080), resync=False) == 0  # a build that changed nothing of it
+    assert patches(world(8080), resync=True) == 1  # a resync applies everything
+    assert patches(world(9090), resync=False) == 1  # its listener changed
+    server.delete("Deployment", "dragoman-gw")
+    assert patches(world(9090), resync=True) == 1
+    assert server.get("Deployment", "dragoman-gw") is not None  # put back
