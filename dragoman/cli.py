@@ -13,13 +13,26 @@ from dragoman.commands import (
     config,
     demo,
     drain,
+    provision,
     render,
     serve,
     status,
 )
 
 # Each module adds its subparser and sets `run`; the order is the order of `--help`.
-COMMANDS = (serve, render, check, bootstrap, certgen, drain, demo, clients, config, status)
+COMMANDS = (
+    serve,
+    render,
+    check,
+    bootstrap,
+    certgen,
+    drain,
+    provision,
+    demo,
+    clients,
+    config,
+    status,
+)
 
 
 class _Version(argparse.Action):

@@ -23,7 +23,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"sources", "store"}),
     frozenset({"dag"}),
     frozenset({"envoy", "xds"}),
-    frozenset({"runtime"}),
+    frozenset({"runtime", "provisioning"}),
     frozenset({"kubernetes", "demo"}),
     frozenset({"commands"}),
     frozenset({"cli"}),

@@ -27,6 +27,7 @@ from dragoman.commands.common import (
 if TYPE_CHECKING:
     from dragoman.dag.options import BuildOptions
     from dragoman.envoy.translate_options import TranslateOptions
+    from dragoman.provisioning.workload import ProvisionSettings
     from dragoman.runtime.server_config import ServerConfig
     from dragoman.xds.server.limits import XdsLimits
 
@@ -153,6 +154,24 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         "the Gateways' status.addresses (followed as they change)",
     )
     kube.add_argument(
+        "--provision",
+        action="store_true",
+        help="give each accepted Gateway its own Envoy Deployment, Service, ServiceAccount, "
+        "PodDisruptionBudget and bootstrap (the leader creates them; see `dragoman provision`)",
+    )
+    kube.add_argument(
+        "--provision-xds-address",
+        type=host_port,
+        metavar="HOST:PORT",
+        help="where provisioned Envoys reach dragoman "
+        "(default: dragoman.dragoman-system.svc.cluster.local:18000)",
+    )
+    kube.add_argument(
+        "--provision-drain-image",
+        metavar="IMAGE",
+        help="dragoman's image, for the provisioned Envoys' drain container",
+    )
+    kube.add_argument(
         "--no-leader-election",
         dest="leader_election",
         action="store_false",
@@ -247,6 +266,9 @@ def run(args: argparse.Namespace) -> int:
     if args.kubeconfig is not None or args.namespaces or args.context or args.envoy_service:
         log.error("--kubeconfig, --context, --namespace and --envoy-service need --kubernetes")
         return 2
+    if args.provision:
+        log.error("--provision needs --kubernetes (`dragoman provision` prints the objects)")
+        return 2
 
     from dragoman.runtime.manifest_serving import ServeConfig, serve
 
@@ -284,6 +306,9 @@ def _run_kubernetes(
     from dragoman.kubernetes.leader import LeaseSettings, default_identity, default_namespace
     from dragoman.kubernetes.runtime import KubernetesConfig, serve_kubernetes
 
+    if args.provision and not args.leader_election:
+        log.error("--provision needs leader election: only the leader provisions")
+        return 2
     lease = None
     if args.leader_election:
         lease = LeaseSettings(
@@ -315,6 +340,7 @@ def _run_kubernetes(
         xds_insecure=args.xds_insecure,
         xds_limits=xds_limits(args),
         state_dir=args.state_dir,
+        provision=_provision_settings(args),
     )
     try:
         asyncio.run(serve_kubernetes(config))
@@ -325,3 +351,15 @@ def _run_kubernetes(
         log.error("%s", error)
         return 1
     return 0
+
+
+def _provision_settings(args: argparse.Namespace) -> ProvisionSettings | None:
+    from dragoman.provisioning.workload import ProvisionSettings as Settings
+
+    if not args.provision:
+        return None
+    defaults = Settings()
+    return Settings(
+        xds_address=args.provision_xds_address or defaults.xds_address,
+        drain_image=args.provision_drain_image or defaults.drain_image,
+    )

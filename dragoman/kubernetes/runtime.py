@@ -25,9 +25,12 @@ from dragoman.kubernetes.cache import CacheChange, LoopSink, ObjectCache, partit
 from dragoman.kubernetes.holdoff import Holdoff
 from dragoman.kubernetes.informer import Informer, WatchSettings
 from dragoman.kubernetes.leader import LeaderElector, LeaseClient, LeaseSettings
+from dragoman.kubernetes.provisioning_loop import ProvisioningLoop
 from dragoman.kubernetes.status_fallback import ServedGateways, unreadable_statuses
 from dragoman.kubernetes.status_writer import PublishResult, StatusClient, StatusWriter
 from dragoman.kubernetes.watched_kinds import WATCHED_KINDS, WatchedKind, readable_versions
+from dragoman.provisioning.resolve import claim_parameters
+from dragoman.provisioning.workload import ProvisionSettings
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.debug.view import DebugView, take_view
 from dragoman.runtime.dns_checker import AcceptedAnswer, restored_observations
@@ -76,6 +79,8 @@ class KubernetesConfig:
     xds_tls: TlsFiles | None = None
     xds_insecure: bool = False
     xds_limits: XdsLimits = field(default_factory=XdsLimits)
+    # --provision: each accepted Gateway gets its own Envoys (None: none provisioned).
+    provision: ProvisionSettings | None = None
     # Where the DNS check's accepted answers are kept for the next process (None: nowhere).
     # The objects themselves are not kept: the API server is their source.
     state_dir: Path | None = None
@@ -169,6 +174,9 @@ class KubernetesServer:
         self._pending = _Pending(holdoff=Holdoff(config.holdoff, config.holdoff_max))
         self._changed = asyncio.Event()
         self._statuses_due = asyncio.Event()
+        self.provisioning: ProvisioningLoop | None = None
+        if config.provision is not None:
+            self.provisioning = ProvisioningLoop(client, config.provision)
 
     # -------------------------------------------------------------- health checks
 
@@ -252,36 +260,18 @@ class KubernetesServer:
             if self.elector is not None:
                 tasks.append(asyncio.create_task(self.elector.run(halt, self._on_leadership)))
             tasks.append(asyncio.create_task(self._publish_statuses(halt)))
+            if self.provisioning is not None:
+                provisioned = self.provisioning.run(
+                    halt, self._provision_source, lambda: self.leading, self._statuses_due.set
+                )
+                tasks.append(asyncio.create_task(provisioned))
             await self._apply_changes(halt)
         finally:
             halt.set()
             await self._shut_down(tasks)
 
     def _start_informers(self, sink: LoopSink) -> None:
-        for kind in self.config.kinds:
-            versions = readable_versions(kind)
-            if not versions:
-                log.debug("not watching %s: the parser does not read it yet", kind.kind)
-                continue
-            namespaces: tuple[str | None, ...] = (None,)
-            if kind.namespaced and self.config.namespaces:
-                namespaces = self.config.namespaces
-            for namespace in namespaces:
-                informer = Informer(
-                    self.client,
-                    kind,
-                    versions,
-                    namespace,
-                    sink,
-                    self.config.watch,
-                    on_restart=self.metrics.watch_restarted,
-                    on_silent=self.metrics.watch_silent,
-                )
-                self.cache.expect(partition_of(informer))
-                self.informers.append(informer)
-        log.info("watching %s", ", ".join(i.name for i in self.informers))
-        for informer in self.informers:
-            informer.start()
+        self.informers = start_informers(self.client, self.config, sink, self.cache, self.metrics)
 
     async def _wait_for_sync(self, stop: asyncio.Event) -> bool:
         while not self.cache.synced:
@@ -320,11 +310,16 @@ class KubernetesServer:
         if change.any:
             self._changed.set()
 
+    def _provision_source(self) -> tuple[Store, Any]:
+        store = only_gateway_class(self.cache.store(), self.config.gateway_class)
+        return store, self.controller.dag
+
     def _update(self) -> None:
+        store = only_gateway_class(self.cache.store(), self.config.gateway_class)
+        if self.provisioning is not None:
+            store = claim_parameters(store)  # EnvoyProxyParameters are provisioning's
         try:
-            result = self.controller.update(
-                only_gateway_class(self.cache.store(), self.config.gateway_class)
-            )
+            result = self.controller.update(store)
         except Exception:  # a bug must not stop serving the last good snapshot
             log.exception("build failed; still serving the previous configuration")
             return
@@ -350,6 +345,8 @@ class KubernetesServer:
         # Endpoints alone change no status, unless the DNS check's changed DNSResolved.
         if result.kind in ("full", "incremental") or result.statuses_changed:
             self._statuses_due.set()
+            if self.provisioning is not None:
+                self.provisioning.due.set()
 
     # -------------------------------------------------------------------- status
 
@@ -378,6 +375,8 @@ class KubernetesServer:
             if stop.is_set() or not self.leading or self.controller.dag is None:
                 continue
             desired = dict(self.controller.dag.statuses)
+            if self.provisioning is not None:
+                desired = self.provisioning.with_outcomes(desired)
             cached = self.cache.by_key()
             desired.update(
                 unreadable_statuses(self.cache.unreadable(), desired, self.config.controller_name)
@@ -426,6 +425,38 @@ class KubernetesServer:
             self.ops = None
         await asyncio.to_thread(join_all, self.informers, INFORMERS_JOIN_TIMEOUT)
         log.info("stopped")
+
+
+def start_informers(
+    client: Any, config: KubernetesConfig, sink: LoopSink, cache: ObjectCache, metrics: Metrics
+) -> list[Informer]:
+    """An informer per watched kind (and namespace, with --namespace), each started."""
+    informers = []
+    for kind in config.kinds:
+        versions = readable_versions(kind)
+        if not versions:
+            log.debug("not watching %s: the parser does not read it yet", kind.kind)
+            continue
+        namespaces: tuple[str | None, ...] = (None,)
+        if kind.namespaced and config.namespaces:
+            namespaces = config.namespaces
+        for namespace in namespaces:
+            informer = Informer(
+                client,
+                kind,
+                versions,
+                namespace,
+                sink,
+                config.watch,
+                on_restart=metrics.watch_restarted,
+                on_silent=metrics.watch_silent,
+            )
+            cache.expect(partition_of(informer))
+            informers.append(informer)
+    log.info("watching %s", ", ".join(i.name for i in informers))
+    for informer in informers:
+        informer.start()
+    return informers
 
 
 async def _restore_dns_answers(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal, get_args
 
 from dragoman.objects.gateway_class import ParametersRef
-from dragoman.objects.meta import KindObject, ObjectMeta
+from dragoman.objects.meta import KindObject, ObjectMeta, no_entries
 from dragoman.objects.selector import LabelSelector
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -130,8 +131,11 @@ class Gateway(KindObject):
     gateway_class_name: str = ""
     listeners: tuple[GatewayListener, ...] = ()
     addresses: tuple[GatewayAddress, ...] = ()
-    # spec.infrastructure.parametersRef; dragoman takes no parameters, so any is refused.
+    # spec.infrastructure.parametersRef; refused unless provisioning reads it.
     parameters_ref: ParametersRef | None = None
+    # spec.infrastructure.labels and .annotations: for the objects provisioned for it.
+    infrastructure_labels: Mapping[str, str] = field(default_factory=no_entries)
+    infrastructure_annotations: Mapping[str, str] = field(default_factory=no_entries)
     # spec.tls.backend.clientCertificateRef: what Envoy presents to backends it reaches by TLS.
     backend_client_certificate: CertificateRef | None = None
     # spec.tls.frontend: the client certificates its TLS-terminating listeners require.

@@ -115,3 +115,30 @@ def test_bad_lease_timings_stop_before_starting(
 def test_kubernetes_flags_need_kubernetes(tmp_path: Path, started: list[KubernetesConfig]) -> None:
     code = main(["serve", "--manifests", str(tmp_path), "--namespace=a"])
     assert code == 2 and started == []
+
+
+def test_provision_flags_reach_the_configuration(started: list[KubernetesConfig]) -> None:
+    assert serve() == 0 and started[-1].provision is None
+    assert serve("--provision") == 0
+    provision = started[-1].provision
+    assert provision is not None
+    assert provision.xds_address == "dragoman.dragoman-system.svc.cluster.local:18000"
+    code = serve(
+        "--provision",
+        "--provision-xds-address=dragoman.infra.svc:18000",
+        "--provision-drain-image=registry.example.com/dragoman:1.0.0",
+    )
+    assert code == 0
+    provision = started[-1].provision
+    assert provision is not None
+    assert provision.xds_address == "dragoman.infra.svc:18000"
+    assert provision.drain_image == "registry.example.com/dragoman:1.0.0"
+
+
+def test_provision_needs_kubernetes_and_a_leader(
+    tmp_path: Path, started: list[KubernetesConfig], caplog: pytest.LogCaptureFixture
+) -> None:
+    assert main(["serve", "--manifests", str(tmp_path), "--provision"]) == 2
+    assert serve("--provision", "--no-leader-election") == 2
+    assert started == []
+    assert "only the leader provisions" in caplog.text

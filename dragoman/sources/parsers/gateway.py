@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
+from collections.abc import Mapping
 
 from dragoman.objects import (
     CertificateRef,
@@ -34,6 +35,7 @@ from dragoman.objects.gateway import (
     FrontendValidation,
     ObjectReference,
 )
+from dragoman.objects.meta import EMPTY_MAPPING
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import (
     DNS1123_LABEL,
@@ -64,6 +66,8 @@ def parse_gateway(root: Node, meta: ObjectMeta) -> Gateway:
         listeners=listeners,
         addresses=_addresses(spec),
         parameters_ref=_infrastructure_parameters(spec),
+        infrastructure_labels=_infrastructure_map(spec, "labels"),
+        infrastructure_annotations=_infrastructure_map(spec, "annotations"),
         backend_client_certificate=_backend_client_certificate(spec),
         frontend_tls=_frontend_tls(spec),
         allowed_listener_sets=allowed_from,
@@ -182,6 +186,18 @@ def _infrastructure_parameters(spec: Node) -> ParametersRef | None:
         kind=parameters.string("kind", required=True, format=KIND),
         name=parameters.string("name", required=True, min_length=1, max_length=253),
     )
+
+
+def _infrastructure_map(spec: Node, key: str) -> Mapping[str, str]:
+    """spec.infrastructure.labels or .annotations (at most 8 entries, as the CRD says)."""
+    infrastructure = spec.mapping("infrastructure")
+    if infrastructure is None:
+        return EMPTY_MAPPING
+    entries = infrastructure.string_map(key)
+    if len(entries) > 8:
+        infrastructure.report(infrastructure.at(key), f"at most 8 entries, got {len(entries)}")
+        return EMPTY_MAPPING
+    return entries
 
 
 def _backend_client_certificate(spec: Node) -> CertificateRef | None:

@@ -294,3 +294,38 @@ def test_label_selector_semantics() -> None:
         assert LabelSelector(match_expressions=(requirement,)).matches(labels) is expected, (
             requirement
         )
+
+
+def test_gateway_infrastructure_labels_and_annotations() -> None:
+    gateway = parse(
+        f"""
+        apiVersion: {GW}/v1
+        kind: Gateway
+        metadata: {{name: edge}}
+        spec:
+          gatewayClassName: dragoman
+          infrastructure:
+            labels: {{team: payments}}
+            annotations: {{example.com/owner: someone}}
+          listeners: [{{name: http, port: 80, protocol: HTTP}}]
+        """
+    )
+    assert isinstance(gateway, Gateway)
+    assert gateway.infrastructure_labels == {"team": "payments"}
+    assert gateway.infrastructure_annotations == {"example.com/owner": "someone"}
+
+
+def test_gateway_infrastructure_labels_are_at_most_eight() -> None:
+    labels = ", ".join(f"l{i}: v" for i in range(9))
+    found = problems(
+        f"""
+        apiVersion: {GW}/v1
+        kind: Gateway
+        metadata: {{name: edge}}
+        spec:
+          gatewayClassName: dragoman
+          infrastructure: {{labels: {{{labels}}}}}
+          listeners: [{{name: http, port: 80, protocol: HTTP}}]
+        """
+    )
+    assert found == [("spec.infrastructure.labels", "at most 8 entries, got 9")]

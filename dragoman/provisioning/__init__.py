@@ -1,0 +1,1 @@
+"""Envoys for each Gateway: the Kubernetes objects dragoman provisions, computed purely."""
