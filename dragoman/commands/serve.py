@@ -102,6 +102,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="close an xDS stream whose client has read nothing for this long (default: 2m)",
     )
     parser.add_argument(
+        "--xds-max-connections",
+        type=connection_count,
+        default=5000,
+        metavar="N",
+        help="xDS connections open at once, in their handshakes or not; more are closed as "
+        "soon as accepted (default: 5000; 0: no bound)",
+    )
+    parser.add_argument(
         "--state-dir",
         type=Path,
         metavar="DIR",
@@ -200,6 +208,17 @@ def duration(text: str) -> float:
     return seconds
 
 
+def connection_count(text: str) -> int:
+    """A number of connections: a whole number, 0 or more."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of connections is 0 or more")
+    return count
+
+
 def xds_limits(args: argparse.Namespace) -> XdsLimits:
     from dragoman.xds.server.limits import XdsLimits
 
@@ -207,6 +226,7 @@ def xds_limits(args: argparse.Namespace) -> XdsLimits:
     return XdsLimits(
         max_connection_age_s=age if age > 0 else None,
         stall_timeout_s=args.xds_stall_timeout,
+        max_connections=args.xds_max_connections or None,
     )
 
 
