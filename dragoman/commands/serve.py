@@ -85,6 +85,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="where clients reach the Gateways, written to their status.addresses; repeat "
         "for several",
     )
+    _add_xds_limit_arguments(parser)
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep what is served here (the last good version of each manifest file, the "
+        "DNS check's answers), so a restart serves it while a file stays broken or DNS is "
+        "down (default: nowhere)",
+    )
+    add_xds_server_tls(parser)
+    add_config(parser)
+    _add_kubernetes_arguments(parser)
+    add_logging(parser)
+    parser.set_defaults(run=run)
+
+
+def _add_xds_limit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--xds-max-connection-age",
         type=duration,
@@ -109,19 +126,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="xDS connections open at once, in their handshakes or not; more are closed as "
         "soon as accepted (default: 5000; 0: no bound)",
     )
-    parser.add_argument(
-        "--state-dir",
-        type=Path,
-        metavar="DIR",
-        help="keep what is served here (the last good version of each manifest file, the "
-        "DNS check's answers), so a restart serves it while a file stays broken or DNS is "
-        "down (default: nowhere)",
-    )
-    add_xds_server_tls(parser)
-    add_config(parser)
-    _add_kubernetes_arguments(parser)
-    add_logging(parser)
-    parser.set_defaults(run=run)
 
 
 def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
