@@ -1,6 +1,6 @@
 """Faults injected into dragoman while a real Envoy carries steady traffic: what each costs.
 
-    python benchmarks/faults.py                  # every scenario, realistic lengths (~8 min)
+    python benchmarks/faults.py                  # every scenario, realistic lengths (~9 min)
     python benchmarks/faults.py --quick          # every scenario in a few seconds each
     python benchmarks/faults.py --only 1,3,7     # some of them
     python benchmarks/faults.py --tree OTHER     # run `dragoman serve` from another checkout
@@ -53,6 +53,7 @@ from xds_flood import cpu_seconds, peak_rss_mib  # noqa: E402
 
 from dragoman.demo.dns import DnsResponder  # noqa: E402
 from dragoman.demo.envoy import EnvoyProcess  # noqa: E402
+from dragoman.demo.http import wait_until  # noqa: E402
 from dragoman.demo.sample_backends import EchoBackend  # noqa: E402
 from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls  # noqa: E402
 from dragoman.snapshots.resources import CLUSTER  # noqa: E402
@@ -74,7 +75,7 @@ class Lengths:
 
     hold: float  # a fault left in place
     after: float  # traffic after the repair
-    kind_outage: float  # a kind answering 404 (dragoman before the fix withdrew it at 60 s)
+    kind_outage: float  # a kind answering 404 (dragoman once withdrew it after 60 s or more)
     silent_cap: float  # how long to wait for a change behind a silent watch
     api_outage: float  # the API server refusing connections
     flood: float
@@ -87,7 +88,7 @@ class Lengths:
     pauses: int  # in-place writes with a pause mid-write
 
 
-DEFAULT = Lengths(10, 8, 70, 130, 30, 20, 1500, 300, 1000, 5, 35, 320, 4)
+DEFAULT = Lengths(10, 8, 90, 130, 30, 15, 1500, 300, 1000, 5, 35, 320, 4)
 QUICK = Lengths(3, 3, 5, 6, 3, 4, 200, 50, 200, 2, 15, 20, 2)
 
 
@@ -98,6 +99,7 @@ class Row:
     sent: int = 0
     failed: int = 0
     seen_s: float | None = None
+    seen_asked: bool = True  # whether the scenario looks for the fault in dragoman's log
     recovered_s: str = "-"
     rss_mib: float = 0.0
     cpu_s: float = 0.0
@@ -468,6 +470,11 @@ def restart_during_a_dns_outage(run: Run) -> Row:
         offset, restarted = log_size(serve.log_path), time.monotonic()
         serve.start(listen_timeout=180)
         first_xds = seconds_until_answered(serve, restarted, 180)
+        # Envoy retries with a backoff (up to 30 s): the fault is what it gets once back.
+        assert stage.envoy is not None
+        envoy = stage.envoy
+        wait_until(lambda: envoy.stat("control_plane.connected_state", 0) == 1, timeout=60)
+        row.notes.append(f"Envoy back on xDS {time.monotonic() - restarted:.1f} s after it")
         row.notes.append(
             f"first xDS {first_xds:.1f} s after the restart ({run.lengths.dns_names + 1} names)"
         )
@@ -499,6 +506,7 @@ def restart_during_a_dns_outage(run: Run) -> Row:
 
 def an_unreadable_file(run: Run) -> Row:
     row = Row("3", "unreadable file")
+    row.notes.append("replaced by a mode-000 file, then chmod 644")
     usage = Usage()
     root = run.root("unreadable")
     with manifest_world(root, run.rate, [], obey_permissions=True) as (stage, serve):
@@ -506,7 +514,12 @@ def an_unreadable_file(run: Run) -> Row:
         time.sleep(1.0)  # the kernel watch is up
         path = serve.manifests / "route.yaml"
         offset, broken = log_size(serve.log_path), time.monotonic()
-        path.chmod(0)
+        # Replaced by a file no one may read (a writer with the wrong mode or umask): its
+        # repair, `chmod 644`, leaves its mtime, size and inode as they were.
+        unreadable = serve.manifests / ".route.yaml.tmp"
+        unreadable.write_text(route_yaml("web"))
+        unreadable.chmod(0)
+        unreadable.rename(path)
         row.seen_s = seconds_until_logged(
             serve.log_path, offset, r"route\.yaml: cannot read", broken, run.lengths.hold
         )
@@ -522,7 +535,7 @@ def an_unreadable_file(run: Run) -> Row:
 
 
 def xds_client_certificate_rotation(run: Run) -> Row:
-    row = Row("4", "xDS client cert rotation")
+    row = Row("4", "xDS client cert rotation", seen_asked=False)
     row.notes.append(
         "skipped: needs an Envoy bootstrap with file-based SDS (bootstrap --xds-tls-sds-dir, "
         "absent before the fix); tests/e2e/test_envoy_xds_client_rotation.py rotates both ways"
@@ -531,7 +544,7 @@ def xds_client_certificate_rotation(run: Run) -> Row:
 
 
 def one_flooding_client(run: Run) -> Row:
-    row = Row("5", "one flooding client")
+    row = Row("5", "one flooding client", seen_asked=False)
     usage = Usage()
     root = run.root("flood")
     with manifest_world(root, run.rate, [], extra=run.lengths.services) as (stage, serve):
@@ -591,7 +604,7 @@ def a_kind_answering_404(run: Run) -> Row:
 
 
 def an_in_place_write_with_a_pause(run: Run) -> Row:
-    row = Row("7", "in-place write, paused")
+    row = Row("7", "in-place write, paused", seen_asked=False)
     usage = Usage()
     root = run.root("in-place")
     with manifest_world(root, run.rate, []) as (stage, serve):
@@ -634,7 +647,7 @@ def rss_mib(pid: int) -> float:
 
 
 def streams_that_never_read(run: Run) -> Row:
-    row = Row("8", "streams never reading")
+    row = Row("8", "streams never reading", seen_asked=False)
     usage = Usage()
     root = run.root("never-reading")
     with manifest_world(root, run.rate, [], extra=run.lengths.services) as (stage, serve):
@@ -717,7 +730,7 @@ def fds(pid: int) -> int:
 
 
 def stalled_tls_handshakes(run: Run) -> Row:
-    row = Row("10", "stalled TLS handshakes")
+    row = Row("10", "stalled TLS handshakes", seen_asked=False)
     usage = Usage()
     root = run.root("handshakes")
     envoy_tls, server_flags = deployed_tls(root)
@@ -766,7 +779,7 @@ def stalled_tls_handshakes(run: Run) -> Row:
 
 
 def connection_age(run: Run) -> Row:
-    row = Row("11", "max connection age")
+    row = Row("11", "max connection age", seen_asked=False)
     usage = Usage()
     root = run.root("age")
     args = run.tree.flag(row, "--xds-max-connection-age", f"{run.lengths.connection_age:g}s")
@@ -802,7 +815,7 @@ def connection_age(run: Run) -> Row:
 
 
 def a_large_delta_reconnect(run: Run) -> Row:
-    row = Row("12", "50,000-resource reconnect")
+    row = Row("12", "50,000-resource reconnect", seen_asked=False)
     usage = Usage()
     root = run.root("reconnect")
     names = [f"namespace-{i % 100:03d}/service-name-{i:06d}/8080" for i in range(50_000)]
@@ -868,7 +881,7 @@ def print_table(rows: list[Row], run: Run, started_load: tuple[float, ...]) -> N
     print(header)
     print("-" * len(header))
     for row in rows:
-        seen = f"{row.seen_s:.1f}" if row.seen_s is not None else "-"
+        seen = f"{row.seen_s:.1f}" if row.seen_s is not None else "-" if row.seen_asked else "n/a"
         print(
             f"{row.number:>3} {row.name:<26} {row.sent:>6} {row.failed:>6} {seen:>7} "
             f"{row.recovered_s:>11} {row.rss_mib:>8.0f} {row.cpu_s:>6.1f}  {'; '.join(row.notes)}"
