@@ -490,9 +490,6 @@ def restart_during_a_dns_outage(run: Run) -> Row:
             f"first xDS {first_xds:.1f} s after the restart ({run.lengths.dns_names + 1} names)"
         )
         time.sleep(run.lengths.hold)
-        # The check's answers come after its timeouts: looked for in the log afterwards.
-        failing = r"DNS check: \S+: [A-Za-z]|does not resolve"
-        row.seen_s = logged_after(serve.log_path, offset, failing, restarted)
         usage.take(pid_of(serve))
         black_hole.close()
         black_hole = None
@@ -502,6 +499,10 @@ def restart_during_a_dns_outage(run: Run) -> Row:
             stage.dns.set_a(f"other{i}.faults.test", "127.0.0.5")
         repaired = time.monotonic()
         time.sleep(run.lengths.after + 5)  # the check's next round
+        # A check fails only after its timeouts (and only once its kept answers' TTLs run
+        # out): looked for in the log at the end.
+        failing = r"DNS check: \S+: [A-Za-z]|does not resolve"
+        row.seen_s = logged_after(serve.log_path, offset, failing, restarted)
         usage.take(pid_of(serve))
         stage.into(row)
         row.recovered_s = recovery(stage.traffic, repaired, time.monotonic())
