@@ -86,6 +86,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="where clients reach the Gateways, written to their status.addresses; repeat "
         "for several",
     )
+    _add_xds_limit_arguments(parser)
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep what is served here (the last good version of each manifest file, the "
+        "DNS check's answers), so a restart serves it while a file stays broken or DNS is "
+        "down (default: nowhere)",
+    )
+    add_xds_server_tls(parser)
+    add_config(parser)
+    _add_kubernetes_arguments(parser)
+    add_logging(parser)
+    parser.set_defaults(run=run)
+
+
+def _add_xds_limit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--xds-max-connection-age",
         type=duration,
@@ -103,18 +120,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="close an xDS stream whose client has read nothing for this long (default: 2m)",
     )
     parser.add_argument(
-        "--state-dir",
-        type=Path,
-        metavar="DIR",
-        help="keep what is served here (the last good version of each manifest file, the "
-        "DNS check's answers), so a restart serves it while a file stays broken or DNS is "
-        "down (default: nowhere)",
+        "--xds-max-connections",
+        type=connection_count,
+        default=5000,
+        metavar="N",
+        help="xDS connections open at once, in their handshakes or not; more are closed as "
+        "soon as accepted (default: 5000; 0: no bound)",
     )
-    add_xds_server_tls(parser)
-    add_config(parser)
-    _add_kubernetes_arguments(parser)
-    add_logging(parser)
-    parser.set_defaults(run=run)
 
 
 def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
@@ -219,6 +231,17 @@ def duration(text: str) -> float:
     return seconds
 
 
+def connection_count(text: str) -> int:
+    """A number of connections: a whole number, 0 or more."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of connections is 0 or more")
+    return count
+
+
 def xds_limits(args: argparse.Namespace) -> XdsLimits:
     from dragoman.xds.server.limits import XdsLimits
 
@@ -226,6 +249,7 @@ def xds_limits(args: argparse.Namespace) -> XdsLimits:
     return XdsLimits(
         max_connection_age_s=age if age > 0 else None,
         stall_timeout_s=args.xds_stall_timeout,
+        max_connections=args.xds_max_connections or None,
     )
 
 

@@ -10,12 +10,9 @@ no route names it.
 
 from __future__ import annotations
 
-import http.client
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +36,7 @@ from tests.support.builders import (
     yaml_text,
 )
 from tests.support.harness import DragomanProcess, free_port, rejected_updates, write_manifest
+from tests.support.steady_traffic import Traffic
 
 RATE = 50  # requests per second through each Envoy (four of them: 200 in all)
 SETTLE_S = 0.8  # traffic after each change before the next
@@ -95,58 +93,6 @@ STEPS: list[tuple[int, Backends]] = [
     (80, (("green", 80, None),)),
     (83, (("blue", 83, None),)),
 ]
-
-
-@dataclass
-class Traffic:
-    """Steady GETs through one Envoy's listener, on one kept-alive connection, counting every
-    answer by status (and every connection error)."""
-
-    port: int
-    answers: Counter[str] = field(default_factory=Counter)
-    stop: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def finish(self) -> None:
-        self.stop.set()
-        if self.thread is not None:
-            self.thread.join(timeout=10)
-
-    def _run(self) -> None:
-        connection: http.client.HTTPConnection | None = None
-        due = time.monotonic()
-        sent = 0
-        while not self.stop.is_set():
-            due += 1 / RATE
-            if connection is None:
-                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-            path = PATHS[sent % len(PATHS)]
-            sent += 1
-            try:
-                connection.request("GET", path)
-                response = connection.getresponse()
-                body = response.read()
-                status = response.status
-                if status >= 300:
-                    flags = response.getheader("x-envoy-response-flags", "")
-                    self.answers[f"{path} {status} {flags or body[:40]!r}"] += 1
-                else:
-                    self.answers["2xx"] += 1
-            except (OSError, http.client.HTTPException) as error:
-                self.answers[f"error {type(error).__name__}"] += 1
-                connection.close()
-                connection = None
-            pause = due - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-            else:
-                due = time.monotonic()  # behind: no burst to catch up
-        if connection is not None:
-            connection.close()
 
 
 @dataclass
@@ -237,7 +183,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def test_route_changes_under_traffic_refuse_no_request(world: World) -> None:
-    traffic = {m.name: Traffic(world.listener_ports[m.name]) for m in MODES}
+    traffic = {m.name: Traffic(world.listener_ports[m.name], RATE, PATHS) for m in MODES}
     for flow in traffic.values():
         flow.start()
     try:

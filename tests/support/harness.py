@@ -64,7 +64,7 @@ class DragomanProcess:
             self.extra_args += ("--metrics-address", "127.0.0.1:0")
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> DragomanProcess:
+    def start(self, listen_timeout: float = 15.0) -> DragomanProcess:
         args = self.extra_args
         if "--config" not in args:
             # The tests' pods are processes on 127.0.0.x: an explicit exception to the rule
@@ -96,7 +96,7 @@ class DragomanProcess:
         )
         log.close()
         host, port = self.xds_address.rsplit(":", 1)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + listen_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError("dragoman exited:\n" + self.log())
@@ -105,7 +105,7 @@ class DragomanProcess:
                     return self
             time.sleep(0.05)
         self.stop(kill=True)  # no test owns it once start fails: never leave it running
-        raise TimeoutError("dragoman did not listen within 15 s:\n" + self.log())
+        raise TimeoutError(f"dragoman did not listen within {listen_timeout:g} s:\n" + self.log())
 
     def stop(self, kill: bool = False) -> None:
         if self.process is None:

@@ -1,6 +1,6 @@
 """What one client may make the xDS server hold or do, and the gRPC options that enforce the
 parts gRPC enforces (message size, flow-control windows, streams per connection,
-handshake time, time without a stream, connection age). The stream
+connections open at once, handshake time, time without a stream, connection age). The stream
 loop enforces the rest: request rate, stalled writes, first responses in flight."""
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ class XdsLimits:
     # Envoy opens one ADS stream, or five per-type ones; a proxyless client one. Each open
     # stream may make gRPC buffer a flow-control window (64 KiB) of requests.
     max_streams_per_connection: int = 256
+    # Connections open at once on the xDS port, in their handshakes or not (None: no bound).
+    # Beyond it gRPC closes a new connection as soon as it is accepted, before its handshake:
+    # stalled handshakes cannot take every file descriptor the process has. gRPC counts all
+    # connections, so a fleet larger than this needs it raised.
+    max_connections: int | None = 5000
     # A connection whose TLS and HTTP/2 handshakes are not done by then is closed, and its
     # file descriptor with it (gRPC's default: 120 s).
     handshake_timeout_s: float = 5.0
@@ -66,6 +71,8 @@ class XdsLimits:
             ("grpc.server_handshake_timeout_ms", round(self.handshake_timeout_s * 1000)),
             ("grpc.max_connection_idle_ms", round(self.max_connection_idle_s * 1000)),
         ]
+        if self.max_connections is not None:
+            options.append(("grpc.max_allowed_incoming_connections", self.max_connections))
         if self.max_connection_age_s is not None:
             options += [
                 ("grpc.max_connection_age_ms", round(self.max_connection_age_s * 1000)),
