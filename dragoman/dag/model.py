@@ -241,9 +241,11 @@ def hash_policy_of(cluster: Cluster) -> LoadBalancer | None:
 
 
 def session_of(cluster: Cluster) -> StatefulSession | None:
-    """The session persistence an XBackendTrafficPolicy asks routes to the cluster to keep."""
+    """The session persistence an XBackendTrafficPolicy asks routes to the cluster to keep
+    (of a failover aggregate, its own Service's)."""
     if isinstance(cluster, AggregateCluster):
-        kept = (session_of(child) for child in cluster.children)
+        own = (child for child in cluster.children if child.service == cluster.service)
+        kept = (session_of(child) for child in own)
         return next((found for found in kept if found is not None), None)
     return cluster.traffic.session if cluster.traffic is not None else None
 

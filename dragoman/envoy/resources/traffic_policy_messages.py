@@ -19,7 +19,7 @@ from envoy.extensions.http.stateful_session.cookie.v3 import cookie_pb2
 from envoy.extensions.http.stateful_session.header.v3 import header_pb2
 from envoy.type.http.v3 import cookie_pb2 as http_cookie_pb2
 
-from dragoman.dag.model import StatefulSession
+from dragoman.dag.model import AggregateCluster, StatefulSession
 from dragoman.envoy.resources.common_messages import pack, seconds
 from dragoman.objects.xbackend_traffic_policy import RetryBudget
 
@@ -40,6 +40,14 @@ def apply_retry_budget(message: cluster_pb2.Cluster, budget: RetryBudget) -> Non
         thresholds = message.circuit_breakers.thresholds.add(priority=base_pb2.DEFAULT)
     thresholds.retry_budget.budget_percent.value = float(budget.percent)
     thresholds.retry_budget.min_retry_concurrency.value = budget.min_retry_count
+
+
+def aggregate_retry_budget(value: AggregateCluster) -> RetryBudget | None:
+    """The retry budget of the Service a failover aggregate serves (its own child's; not
+    that of a Service it fails over to, or of the pods an ExternalName prefers)."""
+    own = (child for child in value.children if child.service == value.service)
+    traffic = next((child.traffic for child in own if child.traffic is not None), None)
+    return traffic.retry_budget if traffic is not None else None
 
 
 def stateful_session_filter() -> stateful_session_pb2.StatefulSession:

@@ -232,3 +232,30 @@ def test_envoy_accepts_every_cluster_listener_and_route_a_policy_shapes(
         path = tmp_path / f"envoy-{index}.yaml"
         path.write_text(yaml.safe_dump(translated_bootstrap(snapshot, tmp_path / "admin.sock")))
         validate(envoy_binary(), path)
+
+
+def test_a_failover_aggregate_carries_its_own_services_budget_and_session(tmp_path: Path) -> None:
+    failover = {"failover": [{"name": "spare"}]}
+    dag = build_text(
+        DRAGOMAN_CLASS,
+        GATEWAY,
+        service("api"),
+        service("spare"),
+        http_route("to-api", "api", 80),
+        backend_policy("bp", "api", spec=failover),
+        xbackend_traffic_policy("t", "api", spec=TYPICAL),
+        xbackend_traffic_policy("other", "spare", spec={"retryConstraint": {}}),
+    )
+    clusters = served(dag, CLUSTER)
+    # Routes name the aggregate: its breakers carry the target's budget, not the spare's.
+    [thresholds] = clusters["default/api/80"].circuit_breakers.thresholds
+    assert thresholds.retry_budget.budget_percent.value == 20.0
+    assert thresholds.retry_budget.min_retry_concurrency.value == 1
+    [spare] = clusters["default/spare/80"].circuit_breakers.thresholds
+    assert spare.retry_budget.min_retry_concurrency.value == 10
+    sessions = route_sessions(dag)
+    assert list(sessions) == ["default/to-api/rule/0"]
+    for index, snapshot in enumerate(translate(dag).values()):
+        path = tmp_path / f"envoy-{index}.yaml"
+        path.write_text(yaml.safe_dump(translated_bootstrap(snapshot, tmp_path / "admin.sock")))
+        validate(envoy_binary(), path)
