@@ -3,7 +3,8 @@ against backends on loopback. A retry budget (20%, at least 1 retry at once) cap
 of `retry: {attempts: 5}` against a failing backend where the same route without the budget
 retries every request 5 times, also when a BackendPolicy on the same Service allows 1,000
 parallel retries (the budget wins); a session cookie keeps a client on one of two endpoints
-that round robin otherwise. Every request is counted."""
+that round robin otherwise, and so does a session header the client sends back. Every request
+is counted."""
 
 from __future__ import annotations
 
@@ -56,12 +57,17 @@ class World:
     sticky: list[PolicyBackend]
 
 
-def get(url: str, path: str, cookie: str | None = None) -> tuple[int, str, dict[str, str]]:
+def get(
+    url: str, path: str, cookie: str | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, str, dict[str, str]]:
     """(status, body, headers) of a GET on a connection of its own."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
     connection = http.client.HTTPConnection(host, int(port), timeout=15)
+    sent = dict(headers or {})
+    if cookie:
+        sent["Cookie"] = cookie
     try:
-        connection.request("GET", path, headers={"Cookie": cookie} if cookie else {})
+        connection.request("GET", path, headers=sent)
         response = connection.getresponse()
         body = response.read().decode()
         return response.status, body, {k.lower(): v for k, v in response.getheaders()}
@@ -104,7 +110,7 @@ def manifests(listener: int, failing_port: int, sticky_port: int) -> str:
         # Two endpoints, reached with and without session persistence.
         *(
             document
-            for name in ("sticky", "loose")
+            for name in ("sticky", "loose", "by-header")
             for document in (
                 service(name, 80, sticky_port),
                 endpoint_slice(name, sticky_port, *STICKY_HOSTS),
@@ -113,7 +119,13 @@ def manifests(listener: int, failing_port: int, sticky_port: int) -> str:
         xbackend_traffic_policy(
             "keep", "sticky", spec={"sessionPersistence": {"sessionName": "pin"}}
         ),
+        xbackend_traffic_policy(
+            "keep-by-header",
+            "by-header",
+            spec={"sessionPersistence": {"type": "Header", "sessionName": "x-pin"}},
+        ),
         http_route("sticky", [("/sticky", "sticky", 80)], parents=["e2e"]),
+        http_route("by-header", [("/by-header", "by-header", 80)], parents=["e2e"]),
         http_route("loose", [("/loose", "loose", 80)], parents=["e2e"]),
     )
 
@@ -220,3 +232,15 @@ def test_a_session_cookie_keeps_a_client_on_one_endpoint(world: World) -> None:
     # A new client (no cookie) is balanced, and given a cookie of its own.
     fresh = {get(world.url, "/sticky")[1] for _ in range(20)}
     assert len(fresh) == 2, fresh
+
+
+def test_a_session_header_sent_back_keeps_a_client_on_one_endpoint(world: World) -> None:
+    status, first, headers = get(world.url, "/by-header")
+    assert status == 200
+    pin = headers.get("x-pin")
+    assert pin, headers
+    answers = [get(world.url, "/by-header", headers={"x-pin": pin}) for _ in range(20)]
+    assert [a[0] for a in answers] == [200] * 20
+    assert {a[1] for a in answers} == {first}
+    # Without the header, both endpoints answer.
+    assert len({get(world.url, "/by-header")[1] for _ in range(20)}) == 2
