@@ -7,6 +7,7 @@ HTTPS listeners."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -257,5 +258,72 @@ def test_a_failover_aggregate_carries_its_own_services_budget_and_session(tmp_pa
     assert list(sessions) == ["default/to-api/rule/0"]
     for index, snapshot in enumerate(translate(dag).values()):
         path = tmp_path / f"envoy-{index}.yaml"
+        path.write_text(yaml.safe_dump(translated_bootstrap(snapshot, tmp_path / "admin.sock")))
+        validate(envoy_binary(), path)
+
+
+# Values each field may take in the seeded worlds below, good and bad alike.
+PICKS: dict[str, list[Any]] = {
+    "percent": [0, 1, 20, 100, -1, 101, "20"],
+    "interval": ["1s", "10s", "1h", "500ms", "2h", "soon", 5],
+    "count": [1, 10, 1000000, 0, 1000001, None],
+    "rate_interval": ["1ms", "1s", "1h", "0s", "61m", None],
+    "type": ["Cookie", "Header", "Url", None],
+    "name": ["pin", "X-Pin", "s" * 128, "s" * 129, "a b", "", None],
+    "absolute": ["1s", "2h", "8760h", "0s", "soon", None],
+    "idle": ["30m", "0s", None],
+    "lifetime": ["Session", "Permanent", "Forever", None],
+}
+
+
+def seeded_spec(pick: Any) -> dict[str, Any]:
+    """A random spec: each field present or not, each value from PICKS."""
+    spec: dict[str, Any] = {}
+    if pick([True, False]):
+        budget = {k: v for k in ("percent", "interval") if (v := pick(PICKS[k])) is not None}
+        rate = {
+            "count": pick(PICKS["count"]),
+            "interval": pick(PICKS["rate_interval"]),
+        }
+        spec["retryConstraint"] = {
+            "budget": budget,
+            "minRetryRate": {k: v for k, v in rate.items() if v is not None},
+        }
+    if pick([True, False]):
+        session = {
+            "type": pick(PICKS["type"]),
+            "sessionName": pick(PICKS["name"]),
+            "absoluteTimeout": pick(PICKS["absolute"]),
+            "idleTimeout": pick(PICKS["idle"]),
+        }
+        lifetime = pick(PICKS["lifetime"])
+        if lifetime is not None:
+            session["cookieConfig"] = {"lifetimeType": lifetime}
+        spec["sessionPersistence"] = {k: v for k, v in session.items() if v is not None}
+    return spec
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_envoy_accepts_whatever_seeded_policies_make_of_many_services(
+    seed: int, tmp_path: Path
+) -> None:
+    pick = random.Random(seed).choice
+    count = 24
+    documents: list[dict[str, Any]] = []
+    for index in range(count):
+        documents += [
+            service(f"s{index}"),
+            http_route(f"to-s{index}", f"s{index}", 80, hostnames=[f"s{index}.example"]),
+            xbackend_traffic_policy(f"p{index}", f"s{index}", spec=seeded_spec(pick)),
+        ]
+    dag = build_text(DRAGOMAN_CLASS, GATEWAY, *documents)
+    invalid = {p.object.name for p in dag.problems if p.reason == "Invalid"}
+    assert 0 < len(invalid) < count  # some of each
+    for index in range(count):
+        traffic = getattr(dag.clusters[f"default/s{index}/80"], "traffic", None)
+        # A policy with a bad field shapes nothing; a good one shapes its Service.
+        assert (traffic is None) == (f"p{index}" in invalid)
+    for number, snapshot in enumerate(translate(dag).values()):
+        path = tmp_path / f"envoy-{number}.yaml"
         path.write_text(yaml.safe_dump(translated_bootstrap(snapshot, tmp_path / "admin.sock")))
         validate(envoy_binary(), path)
