@@ -32,9 +32,8 @@ BACKEND_TLS_FIELDS = frozenset({"secrets", "config_maps", "backend_tls_policies"
 
 def patchable(store: Store, judged: Frontends) -> bool:
     """Whether changes to `store` can be patched: not yet with ListenerSets, XBackends,
-    XBackendTrafficPolicies,
-    Gateway client certificates or client certificate validation (their builds are all
-    full)."""
+    XBackendTrafficPolicies, Gateway client certificates or client certificate validation
+    (their builds are all full)."""
     return not (
         store.listener_sets
         or store.xbackends
