@@ -30,6 +30,7 @@ from dragoman.objects import (
     XBackend,
 )
 from dragoman.objects.kinds import KINDS
+from dragoman.objects.xbackend_traffic_policy import XBackendTrafficPolicy
 
 NamespacedName = tuple[str, str]
 
@@ -66,6 +67,9 @@ class Store:
     listener_sets: Mapping[NamespacedName, ListenerSet] = field(default_factory=dict)
     xbackends: Mapping[NamespacedName, XBackend] = field(default_factory=dict)
     backend_policies: Mapping[NamespacedName, BackendPolicy] = field(default_factory=dict)
+    xbackend_traffic_policies: Mapping[NamespacedName, XBackendTrafficPolicy] = field(
+        default_factory=dict
+    )
     # Set by with_object alone: not an argument, so a store made any other way (including
     # dataclasses.replace of a store with_object made) claims no provenance.
     made_from: MadeFrom | None = field(default=None, init=False, repr=False, compare=False)

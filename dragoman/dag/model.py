@@ -20,6 +20,7 @@ from dragoman.objects.backend_policy import (
 )
 from dragoman.objects.gateway import PathMatchType as PathMatchType
 from dragoman.objects.gateway import PathModifierType as PathRewriteType
+from dragoman.objects.xbackend_traffic_policy import RetryBudget
 from dragoman.snapshots.resources import ALL_GATEWAYS as ALL_GATEWAYS
 
 # Upstream protocols a cluster speaks. Plain HTTP/1.1 is the default (over TLS: HTTP/2 when
@@ -136,6 +137,26 @@ class ClusterPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class StatefulSession:
+    """An XBackendTrafficPolicy's sessionPersistence as Envoy serves it (stateful_session):
+    a cookie (or a request header) that names the endpoint a client keeps."""
+
+    header: bool  # True: a header the client sends back; False: a cookie Envoy sets
+    name: str
+    cookie_ttl_s: float | None = None  # a Permanent cookie's Max-Age; None: a session cookie
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterTraffic:
+    """The XBackendTrafficPolicy a cluster's target (a Service or an XBackend) accepted, as
+    the cluster carries it: what Envoy serves of its spec alone."""
+
+    policy: ObjectKey
+    retry_budget: RetryBudget | None = None
+    session: StatefulSession | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class EdsCluster:
     """A pod-backed Service port; endpoints arrive separately through EDS."""
 
@@ -152,6 +173,7 @@ class EdsCluster:
     # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
     client_ip_affinity: bool = False
     policy: ClusterPolicy | None = None  # its Service's BackendPolicy
+    traffic: ClusterTraffic | None = None  # its Service's XBackendTrafficPolicy
 
     # Every cluster says whether Envoy takes its endpoints over EDS (see DnsCluster's).
     served_over_eds: ClassVar[bool] = True
@@ -178,6 +200,7 @@ class DnsCluster:
     # (over EDS, the name kept as their hostname), and nothing is resolved.
     addresses: tuple[str, ...] = ()
     policy: ClusterPolicy | None = None  # its Service's BackendPolicy
+    traffic: ClusterTraffic | None = None  # its Service's (or XBackend's) XBackendTrafficPolicy
 
     @property
     def served_over_eds(self) -> bool:
@@ -215,6 +238,16 @@ def hash_policy_of(cluster: Cluster) -> LoadBalancer | None:
         hashed = (hash_policy_of(child) for child in cluster.children)
         return next((found for found in hashed if found is not None), None)
     return cluster.policy.consistent_hash if cluster.policy is not None else None
+
+
+def session_of(cluster: Cluster) -> StatefulSession | None:
+    """The session persistence an XBackendTrafficPolicy asks routes to the cluster to keep
+    (of a failover aggregate, its own Service's)."""
+    if isinstance(cluster, AggregateCluster):
+        own = (child for child in cluster.children if child.service == cluster.service)
+        kept = (session_of(child) for child in own)
+        return next((found for found in kept if found is not None), None)
+    return cluster.traffic.session if cluster.traffic is not None else None
 
 
 def has_client_ip_affinity(cluster: Cluster) -> bool:
@@ -342,6 +375,8 @@ class Forward:
     hash_client_ip: bool = False
     # What a backend's BackendPolicy (loadBalancer ConsistentHash) hashes, if any.
     hash_policy: LoadBalancer | None = None
+    # The session persistence of a backend's XBackendTrafficPolicy, if any.
+    session: StatefulSession | None = None
 
     @property
     def clusters(self) -> tuple[str, ...]:
@@ -423,6 +458,7 @@ class HttpListener:
     name: str
     port: int
     route_table: str  # RouteTable.name
+    stateful_sessions: bool = False  # some route of its table keeps sessions
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,6 +492,7 @@ class TlsFilterChain:
     certificates: tuple[TlsCertificate, ...]
     route_table: str  # RouteTable.name
     client_validation: ClientValidation | None = None  # None: no client certificate asked
+    stateful_sessions: bool = False  # some route of its table keeps sessions
 
 
 @dataclass(frozen=True, slots=True)

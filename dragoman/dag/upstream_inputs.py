@@ -9,6 +9,10 @@ from dragoman.dag.backend_policies import NO_BACKEND_POLICIES, BackendPolicies
 from dragoman.dag.backend_tls_policy import BackendTlsPolicies
 from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.reference_grants import ReferenceGrants
+from dragoman.dag.xbackend_traffic_policies import (
+    NO_XBACKEND_TRAFFIC_POLICIES,
+    XBackendTrafficPolicies,
+)
 from dragoman.store import Store
 
 
@@ -17,6 +21,7 @@ class UpstreamInputs:
     tls_policies: BackendTlsPolicies = field(default_factory=BackendTlsPolicies)
     dns: DnsObservations = field(default_factory=dict)
     backend_policies: BackendPolicies = NO_BACKEND_POLICIES
+    traffic_policies: XBackendTrafficPolicies = NO_XBACKEND_TRAFFIC_POLICIES
 
 
 NO_UPSTREAM_INPUTS = UpstreamInputs()
@@ -33,4 +38,11 @@ def upstream_inputs(store: Store, dns: DnsObservations | None) -> UpstreamInputs
         if store.backend_policies
         else NO_BACKEND_POLICIES
     )
-    return UpstreamInputs(tls_policies=policies, dns=dns or {}, backend_policies=backend)
+    traffic = (
+        XBackendTrafficPolicies.judged(store.xbackend_traffic_policies.values())
+        if store.xbackend_traffic_policies
+        else NO_XBACKEND_TRAFFIC_POLICIES
+    )
+    return UpstreamInputs(
+        tls_policies=policies, dns=dns or {}, backend_policies=backend, traffic_policies=traffic
+    )

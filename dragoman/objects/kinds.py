@@ -25,6 +25,7 @@ from dragoman.objects.reference_grant import ReferenceGrant
 from dragoman.objects.secret import Secret
 from dragoman.objects.service import Service
 from dragoman.objects.xbackend import XBACKEND_GROUP, XBackend
+from dragoman.objects.xbackend_traffic_policy import XBackendTrafficPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,9 @@ KINDS: tuple[Kind, ...] = (
     Kind(XBackend, XBACKEND_GROUP, ("v1alpha1",), "xbackends", "xbackends", has_status=True),
     Kind(BackendPolicy, DRAGOMAN_GROUP, ("v1alpha1",), "backend_policies", "backendpolicies",
          has_status=True),
+    # Experimental too (GEP-3388): watched when its CRD is installed.
+    Kind(XBackendTrafficPolicy, XBACKEND_GROUP, ("v1alpha1",), "xbackend_traffic_policies",
+         "xbackendtrafficpolicies", has_status=True),
 )
 # fmt: on
 

@@ -31,6 +31,7 @@ from dragoman.objects import (
     XBackend,
 )
 from dragoman.objects.kinds import KINDS
+from dragoman.objects.xbackend_traffic_policy import XBackendTrafficPolicy
 from dragoman.sources.fields import Node
 from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
 from dragoman.sources.parsers.backend_policy import parse_backend_policy
@@ -48,6 +49,7 @@ from dragoman.sources.parsers.reference_grant import parse_reference_grant
 from dragoman.sources.parsers.secret import parse_secret
 from dragoman.sources.parsers.service import parse_service
 from dragoman.sources.parsers.xbackend import parse_xbackend
+from dragoman.sources.parsers.xbackend_traffic_policy import parse_xbackend_traffic_policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,5 +78,6 @@ PARSERS: Mapping[type, KindParser] = {
     UDPRoute: KindParser(parse_udp_route),
     XBackend: KindParser(parse_xbackend),
     BackendPolicy: KindParser(parse_backend_policy),
+    XBackendTrafficPolicy: KindParser(parse_xbackend_traffic_policy),
 }
 assert set(PARSERS) == {kind.type for kind in KINDS}, "a kind without a parser, or the reverse"

@@ -257,3 +257,49 @@ def test_backend_policies_get_their_conditions_and_render_shows_their_effect(
     assert main(["render", "--manifests", str(tmp_path)]) == 0
     rendered = capsys.readouterr().out
     assert "max_connections: 7" in rendered and "outlier_detection" not in rendered
+
+
+TRAFFIC_POLICIES = """
+---
+apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackendTrafficPolicy
+metadata: {name: web-traffic, namespace: default, generation: 3}
+spec:
+  targetRefs: [{group: "", kind: Service, name: web}, {group: "", kind: Service, name: gone}]
+  retryConstraint: {budget: {percent: 30}, minRetryRate: {count: 2, interval: 1s}}
+  sessionPersistence: {sessionName: pin, idleTimeout: 5m}
+---
+apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackendTrafficPolicy
+metadata: {name: broken-traffic, namespace: default}
+spec:
+  targetRefs: [{group: "", kind: Service, name: web}]
+  retryConstraint: {budget: {percent: 120}}
+"""
+
+
+def test_traffic_policies_get_their_conditions_and_render_shows_their_effect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "all.yaml").write_text(textwrap.dedent(MANIFESTS) + TRAFFIC_POLICIES)
+
+    assert main(["status", "--manifests", str(tmp_path)]) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    policies = {d["metadata"]["name"]: d for d in documents if d["kind"] == "XBackendTrafficPolicy"}
+    assert policies["web-traffic"]["apiVersion"] == "gateway.networking.x-k8s.io/v1alpha1"
+    verdicts = {
+        entry["ancestorRef"]["name"]: entry["conditions"][0]
+        for entry in policies["web-traffic"]["status"]["ancestors"]
+    }
+    assert (verdicts["web"]["status"], verdicts["web"]["reason"]) == ("True", "Accepted")
+    assert verdicts["web"]["observedGeneration"] == 3
+    assert "UnsupportedValue: spec.sessionPersistence.idleTimeout" in verdicts["web"]["message"]
+    assert verdicts["gone"]["reason"] == "TargetNotFound"
+    [broken] = policies["broken-traffic"]["status"]["ancestors"]
+    assert broken["conditions"][0]["reason"] == "Invalid"
+    assert "spec.retryConstraint.budget.percent" in broken["conditions"][0]["message"]
+
+    assert main(["render", "--manifests", str(tmp_path)]) == 0
+    rendered = capsys.readouterr().out
+    assert "budget_percent" in rendered and "min_retry_concurrency: 2" in rendered
+    assert "envoy.http.stateful_session.cookie" in rendered

@@ -40,6 +40,7 @@ from tests.support.builders import (
     tls_secret,
     xbackend,
     xbackend_ref,
+    xbackend_traffic_policy,
 )
 from tests.support.certificates import certificate_authority
 from tests.support.kube_replica import (
@@ -156,6 +157,18 @@ def max_connections(dag: Dag) -> int | None:
 
 def web_limit(limit: int) -> dict[str, Any]:
     return backend_policy("web", "web", spec={"circuitBreaker": {"maxConnections": limit}})
+
+
+def retry_percent(dag: Dag) -> int | None:
+    """What web's cluster carries of an XBackendTrafficPolicy's retry budget percent."""
+    traffic = getattr(dag.clusters.get("default/web/80"), "traffic", None)
+    budget = traffic.retry_budget if traffic is not None else None
+    return budget.percent if budget is not None else None
+
+
+def web_budget(percent: int) -> dict[str, Any]:
+    spec = {"retryConstraint": {"budget": {"percent": percent}}}
+    return xbackend_traffic_policy("web", "web", spec=spec)
 
 
 def endpoints(dag: Dag) -> list[str]:
@@ -471,6 +484,17 @@ ROWS = (
             Step("at most 5 connections", web_limit(5), lambda d: max_connections(d) == 5),
             Step("at most 6 connections", web_limit(6), lambda d: max_connections(d) == 6),
             deleted(lambda d: max_connections(d) is None and "default/web/80" in d.clusters),
+        ),
+    ),
+    Row(
+        "XBackendTrafficPolicy",
+        "web",
+        "default",
+        lambda: [gateway_class(), gateway(), *web(), http_route("web", [("/", "web", 80)])],
+        (
+            Step("a 30% retry budget", web_budget(30), lambda d: retry_percent(d) == 30),
+            Step("a 40% retry budget", web_budget(40), lambda d: retry_percent(d) == 40),
+            deleted(lambda d: retry_percent(d) is None and "default/web/80" in d.clusters),
         ),
     ),
     Row(

@@ -442,10 +442,14 @@ def test_kinds_the_parser_does_not_read_are_not_watched(api: KubeApiServer) -> N
     assert api.request_count("list", "/apis/example.com/v1/widgets") == 0
 
 
-def test_a_cluster_without_the_xbackend_crd_is_served_and_ready(api: KubeApiServer) -> None:
-    # The experimental channel's XBackend CRD is not installed: nothing to list, not an error.
+@pytest.mark.parametrize("plural", ["xbackends", "xbackendtrafficpolicies"])
+def test_a_cluster_without_an_experimental_crd_is_served_and_ready(
+    api: KubeApiServer, plural: str
+) -> None:
+    # An experimental channel's CRD (XBackend, XBackendTrafficPolicy) is not installed:
+    # nothing to list, not an error.
     seed(api)
-    api.withdraw_kind("xbackends")
+    api.withdraw_kind(plural)
 
     async def scenario() -> None:
         replica = Replica(api, replica_config(None)).start()
@@ -453,12 +457,12 @@ def test_a_cluster_without_the_xbackend_crd_is_served_and_ready(api: KubeApiServ
             await eventually(lambda: replica.server.serving)
             assert "default/web/80" in replica.dag.clusters
             assert replica.server.ready() == ""
-            assert "xbackends" not in replica.server.ready_notes()
+            assert plural not in replica.server.ready_notes()
         finally:
             await replica.stop()
 
     run(scenario)
-    assert api.request_count("list", "xbackends") >= 1  # it was looked for
+    assert api.request_count("list", plural) >= 1  # it was looked for
 
 
 def _conditions(status: dict[str, Any] | None) -> dict[str, tuple[str, str]]:

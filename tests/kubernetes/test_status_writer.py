@@ -14,11 +14,20 @@ from kubernetes import client
 
 from dragoman.dag.backend_policies import BackendPolicies
 from dragoman.dag.model import ObjectStatus
+from dragoman.dag.xbackend_traffic_policies import XBackendTrafficPolicies
 from dragoman.kubernetes.cache import CachedObject, ObjectCache
 from dragoman.kubernetes.status_writer import StatusClient, StatusWriter
 from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME
 from dragoman.objects import ObjectKey
-from tests.support.builders import backend_policy, gateway, gateway_class, http_route, typed
+from dragoman.objects.xbackend_traffic_policy import XBackendTrafficPolicy
+from tests.support.builders import (
+    backend_policy,
+    gateway,
+    gateway_class,
+    http_route,
+    typed,
+    xbackend_traffic_policy,
+)
 from tests.support.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -348,3 +357,27 @@ def test_a_backend_policy_status_is_written_with_its_conditions(
     assert (accepted["status"], accepted["reason"]) == ("False", "Invalid")
     assert accepted["lastTransitionTime"] == "2030-01-01T00:00:00Z"
     assert api.request_count("update", "backendpolicies/status") == 1
+
+
+def test_an_xbackend_traffic_policy_status_is_written_with_its_conditions(
+    api: KubeApiServer, writer: StatusWriter
+) -> None:
+    spec = {"retryConstraint": {"budget": {"percent": 20}}}
+    api.apply(xbackend_traffic_policy("budget", "web", spec=spec))
+    cache = ObjectCache()
+    kind = KINDS_BY_NAME["XBackendTrafficPolicy"]
+    version = "gateway.networking.x-k8s.io/v1alpha1"
+    items = [{**o, "apiVersion": version} for o in api.list("XBackendTrafficPolicy")]
+    cache.replace(("XBackendTrafficPolicy", ""), kind, items)
+    read = [o for o in typed(*items) if isinstance(o, XBackendTrafficPolicy)]
+    policies = XBackendTrafficPolicies.judged(read)
+    want = {status.key: status for status in policies.statuses(set(), OURS)}
+
+    result = writer.publish(want, cache.by_key())
+
+    assert (result.written, result.failed) == (1, 0)
+    [ancestor] = stored_status(api, "XBackendTrafficPolicy", "budget")["ancestors"]
+    assert ancestor["ancestorRef"]["name"] == "web"
+    [accepted] = ancestor["conditions"]
+    assert (accepted["status"], accepted["reason"]) == ("False", "TargetNotFound")
+    assert api.request_count("update", "xbackendtrafficpolicies/status") == 1

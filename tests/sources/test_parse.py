@@ -274,7 +274,7 @@ def test_metadata_namespace_default_and_fields() -> None:
         {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": "k"}},
         {
             "apiVersion": "gateway.networking.x-k8s.io/v1alpha1",
-            "kind": "XBackendTrafficPolicy",
+            "kind": "XMesh",
             "metadata": {"name": "c"},
         },
     ],

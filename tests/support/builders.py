@@ -642,6 +642,30 @@ def backend_policy(
     }
 
 
+def xbackend_traffic_policy(
+    name: str,
+    *targets: str,
+    spec: Mapping[str, Any] | None = None,
+    namespace: str = "default",
+    created: str = "",
+    generation: int | None = None,
+) -> Object:
+    """An XBackendTrafficPolicy (gateway.networking.x-k8s.io/v1alpha1) targeting Services by
+    name (`xbackend/NAME`: an XBackend), with the rest of `spec`."""
+    refs = [
+        {"group": "gateway.networking.x-k8s.io", "kind": "XBackend", "name": t.split("/")[1]}
+        if t.startswith("xbackend/")
+        else {"group": "", "kind": "Service", "name": t}
+        for t in targets
+    ]
+    return {
+        "apiVersion": "gateway.networking.x-k8s.io/v1alpha1",
+        "kind": "XBackendTrafficPolicy",
+        "metadata": metadata(name, namespace, generation=generation, created=created),
+        "spec": {"targetRefs": refs, **_own(spec or {})},
+    }
+
+
 def secret(
     name: str,
     data: Mapping[str, bytes],

@@ -41,6 +41,7 @@ from dragoman.dag.upstreams.endpoints import (
     updated_load_assignments,
 )
 from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
+from dragoman.dag.xbackend_traffic_policies import traffic_targets
 from dragoman.objects import ObjectKey
 from dragoman.store import NamespacedName, Store
 
@@ -183,6 +184,15 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
     if store.backend_policies:  # judged once per build (context.upstream), cheap to state
         judged_policies = parts.context.upstream.backend_policies
         made.extend(judged_policies.statuses(store.services, parts.options.controller_name))
+    if store.xbackend_traffic_policies:
+        traffic = parts.context.upstream.traffic_policies
+        made.extend(
+            traffic.statuses(
+                traffic_targets(store),
+                parts.options.controller_name,
+                parts.context.upstream.backend_policies,
+            )
+        )
     previous, replaced = parts.previous, parts.replaced
     entries = routes.entries
     statuses: dict[ObjectKey, ObjectStatus]
@@ -192,6 +202,8 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
         and previous.dag.statuses
         and previous.store.backend_tls_policies.keys() == policies.keys()
         and previous.store.backend_policies.keys() == store.backend_policies.keys()
+        and previous.store.xbackend_traffic_policies.keys()
+        == store.xbackend_traffic_policies.keys()
     ):
         # The same objects in the same order: the previous statuses with the changed ones
         # replaced keep the build's order without sorting ten thousand keys again.
@@ -257,6 +269,13 @@ def _problems(
     if parts.store.backend_policies:
         policies = parts.context.upstream.backend_policies
         problems.extend(policies.problems(parts.store.services))
+    if parts.store.xbackend_traffic_policies:
+        upstream = parts.context.upstream
+        problems.extend(
+            upstream.traffic_policies.problems(
+                traffic_targets(parts.store), upstream.backend_policies
+            )
+        )
     # Stable: an object's problems keep the order of its fields.
     return tuple(sorted(problems, key=lambda problem: sort_key(problem.object)))
 

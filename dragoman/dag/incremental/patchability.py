@@ -32,11 +32,13 @@ BACKEND_TLS_FIELDS = frozenset({"secrets", "config_maps", "backend_tls_policies"
 
 def patchable(store: Store, judged: Frontends) -> bool:
     """Whether changes to `store` can be patched: not yet with ListenerSets, XBackends,
-    Gateway client certificates or client certificate validation (their builds are all
-    full)."""
+    XBackendTrafficPolicies, Gateway client certificates or client certificate validation
+    (their builds are all full)."""
     return not (
         store.listener_sets
         or store.xbackends
+        # Whether a listener keeps sessions follows its routes: made again with them.
+        or store.xbackend_traffic_policies
         or any(
             verdict.client_certificate is not None
             or getattr(verdict.gateway, "frontend_tls", None) is not None

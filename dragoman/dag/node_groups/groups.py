@@ -127,13 +127,25 @@ def assembled_group(
             route_tables.extend(tables)
         else:
             table = RouteTable(listener_name(port), http_hosts(port, verdicts))
-            listeners.append(HttpListener(name=table.name, port=port, route_table=table.name))
+            listeners.append(
+                HttpListener(table.name, port, table.name, stateful_sessions=keeps_sessions(table))
+            )
             route_tables.append(table)
     return NodeGroup(
         name=name,
         listeners=tuple(listeners),
         route_tables=tuple(route_tables),
         clusters=clusters,
+    )
+
+
+def keeps_sessions(table: RouteTable) -> bool:
+    """Whether some route of `table` keeps sessions (an XBackendTrafficPolicy's
+    sessionPersistence): its connection manager then runs Envoy's stateful_session filter."""
+    return any(
+        isinstance(route.action, Forward) and route.action.session is not None
+        for host in table.virtual_hosts
+        for route in host.routes
     )
 
 
@@ -256,6 +268,7 @@ def _https_port(
                 certificates=verdict.certificates,
                 route_table=name,
                 client_validation=verdict.client_validation,
+                stateful_sessions=keeps_sessions(tables[-1]),
             )
         )
     return HttpsListener(https_listener_name(port), port, tuple(chains)), tables

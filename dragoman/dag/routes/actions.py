@@ -23,6 +23,7 @@ from dragoman.dag.model import (
     UpstreamProtocol,
     has_client_ip_affinity,
     hash_policy_of,
+    session_of,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
 from dragoman.dag.routes.filters import NO_FILTERS, RuleFilters, rule_filters
@@ -151,13 +152,14 @@ def _rule_action(
             else ()
         )
         external = affinity = False
-        hashed = None
+        hashed = session = None
         for backend in backends:
             if backend.cluster is not None:
                 cluster = clusters[backend.cluster]
                 external = external or isinstance(cluster, _EXTERNAL_CLUSTERS)
                 affinity = affinity or has_client_ip_affinity(cluster)
                 hashed = hashed or hash_policy_of(cluster)
+                session = session or session_of(cluster)
         action = Forward(
             backends=backends,
             # External hosts (virtual hosting, TLS) expect their own name in Host, not the
@@ -172,6 +174,7 @@ def _rule_action(
             grpc=grpc,
             hash_client_ip=affinity,
             hash_policy=hashed,
+            session=session,
         )
     return RuleAction(
         action=action,

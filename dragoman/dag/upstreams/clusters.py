@@ -296,6 +296,9 @@ def _eds_cluster(
         policy=upstream.backend_policies.cluster_policy(
             service, f"{service.meta.name}.{service.meta.namespace}.svc.{cluster_domain}"
         ),
+        traffic=upstream.traffic_policies.cluster_traffic(
+            "Service", service.meta.namespace, service.meta.name
+        ),
     )
 
 
@@ -352,6 +355,9 @@ def _external_cluster(
         client_ip_affinity=service.client_ip_affinity,
         addresses=fixed,
         policy=upstream.backend_policies.cluster_policy(service, hostname),
+        traffic=upstream.traffic_policies.cluster_traffic(
+            "Service", service.meta.namespace, service.meta.name
+        ),
     )
     warnings = [
         *dns.problems,

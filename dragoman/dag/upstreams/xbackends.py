@@ -139,6 +139,9 @@ def xbackend_cluster(
         tls=verdict.tls,
         dns=verdict.dns,
         checked=context.options.dns_check,
+        traffic=context.upstream.traffic_policies.cluster_traffic(
+            "XBackend", key.namespace, key.name
+        ),
     )
     return ResolvedCluster(cluster, verdict.warnings)
 

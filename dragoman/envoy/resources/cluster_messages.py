@@ -31,6 +31,10 @@ from dragoman.envoy.resources.common_messages import pack, seconds
 from dragoman.envoy.resources.config_sources import config_source, config_source_for
 from dragoman.envoy.resources.dns_cluster_type import cares_resolver, dns_cluster_type
 from dragoman.envoy.resources.endpoint_messages import fill_single_host_assignment
+from dragoman.envoy.resources.traffic_policy_messages import (
+    aggregate_retry_budget,
+    apply_retry_budget,
+)
 from dragoman.envoy.resources.upstream_tls import upstream_tls_socket
 from dragoman.envoy.translate_options import ConfigSources, TranslateOptions
 
@@ -95,7 +99,12 @@ def _dns_type(
 def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
     if isinstance(value, AggregateCluster):
         # Protocol and TLS belong to the clusters it aggregates.
-        return aggregate_cluster(value, options)
+        message = aggregate_cluster(value, options)
+        budget = aggregate_retry_budget(value)
+        if budget is not None:
+            # Routes name the aggregate: Envoy counts their retries against its breakers.
+            apply_retry_budget(message, budget)
+        return message
     if isinstance(value, DnsCluster) and not value.served_over_eds:
         message = dns_cluster(value, options)
     else:
@@ -111,6 +120,8 @@ def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
         protocol_options = with_policy_protocol_options(
             protocol_options, value.policy, value.protocol
         )
+    if value.traffic is not None and value.traffic.retry_budget is not None:
+        apply_retry_budget(message, value.traffic.retry_budget)
     if protocol_options is not None:
         message.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(
             pack(protocol_options)

@@ -22,6 +22,10 @@ from dragoman.envoy.resources.downstream_tls import (
     tls_inspector,
 )
 from dragoman.envoy.resources.l4_listener_messages import tcp_listener, udp_listener
+from dragoman.envoy.resources.traffic_policy_messages import (
+    STATEFUL_SESSION_FILTER,
+    stateful_session_filter,
+)
 from dragoman.envoy.translate_options import AccessLogFormat, TranslateOptions
 
 HTTP_CONNECTION_MANAGER = "envoy.filters.network.http_connection_manager"
@@ -43,7 +47,7 @@ def listener(value: Listener, options: TranslateOptions) -> listener_pb2.Listene
         address=socket_address(options.listener_address, value.port),
         filter_chains=[
             listener_components_pb2.FilterChain(
-                filters=[_manager(value.name, value.route_table, options)]
+                filters=[_manager(value.name, value.route_table, options, value.stateful_sessions)]
             )
         ],
     )
@@ -64,8 +68,19 @@ def http_connection_manager(
     route_table: str,
     access_log: AccessLogFormat,
     rds_source: config_source_pb2.ConfigSource,
+    stateful_sessions: bool = False,
 ) -> hcm_pb2.HttpConnectionManager:
-    """The connection manager of `route_table`, fetched over RDS through `rds_source`."""
+    """The connection manager of `route_table`, fetched over RDS through `rds_source`;
+    `stateful_sessions`: some route of the table keeps sessions."""
+    sessions = (
+        [
+            hcm_pb2.HttpFilter(
+                name=STATEFUL_SESSION_FILTER, typed_config=pack(stateful_session_filter())
+            )
+        ]
+        if stateful_sessions
+        else []
+    )
     return hcm_pb2.HttpConnectionManager(
         access_log=access_logs(access_log),
         stat_prefix=stat_prefix,
@@ -74,6 +89,7 @@ def http_connection_manager(
         # CORS acts only on routes that carry a policy; the router must be the last filter.
         http_filters=[
             hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=pack(cors_filter())),
+            *sessions,
             hcm_pb2.HttpFilter(name=ROUTER, typed_config=pack(router_pb2.Router())),
         ],
         # WebSocket upgrades pass to whatever backend a route picks: the Gateway API expects
@@ -89,13 +105,17 @@ def http_connection_manager(
 
 
 def _manager(
-    stat_prefix: str, route_table: str, options: TranslateOptions
+    stat_prefix: str, route_table: str, options: TranslateOptions, stateful_sessions: bool
 ) -> listener_components_pb2.Filter:
     return listener_components_pb2.Filter(
         name=HTTP_CONNECTION_MANAGER,
         typed_config=pack(
             http_connection_manager(
-                stat_prefix, route_table, options.access_log, config_source(options)
+                stat_prefix,
+                route_table,
+                options.access_log,
+                config_source(options),
+                stateful_sessions,
             )
         ),
     )
@@ -110,7 +130,7 @@ def _tls_chain(
     return listener_components_pb2.FilterChain(
         name=chain.route_table,
         filter_chain_match=match,
-        filters=[_manager(listener_name, chain.route_table, options)],
+        filters=[_manager(listener_name, chain.route_table, options, chain.stateful_sessions)],
         transport_socket=downstream_tls_socket(
             chain.certificates, ALPN_PROTOCOLS, config_source(options), chain.client_validation
         ),

@@ -28,6 +28,10 @@ from dragoman.dag.model import (
 )
 from dragoman.envoy.resources.common_messages import pack, seconds
 from dragoman.envoy.resources.cors import CORS_FILTER, cors_policy
+from dragoman.envoy.resources.traffic_policy_messages import (
+    STATEFUL_SESSION_FILTER,
+    stateful_session_per_route,
+)
 from dragoman.objects.backend_policy import LoadBalancer
 
 # Weighted share of traffic for backends whose reference is invalid. The `dragoman:` prefix is
@@ -112,6 +116,10 @@ def _fill_route(message: rc_pb2.Route, value: Route) -> None:
         _add_header_edits(message, value.request_headers, value.response_headers)
     if value.cors is not None:
         message.typed_per_filter_config[CORS_FILTER].CopyFrom(pack(cors_policy(value.cors)))
+    if isinstance(action, Forward) and action.session is not None:
+        message.typed_per_filter_config[STATEFUL_SESSION_FILTER].CopyFrom(
+            pack(stateful_session_per_route(action.session))
+        )
 
 
 def route_name(value: Route) -> str:

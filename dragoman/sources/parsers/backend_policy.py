@@ -118,22 +118,24 @@ SPEC_FIELDS: FieldTree = {
 }
 
 
-def unknown_fields(data: object, fields: FieldTree, path: str) -> Iterator[FieldProblem]:
+def unknown_fields(
+    data: object, fields: FieldTree, path: str, kind: str = "BackendPolicy"
+) -> Iterator[FieldProblem]:
     """A problem for every key of `data` (and of the mappings in it) `fields` does not name."""
     if isinstance(data, list):
         for index, item in enumerate(data):
-            yield from unknown_fields(item, fields, f"{path}[{index}]")
+            yield from unknown_fields(item, fields, f"{path}[{index}]", kind)
         return
     if not isinstance(data, Mapping) or not fields:
         return
     for key, value in data.items():
         where = f"{path}.{key}"
         if key in fields:
-            yield from unknown_fields(value, fields[key], where)
+            yield from unknown_fields(value, fields[key], where, kind)
             continue
         close = difflib.get_close_matches(str(key), list(fields), n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
-        yield printable(where), f"is not a field of BackendPolicy{hint}"
+        yield printable(where), f"is not a field of {kind}{hint}"
 
 
 def parse_backend_policy(root: Node, meta: ObjectMeta) -> BackendPolicy:

@@ -195,6 +195,19 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         builtin=False,
         short_names=("xbackend",),
     ),
+    # Experimental channel (GEP-3388).
+    ResourceType(
+        group="gateway.networking.x-k8s.io",
+        versions=("v1alpha1",),
+        plural="xbackendtrafficpolicies",
+        singular="xbackendtrafficpolicy",
+        kind="XBackendTrafficPolicy",
+        namespaced=True,
+        status_subresource=True,
+        tracks_generation=True,
+        builtin=False,
+        short_names=("xbtrafficpolicy",),
+    ),
     # dragoman's own CRD (deploy/crds/backendpolicies.yaml).
     ResourceType(
         group="dragoman.dev",
