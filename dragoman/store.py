@@ -12,6 +12,7 @@ from typing import Any
 from dragoman.objects import (
     BackendTLSPolicy,
     ConfigMap,
+    CredentialInjector,
     EndpointSlice,
     Gateway,
     GatewayClass,
@@ -62,6 +63,7 @@ class Store:
     tls_routes: Mapping[NamespacedName, TLSRoute] = field(default_factory=dict)
     udp_routes: Mapping[NamespacedName, UDPRoute] = field(default_factory=dict)
     listener_sets: Mapping[NamespacedName, ListenerSet] = field(default_factory=dict)
+    credential_injectors: Mapping[NamespacedName, CredentialInjector] = field(default_factory=dict)
     # Set by with_object alone: not an argument, so a store made any other way (including
     # dataclasses.replace of a store with_object made) claims no provenance.
     made_from: MadeFrom | None = field(default=None, init=False, repr=False, compare=False)

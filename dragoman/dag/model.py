@@ -331,6 +331,19 @@ class CorsPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class InjectedCredential:
+    """A CredentialInjector's header, added by Envoy to the requests of the routes that name
+    it: `name` names it for SDS (the value travels as a generic secret) and names the HTTP
+    filter that adds it."""
+
+    name: str  # "<namespace>/<injector name>"
+    header: str
+    overwrite: bool
+    # Never part of repr: the credential must not reach logs, tracebacks or test output.
+    value: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     match: RouteMatch
     action: Forward | Redirect | DirectResponse
@@ -340,6 +353,7 @@ class Route:
     request_headers: HeaderEdits = NO_EDITS
     response_headers: HeaderEdits = NO_EDITS
     cors: CorsPolicy | None = None  # a rule-level CORS filter
+    credentials: tuple[InjectedCredential, ...] = ()  # CredentialInjector ExtensionRefs
 
 
 # The name of the virtual host that answers any Host (a listener without a hostname).
@@ -364,6 +378,8 @@ class HttpListener:
     name: str
     port: int
     route_table: str  # RouteTable.name
+    # What the routes of its table inject: one HTTP filter each, enabled by those routes.
+    credentials: tuple[InjectedCredential, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +413,7 @@ class TlsFilterChain:
     certificates: tuple[TlsCertificate, ...]
     route_table: str  # RouteTable.name
     client_validation: ClientValidation | None = None  # None: no client certificate asked
+    credentials: tuple[InjectedCredential, ...] = ()  # as HttpListener's
 
 
 @dataclass(frozen=True, slots=True)

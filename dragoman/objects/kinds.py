@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from dragoman.objects.backend_tls import BackendTLSPolicy
 from dragoman.objects.config_map import ConfigMap
+from dragoman.objects.credential_injector import DRAGOMAN_GROUP, CredentialInjector
 from dragoman.objects.endpoint_slice import EndpointSlice
 from dragoman.objects.gateway import GATEWAY_GROUP, Gateway, GRPCRoute, HTTPRoute
 from dragoman.objects.gateway_class import GatewayClass
@@ -78,6 +79,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(TCPRoute, GATEWAY_GROUP, V1, "tcp_routes", "tcproutes", has_status=True, route=True),
     Kind(TLSRoute, GATEWAY_GROUP, V1, "tls_routes", "tlsroutes", has_status=True, route=True),
     Kind(UDPRoute, GATEWAY_GROUP, V1, "udp_routes", "udproutes", has_status=True, route=True),
+    Kind(CredentialInjector, DRAGOMAN_GROUP, ("v1alpha1",), "credential_injectors",
+         "credentialinjectors", has_status=True),
 )
 # fmt: on
 

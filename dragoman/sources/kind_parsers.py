@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from dragoman.objects import (
     BackendTLSPolicy,
     ConfigMap,
+    CredentialInjector,
     EndpointSlice,
     Gateway,
     GatewayClass,
@@ -33,6 +34,7 @@ from dragoman.sources.fields import Node
 from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
 from dragoman.sources.parsers.backend_tls import parse_backend_tls_policy
 from dragoman.sources.parsers.config_map import parse_config_map
+from dragoman.sources.parsers.credential_injector import parse_credential_injector
 from dragoman.sources.parsers.endpoint_slice import parse_endpoint_slice
 from dragoman.sources.parsers.gateway import parse_gateway
 from dragoman.sources.parsers.gateway_class import parse_gateway_class
@@ -70,5 +72,6 @@ PARSERS: Mapping[type, KindParser] = {
     TCPRoute: KindParser(parse_tcp_route),
     TLSRoute: KindParser(parse_tls_route),
     UDPRoute: KindParser(parse_udp_route),
+    CredentialInjector: KindParser(parse_credential_injector),
 }
 assert set(PARSERS) == {kind.type for kind in KINDS}, "a kind without a parser, or the reverse"

@@ -34,11 +34,13 @@ from tests.support.builders import (
     namespace_object,
     reference_grant,
     rule,
+    secret,
     service,
     service_port,
     tls_secret,
 )
 from tests.support.certificates import certificate_authority
+from tests.support.credentials import credential_injector, injects
 from tests.support.kube_replica import (
     Replica,
     eventually,
@@ -137,6 +139,18 @@ def service_clusters(dag: Dag, name: str) -> list[Any]:
 def upstream_tls(dag: Dag) -> Any:
     cluster = dag.clusters.get("default/web/80")
     return getattr(cluster, "tls", None)
+
+
+def injected_headers(dag: Dag) -> list[str]:
+    """The headers the routes of Gateway gw inject."""
+    found = dag.groups.get("default/gw")
+    return sorted(
+        credential.header
+        for table in (found.route_tables if found else ())
+        for host in table.virtual_hosts
+        for route in host.routes
+        for credential in route.credentials
+    )
 
 
 def endpoints(dag: Dag) -> list[str]:
@@ -518,6 +532,31 @@ ROWS = (
                 lambda d: 9101 in ports(d, "default/l4") and 9100 not in ports(d, "default/l4"),
             ),
             deleted(lambda d: 9101 not in ports(d, "default/l4") and "default/l4" in d.groups),
+        ),
+    ),
+    Row(
+        "CredentialInjector",
+        "api-key",
+        "default",
+        lambda: [
+            gateway_class(),
+            gateway(),
+            *web(),
+            secret("api-key", {"token": b"Bearer one"}),
+            http_route("web", rules=[rule(backend_ref("web", 80), filters=[injects("api-key")])]),
+        ],
+        (
+            Step(
+                "Authorization",
+                credential_injector("api-key", "api-key", "token"),
+                lambda d: injected_headers(d) == ["Authorization"],
+            ),
+            Step(
+                "X-Api-Key",
+                credential_injector("api-key", "api-key", "token", header="X-Api-Key"),
+                lambda d: injected_headers(d) == ["X-Api-Key"],
+            ),
+            deleted(lambda d: injected_headers(d) == [] and "default/gw" in d.groups),
         ),
     ),
 )

@@ -57,6 +57,7 @@ MINIMAL_SPEC: dict[str, dict[str, object]] = {
             "listeners": [{"name": "extra", "port": 8080, "protocol": "HTTP"}],
         }
     },
+    "CredentialInjector": {"spec": {"secretRef": {"name": "api-key", "key": "token"}}},
 }
 
 

@@ -32,9 +32,11 @@ BACKEND_TLS_FIELDS = frozenset({"secrets", "config_maps", "backend_tls_policies"
 
 def patchable(store: Store, judged: Frontends) -> bool:
     """Whether changes to `store` can be patched: not yet with ListenerSets, Gateway client
-    certificates or client certificate validation (their builds are all full)."""
+    certificates, client certificate validation or CredentialInjectors (their builds are all
+    full: a Secret's change reaches the routes whose injectors read it)."""
     return not (
         store.listener_sets
+        or store.credential_injectors
         or any(
             verdict.client_certificate is not None
             or getattr(verdict.gateway, "frontend_tls", None) is not None

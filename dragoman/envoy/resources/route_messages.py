@@ -28,6 +28,7 @@ from dragoman.dag.model import (
 )
 from dragoman.envoy.resources.common_messages import pack, seconds
 from dragoman.envoy.resources.cors import CORS_FILTER, cors_policy
+from dragoman.envoy.resources.credential_injection import enabled_on_route
 
 # Weighted share of traffic for backends whose reference is invalid. The `dragoman:` prefix is
 # reserved: no cluster ever has this name, so Envoy answers that share with
@@ -111,6 +112,8 @@ def _fill_route(message: rc_pb2.Route, value: Route) -> None:
         _add_header_edits(message, value.request_headers, value.response_headers)
     if value.cors is not None:
         message.typed_per_filter_config[CORS_FILTER].CopyFrom(pack(cors_policy(value.cors)))
+    for credential in value.credentials:
+        enabled_on_route(message, credential)
 
 
 def route_name(value: Route) -> str:

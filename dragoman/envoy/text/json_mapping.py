@@ -60,6 +60,8 @@ def _maps_sorted(message: Message, data: Any) -> Any:
 
 def _any_sorted(message: Message, data: Any) -> Any:
     type_name = message.type_url.rpartition("/")[2]  # type: ignore[attr-defined]
+    if not type_name:
+        return data  # an empty Any (a route enabling a filter that has no settings)
     packed_class = symbol_database.Default().GetSymbol(type_name)
     packed = packed_class.FromString(message.value)  # type: ignore[attr-defined]
     if "value" in data and packed.DESCRIPTOR.full_name in (_STRUCT, _VALUE, _LIST_VALUE):

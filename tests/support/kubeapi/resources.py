@@ -145,6 +145,18 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         status_subresource=False,
     ),
     _gateway("backendtlspolicies", "BackendTLSPolicy", ("v1",), ("btlspolicy",)),
+    # dragoman's own kinds, as its CRDs in deploy/ declare them.
+    ResourceType(
+        group="dragoman.dev",
+        versions=("v1alpha1",),
+        plural="credentialinjectors",
+        singular="credentialinjector",
+        kind="CredentialInjector",
+        namespaced=True,
+        status_subresource=True,
+        tracks_generation=True,
+        builtin=False,
+    ),
 )
 
 
