@@ -24,6 +24,7 @@ from tests.support.builders import (
     backend_ref,
     gateway,
     gateway_class,
+    grpc_route,
     http_route,
     listener,
     match,
@@ -262,3 +263,18 @@ def test_an_extension_ref_needs_its_group_kind_and_name() -> None:
     with pytest.raises(ObjectError) as error:
         parse_object(route)
     assert "extensionRef.kind" in str(error.value) and "extensionRef.name" in str(error.value)
+
+
+def test_a_grpc_route_rule_injects_too() -> None:
+    dag = build_text(
+        *WORLD,
+        credential_injector("api-key", "api-key", "token"),
+        grpc_route("rpc", rules=[rule(backend_ref("web", 80), filters=[injects("api-key")])]),
+    )
+    [table] = dag.groups["default/gw"].route_tables
+    [route] = [r for host in table.virtual_hosts for r in host.routes]
+    assert route.match.grpc and [c.name for c in route.credentials] == ["default/api-key"]
+    [http] = dag.groups["default/gw"].listeners
+    assert isinstance(http, HttpListener) and [c.name for c in http.credentials] == [
+        "default/api-key"
+    ]
