@@ -77,6 +77,8 @@ class DnsSettings:
     failure_base_s: float | None = None  # failure refresh backoff; None: the refresh rate
     failure_max_s: float | None = None
     jitter_s: float | None = None
+    # The shortest interval between resolutions, however short the record's TTL.
+    min_refresh_s: float | None = None
     resolvers: tuple[tuple[str, int], ...] = ()  # (ip, port); (): Envoy's bootstrap resolver
     logical: bool = False  # LOGICAL_DNS: one host, the first address; else STRICT_DNS
 
