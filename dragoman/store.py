@@ -13,6 +13,7 @@ from dragoman.objects import (
     BackendPolicy,
     BackendTLSPolicy,
     ConfigMap,
+    CredentialInjector,
     EndpointSlice,
     Gateway,
     GatewayClass,
@@ -70,6 +71,7 @@ class Store:
     xbackend_traffic_policies: Mapping[NamespacedName, XBackendTrafficPolicy] = field(
         default_factory=dict
     )
+    credential_injectors: Mapping[NamespacedName, CredentialInjector] = field(default_factory=dict)
     # Set by with_object alone: not an argument, so a store made any other way (including
     # dataclasses.replace of a store with_object made) claims no provenance.
     made_from: MadeFrom | None = field(default=None, init=False, repr=False, compare=False)

@@ -27,7 +27,8 @@ from dragoman.dag.reference_grants import (
     service_target,
 )
 from dragoman.objects import ObjectKey, Service
-from dragoman.objects.backend_policy import DRAGOMAN_GROUP, BackendPolicy, CircuitBreaker
+from dragoman.objects.backend_policy import BackendPolicy, CircuitBreaker
+from dragoman.objects.meta import DRAGOMAN_GROUP
 from dragoman.store import NamespacedName
 
 API_VERSION = f"{DRAGOMAN_GROUP}/v1alpha1"

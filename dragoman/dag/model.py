@@ -99,6 +99,8 @@ class DnsSettings:
     failure_base_s: float | None = None  # failure refresh backoff; None: the refresh rate
     failure_max_s: float | None = None
     jitter_s: float | None = None
+    # The shortest interval between resolutions, however short the record's TTL.
+    min_refresh_s: float | None = None
     resolvers: tuple[tuple[str, int], ...] = ()  # (ip, port); (): Envoy's bootstrap resolver
     logical: bool = False  # LOGICAL_DNS: one host, the first address; else STRICT_DNS
 
@@ -425,6 +427,19 @@ class CorsPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class InjectedCredential:
+    """A CredentialInjector's header, added by Envoy to the requests of the routes that name
+    it: `name` names it for SDS (the value travels as a generic secret) and names the HTTP
+    filter that adds it."""
+
+    name: str  # "<namespace>/<injector name>"
+    header: str
+    overwrite: bool
+    # Never part of repr: the credential must not reach logs, tracebacks or test output.
+    value: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     match: RouteMatch
     action: Forward | Redirect | DirectResponse
@@ -434,6 +449,7 @@ class Route:
     request_headers: HeaderEdits = NO_EDITS
     response_headers: HeaderEdits = NO_EDITS
     cors: CorsPolicy | None = None  # a rule-level CORS filter
+    credentials: tuple[InjectedCredential, ...] = ()  # CredentialInjector ExtensionRefs
 
 
 # The name of the virtual host that answers any Host (a listener without a hostname).
@@ -459,6 +475,8 @@ class HttpListener:
     port: int
     route_table: str  # RouteTable.name
     stateful_sessions: bool = False  # some route of its table keeps sessions
+    # What the routes of its table inject: one HTTP filter each, enabled by those routes.
+    credentials: tuple[InjectedCredential, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,6 +511,7 @@ class TlsFilterChain:
     route_table: str  # RouteTable.name
     client_validation: ClientValidation | None = None  # None: no client certificate asked
     stateful_sessions: bool = False  # some route of its table keeps sessions
+    credentials: tuple[InjectedCredential, ...] = ()  # as HttpListener's
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,9 @@ class TranslateOptions:
     dns_refresh_s: int = 30
     dns_respect_ttl: bool = True
     dns_lookup_family: str = DEFAULT_LOOKUP_FAMILY
+    # The shortest interval between a DNS cluster's resolutions (a floor under short TTLs);
+    # None: Envoy's own.
+    dns_min_refresh_s: float | None = None
     # The CA bundle Envoy trusts for "system" CAs (TLS to external hosts without a
     # BackendTLSPolicy CA). A path on Envoy's machine: Debian, Ubuntu (the envoyproxy/envoy
     # image) and Alpine keep it here; RHEL-family systems in /etc/pki/tls/certs/ca-bundle.crt.

@@ -13,10 +13,15 @@ from dragoman.objects.backend_tls import (
     SubjectAltName,
 )
 from dragoman.objects.config_map import ConfigMap
+from dragoman.objects.credential_injector import (
+    CredentialInjector,
+    CredentialSecretRef,
+)
 from dragoman.objects.endpoint_slice import Endpoint, EndpointPort, EndpointSlice
 from dragoman.objects.gateway import (
     BackendRef,
     CertificateRef,
+    ExtensionRef,
     Gateway,
     GatewayAddress,
     GatewayListener,
@@ -74,9 +79,12 @@ __all__ = [
     "CACertificateRef",
     "CertificateRef",
     "ConfigMap",
+    "CredentialInjector",
+    "CredentialSecretRef",
     "Endpoint",
     "EndpointPort",
     "EndpointSlice",
+    "ExtensionRef",
     "GRPCMethodMatch",
     "GRPCRoute",
     "GRPCRouteMatch",

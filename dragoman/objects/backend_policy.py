@@ -13,12 +13,10 @@ had no policy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Final, Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 from dragoman.objects.backend_tls import PolicyTargetRef
 from dragoman.objects.meta import KindObject, ObjectMeta
-
-DRAGOMAN_GROUP: Final = "dragoman.dev"
 
 ActiveType = Literal["HTTP", "TCP", "GRPC"]
 ACTIVE_TYPES: tuple[ActiveType, ...] = get_args(ActiveType)

@@ -250,11 +250,17 @@ class HTTPCORSFilter:
 
 
 @dataclass(frozen=True, slots=True)
-class RouteFilter:
-    """One HTTPRoute or GRPCRoute filter: `type` says which of the fields is set.
+class ExtensionRef:
+    """An ExtensionRef filter's object, in the route's namespace."""
 
-    ExtensionRef filters keep only their type: dragoman reports them as unsupported.
-    """
+    group: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class RouteFilter:
+    """One HTTPRoute or GRPCRoute filter: `type` says which of the fields is set."""
 
     type: str
     request_header_modifier: HeaderModifier | None = None
@@ -263,6 +269,7 @@ class RouteFilter:
     url_rewrite: URLRewrite | None = None
     request_mirror: RequestMirror | None = None
     cors: HTTPCORSFilter | None = None
+    extension_ref: ExtensionRef | None = None
 
 
 @dataclass(frozen=True, slots=True)

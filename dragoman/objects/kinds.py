@@ -11,15 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dragoman.objects.backend_policy import DRAGOMAN_GROUP, BackendPolicy
+from dragoman.objects.backend_policy import BackendPolicy
 from dragoman.objects.backend_tls import BackendTLSPolicy
 from dragoman.objects.config_map import ConfigMap
+from dragoman.objects.credential_injector import CredentialInjector
 from dragoman.objects.endpoint_slice import EndpointSlice
 from dragoman.objects.gateway import GATEWAY_GROUP, Gateway, GRPCRoute, HTTPRoute
 from dragoman.objects.gateway_class import GatewayClass
 from dragoman.objects.l4_routes import TCPRoute, TLSRoute, UDPRoute
 from dragoman.objects.listener_set import ListenerSet
-from dragoman.objects.meta import KindObject
+from dragoman.objects.meta import DRAGOMAN_GROUP, KindObject
 from dragoman.objects.namespace import Namespace
 from dragoman.objects.reference_grant import ReferenceGrant
 from dragoman.objects.secret import Secret
@@ -88,6 +89,8 @@ KINDS: tuple[Kind, ...] = (
     # Experimental too (GEP-3388): watched when its CRD is installed.
     Kind(XBackendTrafficPolicy, XBACKEND_GROUP, ("v1alpha1",), "xbackend_traffic_policies",
          "xbackendtrafficpolicies", has_status=True),
+    Kind(CredentialInjector, DRAGOMAN_GROUP, ("v1alpha1",), "credential_injectors",
+         "credentialinjectors", has_status=True),
 )
 # fmt: on
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple
+
+# The API group of dragoman's own kinds (BackendPolicy, CredentialInjector,
+# EnvoyProxyParameters).
+DRAGOMAN_GROUP: Final = "dragoman.dev"
 
 
 class ObjectKey(NamedTuple):

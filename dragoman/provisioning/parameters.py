@@ -14,10 +14,11 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_args
 
 from dragoman.objects.gateway_class import ParametersRef
+from dragoman.objects.meta import DRAGOMAN_GROUP
 from dragoman.sources.errors import FieldProblem
 from dragoman.sources.fields import Node
 
-GROUP = "dragoman.dev"
+GROUP = DRAGOMAN_GROUP
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "EnvoyProxyParameters"

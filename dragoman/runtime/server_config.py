@@ -90,6 +90,7 @@ class ServerConfig:
     dns_refresh_s: float | None = None
     dns_respect_ttl: bool | None = None
     dns_lookup_family: str | None = None
+    dns_min_refresh_s: float | None = None
     system_ca_file: str = DEFAULT_SYSTEM_CA_FILE
     # endpoints.allowedNetworks: EndpointSlice addresses in always-denied ranges still used.
     endpoint_networks: tuple[Network, ...] = ()
@@ -117,6 +118,8 @@ class ServerConfig:
             changes["dns_respect_ttl"] = self.dns_respect_ttl
         if self.dns_lookup_family is not None:
             changes["dns_lookup_family"] = self.dns_lookup_family
+        if self.dns_min_refresh_s is not None:
+            changes["dns_min_refresh_s"] = self.dns_min_refresh_s
         return dataclasses.replace(base, **changes)
 
 
@@ -305,14 +308,18 @@ def _dns_check(node: Node) -> DnsCheckSettings:
 
 
 def _dns_defaults(node: Node, config: ServerConfig) -> ServerConfig:
-    _only_keys(node, ("refreshRate", "respectTTL", "lookupFamily"))
+    _only_keys(node, ("refreshRate", "respectTTL", "lookupFamily", "minRefreshRate"))
     refresh = _duration(node, "refreshRate", 30.0, 1, 86400) if node.has("refreshRate") else None
+    minimum = (
+        _duration(node, "minRefreshRate", 5.0, 1, 86400) if node.has("minRefreshRate") else None
+    )
     family = node.optional_string("lookupFamily", choices=tuple(LOOKUP_FAMILIES))
     return dataclasses.replace(
         config,
         dns_refresh_s=refresh,
         dns_respect_ttl=node.optional_boolean("respectTTL"),
         dns_lookup_family=LOOKUP_FAMILIES[family] if family is not None else None,
+        dns_min_refresh_s=minimum,
     )
 
 

@@ -13,6 +13,7 @@ from dragoman.objects import (
     BackendPolicy,
     BackendTLSPolicy,
     ConfigMap,
+    CredentialInjector,
     EndpointSlice,
     Gateway,
     GatewayClass,
@@ -37,6 +38,7 @@ from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDO
 from dragoman.sources.parsers.backend_policy import parse_backend_policy
 from dragoman.sources.parsers.backend_tls import parse_backend_tls_policy
 from dragoman.sources.parsers.config_map import parse_config_map
+from dragoman.sources.parsers.credential_injector import parse_credential_injector
 from dragoman.sources.parsers.endpoint_slice import parse_endpoint_slice
 from dragoman.sources.parsers.gateway import parse_gateway
 from dragoman.sources.parsers.gateway_class import parse_gateway_class
@@ -79,5 +81,6 @@ PARSERS: Mapping[type, KindParser] = {
     XBackend: KindParser(parse_xbackend),
     BackendPolicy: KindParser(parse_backend_policy),
     XBackendTrafficPolicy: KindParser(parse_xbackend_traffic_policy),
+    CredentialInjector: KindParser(parse_credential_injector),
 }
 assert set(PARSERS) == {kind.type for kind in KINDS}, "a kind without a parser, or the reverse"

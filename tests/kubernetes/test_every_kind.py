@@ -35,6 +35,7 @@ from tests.support.builders import (
     namespace_object,
     reference_grant,
     rule,
+    secret,
     service,
     service_port,
     tls_secret,
@@ -43,6 +44,7 @@ from tests.support.builders import (
     xbackend_traffic_policy,
 )
 from tests.support.certificates import certificate_authority
+from tests.support.credentials import credential_injector, injects
 from tests.support.kube_replica import (
     Replica,
     eventually,
@@ -169,6 +171,18 @@ def retry_percent(dag: Dag) -> int | None:
 def web_budget(percent: int) -> dict[str, Any]:
     spec = {"retryConstraint": {"budget": {"percent": percent}}}
     return xbackend_traffic_policy("web", "web", spec=spec)
+
+
+def injected_headers(dag: Dag) -> list[str]:
+    """The headers the routes of Gateway gw inject."""
+    found = dag.groups.get("default/gw")
+    return sorted(
+        credential.header
+        for table in (found.route_tables if found else ())
+        for host in table.virtual_hosts
+        for route in host.routes
+        for credential in route.credentials
+    )
 
 
 def endpoints(dag: Dag) -> list[str]:
@@ -595,6 +609,31 @@ ROWS = (
                 lambda d: 9101 in ports(d, "default/l4") and 9100 not in ports(d, "default/l4"),
             ),
             deleted(lambda d: 9101 not in ports(d, "default/l4") and "default/l4" in d.groups),
+        ),
+    ),
+    Row(
+        "CredentialInjector",
+        "api-key",
+        "default",
+        lambda: [
+            gateway_class(),
+            gateway(),
+            *web(),
+            secret("api-key", {"token": b"Bearer one"}),
+            http_route("web", rules=[rule(backend_ref("web", 80), filters=[injects("api-key")])]),
+        ],
+        (
+            Step(
+                "Authorization",
+                credential_injector("api-key", "api-key", "token"),
+                lambda d: injected_headers(d) == ["Authorization"],
+            ),
+            Step(
+                "X-Api-Key",
+                credential_injector("api-key", "api-key", "token", header="X-Api-Key"),
+                lambda d: injected_headers(d) == ["X-Api-Key"],
+            ),
+            deleted(lambda d: injected_headers(d) == [] and "default/gw" in d.groups),
         ),
     ),
 )

@@ -39,7 +39,7 @@ externalNames:
     minInterval: 10s
     maxInterval: 10m
     grace: 45s
-dnsDefaults: {refreshRate: 1m, respectTTL: false, lookupFamily: all}
+dnsDefaults: {refreshRate: 1m, respectTTL: false, lookupFamily: all, minRefreshRate: 10s}
 upstreamTLS: {systemCABundle: /etc/pki/tls/certs/ca-bundle.crt}
 endpoints: {allowedNetworks: [127.0.0.0/8, "::1/128"]}
 """
@@ -83,6 +83,7 @@ def test_a_full_file() -> None:
         dns_refresh_s=60,
         dns_respect_ttl=False,
         dns_lookup_family="ALL",
+        dns_min_refresh_s=10,
         system_ca_file="/etc/pki/tls/certs/ca-bundle.crt",
     )
 
@@ -140,6 +141,7 @@ PROBLEMS = [
      "externalNames.allowedNetworks", "takes effect only with the DNS check on"),
     ("dnsDefaults: {lookupFamily: ipv4}", "dnsDefaults.lookupFamily", "one of"),
     ("dnsDefaults: {refreshRate: 0s}", "dnsDefaults.refreshRate", "must be from 1s"),
+    ("dnsDefaults: {minRefreshRate: 500ms}", "dnsDefaults.minRefreshRate", "must be from 1s"),
     ("upstreamTLS: {systemCABundle: certs/ca.pem}", "upstreamTLS.systemCABundle",
      "an absolute path"),
 ]  # fmt: skip

@@ -64,6 +64,7 @@ MINIMAL_SPEC: dict[str, dict[str, object]] = {
             "port": {"port": 443},
         }
     },
+    "CredentialInjector": {"spec": {"secretRef": {"name": "api-key", "key": "token"}}},
 }
 
 

@@ -98,7 +98,8 @@ def walk(message: Message, path: str) -> Iterator[tuple[str, Message]]:
     """Every message inside this one, itself included, with Any values unpacked."""
     yield path, message
     if isinstance(message, Any):
-        yield from walk(unpack(message), f"{path}<{message.type_url.rpartition('/')[2]}>")
+        if message.type_url:  # an empty Any (a route enabling a filter) holds nothing
+            yield from walk(unpack(message), f"{path}<{message.type_url.rpartition('/')[2]}>")
         return
     for field, value in message.ListFields():
         if field.message_type is None:

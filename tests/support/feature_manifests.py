@@ -138,6 +138,7 @@ metadata:
     dragoman.dev/dns-failure-refresh-base: 2s
     dragoman.dev/dns-failure-refresh-max: 20s
     dragoman.dev/dns-jitter: 1s
+    dragoman.dev/dns-min-refresh-rate: 5s
     dragoman.dev/dns-resolvers: "10.0.0.53, [fd00::53]:5353"
 spec: {type: ExternalName, externalName: api.partner.example, ports: [{port: 8080}]}
 ---
@@ -459,8 +460,47 @@ spec:
 """
 
 
+# A credential injected toward an external host (a CredentialInjector and its Secret), and
+# one whose key is missing (its rule answers 500).
+_CREDENTIALS = """
+apiVersion: v1
+kind: Secret
+metadata: {name: partner-token, namespace: default}
+stringData: {token: "Bearer feature-token"}
+---
+apiVersion: dragoman.dev/v1alpha1
+kind: CredentialInjector
+metadata: {name: partner, namespace: default}
+spec: {secretRef: {name: partner-token, key: token}, header: X-Api-Key, overwrite: true}
+---
+apiVersion: dragoman.dev/v1alpha1
+kind: CredentialInjector
+metadata: {name: missing-key, namespace: default}
+spec: {secretRef: {name: partner-token, key: nope}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: credentials, namespace: default}
+spec:
+  parentRefs: [{name: edge, sectionName: http}]
+  hostnames: [partner.features.example]
+  rules:
+  - filters:
+    - type: ExtensionRef
+      extensionRef: {group: dragoman.dev, kind: CredentialInjector, name: partner}
+    backendRefs: [{name: external, port: 8080}]
+  - matches: [{path: {value: /missing}}]
+    filters:
+    - type: ExtensionRef
+      extensionRef: {group: dragoman.dev, kind: CredentialInjector, name: missing-key}
+    backendRefs: [{name: external, port: 8080}]
+"""
+
+
 def every_feature_manifests() -> str:
-    return "\n---\n".join([_FRONTENDS, _SITE.secret_yaml("site"), _SERVICES, _ROUTES, _policies()])
+    return "\n---\n".join(
+        [_FRONTENDS, _SITE.secret_yaml("site"), _SERVICES, _ROUTES, _policies(), _CREDENTIALS]
+    )
 
 
 def every_feature_dag(options: BuildOptions = BuildOptions()) -> Dag:

@@ -26,6 +26,7 @@ from dragoman.dag.model import (
 )
 from dragoman.dag.options import BuildOptions
 from dragoman.dag.status.addresses import with_gateway_addresses
+from dragoman.dag.status.credential_injectors import credential_injector_statuses
 from dragoman.dag.status.objects import frontend_statuses, status_order
 from dragoman.dag.status.route_upstreams import (
     RouteUpstreams,
@@ -217,7 +218,8 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
                 statuses[key] = entries[key].status  # type: ignore[assignment]  # likewise
     if store.xbackends:
         made = [*made, *xbackend_statuses(_xbackend_upstreams(parts), parts.context)]
-    for status in (*front, *made):
+    injectors = credential_injector_statuses(store) if store.credential_injectors else []
+    for status in (*front, *made, *injectors):
         statuses[status.key] = status
     return statuses, address_problems
 

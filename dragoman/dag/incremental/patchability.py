@@ -32,13 +32,15 @@ BACKEND_TLS_FIELDS = frozenset({"secrets", "config_maps", "backend_tls_policies"
 
 def patchable(store: Store, judged: Frontends) -> bool:
     """Whether changes to `store` can be patched: not yet with ListenerSets, XBackends,
-    XBackendTrafficPolicies, Gateway client certificates or client certificate validation
-    (their builds are all full)."""
+    XBackendTrafficPolicies, CredentialInjectors, Gateway client certificates or client
+    certificate validation (their builds are all full)."""
     return not (
         store.listener_sets
         or store.xbackends
         # Whether a listener keeps sessions follows its routes: made again with them.
         or store.xbackend_traffic_policies
+        # A Secret's change reaches the routes whose injectors read it.
+        or store.credential_injectors
         or any(
             verdict.client_certificate is not None
             or getattr(verdict.gateway, "frontend_tls", None) is not None

@@ -26,6 +26,7 @@ from dragoman.dag.model import (
     Forward,
     HttpListener,
     HttpsListener,
+    InjectedCredential,
     Listener,
     NodeGroup,
     Problem,
@@ -128,7 +129,13 @@ def assembled_group(
         else:
             table = RouteTable(listener_name(port), http_hosts(port, verdicts))
             listeners.append(
-                HttpListener(table.name, port, table.name, stateful_sessions=keeps_sessions(table))
+                HttpListener(
+                    name=table.name,
+                    port=port,
+                    route_table=table.name,
+                    stateful_sessions=keeps_sessions(table),
+                    credentials=injected_credentials(table.virtual_hosts),
+                )
             )
             route_tables.append(table)
     return NodeGroup(
@@ -269,9 +276,21 @@ def _https_port(
                 route_table=name,
                 client_validation=verdict.client_validation,
                 stateful_sessions=keeps_sessions(tables[-1]),
+                credentials=injected_credentials(hosts),
             )
         )
     return HttpsListener(https_listener_name(port), port, tuple(chains)), tables
+
+
+def injected_credentials(hosts: Iterable[VirtualHost]) -> tuple[InjectedCredential, ...]:
+    """The credentials the routes of `hosts` inject, by name: the connection manager serving
+    them has one HTTP filter for each."""
+    found: dict[str, InjectedCredential] = {}
+    for host in hosts:
+        for route in host.routes:
+            for credential in route.credentials:  # most routes have none
+                found.setdefault(credential.name, credential)
+    return tuple(found[name] for name in sorted(found))
 
 
 def _referenced_clusters(

@@ -16,6 +16,7 @@ from dragoman.dag.model import (
     DnsCluster,
     Forward,
     HeaderEdits,
+    InjectedCredential,
     Mirror,
     Problem,
     Redirect,
@@ -26,6 +27,7 @@ from dragoman.dag.model import (
     session_of,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
+from dragoman.dag.routes.credentials import rule_credentials
 from dragoman.dag.routes.filters import NO_FILTERS, RuleFilters, rule_filters
 from dragoman.dag.routes.retries import rule_retry
 from dragoman.objects import (
@@ -52,6 +54,7 @@ class RuleAction:
     clusters: tuple[Cluster, ...]  # every valid cluster the action sends requests to
     problems: tuple[Problem, ...]
     cors: CorsPolicy | None = None
+    credentials: tuple[InjectedCredential, ...] = ()
 
 
 def http_rule_action(
@@ -136,10 +139,18 @@ def _rule_action(
         else NO_FILTERS
     )
     problems = list(parsed.problems)
+    credentials: tuple[InjectedCredential, ...] = ()
+    invalid = parsed.invalid
+    if parsed.injectors:
+        credentials, refused = rule_credentials(
+            route.key, rule_index, parsed.injectors, context.store
+        )
+        problems.extend(refused)
+        invalid = invalid or bool(refused)
     clusters: dict[str, Cluster] = {}
     backends = resolve_backends(route, rule_index, refs, context, protocol, clusters, problems)
     action: Forward | Redirect | DirectResponse
-    if parsed.invalid:
+    if invalid:
         action, clusters = no_backend, {}
     elif parsed.redirect is not None:
         action, clusters = parsed.redirect, {}  # a redirect needs no backend (the CRD forbids them)
@@ -183,6 +194,8 @@ def _rule_action(
         clusters=tuple(clusters.values()),
         problems=tuple(problems),
         cors=parsed.cors,
+        # A redirect or an error answered by Envoy sends nothing upstream: no credential.
+        credentials=credentials if isinstance(action, Forward) else (),
     )
 
 

@@ -1,8 +1,9 @@
 """Route filters to what a rule does: header edits, a redirect, rewrites, mirrors.
 
-Filters that dragoman cannot honour (ExtensionRef) or that cannot be combined (a
-redirect with a mirror) make the rule invalid: it answers 500 rather than silently skipping
-the filter, as the Gateway API asks, and a Problem names the filter.
+Filters that dragoman cannot honour (an ExtensionRef to a kind other than dragoman.dev's
+CredentialInjector) or that cannot be combined (a redirect with a mirror) make the rule
+invalid: it answers 500 rather than silently skipping the filter, as the Gateway API asks,
+and a Problem names the filter.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from dragoman.dag.model import NO_EDITS, CorsPolicy, HeaderEdits, PathRewrite, Problem, Redirect
 from dragoman.dag.routes.envoy_strings import header_name_problem, header_value_problem
 from dragoman.objects import (
+    ExtensionRef,
     HeaderModifier,
     HTTPCORSFilter,
     ObjectKey,
@@ -20,6 +22,8 @@ from dragoman.objects import (
     RequestRedirect,
     RouteFilter,
 )
+from dragoman.objects.credential_injector import CREDENTIAL_INJECTOR
+from dragoman.objects.meta import DRAGOMAN_GROUP
 
 HOST = "host"
 
@@ -36,6 +40,8 @@ class RuleFilters:
     invalid: bool = False  # the rule must answer an error instead of forwarding
     problems: tuple[Problem, ...] = ()
     cors: CorsPolicy | None = None
+    # (index in the filter list, CredentialInjector reference), for the caller to resolve
+    injectors: tuple[tuple[int, ExtensionRef], ...] = ()
 
 
 NO_FILTERS = RuleFilters()
@@ -44,10 +50,8 @@ NO_FILTERS = RuleFilters()
 def rule_filters(
     route: ObjectKey, field_path: str, filters: Sequence[RouteFilter], prefix: str
 ) -> RuleFilters:
-    """What `filters` (at `field_path`, e.g. "spec.rules[0].filters") ask for.
-
-    `prefix` is the rule's PathPrefix match, which ReplacePrefixMatch replaces.
-    """
+    """What `filters` (at `field_path`, e.g. "spec.rules[0].filters") ask for; `prefix` is
+    the rule's PathPrefix match, which ReplacePrefixMatch replaces."""
     if not filters:
         return NO_FILTERS  # most rules have none
     problems: list[Problem] = []
@@ -56,6 +60,7 @@ def rule_filters(
     host_rewrite: str | None = None
     path_rewrite: PathRewrite | None = None
     mirrors: list[tuple[int, RequestMirror]] = []
+    injectors: list[tuple[int, ExtensionRef]] = []  # CredentialInjectors, for the caller
     cors: CorsPolicy | None = None
     invalid = False
 
@@ -96,6 +101,8 @@ def rule_filters(
         elif route_filter.cors is not None:
             cors = _cors_policy(route_filter.cors)
             problems.extend(_cors_problems(route, at, route_filter.cors))
+        elif (ref := route_filter.extension_ref) is not None and _injects_credential(ref):
+            injectors.append((index, ref))
         else:
             invalid = True
             message = f"filter type {route_filter.type!r} is not supported; {_ANSWERS_500}"
@@ -118,7 +125,12 @@ def rule_filters(
         invalid=invalid,
         problems=tuple(problems),
         cors=cors,
+        injectors=tuple(injectors),
     )
+
+
+def _injects_credential(ref: ExtensionRef) -> bool:
+    return (ref.group, ref.kind) == (DRAGOMAN_GROUP, CREDENTIAL_INJECTOR)
 
 
 # What becomes of the requests a rule whose filters cannot be served matches.

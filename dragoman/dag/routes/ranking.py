@@ -114,6 +114,7 @@ def _route(source: ObjectKey, rule_index: int, match: RouteMatch, action: RuleAc
         request_headers=action.request_headers,
         response_headers=action.response_headers,
         cors=action.cors,
+        credentials=action.credentials,
     )
 
 

@@ -35,6 +35,7 @@ REFERENCE_REASONS = frozenset(
         "DNSCheckPending",
         "DNSCheckFailed",
         "InvalidBackendTLSPolicy",
+        "InvalidCredentialInjector",
     }
 )
 # Fields whose problems are about attaching, reported through the parentRef outcomes.

@@ -40,7 +40,7 @@ from dragoman.dag.upstreams.dns_settings import service_dns_settings
 from dragoman.dag.upstreams.in_cluster_first import PREFER_SERVICE, preferred_service
 from dragoman.dag.upstreams.tls import TlsRefusal, upstream_tls
 from dragoman.objects import Service, ServicePort
-from dragoman.objects.backend_policy import DRAGOMAN_GROUP
+from dragoman.objects.meta import DRAGOMAN_GROUP
 
 # ExternalName aliases followed before giving up: enough for a rename or two, and ends loops.
 MAX_ALIAS_HOPS = 3

@@ -18,6 +18,7 @@ from dragoman.objects.meta import KindObject
 PREFIX = "dragoman.dev/"
 LOOKUP_FAMILY = PREFIX + "dns-lookup-family"
 REFRESH_RATE = PREFIX + "dns-refresh-rate"
+MIN_REFRESH_RATE = PREFIX + "dns-min-refresh-rate"
 RESPECT_TTL = PREFIX + "dns-respect-ttl"
 FAILURE_REFRESH_BASE = PREFIX + "dns-failure-refresh-base"
 FAILURE_REFRESH_MAX = PREFIX + "dns-failure-refresh-max"
@@ -60,6 +61,9 @@ def service_dns_settings(service: KindObject, dns_check: bool = False) -> Servic
         REFRESH_RATE, _duration(MIN_REFRESH_S, MAX_REFRESH_S), "the server's default (30s)"
     )
     respect_ttl = reader.read(RESPECT_TTL, _boolean, "the server's default (true)")
+    min_refresh = reader.read(
+        MIN_REFRESH_RATE, _duration(MIN_REFRESH_S, MAX_REFRESH_S), "the server's default"
+    )
     base = reader.read(
         FAILURE_REFRESH_BASE, _duration(MIN_REFRESH_S, MAX_REFRESH_S), "the refresh rate"
     )
@@ -95,6 +99,7 @@ def service_dns_settings(service: KindObject, dns_check: bool = False) -> Servic
         failure_base_s=base,
         failure_max_s=maximum,
         jitter_s=jitter or None,
+        min_refresh_s=min_refresh,
         resolvers=resolvers or (),
         logical=mode == "logical",
     )

@@ -82,6 +82,7 @@ def _dns_type(
     failure_refresh_s: tuple[float, float] | None,
     jitter_s: float | None,
     logical: bool,
+    min_refresh_s: float | None = None,
 ) -> cluster_pb2.Cluster.CustomClusterType:
     """The DNS extension's config, packed once per distinct settings (most clusters share
     the defaults); shared, so copied by the constructors it is given to, never changed."""
@@ -93,6 +94,7 @@ def _dns_type(
         failure_refresh_s=failure_refresh_s,
         jitter_s=jitter_s,
         logical=logical,
+        min_refresh_s=min_refresh_s,
     )
 
 
@@ -188,6 +190,7 @@ def dns_cluster(value: DnsCluster, options: TranslateOptions) -> cluster_pb2.Clu
             failure,
             settings.jitter_s,
             settings.logical,
+            settings.min_refresh_s or options.dns_min_refresh_s,
         ),
         lb_policy=cluster_pb2.Cluster.ROUND_ROBIN,
         connect_timeout=connect_timeout(options),

@@ -25,6 +25,7 @@ def dns_cluster_type(
     failure_refresh_s: tuple[float, float] | None = None,
     jitter_s: float | None = None,
     logical: bool = False,
+    min_refresh_s: float | None = None,
 ) -> cluster_pb2.Cluster.CustomClusterType:
     """STRICT_DNS (or LOGICAL_DNS) through the extension: with STRICT every address the name
     resolves to is a host; with LOGICAL one host connects to the first address of the latest
@@ -50,9 +51,30 @@ def dns_cluster_type(
         )
     if jitter_s:
         settings.dns_jitter.CopyFrom(seconds(jitter_s))
-    return cluster_pb2.Cluster.CustomClusterType(
-        name=DNS_CLUSTER_EXTENSION, typed_config=pack(settings)
-    )
+    packed = pack(settings)
+    if min_refresh_s is not None:
+        packed.value += dns_min_refresh_rate_bytes(min_refresh_s)
+    return cluster_pb2.Cluster.CustomClusterType(name=DNS_CLUSTER_EXTENSION, typed_config=packed)
+
+
+# DnsCluster.dns_min_refresh_rate (a Duration, at least 1 s), which Envoy 1.40 reads but the
+# generated Python protos do not have yet: written as its field number and bytes.
+DNS_MIN_REFRESH_RATE_FIELD = 10
+
+
+def dns_min_refresh_rate_bytes(value_s: float) -> bytes:
+    """The encoded field: appended to a serialized DnsCluster, it is one of its fields."""
+    duration = seconds(value_s).SerializeToString(deterministic=True)
+    return _varint(DNS_MIN_REFRESH_RATE_FIELD << 3 | 2) + _varint(len(duration)) + duration
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def cares_resolver(

@@ -4,6 +4,8 @@ its certificates fetched over SDS (`dragoman.envoy.resources.sds_secrets`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from envoy.config.core.v3 import config_source_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
@@ -12,11 +14,19 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 from google.protobuf.wrappers_pb2 import BoolValue
 
-from dragoman.dag.model import HttpsListener, Listener, TcpListener, TlsFilterChain, UdpListener
+from dragoman.dag.model import (
+    HttpsListener,
+    InjectedCredential,
+    Listener,
+    TcpListener,
+    TlsFilterChain,
+    UdpListener,
+)
 from dragoman.envoy.resources.access_log import access_logs
 from dragoman.envoy.resources.common_messages import pack, socket_address
 from dragoman.envoy.resources.config_sources import config_source
 from dragoman.envoy.resources.cors import CORS_FILTER, cors_filter
+from dragoman.envoy.resources.credential_injection import credential_filter
 from dragoman.envoy.resources.downstream_tls import (
     downstream_tls_socket,
     tls_inspector,
@@ -47,7 +57,15 @@ def listener(value: Listener, options: TranslateOptions) -> listener_pb2.Listene
         address=socket_address(options.listener_address, value.port),
         filter_chains=[
             listener_components_pb2.FilterChain(
-                filters=[_manager(value.name, value.route_table, options, value.stateful_sessions)]
+                filters=[
+                    _manager(
+                        value.name,
+                        value.route_table,
+                        options,
+                        value.stateful_sessions,
+                        value.credentials,
+                    )
+                ]
             )
         ],
     )
@@ -69,9 +87,11 @@ def http_connection_manager(
     access_log: AccessLogFormat,
     rds_source: config_source_pb2.ConfigSource,
     stateful_sessions: bool = False,
+    credentials: Sequence[InjectedCredential] = (),
 ) -> hcm_pb2.HttpConnectionManager:
     """The connection manager of `route_table`, fetched over RDS through `rds_source`;
-    `stateful_sessions`: some route of the table keeps sessions."""
+    `stateful_sessions`: some route of the table keeps sessions; a filter for each
+    credential its routes inject (fetched over SDS through the same source)."""
     sessions = (
         [
             hcm_pb2.HttpFilter(
@@ -90,6 +110,7 @@ def http_connection_manager(
         http_filters=[
             hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=pack(cors_filter())),
             *sessions,
+            *(credential_filter(credential, rds_source) for credential in credentials),
             hcm_pb2.HttpFilter(name=ROUTER, typed_config=pack(router_pb2.Router())),
         ],
         # WebSocket upgrades pass to whatever backend a route picks: the Gateway API expects
@@ -105,7 +126,11 @@ def http_connection_manager(
 
 
 def _manager(
-    stat_prefix: str, route_table: str, options: TranslateOptions, stateful_sessions: bool
+    stat_prefix: str,
+    route_table: str,
+    options: TranslateOptions,
+    stateful_sessions: bool,
+    credentials: Sequence[InjectedCredential],
 ) -> listener_components_pb2.Filter:
     return listener_components_pb2.Filter(
         name=HTTP_CONNECTION_MANAGER,
@@ -116,6 +141,7 @@ def _manager(
                 options.access_log,
                 config_source(options),
                 stateful_sessions,
+                credentials,
             )
         ),
     )
@@ -130,7 +156,15 @@ def _tls_chain(
     return listener_components_pb2.FilterChain(
         name=chain.route_table,
         filter_chain_match=match,
-        filters=[_manager(listener_name, chain.route_table, options, chain.stateful_sessions)],
+        filters=[
+            _manager(
+                listener_name,
+                chain.route_table,
+                options,
+                chain.stateful_sessions,
+                chain.credentials,
+            )
+        ],
         transport_socket=downstream_tls_socket(
             chain.certificates, ALPN_PROTOCOLS, config_source(options), chain.client_validation
         ),

@@ -28,6 +28,7 @@ from dragoman.dag.model import (
 )
 from dragoman.envoy.resources.common_messages import pack, seconds
 from dragoman.envoy.resources.cors import CORS_FILTER, cors_policy
+from dragoman.envoy.resources.credential_injection import enabled_on_route
 from dragoman.envoy.resources.traffic_policy_messages import (
     STATEFUL_SESSION_FILTER,
     stateful_session_per_route,
@@ -120,6 +121,8 @@ def _fill_route(message: rc_pb2.Route, value: Route) -> None:
         message.typed_per_filter_config[STATEFUL_SESSION_FILTER].CopyFrom(
             pack(stateful_session_per_route(action.session))
         )
+    for credential in value.credentials:
+        enabled_on_route(message, credential)
 
 
 def route_name(value: Route) -> str:

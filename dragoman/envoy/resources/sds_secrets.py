@@ -13,7 +13,8 @@ from __future__ import annotations
 from envoy.config.core.v3 import base_pb2, config_source_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, secret_pb2
 
-from dragoman.dag.model import ClientValidation, TlsCertificate
+from dragoman.dag.model import ClientValidation, InjectedCredential, TlsCertificate
+from dragoman.envoy.resources.credential_injection import credential_sds_name, credential_secret
 from dragoman.objects import ObjectKey
 
 
@@ -22,14 +23,17 @@ def secret_name(secret: ObjectKey) -> str:
     return f"{secret.namespace}/{secret.name}"
 
 
-# What travels as an SDS Secret: a certificate and its key, or a validation context.
-SdsValue = TlsCertificate | ClientValidation
+# What travels as an SDS Secret: a certificate and its key, a validation context, or a
+# credential a listener's routes inject (a generic secret).
+SdsValue = TlsCertificate | ClientValidation | InjectedCredential
 
 
 def sds_name(value: SdsValue) -> str:
     """The SDS name a listener or cluster gives the value."""
     if isinstance(value, ClientValidation):
         return value.name
+    if isinstance(value, InjectedCredential):
+        return credential_sds_name(value)
     return secret_name(value.secret)
 
 
@@ -41,6 +45,8 @@ def sds_secret_config(
 
 
 def secret(value: SdsValue) -> secret_pb2.Secret:
+    if isinstance(value, InjectedCredential):
+        return credential_secret(value)
     if isinstance(value, ClientValidation):
         return secret_pb2.Secret(
             name=value.name,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from google.protobuf import json_format, symbol_database
+from google.protobuf import json_format, symbol_database, unknown_fields
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
 # Well-known types whose JSON is not an object of their fields.
@@ -14,6 +15,9 @@ _STRUCT = "google.protobuf.Struct"
 _VALUE = "google.protobuf.Value"
 _LIST_VALUE = "google.protobuf.ListValue"
 _ANY = "google.protobuf.Any"
+# Duration fields Envoy reads that the generated protos do not have yet (dragoman writes
+# them by number): (message, field number) -> the field's name, shown as Envoy names it.
+_NEWER_DURATIONS = {("envoy.extensions.clusters.dns.v3.DnsCluster", 10): "dns_min_refresh_rate"}
 
 
 def to_json_mapping(message: Message) -> dict[str, Any]:
@@ -60,11 +64,26 @@ def _maps_sorted(message: Message, data: Any) -> Any:
 
 def _any_sorted(message: Message, data: Any) -> Any:
     type_name = message.type_url.rpartition("/")[2]  # type: ignore[attr-defined]
+    if not type_name:
+        return data  # an empty Any (a route enabling a filter that has no settings)
     packed_class = symbol_database.Default().GetSymbol(type_name)
     packed = packed_class.FromString(message.value)  # type: ignore[attr-defined]
     if "value" in data and packed.DESCRIPTOR.full_name in (_STRUCT, _VALUE, _LIST_VALUE):
         return {**data, "value": _sorted_json(data["value"])}
-    return _maps_sorted(packed, data)
+    return _with_newer_fields(packed, _maps_sorted(packed, data))
+
+
+def _with_newer_fields(message: Message, data: Any) -> Any:
+    """`data` with the _NEWER_DURATIONS fields `message` holds as unknown fields."""
+    name = message.DESCRIPTOR.full_name
+    if not isinstance(data, dict) or not any(key[0] == name for key in _NEWER_DURATIONS):
+        return data
+    # The stubs declare no __iter__; UnknownFieldSet iterates over its fields at run time.
+    for field in unknown_fields.UnknownFieldSet(message):  # type: ignore[attr-defined]
+        shown = _NEWER_DURATIONS.get((name, field.field_number))
+        if shown is not None and isinstance(field.data, bytes):
+            data[shown] = json_format.MessageToDict(Duration.FromString(field.data))
+    return data
 
 
 def _is_map(field: FieldDescriptor) -> bool:

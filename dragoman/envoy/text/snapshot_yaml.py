@@ -8,14 +8,16 @@ from typing import Any
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
-from envoy.config.route.v3 import route_pb2
+from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.access_loggers.stream.v3 import stream_pb2
 from envoy.extensions.clusters.dns.v3 import dns_cluster_pb2
+from envoy.extensions.filters.http.credential_injector.v3 import credential_injector_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2,
 )
+from envoy.extensions.http.injected_credentials.generic.v3 import generic_pb2
 from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2
 from google.protobuf.message import Message
 
@@ -34,11 +36,15 @@ ANY_TYPE_MODULES = (
     http_connection_manager_pb2,
     tls_inspector_pb2,
     tls_pb2,
+    route_components_pb2,
+    credential_injector_pb2,
+    generic_pb2,
 )
 
-# Fields holding secret material, shown only as this: the output is meant to be shared. Any
-# other value holding a private key (by its content: PEM, or base64 of PEM or DER) is too.
-SECRET_FIELDS = frozenset({"private_key"})
+# Fields holding secret material (a private key, an injected credential), shown only as
+# this: the output is meant to be shared. Any other value holding a private key (by its
+# content: PEM, or base64 of PEM or DER) is too.
+SECRET_FIELDS = frozenset({"private_key", "generic_secret"})
 REDACTED = "[redacted]"
 
 # Section name and message class per type, in ADS order.

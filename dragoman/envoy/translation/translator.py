@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from dragoman.dag.model import (
     Cluster,
     Dag,
+    HttpListener,
     HttpsListener,
     Listener,
     LoadAssignment,
@@ -26,6 +27,7 @@ from dragoman.dag.model import (
     RouteTable,
     TcpListener,
     TlsCertificate,
+    TlsFilterChain,
 )
 from dragoman.envoy.resources.sds_secrets import SdsValue, sds_name, secret
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
@@ -337,14 +339,18 @@ class Translation:
 
 
 def listener_certificates(listeners: Iterable[Listener]) -> Iterator[SdsValue]:
-    """The certificates HTTPS and TLS-terminating listeners serve, and the CA certificates
-    they validate clients' with, in their order."""
+    """The certificates HTTPS and TLS-terminating listeners serve, the CA certificates they
+    validate clients' with, and the credentials their routes inject, in their order."""
     for value in listeners:
-        if isinstance(value, HttpsListener | TcpListener):
+        if isinstance(value, HttpListener):
+            yield from value.credentials
+        elif isinstance(value, HttpsListener | TcpListener):
             for chain in value.filter_chains:
                 yield from chain.certificates
                 if chain.client_validation is not None:
                     yield chain.client_validation
+                if isinstance(chain, TlsFilterChain):
+                    yield from chain.credentials
 
 
 def _client_certificate(value: Cluster) -> TlsCertificate | None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from dragoman.objects import (
     BackendRef,
+    ExtensionRef,
     HeaderMatch,
     HeaderModifier,
     HTTPCORSFilter,
@@ -178,8 +179,16 @@ def _route_filter(node: Node, allowed_types: Sequence[str]) -> RouteFilter:
         return RouteFilter(filter_type, request_mirror=_request_mirror(config))
     if filter_type == "CORS":
         return RouteFilter(filter_type, cors=_cors(config))
-    # ExtensionRef: read no further; the DAG reports it as unsupported.
-    return RouteFilter(type=filter_type)
+    return RouteFilter(filter_type, extension_ref=_extension_ref(config))
+
+
+def _extension_ref(node: Node) -> ExtensionRef:
+    """An ExtensionRef filter's object (a LocalObjectReference: the route's namespace)."""
+    return ExtensionRef(
+        group=node.string("group", required=True, format=GROUP),
+        kind=node.string("kind", required=True, format=KIND),
+        name=node.string("name", required=True, min_length=1, max_length=253),
+    )
 
 
 def _header_modifier(node: Node) -> HeaderModifier:

@@ -191,6 +191,7 @@ ANNOTATIONS = [
         DnsSettings(failure_base_s=2, failure_max_s=60),
     ),
     ({"dragoman.dev/dns-jitter": "500ms"}, DnsSettings(jitter_s=0.5)),
+    ({"dragoman.dev/dns-min-refresh-rate": "10s"}, DnsSettings(min_refresh_s=10)),
     (
         {"dragoman.dev/dns-resolvers": "10.0.0.10, 10.0.0.11:5353,[fd00::a]:53"},
         DnsSettings(resolvers=(("10.0.0.10", 53), ("10.0.0.11", 5353), ("fd00::a", 53))),
@@ -223,6 +224,8 @@ BAD_ANNOTATIONS = [
     ("dragoman.dev/dns-respect-ttl", "yes", 'expected "true" or "false"'),
     ("dragoman.dev/dns-failure-refresh-max", "10s", "needs dragoman.dev/dns-failure-refresh-base"),
     ("dragoman.dev/dns-jitter", "-1s", "expected a duration"),
+    ("dragoman.dev/dns-min-refresh-rate", "500ms", "must be from 1s"),
+    ("dragoman.dev/dns-min-refresh-rate", "soon", "expected a duration"),
     ("dragoman.dev/dns-resolvers", "dns.example.com", "expected IP addresses"),
     ("dragoman.dev/dns-resolvers", "10.0.0.1:99999", "expected IP addresses"),
     ("dragoman.dev/dns-resolvers", "[10.0.0.1]:53", "expected IP addresses"),

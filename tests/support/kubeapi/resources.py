@@ -220,6 +220,18 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         tracks_generation=True,
         builtin=False,
     ),
+    # dragoman's own kinds, as its CRDs in deploy/ declare them.
+    ResourceType(
+        group="dragoman.dev",
+        versions=("v1alpha1",),
+        plural="credentialinjectors",
+        singular="credentialinjector",
+        kind="CredentialInjector",
+        namespaced=True,
+        status_subresource=True,
+        tracks_generation=True,
+        builtin=False,
+    ),
 )
 
 

@@ -1,0 +1,49 @@
+"""A rule's CredentialInjector ExtensionRef filters resolved to the credentials its routes
+inject; a rule whose injector cannot inject answers 500, never forwarding a request
+without its credential."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dragoman.dag.model import InjectedCredential, Problem
+from dragoman.dag.routes.credential_injectors import judged_injector
+from dragoman.objects import ExtensionRef, ObjectKey
+from dragoman.store import Store
+
+# The route's reason when an injector it names adds nothing (ResolvedRefs False).
+INVALID_CREDENTIAL_INJECTOR = "InvalidCredentialInjector"
+
+
+def rule_credentials(
+    route: ObjectKey,
+    rule_index: int,
+    refs: Sequence[tuple[int, ExtensionRef]],
+    store: Store,
+) -> tuple[tuple[InjectedCredential, ...], list[Problem]]:
+    """The credentials of `refs` ((filter index, reference) of rule `rule_index`), and a
+    Problem for each that cannot be injected (then the rule must answer 500)."""
+    credentials: dict[str, InjectedCredential] = {}
+    problems: list[Problem] = []
+    for index, ref in refs:
+        field = f"spec.rules[{rule_index}].filters[{index}].extensionRef"
+        injector = store.credential_injectors.get((route.namespace, ref.name))
+        where = f"CredentialInjector {route.namespace}/{ref.name}"
+        if injector is None:
+            problems.append(_problem(route, field, f"{where} not found"))
+            continue
+        judged = judged_injector(injector, store)
+        if isinstance(judged, InjectedCredential):
+            credentials.setdefault(judged.name, judged)
+        else:
+            problems.append(_problem(route, field, f"{where}: {judged.field} {judged.message}"))
+    return tuple(credentials.values()), problems
+
+
+def _problem(route: ObjectKey, field: str, message: str) -> Problem:
+    return Problem(
+        route,
+        field,
+        INVALID_CREDENTIAL_INJECTOR,
+        f"{message}; requests this rule matches answer 500 rather than go without the credential",
+    )

@@ -1,0 +1,80 @@
+"""dragoman's own CRDs in deploy/ agree with the table of kinds and with the parsers: what the
+schema accepts the parser reads without problems, and what it refuses the parser refuses
+too, naming the same field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from dragoman.objects.kinds import KINDS
+from dragoman.sources.errors import ObjectError
+from dragoman.sources.parse import parse_object
+from tests.support.credentials import credential_injector
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def crds() -> dict[str, dict[str, Any]]:
+    found = {}
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["kind"] == "CustomResourceDefinition":
+                found[doc["spec"]["names"]["kind"]] = doc
+    return found
+
+
+def schema(kind: str) -> dict[str, Any]:
+    [version] = crds()[kind]["spec"]["versions"]
+    return dict(version["schema"]["openAPIV3Schema"])
+
+
+def test_every_kind_of_dragomans_group_has_its_crd_as_the_table_says() -> None:
+    own = [kind for kind in KINDS if kind.group.endswith("dragoman.dev")]
+    assert own, "no kind of dragoman's own"
+    found = crds()
+    assert sorted(found) == sorted(kind.kind for kind in own)
+    for kind in own:
+        spec = found[kind.kind]["spec"]
+        assert found[kind.kind]["metadata"]["name"] == f"{kind.plural}.{kind.group}"
+        assert (spec["group"], spec["names"]["plural"]) == (kind.group, kind.plural)
+        assert spec["scope"] == ("Namespaced" if kind.namespaced else "Cluster")
+        assert [v["name"] for v in spec["versions"]] == list(kind.versions)
+        assert all(
+            ("status" in v.get("subresources", {})) == kind.has_status for v in spec["versions"]
+        )
+
+
+GOOD = [
+    credential_injector("a", "api-key", "token"),
+    credential_injector("a", "api-key", "tls.key_2", header="X-Api-Key", overwrite=True),
+    credential_injector("a", "api-key", "token", secret_namespace="default"),
+]
+BAD = [
+    (credential_injector("a", "api-key", "to ken"), "secretRef"),
+    (credential_injector("a", "Api_Key", "token"), "secretRef"),
+    (credential_injector("a", "api-key", "token", header="X Api"), "header"),
+    (credential_injector("a", "api-key", "token", header=""), "header"),
+    ({**credential_injector("a", "s", "k"), "spec": {"header": "X"}}, "secretRef"),
+    ({**credential_injector("a", "s", "k"), "spec": {"secretRef": {"name": "s"}}}, "key"),
+]
+
+
+@pytest.mark.parametrize("manifest", GOOD)
+def test_what_the_schema_accepts_the_parser_reads(manifest: dict[str, Any]) -> None:
+    jsonschema.validate(manifest, schema("CredentialInjector"))
+    assert parse_object(manifest) is not None
+
+
+@pytest.mark.parametrize(("manifest", "field"), BAD)
+def test_what_the_schema_refuses_the_parser_refuses(manifest: dict[str, Any], field: str) -> None:
+    with pytest.raises(jsonschema.ValidationError) as refused:
+        jsonschema.validate(manifest, schema("CredentialInjector"))
+    assert field in ".".join(map(str, refused.value.absolute_path)) + refused.value.message
+    with pytest.raises(ObjectError) as error:
+        parse_object(manifest)
+    assert field in str(error.value)

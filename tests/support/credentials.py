@@ -1,0 +1,80 @@
+"""CredentialInjector manifests, and a route rule whose ExtensionRef filter names one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.builders import (
+    backend_ref,
+    gateway,
+    gateway_class,
+    http_route,
+    match,
+    metadata,
+    rule,
+    secret,
+    service,
+)
+
+Object = dict[str, Any]
+
+# A credential that must never be shown: tests look for "s3cr3t" in what dragoman prints.
+VALUE = b"Bearer s3cr3t-value-never-shown"
+# Gateway gw (HTTP, port 8080), Service web, and Secret api-key: its key `token` holds VALUE,
+# `bad` a value ending in a newline, `empty` nothing.
+WORLD = (
+    gateway_class(),
+    gateway(),
+    service("web", 80, 8080),
+    secret("api-key", {"token": VALUE, "bad": b"Bearer x\n", "empty": b""}),
+)
+
+
+def credential_injector(
+    name: str,
+    secret: str,
+    key: str,
+    *,
+    header: str | None = None,
+    overwrite: bool | None = None,
+    namespace: str = "default",
+    secret_namespace: str | None = None,
+) -> Object:
+    ref: Object = {"name": secret, "key": key}
+    if secret_namespace is not None:
+        ref["namespace"] = secret_namespace
+    spec: Object = {"secretRef": ref}
+    if header is not None:
+        spec["header"] = header
+    if overwrite is not None:
+        spec["overwrite"] = overwrite
+    return {
+        "apiVersion": "dragoman.dev/v1alpha1",
+        "kind": "CredentialInjector",
+        "metadata": metadata(name, namespace),
+        "spec": spec,
+    }
+
+
+def injects(name: str) -> Object:
+    """An HTTPRoute filter naming CredentialInjector `name` (in the route's namespace)."""
+    return {
+        "type": "ExtensionRef",
+        "extensionRef": {"group": "dragoman.dev", "kind": "CredentialInjector", "name": name},
+    }
+
+
+def injector_route(*injectors: str, path: str = "/api") -> Object:
+    """HTTPRoute r: `path` to Service web with filters naming `injectors`, and /plain
+    without."""
+    return http_route(
+        "r",
+        rules=[
+            rule(
+                backend_ref("web", 80),
+                matches=[match(path)],
+                filters=[injects(name) for name in injectors],
+            ),
+            rule(backend_ref("web", 80), matches=[match("/plain")]),
+        ],
+    )
