@@ -433,6 +433,9 @@ class TlsCertificate:
     certificate_chain: bytes
     # Never part of repr: the key must not reach logs, tracebacks or test output.
     private_key: bytes = field(repr=False)
+    # When the chain's first certificate to expire does (Unix seconds), read when the pair
+    # was checked: the expiry metric reports it without parsing the chain again.
+    not_after: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
