@@ -449,6 +449,8 @@ class ClientValidation:
     name: str  # the SDS name of the validation context
     trusted_ca: bytes  # PEM CA certificates
     insecure_fallback: bool = False
+    # When the bundle's first CA to expire does (Unix seconds), read when it was checked.
+    not_after: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """When the certificates dragoman serves or uses expire: its own xDS server certificate and
 the CAs it trusts for clients, and the certificates it serves over SDS (Gateway listeners',
-and those clusters present to backends).
+the CAs they validate clients' certificates with, and those clusters present to backends).
 
 Every expiry was read when the certificate was checked (the DAG's `TlsCertificate`, the xDS
 files' `TlsMaterial`) and is carried here as a value: nothing is parsed again.
@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from dragoman.dag.model import Dag, HttpsListener, TcpListener, TlsCertificate
+from dragoman.dag.model import ClientValidation, Dag, HttpsListener, TcpListener, TlsCertificate
 from dragoman.security.files import TlsFiles, TlsMaterial
 
 XDS_SERVER = "xds_server"  # dragoman's own serving certificate (chain)
 XDS_CLIENT_CA = "xds_client_ca"  # a CA it trusts to sign xDS clients' certificates
 GATEWAY_LISTENER = "gateway_listener"  # a Secret a Gateway listener terminates TLS with
+GATEWAY_CLIENT_CA = "gateway_client_ca"  # the CAs a Gateway port validates clients with
 BACKEND_CLIENT = "backend_client"  # a Secret a cluster presents to its backends
-KINDS = (XDS_SERVER, XDS_CLIENT_CA, GATEWAY_LISTENER, BACKEND_CLIENT)
+KINDS = (XDS_SERVER, XDS_CLIENT_CA, GATEWAY_LISTENER, GATEWAY_CLIENT_CA, BACKEND_CLIENT)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -43,13 +44,16 @@ def dag_expiries(dag: Dag | None) -> list[CertificateExpiry]:
     if dag is None:
         return []
     found: dict[tuple[str, str], float] = {}
-    for kind, certificate in _dag_certificates(dag):
-        name = f"{certificate.secret.namespace}/{certificate.secret.name}"
-        found[(kind, name)] = certificate.not_after
+    for kind, value in _dag_certificates(dag):
+        if isinstance(value, ClientValidation):
+            name = value.name.removeprefix("client-ca/")  # namespace/gateway/port
+        else:
+            name = f"{value.secret.namespace}/{value.secret.name}"
+        found[(kind, name)] = value.not_after
     return [CertificateExpiry(kind, name, when) for (kind, name), when in sorted(found.items())]
 
 
-def _dag_certificates(dag: Dag) -> Iterator[tuple[str, TlsCertificate]]:
+def _dag_certificates(dag: Dag) -> Iterator[tuple[str, TlsCertificate | ClientValidation]]:
     seen: set[int] = set()  # groups share their listeners: each walked once
     for group in dag.groups.values():
         for listener in group.listeners:
@@ -59,6 +63,8 @@ def _dag_certificates(dag: Dag) -> Iterator[tuple[str, TlsCertificate]]:
             for chain in listener.filter_chains:
                 for certificate in chain.certificates:
                     yield GATEWAY_LISTENER, certificate
+                if chain.client_validation is not None:
+                    yield GATEWAY_CLIENT_CA, chain.client_validation
     for cluster in dag.clusters.values():
         tls = getattr(cluster, "tls", None)  # an aggregate's TLS is its children's
         if tls is not None and tls.client_certificate is not None:

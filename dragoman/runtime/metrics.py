@@ -333,8 +333,9 @@ def _expiry_metrics(state: ServedState, dag: Dag | None) -> Iterator[Metric]:
     each = GaugeMetricFamily(
         "dragoman_certificate_expiry_timestamp_seconds",
         "When a certificate dragoman serves or uses expires (its chain's first to expire), "
-        "Unix seconds, by kind: xds_server, xds_client_ca, gateway_listener, backend_client; "
-        "name: a Secret's namespace/name, a file, or a CA's subject",
+        "Unix seconds, by kind: xds_server, xds_client_ca, gateway_listener, gateway_client_ca, "
+        "backend_client; name: a Secret's namespace/name, a Gateway's namespace/name/port, a "
+        "file, or a CA's subject",
         labels=["kind", "name"],
     )
     for expiry in sorted(expiries):

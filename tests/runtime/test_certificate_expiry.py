@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dragoman.dag.model import Dag
 from dragoman.runtime.certificate_expiry import (
     BACKEND_CLIENT,
+    GATEWAY_CLIENT_CA,
     GATEWAY_LISTENER,
     XDS_CLIENT_CA,
     XDS_SERVER,
@@ -26,6 +27,7 @@ from dragoman.security.files import TlsFiles
 from dragoman.xds.transport.credentials import RotatingServerCredentials
 from tests.support.builders import (
     backend_ref,
+    config_map,
     external_service,
     gateway,
     gateway_class,
@@ -41,6 +43,8 @@ NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 AUTHORITY = new_authority("expiry CA", days=400, now=NOW)
 SITE = server_pair(AUTHORITY, ["site.example.com"], days=30, now=NOW)
 CLIENT = client_pair(AUTHORITY, "client", "spiffe://example.com/gateway", days=20, now=NOW)
+# Two CAs a Gateway validates its clients with: the bundle expires with the first.
+CLIENT_CAS = [new_authority(f"clients {days}", days=days, now=NOW) for days in (90, 60)]
 
 
 def expires(pair: Pair | bytes) -> float:
@@ -51,9 +55,18 @@ def expires(pair: Pair | bytes) -> float:
 def served_dag() -> Dag:
     https = listener("https", 443, "HTTPS", tls={"certificateRefs": [{"name": "site"}]})
     presenting = {"backend": {"clientCertificateRef": {"kind": "Secret", "name": "client"}}}
+    refs = [
+        {"group": "", "kind": "ConfigMap", "name": f"ca-{index}"}
+        for index in range(len(CLIENT_CAS))
+    ]
+    validating = {"frontend": {"default": {"validation": {"caCertificateRefs": refs}}}}
     return build_text(
         gateway_class(),
-        gateway("gw", listeners=[https], tls=presenting),
+        gateway("gw", listeners=[https], tls={**presenting, **validating}),
+        *(
+            config_map(f"ca-{index}", {"ca.crt": ca.pair.certificate.decode()})
+            for index, ca in enumerate(CLIENT_CAS)
+        ),
         gateway("other", listeners=[https]),  # the same Secret again: one series
         tls_secret("site", SITE.certificate, SITE.private_key),
         tls_secret("client", CLIENT.certificate, CLIENT.private_key),
@@ -68,6 +81,7 @@ def test_the_dag_carries_each_served_certificate_expiry_without_parsing_again(
     dag = served_dag()
     wanted = [
         CertificateExpiry(BACKEND_CLIENT, "default/client", expires(CLIENT)),
+        CertificateExpiry(GATEWAY_CLIENT_CA, "default/gw/443", expires(CLIENT_CAS[1].pair)),
         CertificateExpiry(GATEWAY_LISTENER, "default/site", expires(SITE)),
     ]
 
@@ -162,6 +176,9 @@ def test_the_metrics_show_each_certificate_and_the_soonest() -> None:
     each = "dragoman_certificate_expiry_timestamp_seconds"
     assert samples(metrics) == {
         (each, (("kind", BACKEND_CLIENT), ("name", "default/client"))): expires(CLIENT),
+        (each, (("kind", GATEWAY_CLIENT_CA), ("name", "default/gw/443"))): expires(
+            CLIENT_CAS[1].pair
+        ),
         (each, (("kind", GATEWAY_LISTENER), ("name", "default/site"))): expires(SITE),
         (each, (("kind", XDS_CLIENT_CA), ("name", "CN=x"))): expires(AUTHORITY.pair),
         ("dragoman_certificate_soonest_expiry_timestamp_seconds", ()): expires(CLIENT),
