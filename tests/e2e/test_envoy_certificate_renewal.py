@@ -266,6 +266,6 @@ def test_a_renewal_reaches_envoy_and_dragoman_without_a_restart(world: World) ->
     ]
     assert shown[("soonest", "")] == expiry(second_server)
 
-    # The same dragoman throughout; it re-read its files at a handshake after each change.
+    # The same dragoman throughout; it re-read its files after each change.
     assert world.dragoman.process is not None and world.dragoman.process.pid == dragoman_pid
     assert world.dragoman.log().count("xDS TLS files changed") >= 3

@@ -5,7 +5,8 @@ credentials); the files are re-read only when one of them changed on disk (a rot
 Kubernetes Secret swaps the mounted files at once), and established connections keep the
 configuration they were made with, so rotation never drops a stream. A rotation whose files
 do not check out (half written, key and certificate from different pairs) is logged once and
-the previous configuration kept until the files change again.
+the previous configuration kept until the files change again. The expiry metrics read the
+files the same way (`material`), so they show what the next handshake will use.
 """
 
 from __future__ import annotations
