@@ -302,7 +302,7 @@ def ca_bundle(
             f"{kind} {namespace}/{name} key {CA_CERT_KEY!r} holds a private key besides "
             "certificates; refused (a CA bundle is served to Envoy, a key must never be)",
         )
-    if not _is_pem_certificates(data):
+    if bundle_not_after(data) is None:
         return (
             INVALID_CA_CERTIFICATE_REF,
             f"{kind} {namespace}/{name} key {CA_CERT_KEY!r} is not PEM CA certificates",
@@ -312,13 +312,16 @@ def ca_bundle(
 
 # Pure and deterministic; parsing certificates is the slow part of judging a policy.
 @lru_cache(maxsize=512)
-def _is_pem_certificates(data: bytes) -> bool:
+def bundle_not_after(data: bytes) -> float | None:
+    """When the first certificate of the PEM bundle `data` expires (Unix seconds); None when
+    `data` is not PEM certificates. Read with the check, kept for the expiry metric."""
     from cryptography import x509  # on first use: a store without policies never needs it
 
     try:
-        return bool(x509.load_pem_x509_certificates(data))
+        certificates = x509.load_pem_x509_certificates(data)
     except ValueError:
-        return False
+        return None
+    return min((c.not_valid_after_utc.timestamp() for c in certificates), default=None)
 
 
 def _precedence(policy: BackendTLSPolicy) -> tuple[str, str, str]:

@@ -487,6 +487,9 @@ class TlsCertificate:
     certificate_chain: bytes
     # Never part of repr: the key must not reach logs, tracebacks or test output.
     private_key: bytes = field(repr=False)
+    # When the chain's first certificate to expire does (Unix seconds), read when the pair
+    # was checked: the expiry metric reports it without parsing the chain again.
+    not_after: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,6 +503,8 @@ class ClientValidation:
     name: str  # the SDS name of the validation context
     trusted_ca: bytes  # PEM CA certificates
     insecure_fallback: bool = False
+    # When the bundle's first CA to expire does (Unix seconds), read when it was checked.
+    not_after: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

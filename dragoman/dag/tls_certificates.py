@@ -33,10 +33,12 @@ def tls_certificate(secret: Secret) -> TlsCertificate | str:
     chain, _ = split_chain(written)
     if not chain:
         return f"{name}: {TLS_CERT_KEY} holds no PEM CERTIFICATE block"
-    problem = pair_problem(chain, key)
-    if problem is not None:
-        return f"{name}: {problem}"
-    return TlsCertificate(secret=secret.key, certificate_chain=chain, private_key=key)
+    checked = checked_pair(chain, key)
+    if isinstance(checked, str):
+        return f"{name}: {checked}"
+    return TlsCertificate(
+        secret=secret.key, certificate_chain=chain, private_key=key, not_after=checked
+    )
 
 
 def dropped_from_chain(secret: Secret) -> str | None:
@@ -61,8 +63,9 @@ def _name(secret: Secret) -> str:
 
 # Pure and deterministic, so memoising it is safe; parsing keys is the slow part of a build.
 @lru_cache(maxsize=512)
-def pair_problem(chain: bytes, key: bytes) -> str | None:
-    """None when `chain` is PEM certificates whose first matches the PEM private `key`."""
+def checked_pair(chain: bytes, key: bytes) -> float | str:
+    """When the chain's first certificate to expire does (Unix seconds) if `chain` is PEM
+    certificates whose first matches the PEM private `key`; else what is wrong."""
     # Imported on first use: `cryptography` takes megabytes that a configuration without
     # certificates never needs.
     from cryptography import x509
@@ -94,7 +97,7 @@ def pair_problem(chain: bytes, key: bytes) -> str | None:
     leaf_public = public_key.public_bytes(der, spki)
     if private_key.public_key().public_bytes(der, spki) != leaf_public:
         return f"{TLS_PRIVATE_KEY_KEY} does not belong to the first certificate of {TLS_CERT_KEY}"
-    return None
+    return min(certificate.not_valid_after_utc.timestamp() for certificate in certificates)
 
 
 def key_problem(public_key: object) -> str | None:

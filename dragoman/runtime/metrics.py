@@ -26,6 +26,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 import dragoman
+from dragoman.dag.model import Dag
+from dragoman.runtime.certificate_expiry import CertificateExpiry, dag_expiries, soonest
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.summary import (
     EXTERNAL_NAME_STATES,
@@ -71,6 +73,9 @@ class ServedState:
     # Kubernetes mode: each watched kind, and whether the API server has stopped serving it
     # (404) since it was listed, its last state kept (None: not Kubernetes mode, no gauge).
     kinds_not_served: Callable[[], dict[str, bool]] | None = None
+    # With mutual TLS: the xDS server's certificate and client CAs as the next handshake
+    # uses them (None: plaintext).
+    xds_certificates: Callable[[], Iterable[CertificateExpiry]] | None = None
 
 
 class Metrics:
@@ -299,6 +304,7 @@ class _ServedCollector(Collector):
         for name, count in states.items():
             names.add_metric([name], count)
         yield names
+        yield from _expiry_metrics(state, dag)
         if state.kinds_not_served is not None:
             not_served = GaugeMetricFamily(
                 "dragoman_kind_not_served",
@@ -315,3 +321,30 @@ class _ServedCollector(Collector):
                 "1 while this replica is the elected leader (the one writing status)",
                 value=1 if state.leading() else 0,
             )
+
+
+def _expiry_metrics(state: ServedState, dag: Dag | None) -> Iterator[Metric]:
+    """One series per certificate dragoman serves or uses (as many as the Secrets its
+    configuration names: bounded by the configuration, as `dragoman_objects` is), and the
+    soonest of them, which an alert watches."""
+    expiries = dag_expiries(dag)
+    if state.xds_certificates is not None:
+        expiries += state.xds_certificates()
+    each = GaugeMetricFamily(
+        "dragoman_certificate_expiry_timestamp_seconds",
+        "When a certificate dragoman serves or uses expires (its chain's first to expire), "
+        "Unix seconds, by kind: xds_server, xds_client_ca, gateway_listener, gateway_client_ca, "
+        "backend_client; name: a Secret's namespace/name, a Gateway's namespace/name/port, a "
+        "file, or a CA's subject",
+        labels=["kind", "name"],
+    )
+    for expiry in sorted(expiries):
+        each.add_metric([expiry.kind, expiry.name], expiry.not_after)
+    yield each
+    first = soonest(expiries)
+    if first is not None:
+        yield GaugeMetricFamily(
+            "dragoman_certificate_soonest_expiry_timestamp_seconds",
+            "When the first of the certificates dragoman serves or uses expires, Unix seconds",
+            value=first,
+        )

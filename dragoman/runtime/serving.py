@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.translate_options import TranslateOptions
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
+from dragoman.runtime.certificate_expiry import xds_expiries
 from dragoman.runtime.controller import Controller, UpdateResult
 from dragoman.runtime.server_config import DnsCheckSettings
 from dragoman.security.files import TlsFiles
@@ -75,6 +76,9 @@ async def start_serving(
     `on_dns_answers` is told the accepted answers as they change (to keep them).
     """
     credentials = RotatingServerCredentials(xds_tls) if xds_tls is not None else None
+    if credentials is not None and metrics is not None:
+        files, material = credentials.files, credentials.material
+        metrics.state.xds_certificates = lambda: xds_expiries(files, material())
     checks = None
     if dns_check.enabled:
         from dragoman.runtime.dns_checker import DnsChecker, DnsCheckLoop

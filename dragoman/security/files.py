@@ -41,6 +41,10 @@ class TlsMaterial:
     certificate_chain: bytes
     private_key: bytes = field(repr=False)
     trusted_ca: bytes = b""
+    # Read while checking (Unix seconds): when the chain's first certificate to expire does,
+    # and each trusted CA's subject and expiry, for the expiry metric.
+    not_after: float = 0.0
+    authorities: tuple[tuple[str, float], ...] = ()
 
 
 def read_pem(path: Path) -> bytes:
@@ -106,7 +110,16 @@ def load_material(files: TlsFiles, *, now: datetime.datetime | None = None) -> T
             f"{files.certificate}: not signed by the CA in {files.trusted_ca} (nor is any "
             "certificate of its chain)"
         )
-    return TlsMaterial(certificate_chain=chain_pem, private_key=key_pem, trusted_ca=ca_pem)
+    return TlsMaterial(
+        certificate_chain=chain_pem,
+        private_key=key_pem,
+        trusted_ca=ca_pem,
+        not_after=min(certificate.not_valid_after_utc.timestamp() for certificate in chain),
+        authorities=tuple(
+            (authority.subject.rfc4514_string(), authority.not_valid_after_utc.timestamp())
+            for authority in authorities
+        ),
+    )
 
 
 def check_validity(path: Path, certificate: x509.Certificate, now: datetime.datetime) -> None:

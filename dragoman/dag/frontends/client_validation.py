@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dragoman.dag.backend_tls_policy import CA_KINDS, ca_bundle
+from dragoman.dag.backend_tls_policy import CA_KINDS, bundle_not_after, ca_bundle
 from dragoman.dag.context import BuildContext
 from dragoman.dag.model import ClientValidation
 from dragoman.dag.reference_grants import Referrer, Target, not_permitted_message
@@ -83,6 +83,8 @@ def client_validation(
         name=client_ca_name(gateway.key, port),
         trusted_ca=trusted,
         insecure_fallback=config.mode == ALLOW_INSECURE_FALLBACK,
+        # Each bundle was read by ca_bundle's check just now (memoised): not parsed again.
+        not_after=min(bundle_not_after(bundle) or 0.0 for bundle in bundles),
     )
     return ValidationVerdict(validation, at, tuple(problems))
 
