@@ -55,13 +55,24 @@ from dragoman.demo.dns import DnsResponder  # noqa: E402
 from dragoman.demo.envoy import EnvoyProcess  # noqa: E402
 from dragoman.demo.http import wait_until  # noqa: E402
 from dragoman.demo.sample_backends import EchoBackend  # noqa: E402
-from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls  # noqa: E402
+from dragoman.envoy.bootstrap.envoy_bootstrap import (  # noqa: E402
+    XdsClientTls,
+    xds_tls_secret_files,
+)
+from dragoman.security.certgen import client_pair, new_authority, server_pair  # noqa: E402
+from dragoman.security.identities import FLEET  # noqa: E402
 from dragoman.snapshots.resources import CLUSTER  # noqa: E402
 from tests.support import builders as b  # noqa: E402
 from tests.support.harness import LAB_CONFIG, backend_of, free_port, start_envoy  # noqa: E402
 from tests.support.kube_process import KubeDragomanProcess  # noqa: E402
 from tests.support.kube_replica import deployed_tls  # noqa: E402
 from tests.support.kubeapi import KubeApiServer  # noqa: E402
+from tests.support.secret_volume import (  # noqa: E402
+    client_files,
+    server_arguments,
+    swap_secret_volume,
+    write_server_files,
+)
 from tests.support.serve_process import ServeProcess  # noqa: E402
 from tests.support.steady_traffic import Traffic  # noqa: E402
 from tests.support.xds_builders import delta_request, request  # noqa: E402
@@ -86,10 +97,11 @@ class Lengths:
     age_hold: float
     dns_names: int
     pauses: int  # in-place writes with a pause mid-write
+    reconnect: float  # how long to wait for Envoy to reconnect with rotated files
 
 
-DEFAULT = Lengths(10, 8, 90, 130, 30, 15, 1500, 300, 1000, 5, 35, 320, 4)
-QUICK = Lengths(3, 3, 5, 6, 3, 4, 200, 50, 200, 2, 15, 20, 2)
+DEFAULT = Lengths(10, 8, 90, 130, 30, 15, 1500, 300, 1000, 5, 35, 320, 4, 60)
+QUICK = Lengths(3, 3, 5, 6, 3, 4, 200, 50, 200, 2, 15, 20, 2, 15)
 
 
 @dataclass
@@ -106,24 +118,30 @@ class Row:
     notes: list[str] = field(default_factory=list)
 
 
+def _flags(path: Path, command: str) -> set[str]:
+    """The flags `dragoman COMMAND --help` of the tree at `path` names."""
+    help_text = subprocess.run(
+        [sys.executable, "-m", "dragoman", command, "--help"],
+        env={**os.environ, "PYTHONPATH": str(path)},
+        cwd=tempfile.gettempdir(),  # `-m` puts the working directory first on the path
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return set(re.findall(r"--[a-z][a-z-]+", help_text))
+
+
 @dataclass
 class Tree:
     """Where `dragoman serve` comes from, and which of its flags that version knows."""
 
     path: Path
     flags: set[str]
+    bootstrap_flags: set[str]
 
     @classmethod
     def at(cls, path: Path) -> Tree:
-        help_text = subprocess.run(
-            [sys.executable, "-m", "dragoman", "serve", "--help"],
-            env={**os.environ, "PYTHONPATH": str(path)},
-            cwd=tempfile.gettempdir(),  # `-m` puts the working directory first on the path
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        return cls(path, set(re.findall(r"--[a-z][a-z-]+", help_text)))
+        return cls(path, _flags(path, "serve"), _flags(path, "bootstrap"))
 
     def flag(self, row: Row, name: str, *values: str) -> list[str]:
         """`[name, *values]` if this version knows the flag; else nothing, said in the row."""
@@ -320,7 +338,13 @@ def write(directory: Path, name: str, text: str) -> None:
 
 @contextlib.contextmanager
 def manifest_world(
-    root: Path, rate: float, args: list[str], *, extra: int = 0, obey_permissions: bool = False
+    root: Path,
+    rate: float,
+    args: list[str],
+    *,
+    extra: int = 0,
+    obey_permissions: bool = False,
+    xds_tls: XdsClientTls | None = None,
 ) -> Iterator[tuple[Stage, ServeProcess]]:
     stage = Stage(root, rate)
     manifests = root / "manifests"
@@ -333,7 +357,7 @@ def manifest_world(
     try:
         stage.start_backends()
         serve.start(listen_timeout=60)
-        stage.start_envoy("/shop")
+        stage.start_envoy("/shop", xds_tls=xds_tls)
         yield stage, serve
     finally:
         stage.stop()
@@ -547,11 +571,57 @@ def an_unreadable_file(run: Run) -> Row:
 
 
 def xds_client_certificate_rotation(run: Run) -> Row:
+    """Envoy's xDS client certificate and CA replaced in place, as a mounted Secret is (the
+    `..data` swap), then dragoman restarted with a certificate of the new CA, trusting only
+    it: Envoy keeps serving what it holds, and must reconnect with the files it re-read.
+    Recovered: seconds from the restart until a route changed after it is served (`>N`:
+    Envoy still cut off). The bootstrap is the one the tree's `dragoman bootstrap` writes:
+    with file-based SDS where it offers `--xds-tls-sds-dir`, else naming the files inline."""
     row = Row("4", "xDS client cert rotation", seen_asked=False)
-    row.notes.append(
-        "skipped: needs an Envoy bootstrap with file-based SDS (bootstrap --xds-tls-sds-dir, "
-        "absent before the fix); tests/e2e/test_envoy_xds_client_rotation.py rotates both ways"
+    usage = Usage()
+    root = run.root("rotation")
+    first = new_authority("first CA")
+    volume, server_dir, sds = root / "xds-tls", root / "server", root / "sds"
+    for directory in (volume, server_dir, sds):
+        directory.mkdir()
+    swap_secret_volume(volume, client_files(first, client_pair(first, "fleet", FLEET)))
+    write_server_files(server_dir, server_pair(first, ["localhost"]), first)
+    by_sds = "--xds-tls-sds-dir" in run.tree.bootstrap_flags
+    tls = XdsClientTls(
+        trusted_ca=str(volume / "ca.crt"),
+        certificate=str(volume / "tls.crt"),
+        private_key=str(volume / "tls.key"),
+        server_name="localhost",
+        sds_directory=str(sds) if by_sds else "",
     )
+    if by_sds:
+        for name, text in xds_tls_secret_files(tls).items():
+            (sds / name).write_text(text)
+    else:
+        row.notes.append("no bootstrap --xds-tls-sds-dir in this tree: the files named inline")
+    with manifest_world(root, run.rate, server_arguments(server_dir), xds_tls=tls) as (
+        stage,
+        serve,
+    ):
+        assert stage.traffic is not None
+        second = new_authority("second CA")
+        swap_secret_volume(volume, client_files(second, client_pair(second, "fleet", FLEET)))
+        usage.take(pid_of(serve))
+        serve.stop()
+        write_server_files(server_dir, server_pair(second, ["localhost"]), second)
+        serve.start(listen_timeout=60)
+        restarted = time.monotonic()
+        write(serve.manifests, "route.yaml", route_yaml("wed"))
+        served = wait_served("/shop", stage.listener_port, "wed", run.lengths.reconnect)
+        row.recovered_s = (
+            f"{time.monotonic() - restarted:.1f}"
+            if served is not None
+            else f">{run.lengths.reconnect:.0f}"
+        )
+        time.sleep(1.0)
+        usage.take(pid_of(serve))
+        stage.into(row)
+    usage.into(row)
     return row
 
 

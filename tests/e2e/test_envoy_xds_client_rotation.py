@@ -8,7 +8,6 @@ new files fit, so that Envoy must reconnect with what it re-read: it does within
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,36 +26,17 @@ from dragoman.security.certgen import (
 )
 from dragoman.security.identities import FLEET, gateway_uri
 from tests.support.harness import DragomanProcess, diagnostics, free_port, start_envoy
+from tests.support.secret_volume import (
+    client_files,
+    server_arguments,
+    swap_secret_volume,
+    write_server_files,
+)
 
 GATEWAY = gateway_uri("default/e2e")  # the node cluster start_envoy gives
 # Envoy retries a lost xDS stream with a backoff starting at 500 ms; dragoman starts in
 # about a second. Generous for a busy machine, far below "never".
 RECONNECT_S = 30
-_generation = itertools.count()
-
-
-def swap_secret_volume(volume: Path, files: dict[str, bytes]) -> None:
-    """What the kubelet does to a mounted Secret: a new directory, `..data` renamed onto it."""
-    data = volume / f"..{next(_generation)}"
-    data.mkdir()
-    for name, content in files.items():
-        (data / name).write_bytes(content)
-        link = volume / name
-        if not link.is_symlink():
-            link.symlink_to(Path("..data") / name)
-    staged = volume / "..data_tmp"
-    staged.symlink_to(data.name)
-    staged.rename(volume / "..data")
-
-
-def write_server_files(directory: Path, server: Pair, client_ca: Authority) -> None:
-    for name, content in (
-        ("server.crt", server.certificate),
-        ("server.key", server.private_key),
-        ("client-ca.crt", client_ca.pair.certificate),
-    ):
-        (directory / f".{name}.tmp").write_bytes(content)
-        (directory / f".{name}.tmp").rename(directory / name)
 
 
 @dataclass
@@ -90,14 +70,7 @@ def world(tmp_path: Path, authority: Authority) -> Iterator[World]:
     volume = tmp_path / "xds-tls"
     volume.mkdir()
     fleet = client_pair(authority, "fleet", FLEET)
-    swap_secret_volume(
-        volume,
-        {
-            "ca.crt": authority.pair.certificate,
-            "tls.crt": fleet.certificate,
-            "tls.key": fleet.private_key,
-        },
-    )
+    swap_secret_volume(volume, client_files(authority, fleet))
     server_dir = tmp_path / "server"
     server_dir.mkdir()
     write_server_files(server_dir, server_pair(authority, ["localhost"]), authority)
@@ -106,12 +79,8 @@ def world(tmp_path: Path, authority: Authority) -> Iterator[World]:
         tmp_path / "manifests",
         xds_address,
         tmp_path / "dragoman.log",
-        extra_args=[
-            "--xds-tls-cert", str(server_dir / "server.crt"),
-            "--xds-tls-key", str(server_dir / "server.key"),
-            "--xds-tls-client-ca", str(server_dir / "client-ca.crt"),
-        ],
-    )  # fmt: skip
+        extra_args=server_arguments(server_dir),
+    )
     sds = tmp_path / "sds"
     sds.mkdir()
     tls = XdsClientTls(
@@ -142,14 +111,7 @@ def test_a_rotated_client_certificate_is_presented_on_reconnect(
 ) -> None:
     # The same CA, another identity: dragoman's log says which certificate Envoy presented.
     gateway = client_pair(authority, "gateway", GATEWAY)
-    swap_secret_volume(
-        world.volume,
-        {
-            "ca.crt": authority.pair.certificate,
-            "tls.crt": gateway.certificate,
-            "tls.key": gateway.private_key,
-        },
-    )
+    swap_secret_volume(world.volume, client_files(authority, gateway))
     world.restart_dragoman(server_pair(authority, ["localhost"]), authority)
     try:
         wait_until(
@@ -165,14 +127,7 @@ def test_a_rotated_ca_and_certificate_reconnect_to_the_renewed_server(world: Wor
     # gets in only with both its new ca.crt (validation context) and its new tls.crt.
     renewed = new_authority("second CA")
     fleet = client_pair(renewed, "fleet", FLEET)
-    swap_secret_volume(
-        world.volume,
-        {
-            "ca.crt": renewed.pair.certificate,
-            "tls.crt": fleet.certificate,
-            "tls.key": fleet.private_key,
-        },
-    )
+    swap_secret_volume(world.volume, client_files(renewed, fleet))
     world.restart_dragoman(server_pair(renewed, ["localhost"]), renewed)
     try:
         wait_until(world.connected, timeout=RECONNECT_S)
