@@ -1,7 +1,8 @@
 """An HTTP/1.1 backend on a loopback address whose misbehaviour a test turns on: slow
 answers, 503s, and closing a keep-alive connection that sat idle too long just as the next
-request arrives (the race behind "upstream connect error ... connection termination").
-It counts what it answered and records each request's path and Host."""
+request arrives (the race behind "upstream connect error ... connection termination"),
+and refusing connections (its port closed) until it listens again. It counts what it
+answered and records each request's path and Host, and when it was answered."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ class Behaviour:
     failing: bool = False  # answer 503
     # A connection idle longer than this when a request arrives is closed, unanswered.
     idle_close_s: float | None = None
+    refusing: bool = False  # set by `refuse`: open connections closed at their next request
 
 
 @dataclass
 class Seen:
     requests: int = 0  # answered, with any status
     failed: int = 0  # answered 503
-    dropped: int = 0  # closed unanswered (idle too long)
+    dropped: int = 0  # closed unanswered (idle too long, or refusing)
     hosts: list[tuple[str, str]] = field(default_factory=list)  # (path, Host)
+    answers: list[tuple[float, str, int]] = field(default_factory=list)  # (monotonic, path, status)
+    dropped_at: list[float] = field(default_factory=list)  # monotonic
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -47,9 +51,11 @@ class PolicyBackend:
                 if not line:
                     self.close_connection = True
                     return
-                if self.answered_once and limit is not None and idle > limit:
+                refusing = backend.behaviour.refusing
+                if refusing or (self.answered_once and limit is not None and idle > limit):
                     with backend.seen.lock:
                         backend.seen.dropped += 1
+                        backend.seen.dropped_at.append(time.monotonic())
                     self.close_connection = True
                     return
                 self.raw_requestline = line
@@ -72,6 +78,7 @@ class PolicyBackend:
                     backend.seen.requests += 1
                     backend.seen.failed += status == 503
                     backend.seen.hosts.append((self.path, self.headers.get("Host", "")))
+                    backend.seen.answers.append((time.monotonic(), self.path, status))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -86,14 +93,36 @@ class PolicyBackend:
             daemon_threads = True
             allow_reuse_address = True
 
-        self._server = Server((host, port), Handler)
-        self._thread = threading.Thread(
+        self.address = (host, port)
+
+        def make_server() -> http.server.ThreadingHTTPServer:
+            return Server(self.address, Handler)
+
+        self._make_server = make_server
+        self._server = make_server()
+        self._thread = self._serving_thread()
+
+    def _serving_thread(self) -> threading.Thread:
+        return threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
         )
 
     def start(self) -> PolicyBackend:
         self._thread.start()
         return self
+
+    def refuse(self) -> None:
+        """As a host whose port closed: new connections refused, open ones closed unanswered
+        at their next request (counted as dropped), until `listen`."""
+        self.behaviour.refusing = True
+        self.stop()
+
+    def listen(self) -> None:
+        """Accepts and answers again after `refuse`."""
+        self.behaviour.refusing = False
+        self._server = self._make_server()
+        self._thread = self._serving_thread()
+        self._thread.start()
 
     def stop(self) -> None:
         self._server.shutdown()
