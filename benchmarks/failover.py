@@ -52,11 +52,10 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +78,7 @@ from tests.support.builders import (  # noqa: E402
     rule,
     service,
 )
-from tests.support.policy_backends import PolicyBackend  # noqa: E402
+from tests.support.policy_backends import Flaps, PolicyBackend, flapping  # noqa: E402
 
 Object = dict[str, Any]
 
@@ -185,35 +184,7 @@ async def until_every_route_answers(client: Client, routes: int, timeout: float 
             await asyncio.sleep(0.05)
 
 
-# --- the flapping endpoint and the client ------------------------------------------------
-
-
-@dataclass
-class Flaps:
-    failed_at: list[float] = field(default_factory=list)
-    recovered_at: list[float] = field(default_factory=list)
-
-
-def flap(backend: PolicyBackend, variant: str, period: float, stop: threading.Event) -> Flaps:
-    """Flips `backend` every `period` seconds, healthy first, in a thread until `stop`."""
-    flaps = Flaps()
-
-    def run() -> None:
-        failing = False
-        while not stop.wait(period):
-            failing = not failing
-            if variant == "503":
-                backend.behaviour.failing = failing
-            elif failing:
-                backend.refuse()
-            else:
-                backend.listen()
-            (flaps.failed_at if failing else flaps.recovered_at).append(time.monotonic())
-        if failing and variant == "refused":
-            backend.listen()  # ends as it began, for the backends' context to stop it
-
-    threading.Thread(target=run, daemon=True, name="flap").start()
-    return flaps
+# --- the client ------------------------------------------------
 
 
 @dataclass
@@ -280,7 +251,6 @@ def run_mode(variant: str, mode: str, args: argparse.Namespace, dns_port: int) -
         served(pool_objects(args.routes, retry, health, port), dns_port) as made,
     ):
         flapper = pool[-1]
-        stop = threading.Event()
 
         async def session() -> tuple[float, int, int, Flaps, Traffic]:
             client = Client(made.listener_port)
@@ -288,16 +258,14 @@ def run_mode(variant: str, mode: str, args: argparse.Namespace, dns_port: int) -
                 await until_every_route_answers(client, args.routes)
                 began, checks_before = time.monotonic(), checks_of(pool[:-1])
                 refused_before = connect_failures(made, flapper.address[0], port)
-                flaps = flap(flapper, variant, args.period, stop)
-                traffic = await steady(client, args.routes, args.rate, args.duration)
+                with flapping(flapper, variant, args.period) as flaps:
+                    traffic = await steady(client, args.routes, args.rate, args.duration)
                 return began, checks_before, refused_before, flaps, traffic
             finally:
-                stop.set()
                 client.close()
 
         began, checks_before, refused_before, flaps, traffic = asyncio.run(session())
         elapsed = time.monotonic() - began
-        time.sleep(0.2)  # the flapper's last change
         with flapper.seen.lock:
             answered = [
                 t

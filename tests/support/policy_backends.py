@@ -9,6 +9,8 @@ from __future__ import annotations
 import http.server
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -133,3 +135,47 @@ class PolicyBackend:
         """The Host of every request for `path`."""
         with self.seen.lock:
             return [host for seen_path, host in self.seen.hosts if seen_path == path]
+
+
+@dataclass
+class Flaps:
+    """When a flapping backend began failing and recovered (monotonic)."""
+
+    failed_at: list[float] = field(default_factory=list)
+    recovered_at: list[float] = field(default_factory=list)
+
+
+@contextmanager
+def flapping(backend: PolicyBackend, how: str, period: float) -> Iterator[Flaps]:
+    """`backend` healthy for `period` seconds, then failing as long, in turn until the block
+    ends (healthy again after): `how` is "503" (it answers 503) or "refused" (its port
+    closed, see `PolicyBackend.refuse`)."""
+    if how not in ("503", "refused"):
+        raise ValueError(f"how: 503 or refused, not {how!r}")
+    flaps = Flaps()
+    stop = threading.Event()
+
+    def turn(failing: bool) -> None:
+        if how == "503":
+            backend.behaviour.failing = failing
+        elif failing:
+            backend.refuse()
+        else:
+            backend.listen()
+
+    def run() -> None:
+        failing = False
+        while not stop.wait(period):
+            failing = not failing
+            turn(failing)
+            (flaps.failed_at if failing else flaps.recovered_at).append(time.monotonic())
+        if failing:
+            turn(False)
+
+    thread = threading.Thread(target=run, daemon=True, name=f"flapping-{backend.name}")
+    thread.start()
+    try:
+        yield flaps
+    finally:
+        stop.set()
+        thread.join(timeout=10)
