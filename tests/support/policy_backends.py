@@ -7,6 +7,7 @@ answered and records each request's path and Host, and when it was answered."""
 from __future__ import annotations
 
 import http.server
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -94,6 +95,11 @@ class PolicyBackend:
         class Server(http.server.ThreadingHTTPServer):
             daemon_threads = True
             allow_reuse_address = True
+
+            def handle_error(self, request: object, client_address: object) -> None:
+                # A peer resetting its connection (Envoy after a failed attempt) is expected.
+                if not isinstance(sys.exc_info()[1], ConnectionError):
+                    super().handle_error(request, client_address)  # type: ignore[arg-type]
 
         self.address = (host, port)
 
