@@ -191,6 +191,7 @@ async def until_every_route_answers(client: Client, routes: int, timeout: float 
 class Traffic:
     sent: int = 0
     failed: int = 0  # not 200, or no answer
+    ended: float = 0.0  # monotonic
 
 
 async def steady(client: Client, routes: int, rate: float, duration: float) -> Traffic:
@@ -202,6 +203,7 @@ async def steady(client: Client, routes: int, rate: float, duration: float) -> T
         traffic.sent += 1
         traffic.failed += status != 200
         await asyncio.sleep(max(0.0, began + traffic.sent / rate - time.monotonic()))
+    traffic.ended = time.monotonic()
     return traffic
 
 
@@ -230,16 +232,20 @@ def connect_failures(made: World, host: str, port: int) -> int:
     )
 
 
-def recoveries(flaps: Flaps, flapper: PolicyBackend, period: float) -> tuple[list[float], int]:
+def recoveries(
+    flaps: Flaps, flapper: PolicyBackend, period: float, ended: float
+) -> tuple[list[float], int]:
+    """Per recovery: seconds until the endpoint answered a request; and the healthy windows
+    it got none in (a window the traffic's end cut short is left out)."""
     with flapper.seen.lock:
         served = [t for t, path, status in flapper.seen.answers if path != HEALTH_PATH]
     back, missed = [], 0
     for recovered in flaps.recovered_at:
         first = next((t for t in served if t >= recovered), None)
-        if first is None or first - recovered >= period:
-            missed += 1
-        else:
+        if first is not None and first - recovered < period:
             back.append(first - recovered)
+        elif recovered + period <= ended:
+            missed += 1
     return back, missed
 
 
@@ -265,7 +271,7 @@ def run_mode(variant: str, mode: str, args: argparse.Namespace, dns_port: int) -
                 client.close()
 
         began, checks_before, refused_before, flaps, traffic = asyncio.run(session())
-        elapsed = time.monotonic() - began
+        elapsed = traffic.ended - began
         with flapper.seen.lock:
             answered = [
                 t
@@ -274,7 +280,7 @@ def run_mode(variant: str, mode: str, args: argparse.Namespace, dns_port: int) -
             ]
             dropped = [t for t in flapper.seen.dropped_at if t >= began]
         refused = connect_failures(made, flapper.address[0], port) - refused_before
-        back, missed = recoveries(flaps, flapper, args.period)
+        back, missed = recoveries(flaps, flapper, args.period, traffic.ended)
         checks = checks_of(pool[:-1]) - checks_before
     return ModeFigures(
         variant,
