@@ -127,7 +127,9 @@ TARGETS = {"failover_s": 2.0, "passive_cut": 0.8, "check_growth": 1.2}
 # --- the world -----------------------------------------------------------------------------
 
 
-def pool_objects(routes: int, retry: Object | None, health: Object | None, port: int) -> list:
+def pool_objects(
+    routes: int, retry: Object | None, health: Object | None, port: int
+) -> list[Object]:
     """The Service of four endpoints, its policy, and `routes` HTTPRoutes to it."""
     objects: list[Object] = [
         service("backend", 80, port),
@@ -186,7 +188,7 @@ async def until_every_route_answers(client: Client, routes: int, timeout: float 
             await asyncio.sleep(0.05)
 
 
-# --- the client ------------------------------------------------
+# --- the client ---------------------------------------------------------------------------
 
 
 @dataclass
