@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from dragoman.dag.dns_check import DnsObservations
-from dragoman.dag.model import Dag
+from dragoman.dag.model import Dag, ObjectStatus
 from dragoman.objects import ObjectKey
+from dragoman.objects.backend_policy import BackendPolicy
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.summary import ExternalNameState, external_name_states
 from dragoman.snapshots.resources import SHORT_NAMES, Snapshot
@@ -83,10 +85,39 @@ def take_view(
 
 
 def service_policies(controller: Controller) -> dict[ObjectKey, tuple[PolicyView, ...]]:
-    """The policies attached to each Service, keyed by the Service: the hook where a policy
-    kind of the build (its attachments and conditions, computed there) is shown on the page.
-    No such kind is served yet, so there are none."""
-    return {}
+    """The policies attached to each Service, keyed by the Service (see `policies_by_service`)."""
+    return policies_by_service(controller.dag.statuses if controller.dag is not None else {})
+
+
+def policies_by_service(
+    statuses: Mapping[ObjectKey, ObjectStatus],
+) -> dict[ObjectKey, tuple[PolicyView, ...]]:
+    """Each Service's BackendPolicies with their Accepted condition, read from the statuses
+    the build computed: a policy names each Service it targets as an ancestor (a policy that
+    names none is not attached to any Service, and is shown among the problems)."""
+    found: dict[ObjectKey, list[PolicyView]] = {}
+    for key, status in sorted(statuses.items()):
+        if key.kind != BackendPolicy.kind:
+            continue
+        for ancestor in status.status.get("ancestors", ()):
+            ref = ancestor.get("ancestorRef", {})
+            if ref.get("group", "") != "" or ref.get("kind") != "Service":
+                continue
+            service = ObjectKey("Service", ref.get("namespace", key.namespace), ref["name"])
+            found.setdefault(service, []).append(_policy_view(key, ancestor))
+    return {service: tuple(views) for service, views in found.items()}
+
+
+def _policy_view(key: ObjectKey, ancestor: Mapping[str, Any]) -> PolicyView:
+    accepted = next(
+        (c for c in ancestor.get("conditions", ()) if c.get("type") == "Accepted"), None
+    )
+    if accepted is None:
+        return PolicyView(str(key), "no Accepted condition", accepted=False)
+    if accepted.get("status") == "True":
+        return PolicyView(str(key), "Accepted", accepted=True)
+    state = f"{accepted.get('reason', 'NotAccepted')}: {accepted.get('message', '')}"
+    return PolicyView(str(key), state.rstrip(": "), accepted=False)
 
 
 def _streams(registry: StreamRegistry) -> Iterable[StreamView]:

@@ -1,6 +1,7 @@
 """The /debug graph: TCP, TLS and UDP listeners with the routes they serve (a TLS route
 with its SNI) and the Services and clusters they send to; a route's edges labelled with its
-matches and weight shares; endpoints that are not ready apart; policies on their Services."""
+matches and weight shares; endpoints that are not ready apart; policies on their Services, as
+the build judged them (Accepted, or why not)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import dataclasses
 from dragoman.dag.build import build
 from dragoman.dag.model import RouteMatch, ValueMatch
 from dragoman.dag.options import BuildOptions
+from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.objects import ObjectKey
+from dragoman.runtime.controller import Controller
 from dragoman.runtime.debug.graph import LISTENER, ROUTE, build_graph, describe_match
 from dragoman.runtime.debug.pages import dot
-from dragoman.runtime.debug.view import DebugView, PolicyView
+from dragoman.runtime.debug.view import DebugView, PolicyView, take_view
+from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.builders import (
+    backend_policy,
     backend_ref,
     endpoint_slice,
     gateway,
@@ -103,6 +108,78 @@ def test_policies_attached_to_a_service_are_drawn_on_it() -> None:
     graph = build_graph(view)
     assert "BackendPolicy/default/resilient: Accepted" in graph.nodes[str(web)].details
     assert graph.nodes[str(api)].problems == ["BackendPolicy/default/broken: Invalid: spec.x"]
+
+
+def test_each_service_shows_its_backend_policies_as_the_build_judged_them() -> None:
+    controller = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
+    controller.update(
+        store_of(
+            gateway("edge", 8080),
+            http_route(
+                "shop",
+                rules=[
+                    rule(backend_ref("web", 80), matches=[match("/web")]),
+                    rule(backend_ref("api", 80), matches=[match("/api")]),
+                    rule(backend_ref("plain", 80)),
+                ],
+                parents=["edge"],
+            ),
+            *(service(name, 80, 8080) for name in ("web", "api", "plain")),
+            endpoint_slice("web", 8080, "10.0.0.1"),
+            backend_policy(
+                "resilient",
+                "web",
+                spec={"healthCheck": {"passive": {"consecutive5XxErrors": 3}}},
+                created="2024-01-01T00:00:00Z",
+            ),
+            backend_policy(
+                "latecomer",
+                "web",
+                spec={"loadBalancer": {"type": "Random"}},
+                created="2024-02-01T00:00:00Z",
+            ),
+            backend_policy(
+                "broken", "api", spec={"healthCheck": {"passive": {"consecutive5XxErrors": -1}}}
+            ),
+            backend_policy("lost", "missing", spec={"loadBalancer": {"type": "Random"}}),
+        )
+    )
+    view = take_view(controller, None)
+    web, api, plain = (ObjectKey("Service", "default", n) for n in ("web", "api", "plain"))
+    missing = ObjectKey("Service", "default", "missing")
+    assert set(view.service_policies) == {web, api, missing}  # plain has none
+    assert view.service_policies[web] == (
+        PolicyView(
+            "BackendPolicy/default/latecomer",
+            "Conflicted: Service default/web is taken by BackendPolicy default/resilient, "
+            "which is older (or first by name)",
+            accepted=False,
+        ),
+        PolicyView("BackendPolicy/default/resilient", "Accepted", accepted=True),
+    )
+    assert view.service_policies[missing][0].state.startswith("TargetNotFound: ")
+
+    graph = build_graph(view)
+    assert graph.nodes[str(web)].details.count("BackendPolicy/default/resilient: Accepted") == 1
+    assert graph.nodes[str(web)].problems == [
+        "BackendPolicy/default/latecomer: Conflicted: Service default/web is taken by "
+        "BackendPolicy default/resilient, which is older (or first by name)"
+    ]
+    assert graph.nodes[str(api)].problems == [
+        "BackendPolicy/default/broken: Invalid: spec.healthCheck.passive.consecutive5XxErrors: "
+        "expected an integer from 0 to 4294967295, got -1"
+    ]
+    assert not any("BackendPolicy" in line for line in graph.nodes[str(plain)].details)
+    assert not graph.nodes[str(plain)].problems
+
+
+def test_a_world_without_policies_shows_none() -> None:
+    controller = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
+    assert take_view(controller, None).service_policies == {}  # nothing built yet
+    store = _world().store
+    assert store is not None
+    controller.update(store)
+    assert take_view(controller, None).service_policies == {}
 
 
 def test_a_match_in_a_few_words() -> None:
