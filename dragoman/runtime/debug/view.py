@@ -11,6 +11,7 @@ from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.model import Dag, ObjectStatus
 from dragoman.objects import ObjectKey
 from dragoman.objects.backend_policy import BackendPolicy
+from dragoman.objects.xbackend_traffic_policy import XBackendTrafficPolicy
 from dragoman.runtime.controller import Controller
 from dragoman.runtime.summary import ExternalNameState, external_name_states
 from dragoman.snapshots.resources import SHORT_NAMES, Snapshot
@@ -92,12 +93,13 @@ def service_policies(controller: Controller) -> dict[ObjectKey, tuple[PolicyView
 def policies_by_service(
     statuses: Mapping[ObjectKey, ObjectStatus],
 ) -> dict[ObjectKey, tuple[PolicyView, ...]]:
-    """Each Service's BackendPolicies with their Accepted condition, read from the statuses
-    the build computed: a policy names each Service it targets as an ancestor (a policy that
-    names none is not attached to any Service, and is shown among the problems)."""
+    """Each Service's BackendPolicies and XBackendTrafficPolicies with their Accepted
+    condition, read from the statuses the build computed: a policy names each Service it
+    targets as an ancestor (a policy that names none is not attached to any Service, and is
+    shown among the problems)."""
     found: dict[ObjectKey, list[PolicyView]] = {}
     for key, status in sorted(statuses.items()):
-        if key.kind != BackendPolicy.kind:
+        if key.kind not in _POLICY_KINDS:
             continue
         for ancestor in status.status.get("ancestors", ()):
             ref = ancestor.get("ancestorRef", {})
@@ -106,6 +108,9 @@ def policies_by_service(
             service = ObjectKey("Service", ref.get("namespace", key.namespace), ref["name"])
             found.setdefault(service, []).append(_policy_view(key, ancestor))
     return {service: tuple(views) for service, views in found.items()}
+
+
+_POLICY_KINDS = frozenset({BackendPolicy.kind, XBackendTrafficPolicy.kind})
 
 
 def _policy_view(key: ObjectKey, ancestor: Mapping[str, Any]) -> PolicyView:

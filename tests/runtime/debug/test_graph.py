@@ -26,6 +26,7 @@ from tests.support.builders import (
     match,
     rule,
     service,
+    xbackend_traffic_policy,
 )
 from tests.support.feature_manifests import every_feature_dag
 from tests.support.status_builds import store_of
@@ -171,6 +172,28 @@ def test_each_service_shows_its_backend_policies_as_the_build_judged_them() -> N
     ]
     assert not any("BackendPolicy" in line for line in graph.nodes[str(plain)].details)
     assert not graph.nodes[str(plain)].problems
+
+
+def test_a_services_traffic_policy_is_shown_beside_its_backend_policy() -> None:
+    controller = Controller(SnapshotCache())
+    controller.update(
+        store_of(
+            gateway("edge", 8080),
+            http_route("shop", rules=[rule(backend_ref("web", 80))], parents=["edge"]),
+            service("web", 80, 8080),
+            endpoint_slice("web", 8080, "10.0.0.1"),
+            backend_policy("resilient", "web", spec={"loadBalancer": {"type": "Random"}}),
+            xbackend_traffic_policy(
+                "budget", "web", spec={"retryConstraint": {"budget": {"percent": 20}}}
+            ),
+        )
+    )
+    web = ObjectKey("Service", "default", "web")
+    shown = take_view(controller, None).service_policies[web]
+    assert [(p.name, p.accepted) for p in shown] == [
+        ("BackendPolicy/default/resilient", True),
+        ("XBackendTrafficPolicy/default/budget", True),
+    ]
 
 
 def test_a_world_without_policies_shows_none() -> None:
