@@ -101,7 +101,21 @@ class TypeSnapshot:
 
     @classmethod
     def of(cls, resources: Iterable[Resource]) -> TypeSnapshot:
-        by_name = {r.name: r for r in sorted(resources, key=_name)}
+        return cls._versioned({r.name: r for r in sorted(resources, key=_name)})
+
+    def replaced(self, changed: Mapping[str, Resource]) -> TypeSnapshot:
+        """This snapshot with each of `changed` in place of the resource of its name (one
+        it holds): itself when none differs; the names' order kept, no sort."""
+        held = self.resources
+        if all(held[name] is resource for name, resource in changed.items()):
+            return self
+        by_name = dict(held)
+        by_name.update(changed)
+        return TypeSnapshot._versioned(by_name)
+
+    @classmethod
+    def _versioned(cls, by_name: dict[str, Resource]) -> TypeSnapshot:
+        """Of resources sorted by name."""
         # One update of "name\0digest\n" lines: the same bytes as hashing them one by one.
         listed = "".join([f"{name}\0{r.digest}\n" for name, r in by_name.items()])
         return cls(resources=by_name, version=hashlib.sha256(listed.encode()).hexdigest()[:16])

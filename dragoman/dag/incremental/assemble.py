@@ -153,11 +153,15 @@ def _load_assignments(parts: DagParts, clusters: dict[str, Cluster]) -> dict[str
         # the clusters that changed or whose name the DNS check observed anew (the others
         # are the previous ones, kept above).
         observed = parts.observed
-        checked_from = {
-            name: cluster
-            for name, cluster in clusters.items()
-            if name in changed or (isinstance(cluster, DnsCluster) and cluster.hostname in observed)
-        }
+        if observed:
+            checked_from = {
+                name: cluster
+                for name, cluster in clusters.items()
+                if name in changed
+                or (isinstance(cluster, DnsCluster) and cluster.hostname in observed)
+            }
+        else:  # (one step per cluster changed, not per cluster: EndpointSlice churn)
+            checked_from = {name: clusters[name] for name in sorted(changed) if name in clusters}
     # Checked external names' addresses, and ExternalNames' externalIPs.
     options = parts.options
     assignments.update(
