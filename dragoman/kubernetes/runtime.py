@@ -344,11 +344,11 @@ class KubernetesServer:
             tuple(sorted(str(entry.key) for entry in self.cache.unreadable())),
             tuple(sorted(str(error) for error in self.cache.errors())),
         )
-        self._remember_served()
         for problem in result.new_problems:
             log.warning("%s", problem, extra=problem_fields(problem))
         # Endpoints alone change no status, unless the DNS check's changed DNSResolved.
         if result.kind in ("full", "incremental") or result.statuses_changed:
+            self._remember_served()
             self._statuses_due.set()
 
     # -------------------------------------------------------------------- status
