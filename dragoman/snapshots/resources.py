@@ -90,6 +90,9 @@ class TypeSnapshot:
     # frozenset(resources), made on first use and shared by every stream subscribing to
     # exactly these names.
     _names: frozenset[str] | None = field(default=None, init=False, compare=False, repr=False)
+    # Made by `replaced`: the version of the snapshot it was made from and the names whose
+    # resources differ from that one's (a stream that holds that one sends only those).
+    derived: tuple[str, frozenset[str]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def names(self) -> frozenset[str]:
@@ -111,7 +114,10 @@ class TypeSnapshot:
             return self
         by_name = dict(held)
         by_name.update(changed)
-        return TypeSnapshot._versioned(by_name)
+        made = TypeSnapshot._versioned(by_name)
+        names = frozenset(n for n, resource in changed.items() if held[n] is not resource)
+        object.__setattr__(made, "derived", (self.version, names))  # made here, before use
+        return made
 
     @classmethod
     def _versioned(cls, by_name: dict[str, Resource]) -> TypeSnapshot:
