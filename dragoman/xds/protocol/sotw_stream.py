@@ -313,7 +313,8 @@ def _subscribe(
     else:
         state.named = True
         wildcard = WILDCARD in requested
-        explicit = subscription_names((n for n in requested if n != WILDCARD), current)
+        named = (n for n in requested if n != WILDCARD) if wildcard else requested
+        explicit = subscription_names(named, current)
     before, was_wildcard = state.names, state.wildcard
     added = explicit - before if explicit is not before else frozenset()
     state.wildcard, state.names = wildcard, explicit
@@ -360,7 +361,16 @@ def _share_sent_if_equal(state: TypeState, current: TypeSnapshot) -> None:
     """EDS/RDS, idle again: hold the snapshot's own mapping when it is exactly what the
     client holds (a stream subscribed to every CLA, say), not a private copy of it nor an
     equal mapping of an earlier snapshot."""
-    state.sent.share_if_equal(current.resources, _same_content)
+    available = current.resources
+    if (
+        state.settled == current.version
+        and len(state.sent) == len(available)
+        and (state.wildcard or state.names is current.names or state.names >= current.names)
+    ):
+        # It holds every resource of the snapshot (`settled`), and as many as it has: those.
+        state.sent.share(available)
+        return
+    state.sent.share_if_equal(available, _same_content)
 
 
 def _same_content(held: Resource, resource: Resource) -> bool:

@@ -435,6 +435,8 @@ def test_eds_derived_from_what_the_client_holds_sends_what_changed_in_it() -> No
             names_in(response) == ["b"] and response.version_info == snap.of_type(ENDPOINT).version
         )
         assert stream.on_request(ack(response, ["a", "b"]), snap) == []
+        # Holding all of it, the stream holds the snapshot's own mapping, no copy.
+        assert stream.types[ENDPOINT].sent.mapping is snap.of_type(ENDPOINT).resources
     # A snapshot derived from one the stream never saw: compared in full.
     skipped = with_endpoints(snap, endpoints("a", "10.0.0.5"))
     latest = with_endpoints(skipped, endpoints("b", "10.0.0.6"))
