@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import gc
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -224,6 +225,10 @@ class KubernetesServer:
                 return
             dns_answers = await _restore_dns_answers(self.controller, self.config)
             self._update()
+            # What the first list and build made lives as long as the process: keep the
+            # cyclic collector from scanning it again on every later collection (each
+            # EndpointSlice change, at thousands of objects, paid for such scans).
+            gc.freeze()
             self.xds_server, checking = await start_serving(
                 self.controller,
                 self.config.xds_address,
