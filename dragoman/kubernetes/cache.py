@@ -77,6 +77,9 @@ class ObjectCache:
         self._partitions: dict[Partition, dict[tuple[str, str], CachedObject]] = {}
         self._expected: set[Partition] = set()
         self._store: Store | None = None
+        # unreadable() and errors(), kept until an object that has errors (or had) changes:
+        # not one step per object after every event.
+        self._troubles: tuple[list[CachedObject], list[SourceError]] | None = None
 
     # ------------------------------------------------------------------ readiness
 
@@ -111,6 +114,7 @@ class ObjectCache:
                 self._report(old.get(key), entry)
         first = partition not in self._partitions
         self._partitions[partition] = new
+        self._troubles = None
         change = CacheChange(
             kind.kind,
             objects=first or _parsed(old) != _parsed(new),
@@ -134,12 +138,16 @@ class ObjectCache:
             del held[key]
             self._report(previous, None)
             entry = None
+            if _troubled(previous):
+                self._troubles = None
         else:
             if previous is not None and previous.resource_version == _resource_version(obj):
                 return CacheChange(kind.kind)
             entry = self._cache(kind, obj)
             held[key] = entry
             self._report(previous, entry)
+            if _troubled(entry) or (previous is not None and _troubled(previous)):
+                self._troubles = None
         before = previous.parsed if previous is not None else None
         after = entry.parsed if entry is not None else None
         change = CacheChange(
@@ -193,10 +201,19 @@ class ObjectCache:
 
     def unreadable(self) -> list[CachedObject]:
         """The objects the parser could not read."""
-        return [entry for entry in self.entries() if entry.parsed is None]
+        return list(self._troubled()[0])
 
     def errors(self) -> list[SourceError]:
-        return [error for entry in self.entries() for error in entry.errors]
+        return list(self._troubled()[1])
+
+    def _troubled(self) -> tuple[list[CachedObject], list[SourceError]]:
+        if self._troubles is None:
+            entries = list(self.entries())
+            self._troubles = (
+                [entry for entry in entries if entry.parsed is None],
+                [error for entry in entries for error in entry.errors],
+            )
+        return self._troubles
 
     # ------------------------------------------------------------------ internals
 
@@ -295,6 +312,11 @@ def _statuses(entries: Mapping[tuple[str, str], CachedObject]) -> dict[tuple[str
 
 def _errors(entries: Mapping[tuple[str, str], CachedObject]) -> dict[tuple[str, str], Any]:
     return {key: entry.errors for key, entry in entries.items() if entry.errors}
+
+
+def _troubled(entry: CachedObject) -> bool:
+    """Whether unreadable() or errors() name the entry."""
+    return entry.parsed is None or bool(entry.errors)
 
 
 def _status_and_errors(entry: CachedObject | None) -> tuple[Any, Any]:

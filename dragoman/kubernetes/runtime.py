@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import gc
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -232,6 +233,10 @@ class KubernetesServer:
                 return
             dns_answers = await _restore_dns_answers(self.controller, self.config)
             self._update()
+            # What the first list and build made lives as long as the process: keep the
+            # cyclic collector from scanning it again on every later collection (each
+            # EndpointSlice change, at thousands of objects, paid for such scans).
+            gc.freeze()
             self.xds_server, checking = await start_serving(
                 self.controller,
                 self.config.xds_address,
@@ -339,11 +344,11 @@ class KubernetesServer:
             tuple(sorted(str(entry.key) for entry in self.cache.unreadable())),
             tuple(sorted(str(error) for error in self.cache.errors())),
         )
-        self._remember_served()
         for problem in result.new_problems:
             log.warning("%s", problem, extra=problem_fields(problem))
         # Endpoints alone change no status, unless the DNS check's changed DNSResolved.
         if result.kind in ("full", "incremental") or result.statuses_changed:
+            self._remember_served()
             self._statuses_due.set()
             if self.provisioning is not None:
                 self.provisioning.due.set()

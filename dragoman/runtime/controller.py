@@ -72,8 +72,7 @@ class Controller:
         self.grpc = GrpcSnapshots(dag, snapshots, self.translate_options, reuse=self.grpc)
         self.store, self.dag, self.snapshots = store, dag, snapshots
         self.cache.set_snapshots(snapshots, grpc=self.grpc)
-        old = set(previous_dag.problems) if previous_dag is not None else set()
-        new_problems = tuple(p for p in dag.problems if p not in old)
+        new_problems = _new_problems(previous_dag.problems if previous_dag else (), dag.problems)
         # (A DNS check's DNSResolved conditions; a full or incremental update may always have.)
         statuses_changed = bool(built.dns_changed) and (
             previous_dag is None or dag.statuses != previous_dag.statuses
@@ -102,3 +101,19 @@ class Controller:
 
     def _problems(self) -> tuple[Problem, ...]:
         return self.dag.problems if self.dag is not None else ()
+
+
+def _new_problems(
+    previous: tuple[Problem, ...], problems: tuple[Problem, ...]
+) -> tuple[Problem, ...]:
+    """The problems not among `previous`. Most are the very objects found before (an entry
+    not made again keeps its problems): those are known by identity, without hashing each
+    one (thousands of routes may have one)."""
+    if problems is previous:
+        return ()
+    held = {id(problem) for problem in previous}
+    fresh = [problem for problem in problems if id(problem) not in held]
+    if not fresh:
+        return ()
+    old = set(previous)
+    return tuple(problem for problem in fresh if problem not in old)

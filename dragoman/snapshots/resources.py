@@ -90,6 +90,9 @@ class TypeSnapshot:
     # frozenset(resources), made on first use and shared by every stream subscribing to
     # exactly these names.
     _names: frozenset[str] | None = field(default=None, init=False, compare=False, repr=False)
+    # Made by `replaced`: the version of the snapshot it was made from and the names whose
+    # resources differ from that one's (a stream that holds that one sends only those).
+    derived: tuple[str, frozenset[str]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def names(self) -> frozenset[str]:
@@ -101,7 +104,24 @@ class TypeSnapshot:
 
     @classmethod
     def of(cls, resources: Iterable[Resource]) -> TypeSnapshot:
-        by_name = {r.name: r for r in sorted(resources, key=_name)}
+        return cls._versioned({r.name: r for r in sorted(resources, key=_name)})
+
+    def replaced(self, changed: Mapping[str, Resource]) -> TypeSnapshot:
+        """This snapshot with each of `changed` in place of the resource of its name (one
+        it holds): itself when none differs; the names' order kept, no sort."""
+        held = self.resources
+        if all(held[name] is resource for name, resource in changed.items()):
+            return self
+        by_name = dict(held)
+        by_name.update(changed)
+        made = TypeSnapshot._versioned(by_name)
+        names = frozenset(n for n, resource in changed.items() if held[n] is not resource)
+        object.__setattr__(made, "derived", (self.version, names))  # made here, before use
+        return made
+
+    @classmethod
+    def _versioned(cls, by_name: dict[str, Resource]) -> TypeSnapshot:
+        """Of resources sorted by name."""
         # One update of "name\0digest\n" lines: the same bytes as hashing them one by one.
         listed = "".join([f"{name}\0{r.digest}\n" for name, r in by_name.items()])
         return cls(resources=by_name, version=hashlib.sha256(listed.encode()).hexdigest()[:16])

@@ -63,6 +63,21 @@ def test_bad_objects_are_logged_once_and_skipped(caplog: pytest.LogCaptureFixtur
     assert cache.errors() == []
 
 
+def test_unreadable_objects_and_errors_follow_every_event() -> None:
+    cache = ObjectCache()
+    partition = ("Service", "")
+    cache.replace(partition, SERVICES, [service("good", resource_version="1")])
+    assert cache.errors() == [] and cache.unreadable() == []
+    cache.event(partition, SERVICES, "ADDED", service("bad", "x", resource_version="2"))
+    assert [str(e.object) for e in cache.errors()] == ["Service/default/bad"]
+    assert [entry.name for entry in cache.unreadable()] == ["bad"]
+    # A readable object changing leaves them as they were.
+    cache.event(partition, SERVICES, "MODIFIED", service("good", 81, resource_version="3"))
+    assert [entry.name for entry in cache.unreadable()] == ["bad"]
+    cache.event(partition, SERVICES, "DELETED", service("bad", "x", resource_version="4"))
+    assert cache.errors() == [] and cache.unreadable() == []
+
+
 def test_events_add_change_and_delete() -> None:
     cache = ObjectCache()
     cache.replace(("Service", ""), SERVICES, [])

@@ -62,6 +62,19 @@ def test_a_type_snapshot_is_sorted_by_name_and_versioned_by_content() -> None:
     assert len(snapshot.version) == 16
 
 
+def test_a_type_snapshot_with_resources_replaced_is_the_one_made_of_them() -> None:
+    made = [Resource.of(name, Cluster(name=name)) for name in ("c", "a", "b")]
+    snapshot = TypeSnapshot.of(made)
+    again = Resource.of("b", Cluster(name="b", type=Cluster.EDS))
+    replaced = snapshot.replaced({"b": again})
+    assert replaced == TypeSnapshot.of([made[0], made[1], again])
+    assert list(replaced.resources) == ["a", "b", "c"]
+    assert replaced.version != snapshot.version
+    # Nothing different: the same snapshot.
+    assert snapshot.replaced({"a": made[1]}) is snapshot
+    assert snapshot.replaced({}) is snapshot
+
+
 def test_a_snapshot_gives_an_empty_type_for_a_type_it_lacks() -> None:
     snapshot = Snapshot(types={CLUSTER: TypeSnapshot.of([Resource.of("a", Cluster(name="a"))])})
     assert snapshot.of_type(LISTENER) is EMPTY_TYPE

@@ -16,6 +16,7 @@ from dragoman.dag.incremental.route_index import RouteIndex
 from dragoman.dag.incremental.served_groups import ServedGroups
 from dragoman.dag.incremental.slices import SliceIndex
 from dragoman.dag.model import (
+    ALL_GATEWAYS,
     Cluster,
     Dag,
     DnsCluster,
@@ -109,8 +110,21 @@ def _served_clusters(parts: DagParts) -> tuple[dict[str, NodeGroup], dict[str, C
     the variants Gateway client certificates make and the children of aggregates)."""
     groups = parts.served.groups
     resolved = parts.resolved
-    clusters = {name: resolved[name] for name in parts.served.referenced}
     gateways = parts.judged.ordered()
+    previous = parts.previous
+    if (
+        previous is not None
+        and not parts.changed_clusters
+        and not parts.has_aggregates
+        and not previous.had_aggregates
+        and ALL_GATEWAYS in previous.dag.groups
+        and parts.served.referenced is previous.dag.groups[ALL_GATEWAYS].clusters
+        and all(verdict.client_certificate is None for verdict in gateways)
+    ):
+        # The very clusters referenced before, none resolved anew (EndpointSlices alone
+        # changed): the previous Dag's, not one step per cluster.
+        return groups, previous.dag.clusters  # type: ignore[return-value]  # kept, not changed
+    clusters = {name: resolved[name] for name in parts.served.referenced}
     if any(verdict.client_certificate is not None for verdict in gateways):
         groups, clusters = with_client_certificates(groups, clusters, gateways)
         # Only clusters some group still references (a variant may replace the original).
@@ -141,7 +155,9 @@ def _load_assignments(parts: DagParts, clusters: dict[str, Cluster]) -> dict[str
         )
     else:
         # Every cluster is the one resolved: those resolved anew, added or removed changed.
-        changed = {*parts.changed_clusters, *(clusters.keys() ^ previous.dag.clusters.keys())}
+        changed = set(parts.changed_clusters)
+        if clusters is not previous.dag.clusters:
+            changed.update(clusters.keys() ^ previous.dag.clusters.keys())
         assignments = patched_load_assignments(
             clusters,
             previous.dag.load_assignments,
@@ -155,11 +171,15 @@ def _load_assignments(parts: DagParts, clusters: dict[str, Cluster]) -> dict[str
         # the clusters that changed or whose name the DNS check observed anew (the others
         # are the previous ones, kept above).
         observed = parts.observed
-        checked_from = {
-            name: cluster
-            for name, cluster in clusters.items()
-            if name in changed or (isinstance(cluster, DnsCluster) and cluster.hostname in observed)
-        }
+        if observed:
+            checked_from = {
+                name: cluster
+                for name, cluster in clusters.items()
+                if name in changed
+                or (isinstance(cluster, DnsCluster) and cluster.hostname in observed)
+            }
+        else:  # (one step per cluster changed, not per cluster: EndpointSlice churn)
+            checked_from = {name: clusters[name] for name in sorted(changed) if name in clusters}
     # Checked external names' addresses, and ExternalNames' externalIPs.
     options = parts.options
     assignments.update(

@@ -236,6 +236,12 @@ class Translation:
             made.kept_upstreams = True
             made.shared_upstreams[id(group.clusters)] = last
             return last
+        if last is not None and last.clusters is group.clusters and last.defined is dag.clusters:
+            # Only load assignments changed (the EDS fast path of the build): the same
+            # clusters and CLA names, those CLAs whose LoadAssignment changed made again.
+            upstream = self._with_assignments(last, dag, made)
+            made.shared_upstreams[id(group.clusters)] = upstream
+            return upstream
         cluster_resources, assignment_resources, client = self._upstream_resources(group, dag, made)
         upstream = _Upstream(
             group.clusters,
@@ -247,6 +253,27 @@ class Translation:
         )
         made.shared_upstreams[id(group.clusters)] = upstream
         return upstream
+
+    def _with_assignments(self, last: _Upstream, dag: Dag, made: _Made) -> _Upstream:
+        """`last` with the CLAs whose LoadAssignment is not the one it was made of made
+        again: one step per load assignment, not a cluster's translation per cluster."""
+        made.kept_upstreams = True  # every cluster, and every CLA not made again, as they were
+        before, now, held = last.assignments, dag.load_assignments, last.eds.resources
+        changed = [name for name, value in now.items() if before.get(name) is not value]
+        changed.extend(before.keys() - now.keys())  # served empty now (_assignment_of)
+        replaced = {
+            name: self._assignment(_assignment_of(name, dag), made.assignments)
+            for name in changed
+            if name in held
+        }
+        return _Upstream(
+            last.clusters,
+            last.defined,
+            now,
+            last.cds,
+            last.eds.replaced(replaced),
+            last.client_certificates,
+        )
 
     def _upstream_resources(
         self, group: NodeGroup, dag: Dag, made: _Made

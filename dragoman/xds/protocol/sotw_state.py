@@ -71,6 +71,10 @@ class TypeState:
 
     # The TypeSnapshot version `sent` was last reconciled with: a push skips unchanged types.
     seen_version: str | None = None
+    # EDS/RDS: the TypeSnapshot version whose every subscribed resource `sent` holds, none
+    # rejected (None: unknown). A later snapshot derived from it (TypeSnapshot.derived) is
+    # planned from the names it changed alone, not by comparing every resource.
+    settled: str | None = None
 
     # CDS on ADS only: clusters removed from the snapshot but kept in responses until the
     # routes that may still name them are replaced (make-before-break).

@@ -66,6 +66,7 @@ class SotwStream(StreamProtocol[TypeState]):
             if plan is not None and type_url in late and self._holds(type_url):
                 # Until the clusters just sent are warm: planned again then.
                 self.types[type_url].seen_version = None
+                self.types[type_url].settled = None  # not sent
                 continue
             if plan is not None:
                 responses += self._send(type_url, plan)
@@ -151,6 +152,7 @@ class SotwStream(StreamProtocol[TypeState]):
             kept_version=request.version_info,
         )
         state.last_nack = nack
+        state.settled = None  # the client keeps what it had of what it rejected
         state.rejected_version = state.sent_snapshot_version
         state.rejected_names = _rejected_names(state)
         if not full_state:
@@ -311,8 +313,10 @@ def _subscribe(
     else:
         state.named = True
         wildcard = WILDCARD in requested
-        explicit = subscription_names((n for n in requested if n != WILDCARD), current)
-    added = explicit - state.names if explicit is not state.names else frozenset()
+        named = (n for n in requested if n != WILDCARD) if wildcard else requested
+        explicit = subscription_names(named, current)
+    before, was_wildcard = state.names, state.wildcard
+    added = explicit - before if explicit is not before else frozenset()
     state.wildcard, state.names = wildcard, explicit
     if added & state.rejected_names:
         # Asked for again: sent again, even the content the client rejected.
@@ -331,7 +335,7 @@ def _subscribe(
                 state.sent_whole = None
             if acked is not state.acked_sent:
                 state.acked_sent, state.acked_whole = acked, None
-        else:
+        elif was_wildcard or not explicit >= before:  # (else all sent is still wanted)
             unwanted = [n for n in state.sent if n not in state.names]
             if unwanted:
                 sent = state.sent.writable()
@@ -357,7 +361,16 @@ def _share_sent_if_equal(state: TypeState, current: TypeSnapshot) -> None:
     """EDS/RDS, idle again: hold the snapshot's own mapping when it is exactly what the
     client holds (a stream subscribed to every CLA, say), not a private copy of it nor an
     equal mapping of an earlier snapshot."""
-    state.sent.share_if_equal(current.resources, _same_content)
+    available = current.resources
+    if (
+        state.settled == current.version
+        and len(state.sent) == len(available)
+        and (state.wildcard or state.names is current.names or state.names >= current.names)
+    ):
+        # It holds every resource of the snapshot (`settled`), and as many as it has: those.
+        state.sent.share(available)
+        return
+    state.sent.share_if_equal(available, _same_content)
 
 
 def _same_content(held: Resource, resource: Resource) -> bool:
@@ -464,8 +477,23 @@ def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str
     """EDS/RDS: only resources changed or newly requested; never an empty response."""
     available = current.resources
     blocked = state.rejects(current)
-    if state.wildcard or len(available) <= len(state.names):
-        candidates: Iterable[str] = (n for n in available if state.subscribes(n))
+    settled = state.settled
+    state.settled = None
+    derived = current.derived
+    candidates: Iterable[str]
+    if (
+        settled is not None
+        and not force
+        and not blocked
+        and not state.rejected_digests
+        and (settled == current.version or (derived is not None and derived[0] == settled))
+    ):
+        # The client holds every subscribed resource of `settled`: only what changed since
+        # may differ (in name order, as below). An ACK of what was sent: nothing.
+        changed = derived[1] if derived is not None and settled != current.version else ()
+        candidates = sorted(n for n in changed if state.subscribes(n))
+    elif state.wildcard or len(available) <= len(state.names):
+        candidates = (n for n in available if state.subscribes(n))
     else:
         candidates = sorted(state.names)
     resources: dict[str, Resource] = {}
@@ -482,6 +510,8 @@ def _plan_changes(state: TypeState, current: TypeSnapshot, force: Collection[str
         held = sent.get(name)
         if held is None or held.digest != resource.digest or name in force:
             resources[name] = resource
+    if not blocked and not rejected:
+        state.settled = current.version  # once these are sent, if any
     if not resources:
         return None
     # Every resource of the snapshot: send (and hold) the snapshot's own mapping.

@@ -597,3 +597,39 @@ def test_spliced_route_tables_are_the_bytes_protobuf_writes(made: str) -> None:
                 entries.append(b"\x12" + _VarintBytes(len(body)) + body)
             whole = route_configuration(table).SerializeToString(deterministic=True)
             assert spliced_route_table(table, entries).body == whole
+
+
+def test_endpoint_changes_make_only_their_load_assignments_again() -> None:
+    """EndpointSlices changing alone: the clusters are those translated before (the same
+    TypeSnapshot), only the changed Services' CLAs are made again, and every snapshot is the
+    one a full translation makes, versions too (a slice gone: its cluster's CLA empty)."""
+    held = {("Gateway", "default", "edge"): _one(gateway("edge", listeners=[listener("http")]))}
+    for k in range(6):
+        name = f"app{k}"
+        held[("Service", "default", name)] = _one(service(name, 80, 8080))
+        held[("EndpointSlice", "default", f"{name}-1")] = _one(
+            endpoint_slice(name, 8080, f"10.0.0.{k + 1}")
+        )
+        route = http_route(name, name, 80, parents=[_edge()], hostnames=[f"{name}.example.com"])
+        held[("HTTPRoute", "default", name)] = _one(route)
+    store = Store.from_objects(held.values())
+    builder, translation = IncrementalBuild(), Translation()
+    last = translation.translate(builder.build(store).dag)
+    moves = [("app1", "10.0.1.1"), ("app3", "10.0.1.3"), ("app1", "10.0.0.2"), ("app4", None)]
+    for name, address in moves:
+        key = ("default", f"{name}-1")
+        if address is None:
+            store = store.with_object(type(held[("EndpointSlice", *key)]), key, None)
+        else:
+            changed = _one(endpoint_slice(name, 8080, address))
+            store = store.with_object(type(changed), key, changed)
+        result = builder.build(store)
+        made = translation.translate(result.dag)
+        assert result.kind == "endpoints"
+        assert _bodies(made) == _bodies(translate(build(store, BuildOptions())))
+        for group, snapshot in made.items():
+            assert snapshot.of_type(CLUSTER) is last[group].of_type(CLUSTER)
+            old, new = last[group].of_type(ENDPOINT), snapshot.of_type(ENDPOINT)
+            again = {n for n, r in new.resources.items() if old.resources.get(n) is not r}
+            assert again == {f"default/{name}/80"}, group
+        last = made

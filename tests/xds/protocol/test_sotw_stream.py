@@ -417,6 +417,45 @@ def test_eds_rds_send_only_changed_resources() -> None:
     assert names_in(response) == ["b"]
 
 
+def with_endpoints(snap: Snapshot, *changed: Resource) -> Snapshot:
+    """`snap` with these CLAs in place of those of their names, as translation makes it when
+    only endpoints changed (the EDS snapshot derived from the one before)."""
+    derived = snap.of_type(ENDPOINT).replaced({r.name: r for r in changed})
+    return Snapshot(types={**snap.types, ENDPOINT: derived})
+
+
+def test_eds_derived_from_what_the_client_holds_sends_what_changed_in_it() -> None:
+    stream = SotwStream()
+    snap = base_snapshot()
+    connect_envoy(stream, snap)
+    for address in ("10.0.0.3", "10.0.0.4"):
+        snap = with_endpoints(snap, endpoints("b", address))
+        response = only(stream.on_snapshot(snap))
+        assert (
+            names_in(response) == ["b"] and response.version_info == snap.of_type(ENDPOINT).version
+        )
+        assert stream.on_request(ack(response, ["a", "b"]), snap) == []
+        # Holding all of it, the stream holds the snapshot's own mapping, no copy.
+        assert stream.types[ENDPOINT].sent.mapping is snap.of_type(ENDPOINT).resources
+    # A snapshot derived from one the stream never saw: compared in full.
+    skipped = with_endpoints(snap, endpoints("a", "10.0.0.5"))
+    latest = with_endpoints(skipped, endpoints("b", "10.0.0.6"))
+    assert names_in(only(stream.on_snapshot(latest))) == ["a", "b"]
+
+
+def test_eds_derived_after_a_nack_keeps_rejected_content_back() -> None:
+    stream = SotwStream()
+    snap = base_snapshot()
+    connect_envoy(stream, snap)
+    bad = with_endpoints(snap, endpoints("a", "10.0.0.99"))
+    pushed = only(stream.on_snapshot(bad))
+    stream.on_request(nack(pushed, "a is bad", ["a", "b"]), bad)
+    other = with_endpoints(bad, endpoints("b", "10.0.0.3"))
+    assert names_in(only(stream.on_snapshot(other))) == ["b"]
+    fixed = with_endpoints(other, endpoints("a", "10.0.0.5"))
+    assert names_in(only(stream.on_snapshot(fixed))) == ["a"]
+
+
 def test_eds_rds_never_push_an_empty_no_op_response() -> None:
     stream = SotwStream()
     connect_envoy(stream, base_snapshot())
