@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dragoman.dag.conditions import Condition, condition
+from dragoman.dag.conditions import Condition, condition, policy_ancestor
 from dragoman.dag.model import ClusterPolicy, ObjectStatus, Problem
 from dragoman.dag.reference_grants import (
     NO_GRANTS,
@@ -154,31 +154,12 @@ class BackendPolicies:
         ancestors = []
         for ref in dict.fromkeys(refs):
             accepted = self._accepted(policy, (namespace, ref.name), services)
-            ancestors.append(
-                {
-                    "ancestorRef": {
-                        "group": ref.group,
-                        "kind": ref.kind,
-                        "namespace": namespace,
-                        "name": ref.name,
-                    },
-                    "controllerName": controller_name,
-                    "conditions": [accepted],
-                }
-            )
+            target = (ref.group, ref.kind, namespace, ref.name)
+            ancestors.append(policy_ancestor(target, controller_name, accepted))
         if not ancestors:  # no target could be read: say why on the policy itself
-            ancestors.append(
-                {
-                    "ancestorRef": {
-                        "group": DRAGOMAN_GROUP,
-                        "kind": policy.kind,
-                        "namespace": namespace,
-                        "name": policy.meta.name,
-                    },
-                    "controllerName": controller_name,
-                    "conditions": [self._accepted(policy, None, services)],
-                }
-            )
+            itself = (DRAGOMAN_GROUP, policy.kind, namespace, policy.meta.name)
+            accepted = self._accepted(policy, None, services)
+            ancestors.append(policy_ancestor(itself, controller_name, accepted))
         return ancestors
 
     def _accepted(

@@ -37,6 +37,19 @@ def with_condition(conditions: list[Condition], added: Condition) -> list[Condit
     return [*kept, added]
 
 
+def policy_ancestor(
+    ref: tuple[str, str, str, str], controller_name: str, accepted: Condition
+) -> dict[str, Any]:
+    """One entry of a policy's `status.ancestors` (GEP-713): what it attached to, `ref` as
+    (group, kind, namespace, name), and its Accepted condition."""
+    group, kind, namespace, name = ref
+    return {
+        "ancestorRef": {"group": group, "kind": kind, "namespace": namespace, "name": name},
+        "controllerName": controller_name,
+        "conditions": [accepted],
+    }
+
+
 def joined(messages: list[str]) -> str:
     """Several problems as one message, each once, in order."""
     return "; ".join(dict.fromkeys(messages))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dragoman.dag.backend_policies import NO_BACKEND_POLICIES, BackendPolicies
-from dragoman.dag.conditions import Condition, condition
+from dragoman.dag.conditions import Condition, condition, policy_ancestor
 from dragoman.dag.model import ClusterTraffic, ObjectStatus, Problem, StatefulSession
 from dragoman.objects.backend_tls import PolicyTargetRef
 from dragoman.objects.xbackend import XBACKEND_GROUP
@@ -140,31 +140,12 @@ class XBackendTrafficPolicies:
         ancestors = []
         for ref in dict.fromkeys(policy.target_refs):
             accepted = self._accepted(policy, _target(policy, ref), existing, backend_policies)
-            ancestors.append(
-                {
-                    "ancestorRef": {
-                        "group": ref.group,
-                        "kind": ref.kind,
-                        "namespace": namespace,
-                        "name": ref.name,
-                    },
-                    "controllerName": controller_name,
-                    "conditions": [accepted],
-                }
-            )
+            target = (ref.group, ref.kind, namespace, ref.name)
+            ancestors.append(policy_ancestor(target, controller_name, accepted))
         if not ancestors:  # no target could be read: say why on the policy itself
-            ancestors.append(
-                {
-                    "ancestorRef": {
-                        "group": XBACKEND_GROUP,
-                        "kind": policy.kind,
-                        "namespace": namespace,
-                        "name": policy.meta.name,
-                    },
-                    "controllerName": controller_name,
-                    "conditions": [self._accepted(policy, None, existing, backend_policies)],
-                }
-            )
+            itself = (XBACKEND_GROUP, policy.kind, namespace, policy.meta.name)
+            accepted = self._accepted(policy, None, existing, backend_policies)
+            ancestors.append(policy_ancestor(itself, controller_name, accepted))
         return ancestors
 
     def _accepted(

@@ -182,8 +182,15 @@ def parse_backend_policy(root: Node, meta: ObjectMeta) -> BackendPolicy:
     return BackendPolicy(meta=meta, target_refs=targets, problems=tuple(problems))
 
 
-def duration(node: Node, key: str, *, required: bool = False) -> float | None:
-    """A GEP-2257 duration in seconds, within [1ms, 24h]; None (and a problem) otherwise."""
+def duration(
+    node: Node,
+    key: str,
+    *,
+    required: bool = False,
+    bounds: tuple[float, float, str] = (MIN_DURATION_S, MAX_DURATION_S, "from 1ms to 24h"),
+) -> float | None:
+    """A GEP-2257 duration in seconds within `bounds` (least, most, and how a message says
+    them); None (and a problem) otherwise."""
     text = node.optional_string(key, required=required)
     if text is None:
         return None
@@ -191,8 +198,9 @@ def duration(node: Node, key: str, *, required: bool = False) -> float | None:
     if value is None:
         node.expected(node.at(key), DURATION_EXPECTED, text)
         return None
-    if not MIN_DURATION_S <= value <= MAX_DURATION_S:
-        node.report(node.at(key), f"must be from 1ms to 24h, got {describe(text)}")
+    least, most, said = bounds
+    if not least <= value <= most:
+        node.report(node.at(key), f"must be {said}, got {describe(text)}")
         return None
     return value
 

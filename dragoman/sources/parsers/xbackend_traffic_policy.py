@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 from dragoman.objects import ObjectMeta
 from dragoman.objects.backend_tls import PolicyTargetRef
-from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
 from dragoman.objects.xbackend import XBACKEND_GROUP
 from dragoman.objects.xbackend_traffic_policy import (
     DEFAULT_SESSION_COOKIE,
@@ -32,6 +31,7 @@ from dragoman.sources.parsers.backend_policy import (
     HEADER_NAME,
     MAX_TARGET_REFS,
     FieldTree,
+    duration,
     unknown_fields,
 )
 
@@ -84,24 +84,6 @@ def parse_xbackend_traffic_policy(root: Node, meta: ObjectMeta) -> XBackendTraff
     return XBackendTrafficPolicy(meta=meta, target_refs=targets, problems=tuple(problems))
 
 
-def _duration(
-    node: Node, key: str, minimum_s: float, maximum_s: float, bounds: str
-) -> float | None:
-    """A GEP-2257 duration in seconds within [minimum_s, maximum_s]; None (and a problem,
-    naming `bounds`) otherwise."""
-    text = node.optional_string(key)
-    if text is None:
-        return None
-    value = parse_duration(text)
-    if value is None:
-        node.expected(node.at(key), DURATION_EXPECTED, text)
-        return None
-    if not minimum_s <= value <= maximum_s:
-        node.report(node.at(key), f"must be {bounds}, got {describe(text)}")
-        return None
-    return value
-
-
 def _target_ref(node: Node) -> PolicyTargetRef:
     group = node.string("group")
     kind = node.string("kind", required=True)
@@ -123,10 +105,12 @@ def _retry_budget(node: Node | None) -> RetryBudget | None:
     percent = interval = count = rate_interval = None
     if budget is not None:
         percent = budget.optional_integer("percent", minimum=0, maximum=100)
-        interval = _duration(budget, "interval", 1.0, HOUR_S, "from 1s to 1h")
+        interval = duration(budget, "interval", bounds=(1.0, HOUR_S, "from 1s to 1h"))
     if rate is not None:
         count = rate.optional_integer("count", minimum=1, maximum=1_000_000)
-        rate_interval = _duration(rate, "interval", 0.001, HOUR_S, "above 0s and at most 1h")
+        rate_interval = duration(
+            rate, "interval", bounds=(0.001, HOUR_S, "above 0s and at most 1h")
+        )
     return RetryBudget(
         percent=defaults.percent if percent is None else percent,
         interval_s=interval or defaults.interval_s,
@@ -142,8 +126,8 @@ def _session(node: Node | None) -> SessionPersistence | None:
     name_format = COOKIE_NAME if kind == "Cookie" else HEADER_NAME
     name = node.optional_string("sessionName", format=name_format, max_length=MAX_SESSION_NAME)
     bounds = "from 1s to 365 days"
-    absolute = _duration(node, "absoluteTimeout", 1.0, MAX_SESSION_TIMEOUT_S, bounds)
-    idle = _duration(node, "idleTimeout", 1.0, MAX_SESSION_TIMEOUT_S, bounds)
+    absolute = duration(node, "absoluteTimeout", bounds=(1.0, MAX_SESSION_TIMEOUT_S, bounds))
+    idle = duration(node, "idleTimeout", bounds=(1.0, MAX_SESSION_TIMEOUT_S, bounds))
     cookie = node.mapping("cookieConfig")
     lifetime = cookie.choice("lifetimeType", LIFETIME_TYPES, default="Session") if cookie else None
     if cookie is not None and kind != "Cookie":
