@@ -22,6 +22,7 @@ from dragoman.xds.protocol.wire import serialize
 from dragoman.xds.server import dependent_streams
 from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.snapshot_cache import SnapshotCache
+from dragoman.xds.server.stream_io import quiet_client_gone_in_core
 from dragoman.xds.server.stream_loop import XdsCallbacks, XdsStreams
 from dragoman.xds.server.stream_registry import StreamRegistry, XdsService
 from dragoman.xds.transport.credentials import RotatingServerCredentials
@@ -179,6 +180,7 @@ async def start_xds_server(
     """
     if tls is None:
         _check_plaintext(address, insecure)
+    quiet_client_gone_in_core()
     limits = limits if limits is not None else XdsLimits()
     server = grpc.aio.server(options=SERVER_OPTIONS + limits.grpc_options())
     registry = registry if registry is not None else StreamRegistry()

@@ -76,6 +76,32 @@ def _retrieve(task: asyncio.Future[None]) -> None:
         task.exception()
 
 
+class ClientGoneInCore(logging.Filter):
+    """On gRPC's own logger: a stream whose client went away while a response was still
+    being written ends with gRPC failing to send the status (its batch of operations is
+    refused: the write never completed), which gRPC logs as an error with a traceback. A
+    client going away is normal: dragoman's own line says it disconnected; this becomes one
+    debug line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None or type(error).__name__ != "ExecuteBatchError":
+            return True
+        logger.debug("xDS stream ended with a write pending: %s", error)
+        return False
+
+
+def quiet_client_gone_in_core() -> None:
+    """Put ClientGoneInCore on gRPC's logger, once."""
+    core = logging.getLogger(GRPC_CORE_LOGGER)
+    if not any(isinstance(f, ClientGoneInCore) for f in core.filters):
+        core.addFilter(ClientGoneInCore())
+
+
+# The logger grpcio's Cython layer reports a servicer's failed batches on.
+GRPC_CORE_LOGGER = "grpc._cython.cygrpc"
+
+
 def _short(error: BaseException) -> str:
     """An error of gRPC's in a few words (its text lists every operation of the batch)."""
     return type(error).__name__
