@@ -252,7 +252,7 @@ def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
             f"\nWhat dragoman serves, live: http://127.0.0.1:{metrics_port}/debug "
             f"(metrics: http://127.0.0.1:{metrics_port}/metrics)"
         )
-        print("Edit the files in", manifests, "and the changes reach Envoy in about a second.")
+        print("Edit the files in", manifests, "and the changes reach Envoy at once.")
         print("Press Ctrl-C to stop.")
         stopped = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stopped.set())
