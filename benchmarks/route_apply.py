@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import shutil
@@ -247,6 +248,8 @@ class Server(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self.acked_at = 0.0  # perf_counter of the last ACK
         self.nacks: list[str] = []
         self.on_demand_requests = 0
+        self.asked_vhosts: list[str] = []
+        self.unknown_vhosts_removed = False  # how an unknown VHDS name is answered
 
     def set(self, changes: dict[str, dict[str, bytes]]) -> None:
         for type_url, bodies in changes.items():
@@ -265,11 +268,25 @@ class Server(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
 
     def answer(self, stream: Stream, type_url: str, asked: Iterable[str] = ()) -> None:
         """Sends what changed since the last response of this type (SotW full-state types:
-        everything); for delta, `asked` names are answered even when unknown (removed)."""
+        everything); for delta, `asked` names are answered even when unknown (removed).
+
+        Envoy asks VHDS for `<route configuration>/<Host>` with the Host's port: the server
+        matches it to a virtual host (here: drops the port) and names it as an alias."""
         wanted = self.wanted(stream, type_url)
         sent = stream.sent.setdefault(type_url, {})
         changed = {n: b for n, b in wanted.items() if sent.get(n) != b}
-        unknown = [n for n in asked if n not in self.resources.get(type_url, {})]
+        have = self.resources.get(type_url, {})
+        aliases: dict[str, list[str]] = {}
+        unknown = []
+        for name in asked:
+            matched = name.rsplit(":", 1)[0] if type_url == VHOST else name
+            if name in have:
+                continue
+            if matched in have:
+                aliases.setdefault(matched, []).append(name)
+                changed[matched] = have[matched]
+            else:
+                unknown.append(name)
         if not changed and not unknown and type_url in stream.answered:
             return  # (a first request is answered even with nothing, or Envoy waits 15 s)
         stream.answered.add(type_url)
@@ -281,17 +298,23 @@ class Server(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 type_url=type_url,
                 system_version_info=version,
                 nonce=nonce,
-                removed_resources=unknown,
+                removed_resources=[] if type_url == VHOST else unknown,
                 resources=[
                     Resource(
                         name=n,
-                        aliases=[n] if type_url == VHOST else [],
+                        aliases=[n, *aliases.get(n, ())] if type_url == VHOST else [],
                         version=version,
                         resource=AnyMessage(type_url=type_url, value=b),
                     )
                     for n, b in changed.items()
                 ],
             )
+            if type_url == VHOST and not self.unknown_vhosts_removed:
+                # An alias that resolves to nothing: named, without a body (Envoy then
+                # routes the waiting request, to a 404; a removal leaves it waiting).
+                response.resources.extend(Resource(name=n, aliases=[n]) for n in unknown)
+            elif type_url == VHOST:
+                response.removed_resources.extend(unknown)
         else:
             bodies = wanted if type_url in FULL_STATE else changed
             response = DiscoveryResponse(
@@ -335,6 +358,7 @@ class Server(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         subscribe.discard("*")
         if type_url == VHOST and subscribe:
             self.on_demand_requests += 1
+            self.asked_vhosts += sorted(subscribe)
         names.update(subscribe)
         names.difference_update(request.resource_names_unsubscribe)
         sent = stream.sent.setdefault(type_url, {})
@@ -484,7 +508,12 @@ def static_cluster(name: str, address: str, port: int, http2: bool = False) -> d
 
 
 def bootstrap(
-    admin: Path, xds_port: int, listener_port: int, backend_port: int, layout: str, delta: bool
+    admin: Path,
+    xds_port: int,
+    listener_port: int,
+    backend_port: int,
+    manager: dict[str, Any],
+    delta: bool,
 ) -> str:
     """Static listener and clusters; only the route tables come over ADS. JSON is YAML."""
     listener = {
@@ -495,7 +524,7 @@ def bootstrap(
                 "filters": [
                     {
                         "name": "envoy.filters.network.http_connection_manager",
-                        "typed_config": connection_manager(layout),
+                        "typed_config": manager,
                     }
                 ]
             }
@@ -597,6 +626,50 @@ async def sample(
     return None
 
 
+@dataclass
+class Rig:
+    """The xDS server, one Envoy connected to it and a client of its listener."""
+
+    server: Server
+    envoy: EnvoyProcess
+    client: gb.Client
+
+
+@contextlib.asynccontextmanager
+async def rig(
+    layout: str,
+    delta: bool,
+    resources: dict[str, dict[str, bytes]],
+    args: argparse.Namespace,
+    workdir: Path,
+    scope_header: str = ":authority",
+) -> AsyncIterator[Rig]:
+    """A server holding `resources` and an Envoy not yet started (`load_hosts` starts it)."""
+    server = Server(resources, push_vhosts=layout != "vhds")
+    grpc_server, xds_port = await start_server(server)
+    directory = Path(tempfile.mkdtemp(prefix="ra-", dir=workdir))
+    admin = directory / "admin.sock"
+    listener_port = free_port()
+    config = bootstrap(
+        admin,
+        xds_port,
+        listener_port,
+        args.backend_port,
+        connection_manager(layout, scope_header),
+        delta,
+    )
+    envoy = EnvoyProcess(config, directory, admin, concurrency=1, log_level=args.log_level)
+    client = gb.Client(listener_port)
+    try:
+        yield Rig(server, envoy, client)
+    finally:
+        client.close()
+        _stop_envoy(envoy)
+        await grpc_server.stop(None)
+        if not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 async def measure(design: Design, routes: int, args: argparse.Namespace, workdir: Path) -> Figures:
     figures = Figures(design.name, routes)
     add = design.changes()
@@ -604,45 +677,168 @@ async def measure(design: Design, routes: int, args: argparse.Namespace, workdir
     for i in range(routes):
         for type_url, bodies in add(i).items():
             resources.setdefault(type_url, {}).update(bodies)
-    server = Server(resources, design.pushes_added_hosts)
-    grpc_server, xds_port = await start_server(server)
-    directory = Path(tempfile.mkdtemp(prefix="ra-", dir=workdir))
-    admin = directory / "admin.sock"
-    listener_port = free_port()
-    config = bootstrap(
-        admin, xds_port, listener_port, args.backend_port, design.layout, design.delta
-    )
-    envoy = EnvoyProcess(config, directory, admin, concurrency=1, log_level=args.log_level)
-    client = gb.Client(listener_port)
-    try:
-        figures.load_s = await load_hosts(envoy, server, client, design, routes)
-        await asyncio.sleep(args.settle)
-        figures.allocated_mib = allocated_mib(envoy)
-        assert envoy.pid is not None
-        figures.rss_mib = rss_mib(envoy.pid)
-        for i in range(routes, routes + args.samples):
-            change = add(i)
-            cpu = main_thread_cpu_seconds(envoy.pid)
-            result = await sample(server, client, change, i, args.poll_ms / 1000)
-            if result is None:
-                figures.timeouts += 1
-                print(f"{design.name} R={routes}: host {i} not served", file=sys.stderr)
-                break
-            await asyncio.sleep(args.gap)
-            figures.main_cpu_ms.append((main_thread_cpu_seconds(envoy.pid) - cpu) * 1000)
-            first, acked, others = result
-            figures.first_200_ms.append(first)
-            figures.acked_ms.append(acked)
-            figures.non_404 += others
-    finally:
-        client.close()
-        _stop_envoy(envoy)
-        await grpc_server.stop(None)
-        figures.nacks = len(server.nacks)
-        figures.on_demand_requests = server.on_demand_requests
-        if not args.keep:
-            shutil.rmtree(directory, ignore_errors=True)
+    async with rig(design.layout, design.delta, resources, args, workdir) as made:
+        server, envoy, client = made.server, made.envoy, made.client
+        try:
+            figures.load_s = await load_hosts(envoy, server, client, design, routes)
+            await asyncio.sleep(args.settle)
+            figures.allocated_mib = allocated_mib(envoy)
+            assert envoy.pid is not None
+            figures.rss_mib = rss_mib(envoy.pid)
+            for i in range(routes, routes + args.samples):
+                change = add(i)
+                cpu = main_thread_cpu_seconds(envoy.pid)
+                result = await sample(server, client, change, i, args.poll_ms / 1000)
+                if result is None:
+                    figures.timeouts += 1
+                    print(f"{design.name} R={routes}: host {i} not served", file=sys.stderr)
+                    break
+                await asyncio.sleep(args.gap)
+                figures.main_cpu_ms.append((main_thread_cpu_seconds(envoy.pid) - cpu) * 1000)
+                first, acked, others = result
+                figures.first_200_ms.append(first)
+                figures.acked_ms.append(acked)
+                figures.non_404 += others
+        finally:
+            figures.nacks = len(server.nacks)
+            figures.on_demand_requests = server.on_demand_requests
     return figures
+
+
+# --- what scoped RDS and VHDS do with the hosts a Gateway has -----------------------------------
+
+
+def wildcard_scope(key: str, i: int) -> dict[str, dict[str, bytes]]:
+    """A scope keyed `key` whose one virtual host serves host i's route for any host."""
+    table = RouteConfiguration(name=f"route-{key}", virtual_hosts=[virtual_host(i)])
+    table.virtual_hosts[0].domains[:] = ["*"]
+    message = ScopedRouteConfiguration(
+        name=f"scope-{key}",
+        route_configuration=table,
+        key=ScopedRouteConfiguration.Key(
+            fragments=[ScopedRouteConfiguration.Key.Fragment(string_key=key)]
+        ),
+    )
+    return {SCOPE: {f"scope-{key}": message.SerializeToString(deterministic=True)}}
+
+
+@dataclass
+class Check:
+    """What one Envoy answered to each (Host, path), what it rejected, what it asked for."""
+
+    title: str
+    answers: list[tuple[str, str, int]] = field(default_factory=list)
+    nacks: list[str] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)  # VHDS names asked on demand
+
+    def status(self, host: str, path: str) -> int:
+        return next(s for h, p, s in self.answers if (h, p) == (host, path))
+
+    def lines(self) -> list[str]:
+        lines = [self.title]
+        lines += [f"  Host {h!r:32} {p:4} -> {s}" for h, p, s in self.answers]
+        lines += [f"  NACK: {n[:300]}" for n in self.nacks]
+        if self.asked:
+            lines.append(f"  on-demand names asked: {self.asked}")
+        return lines
+
+
+async def ask_all(
+    client: gb.Client, asked: Sequence[tuple[str, str]]
+) -> list[tuple[str, str, int]]:
+    return [(host, path, (await client.ask(host, path))[0]) for host, path in asked]
+
+
+async def scoped_checks(args: argparse.Namespace, workdir: Path, header: str) -> Check:
+    """Scopes: host 1 (exact), `*.example.com`, `*` and the empty key (no scope for the rest)."""
+    resources = scoped(1, inline=True)
+    for key, i in (("*.example.com", 2), ("*", 3), ("", 4)):
+        resources[SCOPE].update(wildcard_scope(key, i)[SCOPE])
+    asked = [
+        (host_name(1), "/1"),
+        (host_name(1).upper(), "/1"),
+        ("1-Route.Example.Com", "/1"),
+        (f"{host_name(1)}:8080", "/1"),
+        (f"{host_name(1)}.", "/1"),
+        ("other.example.com", "/2"),
+        ("*.example.com", "/2"),
+        ("unknown.test", "/3"),
+        ("*", "/3"),
+        ("unknown.test", "/4"),
+        ("[::1]:8080", "/3"),
+    ]
+    async with rig("srds-inline", True, resources, args, workdir, header) as made:
+        made.envoy.start()
+        made.envoy.wait_admin(60)
+        await gb.until_status(made.client, host_name(1), "/1", 200, 60)
+        return Check(
+            f"scoped RDS, scope key from header {header!r} (':' element 0):",
+            await ask_all(made.client, asked),
+            made.server.nacks,
+        )
+
+
+async def plain_checks(args: argparse.Namespace, workdir: Path) -> Check:
+    """The same hosts with plain RDS, for comparison: domain matching ignores case."""
+    resources = {ROUTE: {ROUTE_NAME: route_table(ROUTE_NAME, [1])}}
+    asked = [(host_name(1), "/1"), (host_name(1).upper(), "/1"), (f"{host_name(1)}:8080", "/1")]
+    async with rig("rds", False, resources, args, workdir) as made:
+        made.envoy.start()
+        made.envoy.wait_admin(60)
+        await gb.until_status(made.client, host_name(1), "/1", 200, 60)
+        title = "plain RDS, domains [host, host:*]:"
+        return Check(title, await ask_all(made.client, asked), made.server.nacks)
+
+
+async def vhds_checks(args: argparse.Namespace, workdir: Path) -> list[Check]:
+    """VHDS over SotW ADS; over delta, what names Envoy asks for when a host is not loaded
+    (hosts 5 and 6, held by the server but not pushed), in another case or with a port."""
+    checks = []
+    for delta in (False, True):
+        resources = Design("vhds", delta, "vhds").base()
+        resources.update(on_demand(1))
+        async with rig("vhds", delta, resources, args, workdir) as made:
+            made.envoy.start()
+            made.envoy.wait_admin(60)
+            deadline = time.perf_counter() + 20
+            while not made.server.nacks and time.perf_counter() < deadline:
+                status, _ = await made.client.ask(host_name(1), "/1")
+                if status == 200:
+                    break
+                await asyncio.sleep(0.1)
+            # One host at a time: an answer to a wildcard stream carries every host it lacks.
+            answers = await ask_all(
+                made.client, [(host_name(1), "/1"), (host_name(1).upper(), "/1")]
+            )
+            made.server.set(on_demand(5))
+            answers += await ask_all(made.client, [(host_name(5).upper(), "/5")])
+            made.server.set(on_demand(6))
+            answers += await ask_all(
+                made.client, [(f"{host_name(6)}:8080", "/6"), (host_name(6), "/6")]
+            )
+            # Hosts the server has not: answered as an alias without a body (7), then as a
+            # removed name (8), which leaves the request waiting (0: no answer in 2 s).
+            answers += await ask_all(made.client, [(host_name(7), "/7")])
+            made.server.unknown_vhosts_removed = True
+            answers.append((host_name(8), "/8", (await made.client.ask(host_name(8), "/8", 2))[0]))
+            checks.append(
+                Check(
+                    f"VHDS over {'delta' if delta else 'SotW'} ADS:",
+                    answers,
+                    made.server.nacks,
+                    made.server.asked_vhosts,
+                )
+            )
+    return checks
+
+
+async def run_checks(args: argparse.Namespace, workdir: Path) -> list[Check]:
+    return [
+        await scoped_checks(args, workdir, ":authority"),
+        await scoped_checks(args, workdir, "host"),
+        await plain_checks(args, workdir),
+        *await vhds_checks(args, workdir),
+    ]
 
 
 # --- printing -----------------------------------------------------------------------------------
@@ -718,9 +914,8 @@ def main(argv: list[str] | None = None) -> int:
     backends = gb.start_backends({"backend": (gb.BACKEND_A, args.backend_port)})
     try:
         if args.constraints:
-            from route_scoping_checks import run_checks
-
-            run_checks(args, workdir)
+            for check in asyncio.run(run_checks(args, workdir)):
+                print("\n".join(check.lines()), flush=True)
             return 0
         print(f"before: {gb.load_average()}", flush=True)
         results = asyncio.run(run_all(args, workdir))
