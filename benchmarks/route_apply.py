@@ -38,7 +38,9 @@ request and a response header added, `/` to a missing backend (a 500). The backe
 `gateway_bench.py`'s echo server on 127.0.0.2.
 
 `--constraints` starts one Envoy per question and prints what it answered: wildcard and
-catch-all hosts under scoped RDS, Host header case and ports, VHDS over SotW ADS.
+catch-all hosts under scoped RDS, Host header case and ports, VHDS over SotW ADS, the names
+VHDS asks for and unknown hosts; then a proxyless gRPC client (grpcio) is offered an API
+listener with scopes and one with RDS.
 """
 
 from __future__ import annotations
@@ -737,7 +739,7 @@ class Check:
     def lines(self) -> list[str]:
         lines = [self.title]
         lines += [f"  Host {h!r:32} {p:4} -> {s}" for h, p, s in self.answers]
-        lines += [f"  NACK: {n[:300]}" for n in self.nacks]
+        lines += [f"  NACK: {n[:300]}" for n in self.nacks] or ["  no NACK"]
         if self.asked:
             lines.append(f"  on-demand names asked: {self.asked}")
         return lines
@@ -832,12 +834,76 @@ async def vhds_checks(args: argparse.Namespace, workdir: Path) -> list[Check]:
     return checks
 
 
+GRPC_CLIENT = """
+import sys, grpc
+for target in sys.argv[1:]:
+    channel = grpc.insecure_channel("xds:///" + target)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=3)
+    except grpc.FutureTimeoutError:
+        pass
+    channel.close()
+"""
+
+
+def api_listener(name: str, layout: str) -> bytes:
+    """A gRPC client's API listener whose connection manager has `layout`'s route source."""
+    from envoy.config.listener.v3.api_listener_pb2 import ApiListener
+    from envoy.config.listener.v3.listener_pb2 import Listener
+    from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401 (the Any)
+    from envoy.extensions.filters.network.http_connection_manager.v3 import (  # noqa: F401
+        http_connection_manager_pb2,
+    )
+    from google.protobuf import json_format
+
+    manager = json_format.ParseDict(connection_manager(layout), AnyMessage())
+    listener = Listener(name=name, api_listener=ApiListener(api_listener=manager))
+    return listener.SerializeToString(deterministic=True)
+
+
+async def grpc_checks(args: argparse.Namespace, workdir: Path) -> Check:
+    """A proxyless gRPC client (grpcio) asks for two API listeners: one whose connection
+    manager takes its routes from scopes, one from RDS. What it rejects is in `nacks`."""
+    listener = "type.googleapis.com/envoy.config.listener.v3.Listener"
+    targets = {"scoped.test:80": "srds", "plain.test:80": "rds"}
+    resources = {listener: {name: api_listener(name, how) for name, how in targets.items()}}
+    server = Server(resources, push_vhosts=False)
+    grpc_server, xds_port = await start_server(server)
+    bootstrap = {
+        "xds_servers": [
+            {
+                "server_uri": f"127.0.0.1:{xds_port}",
+                "channel_creds": [{"type": "insecure"}],
+                "server_features": ["xds_v3"],
+            }
+        ],
+        "node": {"id": "grpc-client", "cluster": "bench"},
+    }
+    env = {"PATH": "/usr/bin:/bin", "GRPC_XDS_BOOTSTRAP_CONFIG": json.dumps(bootstrap)}
+    try:
+        client = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            GRPC_CLIENT,
+            *targets,
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        await asyncio.wait_for(client.wait(), 30)
+    finally:
+        await grpc_server.stop(None)
+    named = ", ".join(f"{target} ({how})" for target, how in targets.items())
+    return Check(f"proxyless gRPC client, API listeners {named}:", nacks=server.nacks)
+
+
 async def run_checks(args: argparse.Namespace, workdir: Path) -> list[Check]:
     return [
         await scoped_checks(args, workdir, ":authority"),
         await scoped_checks(args, workdir, "host"),
         await plain_checks(args, workdir),
         *await vhds_checks(args, workdir),
+        await grpc_checks(args, workdir),
     ]
 
 

@@ -1,5 +1,6 @@
 """benchmarks/route_apply.py at a tiny size: every design serves an added host through a real
-Envoy, and what Envoy does with scope keys and VHDS is what the design note says."""
+Envoy, and what Envoy (and a proxyless gRPC client) does with scope keys and VHDS is what the
+design note says."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def test_scope_keys_are_exact_and_vhds_needs_delta(
         assert scoped.status("*.example.com", "/2") == 200  # a key is a literal
     plain = checks[2]
     assert plain.status(host.upper(), "/1") == 200  # domains ignore case
-    sotw, delta = checks[3], checks[4]
+    sotw, delta, grpc_client = checks[3], checks[4], checks[5]
     assert any("DELTA_GRPC" in nack for nack in sotw.nacks)
     assert sotw.status(host, "/1") == 404
     assert delta.nacks == []
@@ -89,3 +90,8 @@ def test_scope_keys_are_exact_and_vhds_needs_delta(
         f"{route}/{bench.host_name(7)}",
         f"{route}/{bench.host_name(8)}",
     ]
+    # A proxyless gRPC client rejects an API listener whose routes come from scopes, and
+    # takes the one whose routes come over RDS.
+    assert grpc_client.nacks
+    assert all("scoped.test:80" in nack and "plain.test" not in nack for nack in grpc_client.nacks)
+    assert "neither route_config nor rds" in grpc_client.nacks[0]
