@@ -17,8 +17,8 @@ with a fresh Envoy. Designs (`--designs`, every one by default):
   one small RouteConfiguration (fetched by RDS) per hostname. Adding a host is one new scope
   and its RouteConfiguration. Over SotW the scopes are a full-state type: every change
   re-sends all R+1 scopes (but not their route tables).
-- `srds-inline-delta`: as `srds-delta` with the RouteConfiguration inline in the scope (one
-  resource, one round trip).
+- `srds-inline`, `srds-inline-delta`: as `srds` and `srds-delta` with the RouteConfiguration
+  inline in the scope (one resource per host, one round trip).
 - `vhds-delta`: on-demand virtual hosts (VHDS, delta ADS only, with the
   `envoy.filters.http.on_demand` filter): the RouteConfiguration names no virtual host; the
   R existing ones are sent on Envoy's first (wildcard) VHDS request; an added host is sent
@@ -32,10 +32,10 @@ probes), its allocated memory (admin `/memory`) and RSS once R hosts are served,
 time it took to load the R hosts. Ratios are to `rds` at the same R in the same run.
 
 The xDS server is a minimal one in this process (grpcio's asyncio server, SotW and delta
-ADS): resources are kept encoded, a change encodes only what changed. Every host has the
-virtual host dragoman makes of gateway-api-bench's probe route: `/N` to the backend with a
-request and a response header added, `/` to a missing backend (a 500). The backend is
-`gateway_bench.py`'s echo server on 127.0.0.2.
+ADS): resources are kept encoded, a change encodes only what changed. Every host has a
+virtual host shaped like the one dragoman makes of gateway-api-bench's probe route: `/N` to
+the backend with a request and a response header added, `/` to a missing backend (a 500).
+The backend is `gateway_bench.py`'s echo server on 127.0.0.2.
 
 `--constraints` starts one Envoy per question and prints what it answered: wildcard and
 catch-all hosts under scoped RDS, Host header case and ports, VHDS over SotW ADS, the names
@@ -63,6 +63,11 @@ from typing import Any
 import gateway_bench as gb
 import grpc
 from envoy.config.core.v3.base_pb2 import HeaderValue, HeaderValueOption
+from envoy.config.core.v3.config_source_pb2 import (
+    AggregatedConfigSource,
+    ApiVersion,
+    ConfigSource,
+)
 from envoy.config.route.v3.route_components_pb2 import (
     DirectResponseAction,
     Route,
@@ -103,12 +108,13 @@ def host_name(i: int) -> str:
 # --- resources --------------------------------------------------------------------------------
 
 
-def virtual_host(i: int, name: str | None = None) -> VirtualHost:
-    """What dragoman makes of gateway-api-bench's probe route N (two rules, header filters)."""
+def virtual_host(i: int) -> VirtualHost:
+    """Shaped like what dragoman makes of gateway-api-bench's probe route N (two rules, with
+    header filters)."""
     host = host_name(i)
     added = [HeaderValueOption(header=HeaderValue(key="my-added-header", value="added-value"))]
     return VirtualHost(
-        name=name or host,
+        name=host,
         domains=[host, f"{host}:*"],
         routes=[
             Route(
@@ -199,10 +205,6 @@ class Design:
             return lambda i: scoped(i, inline)
         return on_demand
 
-    @property
-    def pushes_added_hosts(self) -> bool:
-        return self.layout != "vhds"
-
 
 DESIGNS = {
     d.name: d
@@ -211,6 +213,7 @@ DESIGNS = {
         Design("rds-delta", True, "rds"),
         Design("srds", False, "srds"),
         Design("srds-delta", True, "srds"),
+        Design("srds-inline", False, "srds-inline"),
         Design("srds-inline-delta", True, "srds-inline"),
         Design("vhds-delta", True, "vhds"),
         Design("vhds-push-delta", True, "vhds-push"),
@@ -238,8 +241,8 @@ class Stream:
 class Server(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     """SotW and delta ADS over resources kept encoded, by type and name.
 
-    `set` stores resources and pushes them to the streams that want them; it returns once
-    they are written. A change's apply time is when the last response it caused was ACKed.
+    `set` stores resources and queues them for the streams that want them. A change's apply
+    time is when the last response it caused was ACKed (`acked_at`, once `idle()`).
     """
 
     def __init__(self, resources: dict[str, dict[str, bytes]], push_vhosts: bool) -> None:
@@ -270,7 +273,8 @@ class Server(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
 
     def answer(self, stream: Stream, type_url: str, asked: Iterable[str] = ()) -> None:
         """Sends what changed since the last response of this type (SotW full-state types:
-        everything); for delta, `asked` names are answered even when unknown (removed).
+        everything); for delta, `asked` names are answered even when unknown: as removed, or
+        for VHDS as an alias without a body (unless `unknown_vhosts_removed`).
 
         Envoy asks VHDS for `<route configuration>/<Host>` with the Host's port: the server
         matches it to a virtual host (here: drops the port) and names it as an alias."""
@@ -422,13 +426,7 @@ async def start_server(server: Server) -> tuple[grpc.aio.Server, int]:
 # --- Envoy --------------------------------------------------------------------------------------
 
 
-def ads_source() -> Any:
-    from envoy.config.core.v3.config_source_pb2 import (
-        AggregatedConfigSource,
-        ApiVersion,
-        ConfigSource,
-    )
-
+def ads_source() -> ConfigSource:
     return ConfigSource(ads=AggregatedConfigSource(), resource_api_version=ApiVersion.V3)
 
 
@@ -598,7 +596,7 @@ async def load_hosts(
     envoy.wait_admin(60)
     if routes:
         await gb.until_status(client, host_name(routes - 1), f"/{routes - 1}", 200, LOAD_TIMEOUT_S)
-        if design.layout == "srds" or design.layout == "srds-inline":
+        if design.layout.startswith("srds"):
             await gb.until_status(client, host_name(0), "/0", 200, LOAD_TIMEOUT_S)
     else:
         deadline = time.perf_counter() + 60
