@@ -26,17 +26,19 @@ from dragoman.snapshots.resources import ALL_GATEWAYS as ALL_GATEWAYS
 # Upstream protocols a cluster speaks. Plain HTTP/1.1 is the default (over TLS: HTTP/2 when
 # the upstream offers it by ALPN, else HTTP/1.1); "h2c" is HTTP/2 over cleartext (GRPCRoute
 # backends, Service ports with appProtocol kubernetes.io/h2c); "h2" is HTTP/2 over TLS only
-# (ALPN h2), what h2c becomes on a port dragoman reaches over TLS.
+# (ALPN h2), what h2c becomes on a port dragoman reaches over TLS; "h1" is HTTP/1.1 over TLS
+# only (ALPN http/1.1 alone: an XBackend's protocol HTTP11).
 HTTP1: Final = "http1"
 H2C: Final = "h2c"
 H2: Final = "h2"
+H1: Final = "h1"
 # Whole connections (TCPRoute, TLSRoute) and datagrams (UDPRoute): bytes passed as they come,
 # with TLS only where a BackendTLSPolicy asks for it (TCP).
 TCP: Final = "tcp"
 UDP: Final = "udp"
 L4_PROTOCOLS = (TCP, UDP)
 L4Protocol = Literal["tcp", "udp"]
-UpstreamProtocol = Literal["http1", "h2c", "h2", "tcp", "udp"]
+UpstreamProtocol = Literal["http1", "h2c", "h2", "h1", "tcp", "udp"]
 
 # How a path is matched (RE2 for RegularExpression) and how a rewrite replaces it are the
 # Gateway API's own choices (PathMatchType, PathRewriteType), imported above.
@@ -169,7 +171,7 @@ class EdsCluster:
     target_port: int | str
     port_name: str = ""
     protocol: UpstreamProtocol = (
-        HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
+        HTTP1  # HTTP1, H2C, H2, H1, TCP or UDP; part of the name when not HTTP1
     )
     tls: UpstreamTls | None = None  # a BackendTLSPolicy's; None: cleartext
     # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
@@ -192,7 +194,7 @@ class DnsCluster:
     hostname: str
     port: int
     protocol: UpstreamProtocol = (
-        HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
+        HTTP1  # HTTP1, H2C, H2, H1, TCP or UDP; part of the name when not HTTP1
     )
     tls: UpstreamTls | None = None
     dns: DnsSettings = DEFAULT_DNS_SETTINGS

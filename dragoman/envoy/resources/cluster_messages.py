@@ -14,6 +14,7 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as http
 from google.protobuf.duration_pb2 import Duration
 
 from dragoman.dag.model import (
+    H1,
     H2,
     H2C,
     HTTP1,
@@ -153,6 +154,13 @@ def upstream_protocol_options(protocol: str, *, tls: bool = False) -> _HttpOptio
         )
     if protocol in L4_PROTOCOLS:
         return None  # whole connections or datagrams: Envoy speaks no HTTP to the cluster
+    if protocol == H1:
+        # HTTP/1.1 only, over TLS (the TLS context offers ALPN http/1.1 alone).
+        return _HttpOptions(
+            explicit_http_config=_HttpOptions.ExplicitHttpConfig(
+                http_protocol_options=protocol_pb2.Http1ProtocolOptions()
+            )
+        )
     if protocol in (H2C, H2):
         # HTTP/2 only: with prior knowledge over cleartext (h2c), or by ALPN h2 over TLS.
         return _HttpOptions(

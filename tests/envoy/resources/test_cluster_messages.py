@@ -94,6 +94,18 @@ def test_a_policy_sets_sni_names_and_inline_cas(clusters: dict[str, cluster_pb2.
     assert options.explicit_http_config.HasField("http2_protocol_options")
 
 
+def test_http11_over_tls_offers_http11_alone_by_alpn(
+    clusters: dict[str, cluster_pb2.Cluster],
+) -> None:
+    cluster = clusters["xbackend/default/partner/443/h1"]
+
+    assert list(tls_context(cluster).common_tls_context.alpn_protocols) == ["http/1.1"]
+    options = protocol_options(cluster)
+    assert options is not None
+    assert options.explicit_http_config.HasField("http_protocol_options")
+    assert not options.HasField("auto_config")
+
+
 def test_tls_to_pods_by_policy(clusters: dict[str, cluster_pb2.Cluster]) -> None:
     cluster = clusters["default/web/443"]
 
@@ -182,6 +194,7 @@ def test_envoy_accepts_every_upstream_kind(tmp_path: Path) -> None:
     config: dict[str, Any] = translated_bootstrap(snapshot, tmp_path / "admin.sock")
     names = {c["name"] for c in config["static_resources"]["clusters"]}
     assert {"default/legacy/443", "default/api/8443/h2", "default/api/80"} <= names
+    assert "xbackend/default/partner/443/h1" in names
     path = tmp_path / "upstreams.yaml"
     path.write_text(dump_yaml(config))
 
