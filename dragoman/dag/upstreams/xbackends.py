@@ -123,9 +123,13 @@ def xbackend_cluster(
     if isinstance(protocol, Refusal):
         return Unresolved(protocol.reason, f"{named}: {protocol.field}: {protocol.message}")
     suffix = "" if protocol == HTTP1 else f"/{protocol}"
+    # Named by spec.port.name when set, as an ExternalName Service's cluster is by its port's
+    # name: a new port number updates the cluster in place, and Envoy keeps the old one
+    # serving until the new one is warm (a new name would be routed to before it resolved).
+    port = backend.port_name or str(backend.port)
     cluster = DnsCluster(
         # Its own prefix: a Service of the same name and port has a cluster of its own.
-        name=f"xbackend/{key.namespace}/{key.name}/{backend.port}{suffix}",
+        name=f"xbackend/{key.namespace}/{key.name}/{port}{suffix}",
         service=key,
         hostname=verdict.hostname,
         port=backend.port,

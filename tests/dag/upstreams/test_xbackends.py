@@ -107,6 +107,29 @@ def test_protocol_picks_the_upstream_protocol(
     assert cluster.name.endswith("/443" if expected == HTTP1 else f"/443/{expected}")
 
 
+def test_a_named_port_names_the_cluster_so_a_new_number_keeps_it() -> None:
+    names = set()
+    for port in (443, 8443):
+        backend = xbackend("partner", "api.partner.example", port, port_name="https")
+        cluster = only_cluster(build(backend, ROUTE))
+        assert cluster.port == port
+        names.add(cluster.name)
+    assert names == {"xbackend/default/partner/https"}
+    # An empty name is no name: the number names the cluster.
+    unnamed = build(xbackend("partner", "api.partner.example", port_name=""), ROUTE)
+    assert only_cluster(unnamed).name == "xbackend/default/partner/443"
+
+
+@pytest.mark.parametrize(
+    ("port_name", "expected"),
+    [("https", "https/h2c"), ("http1", "http1/h2c"), ("h2c", "h2c/h2c")],
+)
+def test_a_grpc_route_appends_its_protocol_to_the_port_name(port_name: str, expected: str) -> None:
+    route = http_route("g", kind="GRPCRoute", rules=[rule(xbackend_ref("partner"))])
+    backend = xbackend("partner", "grpc.partner.example", 50051, port_name=port_name)
+    assert only_cluster(build(backend, route)).name == f"xbackend/default/partner/{expected}"
+
+
 def test_a_tcp_route_reaches_an_xbackend_over_tcp() -> None:
     route = http_route("t", kind="TCPRoute", rules=[rule(xbackend_ref("partner"))])
     dag = build_text(
