@@ -44,6 +44,8 @@ UpstreamProtocol = Literal["http1", "h2c", "h2", "h1", "tcp", "udp"]
 # Gateway API's own choices (PathMatchType, PathRewriteType), imported above.
 # Which of a name's addresses are used: Envoy's DnsLookupFamily names.
 LookupFamily = Literal["V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL"]
+# The address family a host with both tries first: Envoy's FirstAddressFamilyVersion names.
+AddressFamily = Literal["V4", "V6"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,18 @@ class DnsSettings:
     min_refresh_s: float | None = None
     resolvers: tuple[tuple[str, int], ...] = ()  # (ip, port); (): Envoy's bootstrap resolver
     logical: bool = False  # LOGICAL_DNS: one host, the first address; else STRICT_DNS
+    # How the one host of a logical cluster races its addresses (Happy Eyeballs): the family
+    # tried first, and how many of its addresses before one of the other; None: Envoy's own
+    # (the family of the first address, one at a time).
+    happy_eyeballs: HappyEyeballs | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HappyEyeballs:
+    """Envoy's UpstreamConnectionOptions.HappyEyeballsConfig."""
+
+    first_family: AddressFamily | None = None  # None: the first address's family
+    first_family_count: int | None = None  # None: 1
 
 
 DEFAULT_DNS_SETTINGS = DnsSettings()
@@ -270,6 +284,9 @@ class LbEndpoint:
     # The DNS name the address was checked for (an external name): Envoy's Host rewrite, SNI
     # and certificate checks use it, never the address. "" for a pod.
     hostname: str = ""
+    # More addresses of the same host (a logical DNS cluster's checked answer): Envoy races
+    # them with the first (Happy Eyeballs), on the same port.
+    additional_addresses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

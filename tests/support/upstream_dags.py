@@ -15,6 +15,7 @@ from dragoman.dag.model import (
     DnsSettings,
     EdsCluster,
     Forward,
+    HappyEyeballs,
     HttpListener,
     LbEndpoint,
     LoadAssignment,
@@ -57,6 +58,7 @@ TUNED_DNS = DnsSettings(
     jitter_s=0.5,
     resolvers=(("127.0.0.1", 5353), ("::1", 53)),
     logical=True,
+    happy_eyeballs=HappyEyeballs("V6", 2),
 )
 
 
