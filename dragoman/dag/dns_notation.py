@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from dragoman.dag.model import LookupFamily
+from dragoman.dag.model import AddressFamily, LookupFamily
 
 DNS_PORT = 53
 
@@ -16,6 +16,10 @@ LOOKUP_FAMILIES: dict[str, LookupFamily] = {
     "v4-preferred": "V4_PREFERRED",
     "all": "ALL",
 }
+# The family a logical cluster's host tries first (Happy Eyeballs), and how many of its
+# addresses at most before one of the other family.
+FIRST_FAMILIES: dict[str, AddressFamily] = {"v4": "V4", "v6": "V6"}
+MAX_FIRST_FAMILY_COUNT = 64
 
 
 def parse_resolver(text: str) -> tuple[str, int] | None:

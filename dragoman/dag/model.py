@@ -26,22 +26,26 @@ from dragoman.snapshots.resources import ALL_GATEWAYS as ALL_GATEWAYS
 # Upstream protocols a cluster speaks. Plain HTTP/1.1 is the default (over TLS: HTTP/2 when
 # the upstream offers it by ALPN, else HTTP/1.1); "h2c" is HTTP/2 over cleartext (GRPCRoute
 # backends, Service ports with appProtocol kubernetes.io/h2c); "h2" is HTTP/2 over TLS only
-# (ALPN h2), what h2c becomes on a port dragoman reaches over TLS.
+# (ALPN h2), what h2c becomes on a port dragoman reaches over TLS; "h1" is HTTP/1.1 over TLS
+# only (ALPN http/1.1 alone: an XBackend's protocol HTTP11).
 HTTP1: Final = "http1"
 H2C: Final = "h2c"
 H2: Final = "h2"
+H1: Final = "h1"
 # Whole connections (TCPRoute, TLSRoute) and datagrams (UDPRoute): bytes passed as they come,
 # with TLS only where a BackendTLSPolicy asks for it (TCP).
 TCP: Final = "tcp"
 UDP: Final = "udp"
 L4_PROTOCOLS = (TCP, UDP)
 L4Protocol = Literal["tcp", "udp"]
-UpstreamProtocol = Literal["http1", "h2c", "h2", "tcp", "udp"]
+UpstreamProtocol = Literal["http1", "h2c", "h2", "h1", "tcp", "udp"]
 
 # How a path is matched (RE2 for RegularExpression) and how a rewrite replaces it are the
 # Gateway API's own choices (PathMatchType, PathRewriteType), imported above.
 # Which of a name's addresses are used: Envoy's DnsLookupFamily names.
 LookupFamily = Literal["V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL"]
+# The address family a host with both tries first: Envoy's FirstAddressFamilyVersion names.
+AddressFamily = Literal["V4", "V6"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,18 @@ class DnsSettings:
     min_refresh_s: float | None = None
     resolvers: tuple[tuple[str, int], ...] = ()  # (ip, port); (): Envoy's bootstrap resolver
     logical: bool = False  # LOGICAL_DNS: one host, the first address; else STRICT_DNS
+    # How the one host of a logical cluster races its addresses (Happy Eyeballs): the family
+    # tried first, and how many of its addresses before one of the other; None: Envoy's own
+    # (the family of the first address, one at a time).
+    happy_eyeballs: HappyEyeballs | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HappyEyeballs:
+    """Envoy's UpstreamConnectionOptions.HappyEyeballsConfig."""
+
+    first_family: AddressFamily | None = None  # None: the first address's family
+    first_family_count: int | None = None  # None: 1
 
 
 DEFAULT_DNS_SETTINGS = DnsSettings()
@@ -169,7 +185,7 @@ class EdsCluster:
     target_port: int | str
     port_name: str = ""
     protocol: UpstreamProtocol = (
-        HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
+        HTTP1  # HTTP1, H2C, H2, H1, TCP or UDP; part of the name when not HTTP1
     )
     tls: UpstreamTls | None = None  # a BackendTLSPolicy's; None: cleartext
     # sessionAffinity ClientIP: a consistent hash of the client's address picks the endpoint.
@@ -192,7 +208,7 @@ class DnsCluster:
     hostname: str
     port: int
     protocol: UpstreamProtocol = (
-        HTTP1  # HTTP1, H2C, H2, TCP or UDP; part of the name when not HTTP1
+        HTTP1  # HTTP1, H2C, H2, H1, TCP or UDP; part of the name when not HTTP1
     )
     tls: UpstreamTls | None = None
     dns: DnsSettings = DEFAULT_DNS_SETTINGS
@@ -268,6 +284,9 @@ class LbEndpoint:
     # The DNS name the address was checked for (an external name): Envoy's Host rewrite, SNI
     # and certificate checks use it, never the address. "" for a pod.
     hostname: str = ""
+    # More addresses of the same host (a logical DNS cluster's checked answer): Envoy races
+    # them with the first (Happy Eyeballs), on the same port.
+    additional_addresses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

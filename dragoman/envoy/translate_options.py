@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from dragoman.dag.model import DEFAULT_LOOKUP_FAMILY
+from dragoman.dag.model import DEFAULT_LOOKUP_FAMILY, HappyEyeballs
 
 # The values of envoy.extensions.clusters.common.dns.v3.DnsLookupFamily we accept by name.
 DNS_LOOKUP_FAMILIES = ("AUTO", "V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL")
@@ -29,6 +29,9 @@ class TranslateOptions:
     # The shortest interval between a DNS cluster's resolutions (a floor under short TTLs);
     # None: Envoy's own.
     dns_min_refresh_s: float | None = None
+    # How a logical DNS cluster's host races its IPv4 and IPv6 addresses (lookup family ALL)
+    # when its backend says nothing; None: Envoy's own order.
+    dns_happy_eyeballs: HappyEyeballs | None = None
     # The CA bundle Envoy trusts for "system" CAs (TLS to external hosts without a
     # BackendTLSPolicy CA). A path on Envoy's machine: Debian, Ubuntu (the envoyproxy/envoy
     # image) and Alpine keep it here; RHEL-family systems in /etc/pki/tls/certs/ca-bundle.crt.

@@ -32,7 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from dragoman.dag.dns_notation import LOOKUP_FAMILIES, parse_resolver
+from dragoman.dag.dns_notation import (
+    FIRST_FAMILIES,
+    LOOKUP_FAMILIES,
+    MAX_FIRST_FAMILY_COUNT,
+    parse_resolver,
+)
 from dragoman.dag.external_name_policy import (
     NO_POLICY,
     ExternalNamePolicy,
@@ -40,6 +45,7 @@ from dragoman.dag.external_name_policy import (
     domain_rule,
     exception_problem,
 )
+from dragoman.dag.model import HappyEyeballs
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.translate_options import DEFAULT_SYSTEM_CA_FILE, TranslateOptions
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
@@ -91,6 +97,7 @@ class ServerConfig:
     dns_respect_ttl: bool | None = None
     dns_lookup_family: str | None = None
     dns_min_refresh_s: float | None = None
+    dns_happy_eyeballs: HappyEyeballs | None = None
     system_ca_file: str = DEFAULT_SYSTEM_CA_FILE
     # endpoints.allowedNetworks: EndpointSlice addresses in always-denied ranges still used.
     endpoint_networks: tuple[Network, ...] = ()
@@ -120,6 +127,8 @@ class ServerConfig:
             changes["dns_lookup_family"] = self.dns_lookup_family
         if self.dns_min_refresh_s is not None:
             changes["dns_min_refresh_s"] = self.dns_min_refresh_s
+        if self.dns_happy_eyeballs is not None:
+            changes["dns_happy_eyeballs"] = self.dns_happy_eyeballs
         return dataclasses.replace(base, **changes)
 
 
@@ -308,18 +317,36 @@ def _dns_check(node: Node) -> DnsCheckSettings:
 
 
 def _dns_defaults(node: Node, config: ServerConfig) -> ServerConfig:
-    _only_keys(node, ("refreshRate", "respectTTL", "lookupFamily", "minRefreshRate"))
+    _only_keys(
+        node,
+        (
+            "refreshRate",
+            "respectTTL",
+            "lookupFamily",
+            "minRefreshRate",
+            "happyEyeballsFirstFamily",
+            "happyEyeballsFirstFamilyCount",
+        ),
+    )
     refresh = _duration(node, "refreshRate", 30.0, 1, 86400) if node.has("refreshRate") else None
     minimum = (
         _duration(node, "minRefreshRate", 5.0, 1, 86400) if node.has("minRefreshRate") else None
     )
     family = node.optional_string("lookupFamily", choices=tuple(LOOKUP_FAMILIES))
+    first = node.optional_string("happyEyeballsFirstFamily", choices=tuple(FIRST_FAMILIES))
+    count = node.optional_integer(
+        "happyEyeballsFirstFamilyCount", minimum=1, maximum=MAX_FIRST_FAMILY_COUNT
+    )
+    happy_eyeballs = None
+    if first is not None or count is not None:
+        happy_eyeballs = HappyEyeballs(FIRST_FAMILIES[first] if first else None, count)
     return dataclasses.replace(
         config,
         dns_refresh_s=refresh,
         dns_respect_ttl=node.optional_boolean("respectTTL"),
         dns_lookup_family=LOOKUP_FAMILIES[family] if family is not None else None,
         dns_min_refresh_s=minimum,
+        dns_happy_eyeballs=happy_eyeballs,
     )
 
 

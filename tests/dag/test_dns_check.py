@@ -326,6 +326,31 @@ def test_v6_preferred_falls_back_to_v4_only_without_v6() -> None:
     assert [e.address for p in v4_only.localities for e in p.endpoints] == ["192.0.2.1"]
 
 
+@pytest.mark.parametrize(
+    ("family", "expected"),
+    [("ALL", ("192.0.2.1", ("2001:db8::1",))), ("V4_PREFERRED", ("192.0.2.1", ()))],
+)
+def test_a_logical_cluster_is_one_host_with_every_checked_address(
+    family: str, expected: tuple[str, tuple[str, ...]]
+) -> None:
+    cluster = DnsCluster("c", ObjectKey("Service", "d", "s"), "h.example", 80, checked=True)
+    logical = dataclasses.replace(cluster, dns=DnsSettings(lookup_family=family, logical=True))
+    assignment = checked_assignment(logical, ["192.0.2.1", "2001:db8::1"], "V4_PREFERRED")
+    [locality] = assignment.localities
+    [host] = locality.endpoints
+    assert (host.address, host.additional_addresses) == expected
+    assert (host.port, host.hostname) == (80, "h.example")
+    # Strict: a host of each address.
+    strict = checked_assignment(
+        dataclasses.replace(cluster, dns=DnsSettings(lookup_family=family)),
+        ["192.0.2.1", "2001:db8::1"],
+        "V4_PREFERRED",
+    )
+    assert [e.additional_addresses for e in strict.localities[0].endpoints] == [()] * (
+        1 + len(expected[1])
+    )
+
+
 GRACE = [
     # (observation, served addresses, DNSResolved (status, reason), words in its message)
     (

@@ -6,6 +6,8 @@ their names answered by the test DNS responder and vetted by the DNS check.
   own client certificate, checked by the backend: two XBackends, two identities;
 - an XBackend that presents none is refused by the same backend (the certificate belongs
   to the other XBackend alone);
+- `protocol: HTTP11` over TLS offers only `http/1.1` by ALPN: a backend that would pick `h2`
+  settles on HTTP/1.1 and answers, where the same backend without it settles on `h2`;
 - `localhost` and an IP address as the hostname are refused (500), naming the field, and
   Envoy takes every update.
 """
@@ -39,13 +41,16 @@ from tests.support.https_backend import HttpsEchoBackend
 
 ONE, TWO = "one.xbackend.e2e.test", "two.xbackend.e2e.test"
 ONE_IP, TWO_IP = "127.0.0.8", "127.0.0.9"
+# A backend that picks h2 by ALPN when offered (it speaks HTTP/1.1 whatever it picks).
+ELEVEN, ELEVEN_IP = "eleven.xbackend.e2e.test", "127.0.0.10"
 SERVER_CA = certificate_authority("xbackend server CA")
 CLIENT_CA = certificate_authority("xbackend client CA")
 ONE_CLIENT = CLIENT_CA.issue("one.client.e2e.test")
 TWO_CLIENT = CLIENT_CA.issue("two.client.e2e.test")
 
 
-def xbackend(name: str, hostname: str, port: int, tls: str) -> str:
+def xbackend(name: str, hostname: str, port: int, tls: str, protocol: str = "") -> str:
+    spoken = f"\n  protocol: {protocol}" if protocol else ""
     return f"""
 apiVersion: gateway.networking.x-k8s.io/v1alpha1
 kind: XBackend
@@ -54,17 +59,17 @@ spec:
   type: ExternalHostname
   externalHostname: {{hostname: {hostname}}}
   port: {{port: {port}}}
-  tls: {tls}
+  tls: {tls}{spoken}
 """
 
 
-def manifests(listener: int, one_port: int, two_port: int) -> str:
+def manifests(listener: int, one_port: int, two_port: int, eleven_port: int) -> str:
     presenting = "mode: ClientAndServer, clientCertificateRef: {{name: {}}}"
     validated = (
         f"{{{presenting.format('two-client')}, validation: {{hostname: {TWO}, "
         'caCertificateRefs: [{group: "", kind: ConfigMap, name: server-ca}]}}'
     )
-    paths = ("one", "two", "anonymous", "local", "address")
+    paths = ("one", "two", "anonymous", "local", "address", "eleven", "negotiated")
     rules = ", ".join(
         f"{{matches: [{{path: {{type: PathPrefix, value: /{path}}}}}], "
         f"backendRefs: [{{group: gateway.networking.x-k8s.io, kind: XBackend, name: {path}}}]}}"
@@ -89,6 +94,8 @@ spec:
             xbackend("anonymous", ONE, one_port, "{mode: ServerOnly}"),
             xbackend("local", "localhost", one_port, "{mode: ServerOnly}"),
             xbackend("address", "10.20.30.40", one_port, "{mode: ServerOnly}"),
+            xbackend("eleven", ELEVEN, eleven_port, "{mode: ServerOnly}", protocol="HTTP11"),
+            xbackend("negotiated", ELEVEN, eleven_port, "{mode: ServerOnly}"),
             f"""
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -105,6 +112,7 @@ spec:
 class World:
     url: str
     one: HttpsEchoBackend
+    eleven: HttpsEchoBackend
     dragoman: DragomanProcess
     envoy: EnvoyProcess
     manifests: Path
@@ -126,13 +134,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     two = HttpsEchoBackend(
         "two", TWO_IP, SERVER_CA.issue(TWO), root, port=free_port(TWO_IP), client_ca=CLIENT_CA.pem
     ).start()
+    eleven = HttpsEchoBackend(
+        "eleven", ELEVEN_IP, SERVER_CA.issue(ELEVEN), root, port=free_port(ELEVEN_IP),
+        alpn=("h2", "http/1.1"),
+    ).start()  # fmt: skip
     dns = DnsResponder().start()
     dns.set_a(ONE, ONE_IP)
     dns.set_a(TWO, TWO_IP)
+    dns.set_a(ELEVEN, ELEVEN_IP)
     listener = free_port()
     directory = root / "manifests"
     directory.mkdir()
-    (directory / "xbackends.yaml").write_text(manifests(listener, one.port, two.port))
+    (directory / "xbackends.yaml").write_text(manifests(listener, one.port, two.port, eleven.port))
     # The "system" CA bundle is the test server CA: what a public CA is to a deployment.
     bundle = root / "system-ca.pem"
     bundle.write_bytes(SERVER_CA.pem)
@@ -140,7 +153,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     config.write_text(
         f"upstreamTLS: {{systemCABundle: {bundle}}}\n"
         "externalNames:\n"
-        f"  allowedNetworks: [{ONE_IP}/32, {TWO_IP}/32]\n"
+        f"  allowedNetworks: [{ONE_IP}/32, {TWO_IP}/32, {ELEVEN_IP}/32]\n"
         f"  dnsCheck: {{enabled: true, resolvers: ['127.0.0.1:{dns.port}'], minInterval: 1s}}\n"
     )
     xds = f"127.0.0.1:{free_port()}"
@@ -148,7 +161,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         directory, xds, root / "dragoman.log", ["--config", str(config)]
     ).start()
     envoy = start_envoy(root, xds, dns.port, node_cluster="default/gw")
-    w = World(f"http://127.0.0.1:{listener}", one, dragoman, envoy, directory, config)
+    w = World(f"http://127.0.0.1:{listener}", one, eleven, dragoman, envoy, directory, config)
     try:
         try:
             wait_until(lambda: w.get("/one")[0] == 200, timeout=20)
@@ -160,6 +173,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         envoy.stop()
         dragoman.stop()
         dns.stop()
+        eleven.stop()
         two.stop()
         one.stop()
 
@@ -194,6 +208,20 @@ def test_an_xbackend_without_a_certificate_is_refused_by_the_backend(world: Worl
     assert status == 503
     # The backend counts the refused handshake in its connection thread: Envoy may answer first.
     wait_until(lambda: world.one.failed_handshakes > before, timeout=5.0, interval=0.02)
+
+
+def test_http11_over_tls_offers_only_http11_by_alpn(world: World) -> None:
+    answers = [world.get("/eleven/x") for _ in range(5)]
+    assert [status for status, _ in answers] == [200] * 5, world.diagnostics()
+    assert {data["alpn"] for _, data in answers} == {"http/1.1"}
+    # The contrast: the same backend, protocol unset, is offered h2 and picks it (it cannot
+    # speak it, so the request fails; what matters is what Envoy offered).
+    before = len(world.eleven.alpn)
+    status, _ = world.get("/negotiated/x")
+    assert status != 200
+    wait_until(lambda: len(world.eleven.alpn) > before, timeout=5.0, interval=0.02)
+    assert "h2" in world.eleven.alpn[before:]
+    assert "h2" not in world.eleven.alpn[:before]
 
 
 @pytest.mark.parametrize("path", ["local", "address"])

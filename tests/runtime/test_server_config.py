@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dragoman.dag.model import HappyEyeballs
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.translate_options import TranslateOptions
 from dragoman.runtime.server_config import (
@@ -39,7 +40,13 @@ externalNames:
     minInterval: 10s
     maxInterval: 10m
     grace: 45s
-dnsDefaults: {refreshRate: 1m, respectTTL: false, lookupFamily: all, minRefreshRate: 10s}
+dnsDefaults:
+  refreshRate: 1m
+  respectTTL: false
+  lookupFamily: all
+  minRefreshRate: 10s
+  happyEyeballsFirstFamily: v6
+  happyEyeballsFirstFamilyCount: 2
 upstreamTLS: {systemCABundle: /etc/pki/tls/certs/ca-bundle.crt}
 endpoints: {allowedNetworks: [127.0.0.0/8, "::1/128"]}
 """
@@ -84,6 +91,7 @@ def test_a_full_file() -> None:
         dns_respect_ttl=False,
         dns_lookup_family="ALL",
         dns_min_refresh_s=10,
+        dns_happy_eyeballs=HappyEyeballs("V6", 2),
         system_ca_file="/etc/pki/tls/certs/ca-bundle.crt",
     )
 
@@ -142,6 +150,10 @@ PROBLEMS = [
     ("dnsDefaults: {lookupFamily: ipv4}", "dnsDefaults.lookupFamily", "one of"),
     ("dnsDefaults: {refreshRate: 0s}", "dnsDefaults.refreshRate", "must be from 1s"),
     ("dnsDefaults: {minRefreshRate: 500ms}", "dnsDefaults.minRefreshRate", "must be from 1s"),
+    ("dnsDefaults: {happyEyeballsFirstFamily: ipv6}", "dnsDefaults.happyEyeballsFirstFamily",
+     "one of"),
+    ("dnsDefaults: {happyEyeballsFirstFamilyCount: 0}",
+     "dnsDefaults.happyEyeballsFirstFamilyCount", "from 1 to 64"),
     ("upstreamTLS: {systemCABundle: certs/ca.pem}", "upstreamTLS.systemCABundle",
      "an absolute path"),
 ]  # fmt: skip

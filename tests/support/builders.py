@@ -594,13 +594,14 @@ def xbackend(
     tls: Mapping[str, Any] | None = None,
     annotations: Mapping[str, str] | None = None,
     generation: int | None = None,
+    port_name: str | None = None,
 ) -> Object:
     """An XBackend (gateway.networking.x-k8s.io/v1alpha1) of type ExternalHostname; `tls` as
     the CRD's spec.tls (mode, clientCertificateRef, validation)."""
     spec: Object = {
         "type": "ExternalHostname",
         "externalHostname": {"hostname": hostname},
-        "port": {"port": port},
+        "port": {"port": port} if port_name is None else {"name": port_name, "port": port},
     }
     if protocol is not None:
         spec["protocol"] = protocol

@@ -147,7 +147,11 @@ kind: Service
 metadata:
   name: logical
   namespace: default
-  annotations: {dragoman.dev/dns-mode: logical}
+  annotations:
+    dragoman.dev/dns-mode: logical
+    dragoman.dev/dns-lookup-family: all
+    dragoman.dev/dns-happy-eyeballs-first-family: v6
+    dragoman.dev/dns-happy-eyeballs-first-family-count: "2"
 spec: {type: ExternalName, externalName: one.partner.example, ports: [{port: 8080}]}
 ---
 apiVersion: v1

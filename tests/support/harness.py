@@ -19,7 +19,7 @@ from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls, XdsTransport,
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 

@@ -1,12 +1,13 @@
 """An HTTPS echo backend on loopback for the TLS origination tests: it answers with JSON naming
-itself and echoing the Host header, the SNI the client sent and, when it demands a client
-certificate, the common name of the one presented."""
+itself and echoing the Host header, the SNI the client sent, the protocol ALPN settled on and,
+when it demands a client certificate, the common name of the one presented."""
 
 from __future__ import annotations
 
 import json
 import ssl
 import threading
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ class _Server(ThreadingHTTPServer):
         self.handshakes = 0
         self.failed_handshakes = 0
         self.last_sni: str | None = None
+        # The protocol ALPN settled on, per handshake (None: the client offered none we speak).
+        self.alpn: list[str | None] = []
         # (path, Host, SNI) of every request answered.
         self.requests: list[tuple[str, str, str | None]] = []
         super().__init__(address, _Handler)
@@ -39,6 +42,7 @@ class _Server(ThreadingHTTPServer):
             self.failed_handshakes += 1
             return
         self.handshakes += 1
+        self.alpn.append(wrapped.selected_alpn_protocol())
         super().finish_request(wrapped, client_address)
 
 
@@ -57,6 +61,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "sni": self.server.last_sni,
                 "path": self.path,
                 "client": subject.get("commonName"),
+                "alpn": self.connection.selected_alpn_protocol()
+                if hasattr(self.connection, "selected_alpn_protocol")
+                else None,
             }
         ).encode()
         self.send_response(200)
@@ -79,9 +86,12 @@ class HttpsEchoBackend:
         port: int = 0,
         client_ca: bytes | None = None,
         maximum_version: ssl.TLSVersion | None = None,
+        alpn: Sequence[str] = (),
     ) -> None:
         """`client_ca`: demand a client certificate that this CA signed; `maximum_version`:
-        the newest TLS version spoken (a legacy server)."""
+        the newest TLS version spoken (a legacy server); `alpn`: the protocols it accepts by
+        ALPN, the first the client offers picked (it speaks HTTP/1.1 alone whatever it picks,
+        so a test can see what a client offered)."""
         certificate = workdir / f"{name}.crt"
         key = workdir / f"{name}.key"
         certificate.write_bytes(pem.certificate)
@@ -93,6 +103,8 @@ class HttpsEchoBackend:
         if client_ca is not None:
             context.verify_mode = ssl.CERT_REQUIRED
             context.load_verify_locations(cadata=client_ca.decode())
+        if alpn:
+            context.set_alpn_protocols(list(alpn))
         context.sni_callback = self._record_sni
         self._server = _Server((host, port), name, context)
         self._thread: threading.Thread | None = None
@@ -113,6 +125,11 @@ class HttpsEchoBackend:
     def requests(self) -> list[tuple[str, str, str | None]]:
         """(path, Host, SNI) of every request answered (the SNI: the last handshake's)."""
         return list(self._server.requests)
+
+    @property
+    def alpn(self) -> list[str | None]:
+        """The protocol ALPN settled on, handshake by handshake."""
+        return list(self._server.alpn)
 
     def _record_sni(self, connection: Any, server_name: str | None, context: Any) -> None:
         self._server.last_sni = server_name

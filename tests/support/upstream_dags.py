@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dragoman.dag.model import (
     ALL_GATEWAYS,
+    H1,
     H2,
     H2C,
     AggregateCluster,
@@ -14,6 +15,7 @@ from dragoman.dag.model import (
     DnsSettings,
     EdsCluster,
     Forward,
+    HappyEyeballs,
     HttpListener,
     LbEndpoint,
     LoadAssignment,
@@ -31,6 +33,7 @@ from dragoman.objects import ObjectKey
 WEB = ObjectKey("Service", "default", "web")
 API = ObjectKey("Service", "default", "api")
 LEGACY = ObjectKey("Service", "default", "legacy")
+PARTNER = ObjectKey("XBackend", "default", "partner")
 ROUTE = ObjectKey("HTTPRoute", "default", "upstreams")
 POLICY = ObjectKey("BackendTLSPolicy", "default", "api-tls")
 
@@ -55,6 +58,7 @@ TUNED_DNS = DnsSettings(
     jitter_s=0.5,
     resolvers=(("127.0.0.1", 5353), ("::1", 53)),
     logical=True,
+    happy_eyeballs=HappyEyeballs("V6", 2),
 )
 
 
@@ -83,7 +87,17 @@ def upstream_clusters(
         "default/legacy/443/external", LEGACY, "legacy.example.com", 443, tls=UpstreamTls()
     )
     aggregate = AggregateCluster("default/legacy/443", LEGACY, (web_tls, fallback))
-    return {c.name: c for c in (web_tls, auto, by_policy, tuned, cleartext_h2, fallback, aggregate)}
+    # An XBackend's protocol HTTP11 over TLS: ALPN http/1.1 alone.
+    http11 = DnsCluster(
+        "xbackend/default/partner/443/h1",
+        PARTNER,
+        "api.partner.example",
+        443,
+        protocol=H1,
+        tls=UpstreamTls(),
+    )
+    made = (web_tls, auto, by_policy, tuned, cleartext_h2, fallback, aggregate, http11)
+    return {c.name: c for c in made}
 
 
 def upstream_kinds_dag(with_ca: bytes = INLINE_CA) -> Dag:
@@ -91,7 +105,9 @@ def upstream_kinds_dag(with_ca: bytes = INLINE_CA) -> Dag:
     routed = ["default/api/443", "default/api/8443/h2", "default/api/80", "default/legacy/443"]
     routes = tuple(
         Route(RouteMatch("PathPrefix", f"/{index}"), Forward((Backend(name, 1),)), ROUTE, index)
-        for index, name in enumerate([*routed, "default/api/80/h2c"])
+        for index, name in enumerate(
+            [*routed, "default/api/80/h2c", "xbackend/default/partner/443/h1"]
+        )
     )
     table = RouteTable("http-8080", (VirtualHost("*", ("*",), routes),))
     listener = HttpListener("http-8080", 8080, table.name)

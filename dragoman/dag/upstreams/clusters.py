@@ -258,7 +258,8 @@ def with_protocol(cluster: Cluster, protocol: UpstreamProtocol) -> Cluster:
 
 
 def _renamed(name: str, old: str, new: str) -> str:
-    base = name.removesuffix(f"/{old}")
+    # HTTP/1.1 names carry no suffix: a port named "http1" is not one.
+    base = name if old == HTTP1 else name.removesuffix(f"/{old}")
     return base if new == HTTP1 else f"{base}/{new}"
 
 

@@ -10,8 +10,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from dragoman.dag.dns_notation import LOOKUP_FAMILIES, parse_resolver
-from dragoman.dag.model import DEFAULT_DNS_SETTINGS, DnsSettings, LookupFamily
+from dragoman.dag.dns_notation import (
+    FIRST_FAMILIES,
+    LOOKUP_FAMILIES,
+    MAX_FIRST_FAMILY_COUNT,
+    parse_resolver,
+)
+from dragoman.dag.model import (
+    DEFAULT_DNS_SETTINGS,
+    AddressFamily,
+    DnsSettings,
+    HappyEyeballs,
+    LookupFamily,
+)
 from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
 from dragoman.objects.meta import KindObject
 
@@ -25,6 +36,8 @@ FAILURE_REFRESH_MAX = PREFIX + "dns-failure-refresh-max"
 JITTER = PREFIX + "dns-jitter"
 RESOLVERS = PREFIX + "dns-resolvers"
 MODE = PREFIX + "dns-mode"
+FIRST_FAMILY = PREFIX + "dns-happy-eyeballs-first-family"
+FIRST_FAMILY_COUNT = PREFIX + "dns-happy-eyeballs-first-family-count"
 
 MODES = ("strict", "logical")
 DEFAULT_RESOLVERS = "Envoy's resolver (from its bootstrap)"
@@ -92,6 +105,7 @@ def service_dns_settings(service: KindObject, dns_check: bool = False) -> Servic
     else:
         resolvers = reader.read(RESOLVERS, _resolvers, DEFAULT_RESOLVERS)
     mode = reader.read(MODE, _choice({m: m for m in MODES}), "strict")
+    happy_eyeballs = _happy_eyeballs(reader, mode == "logical", family)
     settings = DnsSettings(
         lookup_family=family,
         refresh_s=refresh,
@@ -102,8 +116,41 @@ def service_dns_settings(service: KindObject, dns_check: bool = False) -> Servic
         min_refresh_s=min_refresh,
         resolvers=resolvers or (),
         logical=mode == "logical",
+        happy_eyeballs=happy_eyeballs,
     )
     return ServiceDnsSettings(settings, tuple(problems))
+
+
+def _happy_eyeballs(
+    reader: _Reader, logical: bool, family: LookupFamily | None
+) -> HappyEyeballs | None:
+    """The first family a logical cluster's host tries and how many of its addresses; only a
+    logical cluster's host has addresses of both families to race (a strict cluster makes a
+    host of each address), and only with the lookup family `all`."""
+    first: AddressFamily | None = reader.read(
+        FIRST_FAMILY, _choice(FIRST_FAMILIES), "Envoy's own order"
+    )
+    count = reader.read(FIRST_FAMILY_COUNT, _count, "one address at a time")
+    if first is None and count is None:
+        return None
+    needs = None
+    if not logical:
+        needs = f"needs {MODE}: logical (a strict cluster makes a host of each address)"
+    elif family is not None and family != "ALL":
+        needs = f"needs {LOOKUP_FAMILY}: all (a single family is looked up)"
+    if needs is None:
+        return HappyEyeballs(first, count)
+    for name, value in ((FIRST_FAMILY, first), (FIRST_FAMILY_COUNT, count)):
+        if value is not None:
+            reader.report(name, needs, "Envoy's own order")
+    return None
+
+
+def _count(text: str) -> Parsed[int]:
+    value = text.strip()
+    if not value.isdigit() or not 1 <= int(value) <= MAX_FIRST_FAMILY_COUNT:
+        return None, f"expected a number from 1 to {MAX_FIRST_FAMILY_COUNT}, got {_got(text)}"
+    return int(value), None
 
 
 T = TypeVar("T")

@@ -286,6 +286,12 @@ def checked_assignment(
     chosen = _of_family(addresses, cluster.dns.lookup_family or default_family)
     if not chosen:
         return LoadAssignment(cluster=cluster.name)
+    if cluster.dns.logical:
+        # One host with every address, raced by Envoy (Happy Eyeballs), as a logical DNS
+        # cluster's host is when Envoy resolves the name itself.
+        first, *others = chosen
+        host = LbEndpoint(first, cluster.port, cluster.hostname, tuple(others))
+        return LoadAssignment(cluster=cluster.name, localities=(Locality("", (host,)),))
     endpoints = tuple(LbEndpoint(a, cluster.port, hostname=cluster.hostname) for a in chosen)
     return LoadAssignment(
         cluster=cluster.name, localities=(Locality("", endpoints, weight=len(endpoints)),)

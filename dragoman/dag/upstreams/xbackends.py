@@ -21,6 +21,7 @@ from dragoman.dag.dns_check import DNS_CHECK_FAILED, DNS_CHECK_PENDING
 from dragoman.dag.external_names import is_cluster_local, normalise, normalised_unsafe_reason
 from dragoman.dag.model import (
     DEFAULT_DNS_SETTINGS,
+    H1,
     H2,
     H2C,
     HTTP1,
@@ -42,11 +43,6 @@ TLS_FIELD = "spec.tls"
 UNSAFE_HOSTNAME = "UnsafeHostname"
 UNSUPPORTED_VALUE = "UnsupportedValue"
 INVALID_CLIENT_CERTIFICATE_REF = "InvalidClientCertificateRef"
-# What dragoman cannot do of spec.protocol HTTP11 (its HTTP/1.1 clusters over TLS negotiate).
-HTTP11_OVER_TLS = (
-    f"{PROTOCOL_FIELD} HTTP11 over TLS: Envoy offers h2 and http/1.1 by ALPN, as to every "
-    "HTTP backend over TLS; a backend that picks h2 is spoken HTTP/2"
-)
 # The DNS check's reasons: the XBackend is Accepted, its name not (yet) served.
 _DNS_REASONS = frozenset({DNS_CHECK_PENDING, DNS_CHECK_FAILED})
 
@@ -54,7 +50,7 @@ _DNS_REASONS = frozenset({DNS_CHECK_PENDING, DNS_CHECK_FAILED})
 _HTTP_PROTOCOLS: dict[str | None, tuple[UpstreamProtocol, UpstreamProtocol]] = {
     None: (HTTP1, HTTP1),
     "HTTP": (HTTP1, HTTP1),
-    "HTTP11": (HTTP1, HTTP1),
+    "HTTP11": (HTTP1, H1),  # over TLS: ALPN http/1.1 alone
     "HTTP2": (H2C, H2),
     "H2C": (H2C, H2),
 }
@@ -82,7 +78,7 @@ class XBackendVerdict:
     unresolved: Refusal | None = None  # ResolvedRefs=False (a refusal too when it is)
     dns_refusal: Refusal | None = None  # the DNS check has not allowed the name
     dns: DnsSettings = DEFAULT_DNS_SETTINGS  # from its dragoman.dev/dns-* annotations
-    warnings: tuple[str, ...] = ()  # bad DNS annotations (served with defaults), HTTP11
+    warnings: tuple[str, ...] = ()  # bad DNS annotations (served with defaults)
 
 
 def judge_xbackend(backend: XBackend, context: BuildContext) -> XBackendVerdict:
@@ -93,8 +89,6 @@ def judge_xbackend(backend: XBackend, context: BuildContext) -> XBackendVerdict:
     tls, unresolved, refused = _tls(backend, context)
     dns = service_dns_settings(backend, context.options.dns_check)
     warnings = dns.problems
-    if backend.protocol == "HTTP11" and tls is not None:
-        warnings = (*warnings, HTTP11_OVER_TLS)
     verdict = XBackendVerdict(
         backend,
         hostname,
@@ -129,9 +123,13 @@ def xbackend_cluster(
     if isinstance(protocol, Refusal):
         return Unresolved(protocol.reason, f"{named}: {protocol.field}: {protocol.message}")
     suffix = "" if protocol == HTTP1 else f"/{protocol}"
+    # Named by spec.port.name when set, as an ExternalName Service's cluster is by its port's
+    # name: a new port number updates the cluster in place, and Envoy keeps the old one
+    # serving until the new one is warm (a new name would be routed to before it resolved).
+    port = backend.port_name or str(backend.port)
     cluster = DnsCluster(
         # Its own prefix: a Service of the same name and port has a cluster of its own.
-        name=f"xbackend/{key.namespace}/{key.name}/{backend.port}{suffix}",
+        name=f"xbackend/{key.namespace}/{key.name}/{port}{suffix}",
         service=key,
         hostname=verdict.hostname,
         port=backend.port,

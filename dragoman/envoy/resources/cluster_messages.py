@@ -14,6 +14,7 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as http
 from google.protobuf.duration_pb2 import Duration
 
 from dragoman.dag.model import (
+    H1,
     H2,
     H2C,
     HTTP1,
@@ -22,6 +23,7 @@ from dragoman.dag.model import (
     Cluster,
     DnsCluster,
     EdsCluster,
+    HappyEyeballs,
 )
 from dragoman.envoy.resources.cluster_policy_messages import (
     apply_cluster_policy,
@@ -111,6 +113,10 @@ def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
         message = dns_cluster(value, options)
     else:
         message = eds_cluster(value, options)
+    if isinstance(value, DnsCluster):
+        happy_eyeballs = _happy_eyeballs(value, options)
+        if happy_eyeballs is not None:
+            apply_happy_eyeballs(message, happy_eyeballs)
     if value.client_ip_affinity:
         # sessionAffinity ClientIP: the route hashes the client's address (hash_policy
         # source_ip) onto a ring of the endpoints, so one client keeps reaching one endpoint
@@ -137,6 +143,32 @@ def cluster(value: Cluster, options: TranslateOptions) -> cluster_pb2.Cluster:
     return message
 
 
+def _happy_eyeballs(value: DnsCluster, options: TranslateOptions) -> HappyEyeballs | None:
+    """The backend's own order, else the server's for a logical cluster that looks up both
+    families (only its host has addresses of both)."""
+    settings = value.dns
+    if settings.happy_eyeballs is not None or not settings.logical:
+        return settings.happy_eyeballs
+    if (settings.lookup_family or options.dns_lookup_family) != "ALL":
+        return None
+    return options.dns_happy_eyeballs
+
+
+def apply_happy_eyeballs(message: cluster_pb2.Cluster, settings: HappyEyeballs) -> None:
+    """The order in which a host with several addresses tries them: the first family, and
+    how many of its addresses before one of the other family."""
+    config = message.upstream_connection_options.happy_eyeballs_config
+    config.SetInParent()
+    if settings.first_family is not None:
+        config.first_address_family_version = (
+            cluster_pb2.UpstreamConnectionOptions.FirstAddressFamilyVersion.Value(
+                settings.first_family
+            )
+        )
+    if settings.first_family_count is not None:
+        config.first_address_family_count.value = settings.first_family_count
+
+
 def upstream_protocol_options(protocol: str, *, tls: bool = False) -> _HttpOptions | None:
     """How Envoy speaks HTTP to the cluster; None for HTTP/1.1 over cleartext, Envoy's default.
 
@@ -153,6 +185,13 @@ def upstream_protocol_options(protocol: str, *, tls: bool = False) -> _HttpOptio
         )
     if protocol in L4_PROTOCOLS:
         return None  # whole connections or datagrams: Envoy speaks no HTTP to the cluster
+    if protocol == H1:
+        # HTTP/1.1 only, over TLS (the TLS context offers ALPN http/1.1 alone).
+        return _HttpOptions(
+            explicit_http_config=_HttpOptions.ExplicitHttpConfig(
+                http_protocol_options=protocol_pb2.Http1ProtocolOptions()
+            )
+        )
     if protocol in (H2C, H2):
         # HTTP/2 only: with prior knowledge over cleartext (h2c), or by ALPN h2 over TLS.
         return _HttpOptions(

@@ -11,15 +11,24 @@ from dragoman.dag.model import LoadAssignment, Locality
 
 
 def _fill_lb_endpoint(
-    message: endpoint_components_pb2.LbEndpoint, host: str, port: int, hostname: str
+    message: endpoint_components_pb2.LbEndpoint,
+    host: str,
+    port: int,
+    hostname: str,
+    additional: tuple[str, ...] = (),
 ) -> None:
-    """One upstream host; `hostname` is what auto_host_rewrite and auto SNI use."""
+    """One upstream host; `hostname` is what auto_host_rewrite and auto SNI use; `additional`
+    the host's other addresses, which Envoy races with the first (Happy Eyeballs)."""
     endpoint = message.endpoint
     address = endpoint.address.socket_address  # protocol: TCP, the default
     address.address = host
     address.port_value = port
     if hostname:
         endpoint.hostname = hostname
+    for other in additional:
+        more = endpoint.additional_addresses.add().address.socket_address
+        more.address = other
+        more.port_value = port
 
 
 def _fill_locality(
@@ -32,7 +41,7 @@ def _fill_locality(
     message.load_balancing_weight.value = locality.weight
     add = message.lb_endpoints.add
     for e in locality.endpoints:
-        _fill_lb_endpoint(add(), e.address, e.port, e.hostname)
+        _fill_lb_endpoint(add(), e.address, e.port, e.hostname, e.additional_addresses)
 
 
 def cluster_load_assignment(assignment: LoadAssignment) -> endpoint_pb2.ClusterLoadAssignment:

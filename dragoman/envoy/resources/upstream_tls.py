@@ -10,7 +10,7 @@ from envoy.config.core.v3 import base_pb2, config_source_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from envoy.type.matcher.v3 import string_pb2
 
-from dragoman.dag.model import H2, SubjectAltNameMatch, TlsParameters, UpstreamTls
+from dragoman.dag.model import H1, H2, SubjectAltNameMatch, TlsParameters, UpstreamTls
 from dragoman.envoy.resources.common_messages import pack
 from dragoman.envoy.resources.sds_secrets import sds_secret_config
 
@@ -48,6 +48,9 @@ def upstream_tls_context(
         # HTTP/2 only (gRPC): offer nothing else. Otherwise the HTTP protocol options'
         # auto_config offers h2 and http/1.1 and speaks what the upstream picks.
         common.alpn_protocols.append("h2")
+    elif protocol == H1:
+        # HTTP/1.1 only (an XBackend's HTTP11): a backend that would pick h2 is not offered it.
+        common.alpn_protocols.append("http/1.1")
     automatic = tls.sni is None
     return tls_pb2.UpstreamTlsContext(
         common_tls_context=common,

@@ -14,6 +14,7 @@ from dragoman.dag.model import (
     DnsCluster,
     DnsSettings,
     EdsCluster,
+    HappyEyeballs,
     SubjectAltNameMatch,
     UpstreamTls,
 )
@@ -198,6 +199,27 @@ ANNOTATIONS = [
     ),
     ({"dragoman.dev/dns-mode": "logical"}, DnsSettings(logical=True)),
     ({"dragoman.dev/dns-mode": "strict"}, DnsSettings()),
+    (
+        {
+            "dragoman.dev/dns-mode": "logical",
+            "dragoman.dev/dns-lookup-family": "all",
+            "dragoman.dev/dns-happy-eyeballs-first-family": "V6",
+            "dragoman.dev/dns-happy-eyeballs-first-family-count": "2",
+        },
+        DnsSettings(lookup_family="ALL", logical=True, happy_eyeballs=HappyEyeballs("V6", 2)),
+    ),
+    (
+        # The lookup family may be the server's (dnsDefaults.lookupFamily: all).
+        {"dragoman.dev/dns-mode": "logical", "dragoman.dev/dns-happy-eyeballs-first-family": "v4"},
+        DnsSettings(logical=True, happy_eyeballs=HappyEyeballs("V4")),
+    ),
+    (
+        {
+            "dragoman.dev/dns-mode": "logical",
+            "dragoman.dev/dns-happy-eyeballs-first-family-count": "3",
+        },
+        DnsSettings(logical=True, happy_eyeballs=HappyEyeballs(first_family_count=3)),
+    ),
     ({"example.com/unrelated": "x"}, DnsSettings()),
 ]
 
@@ -230,7 +252,36 @@ BAD_ANNOTATIONS = [
     ("dragoman.dev/dns-resolvers", "10.0.0.1:99999", "expected IP addresses"),
     ("dragoman.dev/dns-resolvers", "[10.0.0.1]:53", "expected IP addresses"),
     ("dragoman.dev/dns-mode", "round-robin", "expected one of strict, logical"),
+    ("dragoman.dev/dns-happy-eyeballs-first-family", "ipv6", "expected one of v4, v6"),
+    ("dragoman.dev/dns-happy-eyeballs-first-family-count", "0", "expected a number from 1"),
+    ("dragoman.dev/dns-happy-eyeballs-first-family-count", "65", "expected a number from 1"),
+    (
+        "dragoman.dev/dns-happy-eyeballs-first-family",
+        "v6",
+        "needs dragoman.dev/dns-mode: logical",
+    ),
 ]
+
+
+def test_happy_eyeballs_needs_the_lookup_family_all() -> None:
+    annotations = {
+        "dragoman.dev/dns-mode": "logical",
+        "dragoman.dev/dns-lookup-family": "v4",
+        "dragoman.dev/dns-happy-eyeballs-first-family": "v6",
+        "dragoman.dev/dns-happy-eyeballs-first-family-count": "2",
+    }
+    dag = build_text(
+        GATEWAY, external_service("ext", "api.example.com", annotations=annotations), ROUTE_TO_EXT
+    )
+    cluster = dag.clusters["default/ext/443"]
+    assert isinstance(cluster, DnsCluster)
+    assert cluster.dns == DnsSettings(lookup_family="V4_ONLY", logical=True)
+    problems = route_problems(dag)
+    assert [p.message.split(":")[0] for p in problems] == [
+        "Service default/ext annotation dragoman.dev/dns-happy-eyeballs-first-family",
+        "Service default/ext annotation dragoman.dev/dns-happy-eyeballs-first-family-count",
+    ]
+    assert all("needs dragoman.dev/dns-lookup-family: all" in p.message for p in problems)
 
 
 @pytest.mark.parametrize(("annotation", "value", "words"), BAD_ANNOTATIONS)

@@ -10,7 +10,7 @@ import pytest
 
 from dragoman.dag.dns_check import DnsObservation
 from dragoman.dag.external_name_policy import ExternalNamePolicy, domain_rule
-from dragoman.dag.model import H2, H2C, HTTP1, TCP, Dag, DnsCluster
+from dragoman.dag.model import H1, H2, H2C, HTTP1, TCP, Dag, DnsCluster
 from dragoman.dag.options import BuildOptions
 from dragoman.objects.xbackend import XBACKEND_GROUP
 from dragoman.sources.errors import ObjectError
@@ -94,6 +94,8 @@ def test_without_tls_an_xbackend_is_cleartext() -> None:
         ("H2C", None, H2C),
         ("HTTP2", {"mode": "ServerOnly"}, H2),
         ("H2C", {"mode": "ServerOnly"}, H2),
+        ("HTTP11", {"mode": "ServerOnly"}, H1),
+        ("HTTP", {"mode": "ServerOnly"}, HTTP1),
     ],
 )
 def test_protocol_picks_the_upstream_protocol(
@@ -103,6 +105,29 @@ def test_protocol_picks_the_upstream_protocol(
     cluster = only_cluster(dag)
     assert cluster.protocol == expected
     assert cluster.name.endswith("/443" if expected == HTTP1 else f"/443/{expected}")
+
+
+def test_a_named_port_names_the_cluster_so_a_new_number_keeps_it() -> None:
+    names = set()
+    for port in (443, 8443):
+        backend = xbackend("partner", "api.partner.example", port, port_name="https")
+        cluster = only_cluster(build(backend, ROUTE))
+        assert cluster.port == port
+        names.add(cluster.name)
+    assert names == {"xbackend/default/partner/https"}
+    # An empty name is no name: the number names the cluster.
+    unnamed = build(xbackend("partner", "api.partner.example", port_name=""), ROUTE)
+    assert only_cluster(unnamed).name == "xbackend/default/partner/443"
+
+
+@pytest.mark.parametrize(
+    ("port_name", "expected"),
+    [("https", "https/h2c"), ("http1", "http1/h2c"), ("h2c", "h2c/h2c")],
+)
+def test_a_grpc_route_appends_its_protocol_to_the_port_name(port_name: str, expected: str) -> None:
+    route = http_route("g", kind="GRPCRoute", rules=[rule(xbackend_ref("partner"))])
+    backend = xbackend("partner", "grpc.partner.example", 50051, port_name=port_name)
+    assert only_cluster(build(backend, route)).name == f"xbackend/default/partner/{expected}"
 
 
 def test_a_tcp_route_reaches_an_xbackend_over_tcp() -> None:
@@ -399,16 +424,27 @@ def test_the_xbackends_certificate_takes_precedence_over_the_gateways() -> None:
     assert presented(dag) == {"own.partner.example": "client", "plain.partner.example": "other"}
 
 
-def test_http11_over_tls_says_what_envoy_negotiates() -> None:
+def test_http11_over_tls_is_served_as_asked_and_reported_as_nothing() -> None:
     dag = build(
         xbackend("partner", "api.partner.example", protocol="HTTP11", tls={"mode": "ServerOnly"}),
         ROUTE,
     )
-    assert only_cluster(dag).protocol == HTTP1
-    [problem] = route_problems(dag)
-    assert problem.reason == "UnsupportedValue" and "spec.protocol HTTP11" in problem.message
-    [parent] = status(dag, "XBackend", "partner")["parents"]
-    assert "by ALPN" in parent["conditions"][0]["message"]
+    cluster = only_cluster(dag)
+    assert (cluster.protocol, cluster.name) == (H1, "xbackend/default/partner/443/h1")
+    assert route_problems(dag) == []
+    assert xbackend_conditions(dag) == {
+        "Accepted": ("True", "Accepted"),
+        "ResolvedRefs": ("True", "ResolvedRefs"),
+    }
+
+
+def test_a_grpc_route_speaks_http2_even_to_an_http11_xbackend_over_tls() -> None:
+    route = http_route("g", kind="GRPCRoute", rules=[rule(xbackend_ref("partner"))])
+    backend = xbackend(
+        "partner", "grpc.partner.example", protocol="HTTP11", tls={"mode": "ServerOnly"}
+    )
+    cluster = only_cluster(build(backend, route))
+    assert (cluster.protocol, cluster.name) == (H2, "xbackend/default/partner/443/h2")
 
 
 def test_a_grpc_route_speaks_http2_to_an_xbackend() -> None:

@@ -3,6 +3,7 @@ real Envoy accepts them (`envoy --mode validate`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from envoy.extensions.network.dns_resolver.cares.v3 import cares_dns_resolver_pb
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as http_pb2
 
+from dragoman.dag.model import DnsCluster, HappyEyeballs
 from dragoman.envoy import TranslateOptions, translate
 from dragoman.envoy.resources.cluster_messages import HTTP_PROTOCOL_OPTIONS
 from dragoman.envoy.text.json_mapping import to_json_mapping
@@ -94,6 +96,18 @@ def test_a_policy_sets_sni_names_and_inline_cas(clusters: dict[str, cluster_pb2.
     assert options.explicit_http_config.HasField("http2_protocol_options")
 
 
+def test_http11_over_tls_offers_http11_alone_by_alpn(
+    clusters: dict[str, cluster_pb2.Cluster],
+) -> None:
+    cluster = clusters["xbackend/default/partner/443/h1"]
+
+    assert list(tls_context(cluster).common_tls_context.alpn_protocols) == ["http/1.1"]
+    options = protocol_options(cluster)
+    assert options is not None
+    assert options.explicit_http_config.HasField("http_protocol_options")
+    assert not options.HasField("auto_config")
+
+
 def test_tls_to_pods_by_policy(clusters: dict[str, cluster_pb2.Cluster]) -> None:
     cluster = clusters["default/web/443"]
 
@@ -130,6 +144,10 @@ def test_per_backend_dns_settings(clusters: dict[str, cluster_pb2.Cluster]) -> N
         ("::1", 53),
     ]
     assert cares.dns_resolver_options.no_default_search_domain is True
+    # Its one host races its IPv6 addresses first, two of them before an IPv4 one.
+    happy = clusters["default/api/80"].upstream_connection_options.happy_eyeballs_config
+    assert happy.first_address_family_version == cluster_pb2.UpstreamConnectionOptions.V6
+    assert happy.first_address_family_count.value == 2
 
 
 def test_default_dns_settings_come_from_the_options(
@@ -142,6 +160,7 @@ def test_default_dns_settings_come_from_the_options(
     assert not defaults.HasField("dns_jitter")
     assert not defaults.HasField("typed_dns_resolver_config")  # the bootstrap's resolver
     assert defaults.all_addresses_in_single_endpoint is False  # STRICT
+    assert not clusters["default/api/443"].HasField("upstream_connection_options")
 
     [snapshot] = translate(
         upstream_kinds_dag(),
@@ -152,6 +171,40 @@ def test_default_dns_settings_come_from_the_options(
     assert dns_settings(changed).respect_dns_ttl is False
     ca = tls_context(changed).common_tls_context.validation_context.trusted_ca
     assert ca.filename == "/ca.pem"
+
+
+def test_the_servers_happy_eyeballs_order_reaches_logical_clusters_that_look_up_both() -> None:
+    dag = upstream_kinds_dag()
+    logical = dag.clusters["default/api/80"]
+    assert isinstance(logical, DnsCluster)
+    own_order = dataclasses.replace(logical.dns, happy_eyeballs=None)
+    looked_up_by_server = dataclasses.replace(own_order, lookup_family=None)
+    clusters_of = {
+        "own-order": dataclasses.replace(logical, name="own-order", dns=own_order),
+        "server-family": dataclasses.replace(
+            logical, name="server-family", dns=looked_up_by_server
+        ),
+    }
+    clusters_all = {**dag.clusters, **clusters_of}
+    groups = {
+        name: dataclasses.replace(group, clusters=tuple(sorted(clusters_all)))
+        for name, group in dag.groups.items()
+    }
+    dag = dataclasses.replace(dag, clusters=clusters_all, groups=groups)
+    server = HappyEyeballs("V4", 3)
+    for family, named in (("ALL", {"default/api/80", "own-order", "server-family"}),
+                          ("V4_PREFERRED", {"default/api/80", "own-order"})):  # fmt: skip
+        options = TranslateOptions(dns_happy_eyeballs=server, dns_lookup_family=family)
+        [snapshot] = translate(dag, options).values()
+        found = {c.name: c for c in messages(snapshot, CLUSTER)}
+        ordered = {n for n, c in found.items() if c.HasField("upstream_connection_options")}
+        assert ordered == named
+        config = found["own-order"].upstream_connection_options.happy_eyeballs_config
+        assert config.first_address_family_version == cluster_pb2.UpstreamConnectionOptions.V4
+        assert config.first_address_family_count.value == 3
+        # The backend's own order wins over the server's.
+        config = found["default/api/80"].upstream_connection_options.happy_eyeballs_config
+        assert config.first_address_family_version == cluster_pb2.UpstreamConnectionOptions.V6
 
 
 def test_an_aggregate_lists_the_in_cluster_cluster_first(
@@ -182,6 +235,7 @@ def test_envoy_accepts_every_upstream_kind(tmp_path: Path) -> None:
     config: dict[str, Any] = translated_bootstrap(snapshot, tmp_path / "admin.sock")
     names = {c["name"] for c in config["static_resources"]["clusters"]}
     assert {"default/legacy/443", "default/api/8443/h2", "default/api/80"} <= names
+    assert "xbackend/default/partner/443/h1" in names
     path = tmp_path / "upstreams.yaml"
     path.write_text(dump_yaml(config))
 

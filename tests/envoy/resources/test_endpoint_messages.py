@@ -19,13 +19,22 @@ from dragoman.envoy.resources.endpoint_messages import (
 )
 
 
-def nested_lb_endpoint(host: str, port: int, hostname: str) -> components_pb2.LbEndpoint:
-    socket = address_pb2.SocketAddress(
-        address=host, port_value=port, protocol=address_pb2.SocketAddress.TCP
-    )
+def nested_lb_endpoint(
+    host: str, port: int, hostname: str, additional: tuple[str, ...] = ()
+) -> components_pb2.LbEndpoint:
+    def address(ip: str) -> address_pb2.Address:
+        socket = address_pb2.SocketAddress(
+            address=ip, port_value=port, protocol=address_pb2.SocketAddress.TCP
+        )
+        return address_pb2.Address(socket_address=socket)
+
     return components_pb2.LbEndpoint(
         endpoint=components_pb2.Endpoint(
-            address=address_pb2.Address(socket_address=socket), hostname=hostname
+            address=address(host),
+            hostname=hostname,
+            additional_addresses=[
+                components_pb2.Endpoint.AdditionalAddress(address=address(ip)) for ip in additional
+            ],
         )
     )
 
@@ -38,7 +47,8 @@ def nested_assignment(value: LoadAssignment) -> endpoint_pb2.ClusterLoadAssignme
                 locality=base_pb2.Locality(zone=locality.zone),
                 load_balancing_weight=UInt32Value(value=locality.weight),
                 lb_endpoints=[
-                    nested_lb_endpoint(e.address, e.port, e.hostname) for e in locality.endpoints
+                    nested_lb_endpoint(e.address, e.port, e.hostname, e.additional_addresses)
+                    for e in locality.endpoints
                 ],
             )
             for locality in value.localities
@@ -49,7 +59,7 @@ def nested_assignment(value: LoadAssignment) -> endpoint_pb2.ClusterLoadAssignme
 ENDPOINTS = [
     LbEndpoint(host, port, hostname)
     for host, port, hostname in itertools.product(("", "10.0.0.1"), (0, 8080), ("", "a.test"))
-]
+] + [LbEndpoint("::1", 8080, "dual.test", ("127.0.0.1", "2001:db8::1"))]
 
 
 @pytest.mark.parametrize("zone", ["", "zone-a"])
@@ -74,6 +84,18 @@ def test_assignment_bytes_match_nested_construction(
                 .endpoints[0]
                 .HasField("locality")
             )
+
+
+def test_a_host_with_several_addresses_carries_them_on_its_port() -> None:
+    value = LoadAssignment(
+        "ns/svc/80", (Locality("", (LbEndpoint("::1", 8080, "d.test", ("127.0.0.1",)),)),)
+    )
+    [endpoint] = cluster_load_assignment(value).endpoints[0].lb_endpoints
+    [more] = endpoint.endpoint.additional_addresses
+    assert (more.address.socket_address.address, more.address.socket_address.port_value) == (
+        "127.0.0.1",
+        8080,
+    )
 
 
 @pytest.mark.parametrize("hostname", ["", "web.example.com", "web.example.com."])
