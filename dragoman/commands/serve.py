@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dragoman.commands.certgen import renewal_threshold
 from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
     add_config,
@@ -184,6 +185,21 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         help="dragoman's image, for the provisioned Envoys' drain container",
     )
     kube.add_argument(
+        "--provision-ca-secret",
+        type=namespaced_name,
+        metavar="NS/NAME",
+        help="a kubernetes.io/tls Secret holding the xDS CA and its key (certgen's "
+        "dragoman-system/dragoman-xds-ca): dragoman issues and renews each provisioned "
+        "Gateway's xDS client certificate with it (default: the Secret is yours to provide)",
+    )
+    kube.add_argument(
+        "--provision-renew-before",
+        type=renewal_threshold,
+        metavar="DURATION",
+        help="issue a Gateway's xDS certificate again when it expires within DURATION "
+        "(`30d`, `720h`; default: 30d; they are issued for 90 days)",
+    )
+    kube.add_argument(
         "--no-leader-election",
         dest="leader_election",
         action="store_false",
@@ -333,6 +349,10 @@ def _run_kubernetes(
     if args.provision and not args.leader_election:
         log.error("--provision needs leader election: only the leader provisions")
         return 2
+    problem = _issuing_problem(args)
+    if problem:
+        log.error("%s", problem)
+        return 2
     lease = None
     if args.leader_election:
         lease = LeaseSettings(
@@ -386,4 +406,21 @@ def _provision_settings(args: argparse.Namespace) -> ProvisionSettings | None:
     return Settings(
         xds_address=args.provision_xds_address or defaults.xds_address,
         drain_image=args.provision_drain_image or defaults.drain_image,
+        ca_secret="/".join(args.provision_ca_secret or ()),
+        renew_before=args.provision_renew_before or defaults.renew_before,
     )
+
+
+def _issuing_problem(args: argparse.Namespace) -> str:
+    """Why the flags of dragoman-issued Gateway certificates cannot work ("": they can)."""
+    from dragoman.kubernetes.gateway_certificates import ISSUED_DAYS
+    from dragoman.security.certgen import renewal_problem
+
+    if args.provision_ca_secret is None and args.provision_renew_before is None:
+        return ""
+    if not args.provision or args.provision_ca_secret is None:
+        return "--provision-ca-secret and --provision-renew-before need --provision, and each other"
+    if args.provision_renew_before is None:
+        return ""
+    problem = renewal_problem(args.provision_renew_before, ISSUED_DAYS)
+    return (problem or "").replace("--renew-before", "--provision-renew-before")

@@ -177,7 +177,7 @@ class KubernetesServer:
         self._statuses_due = asyncio.Event()
         self.provisioning: ProvisioningLoop | None = None
         if config.provision is not None:
-            self.provisioning = ProvisioningLoop(client, config.provision)
+            self.provisioning = ProvisioningLoop(client, config.provision, watch=config.watch)
 
     # -------------------------------------------------------------- health checks
 

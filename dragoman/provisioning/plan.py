@@ -79,6 +79,9 @@ class GatewayPlan:
     objects: tuple[dict[str, Any], ...]  # empty when there are problems
     problems: tuple[Problem, ...] = ()
     generation: int = 0
+    # The xDS Secret without its data, when dragoman issues the certificate itself (with
+    # the CA of `ProvisionSettings.ca_secret`); None: the Secret is provided otherwise.
+    issued_secret: dict[str, Any] | None = None
 
     def condition(self) -> dict[str, Any]:
         """The Gateway's `dragoman.dev/Provisioned` condition (without its time)."""
@@ -91,12 +94,13 @@ class GatewayPlan:
                 "observedGeneration": self.generation,
             }
         kinds = ", ".join(kind for _, kind in PROVISIONED_KINDS)
+        issued = ", issued by dragoman" if self.issued_secret is not None else ""
         return {
             "type": PROVISIONED,
             "status": "True",
             "reason": "Provisioned",
             "message": f"{kinds} {self.name}; xDS identity {self.identity} "
-            f"from Secret {self.xds_secret}",
+            f"from Secret {self.xds_secret}{issued}",
             "observedGeneration": self.generation,
         }
 
@@ -132,7 +136,10 @@ def plan_gateway(
     if found:
         return plan
     objects = _objects(gateway, name, plan.xds_secret, service_ports, settings, provision)
-    return dataclasses.replace(plan, objects=objects)
+    issued = None
+    if provision.ca_secret:
+        issued = _object(gateway, "v1", "Secret", plan.xds_secret, type="kubernetes.io/tls")
+    return dataclasses.replace(plan, objects=objects, issued_secret=issued)
 
 
 def _identity(gateway: Gateway, problems: list[Problem]) -> str:

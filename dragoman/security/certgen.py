@@ -358,3 +358,41 @@ def renew(
             pairs.append((wanted, False))
     bundle = b"".join(_certificate_pem(certificate) for certificate in trusted_cas)
     return Issued(authority, kept_authority, bundle, tuple(pairs))
+
+
+def renew_client_pair(
+    authority_pem: tuple[bytes, bytes],
+    existing: tuple[bytes, bytes] | None,
+    name: str,
+    uri: str,
+    days: int,
+    *,
+    trusted: bytes = b"",
+    renew_before: datetime.timedelta = RENEW_BEFORE,
+    now: datetime.datetime | None = None,
+) -> tuple[Pair, bool]:
+    """One client pair, kept while still good (as `renew` keeps each pair), else issued by
+    the CA `authority_pem` (its certificate, or a bundle holding it, and its key): for a CA
+    managed elsewhere, which this never replaces. `trusted`: the CAs trusted besides it (a
+    pair signed by one of them is kept too). Returns (pair, kept); raises ValueError when
+    that CA cannot sign (no certificate valid now whose key it is)."""
+    when = now or datetime.datetime.now(datetime.UTC)
+    known = pem_certificates(authority_pem[0]) + pem_certificates(trusted)
+    authority = _signing_authority(authority_pem[1], known, when)
+    if authority is None:
+        raise ValueError(
+            "the key is not the EC key of a CA certificate beside it that is valid now"
+        )
+    trusted_cas = [authority.certificate]
+    trusted_cas += [c for c in known if c != authority.certificate and _lasts(c, when, ZERO)]
+    # A CA ending within the threshold cannot issue a pair that lasts longer: the pair in
+    # place is kept while it is valid, instead of being issued again on every pass.
+    if not _lasts(authority.certificate, when, renew_before):
+        renew_before = ZERO
+    wanted = client_pair(authority, name, uri, days, when)
+    if existing is not None and still_good(trusted_cas, *existing, wanted, when, renew_before):
+        return Pair(name, existing[0], existing[1]), True
+    return wanted, False
+
+
+ZERO = datetime.timedelta(0)
