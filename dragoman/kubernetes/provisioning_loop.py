@@ -53,6 +53,7 @@ class ProvisioningLoop:
         self.watch_settings = watch or WatchSettings()
         self.watch: ParametersWatch | None = None  # while `run` runs
         self.due = asyncio.Event()
+        self._leading = False  # at the last pass
         self.outcomes: dict[ObjectKey, ProvisionOutcome] = {}
         # What was last applied for each Gateway, and how it went.
         self._applied: dict[
@@ -91,7 +92,10 @@ class ProvisioningLoop:
             self.due.clear()
             store, dag = source()
             if stop.is_set() or not leading() or dag is None:
+                self._leading = False
                 continue
+            resync = resync or not self._leading  # a new leader applies everything
+            self._leading = True
             try:
                 outcomes = await asyncio.to_thread(self.provision, store, dag, resync)
             except Exception as error:  # the API server away: the next pass tries again

@@ -146,6 +146,72 @@ def test_a_missing_permission_is_reported_on_the_gateway(
     assert server.get("Deployment", "dragoman-edge") is None
 
 
+def test_a_refusal_part_way_deletes_again_what_that_attempt_created(
+    server: KubeApiServer, objects: ObjectClient
+) -> None:
+    # The ServiceAccount, ConfigMap and Deployment are made; the Service is refused.
+    server.fail_next("PATCH", "/services/", 403, message="services is forbidden: User cannot patch")
+    outcome = provision(objects, plan(HTTP), UID)
+    condition = outcome.condition
+    assert (condition["status"], condition["reason"]) == ("False", "Forbidden")
+    message = condition["message"]
+    assert message.startswith("Service default/dragoman-edge refused: HTTP 403 services is")
+    assert (
+        "created before it and deleted again: Deployment default/dragoman-edge, "
+        "ConfigMap default/dragoman-edge, ServiceAccount default/dragoman-edge"
+    ) in message
+    # No pods without their Service, nothing half made left behind.
+    assert all(obj is None for obj in made(server).values())
+    assert server.request_count("delete", "deployments") == 1
+    # The next attempt, allowed, makes them all.
+    assert provision(objects, plan(HTTP), UID).condition["status"] == "True"
+    assert all(obj is not None for obj in made(server).values())
+
+
+def test_a_refusal_part_way_keeps_the_objects_that_were_there_before(
+    server: KubeApiServer, objects: ObjectClient
+) -> None:
+    provision(objects, plan(HTTP), UID)
+    before = made(server)
+    server.fail_next("PATCH", "/services/", 403)
+    outcome = provision(objects, plan(HTTP, DNS), UID)
+    message = outcome.condition["message"]
+    assert outcome.condition["reason"] == "Forbidden"
+    assert (
+        "updated before it and kept: ServiceAccount default/dragoman-edge, "
+        "ConfigMap default/dragoman-edge, Deployment default/dragoman-edge"
+    ) in message
+    assert "deleted again" not in message
+    after = made(server)
+    assert all(obj is not None for obj in after.values())
+    assert after["Service"] == before["Service"]  # the refused one, as it was
+    assert ports(server) == {(80, "TCP")}
+
+
+def test_a_refusal_at_the_first_object_changes_nothing_and_says_so(
+    server: KubeApiServer, objects: ObjectClient
+) -> None:
+    server.fail_next("PATCH", "/serviceaccounts/", 403)
+    outcome = provision(objects, plan(HTTP), UID)
+    assert outcome.condition["message"].endswith("; nothing was changed")
+    assert all(obj is None for obj in made(server).values())
+
+
+def test_what_cannot_be_deleted_again_is_named(
+    server: KubeApiServer, objects: ObjectClient
+) -> None:
+    server.fail_next("PATCH", "/poddisruptionbudgets/", 403)
+    server.fail_next("DELETE", "/deployments/", 403)
+    outcome = provision(objects, plan(HTTP), UID)
+    message = outcome.condition["message"]
+    assert "created before it and not deleted: Deployment default/dragoman-edge (HTTP 403" in (
+        message
+    )
+    assert "deleted again: Service default/dragoman-edge, ConfigMap" in message
+    assert server.get("Deployment", "dragoman-edge") is not None
+    assert server.get("Service", "dragoman-edge") is None
+
+
 def test_a_plan_with_problems_changes_nothing(server: KubeApiServer, objects: ObjectClient) -> None:
     provision(objects, plan(HTTP), UID)
     before = made(server)
