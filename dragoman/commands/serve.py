@@ -166,6 +166,38 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         help="the Service in front of Envoy: its status.loadBalancer.ingress addresses become "
         "the Gateways' status.addresses (followed as they change)",
     )
+    _add_provision_arguments(kube)
+    kube.add_argument(
+        "--no-leader-election",
+        dest="leader_election",
+        action="store_false",
+        help="never write status (every replica serves xDS either way)",
+    )
+    kube.add_argument(
+        "--leader-election-namespace",
+        metavar="NS",
+        help="namespace of the leader-election Lease (default: the pod's namespace)",
+    )
+    kube.add_argument(
+        "--leader-election-name",
+        default=DEFAULT_LEASE_NAME,
+        metavar="NAME",
+        help=f"name of the Lease (default: {DEFAULT_LEASE_NAME})",
+    )
+    kube.add_argument(
+        "--leader-election-identity",
+        metavar="ID",
+        help="holder identity (default: $POD_NAME, else hostname_pid)",
+    )
+    kube.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
+    kube.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    kube.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _add_provision_arguments(kube: argparse._ArgumentGroup) -> None:
     kube.add_argument(
         "--provision",
         action="store_true",
@@ -199,34 +231,6 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         help="issue a Gateway's xDS certificate again when it expires within DURATION "
         "(`30d`, `720h`; default: 30d; they are issued for 90 days)",
     )
-    kube.add_argument(
-        "--no-leader-election",
-        dest="leader_election",
-        action="store_false",
-        help="never write status (every replica serves xDS either way)",
-    )
-    kube.add_argument(
-        "--leader-election-namespace",
-        metavar="NS",
-        help="namespace of the leader-election Lease (default: the pod's namespace)",
-    )
-    kube.add_argument(
-        "--leader-election-name",
-        default=DEFAULT_LEASE_NAME,
-        metavar="NAME",
-        help=f"name of the Lease (default: {DEFAULT_LEASE_NAME})",
-    )
-    kube.add_argument(
-        "--leader-election-identity",
-        metavar="ID",
-        help="holder identity (default: $POD_NAME, else hostname_pid)",
-    )
-    kube.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
-    kube.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
-    kube.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
-
-
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def duration(text: str) -> float:
