@@ -140,6 +140,9 @@ class ProvisionOutcome:
     gateway: ObjectKey
     condition: dict[str, Any]  # dragoman.dev/Provisioned, without its time
     addresses: tuple[dict[str, str], ...] = ()  # for the Gateway's status.addresses
+    # Refused part way, with objects this attempt created deleted again: tried again at the
+    # next resync, not after every build (each try creates and deletes them anew).
+    rolled_back: bool = False
 
 
 def provision(
@@ -174,10 +177,10 @@ def provision(
         try:
             applied[obj["kind"]] = client.apply(obj)
         except Exception as error:  # the client's ApiException, or the connection's
-            message = _partial(
-                client, obj, error, [o for o in objects if o["kind"] in applied], current
-            )
-            return ProvisionOutcome(plan.gateway, _failed(plan, _reason(error), message))
+            done = [o for o in objects if o["kind"] in applied]
+            message, rolled_back = _partial(client, obj, error, done, current)
+            condition = _failed(plan, _reason(error), message)
+            return ProvisionOutcome(plan.gateway, condition, rolled_back=rolled_back)
     return ProvisionOutcome(
         plan.gateway, plan.condition(), service_addresses(applied.get("Service", {}))
     )
@@ -211,10 +214,11 @@ def _partial(
     error: BaseException,
     applied: Sequence[Mapping[str, Any]],
     current: Mapping[str, dict[str, Any] | None],
-) -> str:
+) -> tuple[str, bool]:
     """What a refusal part way left: the objects this attempt created are deleted again
     (last first), so no half-made set serves (a Deployment without its Service, a Service
-    with no pods); those there before keep what was applied to them. Returns the message."""
+    with no pods); those there before keep what was applied to them. Returns the message,
+    and whether anything was deleted."""
     message = f"{_named(refused)} refused: {describe_error(error)}"
     kept = [_named(obj) for obj in applied if current.get(obj["kind"]) is not None]
     removed, left = [], []
@@ -235,7 +239,7 @@ def _partial(
         message += f"; created before it and not deleted: {', '.join(left)}"
     if not applied:
         message += "; nothing was changed"
-    return message
+    return message, bool(removed)
 
 
 def _named(obj: Mapping[str, Any]) -> str:

@@ -148,11 +148,13 @@ class ProvisioningLoop:
         return {outcome.gateway: outcome for outcome in outcomes}
 
     def _unchanged(self, plan: GatewayPlan) -> ProvisionOutcome | None:
-        """The outcome of the last apply when the same objects went well then."""
+        """The outcome of the last apply of the same objects when it went well, or when it
+        was refused part way and rolled back (tried again at the resync); other failures
+        are tried again at once."""
         last_objects, last = self._applied.get(plan.gateway, ((), None))
         if last is None or not plan.objects or plan.objects != last_objects:
             return None
-        return last if last.condition["status"] == "True" else None  # failures: again
+        return last if last.condition["status"] == "True" or last.rolled_back else None
 
     def parameters(self) -> dict[tuple[str, str], EnvoyProxyParameters]:
         """Every EnvoyProxyParameters; none when its CRD is not installed. Those watched,

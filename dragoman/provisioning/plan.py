@@ -47,13 +47,15 @@ from dragoman.security.identities import gateway_uri
 
 # GEP-713: a condition type of one implementation's own is prefixed with its domain.
 PROVISIONED = "dragoman.dev/Provisioned"
-# The kinds provisioned, as (apiVersion, kind), in the order they are applied.
+# The kinds provisioned, as (apiVersion, kind), in the order they are applied: the Service
+# last, so that a set refused part way never had a Service (often a cloud load balancer) in
+# front of pods it lacks.
 PROVISIONED_KINDS = (
     ("v1", "ServiceAccount"),
     ("v1", "ConfigMap"),
     ("apps/v1", "Deployment"),
-    ("v1", "Service"),
     ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "Service"),
 )
 DEFAULT_PROVISION = ProvisionSettings()
 DEFAULT_SERVICE_TYPE = "LoadBalancer"
@@ -204,8 +206,8 @@ def _objects(
         _object(gateway, "v1", "ServiceAccount", name, automountServiceAccountToken=False),
         _object(gateway, "v1", "ConfigMap", name, data=_bootstrap_files(gateway, provision)),
         _object(gateway, "apps/v1", "Deployment", name, spec=deployment_spec),
-        _object(gateway, "v1", "Service", name, spec=service_spec),
         _object(gateway, "policy/v1", "PodDisruptionBudget", name, spec=disruption),
+        _object(gateway, "v1", "Service", name, spec=service_spec),
     )
     if not provision.certificate_issuer:
         return made
