@@ -160,8 +160,7 @@ def provision(
         if plan.issued_secret is not None:
             if signer is None:
                 raise CertificateUnavailable("no CA to issue the xDS certificate with")
-            uri = plan.identity
-            data = signer.secret_data(current.get(plan.issued_secret["kind"]), uri)
+            data = signer.secret_data(current.get(plan.issued_secret["kind"]), plan.identity)
             if data is not None:
                 objects.insert(0, {**plan.issued_secret, "data": data})
     except ProvisionRefused as refused:

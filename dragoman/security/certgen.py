@@ -269,9 +269,6 @@ def still_good(
     signed by one of the trusted `authorities`, the key its own, the same SANs, and neither
     it nor the CA that signed it expiring within `renew_before`."""
     try:
-        certificate = x509.load_pem_x509_certificate(certificate_pem)
-        key = serialization.load_pem_private_key(key_pem, password=None)
-        sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
         wanted_sans = (
             x509.load_pem_x509_certificate(wanted.certificate)
             .extensions.get_extension_for_class(x509.SubjectAlternativeName)
@@ -279,8 +276,26 @@ def still_good(
         )
     except Exception:  # anything unreadable is replaced
         return False
+    return _keeps(authorities, certificate_pem, key_pem, set(wanted_sans), when, renew_before)
+
+
+def _keeps(
+    authorities: Sequence[x509.Certificate],
+    certificate_pem: bytes,
+    key_pem: bytes,
+    wanted_sans: set[x509.GeneralName],
+    when: datetime.datetime,
+    renew_before: datetime.timedelta,
+) -> bool:
+    """`still_good`, with the SANs wanted given."""
+    try:
+        certificate = x509.load_pem_x509_certificate(certificate_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except Exception:  # anything unreadable is replaced
+        return False
     issuer = _issuer(certificate, authorities)
-    if issuer is None or not _same_key(key, certificate) or set(sans.value) != set(wanted_sans):
+    if issuer is None or not _same_key(key, certificate) or set(sans.value) != wanted_sans:
         return False
     return _lasts(certificate, when, renew_before) and _lasts(issuer, when, renew_before)
 
@@ -389,10 +404,10 @@ def renew_client_pair(
     # place is kept while it is valid, instead of being issued again on every pass.
     if not _lasts(authority.certificate, when, renew_before):
         renew_before = ZERO
-    wanted = client_pair(authority, name, uri, days, when)
-    if existing is not None and still_good(trusted_cas, *existing, wanted, when, renew_before):
+    sans: set[x509.GeneralName] = {x509.UniformResourceIdentifier(uri)}  # as client_pair's
+    if existing is not None and _keeps(trusted_cas, *existing, sans, when, renew_before):
         return Pair(name, existing[0], existing[1]), True
-    return wanted, False
+    return client_pair(authority, name, uri, days, when), False
 
 
 ZERO = datetime.timedelta(0)

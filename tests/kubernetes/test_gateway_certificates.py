@@ -250,3 +250,16 @@ def test_without_a_ca_secret_the_plan_names_a_secret_to_provide(
     assert outcome.condition["status"] == "True"
     assert "issued by dragoman" not in outcome.condition["message"]
     assert server.get("Secret", SECRET) is None
+
+
+def test_a_ca_near_its_own_end_does_not_issue_again_on_every_pass(
+    server: KubeApiServer, objects: ObjectClient
+) -> None:
+    # 10 days left to the CA: no pair it issues can outlast the 30 days of the threshold.
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=355)
+    ca = new_authority(days=365, now=past).pair
+    server.apply(ca_secret(ca.certificate, ca.private_key, ca.certificate))
+    assert provision(objects, plan(), UID, signer(objects)).condition["status"] == "True"
+    issued = secret_files(server)["tls.crt"]
+    provision(objects, plan(), UID, signer(objects))
+    assert secret_files(server)["tls.crt"] == issued
