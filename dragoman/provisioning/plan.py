@@ -96,7 +96,11 @@ class GatewayPlan:
                 "observedGeneration": self.generation,
             }
         kinds = ", ".join(kind for _, kind in PROVISIONED_KINDS)
-        issued = ", issued by dragoman" if self.issued_secret is not None else ""
+        issued = ", which must be provided (dragoman does not issue it)"
+        if self.issued_secret is not None:
+            issued = ", issued by dragoman"
+        elif any(obj["kind"] == "Certificate" for obj in self.objects):
+            issued = ", issued by cert-manager"
         return {
             "type": PROVISIONED,
             "status": "True",
