@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dragoman.commands.certgen import renewal_threshold
 from dragoman.commands.common import (
     DEFAULT_XDS_ADDRESS,
     add_config,
@@ -165,24 +166,7 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         help="the Service in front of Envoy: its status.loadBalancer.ingress addresses become "
         "the Gateways' status.addresses (followed as they change)",
     )
-    kube.add_argument(
-        "--provision",
-        action="store_true",
-        help="give each accepted Gateway its own Envoy Deployment, Service, ServiceAccount, "
-        "PodDisruptionBudget and bootstrap (the leader creates them; see `dragoman provision`)",
-    )
-    kube.add_argument(
-        "--provision-xds-address",
-        type=host_port,
-        metavar="HOST:PORT",
-        help="where provisioned Envoys reach dragoman "
-        "(default: dragoman.dragoman-system.svc.cluster.local:18000)",
-    )
-    kube.add_argument(
-        "--provision-drain-image",
-        metavar="IMAGE",
-        help="dragoman's image, for the provisioned Envoys' drain container",
-    )
+    _add_provision_arguments(kube)
     kube.add_argument(
         "--no-leader-election",
         dest="leader_election",
@@ -211,6 +195,42 @@ def _add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _add_provision_arguments(kube: argparse._ArgumentGroup) -> None:
+    kube.add_argument(
+        "--provision",
+        action="store_true",
+        help="give each accepted Gateway its own Envoy Deployment, Service, ServiceAccount, "
+        "PodDisruptionBudget and bootstrap (the leader creates them; see `dragoman provision`)",
+    )
+    kube.add_argument(
+        "--provision-xds-address",
+        type=host_port,
+        metavar="HOST:PORT",
+        help="where provisioned Envoys reach dragoman "
+        "(default: dragoman.dragoman-system.svc.cluster.local:18000)",
+    )
+    kube.add_argument(
+        "--provision-drain-image",
+        metavar="IMAGE",
+        help="dragoman's image, for the provisioned Envoys' drain container",
+    )
+    kube.add_argument(
+        "--provision-ca-secret",
+        type=namespaced_name,
+        metavar="NS/NAME",
+        help="a kubernetes.io/tls Secret holding the xDS CA and its key (certgen's "
+        "dragoman-system/dragoman-xds-ca): dragoman issues and renews each provisioned "
+        "Gateway's xDS client certificate with it (default: the Secret is yours to provide)",
+    )
+    kube.add_argument(
+        "--provision-renew-before",
+        type=renewal_threshold,
+        metavar="DURATION",
+        help="issue a Gateway's xDS certificate again when it expires within DURATION "
+        "(`30d`, `720h`; default: 30d; they are issued for 90 days)",
+    )
 
 
 def duration(text: str) -> float:
@@ -333,6 +353,10 @@ def _run_kubernetes(
     if args.provision and not args.leader_election:
         log.error("--provision needs leader election: only the leader provisions")
         return 2
+    problem = _issuing_problem(args)
+    if problem:
+        log.error("%s", problem)
+        return 2
     lease = None
     if args.leader_election:
         lease = LeaseSettings(
@@ -386,4 +410,21 @@ def _provision_settings(args: argparse.Namespace) -> ProvisionSettings | None:
     return Settings(
         xds_address=args.provision_xds_address or defaults.xds_address,
         drain_image=args.provision_drain_image or defaults.drain_image,
+        ca_secret="/".join(args.provision_ca_secret or ()),
+        renew_before=args.provision_renew_before or defaults.renew_before,
     )
+
+
+def _issuing_problem(args: argparse.Namespace) -> str:
+    """Why the flags of dragoman-issued Gateway certificates cannot work ("": they can)."""
+    from dragoman.kubernetes.gateway_certificates import ISSUED_DAYS
+    from dragoman.security.certgen import renewal_problem
+
+    if args.provision_ca_secret is None and args.provision_renew_before is None:
+        return ""
+    if not args.provision or args.provision_ca_secret is None:
+        return "--provision-ca-secret and --provision-renew-before need --provision, and each other"
+    if args.provision_renew_before is None:
+        return ""
+    problem = renewal_problem(args.provision_renew_before, ISSUED_DAYS)
+    return (problem or "").replace("--renew-before", "--provision-renew-before")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dragoman.kubernetes.client_errors import describe_error
+from dragoman.kubernetes.gateway_certificates import CertificateUnavailable, Signer
 from dragoman.objects import ObjectKey
 from dragoman.provisioning.names import GATEWAY_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from dragoman.provisioning.plan import PROVISIONED, PROVISIONED_KINDS, GatewayPlan
@@ -25,7 +26,10 @@ PLURALS = {
     "Deployment": "deployments",
     "Service": "services",
     "PodDisruptionBudget": "poddisruptionbudgets",
+    "Secret": "secrets",
 }
+# The kind of each Gateway's xDS Secret, when dragoman issues its certificate.
+ISSUED_SECRET_KIND = ("v1", "Secret")
 
 
 class ProvisionRefused(Exception):
@@ -136,32 +140,114 @@ class ProvisionOutcome:
     gateway: ObjectKey
     condition: dict[str, Any]  # dragoman.dev/Provisioned, without its time
     addresses: tuple[dict[str, str], ...] = ()  # for the Gateway's status.addresses
+    # Refused part way, with objects this attempt created deleted again: tried again at the
+    # next resync, not after every build (each try creates and deletes them anew).
+    rolled_back: bool = False
 
 
-def provision(client: ObjectClient, plan: GatewayPlan, gateway_uid: str) -> ProvisionOutcome:
-    """Apply one plan: every object, once none is held by something else."""
+def provision(
+    client: ObjectClient, plan: GatewayPlan, gateway_uid: str, signer: Signer | None = None
+) -> ProvisionOutcome:
+    """Apply one plan: every object, once none is held by something else; first the xDS
+    Secret, issued with `signer` when the plan says dragoman issues it and the pair in
+    place is not good enough. A refusal part way removes again what this attempt created
+    (an object there before keeps what was applied to it) and the condition says so."""
     if plan.problems:
         return ProvisionOutcome(plan.gateway, plan.condition())
     try:
-        for obj in plan.objects:
-            metadata = obj["metadata"]
-            current = client.get(obj["apiVersion"], obj["kind"], metadata["namespace"], plan.name)
-            if current is not None and not owned_by(current, gateway_uid):
-                raise ProvisionRefused(
-                    "NameConflict",
-                    f"{obj['kind']} {metadata['namespace']}/{plan.name} exists and is not "
-                    "this Gateway's: nothing is provisioned until it is renamed or removed",
-                )
-        applied = {obj["kind"]: client.apply(obj) for obj in plan.objects}
+        current = _current(client, plan, gateway_uid)
+        objects = list(plan.objects)
+        if plan.issued_secret is not None:
+            if signer is None:
+                raise CertificateUnavailable("no CA to issue the xDS certificate with")
+            data = signer.secret_data(current.get(plan.issued_secret["kind"]), plan.identity)
+            if data is not None:
+                objects.insert(0, {**plan.issued_secret, "data": data})
     except ProvisionRefused as refused:
         return ProvisionOutcome(plan.gateway, _failed(plan, refused.reason, str(refused)))
+    except CertificateUnavailable as unavailable:
+        return ProvisionOutcome(
+            plan.gateway, _failed(plan, "CertificateUnavailable", str(unavailable))
+        )
     except Exception as error:  # the client's ApiException, or the connection's
-        status = getattr(error, "status", None)
-        reason = "Forbidden" if status == 403 else "ProvisioningFailed"
-        return ProvisionOutcome(plan.gateway, _failed(plan, reason, describe_error(error)))
+        return ProvisionOutcome(plan.gateway, _failed(plan, _reason(error), describe_error(error)))
+    applied: dict[str, dict[str, Any]] = {}
+    for obj in objects:
+        try:
+            applied[obj["kind"]] = client.apply(obj)
+        except Exception as error:  # the client's ApiException, or the connection's
+            done = [o for o in objects if o["kind"] in applied]
+            message, rolled_back = _partial(client, obj, error, done, current)
+            condition = _failed(plan, _reason(error), message)
+            return ProvisionOutcome(plan.gateway, condition, rolled_back=rolled_back)
     return ProvisionOutcome(
         plan.gateway, plan.condition(), service_addresses(applied.get("Service", {}))
     )
+
+
+def _current(
+    client: ObjectClient, plan: GatewayPlan, gateway_uid: str
+) -> dict[str, dict[str, Any] | None]:
+    """Each object of the plan as it is in the cluster (None: absent), by kind; raises
+    ProvisionRefused when one is there and not the Gateway's."""
+    wanted = list(plan.objects)
+    if plan.issued_secret is not None:
+        wanted.insert(0, plan.issued_secret)
+    current = {}
+    for obj in wanted:
+        metadata = obj["metadata"]
+        found = client.get(obj["apiVersion"], obj["kind"], metadata["namespace"], metadata["name"])
+        if found is not None and not owned_by(found, gateway_uid):
+            raise ProvisionRefused(
+                "NameConflict",
+                f"{obj['kind']} {metadata['namespace']}/{metadata['name']} exists and is not "
+                "this Gateway's: nothing is provisioned until it is renamed or removed",
+            )
+        current[obj["kind"]] = found
+    return current
+
+
+def _partial(
+    client: ObjectClient,
+    refused: Mapping[str, Any],
+    error: BaseException,
+    applied: Sequence[Mapping[str, Any]],
+    current: Mapping[str, dict[str, Any] | None],
+) -> tuple[str, bool]:
+    """What a refusal part way left: the objects this attempt created are deleted again
+    (last first), so no half-made set serves (a Deployment without its Service, a Service
+    with no pods); those there before keep what was applied to them. Returns the message,
+    and whether anything was deleted."""
+    message = f"{_named(refused)} refused: {describe_error(error)}"
+    kept = [_named(obj) for obj in applied if current.get(obj["kind"]) is not None]
+    removed, left = [], []
+    for obj in reversed(applied):
+        if current.get(obj["kind"]) is not None:
+            continue
+        metadata = obj["metadata"]
+        try:
+            client.delete(obj["apiVersion"], obj["kind"], metadata["namespace"], metadata["name"])
+            removed.append(_named(obj))
+        except Exception as failure:  # the client's ApiException, or the connection's
+            left.append(f"{_named(obj)} ({describe_error(failure)})")
+    if kept:
+        message += f"; updated before it and kept: {', '.join(kept)}"
+    if removed:
+        message += f"; created before it and deleted again: {', '.join(removed)}"
+    if left:
+        message += f"; created before it and not deleted: {', '.join(left)}"
+    if not applied:
+        message += "; nothing was changed"
+    return message, bool(removed)
+
+
+def _named(obj: Mapping[str, Any]) -> str:
+    metadata = obj["metadata"]
+    return f"{obj['kind']} {metadata['namespace']}/{metadata['name']}"
+
+
+def _reason(error: BaseException) -> str:
+    return "Forbidden" if getattr(error, "status", None) == 403 else "ProvisioningFailed"
 
 
 def _failed(plan: GatewayPlan, reason: str, message: str) -> dict[str, Any]:
@@ -179,14 +265,19 @@ def owned_by(obj: Mapping[str, Any], gateway_uid: str) -> bool:
     return any(ref.get("kind") == "Gateway" and ref.get("uid") == gateway_uid for ref in references)
 
 
-def prune(client: ObjectClient, gateway_uids: Mapping[tuple[str, str], str]) -> list[str]:
+def prune(
+    client: ObjectClient,
+    gateway_uids: Mapping[tuple[str, str], str],
+    kinds: Sequence[tuple[str, str]] = PROVISIONED_KINDS,
+) -> list[str]:
     """Delete what dragoman provisioned for Gateways that are gone (`gateway_uids`: the uid
     of each Gateway there is, by namespace and name; one of the same name with another uid
     is another Gateway). The cluster's garbage collector does it too, the objects being
     owned by their Gateway; this does it without waiting for it, and where there is none
-    (the fake API server of the tests). Returns what was deleted."""
+    (the fake API server of the tests). `kinds`: those to look at, deleted last first.
+    Returns what was deleted."""
     deleted = []
-    for api_version, kind in reversed(PROVISIONED_KINDS):
+    for api_version, kind in reversed(kinds):
         for obj in client.managed(api_version, kind):
             metadata = obj["metadata"]
             gateway = metadata.get("labels", {}).get(GATEWAY_NAME_LABEL, "")
@@ -217,10 +308,21 @@ def service_addresses(service: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
 
 
 def provision_all(
-    client: ObjectClient, plans: Sequence[GatewayPlan], gateway_uids: Mapping[ObjectKey, str]
+    client: ObjectClient,
+    plans: Sequence[GatewayPlan],
+    gateway_uids: Mapping[ObjectKey, str],
+    signer: Signer | None = None,
 ) -> list[ProvisionOutcome]:
     """Every plan applied, then the objects of Gateways gone pruned (`gateway_uids`: every
     Gateway there is, planned or not: those of another controller keep their objects)."""
-    outcomes = [provision(client, plan, gateway_uids.get(plan.gateway, "")) for plan in plans]
-    prune(client, {(key.namespace, key.name): uid for key, uid in gateway_uids.items()})
+    outcomes = [
+        provision(client, plan, gateway_uids.get(plan.gateway, ""), signer) for plan in plans
+    ]
+    kinds = pruned_kinds(signer is not None)
+    prune(client, {(key.namespace, key.name): uid for key, uid in gateway_uids.items()}, kinds)
     return outcomes
+
+
+def pruned_kinds(issuing: bool) -> tuple[tuple[str, str], ...]:
+    """The kinds provisioned, with the xDS Secret (deleted last) when dragoman issues it."""
+    return (ISSUED_SECRET_KIND, *PROVISIONED_KINDS) if issuing else PROVISIONED_KINDS

@@ -177,7 +177,7 @@ class KubernetesServer:
         self._statuses_due = asyncio.Event()
         self.provisioning: ProvisioningLoop | None = None
         if config.provision is not None:
-            self.provisioning = ProvisioningLoop(client, config.provision)
+            self.provisioning = ProvisioningLoop(client, config.provision, watch=config.watch)
 
     # -------------------------------------------------------------- health checks
 
@@ -365,6 +365,8 @@ class KubernetesServer:
         self.leading = leading
         if leading:
             self._statuses_due.set()  # a new leader publishes everything it computed
+            if self.provisioning is not None:
+                self.provisioning.due.set()  # and provisions every Gateway
 
     def still_leading(self) -> bool:
         """Asked by the status writer's thread before each write: the elector's own

@@ -47,13 +47,15 @@ from dragoman.security.identities import gateway_uri
 
 # GEP-713: a condition type of one implementation's own is prefixed with its domain.
 PROVISIONED = "dragoman.dev/Provisioned"
-# The kinds provisioned, as (apiVersion, kind), in the order they are applied.
+# The kinds provisioned, as (apiVersion, kind), in the order they are applied: the Service
+# last, so that a set refused part way never had a Service (often a cloud load balancer) in
+# front of pods it lacks.
 PROVISIONED_KINDS = (
     ("v1", "ServiceAccount"),
     ("v1", "ConfigMap"),
     ("apps/v1", "Deployment"),
-    ("v1", "Service"),
     ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "Service"),
 )
 DEFAULT_PROVISION = ProvisionSettings()
 DEFAULT_SERVICE_TYPE = "LoadBalancer"
@@ -79,6 +81,9 @@ class GatewayPlan:
     objects: tuple[dict[str, Any], ...]  # empty when there are problems
     problems: tuple[Problem, ...] = ()
     generation: int = 0
+    # The xDS Secret without its data, when dragoman issues the certificate itself (with
+    # the CA of `ProvisionSettings.ca_secret`); None: the Secret is provided otherwise.
+    issued_secret: dict[str, Any] | None = None
 
     def condition(self) -> dict[str, Any]:
         """The Gateway's `dragoman.dev/Provisioned` condition (without its time)."""
@@ -91,12 +96,17 @@ class GatewayPlan:
                 "observedGeneration": self.generation,
             }
         kinds = ", ".join(kind for _, kind in PROVISIONED_KINDS)
+        issued = ", which must be provided (dragoman does not issue it)"
+        if self.issued_secret is not None:
+            issued = ", issued by dragoman"
+        elif any(obj["kind"] == "Certificate" for obj in self.objects):
+            issued = ", issued by cert-manager"
         return {
             "type": PROVISIONED,
             "status": "True",
             "reason": "Provisioned",
             "message": f"{kinds} {self.name}; xDS identity {self.identity} "
-            f"from Secret {self.xds_secret}",
+            f"from Secret {self.xds_secret}{issued}",
             "observedGeneration": self.generation,
         }
 
@@ -132,7 +142,10 @@ def plan_gateway(
     if found:
         return plan
     objects = _objects(gateway, name, plan.xds_secret, service_ports, settings, provision)
-    return dataclasses.replace(plan, objects=objects)
+    issued = None
+    if provision.ca_secret:
+        issued = _object(gateway, "v1", "Secret", plan.xds_secret, type="kubernetes.io/tls")
+    return dataclasses.replace(plan, objects=objects, issued_secret=issued)
 
 
 def _identity(gateway: Gateway, problems: list[Problem]) -> str:
@@ -197,8 +210,8 @@ def _objects(
         _object(gateway, "v1", "ServiceAccount", name, automountServiceAccountToken=False),
         _object(gateway, "v1", "ConfigMap", name, data=_bootstrap_files(gateway, provision)),
         _object(gateway, "apps/v1", "Deployment", name, spec=deployment_spec),
-        _object(gateway, "v1", "Service", name, spec=service_spec),
         _object(gateway, "policy/v1", "PodDisruptionBudget", name, spec=disruption),
+        _object(gateway, "v1", "Service", name, spec=service_spec),
     )
     if not provision.certificate_issuer:
         return made

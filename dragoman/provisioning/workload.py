@@ -7,6 +7,7 @@ preStop hook waits for that drain, and the grace period covers both.
 
 from __future__ import annotations
 
+import datetime
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,12 @@ class ProvisionSettings:
     # `Issuer/NAME` or `ClusterIssuer/NAME` of cert-manager: a Certificate for each
     # Gateway's xDS identity is provisioned too ("": its Secret is provided otherwise).
     certificate_issuer: str = ""
+    # `NAMESPACE/NAME` of a kubernetes.io/tls Secret holding a CA dragoman's xDS port trusts
+    # (tls.crt, tls.key; ca.crt: every CA to trust): `serve --provision` issues each
+    # Gateway's xDS client certificate into its Secret with it, and issues it again once it
+    # expires within `renew_before` ("": the Secret is provided otherwise).
+    ca_secret: str = ""
+    renew_before: datetime.timedelta = datetime.timedelta(days=30)
 
     @property
     def grace_period_seconds(self) -> int:

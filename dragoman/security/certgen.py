@@ -269,9 +269,6 @@ def still_good(
     signed by one of the trusted `authorities`, the key its own, the same SANs, and neither
     it nor the CA that signed it expiring within `renew_before`."""
     try:
-        certificate = x509.load_pem_x509_certificate(certificate_pem)
-        key = serialization.load_pem_private_key(key_pem, password=None)
-        sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
         wanted_sans = (
             x509.load_pem_x509_certificate(wanted.certificate)
             .extensions.get_extension_for_class(x509.SubjectAlternativeName)
@@ -279,8 +276,26 @@ def still_good(
         )
     except Exception:  # anything unreadable is replaced
         return False
+    return _keeps(authorities, certificate_pem, key_pem, set(wanted_sans), when, renew_before)
+
+
+def _keeps(
+    authorities: Sequence[x509.Certificate],
+    certificate_pem: bytes,
+    key_pem: bytes,
+    wanted_sans: set[x509.GeneralName],
+    when: datetime.datetime,
+    renew_before: datetime.timedelta,
+) -> bool:
+    """`still_good`, with the SANs wanted given."""
+    try:
+        certificate = x509.load_pem_x509_certificate(certificate_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except Exception:  # anything unreadable is replaced
+        return False
     issuer = _issuer(certificate, authorities)
-    if issuer is None or not _same_key(key, certificate) or set(sans.value) != set(wanted_sans):
+    if issuer is None or not _same_key(key, certificate) or set(sans.value) != wanted_sans:
         return False
     return _lasts(certificate, when, renew_before) and _lasts(issuer, when, renew_before)
 
@@ -358,3 +373,41 @@ def renew(
             pairs.append((wanted, False))
     bundle = b"".join(_certificate_pem(certificate) for certificate in trusted_cas)
     return Issued(authority, kept_authority, bundle, tuple(pairs))
+
+
+def renew_client_pair(
+    authority_pem: tuple[bytes, bytes],
+    existing: tuple[bytes, bytes] | None,
+    name: str,
+    uri: str,
+    days: int,
+    *,
+    trusted: bytes = b"",
+    renew_before: datetime.timedelta = RENEW_BEFORE,
+    now: datetime.datetime | None = None,
+) -> tuple[Pair, bool]:
+    """One client pair, kept while still good (as `renew` keeps each pair), else issued by
+    the CA `authority_pem` (its certificate, or a bundle holding it, and its key): for a CA
+    managed elsewhere, which this never replaces. `trusted`: the CAs trusted besides it (a
+    pair signed by one of them is kept too). Returns (pair, kept); raises ValueError when
+    that CA cannot sign (no certificate valid now whose key it is)."""
+    when = now or datetime.datetime.now(datetime.UTC)
+    known = pem_certificates(authority_pem[0]) + pem_certificates(trusted)
+    authority = _signing_authority(authority_pem[1], known, when)
+    if authority is None:
+        raise ValueError(
+            "the key is not the EC key of a CA certificate beside it that is valid now"
+        )
+    trusted_cas = [authority.certificate]
+    trusted_cas += [c for c in known if c != authority.certificate and _lasts(c, when, ZERO)]
+    # A CA ending within the threshold cannot issue a pair that lasts longer: the pair in
+    # place is kept while it is valid, instead of being issued again on every pass.
+    if not _lasts(authority.certificate, when, renew_before):
+        renew_before = ZERO
+    sans: set[x509.GeneralName] = {x509.UniformResourceIdentifier(uri)}  # as client_pair's
+    if existing is not None and _keeps(trusted_cas, *existing, sans, when, renew_before):
+        return Pair(name, existing[0], existing[1]), True
+    return client_pair(authority, name, uri, days, when), False
+
+
+ZERO = datetime.timedelta(0)

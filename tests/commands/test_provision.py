@@ -218,6 +218,14 @@ def test_a_cert_manager_issuer_is_named_kind_slash_name(
         main([*argv, "dragoman-ca"])
     assert "ClusterIssuer/NAME" in capsys.readouterr().err
     assert main([*argv, "Issuer/ca"]) == 0
-    documents = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    out = capsys.readouterr().out
+    documents = [d for d in yaml.safe_load_all(out) if d]
     certificate = find(documents, "Certificate", "dragoman-edge-xds")
     assert certificate["spec"]["uris"] == ["spiffe://dragoman.dev/gateway/prod/edge"]
+    assert "from Secret dragoman-edge-xds, issued by cert-manager" in out
+    # Without the issuer: no CA to sign with, so the Secret is said to be provided.
+    assert main(argv[:-1]) == 0
+    out = capsys.readouterr().out
+    assert "from Secret dragoman-edge-xds, which must be provided" in out
+    assert "#   the Secret dragoman-edge-xds must hold a client certificate for" in out
+    assert "Certificate" not in [d["kind"] for d in yaml.safe_load_all(out) if d]

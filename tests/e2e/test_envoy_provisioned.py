@@ -1,11 +1,13 @@
 """The bootstrap dragoman provisions for a Gateway, run by a real Envoy: it connects to
 `dragoman serve` over mutual TLS with the Gateway's own identity
-(`spiffe://dragoman.dev/gateway/prod/edge`, from the files its Secret would mount), serves
-that Gateway's listener, and its readiness (the probe's `/ready` on the stats port) passes
-once it holds that configuration and fails once a drain starts."""
+(`spiffe://dragoman.dev/gateway/prod/edge`, from the files of the Secret dragoman issued,
+as the pod mounts it), serves that Gateway's listener, and its readiness (the probe's
+`/ready` on the stats port) passes once it holds that configuration and fails once a drain
+starts."""
 
 from __future__ import annotations
 
+import base64
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,13 +15,17 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from kubernetes import client as k8s
 
 from dragoman.commands.common import loaded_store
 from dragoman.dag.build import build
 from dragoman.demo.envoy import EnvoyProcess
 from dragoman.demo.http import http_get, wait_until
 from dragoman.demo.sample_backends import EchoBackend
+from dragoman.kubernetes.gateway_certificates import load_signer
+from dragoman.kubernetes.provisioner import ObjectClient, provision
 from dragoman.provisioning.gateways import plan_gateways
+from dragoman.provisioning.plan import GatewayPlan
 from dragoman.provisioning.resolve import claim_parameters
 from dragoman.provisioning.workload import (
     ADMIN_SOCKET,
@@ -31,7 +37,10 @@ from dragoman.provisioning.workload import (
 from dragoman.security.certgen import Authority, client_pair
 from dragoman.security.identities import gateway_uri
 from tests.support.harness import DragomanProcess, diagnostics, free_port, write_manifest
-from tests.support.mtls import material
+from tests.support.kubeapi import KubeApiServer
+from tests.support.mtls import Material, material
+
+CA_SECRET = "dragoman-system/dragoman-xds-ca"
 
 
 def manifests(listener_port: int, backend_port: int) -> str:
@@ -109,26 +118,52 @@ def mounted_bootstrap(data: dict[str, str], root: Path, stats_port: int) -> tupl
     return bootstrap, run / "admin.sock"
 
 
+def issued_secret(tls: Material, plan: GatewayPlan, directory: Path) -> None:
+    """What `serve --provision --provision-ca-secret` puts in the Gateway's Secret (issued
+    against the fake API server, with the CA dragoman trusts), written as its volume
+    holds it."""
+    ca = tls.authority.pair
+    data = {"tls.crt": ca.certificate, "tls.key": ca.private_key, "ca.crt": ca.certificate}
+    with KubeApiServer() as api:
+        api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "prod"}})
+        api.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "dragoman-xds-ca", "namespace": "dragoman-system"},
+                "type": "kubernetes.io/tls",
+                "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
+            }
+        )
+        objects = ObjectClient(k8s.ApiClient(api.client_configuration()))
+        signer = load_signer(objects, CA_SECRET, ProvisionSettings().renew_before)
+        outcome = provision(objects, plan, "0b5e-edge", signer)
+        assert outcome.condition["status"] == "True", outcome.condition
+        secret = api.get("Secret", plan.xds_secret, "prod")
+    assert secret is not None
+    directory.mkdir()
+    for name, value in secret["data"].items():
+        (directory / name).write_bytes(base64.b64decode(value))
+
+
 @pytest.fixture(scope="module")
 def pod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pod]:
     root = tmp_path_factory.mktemp("provisioned")
     (root / "manifests").mkdir()
-    tls = material(root / "tls", gateways=("prod/edge",))
-    # The Secret dragoman-edge-xds, as its volume holds it.
-    secret = root / "etc-envoy-tls"
-    secret.mkdir()
-    shutil.copy(tls.directory / "gateway-prod-edge.crt", secret / "tls.crt")
-    shutil.copy(tls.directory / "gateway-prod-edge.key", secret / "tls.key")
-    shutil.copy(tls.directory / "ca.crt", secret / "ca.crt")
+    tls = material(root / "tls", gateways=())
     listener_port, stats_port = free_port(), free_port()
     backend = EchoBackend("echo", host="127.0.0.2", port=free_port("127.0.0.2"))
     backend.start()
     write_manifest(root / "manifests", "all.yaml", manifests(listener_port, backend.port))
     xds_address = f"127.0.0.1:{free_port()}"
     store = loaded_store(root / "manifests")
-    provision = ProvisionSettings(xds_address=xds_address, xds_server_name="localhost")
+    provision = ProvisionSettings(
+        xds_address=xds_address, xds_server_name="localhost", ca_secret=CA_SECRET
+    )
     [plan] = plan_gateways(store, build(claim_parameters(store)), {}, provision)
     assert plan.problems == ()
+    # The Secret dragoman-edge-xds, issued by dragoman, as the pod's volume holds it.
+    issued_secret(tls, plan, root / "etc-envoy-tls")
     [config_map] = [obj for obj in plan.objects if obj["kind"] == "ConfigMap"]
     bootstrap, admin = mounted_bootstrap(config_map["data"], root, stats_port)
     server = tls.server_files()

@@ -4,6 +4,7 @@ and bad leader-election timings stop it before it starts."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,43 @@ def test_provision_needs_kubernetes_and_a_leader(
     assert serve("--provision", "--no-leader-election") == 2
     assert started == []
     assert "only the leader provisions" in caplog.text
+
+
+def test_the_provision_ca_secret_turns_issued_certificates_on(
+    started: list[KubernetesConfig],
+) -> None:
+    assert serve("--provision") == 0
+    provision = started[-1].provision
+    assert provision is not None and provision.ca_secret == ""
+    code = serve(
+        "--provision",
+        "--provision-ca-secret=dragoman-system/dragoman-xds-ca",
+        "--provision-renew-before=720h",
+    )
+    assert code == 0
+    provision = started[-1].provision
+    assert provision is not None
+    assert provision.ca_secret == "dragoman-system/dragoman-xds-ca"
+    assert provision.renew_before == datetime.timedelta(days=30)
+    assert serve("--provision", "--provision-ca-secret=a/b") == 0
+    provision = started[-1].provision
+    assert provision is not None and provision.renew_before == datetime.timedelta(days=30)
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--provision-ca-secret=a/b",), "need --provision"),
+        (("--provision", "--provision-renew-before=10d"), "and each other"),
+        (("--provision", "--provision-ca-secret=a/b", "--provision-renew-before=90d"), "90 days"),
+    ],
+)
+def test_issued_certificate_flags_that_cannot_work_stop_before_starting(
+    started: list[KubernetesConfig],
+    caplog: pytest.LogCaptureFixture,
+    flags: tuple[str, ...],
+    said: str,
+) -> None:
+    assert serve(*flags) == 2
+    assert started == []
+    assert said in caplog.text

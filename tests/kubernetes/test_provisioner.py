@@ -146,6 +146,76 @@ def test_a_missing_permission_is_reported_on_the_gateway(
     assert server.get("Deployment", "dragoman-edge") is None
 
 
+def test_a_refusal_part_way_deletes_again_what_that_attempt_created(
+    server: KubeApiServer, objects: ObjectClient
+) -> None:
+    # The ServiceAccount, ConfigMap, Deployment and PodDisruptionBudget are made; the
+    # Service, last, is refused.
+    server.fail_next("PATCH", "/services/", 403, message="services is forbidden: User cannot patch")
+    outcome = provision(objects, plan(HTTP), UID)
+    condition = outcome.condition
+    assert (condition["status"], condition["reason"]) == ("False", "Forbidden")
+    message = condition["message"]
+    assert message.startswith("Service default/dragoman-edge refused: HTTP 403 services is")
+    assert (
+        "created before it and deleted again: PodDisruptionBudget default/dragoman-edge, "
+        "Deployment default/dragoman-edge, ConfigMap default/dragoman-edge, "
+        "ServiceAccount default/dragoman-edge"
+    ) in message
+    assert outcome.rolled_back
+    # No pods without their Service, nothing half made left behind.
+    assert all(obj is None for obj in made(server).values())
+    assert server.request_count("delete", "deployments") == 1
+    # The next attempt, allowed, makes them all.
+    assert provision(objects, plan(HTTP), UID).condition["status"] == "True"
+    assert all(obj is not None for obj in made(server).values())
+
+
+def test_a_refusal_part_way_keeps_the_objects_that_were_there_before(
+    server: KubeApiServer, objects: ObjectClient
+) -> None:
+    provision(objects, plan(HTTP), UID)
+    before = made(server)
+    server.fail_next("PATCH", "/services/", 403)
+    outcome = provision(objects, plan(HTTP, DNS), UID)
+    message = outcome.condition["message"]
+    assert outcome.condition["reason"] == "Forbidden"
+    assert (
+        "updated before it and kept: ServiceAccount default/dragoman-edge, "
+        "ConfigMap default/dragoman-edge, Deployment default/dragoman-edge, "
+        "PodDisruptionBudget default/dragoman-edge"
+    ) in message
+    assert "deleted again" not in message and not outcome.rolled_back
+    after = made(server)
+    assert all(obj is not None for obj in after.values())
+    assert after["Service"] == before["Service"]  # the refused one, as it was
+    assert ports(server) == {(80, "TCP")}
+
+
+def test_a_refusal_at_the_first_object_changes_nothing_and_says_so(
+    server: KubeApiServer, objects: ObjectClient
+) -> None:
+    server.fail_next("PATCH", "/serviceaccounts/", 403)
+    outcome = provision(objects, plan(HTTP), UID)
+    assert outcome.condition["message"].endswith("; nothing was changed")
+    assert all(obj is None for obj in made(server).values())
+
+
+def test_what_cannot_be_deleted_again_is_named(
+    server: KubeApiServer, objects: ObjectClient
+) -> None:
+    server.fail_next("PATCH", "/services/", 403)
+    server.fail_next("DELETE", "/deployments/", 403)
+    outcome = provision(objects, plan(HTTP), UID)
+    message = outcome.condition["message"]
+    assert "created before it and not deleted: Deployment default/dragoman-edge (HTTP 403" in (
+        message
+    )
+    assert "deleted again: PodDisruptionBudget default/dragoman-edge, ConfigMap" in message
+    assert server.get("Deployment", "dragoman-edge") is not None
+    assert server.get("PodDisruptionBudget", "dragoman-edge") is None
+
+
 def test_a_plan_with_problems_changes_nothing(server: KubeApiServer, objects: ObjectClient) -> None:
     provision(objects, plan(HTTP), UID)
     before = made(server)
@@ -207,3 +277,41 @@ def test_after_a_build_only_changed_gateways_are_applied_again(server: KubeApiSe
     server.delete("Deployment", "dragoman-gw")
     assert patches(world(9090), resync=True) == 1
     assert server.get("Deployment", "dragoman-gw") is not None  # put back
+
+
+def test_a_gateway_rolled_back_is_tried_again_at_the_resync_not_after_every_build(
+    server: KubeApiServer,
+) -> None:
+    document = gateway(port=8080)
+    document["metadata"]["uid"] = UID
+    parsed = [parse_object(gateway_class()), parse_object(document)]
+    store = Store.from_objects([obj for obj in parsed if obj is not None])
+    dag = build(claim_parameters(store))
+    loop = ProvisioningLoop(k8s.ApiClient(server.client_configuration()), ProvisionSettings())
+    server.fail_next("PATCH", "/services/", 403, times=2)
+    [outcome] = loop.provision(store, dag, resync=False).values()
+    assert outcome.rolled_back and outcome.condition["reason"] == "Forbidden"
+    # A build that changed nothing of it: no Deployment made and deleted again.
+    before = server.request_count("patch", "deployments")
+    [kept] = loop.provision(store, dag, resync=False).values()
+    assert kept == outcome and server.request_count("patch", "deployments") == before
+    # The resync tries again (refused again here), then succeeds.
+    [again] = loop.provision(store, dag, resync=True).values()
+    assert again.rolled_back and server.request_count("patch", "deployments") == before + 1
+    [done] = loop.provision(store, dag, resync=True).values()
+    assert done.condition["status"] == "True"
+    assert server.get("Service", "dragoman-gw") is not None
+
+
+def test_other_failures_are_tried_again_after_the_next_build(server: KubeApiServer) -> None:
+    document = gateway(port=8080)
+    document["metadata"]["uid"] = UID
+    parsed = [parse_object(gateway_class()), parse_object(document)]
+    store = Store.from_objects([obj for obj in parsed if obj is not None])
+    dag = build(claim_parameters(store))
+    loop = ProvisioningLoop(k8s.ApiClient(server.client_configuration()), ProvisionSettings())
+    server.fail_next("PATCH", "/serviceaccounts/", 403)  # the first: nothing was made
+    [outcome] = loop.provision(store, dag, resync=False).values()
+    assert outcome.condition["reason"] == "Forbidden" and not outcome.rolled_back
+    [done] = loop.provision(store, dag, resync=False).values()
+    assert done.condition["status"] == "True"

@@ -6,13 +6,18 @@ deletes the objects once the Gateway is gone; a name another object holds is rep
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from dragoman.provisioning.plan import PROVISIONED, PROVISIONED_KINDS
 from dragoman.provisioning.workload import ProvisionSettings
+from dragoman.security.certgen import new_authority
+from dragoman.security.files import signed_by
 from tests.support.builders import gateway, gateway_class, listener
 from tests.support.kube_replica import Replica, eventually, replica_config
 from tests.support.kubeapi import KubeApiServer
@@ -145,3 +150,108 @@ def test_bad_parameters_and_a_taken_name_are_reported_on_the_gateway(api: KubeAp
             await replica.stop()
 
     asyncio.run(scenario())
+
+
+def parameters(name: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "dragoman.dev/v1alpha1",
+        "kind": "EnvoyProxyParameters",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": replicas},
+    }
+
+
+def replicas(api: KubeApiServer) -> Any:
+    return ((api.get("Deployment", NAME) or {}).get("spec") or {}).get("replicas")
+
+
+def test_a_change_to_the_parameters_used_reprovisions_at_once(api: KubeApiServer) -> None:
+    """No resync in the test's time: the watch alone brings each change."""
+    ref = {"group": "dragoman.dev", "kind": "EnvoyProxyParameters", "name": "fleet"}
+    api.apply(parameters("fleet", 3))
+    api.apply(gateway_class(parameters_ref={**ref, "namespace": "default"}))
+    api.apply(gateway())
+
+    async def scenario() -> None:
+        replica = start(api)
+        assert replica.server.provisioning is not None
+        replica.server.provisioning.resync = 600.0
+        try:
+            await eventually(lambda: replicas(api) == 3, what="the class's parameters")
+            # Settled: its status written, and the build that write brought made.
+            await eventually(lambda: (condition(api) or {}).get("status") == "True")
+            await asyncio.sleep(0.5)
+            api.apply(parameters("fleet", 5))
+            await eventually(lambda: replicas(api) == 5, what="a change to them")
+            # A bad value: reported, the objects kept as they were.
+            api.apply(parameters("fleet", -1))
+            await eventually(lambda: (condition(api) or {}).get("reason") == "InvalidParameters")
+            assert "spec.replicas" in (condition(api) or {})["message"]
+            assert replicas(api) == 5
+            # The class names other parameters; then the Gateway names its own, which win.
+            api.apply(parameters("small", 1))
+            api.apply(
+                gateway_class(parameters_ref={**ref, "name": "small", "namespace": "default"})
+            )
+            await eventually(lambda: replicas(api) == 1, what="the class's new parametersRef")
+            await eventually(lambda: (condition(api) or {}).get("status") == "True")
+            api.apply(parameters("own", 7))
+            api.apply(gateway(infrastructure={"parametersRef": {**ref, "name": "own"}}))
+            await eventually(lambda: replicas(api) == 7, what="the Gateway's parametersRef")
+            # Deleted: the Gateway's reference names nothing any more.
+            api.delete("EnvoyProxyParameters", "own")
+            await eventually(lambda: (condition(api) or {}).get("reason") == "InvalidParameters")
+            assert "does not exist" in (condition(api) or {})["message"]
+        finally:
+            await replica.stop()
+
+    asyncio.run(scenario())
+
+
+def test_dragoman_issues_the_gateways_xds_certificate(
+    api: KubeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    ca = new_authority()
+    pem = ca.pair
+    data = {"tls.crt": pem.certificate, "tls.key": pem.private_key, "ca.crt": pem.certificate}
+    api.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "dragoman-xds-ca", "namespace": "dragoman-system"},
+            "type": "kubernetes.io/tls",
+            "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
+        }
+    )
+    api.apply(gateway_class())
+    api.apply(gateway())
+    settings = ProvisionSettings(ca_secret="dragoman-system/dragoman-xds-ca")
+    caplog.set_level(logging.DEBUG)
+
+    async def scenario() -> None:
+        replica = Replica(api, replica_config("replica-a", provision=settings)).start()
+        try:
+            await eventually(lambda: api.get("Secret", f"{NAME}-xds"), what="the Secret")
+            secret = api.get("Secret", f"{NAME}-xds")
+            assert secret is not None and secret["type"] == "kubernetes.io/tls"
+            certificate = x509.load_pem_x509_certificate(
+                base64.b64decode(secret["data"]["tls.crt"])
+            )
+            sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+            assert sans.value.get_values_for_type(x509.UniformResourceIdentifier) == [
+                "spiffe://dragoman.dev/gateway/default/gw"
+            ]
+            assert signed_by(certificate, [ca.certificate])
+            await eventually(
+                lambda: "issued by dragoman" in (condition(api) or {}).get("message", "")
+            )
+            api.delete("Gateway", "gw")
+            await eventually(lambda: api.get("Secret", f"{NAME}-xds") is None, what="deleted")
+            assert api.get("Secret", "dragoman-xds-ca", "dragoman-system") is not None
+        finally:
+            await replica.stop()
+
+    asyncio.run(scenario())
+    # No key reaches a log line: the CA's, or the one issued.
+    assert "PRIVATE KEY" not in caplog.text
+    assert pem.private_key.decode().splitlines()[1] not in caplog.text
