@@ -141,9 +141,10 @@ def _rule_action(
     problems = list(parsed.problems)
     credentials: tuple[InjectedCredential, ...] = ()
     invalid = parsed.invalid
+    token_clusters: dict[str, Cluster] = {}
     if parsed.injectors:
         credentials, refused = rule_credentials(
-            route.key, rule_index, parsed.injectors, context.store
+            route.key, rule_index, parsed.injectors, context, token_clusters
         )
         problems.extend(refused)
         invalid = invalid or bool(refused)
@@ -187,6 +188,10 @@ def _rule_action(
             hash_policy=hashed,
             session=session,
         )
+    forwards = isinstance(action, Forward)
+    if forwards and token_clusters:
+        # The token endpoints of its OAuth2 injectors: in CDS wherever the rule is served.
+        clusters = {**clusters, **token_clusters}
     return RuleAction(
         action=action,
         request_headers=parsed.request_headers,
@@ -195,7 +200,7 @@ def _rule_action(
         problems=tuple(problems),
         cors=parsed.cors,
         # A redirect or an error answered by Envoy sends nothing upstream: no credential.
-        credentials=credentials if isinstance(action, Forward) else (),
+        credentials=credentials if forwards else (),
     )
 
 
