@@ -15,7 +15,7 @@ from dragoman.objects.kinds import KINDS
 from dragoman.provisioning.parameters import KIND as PARAMETERS_KIND
 from dragoman.sources.errors import ObjectError
 from dragoman.sources.parse import parse_object
-from tests.support.credentials import credential_injector
+from tests.support.credentials import credential_injector, oauth2_injector
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -56,6 +56,18 @@ GOOD = [
     credential_injector("a", "api-key", "token"),
     credential_injector("a", "api-key", "tls.key_2", header="X-Api-Key", overwrite=True),
     credential_injector("a", "api-key", "token", secret_namespace="default"),
+    oauth2_injector("a"),
+    oauth2_injector(
+        "a",
+        scopes=["read", "write:orders"],
+        tokenFetchRetryInterval="1m30s",
+        clientAuthentication="ClientSecretPost",
+        tokenEndpoint={
+            "backendRef": {"group": "gateway.networking.x-k8s.io", "kind": "XBackend", "name": "i"},
+            "path": "/oauth2/v2.0/token?tenant=x",
+            "timeout": "500ms",
+        },
+    ),
 ]
 BAD = [
     (credential_injector("a", "api-key", "to ken"), "secretRef"),
@@ -64,6 +76,21 @@ BAD = [
     (credential_injector("a", "api-key", "token", header=""), "header"),
     ({**credential_injector("a", "s", "k"), "spec": {"header": "X"}}, "secretRef"),
     ({**credential_injector("a", "s", "k"), "spec": {"secretRef": {"name": "s"}}}, "key"),
+    (oauth2_injector("a", clientID=""), "clientID"),
+    (oauth2_injector("a", clientID="my client"), "clientID"),
+    (oauth2_injector("a", scopes=["read write"]), "scopes"),
+    (oauth2_injector("a", tokenFetchRetryInterval="-1s"), "tokenFetchRetryInterval"),
+    (oauth2_injector("a", clientAuthentication="Jwt"), "clientAuthentication"),
+    (oauth2_injector("a", path="token"), "path"),
+    (oauth2_injector("a", path=None), "path"),
+    (oauth2_injector("a", clientSecretRef={"name": "s"}), "key"),
+    (
+        {
+            **oauth2_injector("a"),
+            "spec": {**oauth2_injector("a")["spec"], "secretRef": {"name": "s", "key": "k"}},
+        },
+        "oauth2",
+    ),
 ]
 
 
@@ -77,7 +104,9 @@ def test_what_the_schema_accepts_the_parser_reads(manifest: dict[str, Any]) -> N
 def test_what_the_schema_refuses_the_parser_refuses(manifest: dict[str, Any], field: str) -> None:
     with pytest.raises(jsonschema.ValidationError) as refused:
         jsonschema.validate(manifest, schema("CredentialInjector"))
-    assert field in ".".join(map(str, refused.value.absolute_path)) + refused.value.message
+    # (A oneOf says which of its branches failed, and why, in its context.)
+    said = [refused.value.message, *(e.message for e in refused.value.context)]
+    assert field in ".".join(map(str, refused.value.absolute_path)) + " ".join(said)
     with pytest.raises(ObjectError) as error:
         parse_object(manifest)
     assert field in str(error.value)
