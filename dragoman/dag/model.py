@@ -438,8 +438,6 @@ class OAuth2Grant:
     client_id: str
     scopes: tuple[str, ...] = ()
     retry_interval_ms: int | None = None  # None: Envoy's default (2s)
-    # The client's id and secret in the form body (client_secret_post), not in Basic auth.
-    secret_in_body: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,19 +6,13 @@ filter names the injector."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from dragoman.objects.gateway import BackendRef
 from dragoman.objects.meta import KindObject, ObjectMeta
 
 CREDENTIAL_INJECTOR = "CredentialInjector"
 DEFAULT_CREDENTIAL_HEADER = "Authorization"
-# How the client authenticates to the token endpoint (RFC 6749 section 2.3.1): HTTP Basic
-# authentication, or client_id and client_secret in the form body.
-CLIENT_SECRET_BASIC = "ClientSecretBasic"
-CLIENT_SECRET_POST = "ClientSecretPost"
-ClientAuthentication = Literal["ClientSecretBasic", "ClientSecretPost"]
-CLIENT_AUTHENTICATIONS: tuple[ClientAuthentication, ...] = (CLIENT_SECRET_BASIC, CLIENT_SECRET_POST)
 DEFAULT_TOKEN_TIMEOUT_S = 5.0
 
 
@@ -54,7 +48,6 @@ class OAuth2ClientCredentials:
     scopes: tuple[str, ...] = ()
     # How long Envoy waits before fetching again after a failed fetch; None: Envoy's 2s.
     token_fetch_retry_interval_s: float | None = None
-    client_authentication: ClientAuthentication = CLIENT_SECRET_BASIC
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,6 @@ GOOD = [
         "a",
         scopes=["read", "write:orders"],
         tokenFetchRetryInterval="1m30s",
-        clientAuthentication="ClientSecretPost",
         tokenEndpoint={
             "backendRef": {"group": "gateway.networking.x-k8s.io", "kind": "XBackend", "name": "i"},
             "path": "/oauth2/v2.0/token?tenant=x",
@@ -80,7 +79,6 @@ BAD = [
     (oauth2_injector("a", clientID="my client"), "clientID"),
     (oauth2_injector("a", scopes=["read write"]), "scopes"),
     (oauth2_injector("a", tokenFetchRetryInterval="-1s"), "tokenFetchRetryInterval"),
-    (oauth2_injector("a", clientAuthentication="Jwt"), "clientAuthentication"),
     (oauth2_injector("a", path="token"), "path"),
     (oauth2_injector("a", path=None), "path"),
     (oauth2_injector("a", clientSecretRef={"name": "s"}), "key"),

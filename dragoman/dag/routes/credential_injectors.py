@@ -22,7 +22,6 @@ from dragoman.dag.model import (
 from dragoman.dag.routes.backends import resolve_backend_ref
 from dragoman.dag.routes.envoy_strings import header_name_problem, header_value_problem
 from dragoman.objects import CredentialInjector, CredentialSecretRef, OAuth2ClientCredentials
-from dragoman.objects.credential_injector import CLIENT_SECRET_POST
 from dragoman.store import Store
 
 # Reasons of the injector's ResolvedRefs condition (and of the routes that name it).
@@ -159,7 +158,6 @@ def _judged_oauth2(
         retry_interval_ms=None
         if oauth2.token_fetch_retry_interval_s is None
         else round(oauth2.token_fetch_retry_interval_s * 1000),
-        secret_in_body=oauth2.client_authentication == CLIENT_SECRET_POST,
     )
     credential = InjectedCredential(
         name=f"{namespace}/{injector.meta.name}",

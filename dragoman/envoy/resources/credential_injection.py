@@ -71,9 +71,9 @@ def _oauth2(grant: OAuth2Grant, client_secret: secret_pb2.SdsSecretConfig) -> oa
         client_credentials=oauth2_pb2.OAuth2.ClientCredentials(
             client_id=grant.client_id,
             client_secret=client_secret,
-            auth_type=oauth2_pb2.OAuth2.URL_ENCODED_BODY
-            if grant.secret_in_body
-            else oauth2_pb2.OAuth2.BASIC_AUTH,
+            # What Envoy does whatever this says (it sends no Basic authentication yet):
+            # the client's id and secret in the form body, said so.
+            auth_type=oauth2_pb2.OAuth2.URL_ENCODED_BODY,
         ),
     )
     if grant.retry_interval_ms is not None:

@@ -20,8 +20,6 @@ from dragoman.objects import (
     TokenEndpoint,
 )
 from dragoman.objects.credential_injector import (
-    CLIENT_AUTHENTICATIONS,
-    CLIENT_SECRET_BASIC,
     DEFAULT_CREDENTIAL_HEADER,
     DEFAULT_TOKEN_TIMEOUT_S,
 )
@@ -87,9 +85,6 @@ def _oauth2(node: Node) -> OAuth2ClientCredentials | None:
     client_id = node.string("clientID", required=True, format=CLIENT_ID)
     scopes = node.strings("scopes", format=SCOPE, max_items=MAX_SCOPES)
     retry = duration(node, "tokenFetchRetryInterval", bounds=RETRY_INTERVAL_BOUNDS)
-    authentication = node.choice(
-        "clientAuthentication", CLIENT_AUTHENTICATIONS, default=CLIENT_SECRET_BASIC
-    )
     token_endpoint = _token_endpoint(endpoint) if endpoint is not None else None
     if token_endpoint is None or secret is None:
         return None  # reported as required
@@ -99,7 +94,6 @@ def _oauth2(node: Node) -> OAuth2ClientCredentials | None:
         client_secret_ref=_secret_ref(secret),
         scopes=scopes,
         token_fetch_retry_interval_s=retry,
-        client_authentication=authentication,
     )
 
 

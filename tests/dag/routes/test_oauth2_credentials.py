@@ -71,7 +71,6 @@ def test_the_rule_carries_the_grant_and_the_token_endpoint_is_served() -> None:
             "tok",
             scopes=["read", "write:orders"],
             tokenFetchRetryInterval="3s",
-            clientAuthentication="ClientSecretPost",
             tokenEndpoint={
                 "backendRef": {"name": "idp", "port": 443},
                 "path": "/oauth2/v2.0/token",
@@ -92,7 +91,6 @@ def test_the_rule_carries_the_grant_and_the_token_endpoint_is_served() -> None:
             client_id="dragoman",
             scopes=("read", "write:orders"),
             retry_interval_ms=3000,
-            secret_in_body=True,
         ),
     )
     injected = served(dag, "/api")
@@ -114,7 +112,7 @@ def test_the_rule_carries_the_grant_and_the_token_endpoint_is_served() -> None:
     assert_secret_nowhere(dag)
 
 
-def test_defaults_basic_authentication_five_seconds_and_envoys_retry_interval() -> None:
+def test_defaults_five_seconds_and_envoys_retry_interval() -> None:
     dag = build_text(*WORLD, *IDP, oauth2_injector("tok"), injector_route("tok"))
     [credential] = served(dag, "/api").credentials
     assert credential.oauth2 == OAuth2Grant(
@@ -284,7 +282,6 @@ def test_parsing_reads_every_field() -> None:
             "tok",
             scopes=["a", "b:c"],
             tokenFetchRetryInterval="1m",
-            clientAuthentication="ClientSecretPost",
             tokenEndpoint={
                 "backendRef": {"name": "idp", "port": 443},
                 "path": "/token",
@@ -297,7 +294,6 @@ def test_parsing_reads_every_field() -> None:
     assert isinstance(oauth2, OAuth2ClientCredentials)
     assert (oauth2.client_id, oauth2.scopes) == ("dragoman", ("a", "b:c"))
     assert oauth2.token_fetch_retry_interval_s == 60.0
-    assert oauth2.client_authentication == "ClientSecretPost"
     assert (oauth2.client_secret_ref.name, oauth2.client_secret_ref.key) == (
         "oauth-client",
         "secret",
@@ -322,7 +318,6 @@ def _with_spec(spec: dict[str, object]) -> dict[str, object]:
         (oauth2_injector("tok", scopes=["s"] * 33), "spec.oauth2.scopes"),
         (oauth2_injector("tok", tokenFetchRetryInterval="-1s"), "tokenFetchRetryInterval"),
         (oauth2_injector("tok", tokenFetchRetryInterval="500ms"), "tokenFetchRetryInterval"),
-        (oauth2_injector("tok", clientAuthentication="Jwt"), "clientAuthentication"),
         (oauth2_injector("tok", clientSecretRef=None), "spec.oauth2.clientSecretRef"),
         (oauth2_injector("tok", clientSecretRef={"name": "s"}), "clientSecretRef.key"),
         (oauth2_injector("tok", tokenEndpoint=None), "spec.oauth2.tokenEndpoint"),

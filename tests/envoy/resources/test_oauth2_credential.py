@@ -1,6 +1,6 @@
 """An OAuth2 credential as Envoy receives it: Envoy's OAuth2 injected credential in the
 injector filter (the token endpoint's URI and cluster, the client id, scopes, retry
-interval and how the client authenticates), the client secret in an SDS generic secret
+interval; the client's id and secret in the form body), the client secret in an SDS generic secret
 alone, the token endpoint's cluster in CDS; what Envoy's own validation accepts, and what
 `render` shows (the client secret redacted)."""
 
@@ -73,7 +73,8 @@ def test_the_filter_fetches_tokens_from_the_token_endpoint() -> None:
     assert oauth2.token_fetch_retry_interval.seconds == 4
     credentials = oauth2.client_credentials
     assert credentials.client_id == "dragoman"
-    assert credentials.auth_type == oauth2_pb2.OAuth2.BASIC_AUTH
+    # Envoy sends no Basic authentication yet: the form body, said so.
+    assert credentials.auth_type == oauth2_pb2.OAuth2.URL_ENCODED_BODY
     assert credentials.client_secret.name == "credential/default/tok"
     assert credentials.client_secret.sds_config.HasField("ads")
     # The token endpoint is in CDS though no route forwards to it.
@@ -85,11 +86,10 @@ def test_the_filter_fetches_tokens_from_the_token_endpoint() -> None:
     assert enabling == ["default/r/rule/0"]
 
 
-def test_client_secret_post_and_no_retry_interval() -> None:
-    injector, _ = oauth2_config(snapshot(clientAuthentication="ClientSecretPost"))
+def test_without_a_retry_interval_envoys_default_applies() -> None:
+    injector, _ = oauth2_config(snapshot())
     oauth2 = oauth2_pb2.OAuth2()
     injector.credential.typed_config.Unpack(oauth2)
-    assert oauth2.client_credentials.auth_type == oauth2_pb2.OAuth2.URL_ENCODED_BODY
     assert not oauth2.HasField("token_fetch_retry_interval")
 
 
