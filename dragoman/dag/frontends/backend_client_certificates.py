@@ -131,13 +131,13 @@ def _renamed_listener(listener: Listener, renamed: Mapping[str, str]) -> Listene
         credentials = _renamed_credentials(listener.credentials, renamed)
         return dataclasses.replace(listener, credentials=credentials)
     if isinstance(listener, HttpsListener):
-        chains = tuple(
+        tls_chains = tuple(
             dataclasses.replace(chain, credentials=_renamed_credentials(chain.credentials, renamed))
             if chain.credentials
             else chain
             for chain in listener.filter_chains
         )
-        return dataclasses.replace(listener, filter_chains=chains)
+        return dataclasses.replace(listener, filter_chains=tls_chains)
     if isinstance(listener, TcpListener):
         chains = tuple(
             dataclasses.replace(chain, forward=forward(chain.forward))

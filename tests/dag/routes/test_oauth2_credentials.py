@@ -24,7 +24,15 @@ from dragoman.dag.options import BuildOptions
 from dragoman.objects import CredentialInjector, OAuth2ClientCredentials
 from dragoman.sources.errors import ObjectError
 from dragoman.sources.parse import parse_object
-from tests.support.builders import external_service, secret, service, xbackend
+from tests.support.builders import (
+    external_service,
+    gateway,
+    secret,
+    service,
+    tls_secret,
+    xbackend,
+)
+from tests.support.certificates import certificate_authority
 from tests.support.credentials import (
     CLIENT_SECRET,
     IDP,
@@ -371,3 +379,24 @@ def test_a_secret_holding_the_client_secret_may_change() -> None:
     dag = build_text(*WORLD, IDP[0], rotated, oauth2_injector("tok"), injector_route("tok"))
     [credential] = served(dag, "/api").credentials
     assert credential.value == b"another-s3cr3t"
+
+
+def test_a_gateways_client_certificate_is_presented_to_the_token_endpoint_too() -> None:
+    client = certificate_authority().issue("gateway.example.com")
+    presenting = {"backend": {"clientCertificateRef": {"name": "client"}}}
+    dag = build_text(
+        WORLD[0],
+        gateway(tls=presenting),
+        *WORLD[2:],
+        *IDP,
+        tls_secret("client", client.certificate, client.private_key),
+        oauth2_injector("tok"),
+        injector_route("tok"),
+    )
+    variant = "default/idp/443/client-certificate/default/client"
+    group = dag.groups["default/gw"]
+    assert variant in group.clusters and "default/idp/443" not in group.clusters
+    [http] = group.listeners
+    assert isinstance(http, HttpListener)
+    assert [c.oauth2.cluster for c in http.credentials if c.oauth2] == [variant]
+    assert [c.oauth2.cluster for c in served(dag, "/api").credentials if c.oauth2] == [variant]
