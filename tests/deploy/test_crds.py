@@ -92,6 +92,33 @@ BAD = [
 ]
 
 
+def test_the_rules_the_schema_checks_by_cel_the_parser_checks_too() -> None:
+    spec = schema("CredentialInjector")["properties"]["spec"]
+    rules = [rule["rule"] for rule in spec["x-kubernetes-validations"]]
+    assert len(rules) == 2 and "has(self.oauth2)" in rules[0] and "header" in rules[1]
+    both = {**oauth2_injector("a")["spec"], "secretRef": {"name": "s", "key": "k"}}
+    other_header = {**oauth2_injector("a")["spec"], "header": "X-Token"}
+    for spec_value, field in ((both, "spec.secretRef"), (other_header, "spec.header")):
+        with pytest.raises(ObjectError) as error:
+            parse_object({**oauth2_injector("a"), "spec": spec_value})
+        assert field in str(error.value)
+    assert parse_object(
+        {**oauth2_injector("a"), "spec": {**other_header, "header": "authorization"}}
+    )
+
+
+def test_the_readmes_oauth2_example_is_valid_for_both() -> None:
+    readme = (DEPLOY.parent / "README.md").read_text()
+    [example] = [
+        block.split("```", 1)[0]
+        for block in readme.split("```yaml\n")[1:]
+        if "oauth2:" in block.split("```", 1)[0]
+    ]
+    [injector] = [d for d in yaml.safe_load_all(example) if d and d["kind"] == "CredentialInjector"]
+    jsonschema.validate(injector, schema("CredentialInjector"))
+    assert parse_object(injector) is not None
+
+
 @pytest.mark.parametrize("manifest", GOOD)
 def test_what_the_schema_accepts_the_parser_reads(manifest: dict[str, Any]) -> None:
     jsonschema.validate(manifest, schema("CredentialInjector"))

@@ -117,18 +117,8 @@ def _secret_value(
 def _judged_oauth2(
     injector: CredentialInjector, oauth2: OAuth2ClientCredentials, context: BuildContext
 ) -> JudgedInjector | InjectorRefusal:
-    """An OAuth2 injector: its client secret and its token endpoint's cluster, or why not."""
-    if injector.header.lower() != "authorization":
-        return InjectorRefusal(
-            "spec.header",
-            "Invalid",
-            "an OAuth2 access token is sent in the Authorization header (Envoy's OAuth2 "
-            "credential has no other); leave header unset",
-            spec=True,
-        )
-    if injector.secret_ref is not None:
-        message = "exactly one of secretRef and oauth2 may be set"
-        return InjectorRefusal("spec.secretRef", "Invalid", message, spec=True)
+    """An OAuth2 injector: its client secret and its token endpoint's cluster, or why not.
+    (Its header is Authorization and it has no secretRef: the parser sees to both.)"""
     secret = _secret_value(
         injector, oauth2.client_secret_ref, "spec.oauth2.clientSecretRef", context.store
     )

@@ -62,10 +62,14 @@ def parse_credential_injector(root: Node, meta: ObjectMeta) -> CredentialInjecto
         spec.report(spec.at("secretRef"), "exactly one of secretRef and oauth2 is required")
     ref = spec.mapping("secretRef")
     oauth2 = spec.mapping("oauth2")
+    header = spec.string("header", default=DEFAULT_CREDENTIAL_HEADER, format=HEADER_NAME)
+    if oauth2 is not None and header.lower() != "authorization":
+        # A CEL rule of the CRD: Envoy's OAuth2 credential has no other header.
+        spec.report(spec.at("header"), "must be Authorization with oauth2 (or left unset)")
     return CredentialInjector(
         meta=meta,
         secret_ref=_secret_ref(ref) if ref is not None else None,
-        header=spec.string("header", default=DEFAULT_CREDENTIAL_HEADER, format=HEADER_NAME),
+        header=header,
         overwrite=spec.boolean("overwrite", default=False),
         oauth2=_oauth2(oauth2) if oauth2 is not None else None,
     )
