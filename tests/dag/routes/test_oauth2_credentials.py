@@ -392,3 +392,14 @@ def test_a_gateways_client_certificate_is_presented_to_the_token_endpoint_too() 
     assert isinstance(http, HttpListener)
     assert [c.oauth2.cluster for c in http.credentials if c.oauth2] == [variant]
     assert [c.oauth2.cluster for c in served(dag, "/api").credentials if c.oauth2] == [variant]
+
+
+def test_what_of_the_token_endpoint_is_not_served_as_asked_is_said_on_the_injector() -> None:
+    annotated = external_service(
+        "idp", "auth.example.com", 443, annotations={"dragoman.dev/dns-respect-ttl": "sometimes"}
+    )
+    dag = build_text(*WORLD, IDP[1], annotated, oauth2_injector("tok"), injector_route("tok"))
+    assert isinstance(served(dag, "/api").action, Forward)  # served, with the default
+    assert injector_conditions(dag)["ResolvedRefs"] == ("True", "ResolvedRefs")
+    message = injector_message(dag, "ResolvedRefs")
+    assert "not served as asked" in message and "dragoman.dev/dns-respect-ttl" in message
