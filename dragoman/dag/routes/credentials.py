@@ -4,7 +4,7 @@ inject answers 500, never forwarding a request without its credential."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dragoman.dag.context import BuildContext
 from dragoman.dag.model import Cluster, InjectedCredential, Problem
@@ -15,17 +15,23 @@ from dragoman.objects import ExtensionRef, ObjectKey
 INVALID_CREDENTIAL_INJECTOR = "InvalidCredentialInjector"
 
 
+# The credentials of a rule, the clusters of their token endpoints (by name), and a Problem
+# for each injector that cannot inject.
+RuleCredentials = tuple[tuple[InjectedCredential, ...], Mapping[str, Cluster], tuple[Problem, ...]]
+NO_CREDENTIALS: RuleCredentials = ((), {}, ())
+
+
 def rule_credentials(
     route: ObjectKey,
     rule_index: int,
     refs: Sequence[tuple[int, ExtensionRef]],
     context: BuildContext,
-    clusters: dict[str, Cluster],
-) -> tuple[tuple[InjectedCredential, ...], list[Problem]]:
-    """The credentials of `refs` ((filter index, reference) of rule `rule_index`), and a
-    Problem for each that cannot be injected (then the rule must answer 500). The clusters
-    of their token endpoints are added to `clusters` (by name)."""
+) -> RuleCredentials:
+    """The credentials of `refs` ((filter index, reference) of rule `rule_index`), the
+    clusters of their OAuth2 token endpoints, and a Problem for each that cannot be injected
+    (then the rule must answer 500)."""
     credentials: dict[str, InjectedCredential] = {}
+    clusters: dict[str, Cluster] = {}
     problems: list[Problem] = []
     for index, ref in refs:
         field = f"spec.rules[{rule_index}].filters[{index}].extensionRef"
@@ -41,7 +47,7 @@ def rule_credentials(
                 clusters[judged.token_cluster.name] = judged.token_cluster
         else:
             problems.append(_problem(route, field, f"{where}: {judged.field} {judged.message}"))
-    return tuple(credentials.values()), problems
+    return tuple(credentials.values()), clusters, tuple(problems)
 
 
 def _problem(route: ObjectKey, field: str, message: str) -> Problem:
