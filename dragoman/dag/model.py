@@ -446,6 +446,20 @@ class CorsPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class OAuth2Grant:
+    """How Envoy fetches an OAuth2 access token with the client credentials grant: it POSTs
+    to `token_uri` through `cluster` (a cluster of its own, served to the listeners whose
+    routes inject the token), the client secret being the credential's SDS value."""
+
+    token_uri: str  # scheme://host/path: the Host header and path of the token request
+    cluster: str
+    timeout_ms: int
+    client_id: str
+    scopes: tuple[str, ...] = ()
+    retry_interval_ms: int | None = None  # None: Envoy's default (2s)
+
+
+@dataclass(frozen=True, slots=True)
 class InjectedCredential:
     """A CredentialInjector's header, added by Envoy to the requests of the routes that name
     it: `name` names it for SDS (the value travels as a generic secret) and names the HTTP
@@ -454,8 +468,10 @@ class InjectedCredential:
     name: str  # "<namespace>/<injector name>"
     header: str
     overwrite: bool
+    # The header's whole value; with `oauth2`, the client secret Envoy fetches tokens with.
     # Never part of repr: the credential must not reach logs, tracebacks or test output.
     value: bytes = field(repr=False)
+    oauth2: OAuth2Grant | None = None  # None: a static value
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,8 @@ from dragoman.objects.config_map import ConfigMap
 from dragoman.objects.credential_injector import (
     CredentialInjector,
     CredentialSecretRef,
+    OAuth2ClientCredentials,
+    TokenEndpoint,
 )
 from dragoman.objects.endpoint_slice import Endpoint, EndpointPort, EndpointSlice
 from dragoman.objects.gateway import (
@@ -111,6 +113,7 @@ __all__ = [
     "ListenerSetParent",
     "ListenerTLS",
     "Namespace",
+    "OAuth2ClientCredentials",
     "ObjectKey",
     "ObjectMeta",
     "ParametersRef",
@@ -131,6 +134,7 @@ __all__ = [
     "SubjectAltName",
     "TCPRoute",
     "TLSRoute",
+    "TokenEndpoint",
     "UDPRoute",
     "URLRewrite",
     "XBackend",

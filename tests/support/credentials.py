@@ -6,6 +6,7 @@ from typing import Any
 
 from tests.support.builders import (
     backend_ref,
+    external_service,
     gateway,
     gateway_class,
     http_route,
@@ -78,3 +79,46 @@ def injector_route(*injectors: str, path: str = "/api") -> Object:
             rule(backend_ref("web", 80), matches=[match("/plain")]),
         ],
     )
+
+
+# An OAuth2 client secret that must never be shown either.
+CLIENT_SECRET = b"client-s3cr3t-never-shown"
+# The identity provider of OAuth2 injectors: an ExternalName Service on 443 (TLS), and the
+# Secret holding the client secret.
+IDP = (
+    external_service("idp", "auth.example.com", 443),
+    secret("oauth-client", {"secret": CLIENT_SECRET, "bad": b"x\n"}),
+)
+
+
+def oauth2_injector(
+    name: str,
+    *,
+    backend: Object | None = None,
+    path: str | None = "/oauth2/token",
+    key: str = "secret",
+    namespace: str = "default",
+    **fields: Any,
+) -> Object:
+    """A CredentialInjector fetching OAuth2 tokens from Service idp (or `backend`) with
+    client id "dragoman" and the client secret of Secret oauth-client; `fields` adds to or
+    replaces fields of spec.oauth2 (a value None removes it)."""
+    endpoint: Object = {"backendRef": backend or {"name": "idp", "port": 443}}
+    if path is not None:
+        endpoint["path"] = path
+    oauth2: Object = {
+        "tokenEndpoint": endpoint,
+        "clientID": "dragoman",
+        "clientSecretRef": {"name": "oauth-client", "key": key},
+    }
+    for field_name, value in fields.items():
+        if value is None:
+            oauth2.pop(field_name, None)
+        else:
+            oauth2[field_name] = value
+    return {
+        "apiVersion": "dragoman.dev/v1alpha1",
+        "kind": "CredentialInjector",
+        "metadata": metadata(name, namespace),
+        "spec": {"oauth2": oauth2},
+    }

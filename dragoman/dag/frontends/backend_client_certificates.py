@@ -22,6 +22,9 @@ from dragoman.dag.model import (
     DnsCluster,
     EdsCluster,
     Forward,
+    HttpListener,
+    HttpsListener,
+    InjectedCredential,
     L4Forward,
     Listener,
     NodeGroup,
@@ -124,6 +127,17 @@ def _renamed_listener(listener: Listener, renamed: Mapping[str, str]) -> Listene
 
     if isinstance(listener, UdpListener):
         return dataclasses.replace(listener, forward=forward(listener.forward))
+    if isinstance(listener, HttpListener) and listener.credentials:
+        credentials = _renamed_credentials(listener.credentials, renamed)
+        return dataclasses.replace(listener, credentials=credentials)
+    if isinstance(listener, HttpsListener):
+        tls_chains = tuple(
+            dataclasses.replace(chain, credentials=_renamed_credentials(chain.credentials, renamed))
+            if chain.credentials
+            else chain
+            for chain in listener.filter_chains
+        )
+        return dataclasses.replace(listener, filter_chains=tls_chains)
     if isinstance(listener, TcpListener):
         chains = tuple(
             dataclasses.replace(chain, forward=forward(chain.forward))
@@ -149,6 +163,23 @@ def _renamed_table(table: RouteTable, renamed: Mapping[str, str]) -> RouteTable:
                     ),
                 )
                 route = dataclasses.replace(route, action=action)
+            if route.credentials:
+                credentials = _renamed_credentials(route.credentials, renamed)
+                route = dataclasses.replace(route, credentials=credentials)
             routes.append(route)
         hosts.append(dataclasses.replace(host, routes=tuple(routes)))
     return dataclasses.replace(table, virtual_hosts=tuple(hosts))
+
+
+def _renamed_credentials(
+    credentials: tuple[InjectedCredential, ...], renamed: Mapping[str, str]
+) -> tuple[InjectedCredential, ...]:
+    """`credentials` whose OAuth2 token endpoints fetch through the renamed clusters."""
+    return tuple(
+        dataclasses.replace(
+            c, oauth2=dataclasses.replace(c.oauth2, cluster=renamed[c.oauth2.cluster])
+        )
+        if c.oauth2 is not None and c.oauth2.cluster in renamed
+        else c
+        for c in credentials
+    )

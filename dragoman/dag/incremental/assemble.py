@@ -238,7 +238,7 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
                 statuses[key] = entries[key].status  # type: ignore[assignment]  # likewise
     if store.xbackends:
         made = [*made, *xbackend_statuses(_xbackend_upstreams(parts), parts.context)]
-    injectors = credential_injector_statuses(store) if store.credential_injectors else []
+    injectors = credential_injector_statuses(parts.context) if store.credential_injectors else []
     for status in (*front, *made, *injectors):
         statuses[status.key] = status
     return statuses, address_problems

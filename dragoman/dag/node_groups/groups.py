@@ -304,7 +304,8 @@ def _referenced_clusters(
 
 
 def host_clusters(virtual_host: VirtualHost) -> set[str]:
-    """The clusters a virtual host's routes send requests (or mirrored copies) to."""
+    """The clusters a virtual host's routes send requests (or mirrored copies, or the token
+    requests of their OAuth2 credentials) to."""
     clusters: set[str] = set()
     for route in virtual_host.routes:
         action = route.action
@@ -315,6 +316,9 @@ def host_clusters(virtual_host: VirtualHost) -> set[str]:
                     clusters.add(backend.cluster)
             for mirror in action.mirrors:
                 clusters.add(mirror.cluster)
+            for credential in route.credentials:  # most routes have none
+                if credential.oauth2 is not None:  # its token endpoint's
+                    clusters.add(credential.oauth2.cluster)
     return clusters
 
 

@@ -27,7 +27,7 @@ from dragoman.dag.model import (
     session_of,
 )
 from dragoman.dag.routes.backends import resolve_backend_ref, resolve_backends
-from dragoman.dag.routes.credentials import rule_credentials
+from dragoman.dag.routes.credentials import NO_CREDENTIALS, rule_credentials
 from dragoman.dag.routes.filters import NO_FILTERS, RuleFilters, rule_filters
 from dragoman.dag.routes.retries import rule_retry
 from dragoman.objects import (
@@ -51,7 +51,8 @@ class RuleAction:
     action: Forward | Redirect | DirectResponse
     request_headers: HeaderEdits
     response_headers: HeaderEdits
-    clusters: tuple[Cluster, ...]  # every valid cluster the action sends requests to
+    # Every valid cluster the action sends requests to (and its OAuth2 token requests).
+    clusters: tuple[Cluster, ...]
     problems: tuple[Problem, ...]
     cors: CorsPolicy | None = None
     credentials: tuple[InjectedCredential, ...] = ()
@@ -139,14 +140,13 @@ def _rule_action(
         else NO_FILTERS
     )
     problems = list(parsed.problems)
-    credentials: tuple[InjectedCredential, ...] = ()
-    invalid = parsed.invalid
-    if parsed.injectors:
-        credentials, refused = rule_credentials(
-            route.key, rule_index, parsed.injectors, context.store
-        )
-        problems.extend(refused)
-        invalid = invalid or bool(refused)
+    credentials, token_clusters, refused = (
+        rule_credentials(route.key, rule_index, parsed.injectors, context)
+        if parsed.injectors
+        else NO_CREDENTIALS
+    )
+    problems.extend(refused)
+    invalid = parsed.invalid or bool(refused)
     clusters: dict[str, Cluster] = {}
     backends = resolve_backends(route, rule_index, refs, context, protocol, clusters, problems)
     action: Forward | Redirect | DirectResponse
@@ -187,15 +187,16 @@ def _rule_action(
             hash_policy=hashed,
             session=session,
         )
+    if not isinstance(action, Forward):  # nothing sent upstream: no credential, no token
+        credentials, token_clusters = (), {}
     return RuleAction(
         action=action,
         request_headers=parsed.request_headers,
         response_headers=parsed.response_headers,
-        clusters=tuple(clusters.values()),
+        clusters=tuple(({**clusters, **token_clusters} if token_clusters else clusters).values()),
         problems=tuple(problems),
         cors=parsed.cors,
-        # A redirect or an error answered by Envoy sends nothing upstream: no credential.
-        credentials=credentials if isinstance(action, Forward) else (),
+        credentials=credentials,
     )
 
 

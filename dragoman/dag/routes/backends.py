@@ -29,8 +29,18 @@ from dragoman.dag.upstreams.clusters import (
     with_protocol,
 )
 from dragoman.dag.upstreams.xbackends import xbackend_cluster
-from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route, XBackend
+from dragoman.objects import (
+    BackendRef,
+    CredentialInjector,
+    GRPCRoute,
+    HTTPRoute,
+    L4Route,
+    XBackend,
+)
 from dragoman.objects.xbackend import XBACKEND_GROUP
+
+# What names a backend: a route, or a CredentialInjector's OAuth2 token endpoint.
+BackendReferrer = HTTPRoute | GRPCRoute | L4Route | CredentialInjector
 
 
 def resolve_backends(
@@ -125,7 +135,7 @@ def _backend_filters(
 
 
 def resolve_backend_ref(
-    route: HTTPRoute | GRPCRoute | L4Route,
+    route: BackendReferrer,
     field: str,
     ref: BackendRef,
     context: BuildContext,
@@ -187,7 +197,7 @@ def resolve_backend_ref(
 
 
 def _xbackend_cluster(
-    route: HTTPRoute | GRPCRoute | L4Route,
+    route: BackendReferrer,
     field: str,
     ref: BackendRef,
     context: BuildContext,
@@ -230,5 +240,5 @@ def _xbackend_cluster(
     return ResolvedCluster(with_protocol(resolved.cluster, protocol), resolved.warnings)
 
 
-def _problem(route: HTTPRoute | GRPCRoute | L4Route, reason: str, message: str, at: str) -> Problem:
+def _problem(route: BackendReferrer, reason: str, message: str, at: str) -> Problem:
     return Problem(object=route.key, field=at, reason=reason, message=message)

@@ -1,5 +1,6 @@
-"""The Services and external names one route's backendRefs (mirrors included) reach, whether
-or not a cluster could be built for them: for BackendTLSPolicy ancestors and the DNS check."""
+"""The Services and external names one route's backendRefs (mirrors, and the OAuth2 token
+endpoints of the CredentialInjectors it names, included) reach, whether or not a cluster
+could be built for them: for BackendTLSPolicy ancestors and the DNS check."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from dragoman.dag.upstreams.in_cluster_first import preferred_service
 from dragoman.dag.upstreams.xbackends import host_refusal
 from dragoman.objects import (
     BackendRef,
+    CredentialInjector,
     GRPCRoute,
     HTTPRoute,
     L4Route,
@@ -54,7 +56,7 @@ def route_backend_names(
     hostnames: set[str] = set()
     xbackends: set[NamespacedName] = set()
     referrer = route_referrer(route.kind, route.meta.namespace)
-    for ref in _backend_refs(route):
+    for ref in _backend_refs(route, context):
         if (ref.group, ref.kind) == (XBACKEND_GROUP, XBackend.kind):
             _xbackend(ref, referrer, route.meta.namespace, context, xbackends, hostnames)
             continue
@@ -93,7 +95,10 @@ def _xbackend(
             hostnames.add(hostname)
 
 
-def _backend_refs(route: HTTPRoute | GRPCRoute | L4Route) -> Iterator[BackendRef]:
+def _backend_refs(
+    route: HTTPRoute | GRPCRoute | L4Route, context: BuildContext
+) -> Iterator[BackendRef]:
+    injectors = context.store.credential_injectors
     for rule in route.rules:
         yield from rule.backend_refs
         if isinstance(rule, L4RouteRule):
@@ -101,6 +106,11 @@ def _backend_refs(route: HTTPRoute | GRPCRoute | L4Route) -> Iterator[BackendRef
         for route_filter in rule.filters:
             if route_filter.request_mirror is not None:
                 yield route_filter.request_mirror.backend_ref
+            elif (ref := route_filter.extension_ref) is not None and injectors:
+                # An injector in the route's namespace: its token endpoint's is too.
+                injector = injectors.get((route.meta.namespace, ref.name))
+                if ref.kind == CredentialInjector.kind and injector and injector.oauth2:
+                    yield injector.oauth2.token_endpoint.backend_ref
 
 
 def _follow(

@@ -18,6 +18,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2,
 )
 from envoy.extensions.http.injected_credentials.generic.v3 import generic_pb2
+from envoy.extensions.http.injected_credentials.oauth2.v3 import oauth2_pb2
 from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2
 from google.protobuf.message import Message
 
@@ -39,6 +40,7 @@ ANY_TYPE_MODULES = (
     route_components_pb2,
     credential_injector_pb2,
     generic_pb2,
+    oauth2_pb2,
 )
 
 # Fields holding secret material (a private key, an injected credential), shown only as
