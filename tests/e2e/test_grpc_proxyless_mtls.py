@@ -16,26 +16,19 @@ import grpc
 from tests.support.grpc_e2e import (
     EXTERNAL_ADDRESS,
     EXTERNAL_HOST,
-    NODE_ID,
     PROBE,
     Probe,
     health_server,
     manifests,
     private_hosts,
+    readme_bootstrap,
 )
 from tests.support.harness import DragomanProcess, free_port
 from tests.support.mtls import material
 
 
 def _bootstrap(xds: str, creds: dict[str, object]) -> str:
-    return json.dumps(
-        {
-            "xds_servers": [
-                {"server_uri": xds, "channel_creds": [creds], "server_features": ["xds_v3"]}
-            ],
-            "node": {"id": NODE_ID, "cluster": "e2e"},
-        }
-    )
+    return json.dumps(readme_bootstrap(xds, creds))
 
 
 def _tls_creds(directory: Path, stem: str) -> dict[str, object]:
@@ -102,7 +95,7 @@ def test_proxyless_grpc_over_mutual_tls(tmp_path: Path) -> None:
                 target,
                 dragoman.log()[-3000:],
             )
-        # A Gateway's certificate is refused (it may not claim cluster "e2e"), and a plaintext
+        # A Gateway's certificate is refused (it may not claim the node's cluster), and a plaintext
         # client never completes a handshake: neither reaches anything.
         for name, creds in (
             ("gateway", _tls_creds(tls.directory, "gateway-default-a")),

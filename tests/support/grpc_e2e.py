@@ -1,5 +1,6 @@
-"""The proxyless gRPC end-to-end tests' world: manifests for grpcio's own xDS client, gRPC
-health servers as backends, and the probe process that dials `xds:///` targets.
+"""The proxyless gRPC end-to-end tests' world: manifests for the xDS clients of grpcio and
+grpc-js (tests/grpcjs), gRPC health servers as backends that count the calls they answer, the
+README's bootstrap, and the probe processes that dial `xds:///` targets.
 
 gRPC resolves an ExternalName's host with its own resolver, which cannot be pointed at a
 test DNS responder, and the machine's own names are single labels (or localhost) that
@@ -13,6 +14,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
+from collections import Counter
 from concurrent import futures
 from pathlib import Path
 
@@ -24,7 +27,11 @@ from tests.support.builders import endpoint_slice, yaml_text
 EXTERNAL_HOST = "backend.grpc.test"
 EXTERNAL_ADDRESS = "127.0.0.5"
 GATEWAY_PORT = 18080  # a Gateway listener port: only part of the names gRPC clients dial
+MOVED_HOST = "moved.grpc.test"  # a route hostname whose one rule is a redirect
 PROBE = Path(__file__).parent / "grpc_probe.py"
+# grpc-js and grpc-js-xds, pinned by package-lock.json, installed by `npm ci` (`make test`).
+GRPCJS_DIR = Path(__file__).parents[1] / "grpcjs"
+README = Path(__file__).parents[2] / "README.md"
 NODE_ID = "grpc-e2e"
 
 
@@ -93,6 +100,16 @@ def manifests(pod_port: int, port: int) -> dict[str, str]:
                   filters: [{{type: RequestRedirect, requestRedirect: {{hostname: new.test}}}}]
                 - matches: [{{headers: [{{name: x-tenant, value: blue}}]}}]
                   backendRefs: [{{name: missing, port: 80}}]
+            ---
+            apiVersion: gateway.networking.k8s.io/v1
+            kind: HTTPRoute
+            metadata: {{name: moved, namespace: default}}
+            spec:
+              parentRefs: [{{name: gw}}]
+              hostnames: [{MOVED_HOST}]
+              rules:
+                # gRPC clients cannot follow a redirect: every call fails, at once.
+                - filters: [{{type: RequestRedirect, requestRedirect: {{hostname: new.test}}}}]
             """,
     }
 
@@ -109,16 +126,77 @@ def web_slice(
     )
 
 
+class CountingHealth(health.HealthServicer):
+    """grpcio's Health service, counting the Checks it answers by the service asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks: Counter[str] = Counter()
+
+    def Check(  # the gRPC method's name
+        self, request: health_pb2.HealthCheckRequest, context: grpc.ServicerContext
+    ) -> health_pb2.HealthCheckResponse:
+        self.checks[request.service] += 1
+        return super().Check(request, context)
+
+
 def health_server(address: str, port: int, name: str) -> tuple[grpc.Server, int]:
-    """A gRPC server whose Health service knows only the service `name`: a Check for
-    `name` answers SERVING here and NOT_FOUND on every other backend."""
+    """A gRPC server whose Health service knows only the service `name` (and the server's
+    own, ""): a Check for `name` answers SERVING here and NOT_FOUND on every other backend."""
+    server, bound, _ = counting_health_server(address, port, name)
+    return server, bound
+
+
+def fails_at_once(probe: Probe, target: str) -> dict[str, str]:
+    """The answer to a call that must fail with UNAVAILABLE (a redirect, a rule without a
+    valid backend), checked to have come before gRPC's 15 s wait for a missing resource."""
+    started = time.monotonic()
+    answer = probe.check(target, "", timeout=10)
+    assert answer.get("error", "").startswith("UNAVAILABLE"), (target, answer)
+    assert time.monotonic() - started < 5, (target, answer)
+    return answer
+
+
+def counting_health_server(
+    address: str, port: int, name: str
+) -> tuple[grpc.Server, int, CountingHealth]:
+    """`health_server`, with the servicer that counts the calls it answered."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    servicer = health.HealthServicer()
+    servicer = CountingHealth()
     servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     bound = server.add_insecure_port(f"{address}:{port}")
     server.start()
-    return server, bound
+    return server, bound, servicer
+
+
+def readme_bootstrap(server_uri: str, channel_creds: dict[str, object]) -> dict[str, object]:
+    """The proxyless bootstrap the README shows (section "Proxyless gRPC"), pointed at
+    `server_uri` with `channel_creds` and the tests' node id: what the tests dial with is
+    what users are told to write."""
+    section = README.read_text().split("\n## Proxyless gRPC\n", 1)[1]
+    text = section.split("```json\n", 1)[1].split("```", 1)[0]
+    bootstrap: dict[str, object] = json.loads(text)
+    servers = bootstrap["xds_servers"]
+    node = bootstrap["node"]
+    assert isinstance(servers, list) and len(servers) == 1 and isinstance(node, dict)
+    servers[0] |= {"server_uri": server_uri, "channel_creds": [channel_creds]}
+    node["id"] = NODE_ID
+    return bootstrap
+
+
+def grpcjs_probe(*arguments: str) -> list[str]:
+    """The command running tests/grpcjs/probe.js (grpc_probe.py's protocol, on grpc-js)."""
+    node = shutil.which("node")
+    assert node, (
+        "the grpc-js proxyless tests need Node.js (`node` and `npm`, version 18 or later) on "
+        "the PATH: install it (Debian: apt-get install nodejs npm), then run `make test`"
+    )
+    installed = GRPCJS_DIR / "node_modules" / "@grpc" / "grpc-js-xds" / "package.json"
+    assert installed.is_file(), (
+        f"grpc-js-xds is not installed in {GRPCJS_DIR}: run `npm ci` there (`make test` does)"
+    )
+    return [node, str(GRPCJS_DIR / "probe.js"), *arguments]
 
 
 def private_hosts(hosts: Path, command: list[str]) -> list[str]:

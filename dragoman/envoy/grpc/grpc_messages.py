@@ -29,6 +29,7 @@ from dragoman.dag.model import (
     ApiListener,
     Cluster,
     DnsCluster,
+    EdsCluster,
     Forward,
     Retry,
     Route,
@@ -51,6 +52,16 @@ from dragoman.envoy.resources.route_messages import (
     string_matcher,
 )
 from dragoman.envoy.translate_options import TranslateOptions
+from dragoman.objects import ObjectKey
+
+# Where gRPC clients are sent the calls that must fail (a redirect, a direct response, an
+# invalid backend's share): an EDS cluster whose CLA has no endpoint, which they fail at once
+# with UNAVAILABLE. Not a route without an action, for which grpc-js refuses the whole
+# RouteConfiguration; nor a cluster no CDS resource has, which grpcio waits 15 s for (its
+# does-not-exist timer) before it fails the calls.
+FAILING_CLUSTER = EdsCluster(
+    name=INVALID_BACKEND_CLUSTER, service=ObjectKey("", "", ""), port=0, target_port=0
+)
 
 # The LOGICAL_DNS cluster under the aggregate that stands for an ExternalName Service port.
 LOGICAL_DNS_SUFFIX = "logical-dns"
@@ -92,18 +103,27 @@ def grpc_route_configuration(value: ApiListener) -> route_pb2.RouteConfiguration
 def grpc_route(value: Route) -> rc_pb2.Route | None:
     """The route as gRPC reads it; None when no gRPC call can ever match it.
 
-    A redirect or direct response, or a rule with no valid backend, becomes a route without
-    an action: gRPC fails matching calls with UNAVAILABLE instead of trying later routes.
+    A redirect or direct response, or a rule with no valid backend, routes to
+    FAILING_CLUSTER: gRPC fails matching calls with UNAVAILABLE instead of trying later
+    routes.
     """
     match = grpc_route_match(value.match)
     if match is None:
         return None
     message = rc_pb2.Route(name=route_name(value), match=match)
-    if isinstance(value.action, Forward):
-        action = _route_action(value.action)
-        if action is not None:
-            message.route.CopyFrom(action)
+    action = _route_action(value.action) if isinstance(value.action, Forward) else None
+    message.route.CopyFrom(action or rc_pb2.RouteAction(cluster=FAILING_CLUSTER.name))
     return message
+
+
+def routes_to_failing_cluster(value: Route) -> bool:
+    """Whether grpc_route(value) sends some of its calls to FAILING_CLUSTER."""
+    if grpc_route_match(value.match) is None:
+        return False
+    if not isinstance(value.action, Forward):
+        return True
+    weights = _weights(value.action)
+    return not weights or INVALID_BACKEND_CLUSTER in weights
 
 
 def grpc_route_match(value: RouteMatch) -> rc_pb2.RouteMatch | None:
@@ -138,15 +158,21 @@ def _header_matcher(value: ValueMatch) -> rc_pb2.HeaderMatcher:
     return rc_pb2.HeaderMatcher(name=value.name.lower(), string_match=string_matcher(value))
 
 
-def _route_action(value: Forward) -> rc_pb2.RouteAction | None:
-    """Weighted clusters (backend filters, rewrites and mirrors do not apply to gRPC
-    clients). An invalid backend's share keeps a cluster name no CDS resource ever has, so
-    calls given that share fail; None when no backend is valid."""
+def _weights(value: Forward) -> dict[str, int]:
+    """Each cluster's share of the calls; an invalid backend's under INVALID_BACKEND_CLUSTER."""
     weights: dict[str, int] = {}
     for backend in value.backends:
         if backend.weight > 0:
             name = backend.cluster or INVALID_BACKEND_CLUSTER
             weights[name] = weights.get(name, 0) + backend.weight
+    return weights
+
+
+def _route_action(value: Forward) -> rc_pb2.RouteAction | None:
+    """Weighted clusters (backend filters, rewrites and mirrors do not apply to gRPC
+    clients). An invalid backend's share goes to FAILING_CLUSTER, so calls given that share
+    fail; None when no backend is valid."""
+    weights = _weights(value)
     if not weights or set(weights) == {INVALID_BACKEND_CLUSTER}:
         return None
     action = rc_pb2.RouteAction()

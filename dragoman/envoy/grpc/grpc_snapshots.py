@@ -26,12 +26,14 @@ from dragoman.dag.model import (
     ServiceTargets,
 )
 from dragoman.envoy.grpc.grpc_messages import (
+    FAILING_CLUSTER,
     api_listener,
     grpc_cluster_at,
     grpc_clusters,
     grpc_eds_names,
     grpc_route_configuration,
     grpc_servable,
+    routes_to_failing_cluster,
 )
 from dragoman.envoy.grpc.grpc_targets import group_targets, service_listener
 from dragoman.envoy.resources.endpoint_messages import cluster_load_assignment
@@ -150,7 +152,11 @@ class GrpcSnapshots:
             }
         )
         values = (self._cluster_value(name, targets) for name in names)
-        return [value for value in values if value is not None]
+        clusters = [value for value in values if value is not None]
+        routes = (route for listener in listeners for route in listener.routes)
+        if any(map(routes_to_failing_cluster, routes)):
+            clusters.append(FAILING_CLUSTER)
+        return clusters
 
     # Resources, memoized.
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.clusters.aggregate.v3 import cluster_pb2 as aggregate_pb2
@@ -31,7 +32,11 @@ from dragoman.dag.model import (
 )
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.grpc import grpc_snapshots
-from dragoman.envoy.grpc.grpc_messages import grpc_route, grpc_route_configuration
+from dragoman.envoy.grpc.grpc_messages import (
+    FAILING_CLUSTER,
+    grpc_route,
+    grpc_route_configuration,
+)
 from dragoman.envoy.grpc.grpc_snapshots import GrpcSnapshots
 from dragoman.envoy.grpc.grpc_targets import group_targets
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
@@ -61,6 +66,7 @@ from tests.support.proxyless import (
 ROUTER_TYPE = "type.googleapis.com/" + router_pb2.Router.DESCRIPTOR.full_name
 HCM_TYPE = "type.googleapis.com/" + hcm_pb2.HttpConnectionManager.DESCRIPTOR.full_name
 SOURCE = ObjectKey("HTTPRoute", "default", "r")
+FAILING = FAILING_CLUSTER.name
 
 
 @pytest.fixture(scope="module")
@@ -207,12 +213,32 @@ def test_only_eds_logical_dns_and_aggregate_clusters_are_served(served) -> None:
 
 def test_upstream_tls_is_never_served_in_cleartext(served) -> None:
     """gRPC takes TLS certificates from its own bootstrap: a TLS cluster is left out and
-    calls routed to it fail at once (a route without an action)."""
+    calls routed to it fail at once (routed to the failing cluster)."""
     _, snapshot = served
     assert "default/secure/443" not in snapshot.of_type(CLUSTER).resources
     [virtual_host] = route_table(snapshot, SECURE).virtual_hosts
     [route] = virtual_host.routes
-    assert route.WhichOneof("action") is None
+    assert route.route.cluster == FAILING
+
+
+def test_calls_that_must_fail_go_to_an_eds_cluster_without_endpoints(served) -> None:
+    """gRPC clients fail them at once with UNAVAILABLE. A route without an action would make
+    grpc-js refuse the whole RouteConfiguration; a cluster that does not exist, grpcio wait
+    15 s before it fails them."""
+    _, snapshot = served
+    failing = cluster(snapshot, FAILING)
+    assert failing.type == cluster_pb2.Cluster.EDS
+    assert failing.eds_cluster_config.eds_config.WhichOneof("config_source_specifier") == "ads"
+    assignment = decoded(snapshot, ENDPOINT, FAILING)
+    assert isinstance(assignment, endpoint_pb2.ClusterLoadAssignment)
+    assert assignment.cluster_name == FAILING and not assignment.endpoints
+
+
+def test_the_failing_cluster_is_served_only_when_a_route_needs_it() -> None:
+    _, cache = serving(SERVICES.split("---")[0])
+    snapshot = grpc_snapshot(cache)
+    assert set(snapshot.of_type(CLUSTER).resources) == {"default/web/50051"}
+    assert FAILING not in snapshot.of_type(ENDPOINT).resources
 
 
 # Routes in what gRPC matches on.
@@ -226,7 +252,7 @@ def test_grpc_route_methods_become_paths_and_service_prefixes(served) -> None:
     assert service.match.prefix == "/helloworld.Greeter/"
     weights = {c.name: c.weight.value for c in service.route.weighted_clusters.clusters}
     assert weights == {"default/web/50051/h2c": 3, "default/api/8000/h2c": 1}
-    assert catch_all.WhichOneof("action") is None  # only a TLS backend
+    assert catch_all.route.cluster == FAILING  # only a TLS backend
 
 
 def test_http_route_rules_gRPC_cannot_match_are_left_out(served) -> None:
@@ -242,9 +268,9 @@ def test_http_route_rules_gRPC_cannot_match_are_left_out(served) -> None:
     assert cart.route.max_stream_duration.max_stream_duration.seconds == 10
     # gRPC NACKs a retry policy without retries, which is how Envoy bounds one try.
     assert not cart.route.HasField("retry_policy")
-    assert redirect.WhichOneof("action") is None
+    assert redirect.route.cluster == FAILING
     assert missing.match.headers[0].name == "x-tenant"
-    assert missing.WhichOneof("action") is None
+    assert missing.route.cluster == FAILING
 
 
 @pytest.mark.parametrize(
@@ -274,7 +300,7 @@ def test_route_matches(match: RouteMatch, expected: dict[str, str] | None) -> No
     assert not message.match.headers  # a POST needs no :method matcher
 
 
-def test_an_invalid_share_keeps_failing_and_all_invalid_has_no_action() -> None:
+def test_an_invalid_share_keeps_failing_and_all_invalid_fails_every_call() -> None:
     split = Forward(backends=(Backend("c", 1), Backend(None, 1)))
     message = grpc_route(Route(RouteMatch("PathPrefix", "/"), split, SOURCE))
     assert message is not None
@@ -284,9 +310,9 @@ def test_an_invalid_share_keeps_failing_and_all_invalid_has_no_action() -> None:
     ]
     nothing = Forward(backends=(Backend(None, 1),))
     message = grpc_route(Route(RouteMatch("PathPrefix", "/"), nothing, SOURCE))
-    assert message is not None and message.WhichOneof("action") is None
+    assert message is not None and message.route.cluster == FAILING
     direct = grpc_route(Route(RouteMatch("PathPrefix", "/"), DirectResponse(500), SOURCE))
-    assert direct is not None and direct.WhichOneof("action") is None
+    assert direct is not None and direct.route.cluster == FAILING
 
 
 def test_retries_become_what_grpc_retries_on() -> None:
