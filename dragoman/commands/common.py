@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
     from dragoman.dag.model import Dag
@@ -47,9 +47,9 @@ def manifest_inputs_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def load_manifests(args: argparse.Namespace) -> LoadResult:
-    """The objects of the manifests named on the command line. Raises OSError when a
-    directory itself cannot be read."""
+def load_manifests(args: argparse.Namespace, stdin: BinaryIO | None = None) -> LoadResult:
+    """The objects of the manifests named on the command line (`-`: `stdin`, by default the
+    process's standard input). Raises OSError when a directory itself cannot be read."""
     from dragoman.sources.manifests import ManifestDirectory
     from dragoman.sources.paths import load_paths
 
@@ -57,7 +57,7 @@ def load_manifests(args: argparse.Namespace) -> LoadResult:
     if args.manifests is not None and not named:
         return ManifestDirectory(args.manifests).load()
     paths = [*([str(args.manifests)] if args.manifests is not None else []), *named]
-    return load_paths(paths, sys.stdin.buffer)
+    return load_paths(paths, stdin if stdin is not None else sys.stdin.buffer)
 
 
 def host_port(value: str) -> str:

@@ -79,7 +79,8 @@ def test_a_refused_backend_fails_naming_file_object_field_and_reason(tmp_path: P
     result = dragoman("check", "--manifests", str(manifests))
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
-        "route.yaml:2:1: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]: Service "
+        # At the backendRef itself: line 7, `rules: [{backendRefs: [{name: sneaky, ...`.
+        "route.yaml:7:26: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]: Service "
         "default/sneaky: externalName 'localhost' points to localhost (UnsafeExternalName)"
     ]
     assert "1 problems; 4 objects in 3 files" in result.stderr
@@ -202,7 +203,8 @@ def test_a_problem_in_standard_input_is_named_by_dash(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 1
-    assert result.stdout.startswith("-:14:1: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]")
+    # The route is the second document (from line 14); its backendRef is on line 19.
+    assert result.stdout.startswith("-:19:26: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]")
 
 
 def test_no_manifests_named_is_a_usage_error() -> None:
@@ -242,8 +244,8 @@ def test_json_output_places_every_problem_in_its_file(tmp_path: Path) -> None:
     assert route == {
         "severity": "error",
         "file": f"{manifests}/route.yaml",
-        "line": 2,
-        "column": 1,
+        "line": 7,  # the `port` key of `rules: [{backendRefs: [{name: web, port: 0}]}]`
+        "column": 38,
         "object": "HTTPRoute/default/shop",
         "field": "spec.rules[0].backendRefs[0].port",
         "message": route["message"],
@@ -283,7 +285,7 @@ def test_a_misspelled_kind_is_a_warning_that_says_which_kind_was_meant(tmp_path:
     result = dragoman("check", str(manifests))
     assert result.returncode == 0, result.stdout + result.stderr  # a warning does not fail
     assert result.stdout.splitlines() == [
-        f"{manifests}/route.yaml:2:1: warning: HTTPRoutes/default/shop: kind: dragoman reads "
+        f"{manifests}/route.yaml:3:1: warning: HTTPRoutes/default/shop: kind: dragoman reads "
         "no kind HTTPRoutes in gateway.networking.k8s.io; this object is ignored. Did you "
         "mean HTTPRoute?"
     ]
@@ -291,5 +293,5 @@ def test_a_misspelled_kind_is_a_warning_that_says_which_kind_was_meant(tmp_path:
     report = json.loads(dragoman("check", "-o", "json", str(manifests)).stdout)
     [warning] = report["problems"]
     assert warning["severity"] == "warning" and warning["field"] == "kind"
-    assert (warning["line"], warning["column"]) == (2, 1)
+    assert (warning["line"], warning["column"]) == (3, 1)  # the `kind` key
     assert report["warnings"] == 1 and report["errors"] == 0
