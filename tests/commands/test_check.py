@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import textwrap
@@ -295,3 +296,104 @@ def test_a_misspelled_kind_is_a_warning_that_says_which_kind_was_meant(tmp_path:
     assert warning["severity"] == "warning" and warning["field"] == "kind"
     assert (warning["line"], warning["column"]) == (3, 1)  # the `kind` key
     assert report["warnings"] == 1 and report["errors"] == 0
+
+
+def position_of(text: str, needle: str, occurrence: int = 0) -> tuple[int, int]:
+    """(line, column), from 1, of the `occurrence`th `needle` in `text`."""
+    index = -1
+    for _ in range(occurrence + 1):
+        index = text.index(needle, index + 1)
+    line = text.count("\n", 0, index)
+    return line + 1, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+def test_json_multi_document_and_list_files_place_each_problem_at_its_field(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    route = yaml.safe_load(textwrap.dedent(ROUTE.replace("BACKEND", "web")))
+    route["spec"]["rules"][0]["backendRefs"][0]["port"] = 0
+    as_json = json.dumps(route, indent="\t")  # tabs: valid JSON, not valid YAML
+    # Several documents: the second's backendRef lacks its name (placed at the backendRef).
+    nameless = ROUTE.replace("name: shop", "name: other").replace("name: BACKEND, ", "")
+    several = textwrap.dedent(GATEWAY) + "---" + textwrap.dedent(nameless)
+    listed = textwrap.dedent("""\
+        apiVersion: v1
+        kind: List
+        items:
+        - apiVersion: v1
+          kind: Service
+          metadata: {name: fine}
+          spec: {ports: [{port: 80}]}
+        - apiVersion: v1
+          kind: Service
+          metadata: {name: broken}
+          spec:
+            ports:
+            - port: 80
+              protocol: FTP
+        """)
+    (tmp_path / "route.json").write_text(as_json)
+    (tmp_path / "several.yaml").write_text(several)
+    (tmp_path / "listed.yaml").write_text(listed)
+    result = dragoman("check", "-o", "json", "--manifests", str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    placed = {
+        p["file"]: (p["field"], p["line"], p["column"])
+        for p in json.loads(result.stdout)["problems"]
+    }
+    assert placed == {
+        "route.json": ("spec.rules[0].backendRefs[0].port", *position_of(as_json, '"port"')),
+        "several.yaml": (
+            "spec.rules[0].backendRefs[0].name",
+            *position_of(several, "{port: 80}", 1),  # the route's, not the Service's
+        ),
+        "listed.yaml": ("spec.ports[0].protocol", *position_of(listed, "protocol")),
+    }
+    text = dragoman("check", "--manifests", str(tmp_path)).stdout
+    line, column = position_of(listed, "protocol")
+    assert f"listed.yaml:{line}:{column}: Service/default/broken: spec.ports[0].protocol: " in text
+
+
+def test_standard_input_is_placed_at_its_fields_in_json_output() -> None:
+    import json
+
+    text = "---".join(
+        textwrap.dedent(t) for t in (GATEWAY, ROUTE.replace("BACKEND", "web"), SNEAKY)
+    ).replace("port: 80}]}]", "port: 70000}]}]")
+    result = subprocess.run(
+        [sys.executable, "-m", "dragoman", "check", "-o", "json", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    [problem] = json.loads(result.stdout)["problems"]
+    assert (problem["file"], problem["line"], problem["column"]) == (
+        "-",
+        *position_of(text, "port: 70000"),
+    )
+    assert problem["field"] == "spec.rules[0].backendRefs[0].port"
+
+
+def test_a_file_changed_since_it_was_loaded_keeps_the_start_of_its_document(
+    tmp_path: Path,
+) -> None:
+    from dragoman.commands.check_report import check_problems
+    from dragoman.sources.paths import load_paths
+
+    broken = textwrap.dedent(ROUTE.replace("BACKEND", "web").replace("port: 80", "port: 0"))
+    path = tmp_path / "route.yaml"
+    path.write_text(broken)
+    result = load_paths([str(path)], io.BytesIO())
+    [fresh] = check_problems(result, [], lambda _: path.read_bytes())
+    assert (fresh.line, fresh.column) == position_of(broken, "port: 0")
+    [moved] = check_problems(result, [], lambda _: b"\n\n" + path.read_bytes())
+    assert (moved.line, moved.column) == (2, 1)
+    [unread] = check_problems(result, [], lambda _: None)
+    assert (unread.line, unread.column) == (2, 1)
+    [unread] = check_problems(result, [])
+    assert (unread.line, unread.column) == (2, 1)
