@@ -83,6 +83,8 @@ class UpstreamTls:
     # option), else the Gateway's spec.tls.backend.clientCertificateRef.
     client_certificate: TlsCertificate | None = None
     parameters: TlsParameters | None = None
+    # When `trusted_ca`'s first CA to expire does (Unix seconds), read when it was checked.
+    ca_not_after: float = 0.0
 
     def __post_init__(self) -> None:
         if self.sni is not None and not self.subject_alt_names:
