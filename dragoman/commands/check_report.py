@@ -10,8 +10,10 @@ from typing import Literal
 from dragoman.commands.check_places import ProblemPlaces, ReadFile
 from dragoman.dag.model import Problem
 from dragoman.log_text import plain
+from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import LoadResult
+from dragoman.sources.suggestions import closest
 
 Severity = Literal["error", "warning"]
 
@@ -51,10 +53,14 @@ def check_problems(
     """The loading errors, then the build's problems, then the warnings, each placed in its
     file (at the field it names, when `read` gives the file's bytes again)."""
     places = ProblemPlaces(result, read)
+    names = _Names(result.objects)
     found = [_from_source(places, error, "error") for error in result.errors]
     for problem in problems:
         origin = result.origins.get(problem.object, "")
         file, line, column = places.place(origin, problem.field)
+        message = problem.message
+        if problem.missing is not None:
+            message += names.did_you_mean(problem.missing)
         found.append(
             CheckProblem(
                 "error",
@@ -63,12 +69,31 @@ def check_problems(
                 column,
                 str(problem.object),
                 problem.field,
-                problem.message,
+                message,
                 problem.reason,
             )
         )
     found += [_from_source(places, warning, "warning") for warning in result.warnings]
     return found
+
+
+class _Names:
+    """The names of the objects loaded, by kind and namespace, made on first use."""
+
+    def __init__(self, objects: Iterable[KubeObject]) -> None:
+        self._objects = objects
+        self._by_kind: dict[tuple[str, str], list[str]] | None = None
+
+    def did_you_mean(self, missing: ObjectKey) -> str:
+        """ "; did you mean NAME?" naming the object of the same kind and namespace that
+        `missing` likely misspells; "" when none is close."""
+        if self._by_kind is None:
+            self._by_kind = {}
+            for obj in self._objects:
+                key = obj.key
+                self._by_kind.setdefault((key.kind, key.namespace), []).append(key.name)
+        meant = closest(missing.name, self._by_kind.get((missing.kind, missing.namespace), ()))
+        return f"; did you mean {plain(meant)}?" if meant is not None else ""
 
 
 def _from_source(places: ProblemPlaces, error: SourceError, severity: Severity) -> CheckProblem:

@@ -591,6 +591,9 @@ class Problem:
     field: str  # path inside the object, e.g. "spec.rules[0].backendRefs[1]"
     reason: str  # a Gateway API-style reason, e.g. "BackendNotFound"
     message: str
+    # The object the field refers to, when it does not exist (for `check` to say which
+    # existing name was likely meant).
+    missing: ObjectKey | None = None
 
     def __str__(self) -> str:
         return f"{self.object} {self.field}: {self.message} ({self.reason})"

@@ -397,3 +397,40 @@ def test_a_file_changed_since_it_was_loaded_keeps_the_start_of_its_document(
     assert (unread.line, unread.column) == (2, 1)
     [unread] = check_problems(result, [])
     assert (unread.line, unread.column) == (2, 1)
+
+
+def test_a_reference_to_a_missing_object_says_which_existing_name_was_likely_meant(
+    tmp_path: Path,
+) -> None:
+    misspelled = ROUTE.replace("BACKEND", "wbe").replace("{name: edge}", "{name: egde}")
+    far = ROUTE.replace("name: shop", "name: far").replace("BACKEND", "unrelated")
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, route_yaml=misspelled, far_yaml=far)
+    result = dragoman("check", "--manifests", str(manifests))
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    parent, backend = (
+        position_of(textwrap.dedent(misspelled), s) for s in ("{name: egde}", "{name: wbe")
+    )
+    assert (
+        f"route.yaml:{parent[0]}:{parent[1]}: HTTPRoute/default/shop: spec.parentRefs[0]: "
+        "Gateway default/egde not found; did you mean edge? (NoMatchingParent)"
+    ) in lines
+    assert (
+        f"route.yaml:{backend[0]}:{backend[1]}: HTTPRoute/default/shop: "
+        "spec.rules[0].backendRefs[0]: Service default/wbe not found; did you mean web? "
+        "(BackendNotFound)"
+    ) in lines
+    [unrelated] = [line for line in lines if "default/unrelated" in line]
+    assert unrelated.endswith("Service default/unrelated not found (BackendNotFound)")
+
+
+@pytest.mark.parametrize("typo", ["HTTPRoutes", "HttpRoute", "httproute", "HTTPRoue"])
+def test_a_misspelled_kind_names_the_kind_meant_in_json_output(tmp_path: Path, typo: str) -> None:
+    import json
+
+    route = ROUTE.replace("BACKEND", "web").replace("kind: HTTPRoute", f"kind: {typo}")
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, route_yaml=route)
+    report = json.loads(dragoman("check", "-o", "json", str(manifests / "route.yaml")).stdout)
+    [warning] = report["problems"]
+    assert warning["message"].endswith("Did you mean HTTPRoute?")
+    assert (warning["field"], warning["line"], warning["column"]) == ("kind", 3, 1)

@@ -29,7 +29,7 @@ from dragoman.dag.upstreams.clusters import (
     with_protocol,
 )
 from dragoman.dag.upstreams.xbackends import xbackend_cluster
-from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route, XBackend
+from dragoman.objects import BackendRef, GRPCRoute, HTTPRoute, L4Route, ObjectKey, XBackend
 from dragoman.objects.xbackend import XBACKEND_GROUP
 
 
@@ -173,9 +173,9 @@ def resolve_backend_ref(
         )
     service = context.services.get((namespace, ref.name))
     if service is None:
-        return _problem(
-            route, "BackendNotFound", f"Service {namespace}/{ref.name} not found", field
-        )
+        message = f"Service {namespace}/{ref.name} not found"
+        missing = ObjectKey("Service", namespace, ref.name)
+        return _problem(route, "BackendNotFound", message, field, missing)
 
     resolved = resolved_cluster(service, ref.port, context, l4)
     if isinstance(resolved, Unresolved):
@@ -204,9 +204,9 @@ def _xbackend_cluster(
         return _problem(route, "RefNotPermitted", message, f"{field}.namespace")
     backend = context.store.xbackends.get((namespace, ref.name))
     if backend is None:
-        return _problem(
-            route, "BackendNotFound", f"XBackend {namespace}/{ref.name} not found", field
-        )
+        message = f"XBackend {namespace}/{ref.name} not found"
+        missing = ObjectKey(XBackend.kind, namespace, ref.name)
+        return _problem(route, "BackendNotFound", message, field, missing)
     if ref.port is not None and ref.port != backend.port:
         return _problem(
             route,
@@ -230,5 +230,11 @@ def _xbackend_cluster(
     return ResolvedCluster(with_protocol(resolved.cluster, protocol), resolved.warnings)
 
 
-def _problem(route: HTTPRoute | GRPCRoute | L4Route, reason: str, message: str, at: str) -> Problem:
-    return Problem(object=route.key, field=at, reason=reason, message=message)
+def _problem(
+    route: HTTPRoute | GRPCRoute | L4Route,
+    reason: str,
+    message: str,
+    at: str,
+    missing: ObjectKey | None = None,
+) -> Problem:
+    return Problem(object=route.key, field=at, reason=reason, message=message, missing=missing)
