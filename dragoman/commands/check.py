@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         return USAGE
     stdin = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if STDIN in args.paths else b""
     try:
-        result = load_manifests(args, io.BytesIO(stdin))
+        result = load_manifests(args, io.BytesIO(stdin), unread_fields=True)
     except OSError as error:
         where = error.filename or args.manifests
         print(f"{where}: cannot read: {error.strerror or error}", file=sys.stderr)

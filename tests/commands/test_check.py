@@ -434,3 +434,34 @@ def test_a_misspelled_kind_names_the_kind_meant_in_json_output(tmp_path: Path, t
     [warning] = report["problems"]
     assert warning["message"].endswith("Did you mean HTTPRoute?")
     assert (warning["field"], warning["line"], warning["column"]) == ("kind", 3, 1)
+
+
+def test_a_misspelled_field_is_a_warning_at_its_key_naming_the_field_meant(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    typo = ROUTE.replace("BACKEND", "web").replace("rules: [{backendRefs", "rules: [{backendRef")
+    text = textwrap.dedent(GATEWAY) + "---" + textwrap.dedent(typo)
+    result = subprocess.run(
+        [sys.executable, "-m", "dragoman", "check", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr  # a warning does not fail
+    line, column = position_of(text, "backendRef:")
+    assert result.stdout.splitlines() == [
+        f"-:{line}:{column}: warning: HTTPRoute/default/shop: spec.rules[0].backendRef: "
+        "dragoman knows no such field of HTTPRoute: ignored; did you mean backendRefs?"
+    ]
+    as_json = json.dumps(yaml.safe_load(textwrap.dedent(typo)), indent=2)
+    (tmp_path / "route.json").write_text(as_json)
+    (tmp_path / "gateway.yaml").write_text(textwrap.dedent(GATEWAY))
+    report = json.loads(dragoman("check", "-o", "json", str(tmp_path)).stdout)
+    [warning] = report["problems"]
+    assert warning["severity"] == "warning" and warning["field"] == "spec.rules[0].backendRef"
+    assert (warning["line"], warning["column"]) == position_of(as_json, '"backendRef"')
+    assert warning["message"].endswith("did you mean backendRefs?")
