@@ -96,7 +96,7 @@ def _json_nodes(text: str) -> list[Node] | None:
     def mark(index: int) -> yaml.Mark:
         line = bisect.bisect_left(lines, index)
         column = index - (lines[line - 1] + 1 if line else 0)
-        return yaml.Mark("", index, line, column, None, None)  # type: ignore[arg-type]  # no buffer kept
+        return yaml.Mark("", index, line, column, "", 0)  # no buffer kept: no snippet
 
     open_: list[tuple[MappingNode | SequenceNode, list[Node]]] = []  # with a key waiting
     root: Node | None = None
