@@ -465,3 +465,35 @@ def test_a_misspelled_field_is_a_warning_at_its_key_naming_the_field_meant(
     assert warning["severity"] == "warning" and warning["field"] == "spec.rules[0].backendRef"
     assert (warning["line"], warning["column"]) == position_of(as_json, '"backendRef"')
     assert warning["message"].endswith("did you mean backendRefs?")
+
+
+@pytest.mark.parametrize(
+    ("kind", "api_version", "spec"),
+    [
+        ("BackendPolicy", "dragoman.dev/v1alpha1", "circuitBreaker: {maxConnections: 10}"),
+        (
+            "XBackendTrafficPolicy",
+            "gateway.networking.x-k8s.io/v1alpha1",
+            "retryConstraint: {budget: {percent: 20}}",
+        ),
+    ],
+)
+def test_a_policy_targeting_a_missing_service_names_the_service_likely_meant(
+    tmp_path: Path, kind: str, api_version: str, spec: str
+) -> None:
+    policy = f"""
+        apiVersion: {api_version}
+        kind: {kind}
+        metadata: {{name: limits, namespace: default}}
+        spec:
+          targetRefs: [{{group: "", kind: Service, name: webb}}]
+          {spec}
+        """
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, policy_yaml=policy)
+    result = dragoman("check", "--manifests", str(manifests))
+    assert result.returncode == 1
+    line, column = position_of(textwrap.dedent(policy), "{group")
+    assert result.stdout.splitlines() == [
+        f"policy.yaml:{line}:{column}: {kind}/default/limits: spec.targetRefs[0]: "
+        "Service default/webb does not exist; did you mean web? (TargetNotFound)"
+    ]
