@@ -70,9 +70,9 @@ def misspelled_kind(doc: Mapping[str, Any]) -> tuple[str, str, str] | None:
     kind, api_version = doc.get("kind"), doc.get("apiVersion")
     if not isinstance(kind, str) or not isinstance(api_version, str):
         return None
-    group = api_version.rpartition("/")[0]
+    group, _, version = api_version.rpartition("/")
     if group not in _GROUPS:
-        return None
+        return _misspelled_group(doc, kind, group, version)
     object = describe_object(doc)
     elsewhere = KINDS_BY_NAME.get(kind)
     if elsewhere is not None and elsewhere.group != group:  # under another group it reads
@@ -88,6 +88,24 @@ def misspelled_kind(doc: Mapping[str, Any]) -> tuple[str, str, str] | None:
         f"Did you mean {meant}?"
     )
     return object, "kind", message
+
+
+def _misspelled_group(
+    doc: Mapping[str, Any], kind: str, group: str, version: str
+) -> tuple[str, str, str] | None:
+    """For a kind dragoman reads, under an API group close to the one it reads it in
+    (`gateway.networking.k8s.oi/v1`): which `apiVersion` was likely meant."""
+    known = KINDS_BY_NAME.get(kind)
+    if known is None or not known.group or not group:
+        return None
+    if closest(group, (known.group,), cutoff=KIND_CLOSE) is None:
+        return None
+    meant = known.api_version(version if version in known.versions else known.versions[0])
+    message = (
+        f"dragoman reads no {printable(kind)} in {printable(group)}; this object is ignored. "
+        f"Did you mean {meant}?"
+    )
+    return describe_object(doc), "apiVersion", message
 
 
 def describe_object(doc: Mapping[str, Any], default_namespace: str = "default") -> str:

@@ -497,3 +497,18 @@ def test_a_policy_targeting_a_missing_service_names_the_service_likely_meant(
         f"policy.yaml:{line}:{column}: {kind}/default/limits: spec.targetRefs[0]: "
         "Service default/webb does not exist; did you mean web? (TargetNotFound)"
     ]
+
+
+def test_a_misspelled_api_group_names_the_api_version_meant(tmp_path: Path) -> None:
+    typo = ROUTE.replace("BACKEND", "web").replace("networking.k8s.io", "networking.k8s.oi")
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, route_yaml=typo)
+    result = dragoman("check", str(manifests / "route.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        f"{manifests}/route.yaml:2:1: warning: HTTPRoute/default/shop: apiVersion: dragoman "
+        "reads no HTTPRoute in gateway.networking.k8s.oi; this object is ignored. Did you mean "
+        "gateway.networking.k8s.io/v1?"
+    ]
+    knative = ROUTE.replace("gateway.networking.k8s.io/v1", "serving.knative.dev/v1")
+    (manifests / "route.yaml").write_text(textwrap.dedent(knative.replace("HTTPRoute", "Service")))
+    assert dragoman("check", str(manifests / "route.yaml")).stdout == ""
