@@ -22,6 +22,7 @@ _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 # A JSON token: a string, a bracket or punctuation, or a bare scalar (number, true, null).
+_NEWLINE = re.compile("\n")
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^\s{}\[\],:"]+', re.DOTALL)
 
 
@@ -91,7 +92,7 @@ def _entry(node: MappingNode, path: str) -> tuple[Node, Node, str] | None:
 
 def _json_nodes(text: str) -> list[Node] | None:
     """A JSON text (already decoded once, so valid) as YAML nodes with their marks."""
-    lines = [index for index, character in enumerate(text) if character == "\n"]
+    lines = [match.start() for match in _NEWLINE.finditer(text)]
 
     def mark(index: int) -> yaml.Mark:
         line = bisect.bisect_left(lines, index)
