@@ -9,7 +9,10 @@ usage error (a bad flag, a missing directory, a bad configuration file).
 from __future__ import annotations
 
 import argparse
+import io
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from dragoman.commands.common import (
     add_config,
@@ -45,6 +48,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dragoman.commands.check_report import as_json, check_problems
     from dragoman.commands.common import checked_build, load_manifests
+    from dragoman.sources.decode import MAX_FILE_BYTES
+    from dragoman.sources.paths import STDIN
     from dragoman.store import Store
 
     usage = manifest_inputs_problem(args)
@@ -54,14 +59,15 @@ def run(args: argparse.Namespace) -> int:
     config = server_config(args)
     if config is None:
         return USAGE
+    stdin = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if STDIN in args.paths else b""
     try:
-        result = load_manifests(args)
+        result = load_manifests(args, io.BytesIO(stdin), unread_fields=True)
     except OSError as error:
         where = error.filename or args.manifests
         print(f"{where}: cannot read: {error.strerror or error}", file=sys.stderr)
         return PROBLEMS
     dag = checked_build(Store.from_objects(result.objects), config.build_options(), config)
-    problems = check_problems(result, dag.problems)
+    problems = check_problems(result, dag.problems, _reader(args, stdin))
     objects = len(result.objects)
     if args.output == "json":
         sys.stdout.write(as_json(problems, objects, result.files))
@@ -76,3 +82,25 @@ def run(args: argparse.Namespace) -> int:
     verdict = f"{warnings} warnings" if warnings else "no problem"
     print(f"ok: {objects} objects in {result.files} files, {verdict}", file=sys.stderr)
     return OK
+
+
+def _reader(args: argparse.Namespace, stdin: bytes) -> Callable[[str], bytes | None]:
+    """A file's bytes by its label in the problems (read again to place each problem at its
+    field); standard input as it was read."""
+    from dragoman.sources.decode import MAX_FILE_BYTES
+    from dragoman.sources.paths import STDIN
+
+    # Below `--manifests DIR` alone, files are named relative to DIR; else as given.
+    root = args.manifests if not args.paths else None
+
+    def read(label: str) -> bytes | None:
+        if label == STDIN and args.paths:
+            return stdin
+        path = Path(root, label) if root is not None else Path(label)
+        try:
+            with path.open("rb") as file:
+                return file.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            return None
+
+    return read

@@ -7,10 +7,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from dragoman.commands.check_places import ProblemPlaces, ReadFile
 from dragoman.dag.model import Problem
 from dragoman.log_text import plain
+from dragoman.objects import KubeObject, ObjectKey
 from dragoman.sources.errors import SourceError
 from dragoman.sources.manifests import LoadResult
+from dragoman.sources.suggestions import closest
 
 Severity = Literal["error", "warning"]
 
@@ -19,7 +22,9 @@ Severity = Literal["error", "warning"]
 class CheckProblem:
     severity: Severity
     file: str  # as named on the command line or below --manifests; "-" for standard input
-    line: int | None  # where the object's document starts (from 1); None when unknown
+    # Where the field is (from 1): its key, or the nearest ancestor present when it is
+    # missing; the object's document when the problem names no field. None: unknown.
+    line: int | None
     column: int | None
     object: str  # "HTTPRoute/default/web", or "" when the problem names no object
     field: str  # "spec.rules[0].backendRefs[0]", or "" for the whole object or file
@@ -42,13 +47,20 @@ def printable_where(file: str, line: int | None, column: int | None) -> str:
     return plain(file) if line is None else f"{plain(file)}:{line}:{column}"
 
 
-def check_problems(result: LoadResult, problems: Iterable[Problem]) -> list[CheckProblem]:
+def check_problems(
+    result: LoadResult, problems: Iterable[Problem], read: ReadFile | None = None
+) -> list[CheckProblem]:
     """The loading errors, then the build's problems, then the warnings, each placed in its
-    file."""
-    found = [_from_source(result, error, "error") for error in result.errors]
+    file (at the field it names, when `read` gives the file's bytes again)."""
+    places = ProblemPlaces(result, read)
+    names = _Names(result.objects)
+    found = [_from_source(places, error, "error") for error in result.errors]
     for problem in problems:
         origin = result.origins.get(problem.object, "")
-        file, line, column = _place(result, origin)
+        file, line, column = places.place(origin, problem.field)
+        message = problem.message
+        if problem.missing is not None:
+            message += names.did_you_mean(problem.missing)
         found.append(
             CheckProblem(
                 "error",
@@ -57,25 +69,36 @@ def check_problems(result: LoadResult, problems: Iterable[Problem]) -> list[Chec
                 column,
                 str(problem.object),
                 problem.field,
-                problem.message,
+                message,
                 problem.reason,
             )
         )
-    found += [_from_source(result, warning, "warning") for warning in result.warnings]
+    found += [_from_source(places, warning, "warning") for warning in result.warnings]
     return found
 
 
-def _from_source(result: LoadResult, error: SourceError, severity: Severity) -> CheckProblem:
-    file, line, column = _place(result, error.origin)
+class _Names:
+    """The names of the objects loaded, by kind and namespace, made on first use."""
+
+    def __init__(self, objects: Iterable[KubeObject]) -> None:
+        self._objects = objects
+        self._by_kind: dict[tuple[str, str], list[str]] | None = None
+
+    def did_you_mean(self, missing: ObjectKey) -> str:
+        """ "; did you mean NAME?" naming the object of the same kind and namespace that
+        `missing` likely misspells; "" when none is close."""
+        if self._by_kind is None:
+            self._by_kind = {}
+            for obj in self._objects:
+                key = obj.key
+                self._by_kind.setdefault((key.kind, key.namespace), []).append(key.name)
+        meant = closest(missing.name, self._by_kind.get((missing.kind, missing.namespace), ()))
+        return f"; did you mean {plain(meant)}?" if meant is not None else ""
+
+
+def _from_source(places: ProblemPlaces, error: SourceError, severity: Severity) -> CheckProblem:
+    file, line, column = places.place(error.origin, error.field)
     return CheckProblem(severity, file, line, column, error.object, error.field, error.message)
-
-
-def _place(result: LoadResult, origin: str) -> tuple[str, int | None, int | None]:
-    position = result.position(origin)
-    file = origin.rpartition("#")[0] if "#" in origin else origin
-    if position is None:
-        return origin, None, None
-    return file, *position
 
 
 def as_json(problems: list[CheckProblem], objects: int, files: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
     from dragoman.dag.model import Dag
@@ -47,17 +47,21 @@ def manifest_inputs_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def load_manifests(args: argparse.Namespace) -> LoadResult:
-    """The objects of the manifests named on the command line. Raises OSError when a
-    directory itself cannot be read."""
+def load_manifests(
+    args: argparse.Namespace, stdin: BinaryIO | None = None, *, unread_fields: bool = False
+) -> LoadResult:
+    """The objects of the manifests named on the command line (`-`: `stdin`, by default the
+    process's standard input); `unread_fields`: with warnings for the spec fields parsers
+    never read. Raises OSError when a directory itself cannot be read."""
     from dragoman.sources.manifests import ManifestDirectory
     from dragoman.sources.paths import load_paths
 
     named: list[str] = getattr(args, "paths", [])
     if args.manifests is not None and not named:
-        return ManifestDirectory(args.manifests).load()
+        return ManifestDirectory(args.manifests, unread_fields=unread_fields).load()
     paths = [*([str(args.manifests)] if args.manifests is not None else []), *named]
-    return load_paths(paths, sys.stdin.buffer)
+    stream = stdin if stdin is not None else sys.stdin.buffer
+    return load_paths(paths, stream, unread_fields=unread_fields)
 
 
 def host_port(value: str) -> str:

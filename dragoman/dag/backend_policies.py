@@ -127,7 +127,11 @@ class BackendPolicies:
                 verdict = self._accepted(policy, (policy.meta.namespace, ref.name), services)
                 if verdict["status"] == "False":
                     field = f"spec.targetRefs[{index}]"
-                    found.append(Problem(policy.key, field, verdict["reason"], verdict["message"]))
+                    reason, message = verdict["reason"], verdict["message"]
+                    missing = None
+                    if reason == TARGET_NOT_FOUND:
+                        missing = ObjectKey("Service", policy.meta.namespace, ref.name)
+                    found.append(Problem(policy.key, field, reason, message, missing))
         return found
 
     def statuses(

@@ -260,7 +260,10 @@ def judge_validation(
         message = unresolved[1] if unresolved else "no CA certificate is referenced"
         return None, (NO_VALID_CA_CERTIFICATE, f"no valid CA certificate: {message}"), unresolved
     trusted = b"".join(bundle if bundle.endswith(b"\n") else bundle + b"\n" for bundle in bundles)
-    return UpstreamTls(spec.hostname, sans, trusted, spec.owner), None, unresolved
+    # Each bundle's expiry was read by its check (cached there): kept for the expiry metric.
+    expires = min(bundle_not_after(bundle) or 0.0 for bundle in bundles)
+    tls = UpstreamTls(spec.hostname, sans, trusted, spec.owner, ca_not_after=expires)
+    return tls, None, unresolved
 
 
 def ca_bundle(

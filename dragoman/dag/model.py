@@ -87,6 +87,8 @@ class UpstreamTls:
     # option), else the Gateway's spec.tls.backend.clientCertificateRef.
     client_certificate: TlsCertificate | None = None
     parameters: TlsParameters | None = None
+    # When `trusted_ca`'s first CA to expire does (Unix seconds), read when it was checked.
+    ca_not_after: float = 0.0
 
     def __post_init__(self) -> None:
         if self.sni is not None and not self.subject_alt_names:
@@ -624,6 +626,9 @@ class Problem:
     field: str  # path inside the object, e.g. "spec.rules[0].backendRefs[1]"
     reason: str  # a Gateway API-style reason, e.g. "BackendNotFound"
     message: str
+    # The object the field refers to, when it does not exist (for `check` to say which
+    # existing name was likely meant).
+    missing: ObjectKey | None = None
 
     def __str__(self) -> str:
         return f"{self.object} {self.field}: {self.message} ({self.reason})"

@@ -24,6 +24,7 @@ from typing import Any
 from dragoman.dag.backend_policies import NO_BACKEND_POLICIES, BackendPolicies
 from dragoman.dag.conditions import Condition, condition, policy_ancestor
 from dragoman.dag.model import ClusterTraffic, ObjectStatus, Problem, StatefulSession
+from dragoman.objects import ObjectKey
 from dragoman.objects.backend_tls import PolicyTargetRef
 from dragoman.objects.xbackend import XBACKEND_GROUP
 from dragoman.objects.xbackend_traffic_policy import XBackendTrafficPolicy
@@ -99,7 +100,11 @@ class XBackendTrafficPolicies:
                 verdict = self._accepted(policy, _target(policy, ref), existing, backend_policies)
                 if verdict["status"] == "False":
                     field = f"spec.targetRefs[{index}]"
-                    found.append(Problem(policy.key, field, verdict["reason"], verdict["message"]))
+                    reason, message = verdict["reason"], verdict["message"]
+                    missing = None
+                    if reason == TARGET_NOT_FOUND:
+                        missing = ObjectKey(ref.kind, policy.meta.namespace, ref.name)
+                    found.append(Problem(policy.key, field, reason, message, missing))
                 else:
                     applied = True
             if applied:

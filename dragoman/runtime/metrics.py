@@ -334,7 +334,8 @@ def _expiry_metrics(state: ServedState, dag: Dag | None) -> Iterator[Metric]:
         "dragoman_certificate_expiry_timestamp_seconds",
         "When a certificate dragoman serves or uses expires (its chain's first to expire), "
         "Unix seconds, by kind: xds_server, xds_client_ca, gateway_listener, gateway_client_ca, "
-        "backend_client; name: a Secret's namespace/name, a Gateway's namespace/name/port, a "
+        "backend_client, backend_ca; name: a Secret's namespace/name, a Gateway's "
+        "namespace/name/port, a BackendTLSPolicy's (or XBackend's) kind/namespace/name, a "
         "file, or a CA's subject",
         labels=["kind", "name"],
     )

@@ -28,7 +28,7 @@ from dragoman.sources.decode import (
     json_start,
     split_yaml_documents,
 )
-from dragoman.sources.errors import ObjectError, SourceError, printable
+from dragoman.sources.errors import FieldProblem, ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.last_good import LastGoodFiles
 from dragoman.sources.parse import iter_documents, misspelled_kind, parse_object
@@ -36,6 +36,7 @@ from dragoman.sources.parse_worker import idle_cpus, parse_shared
 from dragoman.sources.reads import FileRead, ReadOutcome, can_open, read_file, read_files
 from dragoman.sources.shared import canonical, interned
 from dragoman.sources.tree import FileStamp, TreeScan, scan_tree
+from dragoman.sources.unread_fields import parse_noting_unread
 
 log = logging.getLogger("dragoman.sources")
 
@@ -123,10 +124,12 @@ class ManifestDirectory:
         *,
         default_namespace: str = "default",
         last_good: LastGoodFiles | None = None,
+        unread_fields: bool = False,
     ) -> None:
+        """`unread_fields`: warn of the spec fields parsers never read (`dragoman check`)."""
         self.path = path
         self.default_namespace = default_namespace
-        self._parser = _FileParser(default_namespace)
+        self._parser = _FileParser(default_namespace, unread_fields)
         # Where the last good version of each file is kept for the next process, if anywhere.
         self.last_good = last_good
         self._parsed: dict[str, _ParsedFile] = {}  # in scan order (path components)
@@ -228,6 +231,7 @@ class ManifestDirectory:
             # A worker on a busy machine adds CPU time and saves none.
             or idle_cpus() < 1
             or log.isEnabledFor(logging.DEBUG)  # what is ignored is logged by this process
+            or self._parser.unread_fields  # a worker parses as a server does
         ):
             return {}
         root = str(self.path)
@@ -355,8 +359,9 @@ class ManifestDirectory:
 class _FileParser:
     """One file's bytes to its objects and errors, each where it is in the file."""
 
-    def __init__(self, default_namespace: str) -> None:
+    def __init__(self, default_namespace: str, unread_fields: bool = False) -> None:
         self.default_namespace = default_namespace
+        self.unread_fields = unread_fields
 
     def decode(
         self, relative: str, previous: _ParsedFile | None, read: ReadOutcome
@@ -493,7 +498,14 @@ class _FileParser:
                 errors.append(_not_an_object(item_origin, item))
                 continue
             try:
-                parsed = parse_object(item, default_namespace=self.default_namespace)
+                if self.unread_fields:
+                    parsed, unread = parse_noting_unread(
+                        item, default_namespace=self.default_namespace
+                    )
+                    if parsed is not None:
+                        errors.extend(_unread_warnings(item_origin, parsed, unread))
+                else:
+                    parsed = parse_object(item, default_namespace=self.default_namespace)
             except ObjectError as exc:
                 errors.extend(exc.source_errors(item_origin))
                 continue
@@ -523,10 +535,12 @@ def parse_fresh_files(
     ]
 
 
-def parse_one_file(name: str, read: ReadOutcome, default_namespace: str = "default") -> LoadResult:
+def parse_one_file(
+    name: str, read: ReadOutcome, default_namespace: str = "default", unread_fields: bool = False
+) -> LoadResult:
     """One file read by the caller (or standard input), parsed as a file of a directory is;
     objects defined twice in it keep their first definition."""
-    parsed = _FileParser(default_namespace).decode(name, None, read)
+    parsed = _FileParser(default_namespace, unread_fields).decode(name, None, read)
     if parsed is None:
         return LoadResult((), (SourceError(name, "", "", "cannot read: no such file"),), 1)
     objects: list[KubeObject] = []
@@ -659,6 +673,13 @@ def _stamp_of(root: Path, relative: str) -> FileStamp | str | None:
 
 def _stamp(relative: str, info: os.stat_result) -> FileStamp:
     return FileStamp(relative, info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+def _unread_warnings(
+    origin: str, parsed: KubeObject, unread: list[FieldProblem]
+) -> Iterator[SourceError]:
+    for field_, message in unread:
+        yield SourceError(origin, str(parsed.key), field_, message, severity="warning")
 
 
 def _not_an_object(origin: str, value: Any) -> SourceError:

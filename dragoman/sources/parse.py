@@ -8,7 +8,6 @@ Only the kinds in `dragoman.objects.kinds` are parsed; anything else (a Deployme
 from __future__ import annotations
 
 import datetime
-import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from dragoman.sources.errors import FieldProblem, ObjectError, printable
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1123_LABEL, Format
 from dragoman.sources.kind_parsers import PARSERS
+from dragoman.sources.suggestions import closest
 
 MAX_INT64 = 2**63 - 1
 
@@ -57,6 +57,9 @@ def parse_object(
 
 
 _GROUPS = frozenset(kind.group for kind in KINDS)
+# Kinds are short and many differ by a letter or two (TCPRoute, UDPRoute): only a near
+# miss names one.
+KIND_CLOSE = 0.8
 
 
 def misspelled_kind(doc: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -67,25 +70,42 @@ def misspelled_kind(doc: Mapping[str, Any]) -> tuple[str, str, str] | None:
     kind, api_version = doc.get("kind"), doc.get("apiVersion")
     if not isinstance(kind, str) or not isinstance(api_version, str):
         return None
-    group = api_version.rpartition("/")[0]
+    group, _, version = api_version.rpartition("/")
     if group not in _GROUPS:
-        return None
+        return _misspelled_group(doc, kind, group, version)
     object = describe_object(doc)
     elsewhere = KINDS_BY_NAME.get(kind)
     if elsewhere is not None and elsewhere.group != group:  # under another group it reads
         versions = " or ".join(elsewhere.api_version(v) for v in elsewhere.versions)
         message = f"{kind} is read as {versions}; this object is ignored"
         return object, "apiVersion", message
-    by_lower = {k.kind.lower(): k.kind for k in KINDS if k.group == group}
-    close = difflib.get_close_matches(kind.lower(), list(by_lower), n=1, cutoff=0.8)
-    if not close:
+    meant = closest(kind, (k.kind for k in KINDS if k.group == group), cutoff=KIND_CLOSE)
+    if meant is None:
         return None
     where = group or "the core group"
     message = (
         f"dragoman reads no kind {printable(kind)} in {where}; this object is ignored. "
-        f"Did you mean {by_lower[close[0]]}?"
+        f"Did you mean {meant}?"
     )
     return object, "kind", message
+
+
+def _misspelled_group(
+    doc: Mapping[str, Any], kind: str, group: str, version: str
+) -> tuple[str, str, str] | None:
+    """For a kind dragoman reads, under an API group close to the one it reads it in
+    (`gateway.networking.k8s.oi/v1`): which `apiVersion` was likely meant."""
+    known = KINDS_BY_NAME.get(kind)
+    if known is None or not known.group or not group:
+        return None
+    if closest(group, (known.group,), cutoff=KIND_CLOSE) is None:
+        return None
+    meant = known.api_version(version if version in known.versions else known.versions[0])
+    message = (
+        f"dragoman reads no {printable(kind)} in {printable(group)}; this object is ignored. "
+        f"Did you mean {meant}?"
+    )
+    return describe_object(doc), "apiVersion", message
 
 
 def describe_object(doc: Mapping[str, Any], default_namespace: str = "default") -> str:

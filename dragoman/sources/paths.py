@@ -18,18 +18,27 @@ STDIN = "-"
 
 
 def load_paths(
-    paths: Sequence[str], stdin: BinaryIO, *, default_namespace: str = "default"
+    paths: Sequence[str],
+    stdin: BinaryIO,
+    *,
+    default_namespace: str = "default",
+    unread_fields: bool = False,
 ) -> LoadResult:
     """Every object the paths define, in the order given; an object defined twice keeps its
     first definition, as in a directory. Origins name each file by the path given
-    ("manifests/routes.yaml#2", "-#1"). Raises OSError when a directory cannot be read."""
+    ("manifests/routes.yaml#2", "-#1"). Raises OSError when a directory cannot be read.
+    `unread_fields`: warn of the spec fields parsers never read, as `check` does."""
     results: list[LoadResult] = []
     for path in paths:
         if path != STDIN and Path(path).is_dir():
-            loaded = ManifestDirectory(Path(path), default_namespace=default_namespace).load()
+            directory = ManifestDirectory(
+                Path(path), default_namespace=default_namespace, unread_fields=unread_fields
+            )
+            loaded = directory.load()
             results.append(_prefixed(loaded, path.rstrip("/") + "/"))
         else:
-            results.append(parse_one_file(path, _read(path, stdin), default_namespace))
+            read = _read(path, stdin)
+            results.append(parse_one_file(path, read, default_namespace, unread_fields))
     return _combined(results)
 
 

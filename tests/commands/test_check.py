@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import textwrap
@@ -79,7 +80,8 @@ def test_a_refused_backend_fails_naming_file_object_field_and_reason(tmp_path: P
     result = dragoman("check", "--manifests", str(manifests))
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
-        "route.yaml:2:1: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]: Service "
+        # At the backendRef itself: line 7, `rules: [{backendRefs: [{name: sneaky, ...`.
+        "route.yaml:7:26: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]: Service "
         "default/sneaky: externalName 'localhost' points to localhost (UnsafeExternalName)"
     ]
     assert "1 problems; 4 objects in 3 files" in result.stderr
@@ -202,7 +204,8 @@ def test_a_problem_in_standard_input_is_named_by_dash(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 1
-    assert result.stdout.startswith("-:14:1: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]")
+    # The route is the second document (from line 14); its backendRef is on line 19.
+    assert result.stdout.startswith("-:19:26: HTTPRoute/default/shop: spec.rules[0].backendRefs[0]")
 
 
 def test_no_manifests_named_is_a_usage_error() -> None:
@@ -242,8 +245,8 @@ def test_json_output_places_every_problem_in_its_file(tmp_path: Path) -> None:
     assert route == {
         "severity": "error",
         "file": f"{manifests}/route.yaml",
-        "line": 2,
-        "column": 1,
+        "line": 7,  # the `port` key of `rules: [{backendRefs: [{name: web, port: 0}]}]`
+        "column": 38,
         "object": "HTTPRoute/default/shop",
         "field": "spec.rules[0].backendRefs[0].port",
         "message": route["message"],
@@ -283,7 +286,7 @@ def test_a_misspelled_kind_is_a_warning_that_says_which_kind_was_meant(tmp_path:
     result = dragoman("check", str(manifests))
     assert result.returncode == 0, result.stdout + result.stderr  # a warning does not fail
     assert result.stdout.splitlines() == [
-        f"{manifests}/route.yaml:2:1: warning: HTTPRoutes/default/shop: kind: dragoman reads "
+        f"{manifests}/route.yaml:3:1: warning: HTTPRoutes/default/shop: kind: dragoman reads "
         "no kind HTTPRoutes in gateway.networking.k8s.io; this object is ignored. Did you "
         "mean HTTPRoute?"
     ]
@@ -291,5 +294,221 @@ def test_a_misspelled_kind_is_a_warning_that_says_which_kind_was_meant(tmp_path:
     report = json.loads(dragoman("check", "-o", "json", str(manifests)).stdout)
     [warning] = report["problems"]
     assert warning["severity"] == "warning" and warning["field"] == "kind"
-    assert (warning["line"], warning["column"]) == (2, 1)
+    assert (warning["line"], warning["column"]) == (3, 1)  # the `kind` key
     assert report["warnings"] == 1 and report["errors"] == 0
+
+
+def position_of(text: str, needle: str, occurrence: int = 0) -> tuple[int, int]:
+    """(line, column), from 1, of the `occurrence`th `needle` in `text`."""
+    index = -1
+    for _ in range(occurrence + 1):
+        index = text.index(needle, index + 1)
+    line = text.count("\n", 0, index)
+    return line + 1, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+def test_json_multi_document_and_list_files_place_each_problem_at_its_field(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    route = yaml.safe_load(textwrap.dedent(ROUTE.replace("BACKEND", "web")))
+    route["spec"]["rules"][0]["backendRefs"][0]["port"] = 0
+    as_json = json.dumps(route, indent="\t")  # tabs: valid JSON, not valid YAML
+    # Several documents: the second's backendRef lacks its name (placed at the backendRef).
+    nameless = ROUTE.replace("name: shop", "name: other").replace("name: BACKEND, ", "")
+    several = textwrap.dedent(GATEWAY) + "---" + textwrap.dedent(nameless)
+    listed = textwrap.dedent("""\
+        apiVersion: v1
+        kind: List
+        items:
+        - apiVersion: v1
+          kind: Service
+          metadata: {name: fine}
+          spec: {ports: [{port: 80}]}
+        - apiVersion: v1
+          kind: Service
+          metadata: {name: broken}
+          spec:
+            ports:
+            - port: 80
+              protocol: FTP
+        """)
+    (tmp_path / "route.json").write_text(as_json)
+    (tmp_path / "several.yaml").write_text(several)
+    (tmp_path / "listed.yaml").write_text(listed)
+    result = dragoman("check", "-o", "json", "--manifests", str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    placed = {
+        p["file"]: (p["field"], p["line"], p["column"])
+        for p in json.loads(result.stdout)["problems"]
+    }
+    assert placed == {
+        "route.json": ("spec.rules[0].backendRefs[0].port", *position_of(as_json, '"port"')),
+        "several.yaml": (
+            "spec.rules[0].backendRefs[0].name",
+            *position_of(several, "{port: 80}", 1),  # the route's, not the Service's
+        ),
+        "listed.yaml": ("spec.ports[0].protocol", *position_of(listed, "protocol")),
+    }
+    text = dragoman("check", "--manifests", str(tmp_path)).stdout
+    line, column = position_of(listed, "protocol")
+    assert f"listed.yaml:{line}:{column}: Service/default/broken: spec.ports[0].protocol: " in text
+
+
+def test_standard_input_is_placed_at_its_fields_in_json_output() -> None:
+    import json
+
+    text = "---".join(
+        textwrap.dedent(t) for t in (GATEWAY, ROUTE.replace("BACKEND", "web"), SNEAKY)
+    ).replace("port: 80}]}]", "port: 70000}]}]")
+    result = subprocess.run(
+        [sys.executable, "-m", "dragoman", "check", "-o", "json", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    [problem] = json.loads(result.stdout)["problems"]
+    assert (problem["file"], problem["line"], problem["column"]) == (
+        "-",
+        *position_of(text, "port: 70000"),
+    )
+    assert problem["field"] == "spec.rules[0].backendRefs[0].port"
+
+
+def test_a_file_changed_since_it_was_loaded_keeps_the_start_of_its_document(
+    tmp_path: Path,
+) -> None:
+    from dragoman.commands.check_report import check_problems
+    from dragoman.sources.paths import load_paths
+
+    broken = textwrap.dedent(ROUTE.replace("BACKEND", "web").replace("port: 80", "port: 0"))
+    path = tmp_path / "route.yaml"
+    path.write_text(broken)
+    result = load_paths([str(path)], io.BytesIO())
+    [fresh] = check_problems(result, [], lambda _: path.read_bytes())
+    assert (fresh.line, fresh.column) == position_of(broken, "port: 0")
+    [moved] = check_problems(result, [], lambda _: b"\n\n" + path.read_bytes())
+    assert (moved.line, moved.column) == (2, 1)
+    [unread] = check_problems(result, [], lambda _: None)
+    assert (unread.line, unread.column) == (2, 1)
+    [unread] = check_problems(result, [])
+    assert (unread.line, unread.column) == (2, 1)
+
+
+def test_a_reference_to_a_missing_object_says_which_existing_name_was_likely_meant(
+    tmp_path: Path,
+) -> None:
+    misspelled = ROUTE.replace("BACKEND", "wbe").replace("{name: edge}", "{name: egde}")
+    far = ROUTE.replace("name: shop", "name: far").replace("BACKEND", "unrelated")
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, route_yaml=misspelled, far_yaml=far)
+    result = dragoman("check", "--manifests", str(manifests))
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    parent, backend = (
+        position_of(textwrap.dedent(misspelled), s) for s in ("{name: egde}", "{name: wbe")
+    )
+    assert (
+        f"route.yaml:{parent[0]}:{parent[1]}: HTTPRoute/default/shop: spec.parentRefs[0]: "
+        "Gateway default/egde not found; did you mean edge? (NoMatchingParent)"
+    ) in lines
+    assert (
+        f"route.yaml:{backend[0]}:{backend[1]}: HTTPRoute/default/shop: "
+        "spec.rules[0].backendRefs[0]: Service default/wbe not found; did you mean web? "
+        "(BackendNotFound)"
+    ) in lines
+    [unrelated] = [line for line in lines if "default/unrelated" in line]
+    assert unrelated.endswith("Service default/unrelated not found (BackendNotFound)")
+
+
+@pytest.mark.parametrize("typo", ["HTTPRoutes", "HttpRoute", "httproute", "HTTPRoue"])
+def test_a_misspelled_kind_names_the_kind_meant_in_json_output(tmp_path: Path, typo: str) -> None:
+    import json
+
+    route = ROUTE.replace("BACKEND", "web").replace("kind: HTTPRoute", f"kind: {typo}")
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, route_yaml=route)
+    report = json.loads(dragoman("check", "-o", "json", str(manifests / "route.yaml")).stdout)
+    [warning] = report["problems"]
+    assert warning["message"].endswith("Did you mean HTTPRoute?")
+    assert (warning["field"], warning["line"], warning["column"]) == ("kind", 3, 1)
+
+
+def test_a_misspelled_field_is_a_warning_at_its_key_naming_the_field_meant(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    typo = ROUTE.replace("BACKEND", "web").replace("rules: [{backendRefs", "rules: [{backendRef")
+    text = textwrap.dedent(GATEWAY) + "---" + textwrap.dedent(typo)
+    result = subprocess.run(
+        [sys.executable, "-m", "dragoman", "check", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr  # a warning does not fail
+    line, column = position_of(text, "backendRef:")
+    assert result.stdout.splitlines() == [
+        f"-:{line}:{column}: warning: HTTPRoute/default/shop: spec.rules[0].backendRef: "
+        "dragoman knows no such field of HTTPRoute: ignored; did you mean backendRefs?"
+    ]
+    as_json = json.dumps(yaml.safe_load(textwrap.dedent(typo)), indent=2)
+    (tmp_path / "route.json").write_text(as_json)
+    (tmp_path / "gateway.yaml").write_text(textwrap.dedent(GATEWAY))
+    report = json.loads(dragoman("check", "-o", "json", str(tmp_path)).stdout)
+    [warning] = report["problems"]
+    assert warning["severity"] == "warning" and warning["field"] == "spec.rules[0].backendRef"
+    assert (warning["line"], warning["column"]) == position_of(as_json, '"backendRef"')
+    assert warning["message"].endswith("did you mean backendRefs?")
+
+
+@pytest.mark.parametrize(
+    ("kind", "api_version", "spec"),
+    [
+        ("BackendPolicy", "dragoman.dev/v1alpha1", "circuitBreaker: {maxConnections: 10}"),
+        (
+            "XBackendTrafficPolicy",
+            "gateway.networking.x-k8s.io/v1alpha1",
+            "retryConstraint: {budget: {percent: 20}}",
+        ),
+    ],
+)
+def test_a_policy_targeting_a_missing_service_names_the_service_likely_meant(
+    tmp_path: Path, kind: str, api_version: str, spec: str
+) -> None:
+    policy = f"""
+        apiVersion: {api_version}
+        kind: {kind}
+        metadata: {{name: limits, namespace: default}}
+        spec:
+          targetRefs: [{{group: "", kind: Service, name: webb}}]
+          {spec}
+        """
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, policy_yaml=policy)
+    result = dragoman("check", "--manifests", str(manifests))
+    assert result.returncode == 1
+    line, column = position_of(textwrap.dedent(policy), "{group")
+    assert result.stdout.splitlines() == [
+        f"policy.yaml:{line}:{column}: {kind}/default/limits: spec.targetRefs[0]: "
+        "Service default/webb does not exist; did you mean web? (TargetNotFound)"
+    ]
+
+
+def test_a_misspelled_api_group_names_the_api_version_meant(tmp_path: Path) -> None:
+    typo = ROUTE.replace("BACKEND", "web").replace("networking.k8s.io", "networking.k8s.oi")
+    manifests = directory(tmp_path, gateway_yaml=GATEWAY, route_yaml=typo)
+    result = dragoman("check", str(manifests / "route.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        f"{manifests}/route.yaml:2:1: warning: HTTPRoute/default/shop: apiVersion: dragoman "
+        "reads no HTTPRoute in gateway.networking.k8s.oi; this object is ignored. Did you mean "
+        "gateway.networking.k8s.io/v1?"
+    ]
+    knative = ROUTE.replace("gateway.networking.k8s.io/v1", "serving.knative.dev/v1")
+    (manifests / "route.yaml").write_text(textwrap.dedent(knative.replace("HTTPRoute", "Service")))
+    assert dragoman("check", str(manifests / "route.yaml")).stdout == ""

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dragoman.dag.model import Dag
 from dragoman.runtime.certificate_expiry import (
+    BACKEND_CA,
     BACKEND_CLIENT,
     GATEWAY_CLIENT_CA,
     GATEWAY_LISTENER,
@@ -27,15 +28,20 @@ from dragoman.security.files import TlsFiles
 from dragoman.xds.transport.credentials import RotatingServerCredentials
 from tests.support.builders import (
     backend_ref,
+    backend_tls_policy,
     config_map,
     external_service,
     gateway,
     gateway_class,
     http_route,
     listener,
+    local_ref,
     parent_ref,
     rule,
+    secret,
     tls_secret,
+    xbackend,
+    xbackend_ref,
 )
 from tests.support.status_builds import build_text
 
@@ -45,6 +51,8 @@ SITE = server_pair(AUTHORITY, ["site.example.com"], days=30, now=NOW)
 CLIENT = client_pair(AUTHORITY, "client", "spiffe://example.com/gateway", days=20, now=NOW)
 # Two CAs a Gateway validates its clients with: the bundle expires with the first.
 CLIENT_CAS = [new_authority(f"clients {days}", days=days, now=NOW) for days in (90, 60)]
+# The CAs a BackendTLSPolicy validates its backend with, from a ConfigMap and a Secret.
+BACKEND_CAS = [new_authority(f"backend {days}", days=days, now=NOW) for days in (80, 70)]
 
 
 def expires(pair: Pair | bytes) -> float:
@@ -72,6 +80,14 @@ def served_dag() -> Dag:
         tls_secret("client", CLIENT.certificate, CLIENT.private_key),
         external_service("partner", "api.partner.example", 443),
         http_route("r", rules=[rule(backend_ref("partner", 443))], parents=[parent_ref("gw")]),
+        backend_tls_policy(
+            "partner-tls",
+            "partner",
+            "api.partner.example",
+            ca_refs=[local_ref("ConfigMap", "backend-ca"), local_ref("Secret", "backend-ca")],
+        ),
+        config_map("backend-ca", {"ca.crt": BACKEND_CAS[0].pair.certificate.decode()}),
+        secret("backend-ca", {"ca.crt": BACKEND_CAS[1].pair.certificate}),
     )
 
 
@@ -80,6 +96,9 @@ def test_the_dag_carries_each_served_certificate_expiry_without_parsing_again(
 ) -> None:
     dag = served_dag()
     wanted = [
+        CertificateExpiry(
+            BACKEND_CA, "BackendTLSPolicy/default/partner-tls", expires(BACKEND_CAS[1].pair)
+        ),
         CertificateExpiry(BACKEND_CLIENT, "default/client", expires(CLIENT)),
         CertificateExpiry(GATEWAY_CLIENT_CA, "default/gw/443", expires(CLIENT_CAS[1].pair)),
         CertificateExpiry(GATEWAY_LISTENER, "default/site", expires(SITE)),
@@ -175,6 +194,9 @@ def test_the_metrics_show_each_certificate_and_the_soonest() -> None:
     metrics.state.xds_certificates = lambda: [ca]
     each = "dragoman_certificate_expiry_timestamp_seconds"
     assert samples(metrics) == {
+        (each, (("kind", BACKEND_CA), ("name", "BackendTLSPolicy/default/partner-tls"))): expires(
+            BACKEND_CAS[1].pair
+        ),
         (each, (("kind", BACKEND_CLIENT), ("name", "default/client"))): expires(CLIENT),
         (each, (("kind", GATEWAY_CLIENT_CA), ("name", "default/gw/443"))): expires(
             CLIENT_CAS[1].pair
@@ -183,3 +205,34 @@ def test_the_metrics_show_each_certificate_and_the_soonest() -> None:
         (each, (("kind", XDS_CLIENT_CA), ("name", "CN=x"))): expires(AUTHORITY.pair),
         ("dragoman_certificate_soonest_expiry_timestamp_seconds", ()): expires(CLIENT),
     }
+
+
+def test_an_xbackend_s_own_ca_bundle_is_reported_under_its_name() -> None:
+    ca = new_authority("xbackend", days=33, now=NOW)
+    validation = {
+        "hostname": "api.partner.example",
+        "caCertificateRefs": [local_ref("ConfigMap", "xb-ca")],
+    }
+    dag = build_text(
+        gateway_class(),
+        gateway("gw", listeners=[listener("http", 80, "HTTP")]),
+        xbackend(
+            "partner", "api.partner.example", tls={"mode": "ServerOnly", "validation": validation}
+        ),
+        config_map("xb-ca", {"ca.crt": ca.pair.certificate.decode()}),
+        http_route("r", rules=[rule(xbackend_ref("partner"))], parents=[parent_ref("gw")]),
+    )
+    assert dag_expiries(dag) == [
+        CertificateExpiry(BACKEND_CA, "XBackend/default/partner", expires(ca.pair)),
+    ]
+
+
+def test_a_backend_tls_policy_on_the_system_cas_reports_no_bundle() -> None:
+    dag = build_text(
+        gateway_class(),
+        gateway("gw", listeners=[listener("http", 80, "HTTP")]),
+        external_service("partner", "api.partner.example", 443),
+        http_route("r", rules=[rule(backend_ref("partner", 443))], parents=[parent_ref("gw")]),
+        backend_tls_policy("partner-tls", "partner", "api.partner.example", well_known="System"),
+    )
+    assert dag_expiries(dag) == []

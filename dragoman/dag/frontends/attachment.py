@@ -93,10 +93,11 @@ def _attach_one(
     gateway_exists: Mapping[NamespacedName, object],
 ) -> ParentOutcome:
     # Field paths and parent names are made only for a message: ten thousand routes attach.
-    def refused(reason: str, message: str, at: str = "") -> ParentOutcome:
-        problem = Problem(
-            object=route.key, field=f"spec.parentRefs[{index}]{at}", reason=reason, message=message
-        )
+    def refused(
+        reason: str, message: str, at: str = "", missing: ObjectKey | None = None
+    ) -> ParentOutcome:
+        field = f"spec.parentRefs[{index}]{at}"
+        problem = Problem(route.key, field, reason, message, missing)
         return ParentOutcome(index, parent_ref, problem=problem)
 
     if parent_ref.group != GATEWAY_GROUP:
@@ -123,7 +124,10 @@ def _attach_one(
     if verdict is None:
         if (namespace, parent_ref.name) in gateway_exists:
             return ParentOutcome(index, parent_ref, ours=False)
-        missing = refused("NoMatchingParent", f"Gateway {namespace}/{parent_ref.name} not found")
+        message = f"Gateway {namespace}/{parent_ref.name} not found"
+        missing = refused(
+            "NoMatchingParent", message, "", ObjectKey(kind, namespace, parent_ref.name)
+        )
         return replace(missing, ours=frontends.owns_missing_gateways)
     if verdict.rejection is not None:
         return refused(

@@ -35,6 +35,7 @@ from dragoman.objects import (
     GRPCRoute,
     HTTPRoute,
     L4Route,
+    ObjectKey,
     XBackend,
 )
 from dragoman.objects.xbackend import XBACKEND_GROUP
@@ -183,9 +184,9 @@ def resolve_backend_ref(
         )
     service = context.services.get((namespace, ref.name))
     if service is None:
-        return _problem(
-            route, "BackendNotFound", f"Service {namespace}/{ref.name} not found", field
-        )
+        message = f"Service {namespace}/{ref.name} not found"
+        missing = ObjectKey("Service", namespace, ref.name)
+        return _problem(route, "BackendNotFound", message, field, missing)
 
     resolved = resolved_cluster(service, ref.port, context, l4)
     if isinstance(resolved, Unresolved):
@@ -214,9 +215,9 @@ def _xbackend_cluster(
         return _problem(route, "RefNotPermitted", message, f"{field}.namespace")
     backend = context.store.xbackends.get((namespace, ref.name))
     if backend is None:
-        return _problem(
-            route, "BackendNotFound", f"XBackend {namespace}/{ref.name} not found", field
-        )
+        message = f"XBackend {namespace}/{ref.name} not found"
+        missing = ObjectKey(XBackend.kind, namespace, ref.name)
+        return _problem(route, "BackendNotFound", message, field, missing)
     if ref.port is not None and ref.port != backend.port:
         return _problem(
             route,
@@ -240,5 +241,11 @@ def _xbackend_cluster(
     return ResolvedCluster(with_protocol(resolved.cluster, protocol), resolved.warnings)
 
 
-def _problem(route: BackendReferrer, reason: str, message: str, at: str) -> Problem:
-    return Problem(object=route.key, field=at, reason=reason, message=message)
+def _problem(
+    route: BackendReferrer,
+    reason: str,
+    message: str,
+    at: str,
+    missing: ObjectKey | None = None,
+) -> Problem:
+    return Problem(object=route.key, field=at, reason=reason, message=message, missing=missing)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import re
 from collections.abc import Iterator, Mapping
 from typing import TypeAlias
@@ -36,6 +35,7 @@ from dragoman.objects.durations import DURATION_EXPECTED, parse_duration
 from dragoman.sources.errors import FieldProblem, printable
 from dragoman.sources.fields import Node, describe
 from dragoman.sources.formats import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, Format
+from dragoman.sources.suggestions import closest
 
 MAX_TARGET_REFS = 16
 MAX_FAILOVER = 8
@@ -133,8 +133,8 @@ def unknown_fields(
         if key in fields:
             yield from unknown_fields(value, fields[key], where, kind)
             continue
-        close = difflib.get_close_matches(str(key), list(fields), n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        meant = closest(str(key), fields)
+        hint = f"; did you mean {meant}?" if meant else ""
         yield printable(where), f"is not a field of {kind}{hint}"
 
 
