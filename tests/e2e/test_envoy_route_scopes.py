@@ -1,5 +1,5 @@
 """A Gateway with a route table per hostname (dragoman.dev/route-tables: per-host) through a
-real Envoy, over SotW and delta ADS and per-type delta: every hostname answered through its
+real Envoy, over ADS and per-type streams, SotW and delta: every hostname answered through its
 own scope, with or without a port in the Host; a route added while traffic flows to another
 host loses no request; a route removed answers 404; a route switched to a backend whose
 cluster is new answers no 503 (the cluster warms before the scope naming it is sent)."""
@@ -45,6 +45,7 @@ class Mode:
 MODES = (
     Mode("ads", "ads", False),
     Mode("ads-delta", "ads", True),
+    Mode("per-type", "per-type", False),
     Mode("per-type-delta", "per-type", True),
 )
 
