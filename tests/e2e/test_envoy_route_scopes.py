@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,9 +73,9 @@ class World:
         return "\n".join(parts)
 
 
-def annotated_gateway(name: str, port: int) -> dict[str, object]:
+def annotated_gateway(name: str, port: int) -> dict[str, Any]:
     found = gateway(name, port)
-    found["metadata"]["annotations"] = {ROUTE_TABLES: PER_HOST}  # type: ignore[index]  # a dict
+    found["metadata"]["annotations"] = {ROUTE_TABLES: PER_HOST}
     return found
 
 

@@ -54,9 +54,10 @@ def https_port_scoping(port: int, verdicts: Sequence[ListenerVerdict]) -> tuple[
 def _unscopable(verdicts: Sequence[ListenerVerdict], hosts: Sequence[VirtualHost]) -> str | None:
     other = next((v for v in verdicts if not v.per_host_routes), None)
     if other is not None:
+        # Only Envoys given every Gateway mix Gateways on a port (a node.cluster naming none).
         return (
-            f"listener {other.listener.name!r} of {other.gateway} shares it and does not ask "
-            "for a route table per hostname"
+            f"on Envoys that serve every Gateway, listener {other.listener.name!r} of "
+            f"{other.gateway} shares it and does not ask for a route table per hostname"
         )
     for host in hosts:
         if "*" in host.name or any("*" in domain for domain in host.domains):

@@ -148,3 +148,16 @@ def test_a_wildcard_route_appearing_and_going_switches_the_port_incrementally() 
     assert gone.kind == "incremental"
     assert scoped_ports(gone.dag) == [80]
     assert gateway_condition(gone.dag, "gw", ROUTE_TABLES_PER_HOST) == ("True", "PerHost")
+
+
+def test_a_port_shared_with_a_gateway_that_does_not_ask_is_scoped_for_its_own_envoys() -> None:
+    other = gateway("plain", listeners=[listener(hostname="plain.example.com")])
+    dag = built(
+        annotated([listener()]),
+        other,
+        http_route("a", "web", 80, hostnames=["a.example.com"]),
+    )
+    assert scoped_ports(dag) == [80]  # the Gateway's own Envoys
+    assert scoped_ports(dag, ALL_GATEWAYS) == []  # Envoys given every Gateway
+    assert "on Envoys that serve every Gateway" in condition_message(dag)
+    assert "Gateway/default/plain" in condition_message(dag)
