@@ -4,6 +4,7 @@ per hostname holding that host's route table inline, as the shared table would h
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,18 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from dragoman.dag.frontends.route_tables import PER_HOST, ROUTE_TABLES
 from dragoman.dag.model import ALL_GATEWAYS, Dag, HttpListener
 from dragoman.envoy import translate
+from dragoman.envoy.resources.listener_messages import listener as listener_message
+from dragoman.envoy.text.json_mapping import to_json_mapping
 from dragoman.envoy.text.snapshot_yaml import render_yaml
 from dragoman.envoy.text.yaml_text import dump_yaml
+from dragoman.envoy.translate_options import TranslateOptions
+from dragoman.envoy.translation.route_scopes import route_scope
 from dragoman.envoy.translation.translator import Translation
 from dragoman.snapshots.resources import LISTENER, ROUTE, SCOPED_ROUTE, Snapshot
 from tests.support.builders import backend_ref, gateway, http_route, listener, rule, service
 from tests.support.envoy_checks import problems_in, translated_bootstrap, validate
-from tests.support.envoy_dags import envoy_binary, messages
+from tests.support.envoy_dags import envoy_binary, messages, with_inline_routes
+from tests.support.feature_manifests import every_feature_dag
 from tests.support.status_builds import DRAGOMAN_CLASS, build_text
 
 HOSTS = ("a.example.com", "b.example.com")
@@ -155,3 +161,28 @@ def test_the_dag_marks_the_listener_scoped() -> None:
 @pytest.mark.parametrize("group", [ALL_GATEWAYS, "default/gw"])
 def test_every_group_of_the_gateway_is_scoped(group: str) -> None:
     assert SCOPED_ROUTE in translate(world())[group].types
+
+
+def test_envoy_accepts_every_features_virtual_hosts_as_scopes(tmp_path: Path) -> None:
+    """Every feature's virtual hosts (tests/support/feature_manifests.py), each made a scope of
+    a scoped listener: Envoy validates them as it validates the shared tables."""
+    dag = every_feature_dag()
+    snapshot = translate(dag)[ALL_GATEWAYS]
+    config = translated_bootstrap(snapshot, tmp_path / "admin.sock")
+    [value] = [v for v in dag.groups[ALL_GATEWAYS].listeners if isinstance(v, HttpListener)][:1]
+    scoped = dataclasses.replace(value, scoped=True)
+    message = listener_message(scoped, TranslateOptions())
+    scopes = [
+        route_scope(table.name, host)
+        for table in dag.groups[ALL_GATEWAYS].route_tables
+        for host in table.virtual_hosts
+    ]
+    assert len(scopes) > 10
+    assert [p for s in scopes for p in problems_in(s, "scope")] == []
+    copy = with_inline_routes(message, {}, scopes)
+    copy.name = "every-feature-scoped"
+    copy.address.socket_address.port_value = 29999
+    config["static_resources"]["listeners"].append(to_json_mapping(copy))
+    path = tmp_path / "every-feature-scoped.yaml"
+    path.write_text(dump_yaml(config))
+    validate(envoy_binary(), path)
