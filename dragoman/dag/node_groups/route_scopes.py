@@ -4,9 +4,10 @@ A Gateway annotated `dragoman.dev/route-tables: per-host` asks for it
 (`dragoman.dag.frontends.route_tables`). Envoy finds a scope by the Host header (its port
 dropped) compared as an exact, case-sensitive string, and a connection manager has either
 scopes or one route table: a port is scoped only when every virtual host of its table is an
-exact hostname and every listener on it asks; and only one port per group (Envoy gives every
-scoped connection manager all the scopes it fetched). Otherwise it keeps one table, and each asking
-Gateway is told why on its listener (never silently).
+exact hostname and every listener on it asks; and only one port per group, since Envoy gives
+every scoped connection manager all the scopes it fetched. Otherwise the port keeps one
+table, and each asking Gateway is told why (a Problem on its listener, which its
+dragoman.dev/RouteTablesPerHost condition states): never silently.
 """
 
 from __future__ import annotations
@@ -64,10 +65,12 @@ def _unscopable(verdicts: Sequence[ListenerVerdict], hosts: Sequence[VirtualHost
             routes = sorted({str(route.source) for route in host.routes})
             what = f"route {', '.join(routes[:3])}" if routes else "a listener hostname"
             more = f" and {len(routes) - 3} more" if len(routes) > 3 else ""
+            why = (
+                " (a route without hostnames on a listener without one)" if host.name == "*" else ""
+            )
             return (
-                f"{what}{more} serves hostname {host.name!r}, which is not exact (a route "
-                "without hostnames on a listener without one serves '*'): scopes match the "
-                "Host exactly"
+                f"{what}{more} serves hostname {host.name!r}{why}, which is not exact: scopes "
+                "match the Host exactly"
             )
     return None
 
