@@ -161,3 +161,19 @@ def test_a_port_shared_with_a_gateway_that_does_not_ask_is_scoped_for_its_own_en
     assert scoped_ports(dag, ALL_GATEWAYS) == []  # Envoys given every Gateway
     assert "on Envoys that serve every Gateway" in condition_message(dag)
     assert "Gateway/default/plain" in condition_message(dag)
+
+
+def test_annotating_a_gateway_switches_its_port_on_the_next_build() -> None:
+    builder = IncrementalBuild()
+    exact = http_route("a", "web", 80, hostnames=["a.example.com"])
+    plain = gateway(listeners=[listener()])
+    assert (
+        scoped_ports(builder.build(store_of(DRAGOMAN_CLASS, plain, service("web"), exact)).dag)
+        == []
+    )
+    made = builder.build(store_of(DRAGOMAN_CLASS, annotated([listener()]), service("web"), exact))
+    assert scoped_ports(made.dag) == [80]
+    back = builder.build(store_of(DRAGOMAN_CLASS, plain, service("web"), exact))
+    assert scoped_ports(back.dag) == []
+    types = [c["type"] for c in status(back.dag, "Gateway", "gw")["conditions"]]
+    assert ROUTE_TABLES_PER_HOST not in types
