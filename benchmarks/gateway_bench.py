@@ -25,7 +25,10 @@ new route, also counted here). Deviations: R is reached in steps (0, then the ro
 next R written at once) rather than one route at a time from 0, so the 50 samples are taken at
 each R instead of along the whole ramp; there is no Kubernetes cluster, so no kube-apiserver,
 etcd or status round trip (dragoman runs without leader election and writes no status, which
-the original does not wait for either).
+the original does not wait for either). `--route-tables per-host` annotates the Gateway
+`dragoman.dev/route-tables: per-host` (one scope per hostname, README "Route tables per
+hostname") and runs Envoy on delta ADS, which scopes need; `shared` (the default) is the
+original's setup (one route table, SotW ADS).
 
 routechange (gateway-api-bench `tests/routechange`): the original sends back-to-back GETs to
 one route while applying 20 versions of it 200 ms apart, alternating the backendRef's port
@@ -240,6 +243,7 @@ class World:
     dragoman: subprocess.Popen[bytes] | None = None
     envoy: EnvoyProcess | None = None
     ports: dict[str, int] = field(default_factory=dict)  # backend ports, by backend name
+    route_tables: str = "shared"  # the Gateway's dragoman.dev/route-tables
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -293,7 +297,9 @@ class World:
 
     def start_envoy(self) -> None:
         # No DNS: every backend is pod-backed. The resolver port is never answered.
-        self.envoy = start_envoy(self.workdir, 0, self.xds_port, free_port(), delta=False)
+        # Scopes are applied in proportion to a change over delta only.
+        delta = self.route_tables == "per-host"
+        self.envoy = start_envoy(self.workdir, 0, self.xds_port, free_port(), delta=delta)
 
     def dragoman_pid(self) -> int:
         assert self.dragoman is not None
@@ -315,12 +321,17 @@ class World:
 
 @contextlib.contextmanager
 def world(
-    mode: str, backends: dict[str, tuple[str, int]], base: Sequence[Object]
+    mode: str,
+    backends: dict[str, tuple[str, int]],
+    base: Sequence[Object],
+    route_tables: str = "shared",
 ) -> Iterator[World]:
     """A World whose backends serve and whose `base` objects are written; dragoman and Envoy
     are started by the scenario (after it wrote what must be there from the start)."""
     workdir = Path(tempfile.mkdtemp(prefix="gwb-"))  # short: Envoy's admin socket lives below
-    made = World(workdir, mode, listener_port=free_port(), xds_port=free_port())
+    made = World(
+        workdir, mode, listener_port=free_port(), xds_port=free_port(), route_tables=route_tables
+    )
     try:
         made.children.append(start_backends(backends))
         if mode == "kubernetes":
@@ -330,7 +341,7 @@ def world(
             made.api.apply(gateway_class())
         else:
             made.manifests.mkdir()
-        made.write("gateway", gateway_object(made.listener_port))
+        made.write("gateway", gateway_object(made.listener_port, route_tables))
         for k, obj in enumerate(base):
             made.write(f"base{k}", obj)
         yield made
@@ -342,8 +353,11 @@ def world(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def gateway_object(port: int) -> Object:
-    return gateway(GATEWAY, listeners=[listener(port=port, allowed_routes=allowed_routes("All"))])
+def gateway_object(port: int, route_tables: str = "shared") -> Object:
+    made = gateway(GATEWAY, listeners=[listener(port=port, allowed_routes=allowed_routes("All"))])
+    if route_tables != "shared":
+        made["metadata"]["annotations"] = {"dragoman.dev/route-tables": route_tables}
+    return made
 
 
 def backend_service(
@@ -540,11 +554,16 @@ async def wait_200(port: int, host: str, path: str, timeout: float = 600) -> Non
 
 
 def run_probe(
-    mode: str, steps: Sequence[int], samples: int, poll_ms: float, gap_s: float = 0.0
+    mode: str,
+    steps: Sequence[int],
+    samples: int,
+    poll_ms: float,
+    gap_s: float = 0.0,
+    route_tables: str = "shared",
 ) -> list[ProbeFigures]:
     port = free_port((BACKEND_A,))
     results = []
-    with world(mode, {"backend": (BACKEND_A, port)}, []) as made:
+    with world(mode, {"backend": (BACKEND_A, port)}, [], route_tables) as made:
         made.write("backend", *backend_service("backend", 80, port, BACKEND_A, NAMESPACE))
         write_routes(made, 0, steps[0])
         made.start_dragoman()
@@ -563,7 +582,7 @@ def run_probe(
             asyncio.run(probe_samples(made, written, samples, poll_ms / 1000, figures, gap_s))
             written += samples
             results.append(figures)
-            print_probe(mode, figures)
+            print_probe(mode if route_tables == "shared" else f"{mode}/{route_tables}", figures)
     return results
 
 
@@ -1060,6 +1079,12 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument(
         "--gap", type=float, default=0.0, help="probe: seconds from a 200 to the next write"
     )
+    made.add_argument(
+        "--route-tables",
+        choices=["shared", "per-host"],
+        default="shared",
+        help="probe: the Gateway's dragoman.dev/route-tables (per-host: Envoy on delta ADS)",
+    )
     made.add_argument("--changes", type=int, default=None, help="routechange (default 100)")
     made.add_argument("--rate", type=float, default=200.0, help="routechange requests/s")
     made.add_argument("--spacing", type=float, default=0.2, help="seconds between changes")
@@ -1082,9 +1107,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if wanted in ("probe", "all"):
         steps = sorted(args.routes or ([0, 300] if quick else [0, 1000, 3000, 5000]))
         results["probe"] = {
-            mode: [asdict(f) for f in run_probe(mode, steps, samples, args.poll_ms, args.gap)]
+            mode: [
+                asdict(f)
+                for f in run_probe(mode, steps, samples, args.poll_ms, args.gap, args.route_tables)
+            ]
             for mode in modes
         }
+        results["route_tables"] = args.route_tables
     if wanted in ("routechange", "all"):
         changes = args.changes if args.changes is not None else (22 if quick else 100)
         results["routechange"] = [

@@ -514,6 +514,9 @@ class HttpListener:
     stateful_sessions: bool = False  # some route of its table keeps sessions
     # What the routes of its table inject: one HTTP filter each, enabled by those routes.
     credentials: tuple[InjectedCredential, ...] = ()
+    # Its table is served as one scope per virtual host (scoped RDS keyed on the Host, every
+    # host exact), not as one RouteConfiguration: its Gateway asked (dragoman.dev/route-tables).
+    scoped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -616,6 +619,9 @@ class NodeGroup:
     listeners: tuple[Listener, ...]
     route_tables: tuple[RouteTable, ...]
     clusters: tuple[str, ...]  # names of the clusters its routes reference, sorted
+    # Why ports whose Gateways ask for a route table per hostname keep one table (each on
+    # its Gateway's listener): reported in the Gateways' status.
+    unscoped: tuple[Problem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,16 +17,26 @@ CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 ENDPOINT = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
 ROUTE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+# Scoped RDS: one route table per Host, each its own resource (a Gateway's opt-in).
+SCOPED_ROUTE = "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration"
 SECRET = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 
 # Make-before-break order for ADS: clusters, their endpoints, the secrets listeners use (Envoy
-# warms a listener until its secrets arrive), listeners, then routes.
-ADS_ORDER: tuple[str, ...] = (CLUSTER, ENDPOINT, SECRET, LISTENER, ROUTE)
+# warms a listener until its secrets arrive), listeners, then routes (scoped, then plain).
+ADS_ORDER: tuple[str, ...] = (CLUSTER, ENDPOINT, SECRET, LISTENER, SCOPED_ROUTE, ROUTE)
 
 # SotW responses for these types carry the full subscribed set (absence means deletion).
-FULL_STATE_TYPES = frozenset({CLUSTER, LISTENER})
+# Envoy subscribes to scoped routes by wildcard and treats each response as the whole set.
+FULL_STATE_TYPES = frozenset({CLUSTER, LISTENER, SCOPED_ROUTE})
 
-SHORT_NAMES = {CLUSTER: "CDS", ENDPOINT: "EDS", LISTENER: "LDS", ROUTE: "RDS", SECRET: "SDS"}
+SHORT_NAMES = {
+    CLUSTER: "CDS",
+    ENDPOINT: "EDS",
+    LISTENER: "LDS",
+    SCOPED_ROUTE: "SRDS",
+    ROUTE: "RDS",
+    SECRET: "SDS",
+}
 
 # Types whose bodies hold private keys: served to entitled nodes only, never shown (CSDS).
 SECRET_TYPES = frozenset({SECRET})
@@ -49,7 +59,8 @@ class Resource:
     digest: str  # sha256 of body, hex: the resource's version
     # The resources of the next type in ADS order this one makes its client fetch, as
     # translation named them: an EDS Cluster's ClusterLoadAssignment, the RouteConfigurations
-    # a Listener's connection managers fetch over RDS. Serving orders make-before-break by
+    # a Listener's connection managers fetch over RDS (not the scopes of a scoped one: those
+    # are fetched whole). Serving orders make-before-break by
     # them without reading the body. (A tuple of distinct names: a frozenset of one name,
     # for each of ten thousand EDS clusters, would take 1 MiB more.)
     references: tuple[str, ...] = NO_REFERENCES

@@ -16,6 +16,7 @@ from dragoman.snapshots.resources import (
     LISTENER,
     NO_REFERENCES,
     ROUTE,
+    SCOPED_ROUTE,
     SECRET,
     Resource,
     Snapshot,
@@ -82,6 +83,6 @@ def test_a_snapshot_gives_an_empty_type_for_a_type_it_lacks() -> None:
 
 
 def test_ads_order_is_make_before_break() -> None:
-    assert ADS_ORDER == (CLUSTER, ENDPOINT, SECRET, LISTENER, ROUTE)
+    assert ADS_ORDER == (CLUSTER, ENDPOINT, SECRET, LISTENER, SCOPED_ROUTE, ROUTE)
     other = "type.googleapis.com/example.Other"
     assert ads_ordered({ROUTE, other, CLUSTER, LISTENER}) == [CLUSTER, LISTENER, ROUTE, other]

@@ -21,7 +21,14 @@ from xds.annotations.v3 import status_pb2 as xds_status_pb2
 from dragoman.envoy.bootstrap.envoy_bootstrap import bootstrap_config
 from dragoman.envoy.resources.listener_messages import HTTP_CONNECTION_MANAGER
 from dragoman.envoy.text.json_mapping import to_json_mapping
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    SCOPED_ROUTE,
+    Snapshot,
+)
 from tests.support.envoy_dags import messages, with_inline_routes
 
 VALIDATE_TIMEOUT_S = 60
@@ -170,7 +177,7 @@ def translated_bootstrap(snapshot: Snapshot, admin_socket: Path) -> dict[str, Js
     static["clusters"] += [to_json_mapping(c) for c in messages(snapshot, CLUSTER)]
     static["clusters"] += [static_copy(a) for a in messages(snapshot, ENDPOINT)]
     static["listeners"] = [to_json_mapping(m) for m in listeners] + [
-        to_json_mapping(with_inline_routes(m, tables))
+        to_json_mapping(with_inline_routes(m, tables, messages(snapshot, SCOPED_ROUTE)))
         for m in listeners
         # TCP, TLS and UDP listeners fetch no routes.
         if m.filter_chains and m.filter_chains[0].filters[0].name == HTTP_CONNECTION_MANAGER

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from envoy.config.listener.v3 import listener_pb2
-from envoy.config.route.v3 import route_pb2
+from envoy.config.route.v3 import route_pb2, scoped_route_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
@@ -193,9 +194,12 @@ def messages(snapshot: Snapshot, type_url: str) -> list[Any]:
 
 
 def with_inline_routes(
-    listener: listener_pb2.Listener, tables: dict[str, route_pb2.RouteConfiguration]
+    listener: listener_pb2.Listener,
+    tables: dict[str, route_pb2.RouteConfiguration],
+    scopes: Sequence[scoped_route_pb2.ScopedRouteConfiguration] = (),
 ) -> listener_pb2.Listener:
-    """A copy that carries its RouteConfiguration inline, so Envoy validates the routes."""
+    """A copy that carries its RouteConfiguration (or its `scopes`) inline, so Envoy
+    validates the routes."""
     copy = listener_pb2.Listener()
     copy.CopyFrom(listener)
     copy.name = listener.name + "/inline"
@@ -203,6 +207,12 @@ def with_inline_routes(
     network_filter = copy.filter_chains[0].filters[0]
     manager = hcm_pb2.HttpConnectionManager()
     assert network_filter.typed_config.Unpack(manager)
-    manager.route_config.CopyFrom(tables[manager.rds.route_config_name])  # replaces rds
+    if manager.HasField("scoped_routes"):
+        # A scoped one: its scopes inline (replacing scoped RDS), each with its table.
+        scoped = manager.scoped_routes
+        scoped.ClearField("scoped_rds")
+        scoped.scoped_route_configurations_list.scoped_route_configurations.extend(scopes)
+    else:
+        manager.route_config.CopyFrom(tables[manager.rds.route_config_name])  # replaces rds
     network_filter.typed_config.CopyFrom(pack(manager))
     return copy

@@ -18,6 +18,7 @@ class Traffic:
     port: int
     rate: float = 50.0
     paths: Sequence[str] = ("/",)
+    host: str | None = None  # the Host header (default: the address and port)
     answers: Counter[str] = field(default_factory=Counter)
     # When each failed request (not 2xx, or no answer) ended, by time.monotonic().
     failed_at: list[float] = field(default_factory=list)
@@ -53,7 +54,8 @@ class Traffic:
             path = self.paths[sent % len(self.paths)]
             sent += 1
             try:
-                connection.request("GET", path)
+                headers = {"Host": self.host} if self.host is not None else {}
+                connection.request("GET", path, headers=headers)
                 response = connection.getresponse()
                 body = response.read()
                 status = response.status

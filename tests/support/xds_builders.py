@@ -22,6 +22,7 @@ from envoy.config.route.v3.route_components_pb2 import (
     VirtualHost,
 )
 from envoy.config.route.v3.route_pb2 import RouteConfiguration
+from envoy.config.route.v3.scoped_route_pb2 import ScopedRouteConfiguration
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
 )
@@ -43,6 +44,7 @@ from dragoman.snapshots.resources import (
     ENDPOINT,
     LISTENER,
     ROUTE,
+    SCOPED_ROUTE,
     SECRET,
     Resource,
     Snapshot,
@@ -205,6 +207,7 @@ def packed_name(packed: Any) -> str:
         ENDPOINT: ClusterLoadAssignment,
         LISTENER: Listener,
         ROUTE: RouteConfiguration,
+        SCOPED_ROUTE: ScopedRouteConfiguration,
         SECRET: Secret,
     }
     message = decoders[packed.type_url].FromString(packed.value)

@@ -10,6 +10,7 @@ from dragoman.dag.context import BuildContext
 from dragoman.dag.frontends.client_certificates import client_certificate
 from dragoman.dag.frontends.client_validation import NO_VALID_CA_CERTIFICATE, client_validation
 from dragoman.dag.frontends.gateway_classes import ClassVerdict, class_decision, class_verdicts
+from dragoman.dag.frontends.route_tables import route_tables_per_host
 from dragoman.dag.model import ClientValidation, Problem, TlsCertificate
 from dragoman.dag.reference_grants import (
     Referrer,
@@ -48,6 +49,8 @@ class ListenerVerdict:
     certificates: tuple[TlsCertificate, ...] = ()  # HTTPS: the usable ones
     # The Gateway's spec.tls.frontend for the listener's port, when it asks for one.
     client_validation: ClientValidation | None = None
+    # Its Gateway's dragoman.dev/route-tables is per-host: a route table per hostname.
+    per_host_routes: bool = False
     # Whether Envoy gets it (not_programmed_reason is None): made once, as every route
     # attaching to the listener asks.
     programmed: bool = field(init=False, repr=False, compare=False)
@@ -96,6 +99,7 @@ class GatewayVerdict:
     client_certificate: TlsCertificate | None = None
     client_certificate_problem: Problem | None = None
     parent: ObjectKey | None = None  # a ListenerSet's Gateway
+    route_tables_problem: Problem | None = None  # a bad dragoman.dev/route-tables
     # Indexes made once: every route attaching looks its listeners up (a Gateway may have
     # thousands of TCP listeners, each with its route).
     _by_name: dict[str, ListenerVerdict] = field(init=False, repr=False, compare=False)
@@ -181,6 +185,8 @@ def frontends(context: BuildContext) -> Frontends:
             problems.append(verdict.rejection)
         if verdict.client_certificate_problem is not None:
             problems.append(verdict.client_certificate_problem)
+        if verdict.route_tables_problem is not None:
+            problems.append(verdict.route_tables_problem)
         for listener in verdict.listeners:
             problems.extend(p for p in (listener.not_accepted, listener.conflict) if p)
             problems.extend(listener.unresolved)
@@ -241,6 +247,7 @@ def _judge(
         for index in range(len(gateway.listeners))
     ]
     certificate = client_certificate(gateway, context)
+    per_host = route_tables_per_host(gateway)
     return GatewayVerdict(
         gateway=gateway,
         listeners=with_conflicts(verdicts),
@@ -248,6 +255,7 @@ def _judge(
         note="" if class_refused else note,
         client_certificate=certificate if isinstance(certificate, TlsCertificate) else None,
         client_certificate_problem=certificate if isinstance(certificate, Problem) else None,
+        route_tables_problem=per_host if isinstance(per_host, Problem) else None,
     )
 
 
@@ -287,6 +295,7 @@ def listener_verdict(
         unresolved=tuple(unresolved),
         certificates=certificates,
         client_validation=validation,
+        per_host_routes=route_tables_per_host(parent) is True,
     )
 
 

@@ -13,7 +13,7 @@ from dragoman.dag.frontends.backend_client_certificates import with_client_certi
 from dragoman.dag.frontends.listeners import Frontends
 from dragoman.dag.incremental.entries import ROUTE_FIELDS, sort_key
 from dragoman.dag.incremental.route_index import RouteIndex
-from dragoman.dag.incremental.served_groups import ServedGroups
+from dragoman.dag.incremental.served_groups import ServedGroups, unscoped_by_gateway
 from dragoman.dag.incremental.slices import SliceIndex
 from dragoman.dag.model import (
     ALL_GATEWAYS,
@@ -194,7 +194,10 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
     """Every object's status, and the problems found in the Gateways' spec.addresses."""
     routes, judged, store = parts.routes, parts.judged, parts.store
     front = sorted(
-        frontend_statuses(judged, routes.accepted, parts.served.shadowed), key=status_order
+        frontend_statuses(
+            judged, routes.accepted, parts.served.shadowed, unscoped_by_gateway(parts.served)
+        ),
+        key=status_order,
     )
     # Gateway addresses may follow a Service's load balancer: made again every time.
     with_addresses = {status.key: status for status in front}
@@ -279,6 +282,7 @@ def _problems(
     for key in sorted(routes.with_problems, key=sort_key):  # the build's order: by key
         problems.extend(entries[key].problems)
     problems.extend(parts.served.shadowed.values())
+    problems.extend(p for found in unscoped_by_gateway(parts.served).values() for p in found)
     problems.extend(address_problems)
     # EndpointSlice addresses dropped, affinity timeouts Envoy cannot honour.
     slices = parts.slices

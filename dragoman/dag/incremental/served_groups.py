@@ -30,6 +30,16 @@ class ServedGroups:
     shadowed: Mapping[ShadowedKey, Problem]
 
 
+def unscoped_by_gateway(served: ServedGroups) -> dict[ObjectKey, list[Problem]]:
+    """Why listeners keep one route table though their Gateway asks for one per hostname,
+    by Gateway (a ListenerSet's listeners on their Gateway): each once, from every group."""
+    found: dict[ObjectKey, dict[Problem, None]] = {}
+    for group in served.groups.values():
+        for problem in group.unscoped:  # nearly always none
+            found.setdefault(problem.object, {})[problem] = None
+    return {key: list(problems) for key, problems in found.items()}
+
+
 def group_name(gateway: ObjectKey) -> str:
     return f"{gateway.namespace}/{gateway.name}"
 

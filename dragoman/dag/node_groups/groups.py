@@ -39,6 +39,7 @@ from dragoman.dag.model import (
     VirtualHost,
 )
 from dragoman.dag.node_groups.l4_listeners import ServedL4Route, l4_listener
+from dragoman.dag.node_groups.route_scopes import http_port_scoping, https_port_scoping
 from dragoman.dag.node_groups.virtual_hosts import ListenerRoutes, Scheme, virtual_hosts
 from dragoman.dag.routes.ranking import RankedRoute
 from dragoman.objects import ObjectKey
@@ -115,6 +116,8 @@ def assembled_group(
     made by `http_hosts` and `https_hosts`, their TCP, TLS and UDP listeners by `l4`."""
     listeners: list[Listener] = []
     route_tables: list[RouteTable] = []
+    unscoped: list[Problem] = []
+    scoped_port: int | None = None
     for key in sorted(ports):
         port, verdicts = key[0], ports[key]
         if verdicts[0].listener.protocol in L4_PROTOCOLS:
@@ -126,8 +129,12 @@ def assembled_group(
             https, tables = _https_port(port, verdicts, https_hosts)
             listeners.append(https)
             route_tables.extend(tables)
+            unscoped.extend(https_port_scoping(port, verdicts))
         else:
             table = RouteTable(listener_name(port), http_hosts(port, verdicts))
+            scoped, problems = http_port_scoping(port, verdicts, table.virtual_hosts, scoped_port)
+            unscoped.extend(problems)
+            scoped_port = port if scoped else scoped_port
             listeners.append(
                 HttpListener(
                     name=table.name,
@@ -135,6 +142,7 @@ def assembled_group(
                     route_table=table.name,
                     stateful_sessions=keeps_sessions(table),
                     credentials=injected_credentials(table.virtual_hosts),
+                    scoped=scoped,
                 )
             )
             route_tables.append(table)
@@ -143,6 +151,7 @@ def assembled_group(
         listeners=tuple(listeners),
         route_tables=tuple(route_tables),
         clusters=clusters,
+        unscoped=tuple(unscoped),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dragoman.dag.conditions import GATEWAY_API_VERSION, Condition, condition, joined
@@ -13,7 +13,8 @@ from dragoman.dag.frontends.client_validation import (
 )
 from dragoman.dag.frontends.gateway_classes import ClassVerdict
 from dragoman.dag.frontends.listeners import GatewayVerdict, ListenerVerdict
-from dragoman.dag.model import ObjectStatus
+from dragoman.dag.model import ObjectStatus, Problem
+from dragoman.dag.status.route_tables import route_tables_condition
 from dragoman.dag.status.supported_features import supported_features
 from dragoman.objects import Gateway
 
@@ -46,10 +47,13 @@ def gateway_status(
     attached: Mapping[str, int],
     notes: Mapping[int, str] | None = None,
     listener_sets: int | None = None,
+    unscoped: Sequence[Problem] = (),
 ) -> ObjectStatus:
     """`attached`: how many routes each listener (by name) accepted; `notes`: a remark for
     the Programmed message of listeners (by index), such as being left out of a shared port;
-    `listener_sets`: how many ListenerSets the Gateway took (None: it allows none).
+    `listener_sets`: how many ListenerSets the Gateway took (None: it allows none);
+    `unscoped`: why some of its listeners keep one route table though it asks for one per
+    hostname.
 
     A ListenerSet's status has the same shape (conditions and listeners), and is made here
     from its verdict too."""
@@ -79,6 +83,8 @@ def gateway_status(
                 generation,
             )
         )
+    if (route_tables := route_tables_condition(verdict, unscoped, generation)) is not None:
+        conditions.append(route_tables)
     status: dict[str, Any] = {"conditions": conditions, "listeners": listeners}
     if listener_sets is not None:
         status["attachedListenerSets"] = listener_sets

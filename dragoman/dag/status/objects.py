@@ -7,7 +7,7 @@ made outside the build adds route conditions with status_routes.add_route_condit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from dragoman.dag.frontends.listeners import Frontends, GatewayVerdict
 from dragoman.dag.model import ObjectStatus, Problem
@@ -19,10 +19,14 @@ def frontend_statuses(
     frontends: Frontends,
     attached: Mapping[ObjectKey, Mapping[str, int]],
     shadowed: Mapping[tuple[ObjectKey, int], Problem] | None = None,
+    unscoped: Mapping[ObjectKey, Sequence[Problem]] | None = None,
 ) -> list[ObjectStatus]:
     """The GatewayClasses', Gateways' and ListenerSets' statuses. `attached`: per Gateway (or
     ListenerSet) and listener name, how many routes it accepted (each route counts once);
-    `shadowed`: listeners the all-gateways group leaves out, by (Gateway, listener index)."""
+    `shadowed`: listeners the all-gateways group leaves out, by (Gateway, listener index);
+    `unscoped`: by Gateway, why listeners keep one route table though it asks for one per
+    hostname."""
+    unscoped = unscoped or {}
     notes: dict[ObjectKey, dict[int, str]] = {}
     for (gateway, index), problem in (shadowed or {}).items():
         notes.setdefault(gateway, {})[index] = problem.message
@@ -34,6 +38,7 @@ def frontend_statuses(
                 attached.get(verdict.gateway.key, {}),
                 notes.get(verdict.gateway.key, {}),
                 _listener_set_count(verdict, frontends),
+                unscoped.get(verdict.gateway.key, ()),
             )
             for verdict in frontends.ordered()
         ),

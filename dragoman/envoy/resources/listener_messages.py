@@ -5,6 +5,7 @@ its certificates fetched over SDS (`dragoman.envoy.resources.sds_secrets`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from envoy.config.core.v3 import config_source_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
@@ -64,6 +65,7 @@ def listener(value: Listener, options: TranslateOptions) -> listener_pb2.Listene
                         options,
                         value.stateful_sessions,
                         value.credentials,
+                        value.scoped,
                     )
                 ]
             )
@@ -88,10 +90,12 @@ def http_connection_manager(
     rds_source: config_source_pb2.ConfigSource,
     stateful_sessions: bool = False,
     credentials: Sequence[InjectedCredential] = (),
+    scoped: bool = False,
 ) -> hcm_pb2.HttpConnectionManager:
-    """The connection manager of `route_table`, fetched over RDS through `rds_source`;
-    `stateful_sessions`: some route of the table keeps sessions; a filter for each
-    credential its routes inject (fetched over SDS through the same source)."""
+    """The connection manager of `route_table`, fetched over RDS through `rds_source`
+    (`scoped`: its scopes, one per Host, over scoped RDS through it); `stateful_sessions`:
+    some route of the table keeps sessions; a filter for each credential its routes inject
+    (fetched over SDS through the same source)."""
     sessions = (
         [
             hcm_pb2.HttpFilter(
@@ -101,11 +105,16 @@ def http_connection_manager(
         if stateful_sessions
         else []
     )
+    routes: dict[str, Any] = (
+        {"scoped_routes": scoped_routes(route_table, rds_source)}
+        if scoped
+        else {"rds": hcm_pb2.Rds(config_source=rds_source, route_config_name=route_table)}
+    )
     return hcm_pb2.HttpConnectionManager(
         access_log=access_logs(access_log),
         stat_prefix=stat_prefix,
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
-        rds=hcm_pb2.Rds(config_source=rds_source, route_config_name=route_table),
+        **routes,
         # CORS acts only on routes that carry a policy; the router must be the last filter.
         http_filters=[
             hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=pack(cors_filter())),
@@ -125,12 +134,32 @@ def http_connection_manager(
     )
 
 
+def scoped_routes(route_table: str, source: config_source_pb2.ConfigSource) -> hcm_pb2.ScopedRoutes:
+    """The scopes of `route_table`, fetched over scoped RDS through `source`: one per Host,
+    keyed on the `:authority` header without its port (element 0 split on ":"), as the
+    virtual hosts' domains match it with strip_any_host_port."""
+    builder = hcm_pb2.ScopedRoutes.ScopeKeyBuilder
+    extractor = builder.FragmentBuilder.HeaderValueExtractor(
+        name=":authority", element_separator=":", index=0
+    )
+    return hcm_pb2.ScopedRoutes(
+        name=route_table,
+        scope_key_builder=builder(
+            fragments=[builder.FragmentBuilder(header_value_extractor=extractor)]
+        ),
+        # Required, though every scope carries its route table inline.
+        rds_config_source=source,
+        scoped_rds=hcm_pb2.ScopedRds(scoped_rds_config_source=source),
+    )
+
+
 def _manager(
     stat_prefix: str,
     route_table: str,
     options: TranslateOptions,
     stateful_sessions: bool,
     credentials: Sequence[InjectedCredential],
+    scoped: bool = False,
 ) -> listener_components_pb2.Filter:
     return listener_components_pb2.Filter(
         name=HTTP_CONNECTION_MANAGER,
@@ -142,6 +171,7 @@ def _manager(
                 config_source(options),
                 stateful_sessions,
                 credentials,
+                scoped,
             )
         ),
     )

@@ -8,7 +8,7 @@ from typing import Any
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
-from envoy.config.route.v3 import route_components_pb2, route_pb2
+from envoy.config.route.v3 import route_components_pb2, route_pb2, scoped_route_pb2
 from envoy.extensions.access_loggers.stream.v3 import stream_pb2
 from envoy.extensions.clusters.dns.v3 import dns_cluster_pb2
 from envoy.extensions.filters.http.credential_injector.v3 import credential_injector_pb2
@@ -26,7 +26,15 @@ from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.text.json_mapping import to_json_mapping
 from dragoman.envoy.text.yaml_text import dump_yaml
 from dragoman.security.pem import holds_private_key
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET, Snapshot
+from dragoman.snapshots.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    SCOPED_ROUTE,
+    SECRET,
+    Snapshot,
+)
 
 # Every type packed in an Any by the translators: json_format can only expand an Any whose
 # type is registered, and importing a module registers its types.
@@ -55,8 +63,11 @@ SECTIONS: tuple[tuple[str, str, type[Message]], ...] = (
     ("endpoints", ENDPOINT, endpoint_pb2.ClusterLoadAssignment),
     ("secrets", SECRET, secret_pb2.Secret),
     ("listeners", LISTENER, listener_pb2.Listener),
+    ("scoped_routes", SCOPED_ROUTE, scoped_route_pb2.ScopedRouteConfiguration),
     ("routes", ROUTE, route_pb2.RouteConfiguration),
 )
+# Sections shown only when they hold something (groups without them render as before).
+OPTIONAL_SECTIONS = frozenset({SCOPED_ROUTE})
 
 
 def render_yaml(snapshots: Mapping[str, Snapshot]) -> str:
@@ -69,6 +80,8 @@ def _group_document(name: str, snapshot: Snapshot) -> str:
     document: dict[str, Any] = {"group": name}
     for section, type_url, message_class in SECTIONS:
         resources = snapshot.of_type(type_url).resources
+        if not resources and type_url in OPTIONAL_SECTIONS:
+            continue
         document[section] = [
             redacted(to_json_mapping(message_class.FromString(resources[key].body)))
             for key in sorted(resources)

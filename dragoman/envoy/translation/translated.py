@@ -93,7 +93,8 @@ def route_table_names(value: Listener) -> tuple[str, ...]:
     if isinstance(value, HttpsListener):
         return tuple(dict.fromkeys(chain.route_table for chain in value.filter_chains))
     if isinstance(value, HttpListener):
-        return (value.route_table,)
+        # A scoped one fetches its scopes whole, naming none.
+        return NO_REFERENCES if value.scoped else (value.route_table,)
     return NO_REFERENCES  # TCP, TLS passthrough and UDP ports route no HTTP
 
 

@@ -28,9 +28,11 @@ from dragoman.dag.model import (
     TcpListener,
     TlsCertificate,
     TlsFilterChain,
+    VirtualHost,
 )
 from dragoman.envoy.resources.sds_secrets import SdsValue, sds_name, secret
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
+from dragoman.envoy.translation.route_scopes import scope_resources
 from dragoman.envoy.translation.route_splicing import SplicedTable, spliced_table
 from dragoman.envoy.translation.translated import (
     Translated,
@@ -43,6 +45,7 @@ from dragoman.snapshots.resources import (
     ENDPOINT,
     LISTENER,
     ROUTE,
+    SCOPED_ROUTE,
     SECRET,
     Resource,
     Snapshot,
@@ -72,6 +75,7 @@ class _Frontend:
     lds: TypeSnapshot
     rds: TypeSnapshot
     certificates: tuple[SdsValue, ...]
+    srds: TypeSnapshot | None = None  # None: no listener of the group is scoped
 
 
 @dataclass(slots=True)
@@ -82,6 +86,7 @@ class _Made:
     assignments: dict[str, tuple[LoadAssignment, Resource]] = field(default_factory=dict)
     listeners: dict[str, tuple[Listener, Resource]] = field(default_factory=dict)
     tables: dict[str, SplicedTable] = field(default_factory=dict)
+    scopes: dict[str, tuple[VirtualHost, Resource]] = field(default_factory=dict)
     secrets: dict[str, tuple[SdsValue, Resource]] = field(default_factory=dict)
     upstreams: dict[str, _Upstream] = field(default_factory=dict)  # by group
     # Within this translation, by the id of the group's tuple they derive from.
@@ -121,6 +126,7 @@ class Translation:
         self._assignments: dict[str, tuple[LoadAssignment, Resource]] = {}
         self._listeners: dict[str, tuple[Listener, Resource]] = {}
         self._tables: dict[str, SplicedTable] = {}
+        self._scopes: dict[str, tuple[VirtualHost, Resource]] = {}
         self._secrets: dict[str, tuple[SdsValue, Resource]] = {}
         self._upstreams: dict[str, _Upstream] = {}
         self._snapshots: dict[str, Snapshot] = {}
@@ -136,6 +142,7 @@ class Translation:
             made.assignments = {**self._assignments, **made.assignments}
         self._clusters, self._assignments = made.clusters, made.assignments
         self._listeners, self._tables, self._snapshots = made.listeners, made.tables, result
+        self._scopes = made.scopes
         self._upstreams, self._secrets = made.upstreams, made.secrets
         return result
 
@@ -156,15 +163,9 @@ class Translation:
                 result[name] = self._snapshot(name, group, dag, made)
                 continue
             assignments = self._endpoints(group, dag, made.assignments, earlier)
-            result[name] = Snapshot(
-                types={
-                    CLUSTER: before.of_type(CLUSTER),
-                    ENDPOINT: _type_snapshot(assignments, before, ENDPOINT),
-                    SECRET: before.of_type(SECRET),
-                    LISTENER: before.of_type(LISTENER),
-                    ROUTE: before.of_type(ROUTE),
-                }
-            )
+            types = dict(before.types)  # clusters, secrets, listeners and routes as they were
+            types[ENDPOINT] = _type_snapshot(assignments, before, ENDPOINT)
+            result[name] = Snapshot(types=types)
         return result
 
     def _endpoints(
@@ -208,15 +209,16 @@ class Translation:
             made.shared_frontends[id(group.route_tables)] = frontend
         made.upstreams[name] = upstream
         secrets = self._secrets_of((*frontend.certificates, *upstream.client_certificates), made)
-        return Snapshot(
-            types={
-                CLUSTER: upstream.cds,
-                ENDPOINT: upstream.eds,
-                SECRET: _type_snapshot(secrets, before, SECRET),
-                LISTENER: frontend.lds,
-                ROUTE: frontend.rds,
-            }
-        )
+        types = {
+            CLUSTER: upstream.cds,
+            ENDPOINT: upstream.eds,
+            SECRET: _type_snapshot(secrets, before, SECRET),
+            LISTENER: frontend.lds,
+            ROUTE: frontend.rds,
+        }
+        if frontend.srds is not None:  # only a group with a scoped listener has the type
+            types[SCOPED_ROUTE] = frontend.srds
+        return Snapshot(types=types)
 
     def _upstream(
         self, name: str, group: NodeGroup, dag: Dag, made: _Made, before: Snapshot | None
@@ -303,13 +305,23 @@ class Translation:
 
     def _frontend(self, group: NodeGroup, made: _Made, before: Snapshot | None) -> _Frontend:
         listener_resources = [self._listener(v, made.listeners) for v in group.listeners]
-        table_resources = [self._table(v, made.tables) for v in group.route_tables]
+        scoped = {
+            v.route_table for v in group.listeners if isinstance(v, HttpListener) and v.scoped
+        }
+        table_resources = [
+            self._table(v, made.tables) for v in group.route_tables if v.name not in scoped
+        ]
+        scopes: list[Resource] = []
+        for table in group.route_tables:
+            if table.name in scoped:
+                scopes.extend(scope_resources(table, self._scopes, made.scopes))
         return _Frontend(
             group.listeners,
             group.route_tables,
             _type_snapshot(listener_resources, before, LISTENER),
             _type_snapshot(table_resources, before, ROUTE),
             tuple(listener_certificates(group.listeners)),
+            _type_snapshot(scopes, before, SCOPED_ROUTE) if scoped else None,
         )
 
     def _secrets_of(self, certificates: Iterable[SdsValue], made: _Made) -> list[Resource]:

@@ -21,6 +21,7 @@ from dragoman.snapshots.resources import (
     FULL_STATE_TYPES,
     LISTENER,
     ROUTE,
+    SCOPED_ROUTE,
     SECRET,
     Resource,
     Snapshot,
@@ -35,7 +36,7 @@ from dragoman.xds.protocol.subscriptions import WILDCARD, subscription_names
 from dragoman.xds.protocol.wire import DeltaResponse
 
 # Removals go after every addition, referrers before what they refer to.
-REMOVAL_ORDER: tuple[str, ...] = (LISTENER, ROUTE, SECRET, CLUSTER, ENDPOINT)
+REMOVAL_ORDER: tuple[str, ...] = (LISTENER, SCOPED_ROUTE, ROUTE, SECRET, CLUSTER, ENDPOINT)
 # On ADS these wait until the client runs routes that no longer need them.
 _HELD_BACK = frozenset({CLUSTER, ENDPOINT})
 

@@ -27,13 +27,14 @@ from dragoman.snapshots.resources import (
     ENDPOINT,
     LISTENER,
     ROUTE,
+    SCOPED_ROUTE,
     Resource,
     Snapshot,
     TypeSnapshot,
 )
 
 # What waits for clusters to warm: the types whose resources name clusters.
-NAMING_TYPES = frozenset({LISTENER, ROUTE})
+NAMING_TYPES = frozenset({LISTENER, SCOPED_ROUTE, ROUTE})
 
 
 class HeldType(Protocol):
@@ -62,12 +63,17 @@ class HeldType(Protocol):
 
 def routes_settled(types: Mapping[str, HeldType], snapshot: Snapshot) -> bool:
     """True when the client ACKed the current listeners and every route they fetch."""
-    listeners, routes = types.get(LISTENER), types.get(ROUTE)
-    for state in (listeners, routes):
+    listeners, routes, scopes = types.get(LISTENER), types.get(ROUTE), types.get(SCOPED_ROUTE)
+    for state in (listeners, routes, scopes):
         if state is not None and (
             state.in_flight or state.rejects(snapshot.of_type(state.type_url))
         ):
             return False
+    if scopes is not None:
+        # Scopes are fetched whole (no listener names them): every current one, as sent.
+        for name, scope in snapshot.of_type(SCOPED_ROUTE).resources.items():
+            if scopes.held_digest(name) != scope.digest:
+                return False
     if listeners is None or routes is None:
         return True  # this stream does not fetch routes: nothing to wait for
     current_routes = snapshot.of_type(ROUTE).resources

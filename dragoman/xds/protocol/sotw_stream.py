@@ -20,6 +20,7 @@ from dragoman.snapshots.resources import (
     FULL_STATE_TYPES,
     LISTENER,
     ROUTE,
+    SCOPED_ROUTE,
     Resource,
     Snapshot,
     TypeSnapshot,
@@ -33,6 +34,8 @@ from dragoman.xds.protocol.wire import SotwResponse
 
 # Resources to send and the version_info to send them with.
 Plan = tuple[str, Mapping[str, Resource]]
+# The types whose resources name clusters, in ADS order: planned first (see on_snapshot).
+_NAMING_ORDER = (LISTENER, SCOPED_ROUTE, ROUTE)
 
 
 class SotwStream(StreamProtocol[TypeState]):
@@ -56,7 +59,7 @@ class SotwStream(StreamProtocol[TypeState]):
         self._snapshot = snapshot
         # Listener and route plans come first: whether they change decides whether removed
         # clusters must stay a little longer. Their content does not depend on clusters.
-        late = {t: self._plan_if_changed(t) for t in (LISTENER, ROUTE) if t in self.types}
+        late = {t: self._plan_if_changed(t) for t in _NAMING_ORDER if t in self.types}
         if CLUSTER in self.types:
             # Per-type, the routes are another stream's: `routes_settled` tells of them.
             self._retain_removed_clusters(any(p is not None for p in late.values()))

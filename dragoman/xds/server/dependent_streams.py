@@ -22,7 +22,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.snapshots.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    SCOPED_ROUTE,
+    Snapshot,
+)
 from dragoman.xds.protocol.make_before_break import ClusterWarmth
 from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry, XdsService
 
@@ -34,9 +41,15 @@ DEFAULT_TIMEOUT_S = 15.0
 # strict-DNS cluster warms until its first DNS answer, and xDS does not say when that came.
 DNS_WARMING_S = 0.2
 # The per-type stream an ACKed type's resources make the client open, and what it fetches.
-_DEPENDENT: dict[str, tuple[XdsService, str, str, str]] = {
-    CLUSTER: ("EDS", ENDPOINT, "clusters", "endpoints"),
-    LISTENER: ("RDS", ROUTE, "listeners", "routes"),
+# Of a listener's, the first whose type the snapshot serves (a scoped connection manager
+# fetches scopes, not route tables).
+_Dependent = tuple[XdsService, str, str, str]
+_DEPENDENT: dict[str, tuple[_Dependent, ...]] = {
+    CLUSTER: (("EDS", ENDPOINT, "clusters", "endpoints"),),
+    LISTENER: (
+        ("RDS", ROUTE, "listeners", "routes"),
+        ("SRDS", SCOPED_ROUTE, "listeners", "scoped routes"),
+    ),
 }
 
 
@@ -93,13 +106,15 @@ class DependentStreamWatch:
     def on_ack(self, stream: ConnectedStream, type_url: str, snapshot: Snapshot) -> None:
         """A per-type CDS or LDS stream ACKed: if what it holds needs EDS or RDS, check later
         that the node opened that stream."""
-        dependent = _DEPENDENT.get(type_url)
-        if dependent is None or stream.service == "ADS" or stream.stream_id in self._watched:
+        if stream.service == "ADS" or stream.stream_id in self._watched:
             return
-        if not snapshot.of_type(dependent[1]).resources:
+        dependent = next(
+            (d for d in _DEPENDENT.get(type_url, ()) if snapshot.of_type(d[1]).resources), None
+        )
+        if dependent is None:
             return  # nothing to fetch: no stream expected
         self._watched.add(stream.stream_id)
-        asyncio.get_running_loop().call_later(self._timeout_s, self._check, stream, type_url)
+        asyncio.get_running_loop().call_later(self._timeout_s, self._check, stream, dependent)
 
     def on_nack(self, stream: ConnectedStream, message: str) -> None:
         """Envoy refuses a config source naming a cluster its bootstrap lacks: say which
@@ -128,10 +143,10 @@ class DependentStreamWatch:
             node.warmth.clusters_gone()
             node.wake()
 
-    def _check(self, stream: ConnectedStream, type_url: str) -> None:
+    def _check(self, stream: ConnectedStream, dependent: _Dependent) -> None:
         if stream.stream_id not in self._watched:
             return  # closed meanwhile
-        service, _, held, fetched = _DEPENDENT[type_url]
+        service, _, held, fetched = dependent
         if any(
             other.service == service and other.node_id == stream.node_id
             for other in self._registry.streams()

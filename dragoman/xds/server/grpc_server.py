@@ -16,7 +16,14 @@ import weakref
 import grpc
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET
+from dragoman.snapshots.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    SCOPED_ROUTE,
+    SECRET,
+)
 from dragoman.xds.csds import csds_service
 from dragoman.xds.protocol.wire import serialize
 from dragoman.xds.server import dependent_streams
@@ -83,6 +90,14 @@ PER_TYPE_SERVICES: tuple[tuple[str, str, XdsService, str, str, str], ...] = (
         "StreamRoutes",
         "DeltaRoutes",
         "FetchRoutes",
+    ),
+    (
+        "envoy.service.route.v3.ScopedRoutesDiscoveryService",
+        SCOPED_ROUTE,
+        "SRDS",
+        "StreamScopedRoutes",
+        "DeltaScopedRoutes",
+        "FetchScopedRoutes",
     ),
     (
         "envoy.service.secret.v3.SecretDiscoveryService",

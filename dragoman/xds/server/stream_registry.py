@@ -18,7 +18,7 @@ from dragoman.xds.protocol.sotw_stream import SotwStream
 from dragoman.xds.server.replica import replica_name
 
 # The service a stream is on: ADS, or the per-type service of one type.
-XdsService = Literal["ADS", "CDS", "EDS", "LDS", "RDS", "SDS"]
+XdsService = Literal["ADS", "CDS", "EDS", "LDS", "RDS", "SRDS", "SDS"]
 
 
 @dataclass(slots=True)

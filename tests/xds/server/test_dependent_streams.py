@@ -12,10 +12,20 @@ import grpc
 import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.core.v3.base_pb2 import Node
+from envoy.config.route.v3.scoped_route_pb2 import ScopedRouteConfiguration
 
 from dragoman.dag.model import ALL_GATEWAYS
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
-from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from dragoman.snapshots.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    SCOPED_ROUTE,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
 from dragoman.xds.server.grpc_server import bound_port, start_xds_server
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from dragoman.xds.server.snapshot_variants import ConfigSources
@@ -58,8 +68,8 @@ def test_per_type_clients_are_served_config_sources_naming_the_configured_cluste
     assert ads.eds_cluster_config.eds_config.WhichOneof("config_source_specifier") == "ads"
 
 
-async def _per_type_client(open_dependents: bool) -> None:
-    cache = served()
+async def _per_type_client(open_dependents: bool, cache: SnapshotCache | None = None) -> None:
+    cache = cache or served()
     registry = StreamRegistry()
     server = await start_xds_server(
         cache, "127.0.0.1:0", registry=registry, dependent_stream_timeout_s=WAIT_S
@@ -110,6 +120,24 @@ def test_a_client_that_opens_them_is_not(caplog: pytest.LogCaptureFixture) -> No
     with caplog.at_level(logging.WARNING, logger="dragoman.xds"):
         run(lambda: _per_type_client(open_dependents=True))
     assert not [m for m in warnings_of(caplog) if "opened none" in m]
+
+
+def test_a_client_of_scoped_listeners_that_never_opens_its_srds_stream_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cache = SnapshotCache(per_type=PerTypeConfigSources("xds_cluster"))
+    scoped = snapshot(clusters=[eds_cluster("a")], assignments=[endpoints("a", "10.0.0.1")])
+    types = dict(scoped.types)
+    types[LISTENER] = TypeSnapshot.of([listener("http", "unused")])
+    types[SCOPED_ROUTE] = TypeSnapshot.of(
+        [Resource.of("http-80/a.test", ScopedRouteConfiguration(name="http-80/a.test"))]
+    )
+    cache.set_snapshots({ALL_GATEWAYS: Snapshot(types=types)})
+    with caplog.at_level(logging.WARNING, logger="dragoman.xds"):
+        run(lambda: _per_type_client(open_dependents=False, cache=cache))
+    found = [m for m in warnings_of(caplog) if "opened none" in m]
+    assert [m for m in found if "per-type SRDS stream" in m and "scoped routes" in m], found
+    assert not [m for m in found if "per-type RDS stream" in m], found
 
 
 async def _route_change_on_per_type_streams(delta: bool) -> None:
