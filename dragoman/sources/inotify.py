@@ -50,9 +50,9 @@ WATCHED = (
 )
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then the name, NUL-padded
 
-# Events are gathered until none came for STEP_MS (at most DEBOUNCE_MS): one file saved is
-# one batch (a save's events, a rename's too, come microseconds apart). Bursts are coalesced
-# above, by the watcher's quiet period.
+# Events are gathered until none came for STEP_MS (at most DEBOUNCE_MS), or none is queued
+# once a file is whole: one file saved is one batch (a save's events, a rename's too, come
+# microseconds apart). Bursts are coalesced above, by the watcher's quiet period.
 STEP_MS = 2
 DEBOUNCE_MS = 50
 # Files being written that are remembered; past this, the oldest are forgotten (a rescan
@@ -127,7 +127,10 @@ class KernelEvents:
                 data = _read_all(fd)
                 if data:
                     changed = self._batch(libc, fd, data, changed)
-                if waited >= DEBOUNCE_MS or not poller.poll(STEP_MS) or self._stopped.is_set():
+                # A file whole (closed or moved in) goes once nothing more is queued; events
+                # that only announce a write (a file made, written to) wait for its close.
+                step = 0 if changed is None or changed else STEP_MS
+                if waited >= DEBOUNCE_MS or not poller.poll(step) or self._stopped.is_set():
                     break
                 waited += STEP_MS
             if changed is None or changed:

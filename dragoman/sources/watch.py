@@ -117,7 +117,10 @@ class _Watcher:
         self.pending: set[str] = set()  # changes held back while a burst goes on
         self.first_held = 0.0
         self.last_change = 0.0
-        self.last_report = float("-inf")  # loop time the last report ended
+        # When the latest change arrived (loop time), and when the batch being taken did.
+        self.last_arrival = float("-inf")
+        self.queued_since: float | None = None
+        self.batch_arrival = 0.0
         self.last_rescan = 0.0
 
     async def run(self, baseline: Mapping[str, FileStamp] | None) -> None:
@@ -153,17 +156,21 @@ class _Watcher:
                 batch = await self._next_event(max(0.0, due - now))
                 if self.stop.is_set():
                     return
-                now = self.loop.time()
+                now = arrival = self.loop.time()
                 changed = set()
                 if batch is _TIMEOUT:
                     if now >= next_rescan:
                         changed = await self._rescan()
                 else:
+                    arrival = self.batch_arrival
                     changed = await self._apply(batch)
                 if changed:
-                    # A lone change after a quiet period goes out at once; one that follows
-                    # closely is part of a burst and waits for the burst to end.
-                    lone = not self.pending and now - self.last_report >= self.quiet_period
+                    # A lone change, quiet_period or more after the one before, goes out at
+                    # once; one that follows closely is part of a burst and waits for the
+                    # burst to end. Measured between arrivals: a slow build does not make
+                    # the next change look close to the last.
+                    lone = not self.pending and arrival - self.last_arrival >= self.quiet_period
+                    self.last_arrival = arrival
                     if not self.pending:
                         self.first_held = now
                     self.pending |= changed
@@ -191,7 +198,6 @@ class _Watcher:
                 await result
         except Exception:
             log.exception("manifest directory change handler failed")
-        self.last_report = self.loop.time()
 
     async def _next_event(
         self, timeout: float
@@ -210,6 +216,8 @@ class _Watcher:
             self._arrival.clear()
         if self.events.empty():
             return _TIMEOUT
+        self.batch_arrival = self.queued_since if self.queued_since is not None else 0.0
+        self.queued_since = None
         batch = self.events.get_nowait()
         while not self.events.empty():
             more = self.events.get_nowait()
@@ -278,6 +286,8 @@ class _Watcher:
     def _deliver(self, batch: frozenset[str] | None) -> None:
         if self.kernel is None:
             return  # from a watch stopped since
+        if self.queued_since is None:
+            self.queued_since = self.loop.time()
         self.events.put_nowait(batch)
         self._arrival.set()
 

@@ -175,6 +175,36 @@ def test_a_lone_change_is_reported_without_waiting_for_quiet(tmp_path: Path) -> 
     run(test)
 
 
+def test_a_slow_report_does_not_make_the_next_change_look_like_a_burst(
+    tmp_path: Path,
+) -> None:
+    """Closeness is measured between the changes' arrivals: a change written right after a
+    long report ended, long after the change before it, is lone (reported at once)."""
+
+    async def test() -> None:
+        changes = Changes()
+        slow = True
+
+        async def on_change(changed: frozenset[str]) -> None:
+            nonlocal slow
+            if slow:  # the first report takes longer than the quiet period
+                slow = False
+                await asyncio.sleep(1.5)
+            await changes(changed)
+
+        async with watching(tmp_path, on_change, quiet_period=1.0, max_delay=4.0):
+            loop = asyncio.get_running_loop()
+            (tmp_path / "a.yaml").write_text(manifest("a"))
+            await changes.next()
+            written = loop.time()
+            (tmp_path / "b.yaml").write_text(manifest("b"))
+            await changes.next()
+            assert changes.times[1] - written < 0.5  # not held for the quiet period
+            assert changes.reports == [frozenset({"a.yaml"}), frozenset({"b.yaml"})]
+
+    run(test)
+
+
 def test_files_that_are_not_manifests_are_not_reported(tmp_path: Path) -> None:
     async def test() -> None:
         changes = Changes()
