@@ -498,6 +498,28 @@ class VirtualHost:
     name: str
     domains: tuple[str, ...]
     routes: tuple[Route, ...]  # in match precedence order
+    # What a group asks of every host of a table on each change (whether some route keeps
+    # sessions or injects credentials, whether the table can be scoped): found once, when
+    # the host is made, since an unchanged host is the same object from build to build.
+    keeps_sessions: bool = field(init=False, repr=False, compare=False)
+    exact: bool = field(init=False, repr=False, compare=False)  # no wildcard name or domain
+    # The credentials its routes inject, each name's first, in the order of the routes.
+    credentials: tuple[InjectedCredential, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        keeps_sessions = False
+        credentials: dict[str, InjectedCredential] = {}
+        for route in self.routes:
+            action = route.action
+            keeps_sessions = keeps_sessions or (
+                isinstance(action, Forward) and action.session is not None
+            )
+            for credential in route.credentials:  # most routes have none
+                credentials.setdefault(credential.name, credential)
+        exact = "*" not in self.name and not any("*" in domain for domain in self.domains)
+        object.__setattr__(self, "keeps_sessions", keeps_sessions)
+        object.__setattr__(self, "exact", exact)
+        object.__setattr__(self, "credentials", tuple(credentials.values()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,11 +158,7 @@ def assembled_group(
 def keeps_sessions(table: RouteTable) -> bool:
     """Whether some route of `table` keeps sessions (an XBackendTrafficPolicy's
     sessionPersistence): its connection manager then runs Envoy's stateful_session filter."""
-    return any(
-        isinstance(route.action, Forward) and route.action.session is not None
-        for host in table.virtual_hosts
-        for route in host.routes
-    )
+    return any(host.keeps_sessions for host in table.virtual_hosts)
 
 
 def https_listener_name(port: int) -> str:
@@ -296,9 +292,8 @@ def injected_credentials(hosts: Iterable[VirtualHost]) -> tuple[InjectedCredenti
     them has one HTTP filter for each."""
     found: dict[str, InjectedCredential] = {}
     for host in hosts:
-        for route in host.routes:
-            for credential in route.credentials:  # most routes have none
-                found.setdefault(credential.name, credential)
+        for credential in host.credentials:  # most hosts have none
+            found.setdefault(credential.name, credential)
     return tuple(found[name] for name in sorted(found))
 
 

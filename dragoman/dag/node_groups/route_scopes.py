@@ -61,7 +61,7 @@ def _unscopable(verdicts: Sequence[ListenerVerdict], hosts: Sequence[VirtualHost
             f"{other.gateway} shares it and does not ask for a route table per hostname"
         )
     for host in hosts:
-        if "*" in host.name or any("*" in domain for domain in host.domains):
+        if not host.exact:
             routes = sorted({str(route.source) for route in host.routes})
             what = f"route {', '.join(routes[:3])}" if routes else "a listener hostname"
             more = f" and {len(routes) - 3} more" if len(routes) > 3 else ""
