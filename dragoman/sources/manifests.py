@@ -136,6 +136,8 @@ class ManifestDirectory:
         # Files that cannot be read and never could (nothing to keep serving): path -> reason.
         self._unreadable: dict[str, str] = {}
         self._last: LoadResult | None = None
+        # What `unreadable` found since the last load (None: not asked since).
+        self._unreadable_files: frozenset[str] | None = None
         self.parsed_by_worker = 0  # files of the first load a worker process parsed
 
     def stamps(self) -> dict[str, FileStamp]:
@@ -144,11 +146,16 @@ class ManifestDirectory:
 
     def unreadable(self) -> frozenset[str]:
         """The files that could not be read last time: a repair (a `chmod`) may not change
-        their stamp, so a watcher reports them again on every event and rescan."""
+        their stamp, so a watcher reports them again on every event and rescan. Found once
+        per load (each event asks; the records are many)."""
+        if self._unreadable_files is not None:
+            return self._unreadable_files
         # Copies taken at once: a scrape may ask while a load runs in its thread.
         records, never_read = list(self._parsed.items()), list(self._unreadable)
         kept = (path for path, f in records if f.unreadable or f.stamp is None)
-        return frozenset((*never_read, *kept))
+        found = frozenset((*never_read, *kept))
+        self._unreadable_files = found
+        return found
 
     def load(self, changed: Collection[str] | None = None) -> LoadResult:
         """Everything the directory defines now. Problems are returned, not raised, except
@@ -157,11 +164,13 @@ class ManifestDirectory:
         With `changed` (relative paths of manifest files added, edited or removed), only
         those files are looked at; every other file is taken to be as last loaded.
         """
-        before = {*self._parsed, *self._unreadable}
+        before = {*self._parsed, *self._unreadable} if self.last_good is not None else set()
+        self._unreadable_files = None
         if changed is None or self._last is None:
             dirty = self._load_all()
         else:
             dirty = self._load_some(changed)
+        self._unreadable_files = None  # (asked while this load ran, it may be half-way)
         if self.last_good is not None:
             now = {*self._parsed, *self._unreadable}
             if self._last is None:
