@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 
 from dragoman.dag.context import BuildContext
 from dragoman.dag.dns_check import DnsObservations
 from dragoman.dag.frontends.backend_client_certificates import with_client_certificates
 from dragoman.dag.frontends.listeners import Frontends
-from dragoman.dag.incremental.entries import ROUTE_FIELDS, sort_key
+from dragoman.dag.incremental.entries import ROUTE_FIELDS
 from dragoman.dag.incremental.route_index import RouteIndex
 from dragoman.dag.incremental.served_groups import ServedGroups, unscoped_by_gateway
 from dragoman.dag.incremental.slices import SliceIndex
@@ -277,9 +278,10 @@ def _problems(
     routes = parts.routes
     problems = list(parts.judged.problems)
     entries = routes.entries
-    for key in sorted(routes.conflicted, key=sort_key):
+    # ObjectKeys are tuples: sorted as they are, in C (sort_key's order).
+    for key in sorted(routes.conflicted):
         problems.extend(entries[key].conflicts)
-    for key in sorted(routes.with_problems, key=sort_key):  # the build's order: by key
+    for key in sorted(routes.with_problems):  # the build's order: by key
         problems.extend(entries[key].problems)
     problems.extend(parts.served.shadowed.values())
     problems.extend(p for found in unscoped_by_gateway(parts.served).values() for p in found)
@@ -303,7 +305,11 @@ def _problems(
             )
         )
     # Stable: an object's problems keep the order of its fields.
-    return tuple(sorted(problems, key=lambda problem: sort_key(problem.object)))
+    return tuple(sorted(problems, key=_problem_object))
+
+
+# A problem's object: its place in the build's order (a tuple, compared in C).
+_problem_object = attrgetter("object")
 
 
 def _checked_hostnames(routes: RouteIndex) -> tuple[str, ...]:
