@@ -115,5 +115,7 @@ def _new_problems(
     fresh = [problem for problem in problems if id(problem) not in held]
     if not fresh:
         return ()
-    old = set(previous)
+    # An equal problem is about the same object: only those are hashed.
+    objects = {problem.object for problem in fresh}
+    old = {problem for problem in previous if problem.object in objects}
     return tuple(problem for problem in fresh if problem not in old)
