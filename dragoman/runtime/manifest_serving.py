@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.translate_options import TranslateOptions
+from dragoman.objects import KubeObject
 from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.debug.view import DebugView, take_view
 from dragoman.runtime.logs import problem_fields
@@ -86,6 +87,9 @@ class ManifestServer:
             self.metrics.state.unreadable_files = self.directory.unreadable
         self.serving = False
         self.ops: OpsServer | None = None
+        # The objects of the last load applied, and the store made of them.
+        self._objects: tuple[KubeObject, ...] = ()
+        self._store: Store | None = None
 
     def ready(self) -> str:
         """ "" once the first build is served over xDS, else why not yet."""
@@ -137,7 +141,11 @@ class ManifestServer:
         for error in sorted(self._reported - errors, key=str):
             log.info("resolved: %s", error)
         self._reported = errors
-        update = self.controller.update(Store.from_objects(result.objects))
+        # Every step kept until the build has compared: each refers to the last weakly.
+        steps = updated_stores(self._store, self._objects, result.objects)
+        store = steps[-1]
+        self._store, self._objects = store, result.objects
+        update = self.controller.update(store)
         _log_new_problems(update)
         if update.kind != "unchanged":
             log.info(
@@ -235,6 +243,41 @@ class ManifestServer:
                 "reload of %s failed; still serving the previous configuration",
                 self.config.manifests,
             )
+
+
+# At most this many objects added or removed by one load are put into the previous store one
+# by one (each step copies one kind's mapping); more make a store anew.
+STEP_OBJECTS_UP_TO = 16
+
+
+def updated_stores(
+    store: Store | None, before: tuple[KubeObject, ...], objects: tuple[KubeObject, ...]
+) -> list[Store]:
+    """The store of `objects` (the last of the list), given `store`, the store of `before`:
+    when few objects differ, `store` with them put in or taken out one at a time, each step
+    in the list (a store names the one it was made from weakly: while the steps live, the
+    build compares the objects put alone, not every object of every kind); else a store
+    made anew. A load keeps the objects of files it did not read again: the same objects."""
+    if store is None:
+        return [Store.from_objects(objects)]
+    held = set(map(id, before))
+    added = [obj for obj in objects if id(obj) not in held]
+    if len(added) > STEP_OBJECTS_UP_TO:
+        return [Store.from_objects(objects)]
+    now = set(map(id, objects))
+    removed = [obj for obj in before if id(obj) not in now]
+    if len(added) + len(removed) > STEP_OBJECTS_UP_TO:
+        return [Store.from_objects(objects)]
+    steps = [store]
+    put = {(type(obj), obj.meta.namespace, obj.meta.name) for obj in added}
+    for obj in removed:
+        if (type(obj), obj.meta.namespace, obj.meta.name) not in put:  # else replaced below
+            steps.append(
+                steps[-1].with_object(type(obj), (obj.meta.namespace, obj.meta.name), None)
+            )
+    for obj in added:
+        steps.append(steps[-1].with_object(type(obj), (obj.meta.namespace, obj.meta.name), obj))
+    return steps
 
 
 def _log_new_problems(update: UpdateResult) -> None:
