@@ -136,7 +136,7 @@ class ManifestDirectory:
         # Files that cannot be read and never could (nothing to keep serving): path -> reason.
         self._unreadable: dict[str, str] = {}
         self._last: LoadResult | None = None
-        # What `unreadable` found since the last load (None: not asked since).
+        # What `unreadable` answers (None: found from the records when asked).
         self._unreadable_files: frozenset[str] | None = None
         self.parsed_by_worker = 0  # files of the first load a worker process parsed
 
@@ -146,8 +146,8 @@ class ManifestDirectory:
 
     def unreadable(self) -> frozenset[str]:
         """The files that could not be read last time: a repair (a `chmod`) may not change
-        their stamp, so a watcher reports them again on every event and rescan. Found once
-        per load (each event asks; the records are many)."""
+        their stamp, so a watcher reports them again on every event and rescan. Each event
+        asks, and the records are many: kept, brought up to date by each load."""
         if self._unreadable_files is not None:
             return self._unreadable_files
         # Copies taken at once: a scrape may ask while a load runs in its thread.
@@ -165,12 +165,13 @@ class ManifestDirectory:
         those files are looked at; every other file is taken to be as last loaded.
         """
         before = {*self._parsed, *self._unreadable} if self.last_good is not None else set()
-        self._unreadable_files = None
+        # (Asked while this load runs, the answer is found from the records as they are.)
+        known, self._unreadable_files = self._unreadable_files, None
         if changed is None or self._last is None:
-            dirty = self._load_all()
+            dirty, known = self._load_all(), None
         else:
             dirty = self._load_some(changed)
-        self._unreadable_files = None  # (asked while this load ran, it may be half-way)
+        self._unreadable_files = None if known is None else self._still_unreadable(known, changed)
         if self.last_good is not None:
             now = {*self._parsed, *self._unreadable}
             if self._last is None:
@@ -181,6 +182,21 @@ class ManifestDirectory:
             return replace(self._last, changed=False)
         self._last = self._result()
         return self._last
+
+    def _still_unreadable(
+        self, known: frozenset[str], changed: Collection[str] | None
+    ) -> frozenset[str]:
+        """`known`, the unreadable files before a load of the `changed` files, after it."""
+        found = set(known)
+        for relative in changed or ():
+            record = self._parsed.get(relative)
+            if relative in self._unreadable or (
+                record is not None and (record.unreadable or record.stamp is None)
+            ):
+                found.add(relative)
+            else:
+                found.discard(relative)
+        return frozenset(found)
 
     def _load_all(self) -> bool:
         scan = scan_tree(self.path)

@@ -497,6 +497,30 @@ def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> No
     assert directory.unreadable() == frozenset()
 
 
+def test_the_unreadable_files_kept_between_loads_follow_each_load(tmp_path: Path) -> None:
+    """Asked before each load, the answer is brought up to date by the load, not found
+    from every record again: it must be what the records say."""
+    for name in ("a", "b", "c"):
+        write(tmp_path, f"{name}.yaml", flow_service(name))
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    assert directory.unreadable() == frozenset()
+    (tmp_path / "a.yaml").unlink()
+    (tmp_path / "a.yaml").symlink_to("missing-target.yaml")  # kept: its last good version
+    (tmp_path / "b.yaml").unlink()
+    (tmp_path / "b.yaml").mkdir()
+    directory.load({"a.yaml", "b.yaml"})
+    assert directory.unreadable() == {"a.yaml", "b.yaml"}
+    (tmp_path / "a.yaml").unlink()
+    write(tmp_path, "a.yaml", flow_service("a", port=81))
+    write(tmp_path, "d.yaml", flow_service("d"))
+    directory.load({"a.yaml", "d.yaml"})
+    assert directory.unreadable() == {"b.yaml"}
+    (tmp_path / "b.yaml").rmdir()
+    directory.load({"b.yaml"})  # gone
+    assert directory.unreadable() == frozenset()
+
+
 def break_by_symlink_loop(path: Path) -> None:
     path.unlink()
     path.symlink_to(path.name)
