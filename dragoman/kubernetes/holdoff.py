@@ -3,9 +3,9 @@
 A change that comes at least `quiet` seconds after the last rebuild (after when it took its
 input: `flushed`'s time) is applied at once; changes that follow a rebuild more closely are a
 burst: they wait until the stream has been quiet for `quiet` seconds, but never longer than
-`max_delay` after the first of them, so a steady trickle still gets applied. (Contour holds off 100 ms after every rebuild; a quiet
-spell of 10 ms is enough to tell a lone change from a burst, and the lone change is served
-90 ms sooner.)
+`max_delay` after the first of them, so a steady trickle still gets applied. (Contour holds
+off 100 ms after every rebuild; a quiet spell of 10 ms is enough to tell a lone change from a
+burst, and the lone change is served 90 ms sooner.)
 """
 
 from __future__ import annotations
