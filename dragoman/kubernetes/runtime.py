@@ -296,9 +296,7 @@ class KubernetesServer:
             held_off = pending.config and pending.holdoff.due() <= now
             if held_off or (pending.endpoints and not pending.config):
                 self._update()
-                # Quiet is measured from when the rebuild took its input: a slow rebuild
-                # does not make the next change look like the tail of a burst.
-                pending.holdoff.flushed(now)
+                pending.holdoff.flushed(now)  # when it took its input (a slow one is no burst)
                 pending.config = pending.endpoints = False
                 continue
             timeout = pending.holdoff.due() - now if pending.config else None
