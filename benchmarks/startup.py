@@ -26,8 +26,9 @@ With `--size-check`, each layout is served once more, by a child kept running: b
 time to serve every cluster, its memory once ready (resident, and its peak), its CPU time
 while idle (one client connected, nothing changing; per minute, over `--idle` seconds: the
 watcher's periodic rescan comes every 60 s), and `--changes` times one Service's file edited
-(its port) until the connected client receives the CDS response with the change: each
-change's latency (inotify, load, build, translation, publishing, the response on the wire).
+(its port) until the connected client (over delta ADS, whatever `--delta` says: a SotW
+response holds every cluster) receives the CDS response with the change: each change's
+latency (inotify, load, build, translation, publishing, the response on the wire).
 Each figure is printed with its target and the ratio to it; the time to serve, with the
 ratio to the floor of the same run: interpreter start and imports (the child's phases).
 
@@ -285,7 +286,9 @@ def size_check(
         figures: dict[str, Any] = {"wall": time.monotonic() - started}
         figures["cpu"] = cpu_seconds(process.pid)
         figures["rss ready"], _ = memory_mib(process.pid)
-        held = HeldStream(port, delta)
+        # Delta: over SotW each response carries all N clusters, which this client would
+        # spend most of a change's time decoding.
+        held = HeldStream(port, delta=True)
         try:
             _, clusters = held.next_response(120)
             assert clusters >= services, f"{clusters} clusters in the first response"
