@@ -483,6 +483,16 @@ def compiled_as_installed(pycache: Path) -> None:
     ready_floor(delta=False)  # imports what serving does (and compiles it)
 
 
+def too_large(manifests: Path) -> bool:
+    """Whether a file is over dragoman's size limit (refused unread: nothing to serve)."""
+    from dragoman.sources.decode import MAX_FILE_BYTES
+
+    largest = max(path.stat().st_size for path in manifests.iterdir())
+    if largest > MAX_FILE_BYTES:
+        print(f"not run: a file of {largest:,} bytes, over the limit of {MAX_FILE_BYTES:,}")
+    return largest > MAX_FILE_BYTES
+
+
 def report(args: argparse.Namespace) -> int:
     layouts = ["files", "one-file"] if args.layout == "both" else [args.layout]
     for layout in layouts:
@@ -490,6 +500,8 @@ def report(args: argparse.Namespace) -> int:
             manifests = workdir / "manifests"
             workload = write_workload(manifests, args.services, layout == "one-file")
             print(f"\n== N = {args.services:,}, {layout}, {'delta' if args.delta else 'SotW'} ==")
+            if too_large(manifests):
+                continue
             runs = []
             for _ in range(args.repeat):
                 run = end_to_end(manifests, args.services, args.delta)
