@@ -4,6 +4,7 @@
     python benchmarks/startup.py --services 1000 --repeat 3
     python benchmarks/startup.py --layout files --delta
     python benchmarks/startup.py --no-phases           # the end-to-end figure alone
+    python benchmarks/startup.py --size-check --services 50000 --layout files
 
 The workload of the propagation benchmark (`propagation.py`): N ExternalName Services
 `svcI.example.test`, one Gateway with an HTTP listener, one HTTPRoute per Service; one file
@@ -21,6 +22,20 @@ interpreter start, imports, directory scan + read + decode + parse, the store, t
 the translation (serialized resources), publishing (gRPC variants, cache), starting the xDS
 server and answering the first CDS request.
 
+With `--size-check`, each layout is served once more, by a child kept running: besides the
+time to serve every cluster, its memory once ready (resident, and its peak), its CPU time
+while idle (one client connected, nothing changing; per minute, over `--idle` seconds: the
+watcher's periodic rescan comes every 60 s), and `--changes` times one Service's file edited
+(its port) until the connected client (over delta ADS, whatever `--delta` says: a SotW
+response holds every cluster) receives the CDS response with the change: each change's
+latency (inotify, load, build, translation, publishing, the response on the wire).
+Each figure is printed with its target and the ratio to it; the time to serve, with the
+ratio to the floor of the same run: interpreter start and imports (the child's phases).
+
+Every child runs as an installed dragoman does, with its modules' bytecode compiled (pip
+compiles a wheel's modules when it installs them): into a temporary cache, by a run that is
+not counted, even where the environment says not to write bytecode.
+
 It prints figures; nothing asserts on them.
 """
 
@@ -30,6 +45,7 @@ import argparse
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -41,6 +57,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 NODE_CLUSTER = "default/bench"  # the Gateway of propagation.py's workload
@@ -71,13 +88,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_workload(root: Path, services: int, one_file: bool) -> None:
+def write_workload(root: Path, services: int, one_file: bool) -> Any:
+    """The workload's files written; returns it (a propagation.Workload: `change(i)`)."""
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(HERE.parent))
     from propagation import Workload
 
     listener, port0, port1 = free_port(), free_port(), free_port()
-    Workload(root, services, listener, (port0, port1), False, one_file).write_all()
+    workload = Workload(root, services, listener, (port0, port1), False, one_file)
+    workload.write_all()
+    return workload
 
 
 # --- the client --------------------------------------------------------------------------
@@ -137,6 +157,63 @@ def clusters_answered(
     raise TimeoutError("no complete CDS response before the deadline")
 
 
+class HeldStream:
+    """An ADS stream asking for CDS as a node of the Gateway, held open (as a connected
+    Envoy's): each response is acknowledged, and (arrival time, clusters in it) queued."""
+
+    def __init__(self, port: int, delta: bool) -> None:
+        import grpc
+        from envoy.config.core.v3.base_pb2 import Node
+        from envoy.service.discovery.v3 import ads_pb2_grpc
+
+        self.delta = delta
+        self.node = Node(id="startup-bench-held", cluster=NODE_CLUSTER)
+        self.responses: queue.Queue[tuple[float, int]] = queue.Queue()
+        self._requests: queue.Queue[object | None] = queue.Queue()
+        options = [("grpc.max_receive_message_length", 512 * 1024 * 1024)]
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=options)
+        stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(self.channel)
+        self._method = stub.DeltaAggregatedResources if delta else stub.StreamAggregatedResources
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _request(self, nonce: str = "", version: str = "") -> object:
+        from envoy.service.discovery.v3.discovery_pb2 import (
+            DeltaDiscoveryRequest,
+            DiscoveryRequest,
+        )
+
+        if self.delta:
+            return DeltaDiscoveryRequest(node=self.node, type_url=CDS, response_nonce=nonce)
+        return DiscoveryRequest(
+            node=self.node, type_url=CDS, response_nonce=nonce, version_info=version
+        )
+
+    def _outgoing(self) -> Iterator[object]:
+        yield self._request()
+        while (request := self._requests.get()) is not None:
+            yield request
+
+    def _run(self) -> None:
+        import grpc
+
+        try:
+            for response in self._method(self._outgoing()):
+                self.responses.put((time.monotonic(), len(response.resources)))
+                version = "" if self.delta else response.version_info
+                self._requests.put(self._request(response.nonce, version))
+        except grpc.RpcError:
+            pass  # closed
+
+    def next_response(self, timeout: float) -> tuple[float, int]:
+        return self.responses.get(timeout=timeout)
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self.channel.close()
+        self._thread.join(5)
+
+
 # --- end to end --------------------------------------------------------------------------
 
 
@@ -159,6 +236,115 @@ def end_to_end(manifests: Path, services: int, delta: bool) -> dict[str, float |
             process.kill()
             process.wait()
     return {"wall": wall, "cpu": cpu, "clusters": clusters, "load": load()}
+
+
+# --- the size check: memory, idle CPU and one change, at N ---------------------------
+
+# The targets (the project's, for 50,000 Services with 50,000 HTTPRoutes).
+READY_TARGET_S = {10_000: 2.0, 50_000: 12.0}
+RSS_TARGET_MIB = 600.0
+CHANGE_TARGET_MS = 50.0
+IDLE_TARGET_S_PER_MINUTE = 1.0
+
+
+def memory_mib(pid: int) -> tuple[float, float]:
+    """The process's resident memory now and its peak, in MiB."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return (
+        int(fields["VmRSS"].split()[0]) / 1024,
+        int(fields["VmHWM"].split()[0]) / 1024,
+    )
+
+
+@contextlib.contextmanager
+def serving(manifests: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    dragoman = str(Path(sys.executable).parent / "dragoman")
+    command = [dragoman, "serve", "--manifests", str(manifests)]
+    command += ["--xds-address", f"127.0.0.1:{port}", "--metrics-address", "off"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def size_check(
+    workload: Any, services: int, delta: bool, idle_s: float, changes: int
+) -> dict[str, Any]:
+    """Serves the workload; ready time, memory, idle CPU and change latencies."""
+    port = free_port()
+    started = time.monotonic()
+    with serving(workload.root, port) as process:
+        clusters_answered(port, services, delta, started + 600)
+        figures: dict[str, Any] = {"wall": time.monotonic() - started}
+        figures["cpu"] = cpu_seconds(process.pid)
+        figures["rss ready"], _ = memory_mib(process.pid)
+        # Delta: over SotW each response carries all N clusters, which this client would
+        # spend most of a change's time decoding.
+        held = HeldStream(port, delta=True)
+        try:
+            _, clusters = held.next_response(120)
+            assert clusters >= services, f"{clusters} clusters in the first response"
+            time.sleep(1.0)  # the first response's serialization settles
+            cpu_before = cpu_seconds(process.pid)
+            time.sleep(idle_s)
+            figures["idle"] = (cpu_seconds(process.pid) - cpu_before) * 60 / idle_s
+            latencies = []
+            for change in range(changes):
+                written = time.monotonic()
+                workload.change((change * 7919) % services)  # spread over the files
+                arrived, _ = held.next_response(60)
+                latencies.append((arrived - written) * 1000)
+                time.sleep(0.3)  # one change at a time, not a burst
+            figures["changes ms"] = latencies
+        finally:
+            held.close()
+        figures["rss"], figures["peak"] = memory_mib(process.pid)
+    figures["load"] = load()
+    return figures
+
+
+def ready_floor(delta: bool) -> float:
+    """The time to serve one Service: starting the interpreter, imports, xDS."""
+    with workspace() as workdir:
+        write_workload(workdir / "manifests", 1, False)
+        return float(end_to_end(workdir / "manifests", 1, delta)["wall"])
+
+
+def report_size_check(figures: dict[str, Any], services: int, floor: float) -> None:
+    target = READY_TARGET_S.get(services)
+    judged = f"   target {target:g} s: x{figures['wall'] / target:.2f}" if target else ""
+    print(
+        f"start -> all clusters served      wall {figures['wall']:6.2f} s   "
+        f"cpu {figures['cpu']:6.2f} s   x{figures['wall'] / floor:.1f} the floor{judged}"
+    )
+    print(f"  (floor: one Service served       wall {floor:6.2f} s)")
+    rss_ratio = figures["peak"] / RSS_TARGET_MIB
+    print(
+        f"memory: ready {figures['rss ready']:.0f} MiB, after the changes {figures['rss']:.0f}"
+        f" MiB, peak {figures['peak']:.0f} MiB   target {RSS_TARGET_MIB:g} MiB: x{rss_ratio:.2f}"
+    )
+    idle = figures["idle"]
+    print(
+        f"idle CPU: {idle:.2f} s per minute   "
+        f"target {IDLE_TARGET_S_PER_MINUTE:g} s: x{idle / IDLE_TARGET_S_PER_MINUTE:.2f}"
+    )
+    latencies = sorted(figures["changes ms"])
+    if latencies:
+        median = statistics.median(latencies)
+        print(
+            f"one change -> CDS response: median {median:.0f} ms, max {latencies[-1]:.0f} ms"
+            f" of {len(latencies)}   target {CHANGE_TARGET_MS:g} ms (published; this is"
+            f" more: the watcher and the wire too): x{median / CHANGE_TARGET_MS:.2f}"
+        )
+    print(f"  ({figures['load']})")
 
 
 # --- phases, in a child process ----------------------------------------------------------
@@ -191,11 +377,11 @@ def phases_child(manifests: Path, started_at: float) -> None:
     controller = server.controller
     timed: dict[str, float] = {}
 
-    def timing(name: str, function: object) -> object:
+    def timing(name: str, function: Any) -> Any:
         def timed_call(*args: object, **kwargs: object) -> object:
             wall, cpu = time.time(), cpu_time()
             try:
-                return function(*args, **kwargs)  # type: ignore[operator]
+                return function(*args, **kwargs)
             finally:
                 timed[name + " wall"] = timed.get(name + " wall", 0.0) + time.time() - wall
                 timed[name + " cpu"] = timed.get(name + " cpu", 0.0) + cpu_time() - cpu
@@ -205,16 +391,18 @@ def phases_child(manifests: Path, started_at: float) -> None:
     from dragoman import store as store_module
     from dragoman.dag.incremental import IncrementalBuild
     from dragoman.envoy.translation.translator import Translation
+    from dragoman.snapshots.gc_pause import cyclic_gc_paused
 
     controller.builder = IncrementalBuild(controller.build_options)
     controller.translation = Translation(controller.translate_options)
-    controller.builder.build = timing("build", controller.builder.build)  # type: ignore
-    controller.translation.translate = timing(  # type: ignore[method-assign]
-        "translate", controller.translation.translate
-    )
-    store_module.Store.from_objects = timing("store", store_module.Store.from_objects)  # type: ignore
+    # Methods replaced by timed wrappers, on purpose: mypy refuses assigning to a method.
+    builder, translation = controller.builder, controller.translation
+    builder.build = timing("build", builder.build)  # type: ignore[method-assign]
+    translation.translate = timing("translate", translation.translate)  # type: ignore[method-assign]
+    store_module.Store.from_objects = timing("store", store_module.Store.from_objects)  # type: ignore[method-assign]
     wall_before, cpu_before = time.time(), cpu_time()
-    server._apply(result)
+    with cyclic_gc_paused():  # as serve's first load and build
+        server._apply(result)
     apply_wall, apply_cpu = time.time() - wall_before, cpu_time() - cpu_before
     for name in ("store", "build", "translate"):
         marks.append((name, timed.get(name + " wall", 0.0), timed.get(name + " cpu", 0.0)))
@@ -247,12 +435,12 @@ def phases_child(manifests: Path, started_at: float) -> None:
     print(json.dumps({"marks": marks, "objects": len(result.objects)}), flush=True)
 
 
-def phases(manifests: Path) -> dict[str, object]:
+def phases(manifests: Path) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).resolve()), "--phases-child", str(manifests)]
     output = subprocess.run(
         [*command, repr(time.time())], check=True, capture_output=True, text=True
     ).stdout
-    figures: dict[str, object] = json.loads(output.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     figures["load"] = load()
     return figures
 
@@ -269,18 +457,53 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--delta", action="store_true", help="the client asks over delta ADS")
     parser.add_argument("--no-phases", dest="phases", action="store_false")
+    parser.add_argument(
+        "--size-check",
+        action="store_true",
+        help="also memory, idle CPU and one change's latency, with a server kept running",
+    )
+    parser.add_argument("--idle", type=float, default=65.0, help="idle seconds measured")
+    parser.add_argument("--changes", type=int, default=10, help="changes measured one by one")
     parser.add_argument("--phases-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.phases_child:
         phases_child(Path(args.phases_child[0]), float(args.phases_child[1]))
         return 0
 
+    with workspace() as pycache:
+        compiled_as_installed(pycache)
+        return report(args)
+
+
+def compiled_as_installed(pycache: Path) -> None:
+    """The modules serving imports compiled into `pycache`, which the children read them
+    from: dragoman's, and those of its dependencies (installed, maybe without bytecode)."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(pycache)
+    package = HERE.parent / "dragoman"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+    ready_floor(delta=False)  # imports what serving does (and compiles it)
+
+
+def too_large(manifests: Path) -> bool:
+    """Whether a file is over dragoman's size limit (refused unread: nothing to serve)."""
+    from dragoman.sources.decode import MAX_FILE_BYTES
+
+    largest = max(path.stat().st_size for path in manifests.iterdir())
+    if largest > MAX_FILE_BYTES:
+        print(f"not run: a file of {largest:,} bytes, over the limit of {MAX_FILE_BYTES:,}")
+    return largest > MAX_FILE_BYTES
+
+
+def report(args: argparse.Namespace) -> int:
     layouts = ["files", "one-file"] if args.layout == "both" else [args.layout]
     for layout in layouts:
         with workspace() as workdir:
             manifests = workdir / "manifests"
-            write_workload(manifests, args.services, layout == "one-file")
+            workload = write_workload(manifests, args.services, layout == "one-file")
             print(f"\n== N = {args.services:,}, {layout}, {'delta' if args.delta else 'SotW'} ==")
+            if too_large(manifests):
+                continue
             runs = []
             for _ in range(args.repeat):
                 run = end_to_end(manifests, args.services, args.delta)
@@ -300,11 +523,15 @@ def main(argv: list[str] | None = None) -> int:
                 figures = phases(manifests)
                 print(f"phases ({figures['objects']} objects; {figures['load']}):")
                 total_wall = total_cpu = 0.0
-                for name, wall, cpu in figures["marks"]:  # type: ignore[union-attr]
+                for name, wall, cpu in figures["marks"]:
                     total_wall += wall
                     total_cpu += cpu
                     print(f"  {name:34s} wall {wall:5.2f} s   cpu {cpu:5.2f} s")
                 print(f"  {'total':34s} wall {total_wall:5.2f} s   cpu {total_cpu:5.2f} s")
+            if args.size_check:
+                print("size check (one server kept running):")
+                figures = size_check(workload, args.services, args.delta, args.idle, args.changes)
+                report_size_check(figures, args.services, ready_floor(args.delta))
     return 0
 
 

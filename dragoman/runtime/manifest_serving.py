@@ -170,9 +170,11 @@ class ManifestServer:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         dns_answers = await asyncio.to_thread(self._kept_dns_answers)
-        await self.reload()
-        # What the first load and build made lives as long as the process: keep the cyclic
-        # collector from scanning it again on every later collection.
+        # What the first load and build make lives as long as the process: the cyclic
+        # collector does not scan it while it is made (each full collection would go over
+        # all of it again), nor on any later collection (frozen).
+        with cyclic_gc_paused():
+            await self.reload()
         gc.freeze()
         server, checking = await start_serving(
             self.controller,

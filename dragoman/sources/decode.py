@@ -140,7 +140,36 @@ class _ManifestLoader(BoundedLoader):
 
 
 class _PrecheckedManifestLoader(_ManifestLoader, PrecheckedLoader):
-    """_ManifestLoader for a text within the limits by its characters: libyaml composes."""
+    """_ManifestLoader for a text within the limits by its characters: libyaml composes.
+    Such a text has no anchor or alias, so its nodes form a tree: each is built once, and
+    none can hold itself (no record of what was built, or is being built, is kept)."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self.document_starts.append((node.start_mark.line, node.start_mark.column))
+        try:
+            return self._build_tree(node)
+        finally:
+            self.constructed_objects = {}
+            self.recursive_objects = {}
+
+    def _build_tree(self, node: yaml.Node) -> Any:
+        tag = node.tag
+        kind = type(node)
+        if tag == _STR and kind is yaml.ScalarNode:
+            return node.value
+        if tag == _MAP and kind is yaml.MappingNode:
+            value: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    return self.construct_object(node, deep=True)  # PyYAML applies `<<`
+                key = self._build_tree(key_node)
+                if type(key) is not str or key in value:
+                    _check_key(key, value, node, key_node)
+                value[key] = self._build_tree(value_node)
+            return value
+        if tag == _SEQ and kind is yaml.SequenceNode:
+            return [self._build_tree(item) for item in node.value]
+        return self.construct_object(node, deep=True)
 
 
 _MISSING = object()

@@ -86,7 +86,8 @@ class Node:
         if self._absent(key, required):
             return None
         value = self.data[key]
-        if not isinstance(value, Mapping):
+        # `type(...) is dict` first: what a decoder makes, cheaper than the abstract class.
+        if type(value) is not dict and not isinstance(value, Mapping):
             self.expected(self.at(key), "a mapping", value)
             return None
         return Node(value, self.at(key), self.problems)
@@ -106,7 +107,7 @@ class Node:
         nodes = []
         for index, item in enumerate(items):
             path = f"{self.at(key)}[{index}]"
-            if isinstance(item, Mapping):
+            if type(item) is dict or isinstance(item, Mapping):
                 nodes.append(Node(item, path, self.problems))
             else:
                 self.expected(path, "a mapping", item)
@@ -119,7 +120,9 @@ class Node:
         if self._absent(key, required):
             return None
         value = self.data[key]
-        if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        if type(value) is not list and (
+            isinstance(value, str | bytes) or not isinstance(value, Sequence)
+        ):
             self.expected(self.at(key), "a list", value)
             return None
         if len(value) < min_items:

@@ -85,6 +85,9 @@ EDGE_CASES = [
     "a: |\n  line one\n  line two\nb: >-\n  folded\n  text\n",
     "'quoted key': \"double \\u00e9\"\nplain: it's\n",
     "a: 1\na: 2\n",  # a repeated key
+    "m:\n  <<: {a: 1, b: 2}\n  b: 3\n",  # a merge key without anchors, overridden
+    "m: {<<: [{a: 1}, {c: 4}], b: 2, b: 3}\n",  # merged, then a repeated key
+    "- {a: 1, 2: b, 2: c}\n",  # a repeated key that is no string
     "? [a, b]\n: c\n",  # a list as a key
     "? {a: b}\n: c\n",  # a mapping as a key
     "a: [1, 2\n",  # unclosed

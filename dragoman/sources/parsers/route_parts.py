@@ -140,7 +140,9 @@ def header_matches(node: Node, key: str, *, max_value_length: int) -> tuple[Head
 
 
 def route_filters(node: Node, allowed_types: Sequence[str]) -> tuple[RouteFilter, ...]:
-    items = node.mappings("filters", max_items=16) or []
+    items = node.mappings("filters", max_items=16)
+    if not items:
+        return ()  # most rules and backends: nothing to count
     filters = tuple(_route_filter(item, allowed_types) for item in items)
     counts = Counter(f.type for f in filters)
     for single in _SINGLE_FILTERS:
