@@ -9,14 +9,18 @@ leaves them alone too.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import os
 import select
 import stat
 import struct
+import termios
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,6 +62,8 @@ DEBOUNCE_MS = 50
 # Files being written that are remembered; past this, the oldest are forgotten (a rescan
 # then may read one of them before its writer closes it).
 MAX_WRITING = 10_000
+# How long writing_now() waits for the thread to read the events already queued.
+CATCH_UP_S = 0.2
 
 # A batch of changed manifest files (relative, '/'-separated), or None: rescan to tell.
 Deliver = Callable[[frozenset[str] | None], None]
@@ -79,6 +85,12 @@ class KernelEvents:
         self._stopped = threading.Event()
         self._pipe_lock = threading.Lock()  # the pipe is closed once, never written after
         self._pipe_open = True
+        # Set once every directory is watched (or the watch failed): a scan taken after it
+        # misses no write, since the kernel reports every one from then on.
+        self.started = threading.Event()
+        # Held while events are read and applied, so writing_now() sees them whole.
+        self._reading = threading.Lock()
+        self._fd = -1
         self._thread = threading.Thread(target=self._run, name="manifest-watch", daemon=True)
         self._thread.start()
 
@@ -90,8 +102,15 @@ class KernelEvents:
                 os.write(self._wake_write, b"x")
 
     def writing_now(self) -> frozenset[str]:
-        """The manifest files written to and not closed yet."""
-        return frozenset(list(self.writing))  # a copy taken at once: the thread adds to it
+        """The manifest files written to and not closed yet, as of every event the kernel
+        queued before the call: a scan taken just before it knows which of the files it saw
+        were still open. Blocks until the thread has read those events (CATCH_UP_S at most)."""
+        deadline = time.monotonic() + CATCH_UP_S
+        while True:
+            with self._reading:
+                if self._fd < 0 or _unread(self._fd) == 0 or time.monotonic() >= deadline:
+                    return frozenset(self.writing)
+            time.sleep(STEP_MS / 1000)
 
     def _run(self) -> None:
         fd = -1
@@ -100,12 +119,17 @@ class KernelEvents:
             fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
             if fd < 0:
                 raise _os_error(ctypes.get_errno(), "inotify_init1")
+            self._fd = fd
             self._watch_tree(libc, fd, self.root, "")
+            self.started.set()
             self._loop(libc, fd)
         except Exception as exc:
             if not self._stopped.is_set():
                 self.on_failure(exc)
         finally:
+            self.started.set()
+            with self._reading:
+                self._fd = -1
             if fd >= 0:
                 os.close(fd)
             with self._pipe_lock:
@@ -124,9 +148,10 @@ class KernelEvents:
             changed: set[str] | None = set()
             waited = 0
             while True:  # gather until quiet for STEP_MS, at most DEBOUNCE_MS
-                data = _read_all(fd)
-                if data:
-                    changed = self._batch(libc, fd, data, changed)
+                with self._reading:
+                    data = _read_all(fd)
+                    if data:
+                        changed = self._batch(libc, fd, data, changed)
                 # A file whole (closed or moved in) goes once nothing more is queued; events
                 # that only announce a write (a file made, written to) wait for its close.
                 step = 0 if changed is None or changed else STEP_MS
@@ -234,6 +259,13 @@ def _libc() -> ctypes.CDLL:
         raise OSError(errno.ENOSYS, "inotify is not available")
     libc.inotify_add_watch.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
     return libc
+
+
+def _unread(fd: int) -> int:
+    """How many bytes of events the kernel holds for fd, not read yet."""
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count, True)
+    return count[0]
 
 
 def _read_all(fd: int) -> bytes:

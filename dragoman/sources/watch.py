@@ -37,6 +37,9 @@ __all__ = ["FileStamp", "OnChange", "fingerprint", "watch_directory"]
 
 log = logging.getLogger("dragoman.sources")
 
+# How long a start waits for the kernel watch to be set up (a deep tree takes a while).
+KERNEL_START_TIMEOUT = 10.0
+
 # Relative paths of the manifest files added, edited or removed since the last call.
 OnChange = Callable[[frozenset[str]], Awaitable[None] | None]
 View = dict[str, FileStamp]
@@ -125,12 +128,12 @@ class _Watcher:
 
     async def run(self, baseline: Mapping[str, FileStamp] | None) -> None:
         if self.path.is_dir():
-            self._ensure_kernel_events()  # before the baseline: no change falls in between
+            await self._ensure_kernel_events()  # before the baseline: no change falls between
         view = await self._scan()
         self.missing = view is None
         self.view = dict(baseline) if baseline is not None else view or {}
-        # The kernel watch may start a moment after the scan: rescan soon once, then at the
-        # interval.
+        # A kernel watch slower to start than KERNEL_START_TIMEOUT may miss what came before
+        # it: rescan soon once, then at the interval.
         self.last_rescan = self.loop.time() - self.rescan_interval + min(1.0, self.rescan_interval)
         try:
             changed: set[str] = set()
@@ -146,7 +149,7 @@ class _Watcher:
                 self.pending = set(changed)
                 await self._report()
             while True:
-                self._ensure_kernel_events()
+                await self._ensure_kernel_events()
                 now = self.loop.time()
                 next_rescan = self.last_rescan + self._rescan_period()
                 due = next_rescan
@@ -240,7 +243,9 @@ class _Watcher:
         if self.missing:
             log.info("manifest directory %s is readable again", self.path)
             self.missing = False
-        for path in self.kernel.writing_now() if self.kernel is not None else ():
+        kernel = self.kernel
+        writing = await asyncio.to_thread(kernel.writing_now) if kernel is not None else ()
+        for path in writing:
             # Being written: read once its writer closes it (the kernel reports that).
             view.pop(path, None)
             if path in self.view:
@@ -269,10 +274,14 @@ class _Watcher:
         self.root_identity = identity
         return view
 
-    def _ensure_kernel_events(self) -> None:
+    async def _ensure_kernel_events(self) -> None:
         if self.kernel is not None or self.kernel_failed or self.missing:
             return
-        self.kernel = KernelEvents(self.path, self._hand_over, self._failed_in_thread)
+        self.kernel = kernel = KernelEvents(self.path, self._hand_over, self._failed_in_thread)
+        # The watch is set up in the kernel thread: until it is, a write would go unseen, and
+        # a rescan could take a file its writer has not closed yet for a whole one.
+        if not await asyncio.to_thread(kernel.started.wait, KERNEL_START_TIMEOUT):
+            log.warning("watching %s for changes has not started yet", self.path)
 
     def _hand_over(self, batch: frozenset[str] | None) -> None:
         """From the kernel thread: a batch for the event loop."""

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from dragoman.sources import watch as watch_module
+from dragoman.sources.inotify import KernelEvents
 from dragoman.sources.watch import _scan_with_identity, _sharing, fingerprint, watch_directory
 from tests.support.configmap import configmap_volume
 
@@ -571,6 +574,84 @@ def test_a_file_is_reported_when_its_writer_closes_it_not_while_it_writes(
             assert changes.reports[0] == frozenset({"a.yaml"})
 
     run(test)
+
+
+def test_the_tree_is_scanned_only_once_the_kernel_watch_is_set_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under load the kernel thread may set its watch up late. A scan taken before that would
+    # miss writes in between, and a rescan would not know which files are still open for
+    # writing: it could read one half-written.
+    target = tmp_path / "a.yaml"
+    target.write_text(manifest("a"))
+    baseline, _ = _scan_with_identity(tmp_path)
+    set_up_at: list[float] = []
+    scanned_at: list[float] = []
+    set_up, scan = KernelEvents._watch_tree, watch_module._scan_with_identity
+
+    def slow_set_up(self: KernelEvents, *args: Any) -> None:
+        time.sleep(0.5)
+        set_up(self, *args)
+        set_up_at.append(time.monotonic())
+
+    def timed_scan(root: Path) -> Any:
+        scanned_at.append(time.monotonic())
+        return scan(root)
+
+    monkeypatch.setattr(KernelEvents, "_watch_tree", slow_set_up)
+    monkeypatch.setattr(watch_module, "_scan_with_identity", timed_scan)
+
+    async def test() -> None:
+        changes = Changes()
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            watch_directory(
+                tmp_path,
+                changes,
+                stop,
+                quiet_period=QUIET,
+                rescan_interval=NEVER,
+                baseline=baseline,
+            )
+        )
+        await asyncio.sleep(0.1)
+        target.write_text(manifest("a", padding=10))  # after the start, before the watch
+        try:
+            await changes.next()
+            assert changes.reports == [frozenset({"a.yaml"})]
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 1.0)
+        assert set_up_at and scanned_at
+        assert scanned_at[0] >= set_up_at[0]
+
+    run(test)
+
+
+def test_files_being_written_are_known_as_of_every_event_queued_before_asking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rescan asks right after its scan; the kernel thread, slow under load, may not have
+    # read the write's events yet: the answer waits for them.
+    target = tmp_path / "a.yaml"
+    target.write_text(manifest("a"))
+    read_batch = KernelEvents._batch
+
+    def slow_batch(self: KernelEvents, *args: Any) -> Any:
+        time.sleep(0.05)
+        return read_batch(self, *args)
+
+    monkeypatch.setattr(KernelEvents, "_batch", slow_batch)
+    kernel = KernelEvents(tmp_path, lambda batch: None, lambda error: None)
+    try:
+        assert kernel.started.wait(5.0)
+        with target.open("w") as writing:
+            writing.write("apiVersion: v1\n")
+            writing.flush()
+            assert kernel.writing_now() == frozenset({"a.yaml"})
+        assert kernel.writing_now() == frozenset()
+    finally:
+        kernel.close()
 
 
 def test_a_file_renamed_into_place_or_linked_is_reported(tmp_path: Path) -> None:
