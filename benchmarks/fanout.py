@@ -7,6 +7,7 @@
     python benchmarks/fanout.py --matrix --tls both    # each of those plaintext, then mTLS
     python benchmarks/fanout.py --streams 300 --clusters 5000 --updates 5
     python benchmarks/fanout.py --grpc-services 2000 --grpc-services 10000
+    python benchmarks/fanout.py --storm --streams 10000 --clusters 10000   # reconnect storm
 
 The server runs in this process (the real grpc.aio server, SnapshotCache and stream state
 machines). Synthetic clients run in worker processes, each with many asyncio streams, one
@@ -27,6 +28,13 @@ CPU seconds per update.
 `--tls on` serves over mutual TLS (certificates from `dragoman.security.certgen`, every client
 with the fleet identity, each stream its own TLS connection); `--tls both` runs every scenario
 in plaintext and then over mutual TLS, so the two can be read side by side.
+
+`--storm` instead runs a reconnect storm, as after a replica died and its clients all came
+to this one: one well-behaved stream is connected and served, then S streams connect at once
+while one cluster changes every 0.5 s. Reported: the seconds until every new stream has ACKed
+a full answer, how long each update took to reach the well-behaved stream meanwhile (a version
+superseded before it was sent counts until a later one arrived), and the server's RSS before,
+at its peak (sampled every 50 ms) and with every stream idle.
 
 `--grpc-services N` instead times the proxyless gRPC clients' translation of N Services (the
 synthetic store of benchmarks/translate.py) and how long the event loop stalls while it
@@ -214,6 +222,7 @@ class Scenario:
     metrics: bool = False  # the server counts with dragoman's Prometheus metrics hooks
     metrics_services: int = 10_000  # Services in the store behind the reported scrape
     tls: bool = False
+    storm: bool = False  # every stream connects at once beside a well-behaved one
 
 
 @dataclass
@@ -259,51 +268,12 @@ async def run_scenario(scenario: Scenario) -> Result:
             progress.on_event(stream, event)
 
         callbacks = dataclasses.replace(hooks, on_event=both)
-    tls_dir = tempfile.mkdtemp(prefix="dragoman-fanout-") if scenario.tls else ""
-    credentials = None
-    if tls_dir:
-        write_files(Path(tls_dir), server_names=("localhost",), days=1)
-        credentials = RotatingServerCredentials(
-            TlsFiles(*(Path(tls_dir) / name for name in ("server.crt", "server.key", "ca.crt")))
-        )
-    server = await start_xds_server(
-        cache, "127.0.0.1:0", registry=registry, callbacks=callbacks, tls=credentials
-    )
-    # With TLS, the name the server certificate carries.
-    address = f"{'localhost' if tls_dir else '127.0.0.1'}:{bound_port(server)}"
+    server, address, tls_dir = await serving(scenario, cache, registry, callbacks)
     gc.collect()
     rss_before = rss_kib()
     trimmed_before = trimmed_rss_kib()
     progress.expect(snapshots[0].of_type(type_url).version, streams)
-    workers = scenario.workers
-    per_worker = [streams // workers + (1 if w < streams % workers else 0) for w in range(workers)]
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            __file__,
-            "--worker",
-            "--address",
-            address,
-            "--worker-id",
-            str(w),
-            *(["--tls-dir", tls_dir] if tls_dir else []),
-            *scenario_args(
-                Scenario(
-                    count,
-                    scenario.clusters,
-                    scenario.updates,
-                    1,
-                    scenario.delta,
-                    scenario.eds,
-                    tls=scenario.tls,
-                )
-            ),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        for w, count in enumerate(per_worker)
-        if count
-    ]
+    procs = await spawn_workers(address, tls_dir, scenario, streams)
     try:
         await asyncio.wait_for(progress.done.wait(), SETTLE_TIMEOUT_S)
         await asyncio.sleep(0.5)  # let every stream go idle
@@ -328,15 +298,7 @@ async def run_scenario(scenario: Scenario) -> Result:
         gc.collect()
         rss_after = rss_kib()
         trimmed_after = trimmed_rss_kib()
-        # Each worker reports when each of its streams received each version.
-        received: dict[str, list[float]] = {}
-        for proc in procs:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(b"report\n")
-            await proc.stdin.drain()
-            line = await asyncio.wait_for(proc.stdout.readline(), SETTLE_TIMEOUT_S)
-            for version, times in json.loads(line).items():
-                received.setdefault(version, []).extend(times)
+        received = await received_times(procs)
         stream_p50_s = []
         for version, started in starts:
             latencies = sorted(t - started for t in received.get(version, []))
@@ -346,13 +308,7 @@ async def run_scenario(scenario: Scenario) -> Result:
             stream_p50_s.append(latencies[len(latencies) // 2])
         scrape = scraped(metrics, scenario.metrics_services) if metrics is not None else ""
     finally:
-        for proc in procs:
-            if proc.returncode is None:
-                proc.kill()
-            await proc.wait()
-        await server.stop(None)
-        if tls_dir:
-            shutil.rmtree(tls_dir, ignore_errors=True)
+        await stopped(procs, server, tls_dir)
     return Result(
         scenario,
         received_s,
@@ -369,6 +325,84 @@ async def run_scenario(scenario: Scenario) -> Result:
         response_bytes=_full_response_bytes(snapshots[-1]),
         scrape=scrape,
     )
+
+
+async def serving(
+    scenario: Scenario, cache: SnapshotCache, registry: StreamRegistry, callbacks: XdsCallbacks
+) -> tuple[grpc.aio.Server, str, str]:
+    """The xDS server (over mutual TLS with `scenario.tls`), its address, its TLS directory."""
+    tls_dir = tempfile.mkdtemp(prefix="dragoman-fanout-") if scenario.tls else ""
+    credentials = None
+    if tls_dir:
+        write_files(Path(tls_dir), server_names=("localhost",), days=1)
+        credentials = RotatingServerCredentials(
+            TlsFiles(*(Path(tls_dir) / name for name in ("server.crt", "server.key", "ca.crt")))
+        )
+    server = await start_xds_server(
+        cache, "127.0.0.1:0", registry=registry, callbacks=callbacks, tls=credentials
+    )
+    # With TLS, the name the server certificate carries.
+    return server, f"{'localhost' if tls_dir else '127.0.0.1'}:{bound_port(server)}", tls_dir
+
+
+async def spawn_workers(
+    address: str, tls_dir: str, scenario: Scenario, streams: int, first_id: int = 0
+) -> list[asyncio.subprocess.Process]:
+    """Worker processes (`scenario.workers` at most) that open `streams` streams at once."""
+    workers = scenario.workers
+    per_worker = [streams // workers + (1 if w < streams % workers else 0) for w in range(workers)]
+    return [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--worker",
+            "--address",
+            address,
+            "--worker-id",
+            str(first_id + w),
+            *(["--tls-dir", tls_dir] if tls_dir else []),
+            *scenario_args(
+                Scenario(
+                    count,
+                    scenario.clusters,
+                    scenario.updates,
+                    1,
+                    scenario.delta,
+                    scenario.eds,
+                    tls=scenario.tls,
+                )
+            ),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for w, count in enumerate(per_worker)
+        if count
+    ]
+
+
+async def received_times(procs: list[asyncio.subprocess.Process]) -> dict[str, list[float]]:
+    """When each worker's streams received each version (version -> times)."""
+    received: dict[str, list[float]] = {}
+    for proc in procs:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"report\n")
+        await proc.stdin.drain()
+        line = await asyncio.wait_for(proc.stdout.readline(), SETTLE_TIMEOUT_S)
+        for version, times in json.loads(line).items():
+            received.setdefault(version, []).extend(times)
+    return received
+
+
+async def stopped(
+    procs: list[asyncio.subprocess.Process], server: grpc.aio.Server, tls_dir: str
+) -> None:
+    for proc in procs:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+    await server.stop(None)
+    if tls_dir:
+        shutil.rmtree(tls_dir, ignore_errors=True)
 
 
 def scraped(metrics: Metrics, services: int) -> str:
@@ -507,6 +541,156 @@ async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str 
     sys.stdout.flush()
     for task in tasks:
         task.cancel()
+
+
+# The reconnect storm.
+
+STORM_TICK_S = 0.5  # an update is published this often while the storm goes on
+STORM_TIMEOUT_S = 300.0
+
+
+@dataclass
+class Served:
+    """Streams that ACKed any version of the measured type: served in full at least once."""
+
+    type_url: str
+    streams: set[int] = field(default_factory=set)
+    expected: int = 1
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def on_event(self, stream: ConnectedStream, event: StreamEvent) -> None:
+        if isinstance(event, Ack) and event.type_url == self.type_url:
+            self.streams.add(stream.stream_id)
+            if len(self.streams) >= self.expected:
+                self.done.set()
+
+    def expect(self, streams: int) -> None:
+        self.expected = streams
+        self.done = asyncio.Event()
+        if len(self.streams) >= streams:
+            self.done.set()
+
+
+@dataclass
+class StormResult:
+    scenario: Scenario
+    served_s: float  # from the storm's start until every stream had ACKed a full answer
+    steady_s: list[float]  # per update published meanwhile: until the steady stream had it
+    missed: int  # of those updates, how many the steady stream never saw
+    rss_before_kib: int
+    rss_peak_kib: int  # sampled every 50 ms during the storm
+    rss_after_kib: int  # every stream connected and idle
+
+
+async def run_storm(scenario: Scenario) -> StormResult:
+    """One well-behaved stream connected and served; then `scenario.streams` streams connect
+    at once (the clients of a replica that died), while an update is published every
+    STORM_TICK_S: how long until every new stream is served, the RSS on the way, and how long
+    each update takes to reach the well-behaved stream meanwhile."""
+    type_url = measured_type(scenario.eds)
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
+    snapshot = bench_snapshot(scenario.clusters, 0, scenario.eds)
+    cache.set_snapshots({GROUP: snapshot})
+    served = Served(type_url)
+    registry = StreamRegistry()
+    server, address, tls_dir = await serving(
+        scenario, cache, registry, XdsCallbacks(on_event=served.on_event)
+    )
+    procs = await spawn_workers(address, tls_dir, dataclasses.replace(scenario, workers=1), 1)
+    try:
+        await asyncio.wait_for(served.done.wait(), SETTLE_TIMEOUT_S)
+        steady = procs[0]
+        gc.collect()
+        rss_before = trimmed_rss_kib()
+        peak = [rss_before]
+        published: list[tuple[str, float]] = []
+        served.expect(scenario.streams + 1)
+        started = time.monotonic()
+        procs += await spawn_workers(address, tls_dir, scenario, scenario.streams, first_id=1)
+        sampler = asyncio.create_task(_sample_rss(peak, served.done))
+        update = 0
+        while not served.done.is_set():
+            if time.monotonic() - started > STORM_TIMEOUT_S:
+                raise RuntimeError(
+                    f"{len(served.streams) - 1} of {scenario.streams} streams served in "
+                    f"{STORM_TIMEOUT_S:.0f} s"
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(served.done.wait(), STORM_TICK_S)
+            update += 1
+            snapshot = _one_changed(snapshot, update, scenario)
+            published.append((snapshot.of_type(type_url).version, time.monotonic()))
+            cache.set_snapshots({GROUP: snapshot})
+        served_s = time.monotonic() - started
+        await sampler
+        await asyncio.sleep(1.0)  # the last update reaches the steady stream
+        gc.collect()
+        rss_after = rss_kib()
+        steady_s, missed = _steady_latencies(published, (await received_times([steady])))
+    finally:
+        await stopped(procs, server, tls_dir)
+    return StormResult(scenario, served_s, steady_s, missed, rss_before, max(peak), rss_after)
+
+
+def _one_changed(snapshot: Snapshot, update: int, scenario: Scenario) -> Snapshot:
+    """`snapshot` with one cluster (and its CLA with --eds) changed: made in proportion to
+    the change, as dragoman's controller does, so the storm's figures are the serving's."""
+    index = update % scenario.clusters
+    types = dict(snapshot.types)
+    changed = cluster(index, 250 + update)
+    types[CLUSTER] = snapshot.types[CLUSTER].replaced({changed.name: changed})
+    if scenario.eds:
+        moved = assignment(index, update)
+        types[ENDPOINT] = snapshot.types[ENDPOINT].replaced({moved.name: moved})
+    return Snapshot(types=types)
+
+
+async def _sample_rss(peak: list[int], done: asyncio.Event) -> None:
+    while not done.is_set():
+        peak.append(rss_kib())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), 0.05)
+    peak.append(rss_kib())
+
+
+def _steady_latencies(
+    published: list[tuple[str, float]], received: dict[str, list[float]]
+) -> tuple[list[float], int]:
+    """Per published version: until the steady stream received it or a later one (SotW may
+    skip a version superseded before it was sent); and how many it never received at all."""
+    latencies, missed = [], 0
+    for position, (_, at) in enumerate(published):
+        arrivals = [min(received[later]) for later, _ in published[position:] if later in received]
+        if not arrivals:
+            missed += 1
+            continue
+        latencies.append(min(arrivals) - at)
+    return latencies, missed
+
+
+def report_storm(result: StormResult) -> None:
+    scenario = result.scenario
+    kind = ("delta ADS" if scenario.delta else "SotW ADS") + (", mTLS" if scenario.tls else "")
+    subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
+    print(
+        f"storm: S={scenario.streams:>5} streams connecting at once ({kind}, {subscribed}), "
+        f"{scenario.clusters} clusters, one well-behaved stream beside them"
+    )
+    print(f"  every stream served in full: {result.served_s:.2f} s")
+    steady = result.steady_s
+    if steady:
+        print(
+            f"  well-behaved stream, {len(steady)} updates meanwhile: "
+            f"median {statistics.median(steady):.3f} s, max {max(steady):.3f} s"
+            f"{f', {result.missed} never received' if result.missed else ''}"
+        )
+    else:
+        print("  well-behaved stream: no update was published meanwhile")
+    print(
+        f"  server RSS: {result.rss_before_kib / 1024:.1f} MiB before, peak "
+        f"{result.rss_peak_kib / 1024:.1f} MiB during, {result.rss_after_kib / 1024:.1f} MiB "
+        "with every stream idle"
+    )
 
 
 # The gRPC clients' translation: how long, and how long the event loop stalls.
@@ -651,6 +835,7 @@ def scenario_args(scenario: Scenario) -> list[str]:
             else []
         ),
         *(["--tls", "on"] if scenario.tls else []),
+        *(["--storm"] if scenario.storm else []),
     ]
 
 
@@ -689,6 +874,11 @@ def parser() -> argparse.ArgumentParser:
         default="off",
         help="mutual TLS: off (default), on, or both (each scenario plaintext, then TLS)",
     )
+    made.add_argument(
+        "--storm",
+        action="store_true",
+        help="a reconnect storm: every stream connects at once beside a well-behaved one",
+    )
     made.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     made.add_argument("--tls-dir", default="", help=argparse.SUPPRESS)
     made.add_argument("--address", help=argparse.SUPPRESS)
@@ -713,6 +903,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
             args.metrics,
             args.metrics_services,
             tls,
+            args.storm,
         )
         for delta, eds in modes
         for streams in args.streams or [100, 1000]
@@ -729,6 +920,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted = scenarios(args)
     if args.worker:
         asyncio.run(worker(args.address, wanted[0], args.worker_id, args.tls_dir))
+        return 0
+    if len(wanted) == 1 and wanted[0].storm:
+        report_storm(asyncio.run(run_storm(wanted[0])))
         return 0
     if len(wanted) == 1:
         report(asyncio.run(run_scenario(wanted[0])))

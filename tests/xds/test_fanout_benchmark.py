@@ -73,3 +73,30 @@ def test_several_stream_counts_run_one_after_the_other() -> None:
     assert len(headlines) == 2, done.stdout
     assert headlines[0].startswith("S=    2 streams (SotW ADS, CDS + every CLA by name)")
     assert headlines[1].startswith("S=    3 streams")
+
+
+def test_a_reconnect_storm_runs_and_reports_every_stream_served() -> None:
+    command = [sys.executable, str(SCRIPT), "--storm", "--streams", "5", "--clusters", "10"]
+    command += ["--workers", "2", "--delta"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("storm: S=    5 streams connecting at once (delta ADS")
+    assert "every stream served in full:" in done.stdout
+    assert "server RSS:" in done.stdout
+
+
+def test_the_storm_option_survives_the_hand_over_to_a_child_process() -> None:
+    bench = fanout()
+    wanted = bench.scenarios(bench.parser().parse_args(["--streams", "10", "--storm"]))
+    assert [s.storm for s in wanted] == [True]
+    again = bench.scenarios(bench.parser().parse_args(bench.scenario_args(wanted[0])))
+    assert again == wanted
+
+
+def test_a_version_the_steady_stream_skipped_counts_until_a_later_one_arrived() -> None:
+    bench = fanout()
+    published = [("v1", 10.0), ("v2", 10.5), ("v3", 11.0)]
+    # v1 was superseded before it was sent; v3 never arrived.
+    latencies, missed = bench._steady_latencies(published, {"v2": [10.7, 10.9]})
+    assert latencies == [10.7 - 10.0, 10.7 - 10.5]
+    assert missed == 1
