@@ -29,12 +29,14 @@ CPU seconds per update.
 with the fleet identity, each stream its own TLS connection); `--tls both` runs every scenario
 in plaintext and then over mutual TLS, so the two can be read side by side.
 
-`--storm` instead runs a reconnect storm, as after a replica died and its clients all came
-to this one: one well-behaved stream is connected and served, then S streams connect at once
-while one cluster changes every 0.5 s. Reported: the seconds until every new stream has ACKed
-a full answer, how long each update took to reach the well-behaved stream meanwhile (a version
-superseded before it was sent counts until a later one arrived), and the server's RSS before,
-at its peak (sampled every 50 ms) and with every stream idle.
+`--storm` instead runs a reconnect storm, as after a replica died and its clients all came to
+this one: one well-behaved stream is connected and served, then S streams connect at once while
+one cluster changes every `--storm-update-every` seconds (1 by default). Clients whose stream
+the server closes or refuses open it again after a jittered backoff, as Envoy does. Reported:
+the seconds until every new stream has ACKed a full answer, how long each update took to reach
+the well-behaved stream meanwhile (a version superseded before it was sent counts until a later
+one arrived), and the server's RSS before, at its peak (sampled every 50 ms) and with every
+stream idle.
 
 `--grpc-services N` instead times the proxyless gRPC clients' translation of N Services (the
 synthetic store of benchmarks/translate.py) and how long the event loop stalls while it
@@ -52,6 +54,7 @@ import dataclasses
 import gc
 import json
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -62,6 +65,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -223,6 +227,7 @@ class Scenario:
     metrics_services: int = 10_000  # Services in the store behind the reported scrape
     tls: bool = False
     storm: bool = False  # every stream connects at once beside a well-behaved one
+    storm_update_every_s: float = 1.0  # an update is published this often during the storm
 
 
 @dataclass
@@ -243,6 +248,7 @@ class Result:
     trimmed_after_kib: int
     response_bytes: int
     scrape: str = ""  # with --metrics: the /metrics scrape with every stream connected
+    reconnects: int = 0  # streams the server closed or refused, opened again by their clients
 
 
 async def run_scenario(scenario: Scenario) -> Result:
@@ -298,7 +304,7 @@ async def run_scenario(scenario: Scenario) -> Result:
         gc.collect()
         rss_after = rss_kib()
         trimmed_after = trimmed_rss_kib()
-        received = await received_times(procs)
+        received, reconnects = await received_times(procs)
         stream_p50_s = []
         for version, started in starts:
             latencies = sorted(t - started for t in received.get(version, []))
@@ -324,6 +330,7 @@ async def run_scenario(scenario: Scenario) -> Result:
         trimmed_after,
         response_bytes=_full_response_bytes(snapshots[-1]),
         scrape=scrape,
+        reconnects=reconnects,
     )
 
 
@@ -380,17 +387,23 @@ async def spawn_workers(
     ]
 
 
-async def received_times(procs: list[asyncio.subprocess.Process]) -> dict[str, list[float]]:
-    """When each worker's streams received each version (version -> times)."""
+async def received_times(
+    procs: list[asyncio.subprocess.Process],
+) -> tuple[dict[str, list[float]], int]:
+    """When each worker's streams received each version (version -> times), and how many
+    times their streams were opened again after the server closed or refused them."""
     received: dict[str, list[float]] = {}
+    reconnects = 0
     for proc in procs:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(b"report\n")
         await proc.stdin.drain()
         line = await asyncio.wait_for(proc.stdout.readline(), SETTLE_TIMEOUT_S)
-        for version, times in json.loads(line).items():
+        report = json.loads(line)
+        for version, times in report["times"].items():
             received.setdefault(version, []).extend(times)
-    return received
+        reconnects += report["reconnects"]
+    return received, reconnects
 
 
 async def stopped(
@@ -438,6 +451,7 @@ def _full_response_bytes(snap: Snapshot) -> int:
 class Recorder:
     def __init__(self) -> None:
         self.times: dict[str, list[float]] = {}
+        self.reconnects = 0  # streams the server closed or refused, opened again
 
     def record(self, version: str) -> None:
         self.times.setdefault(version, []).append(time.monotonic())
@@ -460,30 +474,30 @@ async def sotw_client(
     ready: asyncio.Event,
     tls_dir: str = "",
 ) -> None:
-    channel = client_channel(address, tls_dir)
-    stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
-    call = stub.StreamAggregatedResources()
-    measured = measured_type(bool(eds_names))
-    await call.write(DiscoveryRequest(type_url=CLUSTER, node=node))
-    asked_for_endpoints = False
-    async for response in call:
-        assert isinstance(response, DiscoveryResponse)
-        if response.type_url == measured:
-            recorder.record(response.version_info)
-        names = eds_names if response.type_url == ENDPOINT else []
-        await call.write(
-            DiscoveryRequest(
-                type_url=response.type_url,
-                version_info=response.version_info,
-                response_nonce=response.nonce,
-                resource_names=names,
+    async with client_channel(address, tls_dir) as channel:
+        stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
+        call = stub.StreamAggregatedResources()
+        measured = measured_type(bool(eds_names))
+        await call.write(DiscoveryRequest(type_url=CLUSTER, node=node))
+        asked_for_endpoints = False
+        async for response in call:
+            assert isinstance(response, DiscoveryResponse)
+            if response.type_url == measured:
+                recorder.record(response.version_info)
+            names = eds_names if response.type_url == ENDPOINT else []
+            await call.write(
+                DiscoveryRequest(
+                    type_url=response.type_url,
+                    version_info=response.version_info,
+                    response_nonce=response.nonce,
+                    resource_names=names,
+                )
             )
-        )
-        if eds_names and not asked_for_endpoints:
-            # As Envoy: the clusters name their CLAs, which it then asks for.
-            await call.write(DiscoveryRequest(type_url=ENDPOINT, resource_names=eds_names))
-            asked_for_endpoints = True
-        ready.set()
+            if eds_names and not asked_for_endpoints:
+                # As Envoy: the clusters name their CLAs, which it then asks for.
+                await call.write(DiscoveryRequest(type_url=ENDPOINT, resource_names=eds_names))
+                asked_for_endpoints = True
+            ready.set()
 
 
 async def delta_client(
@@ -494,25 +508,39 @@ async def delta_client(
     ready: asyncio.Event,
     tls_dir: str = "",
 ) -> None:
-    channel = client_channel(address, tls_dir)
-    stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
-    call = stub.DeltaAggregatedResources()
-    measured = measured_type(bool(eds_names))
-    await call.write(DeltaDiscoveryRequest(type_url=CLUSTER, node=node))
-    asked_for_endpoints = False
-    async for response in call:
-        assert isinstance(response, DeltaDiscoveryResponse)
-        if response.type_url == measured:
-            recorder.record(response.system_version_info)
-        await call.write(
-            DeltaDiscoveryRequest(type_url=response.type_url, response_nonce=response.nonce)
-        )
-        if eds_names and not asked_for_endpoints:
+    async with client_channel(address, tls_dir) as channel:
+        stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
+        call = stub.DeltaAggregatedResources()
+        measured = measured_type(bool(eds_names))
+        await call.write(DeltaDiscoveryRequest(type_url=CLUSTER, node=node))
+        asked_for_endpoints = False
+        async for response in call:
+            assert isinstance(response, DeltaDiscoveryResponse)
+            if response.type_url == measured:
+                recorder.record(response.system_version_info)
             await call.write(
-                DeltaDiscoveryRequest(type_url=ENDPOINT, resource_names_subscribe=eds_names)
+                DeltaDiscoveryRequest(type_url=response.type_url, response_nonce=response.nonce)
             )
-            asked_for_endpoints = True
-        ready.set()
+            if eds_names and not asked_for_endpoints:
+                await call.write(
+                    DeltaDiscoveryRequest(type_url=ENDPOINT, resource_names_subscribe=eds_names)
+                )
+                asked_for_endpoints = True
+            ready.set()
+
+
+async def reconnecting(client: Any, recorder: Recorder, *args: Any) -> None:
+    """`client(*args)`, opened again when the server closes or refuses it, after a jittered
+    exponential backoff (0.5 s doubling up to 30 s), as Envoy's xDS client does."""
+    attempt = 0
+    while True:
+        try:
+            await client(*args)
+            return
+        except grpc.aio.AioRpcError:
+            recorder.reconnects += 1
+            await asyncio.sleep(random.uniform(0, min(30.0, 0.5 * 2**attempt)))
+            attempt += 1
 
 
 async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str = "") -> None:
@@ -522,7 +550,9 @@ async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str 
     readies = [asyncio.Event() for _ in range(scenario.streams)]
     tasks = [
         asyncio.create_task(
-            client(
+            reconnecting(
+                client,
+                recorder,
                 address,
                 Node(id=f"bench-{worker_id}-{i}", cluster=GROUP),
                 eds_names,
@@ -537,7 +567,8 @@ async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str 
     loop = asyncio.get_running_loop()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     await reader.readline()  # "report"
-    sys.stdout.write(json.dumps(recorder.times) + "\n")
+    sys.stdout.write(json.dumps({"times": recorder.times, "reconnects": recorder.reconnects}))
+    sys.stdout.write("\n")
     sys.stdout.flush()
     for task in tasks:
         task.cancel()
@@ -545,22 +576,22 @@ async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str 
 
 # The reconnect storm.
 
-STORM_TICK_S = 0.5  # an update is published this often while the storm goes on
 STORM_TIMEOUT_S = 300.0
 
 
 @dataclass
 class Served:
-    """Streams that ACKed any version of the measured type: served in full at least once."""
+    """Clients (node ids) that ACKed any version of the measured type: served in full at
+    least once (a client whose stream was closed and opened again counts once)."""
 
     type_url: str
-    streams: set[int] = field(default_factory=set)
+    streams: set[str] = field(default_factory=set)
     expected: int = 1
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def on_event(self, stream: ConnectedStream, event: StreamEvent) -> None:
         if isinstance(event, Ack) and event.type_url == self.type_url:
-            self.streams.add(stream.stream_id)
+            self.streams.add(stream.node_id)
             if len(self.streams) >= self.expected:
                 self.done.set()
 
@@ -578,15 +609,16 @@ class StormResult:
     steady_s: list[float]  # per update published meanwhile: until the steady stream had it
     missed: int  # of those updates, how many the steady stream never saw
     rss_before_kib: int
-    rss_peak_kib: int  # sampled every 50 ms during the storm
+    rss_peak_kib: int  # sampled every 50 ms, until 1 s after the last stream was served
     rss_after_kib: int  # every stream connected and idle
+    reconnects: int  # streams the server closed or refused, opened again by their clients
 
 
 async def run_storm(scenario: Scenario) -> StormResult:
     """One well-behaved stream connected and served; then `scenario.streams` streams connect
     at once (the clients of a replica that died), while an update is published every
-    STORM_TICK_S: how long until every new stream is served, the RSS on the way, and how long
-    each update takes to reach the well-behaved stream meanwhile."""
+    `storm_update_every_s`: how long until every new stream is served, the RSS on the way,
+    and how long each update takes to reach the well-behaved stream meanwhile."""
     type_url = measured_type(scenario.eds)
     cache = SnapshotCache(per_type=PerTypeConfigSources())
     snapshot = bench_snapshot(scenario.clusters, 0, scenario.eds)
@@ -607,7 +639,8 @@ async def run_storm(scenario: Scenario) -> StormResult:
         served.expect(scenario.streams + 1)
         started = time.monotonic()
         procs += await spawn_workers(address, tls_dir, scenario, scenario.streams, first_id=1)
-        sampler = asyncio.create_task(_sample_rss(peak, served.done))
+        sampling = asyncio.Event()
+        sampler = asyncio.create_task(_sample_rss(peak, sampling))
         update = 0
         while not served.done.is_set():
             if time.monotonic() - started > STORM_TIMEOUT_S:
@@ -616,20 +649,25 @@ async def run_storm(scenario: Scenario) -> StormResult:
                     f"{STORM_TIMEOUT_S:.0f} s"
                 )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(served.done.wait(), STORM_TICK_S)
+                await asyncio.wait_for(served.done.wait(), scenario.storm_update_every_s)
             update += 1
             snapshot = _one_changed(snapshot, update, scenario)
             published.append((snapshot.of_type(type_url).version, time.monotonic()))
             cache.set_snapshots({GROUP: snapshot})
         served_s = time.monotonic() - started
+        await asyncio.sleep(1.0)  # the last update reaches every stream
+        sampling.set()
         await sampler
-        await asyncio.sleep(1.0)  # the last update reaches the steady stream
         gc.collect()
         rss_after = rss_kib()
-        steady_s, missed = _steady_latencies(published, (await received_times([steady])))
+        received, _ = await received_times([steady])
+        steady_s, missed = _steady_latencies(published, received)
+        _, reconnects = await received_times(procs[1:])
     finally:
         await stopped(procs, server, tls_dir)
-    return StormResult(scenario, served_s, steady_s, missed, rss_before, max(peak), rss_after)
+    return StormResult(
+        scenario, served_s, steady_s, missed, rss_before, max(peak), rss_after, reconnects
+    )
 
 
 def _one_changed(snapshot: Snapshot, update: int, scenario: Scenario) -> Snapshot:
@@ -646,6 +684,7 @@ def _one_changed(snapshot: Snapshot, update: int, scenario: Scenario) -> Snapsho
 
 
 async def _sample_rss(peak: list[int], done: asyncio.Event) -> None:
+    """Appends the RSS to `peak` every 50 ms until `done`."""
     while not done.is_set():
         peak.append(rss_kib())
         with contextlib.suppress(TimeoutError):
@@ -674,9 +713,13 @@ def report_storm(result: StormResult) -> None:
     subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
     print(
         f"storm: S={scenario.streams:>5} streams connecting at once ({kind}, {subscribed}), "
-        f"{scenario.clusters} clusters, one well-behaved stream beside them"
+        f"{scenario.clusters} clusters, one well-behaved stream beside them, "
+        f"an update every {scenario.storm_update_every_s:g} s"
     )
-    print(f"  every stream served in full: {result.served_s:.2f} s")
+    print(
+        f"  every stream served in full: {result.served_s:.2f} s "
+        f"({result.reconnects} streams closed or refused by the server and opened again)"
+    )
     steady = result.steady_s
     if steady:
         print(
@@ -794,6 +837,8 @@ def report(result: Result) -> None:
         f"{per_stream:.1f} KiB per idle stream"
     )
     print(f"  after malloc_trim (memory in use): {in_use:.1f} KiB per idle stream")
+    if result.reconnects:
+        print(f"  streams closed or refused by the server and opened again: {result.reconnects}")
     # What the updates left: per stream over the RSS before any client, so it also counts
     # what every stream shares (the new versions' bodies and digest maps); compare two S
     # to separate the two.
@@ -835,7 +880,11 @@ def scenario_args(scenario: Scenario) -> list[str]:
             else []
         ),
         *(["--tls", "on"] if scenario.tls else []),
-        *(["--storm"] if scenario.storm else []),
+        *(
+            ["--storm", "--storm-update-every", str(scenario.storm_update_every_s)]
+            if scenario.storm
+            else []
+        ),
     ]
 
 
@@ -879,6 +928,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a reconnect storm: every stream connects at once beside a well-behaved one",
     )
+    made.add_argument(
+        "--storm-update-every",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="during the storm, one cluster changes every S seconds (default 1)",
+    )
     made.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     made.add_argument("--tls-dir", default="", help=argparse.SUPPRESS)
     made.add_argument("--address", help=argparse.SUPPRESS)
@@ -904,6 +960,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
             args.metrics_services,
             tls,
             args.storm,
+            args.storm_update_every,
         )
         for delta, eds in modes
         for streams in args.streams or [100, 1000]
