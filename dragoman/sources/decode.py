@@ -25,6 +25,7 @@ from dragoman.sources.bounded_yaml import (
     PrecheckedLoader,
     composable_in_c,
 )
+from dragoman.sources.simple_yaml import IMPLICIT_RESOLVERS, decode_simple
 
 # A file larger than this is not read at all (Kubernetes stores objects of 1.5 MB at most).
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -52,10 +53,7 @@ class _ManifestLoader(BoundedLoader):
     per-node machinery (generators, deep-construction state). Merge keys and uncommon tags
     take PyYAML's own path."""
 
-    yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
+    yaml_implicit_resolvers = IMPLICIT_RESOLVERS
     _plain_tags: dict[str, str] = {}
 
     def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
@@ -261,7 +259,22 @@ def decode_yaml_positioned(text: str, first_line: int = 0) -> tuple[list[Any], l
 
 
 def _decode_yaml(text: str, first_line: int = 0, starts: list[Position] | None = None) -> list[Any]:
-    loader_class = _PrecheckedManifestLoader if composable_in_c(text) else _ManifestLoader
+    prechecked = composable_in_c(text)
+    simple = decode_simple(text) if prechecked else None
+    if simple is not None:
+        documents, document_starts = simple
+    else:
+        documents, document_starts = _load_yaml(text, first_line, prechecked)
+    if starts is not None:
+        starts.extend((first_line + line + 1, column + 1) for line, column in document_starts)
+    return documents
+
+
+def _load_yaml(
+    text: str, first_line: int, prechecked: bool
+) -> tuple[list[Any], list[tuple[int, int]]]:
+    """The documents of a YAML text by PyYAML and libyaml, and where each root starts."""
+    loader_class = _PrecheckedManifestLoader if prechecked else _ManifestLoader
     try:
         loader = loader_class(text)
         try:
@@ -271,11 +284,7 @@ def _decode_yaml(text: str, first_line: int = 0, starts: list[Position] | None =
                 documents.append(loader.get_data())
         finally:
             loader.dispose()
-        if starts is not None:
-            starts.extend(
-                (first_line + line + 1, column + 1) for line, column in loader.document_starts
-            )
-        return documents
+        return documents, loader.document_starts
     except yaml.MarkedYAMLError as exc:
         message = (
             "invalid YAML" + _at(exc.problem_mark, first_line) + f": {exc.problem or exc.context}"
