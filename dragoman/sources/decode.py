@@ -218,10 +218,6 @@ def decode_text(data: bytes) -> str:
         raise DecodeError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
 
 
-# A document marker: `---` at the start of a line, alone or followed by a space.
-_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)
-
-
 def split_yaml_documents(text: str) -> list[tuple[int, str]] | None:
     """The text cut before each `---` marker: (line number of the piece's first line, minus
     one; the piece). Each piece holds one document (the first may hold none), so a file of
@@ -235,15 +231,26 @@ def split_yaml_documents(text: str) -> list[tuple[int, str]] | None:
     pieces: list[tuple[int, str]] = []
     start = 0
     line = 0
-    for match in _DOCUMENT_START.finditer(text):
-        if match.start() == 0:
-            continue
-        piece = text[start : match.start()]
+    for marker in _document_markers(text):
+        piece = text[start:marker]
         pieces.append((line, piece))
         line += piece.count("\n")
-        start = match.start()
+        start = marker
     pieces.append((line, text[start:]))
     return pieces
+
+
+def _document_markers(text: str) -> list[int]:
+    """Where each document marker starts but at the text's start: `---` at the start of a
+    line, alone or followed by a space (str.find, several times faster than a regular
+    expression that looks at the start of every line)."""
+    markers = []
+    at = text.find("\n---")
+    while at != -1:
+        if text[at + 4 : at + 5] in ("", " ", "\t", "\r", "\n"):
+            markers.append(at + 1)
+        at = text.find("\n---", at + 4)
+    return markers
 
 
 def decode_yaml_piece(text: str, first_line: int) -> list[Any]:
