@@ -42,7 +42,8 @@ _BLOCK_ENTRY = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_./-]*):(?: +(.*))?\Z")
 _NOT_FIRST = frozenset("?:,[]{}#&*!|>'\"%@`")
 # Inside a flow collection: an indicator, or a plain scalar (no `:` at all, no indicator).
 _FLOW_PLAIN = r"[^\[\]{},: ](?:[^\[\]{},:]*[^\[\]{},: ])?"
-_FLOW_TOKEN = re.compile(rf" *(?:([\[\]{{}},])|(: )|({_FLOW_PLAIN}))")
+_FLOW_TOKEN = re.compile(rf" *([\[\]{{}},]|: |{_FLOW_PLAIN})")
+_FLOW_INDICATORS = frozenset(("[", "]", "{", "}", ",", ": "))
 _FLOW_TEXT = re.compile(rf"(?: *(?:[\[\]{{}},]|: |{_FLOW_PLAIN}))* *")
 # A line that is not blank: its indentation; the key when it is a mapping's entry; the rest
 # (after the key's `:` and spaces), without trailing spaces.
@@ -77,6 +78,9 @@ class _Resolver(yaml.resolver.BaseResolver):
 
 
 _resolver = _Resolver()
+# The first characters of plain scalars that may not be strings, or not be plain scalars at
+# all: others are strings as they stand.
+_SPECIAL_FIRST = frozenset(c for c in IMPLICIT_RESOLVERS if c) | _NOT_FIRST
 _constructor = yaml.constructor.SafeConstructor()
 _values: dict[str, Any] = {}
 _MISSING = object()
@@ -143,7 +147,7 @@ class _Block:
             key = keys[at]
             if not key:
                 raise _Outside
-            if key[0] in IMPLICIT_RESOLVERS:
+            if key[0] in _SPECIAL_FIRST:
                 key = _scalar(key)
                 if type(key) is not str:
                     raise _Outside
@@ -208,57 +212,52 @@ def _value(text: str) -> Any:
         return value
     if ": " in text or text[-1] == ":":
         raise _Outside
-    if first in IMPLICIT_RESOLVERS or first in _NOT_FIRST:
-        return _scalar(text)
-    return text
+    return text if first not in _SPECIAL_FIRST else _scalar(text)
 
 
-def _flow_tokens(text: str) -> list[tuple[str, str, str]]:
-    """(indicator, "", "") or ("", ": ", "") or ("", "", plain scalar) for each token."""
+def _flow_tokens(text: str) -> list[str]:
+    """The tokens of a flow collection: indicators (`[`, `]`, `{`, `}`, `,`, `: `) and plain
+    scalars (which cannot be one of those)."""
     if _FLOW_TEXT.fullmatch(text) is None:
         raise _Outside
     return _FLOW_TOKEN.findall(text)
 
 
-def _flow(tokens: list[tuple[str, str, str]], at: int, depth: int) -> tuple[Any, int]:
-    """The flow node starting at token `at`, and the index of the token after it."""
+def _flow(tokens: list[str], at: int, depth: int) -> tuple[Any, int]:
+    """The flow collection starting at token `at`, and the index of the token after it."""
     if depth > _MAX_DEPTH:
         raise _Outside
-    indicator, _, text = tokens[at]
-    if text:
-        return _scalar(text), at + 1
-    if indicator == "[":
-        items: list[Any] = []
-        at += 1
-        while tokens[at][0] != "]":
-            item, at = _flow(tokens, at, depth + 1)
-            items.append(item)
-            if tokens[at][0] == ",":
-                at += 1
-                if tokens[at][0] == "]":
-                    raise _Outside  # a trailing comma
-            elif tokens[at][0] != "]":
+    close = "]" if tokens[at] == "[" else "}"
+    items: list[Any] = []
+    mapping: dict[str, Any] = {}
+    at += 1
+    while (token := tokens[at]) != close:
+        if close == "}":  # a key, then `: `
+            key = token if token[0] not in _SPECIAL_FIRST else _scalar(token)
+            if type(key) is not str or key in mapping or key in _FLOW_INDICATORS:
                 raise _Outside
-        return items, at + 1
-    if indicator == "{":
-        mapping: dict[str, Any] = {}
-        at += 1
-        while tokens[at][0] != "}":
-            key_text = tokens[at][2]
-            if not key_text or not tokens[at + 1][1]:
+            if tokens[at + 1] != ": ":
                 raise _Outside
-            key = _scalar(key_text)
-            if type(key) is not str or key in mapping:
-                raise _Outside
-            mapping[key], at = _flow(tokens, at + 2, depth + 1)
-            if tokens[at][0] == ",":
-                at += 1
-                if tokens[at][0] == "}":
-                    raise _Outside
-            elif tokens[at][0] != "}":
-                raise _Outside
-        return mapping, at + 1
-    raise _Outside
+            at += 2
+            token = tokens[at]
+        if token == "[" or token == "{":
+            value, at = _flow(tokens, at, depth + 1)
+        elif token in _FLOW_INDICATORS:
+            raise _Outside
+        else:
+            value = token if token[0] not in _SPECIAL_FIRST else _scalar(token)
+            at += 1
+        if close == "}":
+            mapping[key] = value
+        else:
+            items.append(value)
+        if tokens[at] == ",":
+            at += 1
+            if tokens[at] == close:
+                raise _Outside  # a trailing comma
+        elif tokens[at] != close:
+            raise _Outside
+    return (mapping if close == "}" else items), at + 1
 
 
 def _scalar(text: str) -> Any:
