@@ -266,12 +266,11 @@ def decode_yaml_positioned(text: str, first_line: int = 0) -> tuple[list[Any], l
 
 
 def _decode_yaml(text: str, first_line: int = 0, starts: list[Position] | None = None) -> list[Any]:
-    prechecked = composable_in_c(text)
-    simple = decode_simple(text) if prechecked else None
+    simple = decode_simple(text)
     if simple is not None:
         documents, document_starts = simple
     else:
-        documents, document_starts = _load_yaml(text, first_line, prechecked)
+        documents, document_starts = _load_yaml(text, first_line, composable_in_c(text))
     if starts is not None:
         starts.extend((first_line + line + 1, column + 1) for line, column in document_starts)
     return documents

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from dragoman.sources.bounded_yaml import MAX_INT_DIGITS
+from dragoman.sources.bounded_yaml import DEFAULT_LIMITS, MAX_INT_DIGITS
 
 _STR = "tag:yaml.org,2002:str"
 _CONSTRUCTED = frozenset(
@@ -52,8 +52,15 @@ _LINE = re.compile(
 )
 # A document marker, or what could be one, at the start of a line.
 _MARKER = re.compile(r"^(?:---|\.\.\.)", re.MULTILINE)
-# Nested this deep, a text is left to the full loader (it counts depth for the limits).
+# Nested this deep, a text is left to the full loader (it counts depth for the limits):
+# block collections, and flow ones on a line, each this deep at most, stay well within
+# the depth limit.
 _MAX_DEPTH = 40
+assert DEFAULT_LIMITS.max_depth > 2 * (_MAX_DEPTH + 1) + 1
+# Longer texts are left to the full loader: within this length, a text of no anchor or
+# alias (none is in the subset) is within the node limit, with room to spare (it holds at
+# most a node per character, and one more; `composable_in_c` allows four).
+_MAX_LENGTH = DEFAULT_LIMITS.max_nodes // 4 - 1
 # Distinct plain scalars whose value is kept (those that are not strings, or look as if).
 _CACHE_SIZE = 4096
 
@@ -88,8 +95,9 @@ _MISSING = object()
 
 def decode_simple(text: str) -> tuple[list[Any], list[tuple[int, int]]] | None:
     """The one document of `text` and where its root starts ((line, column), from 0), when
-    the text is in the subset; None otherwise (also for a text of no document, or several)."""
-    if _OUTSIDE.search(text) is not None:
+    the text is in the subset; None otherwise (also for a text of no document, or several).
+    A text it decodes is within the limits of the full loader (`bounded_yaml`)."""
+    if len(text) > _MAX_LENGTH or _OUTSIDE.search(text) is not None:
         return None
     try:
         return _decode(text)
