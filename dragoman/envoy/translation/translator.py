@@ -244,6 +244,9 @@ class Translation:
             upstream = self._with_assignments(last, dag, made)
             made.shared_upstreams[id(group.clusters)] = upstream
             return upstream
+        if last is not None and (patched := self._patched(last, group, dag, made)) is not None:
+            made.shared_upstreams[id(group.clusters)] = patched
+            return patched
         cluster_resources, assignment_resources, client = self._upstream_resources(group, dag, made)
         upstream = _Upstream(
             group.clusters,
@@ -275,6 +278,61 @@ class Translation:
             last.cds,
             last.eds.replaced(replaced),
             last.client_certificates,
+        )
+
+    def _patched(
+        self, last: _Upstream, group: NodeGroup, dag: Dag, made: _Made
+    ) -> _Upstream | None:
+        """`last` with the clusters that changed since made again, added or taken out, and
+        the CLAs whose LoadAssignment changed made again: the snapshots a translation of
+        every cluster makes (an EDS cluster's CLA is named like it), at a cost of what
+        changed. None when much changed, or when clusters present client certificates."""
+        if last.client_certificates:
+            return None
+        defined, before = dag.clusters, last.defined
+        assignments, assignments_before = dag.load_assignments, last.assignments
+        members = frozenset(group.clusters)
+        touched: set[str] = set()
+        if group.clusters is not last.clusters:
+            touched.update(members.symmetric_difference(last.clusters))
+        if defined is not before:
+            touched.update(n for n, value in defined.items() if before.get(n) is not value)
+            touched.update(before.keys() - defined.keys())
+        if assignments is not assignments_before:
+            touched.update(
+                n for n, value in assignments.items() if assignments_before.get(n) is not value
+            )
+            touched.update(assignments_before.keys() - assignments.keys())
+        if len(touched) > _PATCHED_UP_TO:
+            return None
+        clusters_put: dict[str, Resource] = {}
+        assignments_put: dict[str, Resource] = {}
+        gone: list[str] = []  # clusters, or the CLAs of clusters no longer served over EDS
+        for name in sorted(touched):
+            value = defined.get(name) if name in members else None
+            if value is None:
+                gone.append(name)
+                continue
+            if _client_certificate(value) is not None:
+                return None
+            known = made.clusters.get(name) or self._clusters.get(name)
+            if known is None or known[0] is not value:
+                known = self._cluster(value, known)
+            made.clusters[name] = known
+            clusters_put[name] = known[1]
+            if known[1].references:
+                assignment = _assignment_of(name, dag)
+                assignments_put[name] = self._assignment(assignment, made.assignments)
+            else:
+                gone.append(name)
+        made.kept_upstreams = True  # every cluster and CLA not made here, as they were
+        return _Upstream(
+            group.clusters,
+            defined,
+            assignments,
+            last.cds.patched(clusters_put, gone),
+            last.eds.patched(assignments_put, gone),
+            (),
         )
 
     def _upstream_resources(
@@ -375,6 +433,11 @@ class Translation:
             known = spliced_table(value, known)
         made[value.name] = known
         return known.resource
+
+
+# At most this many clusters and CLAs changed are patched into a group's snapshots; more are
+# translated in full (each step of a patch costs more than one of the full loop).
+_PATCHED_UP_TO = 1024
 
 
 def listener_certificates(listeners: Iterable[Listener]) -> Iterator[SdsValue]:
