@@ -14,6 +14,7 @@ import os
 import stat
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -349,8 +350,8 @@ class ManifestDirectory:
         self._generation += 1
         generation = self._generation
         if not self._definitions.duplicates:  # the usual case
-            objects = tuple(itertools.chain.from_iterable(r.objects for r in records))
-            errors.extend(itertools.chain.from_iterable(r.errors for r in records))
+            objects = tuple(itertools.chain.from_iterable(map(_objects_of, records)))
+            errors.extend(itertools.chain.from_iterable(map(_errors_of, records)))
             origins = _Origins((paths, records))
             errors_, warnings = _apart(errors)
             return LoadResult(
@@ -742,6 +743,11 @@ def _in_scan_order(parsed: dict[str, _ParsedFile]) -> dict[str, _ParsedFile]:
 
 def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError, ...]:
     return tuple(replace(e, message=f"{e.message} ({note})") for e in errors)
+
+
+# A record's objects and errors, read in C over every record.
+_objects_of = attrgetter("objects")
+_errors_of = attrgetter("errors")
 
 
 def _stamp_of_parsed(parsed: _ParsedFile | None) -> FileStamp | None:

@@ -295,7 +295,10 @@ class Translation:
         touched: set[str] = set()
         if group.clusters is not last.clusters:
             touched.update(members.symmetric_difference(last.clusters))
-        if defined is not before:
+        hint = dag.changed_clusters
+        if defined is not before and hint is not None and hint[0] == id(before):
+            touched.update(hint[1])  # the build knows (`before` is alive: its id names it)
+        elif defined is not before:
             touched.update(n for n, value in defined.items() if before.get(n) is not value)
             touched.update(before.keys() - defined.keys())
         if assignments is not assignments_before:
