@@ -165,6 +165,8 @@ _MERGED_UP_TO = 256
 def sorted_names(names: set[str], previous: tuple[str, ...]) -> tuple[str, ...]:
     """`tuple(sorted(names))`: `previous` itself when it holds the same names, else made from
     it when few names differ (a change must not sort every cluster's name again)."""
+    if abs(len(names) - len(previous)) > _MERGED_UP_TO or not previous:
+        return tuple(sorted(names))  # (a first build)
     held = set(previous)
     if held == names:
         return previous
