@@ -283,33 +283,14 @@ class Translation:
     def _patched(
         self, last: _Upstream, group: NodeGroup, dag: Dag, made: _Made
     ) -> _Upstream | None:
-        """`last` with the clusters that changed since made again, added or taken out, and
-        the CLAs whose LoadAssignment changed made again: the snapshots a translation of
-        every cluster makes (an EDS cluster's CLA is named like it), at a cost of what
-        changed. None when much changed, or when clusters present client certificates."""
-        if last.client_certificates:
-            return None
-        defined, before = dag.clusters, last.defined
-        assignments, assignments_before = dag.load_assignments, last.assignments
+        """`last` with what `_touched` names made again, put in or taken out: what a full
+        translation makes (a CLA is named like its cluster), at a cost of what changed."""
         members = frozenset(group.clusters)
-        touched: set[str] = set()
-        if group.clusters is not last.clusters:
-            touched.update(members.symmetric_difference(last.clusters))
-        hint = dag.changed_clusters
-        if defined is not before and hint is not None and hint[0] == id(before):
-            touched.update(hint[1])  # the build knows (`before` is alive: its id names it)
-        elif defined is not before:
-            touched.update(n for n, value in defined.items() if before.get(n) is not value)
-            touched.update(before.keys() - defined.keys())
-        if assignments is not assignments_before:
-            touched.update(
-                n for n, value in assignments.items() if assignments_before.get(n) is not value
-            )
-            touched.update(assignments_before.keys() - assignments.keys())
-        if len(touched) > _PATCHED_UP_TO:
+        touched = _touched(last, group, dag, members)
+        if touched is None:
             return None
-        clusters_put: dict[str, Resource] = {}
-        assignments_put: dict[str, Resource] = {}
+        defined = dag.clusters
+        clusters_put, assignments_put = dict[str, Resource](), dict[str, Resource]()
         gone: list[str] = []  # clusters, or the CLAs of clusters no longer served over EDS
         for name in sorted(touched):
             value = defined.get(name) if name in members else None
@@ -332,7 +313,7 @@ class Translation:
         return _Upstream(
             group.clusters,
             defined,
-            assignments,
+            dag.load_assignments,
             last.cds.patched(clusters_put, gone),
             last.eds.patched(assignments_put, gone),
             (),
@@ -441,6 +422,33 @@ class Translation:
 # At most this many clusters and CLAs changed are patched into a group's snapshots; more are
 # translated in full (each step of a patch costs more than one of the full loop).
 _PATCHED_UP_TO = 1024
+
+
+def _touched(
+    last: _Upstream, group: NodeGroup, dag: Dag, members: frozenset[str]
+) -> set[str] | None:
+    """The names of the clusters and CLAs that may differ from `last`'s for `group` in `dag`
+    (added to the group, taken out, or changed); None when clusters present client
+    certificates or when more than _PATCHED_UP_TO may differ."""
+    if last.client_certificates:
+        return None
+    defined, before = dag.clusters, last.defined
+    assignments, assignments_before = dag.load_assignments, last.assignments
+    touched: set[str] = set()
+    if group.clusters is not last.clusters:
+        touched.update(members.symmetric_difference(last.clusters))
+    hint = dag.changed_clusters
+    if defined is not before and hint is not None and hint[0] == id(before):
+        touched.update(hint[1])  # the build knows (`before` is alive: its id names it)
+    elif defined is not before:
+        touched.update(n for n, value in defined.items() if before.get(n) is not value)
+        touched.update(before.keys() - defined.keys())
+    if assignments is not assignments_before:
+        touched.update(
+            n for n, value in assignments.items() if assignments_before.get(n) is not value
+        )
+        touched.update(assignments_before.keys() - assignments.keys())
+    return touched if len(touched) <= _PATCHED_UP_TO else None
 
 
 def listener_certificates(listeners: Iterable[Listener]) -> Iterator[SdsValue]:
