@@ -93,8 +93,25 @@ class _Made:
     shared_upstreams: dict[int, _Upstream] = field(default_factory=dict)
     shared_frontends: dict[int, _Frontend] = field(default_factory=dict)
     # Some group reused the last translation's clusters and CLAs as they were: every one of
-    # them is kept for the next translation.
+    # them is kept for the next translation, but those a patch took out of a group (`gone`)
+    # and none made again (else each name ever served would stay until a full translation).
     kept_upstreams: bool = False
+    gone: list[str] = field(default_factory=list)
+
+    def keep(
+        self,
+        clusters: Mapping[str, tuple[Cluster, Resource]],
+        assignments: Mapping[str, tuple[LoadAssignment, Resource]],
+    ) -> None:
+        """The last translation's `clusters` and `assignments` kept beside those made."""
+        made_clusters, made_assignments = self.clusters, self.assignments
+        self.clusters = {**clusters, **made_clusters}
+        self.assignments = {**assignments, **made_assignments}
+        for name in self.gone:
+            if name not in made_clusters:
+                self.clusters.pop(name, None)
+            if name not in made_assignments:
+                self.assignments.pop(name, None)
 
 
 def translate(dag: Dag, options: TranslateOptions = DEFAULT_OPTIONS) -> dict[str, Snapshot]:
@@ -138,8 +155,7 @@ class Translation:
             for name, group in sorted(dag.groups.items())
         }
         if made.kept_upstreams:
-            made.clusters = {**self._clusters, **made.clusters}
-            made.assignments = {**self._assignments, **made.assignments}
+            made.keep(self._clusters, self._assignments)
         self._clusters, self._assignments = made.clusters, made.assignments
         self._listeners, self._tables, self._snapshots = made.listeners, made.tables, result
         self._scopes = made.scopes
@@ -310,6 +326,7 @@ class Translation:
             else:
                 gone.append(name)
         made.kept_upstreams = True  # every cluster and CLA not made here, as they were
+        made.gone.extend(gone)
         return _Upstream(
             group.clusters,
             defined,
