@@ -29,9 +29,10 @@ class Definitions:
         self._duplicated = 0  # keys defined more than once
         self._removed: dict[int, KubeObject] = {}  # by id: taken out since the last take
         self._added: dict[int, KubeObject] = {}
-        # False after a take that found a key defined twice: the objects since are not the
-        # difference from that load's (whose objects held one definition of the two).
-        self._tracked = True
+        # False before the first take (a first load: every object, which no one steps a
+        # store by) and after a take that found a key defined twice: the objects since are
+        # not the difference from that load's (whose objects held one definition of the two).
+        self._tracked = False
 
     @property
     def duplicates(self) -> bool:
@@ -55,8 +56,8 @@ class Definitions:
 
     def take(self, since: int) -> ObjectDelta | None:
         """The objects removed and added since the last take (numbered `since`), then none;
-        None when some key is defined twice (which definition wins depends on the order of
-        every file), now or at the last take."""
+        None at the first take, and when some key is defined twice (which definition wins
+        depends on the order of every file), now or at the last take."""
         delta = None
         if self._tracked and not self.duplicates:
             delta = ObjectDelta(since, tuple(self._removed.values()), tuple(self._added.values()))

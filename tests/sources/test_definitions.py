@@ -49,7 +49,7 @@ def test_each_load_says_what_it_took_out_and_put_in(tmp_path: Path) -> None:
         )
     directory = ManifestDirectory(tmp_path)
     first = directory.load()
-    assert first.generation == 1
+    assert first.generation == 1 and first.delta is None  # every object: made anew
 
     write(tmp_path, "svc1.yaml", yaml_text(service("s1", port=81), http_route("r1", "s1", port=80)))
     edited = directory.load({"svc1.yaml"})
