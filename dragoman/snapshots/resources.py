@@ -6,8 +6,7 @@ import hashlib
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import chain, repeat
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 from google.protobuf.message import Message
 
@@ -155,10 +154,8 @@ class TypeSnapshot:
     @classmethod
     def _versioned(cls, by_name: dict[str, Resource]) -> TypeSnapshot:
         """Of resources sorted by name."""
-        # One update of "name\0digest\n" lines: the same bytes as hashing them one by one
-        # (joined from the names and digests in C: a change re-versions 50,000 resources).
-        parts = zip(by_name, repeat("\0"), map(_digest, by_name.values()), repeat("\n"))
-        listed = "".join(chain.from_iterable(parts))
+        # One update of "name\0digest\n" lines: the same bytes as hashing them one by one.
+        listed = "".join([f"{name}\0{r.digest}\n" for name, r in by_name.items()])
         return cls(resources=by_name, version=hashlib.sha256(listed.encode()).hexdigest()[:16])
 
 
@@ -177,7 +174,6 @@ def _name(resource: Resource) -> str:
 
 
 _first = itemgetter(0)
-_digest = attrgetter("digest")
 
 
 EMPTY_TYPE = TypeSnapshot.of(())
