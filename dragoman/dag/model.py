@@ -767,6 +767,12 @@ class Dag:
     deferred_targets: Deferred[ServiceTargets] = field(
         default_factory=lambda: Deferred.of(NO_SERVICE_TARGETS)
     )
+    # The names whose cluster differs (or came or went) from those of the clusters mapping
+    # whose id is given: the previous Dag's (translation holds it, so the id names it alone
+    # while it compares). None: not known. How the Dag was made, not what it is.
+    changed_clusters: tuple[int, frozenset[str]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def service_targets(self) -> ServiceTargets:

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import gc
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,8 +87,9 @@ class ManifestServer:
             self.metrics.state.unreadable_files = self.directory.unreadable
         self.serving = False
         self.ops: OpsServer | None = None
-        # The objects of the last load applied, and the store made of them.
+        # The objects of the last load applied (and its number), and the store made of them.
         self._objects: tuple[KubeObject, ...] = ()
+        self._generation = 0
         self._store: Store | None = None
 
     def ready(self) -> str:
@@ -142,9 +143,19 @@ class ManifestServer:
             log.info("resolved: %s", error)
         self._reported = errors
         # Every step kept until the build has compared: each refers to the last weakly.
-        steps = updated_stores(self._store, self._objects, result.objects)
+        delta = result.delta
+        if (
+            self._store is not None
+            and delta is not None
+            and delta.since == self._generation
+            and len(delta.removed) + len(delta.added) <= STEP_OBJECTS_UP_TO
+        ):
+            # The load says what it took out and put in: no object compared.
+            steps = stepped_stores(self._store, delta.removed, delta.added)
+        else:
+            steps = updated_stores(self._store, self._objects, result.objects)
         store = steps[-1]
-        self._store, self._objects = store, result.objects
+        self._store, self._objects, self._generation = store, result.objects, result.generation
         update = self.controller.update(store)
         _log_new_problems(update)
         if update.kind != "unchanged":
@@ -270,6 +281,14 @@ def updated_stores(
     removed = [obj for obj in before if id(obj) not in now]
     if len(added) + len(removed) > STEP_OBJECTS_UP_TO:
         return [Store.from_objects(objects)]
+    return stepped_stores(store, removed, added)
+
+
+def stepped_stores(
+    store: Store, removed: Sequence[KubeObject], added: Sequence[KubeObject]
+) -> list[Store]:
+    """`store` with the objects `removed` taken out and `added` put in, a step per object (see
+    updated_stores)."""
     steps = [store]
     put = {(type(obj), obj.meta.namespace, obj.meta.name) for obj in added}
     for obj in removed:

@@ -6,6 +6,7 @@ import hashlib
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from google.protobuf.message import Message
 
@@ -130,6 +131,26 @@ class TypeSnapshot:
         object.__setattr__(made, "derived", (self.version, names))  # made here, before use
         return made
 
+    def patched(self, changed: Mapping[str, Resource], removed: Collection[str]) -> TypeSnapshot:
+        """This snapshot with each of `changed` put in (in place of the resource of its name,
+        or as a new one) and the names `removed` taken out: `TypeSnapshot.of` what it then
+        holds, without sorting every name again (new names are merged into the sorted ones)."""
+        held = self.resources
+        gone = [name for name in removed if name in held and name not in changed]
+        added = [name for name in changed if name not in held]
+        if not gone and not added:
+            return self.replaced(changed)
+        by_name = dict(held)
+        for name in gone:
+            del by_name[name]
+        by_name.update(changed)
+        if added:  # a long sorted run and a short one: merged in one pass
+            by_name = dict(sorted(by_name.items(), key=_first))
+        made = TypeSnapshot._versioned(by_name)
+        names = frozenset(n for n, resource in changed.items() if held.get(n) is not resource)
+        object.__setattr__(made, "derived", (self.version, names))  # made here, before use
+        return made
+
     @classmethod
     def _versioned(cls, by_name: dict[str, Resource]) -> TypeSnapshot:
         """Of resources sorted by name."""
@@ -150,6 +171,9 @@ class Snapshot:
 
 def _name(resource: Resource) -> str:
     return resource.name
+
+
+_first = itemgetter(0)
 
 
 EMPTY_TYPE = TypeSnapshot.of(())

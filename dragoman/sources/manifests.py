@@ -8,11 +8,13 @@ load told which files changed (by the directory watcher) looks at those files al
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import stat
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from dragoman.sources.decode import (
     json_start,
     split_yaml_documents,
 )
+from dragoman.sources.definitions import Definitions, ObjectDelta
 from dragoman.sources.errors import FieldProblem, ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.last_good import LastGoodFiles
@@ -60,6 +63,11 @@ class LoadResult:
     starts: Mapping[str, tuple[Position, ...]] = field(default_factory=dict)
     # Likely mistakes that are not errors: a kind dragoman does not read, close to one it does.
     warnings: tuple[SourceError, ...] = ()
+    # This load's number among its directory's loads (from 1), and the objects it took out and
+    # put in since an earlier one's (None: not known, compare `objects`). Bookkeeping of the
+    # loads, not what the directory holds: not compared.
+    generation: int = field(default=0, compare=False)
+    delta: ObjectDelta | None = field(default=None, compare=False, repr=False)
 
     def position(self, origin: str) -> Position | None:
         """Where the document of an origin ("routes.yaml#2.items[0]") starts in its file
@@ -139,6 +147,9 @@ class ManifestDirectory:
         # What `unreadable` answers (None: found from the records when asked).
         self._unreadable_files: frozenset[str] | None = None
         self.parsed_by_worker = 0  # files of the first load a worker process parsed
+        # What the records define, kept up to date as each record is put or dropped.
+        self._definitions = Definitions()
+        self._generation = 0  # of the last result
 
     def stamps(self) -> dict[str, FileStamp]:
         """The stamp of every file as last read (the files a watcher must compare with)."""
@@ -233,6 +244,11 @@ class ManifestDirectory:
         if still_served:
             parsed = _in_scan_order(parsed | still_served)
         dirty = dirty or parsed.keys() != self._parsed.keys()
+        for relative, record in parsed.items():
+            before = self._parsed.get(relative)
+            self._definitions.replaced(before.objects if before else (), record.objects)
+        for relative in self._parsed.keys() - parsed.keys():
+            self._definitions.replaced(self._parsed[relative].objects, ())
         self._parsed = parsed
         return dirty
 
@@ -282,15 +298,15 @@ class ManifestDirectory:
                 if kept is None:
                     dirty = dirty or self._unreadable.get(relative) != stamp or cached is not None
                     self._unreadable[relative] = stamp
-                    self._parsed.pop(relative, None)
+                    self._put(relative, None)
                 else:
                     dirty = dirty or kept != cached
-                    self._parsed[relative] = kept
+                    self._put(relative, kept)
                 continue
             if self._unreadable.pop(relative, None) is not None:
                 dirty = True
             if stamp is None:
-                if self._parsed.pop(relative, None) is not None:
+                if self._put(relative, None) is not None:
                     dirty = True
                 continue
             if cached is not None and cached.stamp == stamp and can_open(self.path / relative):
@@ -300,15 +316,27 @@ class ManifestDirectory:
                 relative, cached, read_file(str(self.path), relative, MAX_FILE_BYTES + 1)
             )
             if fresh is None:
-                self._parsed.pop(relative, None)
+                self._put(relative, None)
                 continue
             if not fresh.decoded:
                 cached = self._previous(relative, cached)
-            self._parsed[relative] = _keeping_last_good(fresh, cached)
+            self._put(relative, _keeping_last_good(fresh, cached))
             added = added or cached is None
         if added:  # keep the scan's order: the first definition of an object wins
             self._parsed = _in_scan_order(self._parsed)
         return dirty
+
+    def _put(self, relative: str, record: _ParsedFile | None) -> _ParsedFile | None:
+        """A file's record put in place of the one it had (None: dropped); the one it had."""
+        if record is None:
+            before = self._parsed.pop(relative, None)
+        else:
+            before = self._parsed.get(relative)
+            self._parsed[relative] = record
+        self._definitions.replaced(
+            before.objects if before is not None else (), record.objects if record else ()
+        )
+        return before
 
     def _result(self) -> LoadResult:
         errors = [
@@ -317,15 +345,24 @@ class ManifestDirectory:
         ]
         # Two flat tuples, not a tuple of pairs: the result's origins keep them.
         paths, records = tuple(self._parsed), tuple(self._parsed.values())
-        starts = {path: record.starts for path, record in zip(paths, records, strict=True)}
-        objects = tuple(o for result in records for o in result.objects)
-        if len({o.key for o in objects}) == len(objects):  # the usual case: no duplicate
-            for result in records:
-                errors.extend(result.errors)
+        starts = _Starts(paths, records)
+        delta = self._definitions.take(self._generation)
+        self._generation += 1
+        generation = self._generation
+        if not self._definitions.duplicates:  # the usual case
+            objects = tuple(itertools.chain.from_iterable(map(_objects_of, records)))
+            errors.extend(itertools.chain.from_iterable(map(_errors_of, records)))
             origins = _Origins((paths, records))
             errors_, warnings = _apart(errors)
             return LoadResult(
-                objects, errors_, len(records), origins, starts=starts, warnings=warnings
+                objects,
+                errors_,
+                len(records),
+                origins,
+                starts=starts,
+                warnings=warnings,
+                generation=generation,
+                delta=delta,
             )
 
         kept: list[KubeObject] = []
@@ -349,7 +386,14 @@ class ManifestDirectory:
         origins = _Origins(first_seen)
         errors_, warnings = _apart(errors)
         return LoadResult(
-            tuple(kept), errors_, len(records), origins, starts=starts, warnings=warnings
+            tuple(kept),
+            errors_,
+            len(records),
+            origins,
+            starts=starts,
+            warnings=warnings,
+            generation=generation,
+            delta=delta,
         )
 
     def _previous(self, relative: str, cached: _ParsedFile | None = None) -> _ParsedFile | None:
@@ -584,6 +628,29 @@ def parse_one_file(
     )
 
 
+class _Starts(Mapping[str, tuple[Position, ...]]):
+    """Where each document of each file starts, by the file's path: looked up in the
+    records (only messages ask, about a file or two: not worth a table of every file)."""
+
+    def __init__(self, paths: tuple[str, ...], records: tuple[_ParsedFile, ...]) -> None:
+        self._paths, self._records = paths, records
+        self._index: dict[str, int] | None = None
+
+    def _table(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {path: index for index, path in enumerate(self._paths)}
+        return self._index
+
+    def __getitem__(self, path: str) -> tuple[Position, ...]:
+        return self._records[self._table()[path]].starts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
 class _Origins(Mapping[ObjectKey, str]):
     """Where each object was defined, by key; made on first use (only messages need it, and
     10,000 keys are not worth making on every load)."""
@@ -676,6 +743,11 @@ def _in_scan_order(parsed: dict[str, _ParsedFile]) -> dict[str, _ParsedFile]:
 
 def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError, ...]:
     return tuple(replace(e, message=f"{e.message} ({note})") for e in errors)
+
+
+# A record's objects and errors, read in C over every record.
+_objects_of = attrgetter("objects")
+_errors_of = attrgetter("errors")
 
 
 def _stamp_of_parsed(parsed: _ParsedFile | None) -> FileStamp | None:

@@ -86,3 +86,18 @@ def test_ads_order_is_make_before_break() -> None:
     assert ADS_ORDER == (CLUSTER, ENDPOINT, SECRET, LISTENER, SCOPED_ROUTE, ROUTE)
     other = "type.googleapis.com/example.Other"
     assert ads_ordered({ROUTE, other, CLUSTER, LISTENER}) == [CLUSTER, LISTENER, ROUTE, other]
+
+
+def test_a_type_snapshot_patched_is_the_one_made_of_what_it_then_holds() -> None:
+    made = {name: Resource.of(name, Cluster(name=name)) for name in ("b", "d", "f", "h")}
+    snapshot = TypeSnapshot.of(made.values())
+    new_a, new_e = Resource.of("a", Cluster(name="a")), Resource.of("e", Cluster(name="e"))
+    again = Resource.of("d", Cluster(name="d", type=Cluster.EDS))
+    patched = snapshot.patched({"e": new_e, "a": new_a, "d": again}, ["f", "z"])
+    expected = TypeSnapshot.of([new_a, made["b"], again, new_e, made["h"]])
+    assert patched == expected
+    assert list(patched.resources) == ["a", "b", "d", "e", "h"]  # sorted, as `of` makes it
+    assert patched.derived == (snapshot.version, frozenset({"a", "d", "e"}))
+    # Only names taken out: the rest in order; nothing at all: the same snapshot.
+    assert snapshot.patched({}, ["b"]) == TypeSnapshot.of([made["d"], made["f"], made["h"]])
+    assert snapshot.patched({"b": made["b"]}, ["y"]) is snapshot

@@ -87,11 +87,14 @@ def assemble(parts: DagParts) -> Dag:
     """The Dag of `parts`: with the previous Dag's mappings where they are equal (translation
     then skips them at once)."""
     groups, clusters = _served_clusters(parts)
-    assignments = _load_assignments(parts, clusters)
+    changed = _changed_clusters(parts, clusters)
+    assignments = _load_assignments(parts, clusters, changed)
     previous = parts.previous
     if previous is not None:
-        if clusters == previous.dag.clusters:
+        if changed is not None and not changed:
             clusters = previous.dag.clusters  # type: ignore[assignment]  # kept, not changed
+        elif changed is None and clusters == previous.dag.clusters:
+            clusters = previous.dag.clusters  # type: ignore[assignment]  # likewise
         if assignments == previous.dag.load_assignments:
             assignments = previous.dag.load_assignments  # type: ignore[assignment]  # likewise
     # Statuses first: the Gateways' addresses add problems.
@@ -103,7 +106,34 @@ def assemble(parts: DagParts) -> Dag:
         statuses=statuses,
         problems=_problems(parts, clusters, address_problems),
         dns_hostnames=_checked_hostnames(parts.routes) if parts.options.dns_check else (),
+        changed_clusters=(
+            (id(previous.dag.clusters), frozenset(changed))
+            if previous is not None and changed is not None
+            else None
+        ),
     )
+
+
+def _changed_clusters(parts: DagParts, clusters: Mapping[str, Cluster]) -> set[str] | None:
+    """The names whose cluster is not the previous Dag's (or came or went), when every
+    cluster is the one resolved (no aggregate, no variant for a Gateway's client
+    certificate): the clusters resolved anew, added or removed. None: not known so."""
+    previous = parts.previous
+    if (
+        previous is None
+        or parts.has_aggregates
+        or previous.had_aggregates
+        or any(verdict.client_certificate is not None for verdict in parts.judged.ordered())
+    ):
+        return None
+    before = previous.dag.clusters
+    if clusters is before:
+        return set()
+    changed = {
+        name for name in parts.changed_clusters if clusters.get(name) is not before.get(name)
+    }
+    changed.update(clusters.keys() ^ before.keys())
+    return changed
 
 
 def _served_clusters(parts: DagParts) -> tuple[dict[str, NodeGroup], dict[str, Cluster]]:
@@ -125,7 +155,8 @@ def _served_clusters(parts: DagParts) -> tuple[dict[str, NodeGroup], dict[str, C
         # The very clusters referenced before, none resolved anew (EndpointSlices alone
         # changed): the previous Dag's, not one step per cluster.
         return groups, previous.dag.clusters  # type: ignore[return-value]  # kept, not changed
-    clusters = {name: resolved[name] for name in parts.served.referenced}
+    referenced = parts.served.referenced
+    clusters = dict(zip(referenced, map(resolved.__getitem__, referenced), strict=True))
     if any(verdict.client_certificate is not None for verdict in gateways):
         groups, clusters = with_client_certificates(groups, clusters, gateways)
         # Only clusters some group still references (a variant may replace the original).
@@ -136,7 +167,9 @@ def _served_clusters(parts: DagParts) -> tuple[dict[str, NodeGroup], dict[str, C
     return groups, clusters
 
 
-def _load_assignments(parts: DagParts, clusters: dict[str, Cluster]) -> dict[str, LoadAssignment]:
+def _load_assignments(
+    parts: DagParts, clusters: dict[str, Cluster], changed_clusters: set[str] | None
+) -> dict[str, LoadAssignment]:
     """The clusters' load assignments: made again only where a cluster, its Service's
     EndpointSlices or its external name's DNS check observation changed."""
     allowed = parts.options.endpoint_networks
@@ -157,7 +190,9 @@ def _load_assignments(parts: DagParts, clusters: dict[str, Cluster]) -> dict[str
     else:
         # Every cluster is the one resolved: those resolved anew, added or removed changed.
         changed = set(parts.changed_clusters)
-        if clusters is not previous.dag.clusters:
+        if changed_clusters is not None:
+            changed.update(changed_clusters)
+        elif clusters is not previous.dag.clusters:
             changed.update(clusters.keys() ^ previous.dag.clusters.keys())
         assignments = patched_load_assignments(
             clusters,

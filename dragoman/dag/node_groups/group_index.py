@@ -5,6 +5,7 @@ when a route served there changes."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -151,9 +152,28 @@ class NodeGroupIndex:
             names = l4_clusters(group.listeners)
             for table in tables.values():
                 names.update(table.clusters)
-            clusters = tuple(sorted(names))
-            if self._clusters == clusters:
-                clusters = self._clusters  # the same object: translation reuses what it made
-            self._clusters = clusters
+            self._clusters = sorted_names(names, self._clusters)
+            clusters = self._clusters  # the same object when alike: translation reuses it
             self._group = dataclasses.replace(group, clusters=clusters)
         return self._group
+
+
+# Up to this many names added or removed are merged into the previous sorted names.
+_MERGED_UP_TO = 256
+
+
+def sorted_names(names: set[str], previous: tuple[str, ...]) -> tuple[str, ...]:
+    """`tuple(sorted(names))`: `previous` itself when it holds the same names, else made from
+    it when few names differ (a change must not sort every cluster's name again)."""
+    if abs(len(names) - len(previous)) > _MERGED_UP_TO or not previous:
+        return tuple(sorted(names))  # (a first build)
+    held = set(previous)
+    if held == names:
+        return previous
+    added, removed = names - held, held - names
+    if len(added) + len(removed) > _MERGED_UP_TO:
+        return tuple(sorted(names))
+    merged = [name for name in previous if name not in removed] if removed else list(previous)
+    for name in added:
+        bisect.insort(merged, name)
+    return tuple(merged)

@@ -93,8 +93,25 @@ class _Made:
     shared_upstreams: dict[int, _Upstream] = field(default_factory=dict)
     shared_frontends: dict[int, _Frontend] = field(default_factory=dict)
     # Some group reused the last translation's clusters and CLAs as they were: every one of
-    # them is kept for the next translation.
+    # them is kept for the next translation, but those a patch took out of a group (`gone`)
+    # and none made again (else each name ever served would stay until a full translation).
     kept_upstreams: bool = False
+    gone: list[str] = field(default_factory=list)
+
+    def keep(
+        self,
+        clusters: Mapping[str, tuple[Cluster, Resource]],
+        assignments: Mapping[str, tuple[LoadAssignment, Resource]],
+    ) -> None:
+        """The last translation's `clusters` and `assignments` kept beside those made."""
+        made_clusters, made_assignments = self.clusters, self.assignments
+        self.clusters = {**clusters, **made_clusters}
+        self.assignments = {**assignments, **made_assignments}
+        for name in self.gone:
+            if name not in made_clusters:
+                self.clusters.pop(name, None)
+            if name not in made_assignments:
+                self.assignments.pop(name, None)
 
 
 def translate(dag: Dag, options: TranslateOptions = DEFAULT_OPTIONS) -> dict[str, Snapshot]:
@@ -138,8 +155,7 @@ class Translation:
             for name, group in sorted(dag.groups.items())
         }
         if made.kept_upstreams:
-            made.clusters = {**self._clusters, **made.clusters}
-            made.assignments = {**self._assignments, **made.assignments}
+            made.keep(self._clusters, self._assignments)
         self._clusters, self._assignments = made.clusters, made.assignments
         self._listeners, self._tables, self._snapshots = made.listeners, made.tables, result
         self._scopes = made.scopes
@@ -244,6 +260,9 @@ class Translation:
             upstream = self._with_assignments(last, dag, made)
             made.shared_upstreams[id(group.clusters)] = upstream
             return upstream
+        if last is not None and (patched := self._patched(last, group, dag, made)) is not None:
+            made.shared_upstreams[id(group.clusters)] = patched
+            return patched
         cluster_resources, assignment_resources, client = self._upstream_resources(group, dag, made)
         upstream = _Upstream(
             group.clusters,
@@ -275,6 +294,46 @@ class Translation:
             last.cds,
             last.eds.replaced(replaced),
             last.client_certificates,
+        )
+
+    def _patched(
+        self, last: _Upstream, group: NodeGroup, dag: Dag, made: _Made
+    ) -> _Upstream | None:
+        """`last` with what `_touched` names made again, put in or taken out: what a full
+        translation makes (a CLA is named like its cluster), at a cost of what changed."""
+        members = frozenset(group.clusters)
+        touched = _touched(last, group, dag, members)
+        if touched is None:
+            return None
+        defined = dag.clusters
+        clusters_put, assignments_put = dict[str, Resource](), dict[str, Resource]()
+        gone: list[str] = []  # clusters, or the CLAs of clusters no longer served over EDS
+        for name in sorted(touched):
+            value = defined.get(name) if name in members else None
+            if value is None:
+                gone.append(name)
+                continue
+            if _client_certificate(value) is not None:
+                return None
+            known = made.clusters.get(name) or self._clusters.get(name)
+            if known is None or known[0] is not value:
+                known = self._cluster(value, known)
+            made.clusters[name] = known
+            clusters_put[name] = known[1]
+            if known[1].references:
+                assignment = _assignment_of(name, dag)
+                assignments_put[name] = self._assignment(assignment, made.assignments)
+            else:
+                gone.append(name)
+        made.kept_upstreams = True  # every cluster and CLA not made here, as they were
+        made.gone.extend(gone)
+        return _Upstream(
+            group.clusters,
+            defined,
+            dag.load_assignments,
+            last.cds.patched(clusters_put, gone),
+            last.eds.patched(assignments_put, gone),
+            (),
         )
 
     def _upstream_resources(
@@ -375,6 +434,38 @@ class Translation:
             known = spliced_table(value, known)
         made[value.name] = known
         return known.resource
+
+
+# At most this many clusters and CLAs changed are patched into a group's snapshots; more are
+# translated in full (each step of a patch costs more than one of the full loop).
+_PATCHED_UP_TO = 1024
+
+
+def _touched(
+    last: _Upstream, group: NodeGroup, dag: Dag, members: frozenset[str]
+) -> set[str] | None:
+    """The names of the clusters and CLAs that may differ from `last`'s for `group` in `dag`
+    (added to the group, taken out, or changed); None when clusters present client
+    certificates or when more than _PATCHED_UP_TO may differ."""
+    if last.client_certificates:
+        return None
+    defined, before = dag.clusters, last.defined
+    assignments, assignments_before = dag.load_assignments, last.assignments
+    touched: set[str] = set()
+    if group.clusters is not last.clusters:
+        touched.update(members.symmetric_difference(last.clusters))
+    hint = dag.changed_clusters
+    if defined is not before and hint is not None and hint[0] == id(before):
+        touched.update(hint[1])  # the build knows (`before` is alive: its id names it)
+    elif defined is not before:
+        touched.update(n for n, value in defined.items() if before.get(n) is not value)
+        touched.update(before.keys() - defined.keys())
+    if assignments is not assignments_before:
+        touched.update(
+            n for n, value in assignments.items() if assignments_before.get(n) is not value
+        )
+        touched.update(assignments_before.keys() - assignments.keys())
+    return touched if len(touched) <= _PATCHED_UP_TO else None
 
 
 def listener_certificates(listeners: Iterable[Listener]) -> Iterator[SdsValue]:

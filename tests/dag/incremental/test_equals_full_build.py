@@ -331,6 +331,18 @@ def _bodies(snapshots: dict[str, Snapshot]) -> dict[str, dict[str, tuple[str, di
     }
 
 
+def _assert_changed_clusters_named(before: Dag | None, after: Dag) -> None:
+    """The clusters a Dag says changed since the one before (translation patches those
+    alone) include every cluster that differs from that one's, came or went."""
+    hint = after.changed_clusters
+    if before is None or hint is None or after is before:
+        return
+    assert hint[0] == id(before.clusters)
+    old, new = before.clusters, after.clusters
+    differ = {name for name in old.keys() | new.keys() if old.get(name) != new.get(name)}
+    assert differ <= hint[1], sorted(differ - hint[1])
+
+
 def _assert_same(incremental: Dag, full: Dag) -> None:
     assert incremental.problems == full.problems
     assert list(incremental.statuses.items()) == list(full.statuses.items())
@@ -390,10 +402,12 @@ def _built_alike(
 ) -> tuple[str, Dag]:
     """The kind of the incremental build of `store`, and the full build it was found equal to
     (the Dags and their serialized resources)."""
+    before = builder.dag
     result = builder.build(store, dns)
     full = build(store, options, dns)
     try:
         _assert_same(result.dag, full)
+        _assert_changed_clusters_named(before, result.dag)
         assert _bodies(translation.translate(result.dag)) == _bodies(translate(full))
     except AssertionError as error:
         raise AssertionError(f"seed/step {where} ({result.kind})") from error
