@@ -91,7 +91,8 @@ def assemble(parts: DagParts) -> Dag:
     assignments = _load_assignments(parts, clusters)
     previous = parts.previous
     if previous is not None:
-        if clusters == previous.dag.clusters:
+        # (Mappings compare every value even when they are the same object.)
+        if clusters is not previous.dag.clusters and clusters == previous.dag.clusters:
             clusters = previous.dag.clusters  # type: ignore[assignment]  # kept, not changed
         if _same_assignments(assignments, previous.dag.load_assignments):
             assignments = previous.dag.load_assignments  # type: ignore[assignment]  # likewise
