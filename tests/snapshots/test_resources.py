@@ -87,7 +87,7 @@ def test_snapshots_replaced_one_after_another_are_versioned_as_made_whole() -> N
         snapshot = snapshot.replaced({name: made[name]})
         whole = TypeSnapshot.of(made.values())
         assert snapshot == whole and snapshot.version == whole.version
-        assert snapshot.names is not None and snapshot.names == whole.names
+        assert snapshot.names == whole.names
     other = Resource("a", CLUSTER, b"", digest="short")
     shorter = snapshot.replaced({"a": other})
     assert shorter.version == TypeSnapshot.of({**made, "a": other}.values()).version
