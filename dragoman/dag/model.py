@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
+# A Dag's load assignments may be a patch of the previous Dag's, which says what it changed.
+from dragoman.dag.patched_mapping import changed_keys_since as changed_keys_since
 from dragoman.objects import ObjectKey
 from dragoman.objects.backend_policy import (
     ActiveHealthCheck,

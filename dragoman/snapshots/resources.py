@@ -105,6 +105,9 @@ class TypeSnapshot:
     # Made by `replaced`: the version of the snapshot it was made from and the names whose
     # resources differ from that one's (a stream that holds that one sends only those).
     derived: tuple[str, frozenset[str]] | None = field(default=None, compare=False, repr=False)
+    # What `replaced` hashes, made on its first use: the version's listing, and where each
+    # name's digest sits in it (shared by the snapshots `replaced` makes: the same names).
+    _listing: _Listing | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def names(self) -> frozenset[str]:
@@ -122,13 +125,20 @@ class TypeSnapshot:
         """This snapshot with each of `changed` in place of the resource of its name (one
         it holds): itself when none differs; the names' order kept, no sort."""
         held = self.resources
-        if all(held[name] is resource for name, resource in changed.items()):
+        names = frozenset(n for n, resource in changed.items() if held[n] is not resource)
+        if not names:
             return self
         by_name = dict(held)
         by_name.update(changed)
-        made = TypeSnapshot._versioned(by_name)
-        names = frozenset(n for n, resource in changed.items() if held[n] is not resource)
-        object.__setattr__(made, "derived", (self.version, names))  # made here, before use
+        if any(len(changed[name].digest) != len(held[name].digest) for name in names):
+            made = TypeSnapshot._versioned(by_name)
+        else:
+            listing = self._listed().with_digests({name: changed[name].digest for name in names})
+            made = TypeSnapshot(resources=by_name, version=listing.version())
+            object.__setattr__(made, "_listing", listing)  # made here, before use
+        object.__setattr__(made, "derived", (self.version, names))  # likewise
+        # The same names: the set streams compare their subscriptions with, shared.
+        object.__setattr__(made, "_names", self._names)
         return made
 
     def patched(self, changed: Mapping[str, Resource], removed: Collection[str]) -> TypeSnapshot:
@@ -151,12 +161,54 @@ class TypeSnapshot:
         object.__setattr__(made, "derived", (self.version, names))  # made here, before use
         return made
 
+    def _listed(self) -> _Listing:
+        found = self._listing
+        if found is None:
+            found = _Listing.of(self.resources)
+            object.__setattr__(self, "_listing", found)  # a cache, not state
+        return found
+
     @classmethod
     def _versioned(cls, by_name: dict[str, Resource]) -> TypeSnapshot:
         """Of resources sorted by name."""
         # One update of "name\0digest\n" lines: the same bytes as hashing them one by one.
         listed = "".join([f"{name}\0{r.digest}\n" for name, r in by_name.items()])
-        return cls(resources=by_name, version=hashlib.sha256(listed.encode()).hexdigest()[:16])
+        return cls(resources=by_name, version=_version_of(listed.encode()))
+
+
+def _version_of(listing: bytes) -> str:
+    return hashlib.sha256(listing).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """The bytes a TypeSnapshot's version hashes, and the offset of each name's digest in
+    them: a snapshot with some digests replaced (the same names, each digest as long) is
+    hashed after copying these bytes and writing those digests, without a step per name."""
+
+    listing: bytes
+    offsets: Mapping[str, int]
+
+    @classmethod
+    def of(cls, by_name: Mapping[str, Resource]) -> _Listing:
+        lines, offsets, at = [], {}, 0
+        for name, resource in by_name.items():
+            line = f"{name}\0{resource.digest}\n".encode()
+            offsets[name] = at + len(line) - len(resource.digest) - 1  # (digests are ASCII)
+            lines.append(line)
+            at += len(line)
+        return cls(b"".join(lines), offsets)
+
+    def with_digests(self, digests: Mapping[str, str]) -> _Listing:
+        """These bytes with the digests of these names replaced, each by one as long."""
+        made = bytearray(self.listing)
+        for name, digest in digests.items():
+            start = self.offsets[name]
+            made[start : start + len(digest)] = digest.encode()
+        return _Listing(bytes(made), self.offsets)
+
+    def version(self) -> str:
+        return _version_of(self.listing)
 
 
 @dataclass(frozen=True, slots=True)

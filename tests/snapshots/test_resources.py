@@ -76,6 +76,23 @@ def test_a_type_snapshot_with_resources_replaced_is_the_one_made_of_them() -> No
     assert snapshot.replaced({}) is snapshot
 
 
+def test_snapshots_replaced_one_after_another_are_versioned_as_made_whole() -> None:
+    """Each replacement hashes the previous listing with the new digests written in place:
+    the version of a snapshot made of the same resources, names beyond ASCII and digests of
+    another length included."""
+    made = {n: Resource.of(n, Cluster(name=n)) for n in ("c", "a", "\u00e9t\u00e9/x", "b")}
+    snapshot = TypeSnapshot.of(made.values())
+    for step, name in enumerate(["b", "\u00e9t\u00e9/x", "a", "b"]):
+        made[name] = Resource.of(name, Cluster(name=name, connect_timeout={"seconds": step}))
+        snapshot = snapshot.replaced({name: made[name]})
+        whole = TypeSnapshot.of(made.values())
+        assert snapshot == whole and snapshot.version == whole.version
+        assert snapshot.names == whole.names
+    other = Resource("a", CLUSTER, b"", digest="short")
+    shorter = snapshot.replaced({"a": other})
+    assert shorter.version == TypeSnapshot.of({**made, "a": other}.values()).version
+
+
 def test_a_snapshot_gives_an_empty_type_for_a_type_it_lacks() -> None:
     snapshot = Snapshot(types={CLUSTER: TypeSnapshot.of([Resource.of("a", Cluster(name="a"))])})
     assert snapshot.of_type(LISTENER) is EMPTY_TYPE

@@ -27,6 +27,7 @@ from dragoman.dag.model import (
     Problem,
 )
 from dragoman.dag.options import BuildOptions
+from dragoman.dag.patched_mapping import changed_keys_since
 from dragoman.dag.status.addresses import with_gateway_addresses
 from dragoman.dag.status.credential_injectors import credential_injector_statuses
 from dragoman.dag.status.objects import frontend_statuses, status_order
@@ -43,7 +44,7 @@ from dragoman.dag.upstreams.endpoints import (
     patched_load_assignments,
     updated_load_assignments,
 )
-from dragoman.dag.upstreams.session_affinity import affinity_timeout_problems
+from dragoman.dag.upstreams.session_affinity import TIMEOUT_FIELD, affinity_timeout_problems
 from dragoman.dag.xbackend_traffic_policies import traffic_targets
 from dragoman.objects import ObjectKey
 from dragoman.store import NamespacedName, Store
@@ -91,11 +92,13 @@ def assemble(parts: DagParts) -> Dag:
     assignments = _load_assignments(parts, clusters, changed)
     previous = parts.previous
     if previous is not None:
+        before = previous.dag.clusters
         if changed is not None and not changed:
-            clusters = previous.dag.clusters  # type: ignore[assignment]  # kept, not changed
-        elif changed is None and clusters == previous.dag.clusters:
-            clusters = previous.dag.clusters  # type: ignore[assignment]  # likewise
-        if assignments == previous.dag.load_assignments:
+            clusters = before  # type: ignore[assignment]  # kept, not changed
+        # (Mappings compare every value even when they are the same object.)
+        elif changed is None and clusters is not before and clusters == before:
+            clusters = before  # type: ignore[assignment]  # likewise
+        if _same_assignments(assignments, previous.dag.load_assignments):
             assignments = previous.dag.load_assignments  # type: ignore[assignment]  # likewise
     # Statuses first: the Gateways' addresses add problems.
     statuses, address_problems = _statuses(parts)
@@ -226,6 +229,22 @@ def _load_assignments(
     return assignments
 
 
+def _same_assignments(
+    assignments: Mapping[str, LoadAssignment], before: Mapping[str, LoadAssignment]
+) -> bool:
+    """Whether the two are equal: only the names a patch of `before` put or removed are
+    compared when `assignments` is one."""
+    names = changed_keys_since(assignments, before)
+    if names is None:
+        return assignments == before
+    return len(assignments) == len(before) and all(
+        assignments.get(name, _NONE) == before.get(name, _NONE) for name in names
+    )
+
+
+_NONE = LoadAssignment(cluster="")  # (no cluster has an empty name: stands for a missing one)
+
+
 def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Problem]]:
     """Every object's status, and the problems found in the Gateways' spec.addresses."""
     routes, judged, store = parts.routes, parts.judged, parts.store
@@ -255,6 +274,10 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
         )
     previous, replaced = parts.previous, parts.replaced
     entries = routes.entries
+    if store.xbackends:
+        made = [*made, *xbackend_statuses(_xbackend_upstreams(parts), parts.context)]
+    injectors = credential_injector_statuses(parts.context) if store.credential_injectors else []
+    others = (*front, *made, *injectors)
     statuses: dict[ObjectKey, ObjectStatus]
     if (
         replaced is not None
@@ -265,9 +288,14 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
         and previous.store.xbackend_traffic_policies.keys()
         == store.xbackend_traffic_policies.keys()
     ):
+        earlier = previous.dag.statuses
+        if not replaced and all(earlier.get(status.key) == status for status in others):
+            # No route replaced and the others as they were (EndpointSlices alone changed):
+            # the previous statuses, not a copy of ten thousand.
+            return earlier, address_problems  # type: ignore[return-value]  # kept, not changed
         # The same objects in the same order: the previous statuses with the changed ones
         # replaced keep the build's order without sorting ten thousand keys again.
-        statuses = dict(previous.dag.statuses)
+        statuses = dict(earlier)
         for key in replaced:
             statuses[key] = entries[key].status  # type: ignore[assignment]  # set by with_parents
     else:
@@ -275,10 +303,7 @@ def _statuses(parts: DagParts) -> tuple[dict[ObjectKey, ObjectStatus], list[Prob
         for kind in ROUTE_FIELDS:  # in status_order's order of kinds
             for key in routes.keys(kind):
                 statuses[key] = entries[key].status  # type: ignore[assignment]  # likewise
-    if store.xbackends:
-        made = [*made, *xbackend_statuses(_xbackend_upstreams(parts), parts.context)]
-    injectors = credential_injector_statuses(parts.context) if store.credential_injectors else []
-    for status in (*front, *made, *injectors):
+    for status in others:
         statuses[status.key] = status
     return statuses, address_problems
 
@@ -328,7 +353,7 @@ def _problems(
         if slices is not None
         else slice_problems(parts.store.endpoint_slices.values(), parts.options.endpoint_networks)
     )
-    problems.extend(affinity_timeout_problems(clusters.values(), parts.store.services))
+    problems.extend(_affinity_problems(parts, clusters))
     if parts.store.backend_policies:
         policies = parts.context.upstream.backend_policies
         problems.extend(policies.problems(parts.store.services))
@@ -341,6 +366,19 @@ def _problems(
         )
     # Stable: an object's problems keep the order of its fields.
     return tuple(sorted(problems, key=_problem_object))
+
+
+def _affinity_problems(parts: DagParts, clusters: Mapping[str, Cluster]) -> list[Problem]:
+    """Affinity timeouts Envoy cannot honour: the previous Dag's when its clusters and
+    Services are these (EndpointSlices alone changed), not one step per cluster."""
+    previous, services = parts.previous, parts.store.services
+    if (
+        previous is not None
+        and clusters is previous.dag.clusters
+        and services is previous.store.services
+    ):
+        return [problem for problem in previous.dag.problems if problem.field == TIMEOUT_FIELD]
+    return affinity_timeout_problems(clusters.values(), services)
 
 
 # A problem's object: its place in the build's order (a tuple, compared in C).

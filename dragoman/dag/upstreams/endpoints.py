@@ -21,6 +21,7 @@ from dragoman.dag.model import (
     Problem,
     ServiceTargets,
 )
+from dragoman.dag.patched_mapping import PatchedDict
 from dragoman.dag.upstreams.endpoint_addresses import endpoint_address_refusal, slice_problems
 from dragoman.objects import EndpointSlice
 from dragoman.store import NamespacedName, Store
@@ -176,7 +177,8 @@ def patched_load_assignments(
     names = set(changed_clusters)
     for service in changed_services:
         names.update(eds_clusters_of(service))
-    result = dict(previous_assignments)
+    # (It tells translation which names it put or removed: those alone are looked at.)
+    result: dict[str, LoadAssignment] = PatchedDict(previous_assignments)
     for name in names:
         cluster = clusters.get(name)
         if isinstance(cluster, EdsCluster):

@@ -29,6 +29,7 @@ from dragoman.dag.model import (
     TlsCertificate,
     TlsFilterChain,
     VirtualHost,
+    changed_keys_since,
 )
 from dragoman.envoy.resources.sds_secrets import SdsValue, sds_name, secret
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
@@ -280,8 +281,12 @@ class Translation:
         again: one step per load assignment, not a cluster's translation per cluster."""
         made.kept_upstreams = True  # every cluster, and every CLA not made again, as they were
         before, now, held = last.assignments, dag.load_assignments, last.eds.resources
-        changed = [name for name, value in now.items() if before.get(name) is not value]
-        changed.extend(before.keys() - now.keys())  # served empty now (_assignment_of)
+        patched = changed_keys_since(now, before)  # a patch of `before` says what it changed
+        if patched is not None:
+            changed = sorted(patched)
+        else:
+            changed = [name for name, value in now.items() if before.get(name) is not value]
+            changed.extend(before.keys() - now.keys())  # served empty now (_assignment_of)
         replaced = {
             name: self._assignment(_assignment_of(name, dag), made.assignments)
             for name in changed

@@ -14,7 +14,7 @@ from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-d
 from dragoman.dag.build import build
 from dragoman.dag.dns_check import DnsObservation, DnsObservations
 from dragoman.dag.incremental import IncrementalBuild
-from dragoman.dag.model import Dag
+from dragoman.dag.model import Dag, changed_keys_since
 from dragoman.dag.options import BuildOptions
 from dragoman.envoy.resources.route_messages import route_configuration, virtual_host
 from dragoman.envoy.translation.route_splicing import spliced_route_table
@@ -630,7 +630,8 @@ def test_endpoint_changes_make_only_their_load_assignments_again() -> None:
     builder, translation = IncrementalBuild(), Translation()
     last = translation.translate(builder.build(store).dag)
     moves = [("app1", "10.0.1.1"), ("app3", "10.0.1.3"), ("app1", "10.0.0.2"), ("app4", None)]
-    for name, address in moves:
+    dag = builder.dag
+    for step, (name, address) in enumerate(moves):
         key = ("default", f"{name}-1")
         if address is None:
             store = store.with_object(type(held[("EndpointSlice", *key)]), key, None)
@@ -640,6 +641,12 @@ def test_endpoint_changes_make_only_their_load_assignments_again() -> None:
         result = builder.build(store)
         made = translation.translate(result.dag)
         assert result.kind == "endpoints"
+        # The statuses are the previous Dag's; the load assignments say what they changed
+        # (after the first patch: a full build's mapping is not one).
+        assert dag is not None and result.dag.statuses is dag.statuses
+        told = changed_keys_since(result.dag.load_assignments, dag.load_assignments)
+        assert told == (None if step == 0 else {f"default/{name}/80"})
+        dag = result.dag
         assert _bodies(made) == _bodies(translate(build(store, BuildOptions())))
         for group, snapshot in made.items():
             assert snapshot.of_type(CLUSTER) is last[group].of_type(CLUSTER)
