@@ -120,9 +120,10 @@ def _scope(
         found = host, before[1]
         made.setdefault(name, found)
         return found
-    found = made.get(name)
-    if found is None or not (found[0] is host or found[0] == host):
-        found = made[name] = host, Resource.of(name, route_scope(table, host))
+    shared = made.get(name)
+    if shared is not None and (shared[0] is host or shared[0] == host):
+        return shared
+    found = made[name] = host, Resource.of(name, route_scope(table, host))
     return found
 
 
@@ -142,9 +143,9 @@ def group_scopes(tables: Sequence[ScopedTable], known: GroupScopes | None) -> Gr
         scopes = (resource for table in tables for _, resource in table.scopes.values())
         return GroupScopes(now, SortedListing.of(scopes))
     changes: dict[str, Resource | None] = {}
-    for name, before in known.tables.items():
+    for name, gone in known.tables.items():
         if name not in now:
-            changes.update(dict.fromkeys(before.scopes))
+            changes.update(dict.fromkeys(gone.scopes))
     for name, table in now.items():
         before = known.tables.get(name)
         if before is table:
