@@ -5,6 +5,7 @@ report says why there are none). benchmarks/gateway_bench.py's objects are valid
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,3 +197,77 @@ def test_the_fleet_benchmarks_output_is_read_and_judged(report: ModuleType) -> N
         # N = 2,000 has no target.
         "ready to serve, N=10,000 (files) s: 1.5 against ≤ 2 → met (0.75x the target)",
     ]
+
+
+def with_per_host(results: dict[str, Any]) -> dict[str, Any]:
+    results["runs"]["probe_per_host"] = {
+        "command": "python benchmarks/gateway_bench.py probe --quick --route-tables per-host",
+        "figures": {
+            "probe": {
+                "manifests": [probe(0, [9.0]), probe(3000, [12.0, 14.0, 50.0])],
+                "kubernetes": [probe(3000, [30.0])],
+            },
+            "route_tables": "per-host",
+        },
+        "output": "",
+        "returncode": 0,
+        "seconds": 1.0,
+        "load_before": [1, 1, 1],
+        "load_after": [1, 1, 1],
+    }
+    return results
+
+
+def test_per_host_tables_are_judged_and_the_shared_table_shown_beside(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    results = with_per_host(fake_results())
+    text = report.write_report(results, tmp_path / "benchmarks.md")
+    judged = results["verdicts"]
+    every = "\n".join(judged)
+    per_host = "\nper-host route tables (judged): probe"
+    assert judged[0] == per_host[1:] + " manifests R=3000 median ms: 14.0 against ≤ 15 → met " + (
+        "(0.93x the target)"
+    )
+    assert f"{per_host} manifests R=3000 p99 ms: 50.0 against ≤ 40 → NOT met (1.25x" in every
+    assert f"{per_host} kubernetes R=3000 median ms: 30.0 against ≤ 25 → NOT met" in every
+    # The shared table's latencies are shown with their ratios, not judged; its errors are.
+    assert (
+        "shared route table: probe manifests R=3000 median ms: 20.0 (1.33x the target ≤ 15; "
+        "shown, not judged)" in judged
+    )
+    assert "shared route table: probe manifests R=3000 errors: 0 against 0 → met" in judged
+    assert not any("shared" in line and "NOT met" in line for line in judged)
+    assert "R=0 " not in every
+    assert "| manifests, per-host tables | 3,000 | 3 | 14.0 |" in text
+    assert "| manifests | 3,000 | 1 | 20.0 |" in text
+    assert "| dragoman, kubernetes, per-host tables (R = 3,000) | median 30.0 ms" in text
+    assert "judged on the per-host figures" in text
+    if importlib.util.find_spec("matplotlib") is not None:
+        svg = (tmp_path / "benchmarks" / "probe.svg").read_text()
+        assert "dragoman, manifests, per-host tables: median" in svg
+        assert "dragoman, manifests: median" in svg
+
+
+def test_figures_without_per_host_tables_are_judged_on_the_shared_table(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    results = fake_results()
+    text = report.write_report(results, tmp_path / "benchmarks.md")
+    assert results["verdicts"][0].startswith("probe manifests R=3000 median ms: 20.0 against")
+    assert "per-host tables" not in text.split("## Reproduce")[0]
+
+
+def test_a_saved_report_without_per_host_figures_is_written_again(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    """`--from` an older results.json (no per-host probe): the report is written from it, and
+    the saved figures are left as they were."""
+    saved = tmp_path / "benchmarks" / "results.json"
+    saved.parent.mkdir()
+    old = fake_results()
+    saved.write_text(json.dumps(old))
+    out = tmp_path / "out.md"
+    assert report.main(["--from", str(saved), "--out", str(out)]) == 0
+    assert "probe manifests R=3000 median ms: 20.0 against ≤ 15 → NOT met" in out.read_text()
+    assert json.loads(saved.read_text()) == old

@@ -102,8 +102,9 @@ class TypeSnapshot:
     # frozenset(resources), made on first use and shared by every stream subscribing to
     # exactly these names.
     _names: frozenset[str] | None = field(default=None, init=False, compare=False, repr=False)
-    # Made by `replaced`: the version of the snapshot it was made from and the names whose
-    # resources differ from that one's (a stream that holds that one sends only those).
+    # Made by `replaced` (and `SortedListing.changed`): the version of the snapshot it was
+    # made from and the names whose resources differ from that one's, names added or removed
+    # included (a stream that holds that one sends only those).
     derived: tuple[str, frozenset[str]] | None = field(default=None, compare=False, repr=False)
     # What `replaced` hashes, made on its first use: the version's listing, and where each
     # name's digest sits in it (shared by the snapshots `replaced` makes: the same names).

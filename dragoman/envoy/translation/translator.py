@@ -33,7 +33,7 @@ from dragoman.dag.model import (
 )
 from dragoman.envoy.resources.sds_secrets import SdsValue, sds_name, secret
 from dragoman.envoy.translate_options import DEFAULT_OPTIONS, TranslateOptions
-from dragoman.envoy.translation.route_scopes import scope_resources
+from dragoman.envoy.translation.route_scopes import GroupScopes, group_scopes, scoped_table
 from dragoman.envoy.translation.route_splicing import SplicedTable, spliced_table
 from dragoman.envoy.translation.translated import (
     Translated,
@@ -76,7 +76,7 @@ class _Frontend:
     lds: TypeSnapshot
     rds: TypeSnapshot
     certificates: tuple[SdsValue, ...]
-    srds: TypeSnapshot | None = None  # None: no listener of the group is scoped
+    scopes: GroupScopes | None = None  # None: no listener of the group is scoped
 
 
 @dataclass(slots=True)
@@ -87,7 +87,9 @@ class _Made:
     assignments: dict[str, tuple[LoadAssignment, Resource]] = field(default_factory=dict)
     listeners: dict[str, tuple[Listener, Resource]] = field(default_factory=dict)
     tables: dict[str, SplicedTable] = field(default_factory=dict)
+    # Scopes made (or kept as equal) in this translation, by name: shared by every group.
     scopes: dict[str, tuple[VirtualHost, Resource]] = field(default_factory=dict)
+    frontends: dict[str, _Frontend] = field(default_factory=dict)  # by group
     secrets: dict[str, tuple[SdsValue, Resource]] = field(default_factory=dict)
     upstreams: dict[str, _Upstream] = field(default_factory=dict)  # by group
     # Within this translation, by the id of the group's tuple they derive from.
@@ -144,7 +146,7 @@ class Translation:
         self._assignments: dict[str, tuple[LoadAssignment, Resource]] = {}
         self._listeners: dict[str, tuple[Listener, Resource]] = {}
         self._tables: dict[str, SplicedTable] = {}
-        self._scopes: dict[str, tuple[VirtualHost, Resource]] = {}
+        self._frontends: dict[str, _Frontend] = {}
         self._secrets: dict[str, tuple[SdsValue, Resource]] = {}
         self._upstreams: dict[str, _Upstream] = {}
         self._snapshots: dict[str, Snapshot] = {}
@@ -159,7 +161,7 @@ class Translation:
             made.keep(self._clusters, self._assignments)
         self._clusters, self._assignments = made.clusters, made.assignments
         self._listeners, self._tables, self._snapshots = made.listeners, made.tables, result
-        self._scopes = made.scopes
+        self._frontends = made.frontends
         self._upstreams, self._secrets = made.upstreams, made.secrets
         return result
 
@@ -222,9 +224,10 @@ class Translation:
             or frontend.listeners is not group.listeners
             or frontend.route_tables is not group.route_tables
         ):
-            frontend = self._frontend(group, made, before)
+            frontend = self._frontend(group, made, before, self._frontends.get(name))
             made.shared_frontends[id(group.route_tables)] = frontend
         made.upstreams[name] = upstream
+        made.frontends[name] = frontend
         secrets = self._secrets_of((*frontend.certificates, *upstream.client_certificates), made)
         types = {
             CLUSTER: upstream.cds,
@@ -233,8 +236,8 @@ class Translation:
             LISTENER: frontend.lds,
             ROUTE: frontend.rds,
         }
-        if frontend.srds is not None:  # only a group with a scoped listener has the type
-            types[SCOPED_ROUTE] = frontend.srds
+        if frontend.scopes is not None:  # only a group with a scoped listener has the type
+            types[SCOPED_ROUTE] = frontend.scopes.listing.snapshot
         return Snapshot(types=types)
 
     def _upstream(
@@ -367,7 +370,9 @@ class Translation:
                 assignment_resources.append(self._assignment(assignment, made.assignments))
         return cluster_resources, assignment_resources, tuple(client)
 
-    def _frontend(self, group: NodeGroup, made: _Made, before: Snapshot | None) -> _Frontend:
+    def _frontend(
+        self, group: NodeGroup, made: _Made, before: Snapshot | None, last: _Frontend | None
+    ) -> _Frontend:
         listener_resources = [self._listener(v, made.listeners) for v in group.listeners]
         scoped = {
             v.route_table for v in group.listeners if isinstance(v, HttpListener) and v.scoped
@@ -375,18 +380,28 @@ class Translation:
         table_resources = [
             self._table(v, made.tables) for v in group.route_tables if v.name not in scoped
         ]
-        scopes: list[Resource] = []
-        for table in group.route_tables:
-            if table.name in scoped:
-                scopes.extend(scope_resources(table, self._scopes, made.scopes))
         return _Frontend(
             group.listeners,
             group.route_tables,
             _type_snapshot(listener_resources, before, LISTENER),
             _type_snapshot(table_resources, before, ROUTE),
             tuple(listener_certificates(group.listeners)),
-            _type_snapshot(scopes, before, SCOPED_ROUTE) if scoped else None,
+            self._scopes(group, scoped, made, last.scopes if last is not None else None),
         )
+
+    def _scopes(
+        self, group: NodeGroup, scoped: set[str], made: _Made, last: GroupScopes | None
+    ) -> GroupScopes | None:
+        """The group's scopes, only what changed since its `last` ones made again."""
+        if not scoped:
+            return None
+        known = last.tables if last is not None else {}
+        tables = [
+            scoped_table(table, known.get(table.name), made.scopes)
+            for table in group.route_tables
+            if table.name in scoped
+        ]
+        return group_scopes(tables, last)
 
     def _secrets_of(self, certificates: Iterable[SdsValue], made: _Made) -> list[Resource]:
         """The SDS secrets of these certificates and validation contexts (listeners' first,

@@ -64,7 +64,9 @@ class DigestMaps:
         version = current.version
         found = self._find(version)
         if found is None:
-            found = DigestMap(version, {n: r.digest for n, r in current.resources.items()})
+            found = self._derived_map(current) or DigestMap(
+                version, {n: r.digest for n, r in current.resources.items()}
+            )
             self._alive[version] = weakref.ref(found, self._forget(version))
         self._recent[version] = found
         self._recent.move_to_end(version)
@@ -87,8 +89,16 @@ class DigestMaps:
             if old is None:
                 raise KeyError(old_version)
             new = current.resources
-            changed = tuple(n for n, r in new.items() if old.get(n) != r.digest)
-            removed = tuple(sorted(n for n in old if n not in new))
+            derived = current.derived
+            if derived is not None and derived[0] == old_version:
+                # Made from a snapshot of the old map's content: only the names it says
+                # differ may (the few of a scope or CLA change, not a step per resource).
+                names = sorted(derived[1])
+                changed = tuple(n for n in names if n in new and old.get(n) != new[n].digest)
+                removed = tuple(n for n in names if n not in new and n in old)
+            else:
+                changed = tuple(n for n, r in new.items() if old.get(n) != r.digest)
+                removed = tuple(sorted(n for n in old if n not in new))
             found = self._diffs[key] = (changed, removed)
             if len(self._diffs) > self._max_diffs:
                 self._diffs.popitem(last=False)
@@ -137,6 +147,23 @@ class DigestMaps:
             and all(name == r.name for name, r in zip(changed, updates, strict=True))
             and all(current.resources.get(r.name) is r for r in updates)
         )
+
+    def _derived_map(self, current: TypeSnapshot) -> DigestMap | None:
+        """`current`'s map made from the kept map of the snapshot it was derived from (a
+        copy, then the names that differ put in place), if that one is kept."""
+        derived = current.derived
+        base = self._find(derived[0]) if derived is not None else None
+        if derived is None or base is None:
+            return None
+        made = DigestMap(current.version, base)
+        resources = current.resources
+        for name in derived[1]:
+            resource = resources.get(name)
+            if resource is not None:
+                dict.__setitem__(made, name, resource.digest)  # before anyone holds it
+            elif name in made:
+                dict.__delitem__(made, name)
+        return made
 
     def _find(self, version: str) -> DigestMap | None:
         ref = self._alive.get(version)

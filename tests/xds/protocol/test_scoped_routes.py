@@ -23,9 +23,12 @@ from dragoman.snapshots.resources import (
     TypeSnapshot,
     ads_ordered,
 )
+from dragoman.snapshots.sorted_listing import SortedListing
 from dragoman.xds.protocol.delta_stream import REMOVAL_ORDER, DeltaStream
+from dragoman.xds.protocol.digest_maps import DigestMaps
 from dragoman.xds.protocol.make_before_break import routes_settled
 from dragoman.xds.protocol.sotw_stream import SotwStream
+from dragoman.xds.protocol.stream_protocol import StreamMemos
 from dragoman.xds.protocol.wire import DeltaResponse, SotwResponse
 from tests.support.xds_builders import (
     ack,
@@ -179,3 +182,73 @@ def test_routes_settle_once_the_scopes_are_acked() -> None:
     changed = served(("a",), [scope("a.example.com", "a", "a")])
     stream.on_snapshot(changed)
     assert not routes_settled(stream.types, changed)
+
+
+def listed(base: Snapshot, listing: SortedListing) -> Snapshot:
+    return Snapshot(types={**base.types, SCOPED_ROUTE: listing.snapshot})
+
+
+def test_delta_a_scope_snapshot_derived_from_the_one_held_sends_only_what_differs() -> None:
+    """Two idle streams share the diff and digest map of the scopes' snapshot made from the
+    one they hold: the changed scope sent, the gone one removed, nothing else."""
+    hosts = [f"{i}.example.com" for i in range(20)]
+    listing = SortedListing.of(scope(h, "a") for h in hosts)
+    held = listed(BASE, listing)
+    memos = StreamMemos()
+    streams = [DeltaStream(memos=memos) for _ in range(2)]
+    for stream in streams:
+        (cds,) = stream.on_request(delta_request(CLUSTER, node=NODE), held)
+        (eds,) = stream.on_request(delta_request(ENDPOINT, ["a"]), held)
+        stream.on_request(delta_ack(cds), held)
+        stream.on_request(delta_ack(eds), held)
+        (lds,) = stream.on_request(delta_request(LISTENER), held)
+        (srds,) = stream.on_request(delta_request(SCOPED_ROUTE), held)
+        stream.on_request(delta_ack(lds), held)
+        stream.on_request(delta_ack(srds), held)
+    changed = listing.changed(
+        {
+            "http-80/3.example.com": scope("3.example.com", "a", "a"),
+            "http-80/7.example.com": None,
+            "http-80/4.example.com": listing.snapshot.resources["http-80/4.example.com"],
+        }
+    )
+    now = listed(held, changed)
+    maps = memos.digest_maps
+    for stream in streams:
+        updated, removed = stream.on_snapshot(now)  # additions first, then removals
+        assert sent(updated) == ["http-80/3.example.com"]
+        assert list(updated.message().removed_resources) == []
+        assert sent(removed) == []
+        assert list(removed.message().removed_resources) == ["http-80/7.example.com"]
+        stream.on_request(delta_ack(updated), now)
+        stream.on_request(delta_ack(removed), now)
+        state = stream.types[SCOPED_ROUTE]
+        assert state.held.mapping is maps.digests_of(changed.snapshot)  # shared, not copied
+        assert dict(state.held.mapping) == {
+            n: r.digest for n, r in changed.snapshot.resources.items()
+        }
+
+
+def test_a_derived_scope_snapshot_diffs_as_a_whole_comparison_does() -> None:
+    listing = SortedListing.of(scope(f"{i}.example.com", "a") for i in range(10))
+    changed = listing.changed(
+        {
+            "http-80/2.example.com": scope("2.example.com", "a", "a"),
+            "http-80/5.example.com": None,
+            "http-80/55.example.com": scope("55.example.com", "a"),
+            # Made again with the same bytes: not a difference a client is sent.
+            "http-80/8.example.com": scope("8.example.com", "a"),
+        }
+    )
+    whole = TypeSnapshot.of(changed.snapshot.resources.values())  # derived from nothing
+    assert whole.version == changed.snapshot.version and whole.derived is None
+    quick, slow = DigestMaps(), DigestMaps()
+    for maps in (quick, slow):
+        maps.digests_of(listing.snapshot)
+    expected = slow.shared_diff(listing.snapshot.version, whole)
+    assert expected == (
+        ("http-80/2.example.com", "http-80/55.example.com"),
+        ("http-80/5.example.com",),
+    )
+    assert quick.shared_diff(listing.snapshot.version, changed.snapshot) == expected
+    assert quick.digests_of(changed.snapshot) == slow.digests_of(whole)
