@@ -158,8 +158,9 @@ class TypeSnapshot:
         if added:  # a long sorted run and a short one: merged in one pass
             by_name = dict(sorted(by_name.items(), key=_first))
         made = TypeSnapshot._versioned(by_name)
+        # Removed names too: a delta stream's diff and digest map are made from these alone.
         names = frozenset(n for n, resource in changed.items() if held.get(n) is not resource)
-        object.__setattr__(made, "derived", (self.version, names))  # made here, before use
+        object.__setattr__(made, "derived", (self.version, names | frozenset(gone)))  # before use
         return made
 
     def _listed(self) -> _Listing:

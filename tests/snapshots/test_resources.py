@@ -24,6 +24,7 @@ from dragoman.snapshots.resources import (
     ads_ordered,
     type_url_of,
 )
+from dragoman.xds.protocol.digest_maps import DigestMaps
 
 
 def test_a_resource_is_its_deterministic_bytes_and_their_sha256() -> None:
@@ -114,7 +115,23 @@ def test_a_type_snapshot_patched_is_the_one_made_of_what_it_then_holds() -> None
     expected = TypeSnapshot.of([new_a, made["b"], again, new_e, made["h"]])
     assert patched == expected
     assert list(patched.resources) == ["a", "b", "d", "e", "h"]  # sorted, as `of` makes it
-    assert patched.derived == (snapshot.version, frozenset({"a", "d", "e"}))
+    assert patched.derived == (snapshot.version, frozenset({"a", "d", "e", "f"}))
     # Only names taken out: the rest in order; nothing at all: the same snapshot.
     assert snapshot.patched({}, ["b"]) == TypeSnapshot.of([made["d"], made["f"], made["h"]])
     assert snapshot.patched({"b": made["b"]}, ["y"]) is snapshot
+
+
+def test_a_delta_stream_is_sent_what_a_patch_changed_added_and_removed() -> None:
+    made = {name: Resource.of(name, Cluster(name=name)) for name in ("b", "d", "f", "h")}
+    snapshot = TypeSnapshot.of(made.values())
+    new_a = Resource.of("a", Cluster(name="a"))
+    again = Resource.of("d", Cluster(name="d", type=Cluster.EDS))
+    patched = snapshot.patched({"a": new_a, "d": again}, ["f"])
+    whole = TypeSnapshot.of([new_a, made["b"], again, made["h"]])  # derived from nothing
+    quick, slow = DigestMaps(), DigestMaps()
+    for maps in (quick, slow):
+        maps.digests_of(snapshot)
+    expected = slow.shared_diff(snapshot.version, whole)
+    assert expected == (("a", "d"), ("f",))
+    assert quick.shared_diff(snapshot.version, patched) == expected
+    assert quick.digests_of(patched) == slow.digests_of(whole)
