@@ -199,6 +199,28 @@ def test_the_fleet_benchmarks_output_is_read_and_judged(report: ModuleType) -> N
     ]
 
 
+def test_the_reconnect_storm_is_read_and_judged(report: ModuleType) -> None:
+    storm = (
+        "storm: S=10000 streams connecting at once (SotW ADS, CDS only), 1000 clusters, "
+        "one well-behaved stream beside them, an update every 1 s\n"
+        "  every stream served in full: 42.50 s (12 streams closed or refused by the server "
+        "and opened again)\n"
+        "  well-behaved stream, 40 updates meanwhile: median 0.050 s, max 1.250 s\n"
+        "  server RSS: 66.9 MiB before, peak 900.0 MiB during, 700.0 MiB with every stream idle\n"
+    )
+    assert report.parse_storm(storm) == {
+        "streams": 10_000,
+        "served_s": 42.5,
+        "steady_max_s": 1.25,
+    }
+    assert report.fleet_verdicts({"runs": {"fanout_storm": {"output": storm}}}) == [
+        "reconnect storm, S=10,000: every stream served, s: 42.5 against ≤ 60 → met "
+        "(0.71x the target)",
+        "reconnect storm, S=10,000: a well-behaved stream's update, max s: 1.25 against ≤ 1 "
+        "→ NOT met (1.25x the target)",
+    ]
+
+
 def with_per_host(results: dict[str, Any]) -> dict[str, Any]:
     results["runs"]["probe_per_host"] = {
         "command": "python benchmarks/gateway_bench.py probe --quick --route-tables per-host",
