@@ -353,40 +353,11 @@ class ManifestDirectory:
             objects = tuple(itertools.chain.from_iterable(map(_objects_of, records)))
             errors.extend(itertools.chain.from_iterable(map(_errors_of, records)))
             origins = _Origins((paths, records))
-            errors_, warnings = _apart(errors)
-            return LoadResult(
-                objects,
-                errors_,
-                len(records),
-                origins,
-                starts=starts,
-                warnings=warnings,
-                generation=generation,
-                delta=delta,
-            )
-
-        kept: list[KubeObject] = []
-        first_seen: dict[ObjectKey, str] = {}
-        for path, result in zip(paths, records, strict=True):
-            errors.extend(result.errors)
-            for obj, where in zip(result.objects, result.wheres, strict=True):
-                key = obj.key
-                if key in first_seen:
-                    errors.append(
-                        SourceError(
-                            path + where,
-                            str(key),
-                            "",
-                            f"already defined at {first_seen[key]}; the first definition wins",
-                        )
-                    )
-                    continue
-                first_seen[key] = path + where
-                kept.append(obj)
-        origins = _Origins(first_seen)
+        else:
+            objects, origins = _first_definitions(paths, records, errors)
         errors_, warnings = _apart(errors)
         return LoadResult(
-            tuple(kept),
+            objects,
             errors_,
             len(records),
             origins,
@@ -746,6 +717,32 @@ def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError,
 
 
 # A record's objects and errors, read in C over every record.
+def _first_definitions(
+    paths: tuple[str, ...], records: tuple[_ParsedFile, ...], errors: list[SourceError]
+) -> tuple[tuple[KubeObject, ...], _Origins]:
+    """The objects of `records` with each key's first definition only (in path order), and
+    where each is; every later definition is added to `errors`."""
+    kept: list[KubeObject] = []
+    first_seen: dict[ObjectKey, str] = {}
+    for path, result in zip(paths, records, strict=True):
+        errors.extend(result.errors)
+        for obj, where in zip(result.objects, result.wheres, strict=True):
+            key = obj.key
+            if key in first_seen:
+                errors.append(
+                    SourceError(
+                        path + where,
+                        str(key),
+                        "",
+                        f"already defined at {first_seen[key]}; the first definition wins",
+                    )
+                )
+                continue
+            first_seen[key] = path + where
+            kept.append(obj)
+    return tuple(kept), _Origins(first_seen)
+
+
 _objects_of = attrgetter("objects")
 _errors_of = attrgetter("errors")
 
