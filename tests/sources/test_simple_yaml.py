@@ -19,7 +19,7 @@ from dragoman.sources.decode import (
     split_yaml_documents,
 )
 from dragoman.sources.simple_yaml import decode_simple
-from tests.sources.test_prechecked_yaml import SERVICE_FILE, _texts
+from tests.support.yaml_texts import SERVICE_FILE, yaml_texts
 
 # The startup benchmark's workload, as it writes it: one Service and its route per file (the
 # quoted wildcard hostname of the other test's copy is outside the subset).
@@ -119,7 +119,7 @@ def test_texts_outside_the_subset_are_left_to_the_full_loader(text: str) -> None
 
 def test_every_manifest_the_subset_accepts_decodes_as_the_full_loader_decodes_it() -> None:
     accepted = 0
-    for text in _texts():
+    for text in yaml_texts():
         simple = decode_simple(text)
         if simple is not None:
             accepted += 1

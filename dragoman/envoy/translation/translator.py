@@ -325,7 +325,7 @@ class Translation:
                 return None
             known = made.clusters.get(name) or self._clusters.get(name)
             if known is None or known[0] is not value:
-                known = self._cluster(value, known)
+                known = _cluster(value, known, self._options)
             made.clusters[name] = known
             clusters_put[name] = known[1]
             if known[1].references:
@@ -358,7 +358,7 @@ class Translation:
                 continue  # its routes answer 503 until it appears
             known = made_clusters.get(cluster_name) or known_clusters.get(cluster_name)
             if known is None or known[0] is not value:
-                known = self._cluster(value, known)
+                known = _cluster(value, known, self._options)
             made_clusters[cluster_name] = known
             cluster_resources.append(known[1])
             certificate = _client_certificate(value)
@@ -386,22 +386,8 @@ class Translation:
             _type_snapshot(listener_resources, before, LISTENER),
             _type_snapshot(table_resources, before, ROUTE),
             tuple(listener_certificates(group.listeners)),
-            self._scopes(group, scoped, made, last.scopes if last is not None else None),
+            _scopes(group, scoped, made, last.scopes if last is not None else None),
         )
-
-    def _scopes(
-        self, group: NodeGroup, scoped: set[str], made: _Made, last: GroupScopes | None
-    ) -> GroupScopes | None:
-        """The group's scopes, only what changed since its `last` ones made again."""
-        if not scoped:
-            return None
-        known = last.tables if last is not None else {}
-        tables = [
-            scoped_table(table, known.get(table.name), made.scopes)
-            for table in group.route_tables
-            if table.name in scoped
-        ]
-        return group_scopes(tables, last)
 
     def _secrets_of(self, certificates: Iterable[SdsValue], made: _Made) -> list[Resource]:
         """The SDS secrets of these certificates and validation contexts (listeners' first,
@@ -418,14 +404,6 @@ class Translation:
             made.secrets[name] = known
             resources.append(known[1])
         return resources
-
-    def _cluster(
-        self, value: Cluster, known: tuple[Cluster, Resource] | None
-    ) -> tuple[Cluster, Resource]:
-        # An equal value (a full build makes new objects) keeps the bytes; the new object is
-        # remembered so the next translation finds it by identity.
-        resource = known[1] if known is not None and known[0] == value else None
-        return value, resource or cluster_resource(value, self._options)
 
     def _assignment(
         self, value: LoadAssignment, made: dict[str, tuple[LoadAssignment, Resource]]
@@ -454,6 +432,30 @@ class Translation:
             known = spliced_table(value, known)
         made[value.name] = known
         return known.resource
+
+
+def _cluster(
+    value: Cluster, known: tuple[Cluster, Resource] | None, options: TranslateOptions
+) -> tuple[Cluster, Resource]:
+    # An equal value (a full build makes new objects) keeps the bytes; the new object is
+    # remembered so the next translation finds it by identity.
+    resource = known[1] if known is not None and known[0] == value else None
+    return value, resource or cluster_resource(value, options)
+
+
+def _scopes(
+    group: NodeGroup, scoped: set[str], made: _Made, last: GroupScopes | None
+) -> GroupScopes | None:
+    """The group's scopes, only what changed since its `last` ones made again."""
+    if not scoped:
+        return None
+    known = last.tables if last is not None else {}
+    tables = [
+        scoped_table(table, known.get(table.name), made.scopes)
+        for table in group.route_tables
+        if table.name in scoped
+    ]
+    return group_scopes(tables, last)
 
 
 # At most this many clusters and CLAs changed are patched into a group's snapshots; more are
