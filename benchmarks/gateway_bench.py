@@ -28,7 +28,8 @@ etcd or status round trip (dragoman runs without leader election and writes no s
 the original does not wait for either). `--route-tables per-host` annotates the Gateway
 `dragoman.dev/route-tables: per-host` (one scope per hostname, README "Route tables per
 hostname") and runs Envoy on delta ADS, which scopes need; `shared` (the default) is the
-original's setup (one route table, SotW ADS).
+original's setup (one route table, SotW ADS). route-load takes it too: with per-host tables a
+route probed during the churn is one scope, not the whole table rewritten.
 
 routechange (gateway-api-bench `tests/routechange`): the original sends back-to-back GETs to
 one route while applying 20 versions of it 200 ms apart, alternating the backendRef's port
@@ -944,12 +945,18 @@ async def sample_usage(
 
 
 def run_route_load(
-    namespaces: int, per: int, rate: float, seconds: float, samples: int, poll_ms: float
+    namespaces: int,
+    per: int,
+    rate: float,
+    seconds: float,
+    samples: int,
+    poll_ms: float,
+    route_tables: str = "shared",
 ) -> LoadFigures:
     port = free_port((BACKEND_A, BACKEND_B))
     figures = LoadFigures(namespaces, per, rate, seconds)
     backends = {"a": (BACKEND_A, port), "b": (BACKEND_B, port)}  # Service backend: a's too
-    with world("kubernetes", backends, []) as made:
+    with world("kubernetes", backends, [], route_tables) as made:
         made.write("backend", *backend_service("backend", 80, port, BACKEND_A, NAMESPACE))
         services = []
         for key, objects in scale_objects(namespaces, per, port):
@@ -1136,7 +1143,8 @@ def parser() -> argparse.ArgumentParser:
         "--route-tables",
         choices=["shared", "per-host"],
         default="shared",
-        help="probe: the Gateway's dragoman.dev/route-tables (per-host: Envoy on delta ADS)",
+        help="probe, route-load: the Gateway's dragoman.dev/route-tables (per-host: Envoy on "
+        "delta ADS)",
     )
     made.add_argument("--changes", type=int, default=None, help="routechange (default 100)")
     made.add_argument("--rate", type=float, default=200.0, help="routechange requests/s")
@@ -1177,7 +1185,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         per = args.per_namespace if not quick or args.namespaces else 20
         seconds = args.churn_seconds if args.churn_seconds is not None else (10 if quick else 120)
         results["route_load"] = asdict(
-            run_route_load(namespaces, per, args.churn_rate, seconds, samples, args.poll_ms)
+            run_route_load(
+                namespaces, per, args.churn_rate, seconds, samples, args.poll_ms, args.route_tables
+            )
         )
     results["load_after"] = load_average()
     return results
