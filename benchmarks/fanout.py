@@ -98,6 +98,7 @@ from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Resource, Snapshot, 
 from dragoman.xds.protocol.events import Ack, StreamEvent
 from dragoman.xds.protocol.wire import ResponseBodies
 from dragoman.xds.server.grpc_server import bound_port, start_xds_server
+from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from dragoman.xds.server.stream_loop import XdsCallbacks
 from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry
@@ -105,6 +106,9 @@ from dragoman.xds.transport.credentials import RotatingServerCredentials
 
 GROUP = "bench/gateway"
 SETTLE_TIMEOUT_S = 120.0
+# A worker's report is one line: every stream's receive time of every version (2,500 streams
+# x 10 versions is about 0.5 MB).
+REPORT_LIMIT_BYTES = 64 * 1024 * 1024
 
 
 # The snapshot.
@@ -345,8 +349,17 @@ async def serving(
         credentials = RotatingServerCredentials(
             TlsFiles(*(Path(tls_dir) / name for name in ("server.crt", "server.key", "ca.crt")))
         )
+    # A fleet over the default connection bound raises it, as `serve --xds-max-connections`
+    # would (the storm's well-behaved stream and a few spare besides).
+    default = XdsLimits().max_connections or 0
+    limits = XdsLimits(max_connections=max(default, scenario.streams + 10))
     server = await start_xds_server(
-        cache, "127.0.0.1:0", registry=registry, callbacks=callbacks, tls=credentials
+        cache,
+        "127.0.0.1:0",
+        registry=registry,
+        callbacks=callbacks,
+        tls=credentials,
+        limits=limits,
     )
     # With TLS, the name the server certificate carries.
     return server, f"{'localhost' if tls_dir else '127.0.0.1'}:{bound_port(server)}", tls_dir
@@ -381,6 +394,7 @@ async def spawn_workers(
             ),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            limit=REPORT_LIMIT_BYTES,
         )
         for w, count in enumerate(per_worker)
         if count
