@@ -182,6 +182,18 @@ def _version_of(listing: bytes) -> str:
     return hashlib.sha256(listing).hexdigest()[:16]
 
 
+def version_line(resource: Resource) -> bytes:
+    """What one resource adds to its TypeSnapshot's version: the bytes `_versioned` hashes
+    for it (which joins them in one step, for speed)."""
+    return f"{resource.name}\0{resource.digest}\n".encode()
+
+
+def version_of_lines(lines: Iterable[bytes]) -> str:
+    """The version of a TypeSnapshot whose resources' `version_line`s, in name order, these
+    are."""
+    return _version_of(b"".join(lines))
+
+
 @dataclass(frozen=True, slots=True)
 class _Listing:
     """The bytes a TypeSnapshot's version hashes, and the offset of each name's digest in
@@ -195,7 +207,7 @@ class _Listing:
     def of(cls, by_name: Mapping[str, Resource]) -> _Listing:
         lines, offsets, at = [], {}, 0
         for name, resource in by_name.items():
-            line = f"{name}\0{resource.digest}\n".encode()
+            line = version_line(resource)
             offsets[name] = at + len(line) - len(resource.digest) - 1  # (digests are ASCII)
             lines.append(line)
             at += len(line)

@@ -10,12 +10,11 @@ same snapshot (order and version) either way.
 
 from __future__ import annotations
 
-import hashlib
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from dragoman.snapshots.resources import Resource, TypeSnapshot
+from dragoman.snapshots.resources import Resource, TypeSnapshot, version_line, version_of_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +30,7 @@ class SortedListing:
     def of(cls, resources: Iterable[Resource]) -> SortedListing:
         snapshot = TypeSnapshot.of(resources)
         held = snapshot.resources.values()
-        return cls(snapshot, list(snapshot.resources), [_line(r) for r in held])
+        return cls(snapshot, list(snapshot.resources), [version_line(r) for r in held])
 
     def changed(self, changes: Mapping[str, Resource | None]) -> SortedListing:
         """This listing with each of `changes` put in (a Resource, in place of the one of its
@@ -51,22 +50,16 @@ class SortedListing:
                 del names[index], lines[index], resources[name]
                 moved = True
             elif present:
-                lines[index] = _line(resource)
+                lines[index] = version_line(resource)
                 resources[name] = resource
             else:
                 names.insert(index, name)
-                lines.insert(index, _line(resource))
+                lines.insert(index, version_line(resource))
                 resources[name] = resource
                 moved = True
         if moved:
             resources = dict(zip(names, map(resources.__getitem__, names), strict=True))
-        version = hashlib.sha256(b"".join(lines)).hexdigest()[:16]
-        snapshot = TypeSnapshot(resources=resources, version=version)
+        snapshot = TypeSnapshot(resources=resources, version=version_of_lines(lines))
         # Made here, before anyone reads it.
         object.__setattr__(snapshot, "derived", (self.snapshot.version, frozenset(differing)))
         return SortedListing(snapshot, names, lines)
-
-
-def _line(resource: Resource) -> bytes:
-    """What one resource adds to its TypeSnapshot's version (as TypeSnapshot.of lists it)."""
-    return f"{resource.name}\0{resource.digest}\n".encode()
