@@ -62,6 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +95,7 @@ from dragoman.runtime.controller import UpdateResult
 from dragoman.runtime.metrics import Metrics
 from dragoman.security.files import TlsFiles
 from dragoman.security.files_store import write_files
+from dragoman.snapshots.gc_pause import settle_for_serving
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Resource, Snapshot, TypeSnapshot
 from dragoman.xds.protocol.events import Ack, StreamEvent
 from dragoman.xds.protocol.wire import ResponseBodies
@@ -129,7 +131,7 @@ def cluster(index: int, timeout_ms: int) -> Resource:
         ),
     )
     message.common_lb_config.healthy_panic_threshold.value = 50
-    return Resource.of(name, message, references=frozenset((name,)))
+    return Resource.of(name, message, references=(name,))
 
 
 def assignment(index: int, generation: int) -> Resource:
@@ -252,7 +254,8 @@ class Result:
     trimmed_after_kib: int
     response_bytes: int
     scrape: str = ""  # with --metrics: the /metrics scrape with every stream connected
-    reconnects: int = 0  # streams the server closed or refused, opened again by their clients
+    # Streams the server closed or refused, opened again by their clients, by status.
+    reconnects: Counter[str] = dataclasses.field(default_factory=Counter)
 
 
 async def run_scenario(scenario: Scenario) -> Result:
@@ -361,6 +364,7 @@ async def serving(
         tls=credentials,
         limits=limits,
     )
+    settle_for_serving()  # as `dragoman serve` does once its start-up is done
     # With TLS, the name the server certificate carries.
     return server, f"{'localhost' if tls_dir else '127.0.0.1'}:{bound_port(server)}", tls_dir
 
@@ -403,11 +407,12 @@ async def spawn_workers(
 
 async def received_times(
     procs: list[asyncio.subprocess.Process],
-) -> tuple[dict[str, list[float]], int]:
+) -> tuple[dict[str, list[float]], Counter[str]]:
     """When each worker's streams received each version (version -> times), and how many
-    times their streams were opened again after the server closed or refused them."""
+    times their streams were opened again after the server closed or refused them, by the
+    status they ended with."""
     received: dict[str, list[float]] = {}
-    reconnects = 0
+    reconnects: Counter[str] = Counter()
     for proc in procs:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(b"report\n")
@@ -416,7 +421,7 @@ async def received_times(
         report = json.loads(line)
         for version, times in report["times"].items():
             received.setdefault(version, []).extend(times)
-        reconnects += report["reconnects"]
+        reconnects.update(report["reconnects"])
     return received, reconnects
 
 
@@ -465,7 +470,8 @@ def _full_response_bytes(snap: Snapshot) -> int:
 class Recorder:
     def __init__(self) -> None:
         self.times: dict[str, list[float]] = {}
-        self.reconnects = 0  # streams the server closed or refused, opened again
+        # Streams the server closed or refused, opened again, by the status they ended with.
+        self.reconnects: Counter[str] = Counter()
 
     def record(self, version: str) -> None:
         self.times.setdefault(version, []).append(time.monotonic())
@@ -551,8 +557,8 @@ async def reconnecting(client: Any, recorder: Recorder, *args: Any) -> None:
         try:
             await client(*args)
             return
-        except grpc.aio.AioRpcError:
-            recorder.reconnects += 1
+        except grpc.aio.AioRpcError as error:
+            recorder.reconnects[error.code().name] += 1
             await asyncio.sleep(random.uniform(0, min(30.0, 0.5 * 2**attempt)))
             attempt += 1
 
@@ -625,7 +631,7 @@ class StormResult:
     rss_before_kib: int
     rss_peak_kib: int  # sampled every 50 ms, until 1 s after the last stream was served
     rss_after_kib: int  # every stream connected and idle
-    reconnects: int  # streams the server closed or refused, opened again by their clients
+    reconnects: Counter[str]  # streams the server closed or refused, opened again, by status
 
 
 async def run_storm(scenario: Scenario) -> StormResult:
@@ -732,7 +738,7 @@ def report_storm(result: StormResult) -> None:
     )
     print(
         f"  every stream served in full: {result.served_s:.2f} s "
-        f"({result.reconnects} streams closed or refused by the server and opened again)"
+        f"({reopened(result.reconnects)})"
     )
     steady = result.steady_s
     if steady:
@@ -815,6 +821,14 @@ async def _timed_translation(
 # Output.
 
 
+def reopened(reconnects: Counter[str]) -> str:
+    by_status = ", ".join(f"{count} {status}" for status, count in reconnects.most_common())
+    return (
+        f"{sum(reconnects.values())} streams closed or refused by the server and opened "
+        f"again: {by_status or 'none'}"
+    )
+
+
 def p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
@@ -852,7 +866,7 @@ def report(result: Result) -> None:
     )
     print(f"  after malloc_trim (memory in use): {in_use:.1f} KiB per idle stream")
     if result.reconnects:
-        print(f"  streams closed or refused by the server and opened again: {result.reconnects}")
+        print(f"  {reopened(result.reconnects)}")
     # What the updates left: per stream over the RSS before any client, so it also counts
     # what every stream shares (the new versions' bodies and digest maps); compare two S
     # to separate the two.

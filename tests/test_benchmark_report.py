@@ -204,7 +204,7 @@ def test_the_reconnect_storm_is_read_and_judged(report: ModuleType) -> None:
         "storm: S=10000 streams connecting at once (SotW ADS, CDS only), 1000 clusters, "
         "one well-behaved stream beside them, an update every 1 s\n"
         "  every stream served in full: 42.50 s (12 streams closed or refused by the server "
-        "and opened again)\n"
+        "and opened again: 12 UNAVAILABLE)\n"
         "  well-behaved stream, 40 updates meanwhile: median 0.050 s, max 1.250 s\n"
         "  server RSS: 66.9 MiB before, peak 900.0 MiB during, 700.0 MiB with every stream idle\n"
     )

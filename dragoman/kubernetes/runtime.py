@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import gc
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +42,7 @@ from dragoman.runtime.ops_server import OpsServer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.security.files import TlsFiles
+from dragoman.snapshots.gc_pause import settle_for_serving
 from dragoman.store import Store
 from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.stream_registry import StreamRegistry
@@ -236,7 +236,7 @@ class KubernetesServer:
             # What the first list and build made lives as long as the process: keep the
             # cyclic collector from scanning it again on every later collection (each
             # EndpointSlice change, at thousands of objects, paid for such scans).
-            gc.freeze()
+            settle_for_serving()
             self.xds_server, checking = await start_serving(
                 self.controller,
                 self.config.xds_address,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from dragoman.runtime.memory import MemoryTrimmer
 from dragoman.runtime.server_config import NO_DNS_CHECK, DnsCheckSettings
 from dragoman.runtime.serving import run_until_signalled, serving_controller, start_serving
 from dragoman.security.files import TlsFiles
-from dragoman.snapshots.gc_pause import cyclic_gc_paused
+from dragoman.snapshots.gc_pause import cyclic_gc_paused, settle_for_serving
 from dragoman.sources.errors import SourceError
 from dragoman.sources.last_good import LastGoodFiles
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
@@ -186,7 +185,7 @@ class ManifestServer:
         # all of it again), nor on any later collection (frozen).
         with cyclic_gc_paused():
             await self.reload()
-        gc.freeze()
+        settle_for_serving()
         server, checking = await start_serving(
             self.controller,
             self.config.xds_address,

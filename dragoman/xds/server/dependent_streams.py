@@ -62,15 +62,15 @@ class NodeWarmth:
     """The ClusterWarmth the streams of one client share, and how to wake them."""
 
     warmth: ClusterWarmth = field(default_factory=ClusterWarmth)
-    wakers: dict[int, asyncio.Event] = field(default_factory=dict)  # by stream id
+    wakers: dict[int, Callable[[], None]] = field(default_factory=dict)  # by stream id
 
     def __post_init__(self) -> None:
         self.warmth.wake = self.wake
         self.warmth.grace = self._grace
 
     def wake(self) -> None:
-        for event in self.wakers.values():
-            event.set()
+        for wake in list(self.wakers.values()):
+            wake()
 
     def _grace(self) -> None:
         asyncio.get_running_loop().call_later(DNS_WARMING_S, self.warmth.resolved)
@@ -90,18 +90,16 @@ class DependentStreamWatch:
         # By (node id, peer, the stream's id for ADS, else 0).
         self._nodes: dict[tuple[str, str, int], NodeWarmth] = {}
 
-    def join(self, stream: ConnectedStream) -> asyncio.Event:
-        """A stream identified: give it its client's ClusterWarmth; the event is set when it
-        should push what it holds."""
+    def join(self, stream: ConnectedStream, wake: Callable[[], None]) -> None:
+        """A stream identified: give it its client's ClusterWarmth; `wake` is called when it
+        should push what it holds (once per stream: a later join keeps the first)."""
         key = _client(stream)
         node = self._nodes.get(key)
         if node is None:
             node = self._nodes[key] = NodeWarmth()
-        event = node.wakers.get(stream.stream_id)
-        if event is None:
-            event = node.wakers[stream.stream_id] = asyncio.Event()
+        if stream.stream_id not in node.wakers:
+            node.wakers[stream.stream_id] = wake
             stream.protocol.warmth = node.warmth
-        return event
 
     def on_ack(self, stream: ConnectedStream, type_url: str, snapshot: Snapshot) -> None:
         """A per-type CDS or LDS stream ACKed: if what it holds needs EDS or RDS, check later

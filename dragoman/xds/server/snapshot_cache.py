@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from dragoman.snapshots.gc_pause import cyclic_gc_paused
 from dragoman.snapshots.resources import ADS_ORDER, ALL_GATEWAYS, EMPTY_TYPE, Snapshot
@@ -23,11 +23,11 @@ logger = logging.getLogger("dragoman.xds")
 
 
 class SnapshotCache:
-    """Holds one Snapshot per node group; streams wait on `wait_for_change`.
+    """Holds one Snapshot per node group; streams are woken when they change.
 
-    Change notification is a generation counter plus one asyncio.Event per generation:
-    a change sets the current event and installs a fresh one, so every waiting stream
-    wakes once per change with no polling and no per-subscriber bookkeeping.
+    Change notification is a generation counter: a change calls what each stream
+    `listen`s with (the stream compares generations; no task waits per stream), and sets
+    one asyncio.Event per generation for `wait_for_change` (start-up, tests).
     Use it from the event loop's thread (`prepare` runs translations in a worker thread).
     """
 
@@ -51,6 +51,7 @@ class SnapshotCache:
         self._variants: dict[tuple[str, ConfigSources], tuple[Snapshot, Snapshot]] = {}
         self._generation = 0
         self._changed = asyncio.Event()
+        self._listeners: set[Callable[[], None]] = set()
 
     @property
     def generation(self) -> int:
@@ -112,6 +113,15 @@ class SnapshotCache:
         self._generation += 1
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+        for ring in self._listeners:
+            ring()
+
+    def listen(self, ring: Callable[[], None]) -> None:
+        """Call `ring` at every change from now on (a stream's wake-up; keep it quick)."""
+        self._listeners.add(ring)
+
+    def unlisten(self, ring: Callable[[], None]) -> None:
+        self._listeners.discard(ring)
 
     def group_for(self, node_cluster: str, *, grpc: bool = False) -> str:
         """The group a node gets: the Gateway its `node.cluster` names (`ns/name`; an empty

@@ -4,7 +4,9 @@ written with a bound on how long the client may leave a write pending."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Callable
 
 import grpc
 
@@ -17,12 +19,14 @@ logger = logging.getLogger("dragoman.xds")
 
 class RequestReader:
     """Reads a stream's requests into `mailbox` (merged there), at most `rate` per second
-    after a burst: beyond, the client waits on gRPC flow control. `arrived` is set when a
-    request arrives or the client's side ends (`ended`)."""
+    after a burst: beyond, the client waits on gRPC flow control. `arrived` is called when
+    a request arrives or the client's side ends (`ended`)."""
 
-    def __init__(self, context: grpc.aio.ServicerContext, rate: float) -> None:
+    def __init__(
+        self, context: grpc.aio.ServicerContext, rate: float, arrived: Callable[[], None]
+    ) -> None:
         self.mailbox = RequestMailbox()
-        self.arrived = asyncio.Event()
+        self.arrived = arrived
         self.ended = False
         self._bucket = TokenBucket(max(1, round(rate)), rate)
         self.task = asyncio.create_task(self._run(context), name="dragoman-xds-read")
@@ -41,12 +45,12 @@ class RequestReader:
                 if message is grpc.aio.EOF:
                     return
                 self.mailbox.put(message)
-                self.arrived.set()
+                self.arrived()
         except Exception as error:  # the stream was reset or cancelled
             logger.debug("xDS stream read ended: %r", error)
         finally:
             self.ended = True
-            self.arrived.set()
+            self.arrived()
 
 
 class WriteStalled(Exception):
@@ -57,18 +61,58 @@ class ClientGone(Exception):
     """A write failed: the client closed the stream or went away."""
 
 
-async def write(context: grpc.aio.ServicerContext, response: Response, timeout_s: float) -> None:
-    """Write `response`; WriteStalled if it is still pending after `timeout_s` (the stream is
-    then aborted, which frees what gRPC holds for it), ClientGone if the write failed."""
-    writing = asyncio.ensure_future(context.write(response))
+class Writes:
+    """Writes responses, each with a bound on how long the client may leave it pending: one
+    timer for every stream's writes fails those pending longer than `timeout_s` (between
+    1 and 1.25 times it). A timer per write would cost a heap entry and a wait each: at
+    10,000 streams one change makes 10,000 writes."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout_s = timeout_s
+        self._pending: dict[asyncio.Future[None], float] = {}  # oldest first
+        self._sweep: asyncio.TimerHandle | None = None
+
+    async def write(
+        self,
+        context: grpc.aio.ServicerContext,
+        response: Response,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        """Write `response`; WriteStalled if it is still pending after the timeout (the
+        stream is then aborted, which frees what gRPC holds for it), ClientGone if the
+        write failed. The write itself is never cancelled: gRPC owns its batch until it
+        completes or the stream ends."""
+        writing = loop.create_task(context.write(response))
+        waiter = loop.create_future()
+        writing.add_done_callback(functools.partial(_written, waiter))
+        self._pending[waiter] = loop.time()
+        if self._sweep is None:
+            self._sweep = loop.call_later(self._timeout_s / 4, self._swept, loop)
+        try:
+            await waiter
+        finally:
+            del self._pending[waiter]
+        error = writing.exception()
+        if error is not None:
+            raise ClientGone(_short(error)) from None
+
+    def _swept(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._sweep = None
+        due = loop.time() - self._timeout_s
+        for waiter, since in list(self._pending.items()):
+            if since > due:
+                break
+            if not waiter.done():
+                waiter.set_exception(WriteStalled())
+        if self._pending:
+            self._sweep = loop.call_later(self._timeout_s / 4, self._swept, loop)
+
+
+def _written(waiter: asyncio.Future[None], writing: asyncio.Future[None]) -> None:
     # A write pending when the stream ends (aborted, cancelled) fails: expected, not logged.
-    writing.add_done_callback(_retrieve)
-    done, _ = await asyncio.wait((writing,), timeout=timeout_s)
-    if not done:
-        raise WriteStalled()
-    error = writing.exception()
-    if error is not None:
-        raise ClientGone(_short(error)) from None
+    _retrieve(writing)
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _retrieve(task: asyncio.Future[None]) -> None:

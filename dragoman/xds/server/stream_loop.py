@@ -27,8 +27,9 @@ from dragoman.xds.server.limits import XdsLimits
 from dragoman.xds.server.pacing import TokenBucket
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from dragoman.xds.server.snapshot_variants import ConfigSources
-from dragoman.xds.server.stream_io import ClientGone, RequestReader, WriteStalled, write
+from dragoman.xds.server.stream_io import ClientGone, RequestReader, Writes, WriteStalled
 from dragoman.xds.server.stream_registry import ConnectedStream, StreamRegistry, XdsService
+from dragoman.xds.server.wakeup import Wakeup
 from dragoman.xds.transport.peer_identity import peer_identity
 
 logger = logging.getLogger("dragoman.xds")
@@ -76,6 +77,7 @@ class XdsStreams:
         self.cache = cache
         self.limits = limits if limits is not None else XdsLimits()
         self.first_responses = asyncio.Semaphore(self.limits.first_responses_in_flight)
+        self.writes = Writes(self.limits.stall_timeout_s)
         self.registry = registry
         self.callbacks = callbacks if callbacks is not None else XdsCallbacks()
         self.admission = Admission(cache)
@@ -100,39 +102,29 @@ class XdsStreams:
         stream = self.registry.open(service, context.peer(), protocol)
         stream.authenticated, stream.identity = peer_identity(context)
         _call(self.callbacks.on_open, stream)
+        wakeup = Wakeup(asyncio.get_running_loop())
         reader: RequestReader | None = None
-        waiting: asyncio.Task[int] | None = None
-        # Set when the client's clusters are warm for what this stream holds, or the routes
-        # replaced for the removals it holds.
-        woken: asyncio.Event | None = None
-        waking: asyncio.Task[Any] | None = None
+        self.cache.listen(wakeup.ring)
         try:
             # Nothing is served before the first snapshot: an empty answer would delete config.
             await self.cache.wait_ready()
-            reader = RequestReader(context, self.limits.reads_per_second)
-            waiting = self._wait_for_change(self.cache.generation)
+            reader = RequestReader(context, self.limits.reads_per_second, wakeup.ring)
+            seen = self.cache.generation
             answers = TokenBucket(self.limits.request_burst, self.limits.requests_per_second)
             first = True
             while not (reader.ended and not reader.mailbox):
-                if waking is None and woken is not None and _may_be_woken(stream, woken):
-                    waking = asyncio.create_task(woken.wait(), name="dragoman-xds-woken")
-                await self._next_turn(reader, waiting, answers, waking)
+                await self._next_turn(reader, wakeup, seen, answers)
+                changed, seen = self.cache.generation != seen, self.cache.generation
                 responses: list[Response] = []
                 # Requests first: their ACKs and NACKs then refer to what the client has
                 # seen; on_request itself pushes a newer snapshot after answering, in ADS
                 # order. A change takes the waiting requests along, whatever the rate.
-                if reader.mailbox and (waiting.done() or answers.take()):
-                    responses += await self._answer_waiting(stream, context, reader, sources)
-                    if woken is None and stream.identified:
-                        woken = self.dependent_streams.join(stream)  # joined by _answer
-                push = waiting.done()
-                if push:
-                    waiting = self._wait_for_change(waiting.result())
-                if waking is not None and waking.done() and woken is not None:
-                    waking = None
-                    woken.clear()
-                    push = True  # what waited for the node's clusters to warm
-                if push:
+                if reader.mailbox and (changed or answers.take()):
+                    responses += await self._answer_waiting(
+                        stream, context, reader, sources, wakeup
+                    )
+                # A change, or what waited for the node's clusters to warm.
+                if wakeup.take_warmed() or changed:
                     responses += await self._push(stream, sources)
                 self._report_events(stream)
                 if not await self._write_all(stream, context, responses, first):
@@ -140,34 +132,26 @@ class XdsStreams:
                 first = first and not responses
                 responses.clear()  # nothing of it is kept while the stream idles
         finally:
-            await _cancelled(reader.task if reader is not None else None, waiting, waking)
+            self.cache.unlisten(wakeup.ring)
+            await _cancelled(reader.task if reader is not None else None)
             self._closed(stream)
 
     async def _next_turn(
-        self,
-        reader: RequestReader,
-        waiting: asyncio.Task[int],
-        answers: TokenBucket,
-        waking: asyncio.Task[Any] | None,
+        self, reader: RequestReader, wakeup: Wakeup, seen: int, answers: TokenBucket
     ) -> None:
         """Wait for a request that may be answered now, a change, the client's clusters
-        warm (`waking`), or the end of reading."""
-        reader.arrived.clear()
-        wakers = (waiting,) if waking is None else (waiting, waking)
+        warm, or the end of reading."""
+        wakeup.rung = False
+        if self.cache.generation != seen or wakeup.warmed:
+            return
         if reader.mailbox:
             delay = answers.delay()
-            if delay == 0:
-                return
-            # Over the rate: requests keep arriving (merged) until the next answer is due.
-            await asyncio.wait(wakers, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            if delay:
+                # Over the rate: requests keep arriving (merged) until the next answer is due.
+                await wakeup.wait(delay)
             return
-        if reader.ended:
-            return
-        arrival = asyncio.ensure_future(reader.arrived.wait())
-        try:
-            await asyncio.wait((*wakers, arrival), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            arrival.cancel()
+        if not reader.ended:
+            await wakeup.wait()
 
     async def _answer_waiting(
         self,
@@ -175,6 +159,7 @@ class XdsStreams:
         context: grpc.aio.ServicerContext,
         reader: RequestReader,
         sources: ConfigSources,
+        wakeup: Wakeup,
     ) -> list[Response]:
         merged = reader.mailbox.merged_count
         requests = reader.mailbox.take()
@@ -183,7 +168,7 @@ class XdsStreams:
             _call(self.callbacks.on_merged, stream, merged)
         responses: list[Response] = []
         for request in requests:
-            responses += await self._answer(stream, context, request, sources)
+            responses += await self._answer(stream, context, request, sources, wakeup)
         return responses
 
     async def _write_all(
@@ -202,10 +187,11 @@ class XdsStreams:
         if first:
             async with self.first_responses:
                 return await self._write_all(stream, context, responses, first=False)
+        loop = asyncio.get_running_loop()
         try:
             for response in responses:
                 log_push(stream, response)
-                await write(context, response, self.limits.stall_timeout_s)
+                await self.writes.write(context, response, loop)
                 _call(self.callbacks.on_response, stream, response)
         except ClientGone as error:
             # Normal: the one line is `_closed`'s ("disconnected").
@@ -239,6 +225,7 @@ class XdsStreams:
         context: grpc.aio.ServicerContext,
         request: Request,
         sources: ConfigSources,
+        wakeup: Wakeup,
     ) -> list[Response]:
         """Admit the node on its first request, then feed the request to the protocol."""
         self.registry.requests += 1
@@ -248,7 +235,7 @@ class XdsStreams:
             refusal = self.admission.identify(stream, request)
             if refusal is not None:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
-            self.dependent_streams.join(stream)  # before its first request is fed
+            self.dependent_streams.join(stream, wakeup.warm)  # before its first request
         snapshot = await self._snapshot(stream, sources)
         try:
             return _feed(stream.protocol, request, snapshot)
@@ -269,11 +256,6 @@ class XdsStreams:
         """The stream's snapshot, made off the event loop if it has to be made (gRPC)."""
         await self.cache.prepare(stream.group)
         return self.cache.snapshot_for(stream.group, sources)
-
-    def _wait_for_change(self, generation: int) -> asyncio.Task[int]:
-        return asyncio.create_task(
-            self.cache.wait_for_change(generation), name="dragoman-xds-wait-change"
-        )
 
     def _report_events(self, stream: ConnectedStream) -> None:
         for event in stream.protocol.take_events():
@@ -312,13 +294,6 @@ def _config_sources(type_url: str | None, delta: bool) -> ConfigSources:
     if type_url is None:
         return ConfigSources.ADS
     return ConfigSources.PER_TYPE_DELTA if delta else ConfigSources.PER_TYPE_SOTW
-
-
-def _may_be_woken(stream: ConnectedStream, woken: asyncio.Event) -> bool:
-    """Whether to wait for `woken` (a task per idle stream costs memory: only while some
-    update of the client waits)."""
-    warmth = stream.protocol.warmth
-    return woken.is_set() or warmth.waiting or warmth.removals_waiting
 
 
 async def _cancelled(*tasks: asyncio.Task[Any] | None) -> None:
