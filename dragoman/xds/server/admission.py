@@ -50,7 +50,9 @@ class Admission:
         stream.node_id = request.node.id
         stream.node_cluster = request.node.cluster
         stream.pinned_group = access.group
-        stream.group = self._group_for(stream, grpc_client)
+        stream.grpc_client = grpc_client
+        stream.group = self._group_for(stream)
+        stream.grouped_at = self.cache.generation
         logger.info(
             "xDS %s connected: %s peer=%s%s",
             kind(stream),
@@ -63,18 +65,23 @@ class Admission:
         return None
 
     def regroup(self, stream: ConnectedStream) -> None:
-        """A Gateway created after the node connected takes the node over from the all-group."""
-        group = self._group_for(stream, is_grpc_client(stream.node))
+        """A Gateway created after the node connected takes the node over from the all-group.
+        Once per change of the cache (every request and push asks)."""
+        if stream.grouped_at == self.cache.generation:
+            return
+        stream.grouped_at = self.cache.generation
+        group = self._group_for(stream)
         if group != stream.group:
             stream.group = group
             logger.info("xDS %s regrouped: %s", kind(stream), describe(stream))
         self._check_gateway(stream)
 
-    def _group_for(self, stream: ConnectedStream, grpc_client: bool) -> str:
+    def _group_for(self, stream: ConnectedStream) -> str:
         if stream.pinned_group is not None:
             # Its own Gateway only: an empty group until that Gateway exists, never all.
-            return grpc_group(stream.pinned_group) if grpc_client else stream.pinned_group
-        return self.cache.group_for(stream.node_cluster, grpc=grpc_client)
+            pinned = stream.pinned_group
+            return grpc_group(pinned) if stream.grpc_client else pinned
+        return self.cache.group_for(stream.node_cluster, grpc=stream.grpc_client)
 
     def _check_gateway(self, stream: ConnectedStream) -> None:
         """Warn once when a node's Gateway goes missing (or never existed), and say when it

@@ -41,6 +41,9 @@ class ConnectedStream:
     identity: Identity | None = None
     pinned_group: str | None = None
     connected_at: float = field(default_factory=time.time)  # when it opened (Unix time)
+    grpc_client: bool = False  # a proxyless gRPC client, from its first request's node
+    # The cache generation its group was last decided at: groups change only with it.
+    grouped_at: int = -1
 
     @property
     def delta(self) -> bool:
