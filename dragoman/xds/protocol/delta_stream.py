@@ -328,22 +328,31 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
 def _plan_from_shared_map(
     state: DeltaTypeState, current: TypeSnapshot, digest_maps: DigestMaps
 ) -> Plan | None:
-    """The usual push to an idle wildcard stream: a diff computed once for all such streams.
+    """The usual push to an idle stream: a diff computed once for all such streams.
 
     Applies when the stream holds exactly a shared digest map (`digests_of` an earlier
-    version), has no explicit names and nothing parked; else None (plan name by name).
+    version), has nothing parked, and is a wildcard with no explicit names, or subscribes
+    to names it all holds or was told do not exist (Envoy's EDS: every cluster's CLA);
+    else None (plan name by name: at 5,000 CLAs, a sort and a walk of every name).
     """
-    if not state.wildcard or state.names or state.rejected:
+    if state.rejected or (state.wildcard and state.names):
         return None
-    old_version = digest_maps.shared_map_version(state.held.mapping)
+    held = state.held.mapping
+    old_version = digest_maps.shared_map_version(held)
     if old_version is None:
+        return None
+    names = state.names
+    if not state.wildcard and not (names - state.absent if state.absent else names) <= held.keys():
         return None
     try:
         changed, removed = digest_maps.shared_diff(old_version, current)
     except KeyError:
         return None
     available = current.resources
-    return [available[n] for n in changed], list(removed)
+    if state.wildcard:
+        return [available[n] for n in changed], list(removed)
+    # What it holds is the old version; of the rest, only what it subscribes to.
+    return [available[n] for n in changed if n in held or n in names], list(removed)
 
 
 def _subscribe(

@@ -6,9 +6,14 @@ and the xDS protocol reference).
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+
+import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
+from dragoman.xds.protocol import delta_stream
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
 from dragoman.xds.protocol.stream_protocol import StreamMemos
@@ -394,3 +399,66 @@ def test_delta_idle_wildcard_streams_share_the_snapshot_digest_map_and_diff() ->
     for stream, response in zip(streams, pushed, strict=True):
         stream.on_request(delta_ack(response), changed)
         assert stream.types[CLUSTER].held.mapping is streams[0].types[CLUSTER].held.mapping
+
+
+# Pushes from the shared diff.
+
+
+def test_a_stream_subscribing_by_name_is_pushed_the_shared_diff_as_it_would_be_name_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Envoy subscribes to every cluster's CLA by name: once it holds them all, a push is
+    the diff computed once for every such stream, and says exactly what planning name by
+    name would (names subscribed that do not exist, removed ones, ones coming back, new ones
+    it does not subscribe to)."""
+    rng = random.Random(11)
+    names = [f"cla-{i:02d}" for i in range(24)]
+    strays = [f"stray-{i}" for i in range(3)]  # never subscribed
+    present = {name: f"10.0.0.{i}" for i, name in enumerate(names[:20])}
+
+    def made() -> Snapshot:
+        return snapshot(assignments=[endpoints(n, ip) for n, ip in sorted(present.items())])
+
+    real_plan = delta_stream._plan_from_shared_map
+    shared_plans = []
+
+    def counted(*args: object) -> object:
+        plan = real_plan(*args)  # type: ignore[arg-type]
+        shared_plans.append(plan is not None)
+        return plan
+
+    def name_by_name(call: Callable[[], list[DeltaResponse]]) -> list[DeltaResponse]:
+        with monkeypatch.context() as patched:
+            patched.setattr(delta_stream, "_plan_from_shared_map", lambda *args: None)
+            return call()
+
+    monkeypatch.setattr(delta_stream, "_plan_from_shared_map", counted)
+    memos = StreamMemos()
+    fast, reference = DeltaStream(memos=memos), DeltaStream(memos=memos)
+    snap = made()
+    # Four of the names subscribed do not exist yet.
+    subscribing = delta_request(ENDPOINT, names, node=NODE)
+    for stream in (fast, reference):
+        (first,) = stream.on_request(subscribing, snap)
+        assert stream.on_request(delta_ack(first), snap) == []
+    for _ in range(40):
+        for stray in strays:  # in one snapshot only
+            present.pop(stray, None)
+        for name in rng.sample(names, 3):
+            if name in present and rng.random() < 0.3:
+                del present[name]
+            else:
+                present[name] = f"10.1.{rng.randrange(256)}.{rng.randrange(256)}"
+        if rng.random() < 0.3:
+            present[rng.choice(strays)] = "10.2.0.1"
+        snap = made()
+        pushed = fast.on_snapshot(snap)
+        expected = name_by_name(lambda: reference.on_snapshot(snap))  # noqa: B023
+        assert [(r.names, r.removed, r.head) for r in pushed] == [
+            (r.names, r.removed, r.head) for r in expected
+        ]
+        for response, twin in zip(pushed, expected, strict=True):
+            assert fast.on_request(delta_ack(response), snap) == []
+            assert name_by_name(lambda: reference.on_request(delta_ack(twin), snap)) == []  # noqa: B023
+    # Most pushes took the shared diff: not those while a stray name was in the snapshot.
+    assert sum(shared_plans) >= 20
