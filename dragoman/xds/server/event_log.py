@@ -50,6 +50,8 @@ def log_event(stream: ConnectedStream, event: StreamEvent) -> None:
             quoted(event.message, MAX_NACK_SHOWN),
             extra={"node": stream.node_id},
         )
+    elif not logger.isEnabledFor(logging.DEBUG):
+        return  # every ACK of every stream passes here: its text is not made for nothing
     elif isinstance(event, Ack):
         logger.debug(
             "ACK from node %s: %s version %s (nonce %s)",

@@ -34,10 +34,9 @@ class RequestReader:
     async def _run(self, context: grpc.aio.ServicerContext) -> None:
         try:
             while True:
-                delay = self._bucket.delay()
-                if delay:
-                    await asyncio.sleep(delay)
-                self._bucket.take()
+                if not self._bucket.take():
+                    await asyncio.sleep(self._bucket.delay())
+                    self._bucket.take()
                 # context.read(), not the request iterator, whose generator holds on to the
                 # last request while it waits for the next (a SotW EDS request names every
                 # CLA); the mailbox lets go of a request once it is answered.

@@ -254,13 +254,14 @@ class XdsStreams:
 
     async def _snapshot(self, stream: ConnectedStream, sources: ConfigSources) -> Snapshot:
         """The stream's snapshot, made off the event loop if it has to be made (gRPC)."""
-        await self.cache.prepare(stream.group)
+        if stream.grpc_client:  # only gRPC clients' groups are made on first use
+            await self.cache.prepare(stream.group)
         return self.cache.snapshot_for(stream.group, sources)
 
     def _report_events(self, stream: ConnectedStream) -> None:
         for event in stream.protocol.take_events():
             log_event(stream, event)
-            if isinstance(event, Ack):
+            if isinstance(event, Ack) and stream.service != "ADS":
                 snapshot = self.cache.snapshot_for(stream.group)
                 self.dependent_streams.on_ack(stream, event.type_url, snapshot)
             elif isinstance(event, Nack):
