@@ -736,10 +736,7 @@ def report_storm(result: StormResult) -> None:
         f"{scenario.clusters} clusters, one well-behaved stream beside them, "
         f"an update every {scenario.storm_update_every_s:g} s"
     )
-    print(
-        f"  every stream served in full: {result.served_s:.2f} s "
-        f"({reopened(result.reconnects)})"
-    )
+    print(f"  every stream served in full: {result.served_s:.2f} s ({reopened(result.reconnects)})")
     steady = result.steady_s
     if steady:
         print(
