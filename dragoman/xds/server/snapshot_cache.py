@@ -51,7 +51,8 @@ class SnapshotCache:
         self._variants: dict[tuple[str, ConfigSources], tuple[Snapshot, Snapshot]] = {}
         self._generation = 0
         self._changed = asyncio.Event()
-        self._listeners: set[Callable[[], None]] = set()
+        # A dict for its order: streams are woken in the order they connected.
+        self._listeners: dict[Callable[[], None], None] = {}
 
     @property
     def generation(self) -> int:
@@ -118,10 +119,10 @@ class SnapshotCache:
 
     def listen(self, ring: Callable[[], None]) -> None:
         """Call `ring` at every change from now on (a stream's wake-up; keep it quick)."""
-        self._listeners.add(ring)
+        self._listeners[ring] = None
 
     def unlisten(self, ring: Callable[[], None]) -> None:
-        self._listeners.discard(ring)
+        self._listeners.pop(ring, None)
 
     def group_for(self, node_cluster: str, *, grpc: bool = False) -> str:
         """The group a node gets: the Gateway its `node.cluster` names (`ns/name`; an empty
