@@ -16,8 +16,9 @@ PACKAGE = Path(dragoman.__file__).parent
 # Each top-level part of the package, by layer: an import may only reach a lower layer (or
 # stay inside its own part). Parts on one layer are independent of each other.
 LAYERS: tuple[frozenset[str], ...] = (
-    # log_text: how untrusted strings are shown in logs, for every layer that logs them.
-    frozenset({"objects", "snapshots", "security", "log_text"}),
+    # log_text: how untrusted strings are shown in logs, for every layer that logs them;
+    # stop_signals: a main thread's wait for SIGTERM, for the demo and the commands.
+    frozenset({"objects", "snapshots", "security", "log_text", "stop_signals"}),
     # The store holds what sources read, and knows its fields from the table of kinds in
     # objects/: neither imports the other, so a build depends on no parser.
     frozenset({"sources", "store"}),

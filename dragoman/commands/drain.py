@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dragoman.commands.common import host_port
+from dragoman.stop_signals import StopSignals
 
 # Downstream connections of every listener together; the admin interface's are not counted.
 CONNECTIONS_STAT = "server.total_connections"
@@ -188,12 +187,9 @@ def drain(
 
 
 def _wait_for_sigterm() -> None:
-    received = threading.Event()
-    for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda *_: received.set())
+    stop = StopSignals()
     print("waiting for SIGTERM to drain Envoy", flush=True)
-    while not received.wait(3600):
-        pass
+    stop.wait()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,18 +8,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from dragoman.envoy.bootstrap.envoy_bootstrap import XdsClientTls, bootstrap_yaml
 from dragoman.security.files_store import write_files
+from dragoman.stop_signals import StopSignals
 
 log = logging.getLogger("dragoman.demo")
 
@@ -254,10 +253,6 @@ def run_demo(manifests: Path | None = None, check_only: bool = False) -> int:
         )
         print("Edit the files in", manifests, "and the changes reach Envoy at once.")
         print("Press Ctrl-C to stop.")
-        stopped = threading.Event()
-        signal.signal(signal.SIGINT, lambda *_: stopped.set())
-        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-        while not stopped.wait(0.5):
-            pass
+        StopSignals().wait()
         print("\nstopping")
     return 0

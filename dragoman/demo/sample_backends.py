@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import signal
 import socket
 import sys
 import threading
@@ -21,8 +20,10 @@ import time
 import urllib.parse
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any, Self
+
+from dragoman.stop_signals import StopSignals
 
 _IDLE_CONNECTION_SECONDS = 30.0  # bounds how long a keep-alive connection holds a thread
 _STOP_TIMEOUT_SECONDS = 5.0
@@ -209,18 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8080, help="port to listen on (0: any)")
     args = parser.parse_args(argv)
 
-    stopping = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    stop = StopSignals()
     with EchoBackend(args.name, host=args.host, port=args.port) as backend:
         print(f"echo backend {backend.name!r} listening on {backend.url}", flush=True)
-        # Short waits keep the main thread responsive to signals.
-        while not stopping.wait(0.5):
-            pass
+        stop.wait()
     return 0
 
 
