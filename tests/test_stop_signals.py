@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 
+from tests.support.processes import reaped
+
 WAITER = """
 import sys
 from dragoman.stop_signals import StopSignals
@@ -19,10 +21,8 @@ print("stopped by", stop.received[0], flush=True)
 
 def test_two_signals_at_once_end_the_wait_like_one() -> None:
     for attempt in range(5):
-        process = subprocess.Popen(
-            [sys.executable, "-c", WAITER], stdout=subprocess.PIPE, text=True
-        )
-        try:
+        waiter = subprocess.Popen([sys.executable, "-c", WAITER], stdout=subprocess.PIPE, text=True)
+        with reaped(waiter) as process:
             assert process.stdout is not None
             assert process.stdout.readline() == "ready\n"
             sent = (signal.SIGTERM, signal.SIGINT if attempt % 2 else signal.SIGTERM)
@@ -31,9 +31,3 @@ def test_two_signals_at_once_end_the_wait_like_one() -> None:
             assert process.wait(timeout=10) == 0
             # Two pending at once are delivered lowest number first.
             assert process.stdout.read() in {f"stopped by {int(number)}\n" for number in sent}
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=5)
-            if process.stdout is not None:
-                process.stdout.close()

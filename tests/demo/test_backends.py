@@ -14,6 +14,7 @@ import pytest
 
 from dragoman.demo.http import http_get, wait_until
 from dragoman.demo.sample_backends import EchoBackend
+from tests.support.processes import reaped
 
 
 def test_echo_names_itself_and_echoes_the_request() -> None:
@@ -145,7 +146,7 @@ def test_module_runs_one_backend_in_the_foreground_until_sigterm() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    try:
+    with reaped(process):
         status, headers, _ = wait_until(
             lambda: http_get(f"http://127.0.0.4:{port}/"), timeout=10, interval=0.05
         )
@@ -154,9 +155,3 @@ def test_module_runs_one_backend_in_the_foreground_until_sigterm() -> None:
         assert process.wait(timeout=5) == 0
         assert process.stdout is not None
         assert b"listening on http://127.0.0.4:" in process.stdout.read()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=5)
-        if process.stdout is not None:
-            process.stdout.close()
