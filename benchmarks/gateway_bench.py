@@ -12,24 +12,26 @@ manifest directory (`--mode manifests`, one file per object group, written then 
 through the test suite's API server that speaks list/watch (`--mode kubernetes`, dragoman run
 with `--kubernetes --kubeconfig`, as `benchmarks/kube_events.py` seeds it).
 
-probe (gateway-api-bench `tests/probe`): the original applies HTTPRoute N, then sends GETs to
-`http://GATEWAY/N` with `Host: N-route.example.com` until the answer turns from 404 into 200,
-and records the time from the apply. Its route is reproduced as it is: two rules, PathPrefix
-`/N` to Service `backend` with a request- and a response-header filter, and PathPrefix `/`
-to a Service that does not exist, with the same filters. Here R routes are first served, then
-`--samples` (50) more routes are created one after another, each timed from the write until
-the first 200 through Envoy, polling every `--poll-ms` (1 ms; the original sleeps 5 ms after
-each 404). Meanwhile a second connection asks already-served routes every 5 ms: every non-200
-answer or failed request on those is counted (the original counts non-404/200 answers of the
-new route, also counted here). Deviations: R is reached in steps (0, then the routes up to the
-next R written at once) rather than one route at a time from 0, so the 50 samples are taken at
-each R instead of along the whole ramp; there is no Kubernetes cluster, so no kube-apiserver,
+probe (gateway-api-bench `tests/probe`): the original applies HTTPRoute N, then sends GETs
+to `http://GATEWAY/N` with `Host: N-route.example.com` until the answer turns from 404 into
+200, and records the time from the apply. Its route is reproduced as it is: two rules,
+PathPrefix `/N` to Service `backend` with a request- and a response-header filter, and
+PathPrefix `/` to a Service that does not exist, with the same filters. Here R routes are
+first served, then `--samples` (50) more routes are created one after another, each timed
+from the write until the first 200 through Envoy, polling every `--poll-ms` (1 ms; the
+original sleeps 5 ms after each 404). The clock starts as the write begins, its YAML already
+made (the original's starts once its apply has returned, the object stored). Meanwhile a
+second connection asks already-served routes every 5 ms: every non-200 answer or failed
+request on those is counted (the original counts non-404/200 answers of the new route, also
+counted here). Deviations: R is reached in steps (0, then the routes up to the next R
+written at once) rather than one route at a time from 0, so the 50 samples are taken at each
+R instead of along the whole ramp; there is no Kubernetes cluster, so no kube-apiserver,
 etcd or status round trip (dragoman runs without leader election and writes no status, which
 the original does not wait for either). `--route-tables per-host` annotates the Gateway
 `dragoman.dev/route-tables: per-host` (one scope per hostname, README "Route tables per
 hostname") and runs Envoy on delta ADS, which scopes need; `shared` (the default) is the
-original's setup (one route table, SotW ADS). route-load takes it too: with per-host tables a
-route probed during the churn is one scope, not the whole table rewritten.
+original's setup (one route table, SotW ADS). route-load takes it too: with per-host tables
+a route probed during the churn is one scope, not the whole table rewritten.
 
 routechange (gateway-api-bench `tests/routechange`): the original sends back-to-back GETs to
 one route while applying 20 versions of it 200 ms apart, alternating the backendRef's port
@@ -255,13 +257,27 @@ class World:
 
     def write(self, key: str, *objects: Object) -> None:
         """One write: a file of these objects (written then renamed), or each object applied."""
+        self.prepared(key, *objects)()
+
+    def prepared(self, key: str, *objects: Object) -> Callable[[], None]:
+        """The write of these objects, their text made beforehand: a timed write starts its
+        clock when it writes, not while the benchmark serializes YAML."""
         if self.api is not None:
-            for obj in objects:
-                self.api.apply(obj)
-            return
+            api = self.api
+
+            def apply() -> None:
+                for obj in objects:
+                    api.apply(obj)
+
+            return apply
+        text = yaml_text(*objects)
         temporary = self.manifests / f".{key}.yaml.tmp"
-        temporary.write_text(yaml_text(*objects))
-        os.replace(temporary, self.manifests / f"{key}.yaml")
+
+        def write() -> None:
+            temporary.write_text(text)
+            os.replace(temporary, self.manifests / f"{key}.yaml")
+
+        return write
 
     def start_dragoman(self) -> None:
         lab = self.workdir / "lab.yaml"
@@ -520,8 +536,9 @@ async def probe_samples(
             if time.perf_counter() > until:
                 break
             host, path = f"{i}-route.example.com", f"/{i}"
+            write = made.prepared(f"route{i}", probe_route(i))
             began = time.perf_counter()
-            made.write(f"route{i}", probe_route(i))
+            write()
             status = 0
             while time.perf_counter() - began < PROBE_TIMEOUT_S:
                 status, _ = await client.ask(host, path)
@@ -917,8 +934,10 @@ async def churn(
         want = "b" if where[(ns, name)] == "a" else "a"
         where[(ns, name)] = want
         address = BACKEND_B if want == "b" else BACKEND_A
+        slice_ = endpoint_slice(name, port, address, namespace=ns)
+        write = made.prepared(f"{ns}-{name}-slice", slice_)
         written = time.perf_counter()
-        made.write(f"{ns}-{name}-slice", endpoint_slice(name, port, address, namespace=ns))
+        write()
         figures.changes += 1
         task = asyncio.create_task(observe(ns, name, want, written))
         tasks.add(task)

@@ -7,6 +7,7 @@ load told which files changed (by the directory watcher) looks at those files al
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import itertools
 import logging
@@ -287,7 +288,7 @@ class ManifestDirectory:
 
     def _load_some(self, changed: Collection[str]) -> bool:
         dirty = False
-        added = False
+        appended = 0  # files new to the records (put last: the others keep their order)
         for relative in changed:
             cached = self._parsed.get(relative)
             stamp = _stamp_of(self.path, relative)
@@ -301,7 +302,7 @@ class ManifestDirectory:
                     self._put(relative, None)
                 else:
                     dirty = dirty or kept != cached
-                    self._put(relative, kept)
+                    appended += self._put(relative, kept) is None
                 continue
             if self._unreadable.pop(relative, None) is not None:
                 dirty = True
@@ -320,10 +321,9 @@ class ManifestDirectory:
                 continue
             if not fresh.decoded:
                 cached = self._previous(relative, cached)
-            self._put(relative, _keeping_last_good(fresh, cached))
-            added = added or cached is None
-        if added:  # keep the scan's order: the first definition of an object wins
-            self._parsed = _in_scan_order(self._parsed)
+            appended += self._put(relative, _keeping_last_good(fresh, cached)) is None
+        if appended:  # keep the scan's order: the first definition of an object wins
+            self._parsed = _in_scan_order(self._parsed, appended)
         return dirty
 
     def _put(self, relative: str, record: _ParsedFile | None) -> _ParsedFile | None:
@@ -706,10 +706,26 @@ def _unreadable_file(
     return _keeping_last_good(fresh, previous)
 
 
-def _in_scan_order(parsed: dict[str, _ParsedFile]) -> dict[str, _ParsedFile]:
+def _in_scan_order(parsed: dict[str, _ParsedFile], appended: int = 0) -> dict[str, _ParsedFile]:
     """The records in the scan's order (path components): the first definition of an object
-    wins."""
-    return {path: parsed[path] for path in sorted(parsed, key=lambda path: path.split("/"))}
+    wins. `appended`: only the last so many records may be out of order (files new to the
+    records): those are placed among the others, not every path sorted again."""
+    paths = list(parsed)
+    if 0 < appended * _PLACE_UP_TO < len(paths):
+        order = paths[:-appended]
+        for path in paths[-appended:]:
+            bisect.insort(order, path, key=_scan_key)
+    else:
+        order = sorted(paths, key=_scan_key)
+    return dict(zip(order, map(parsed.__getitem__, order), strict=True))
+
+
+def _scan_key(path: str) -> list[str]:
+    return path.split("/")
+
+
+# Fewer files new to the records than one in this many are placed one by one.
+_PLACE_UP_TO = 16
 
 
 def _with_note(errors: tuple[SourceError, ...], note: str) -> tuple[SourceError, ...]:

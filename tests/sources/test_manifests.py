@@ -472,6 +472,35 @@ def test_a_load_told_what_changed_keeps_the_first_definition_rule(tmp_path: Path
     assert result == ManifestDirectory(tmp_path).load()
 
 
+def test_files_added_one_load_at_a_time_take_their_place_in_scan_order(tmp_path: Path) -> None:
+    """Among many files, a few new ones are placed among the others (not every path sorted
+    again); many at once are sorted. Either way the objects come in the order a full load
+    finds them: by path components, so `a/z.yaml` before `a.yaml` before `b/a.yaml`."""
+
+    def add(name: str) -> None:
+        label = name.removesuffix(".yaml").replace("/", "-")
+        write(tmp_path, name, flow_service(f"s-{label}"))
+
+    names = [f"d{k % 5}/s{k:02}.yaml" if k % 3 else f"s{k:02}.yaml" for k in range(40)]
+    for name in names[:32]:
+        add(name)
+    directory = ManifestDirectory(tmp_path)
+    directory.load()
+    for name in (*names[32:36], "a/z.yaml", "a.yaml", "b/a.yaml", "0.yaml"):  # one by one
+        add(name)
+        result = directory.load({name})
+        assert keys(result.objects) == keys(ManifestDirectory(tmp_path).load().objects)
+    batch = names[36:]  # several at once, with a removal
+    for name in batch:
+        add(name)
+    (tmp_path / names[5]).unlink()
+    result = directory.load({*batch, names[5]})
+    assert keys(result.objects) == keys(ManifestDirectory(tmp_path).load().objects)
+    objects = keys(result.objects)
+    assert objects.index("Service/default/s-a-z") < objects.index("Service/default/s-a")
+    assert objects.index("Service/default/s-a") < objects.index("Service/default/s-b-a")
+
+
 def test_a_load_told_what_changed_reports_unreadable_files(tmp_path: Path) -> None:
     write(tmp_path, "a.yaml", flow_service("a"))
     directory = ManifestDirectory(tmp_path)

@@ -4,6 +4,7 @@ parts (and the previous Dag, whose unchanged values it keeps) and changes none o
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
@@ -338,11 +339,10 @@ def _problems(
     routes = parts.routes
     problems = list(parts.judged.problems)
     entries = routes.entries
-    # ObjectKeys are tuples: sorted as they are, in C (sort_key's order).
-    for key in sorted(routes.conflicted):
+    # In the build's order, by key.
+    for key in sorted(routes.conflicted):  # (ObjectKeys are tuples: sorted in C)
         problems.extend(entries[key].conflicts)
-    for key in sorted(routes.with_problems):  # the build's order: by key
-        problems.extend(entries[key].problems)
+    problems.extend(routes.problems())
     problems.extend(parts.served.shadowed.values())
     problems.extend(p for found in unscoped_by_gateway(parts.served).values() for p in found)
     problems.extend(address_problems)
@@ -377,8 +377,17 @@ def _affinity_problems(parts: DagParts, clusters: Mapping[str, Cluster]) -> list
         and clusters is previous.dag.clusters
         and services is previous.store.services
     ):
-        return [problem for problem in previous.dag.problems if problem.field == TIMEOUT_FIELD]
+        # (Problems are in object order: a Service's are among the Services', not all.)
+        problems = previous.dag.problems
+        first = bisect_left(problems, _SERVICES, key=_problem_object)
+        end = bisect_left(problems, _AFTER_SERVICES, key=_problem_object)
+        return [problem for problem in problems[first:end] if problem.field == TIMEOUT_FIELD]
     return affinity_timeout_problems(clusters.values(), services)
+
+
+# Every Service's ObjectKey is between these two (the kind first, then any name).
+_SERVICES = ObjectKey("Service", "", "")
+_AFTER_SERVICES = ObjectKey("Service\0", "", "")
 
 
 # A problem's object: its place in the build's order (a tuple, compared in C).

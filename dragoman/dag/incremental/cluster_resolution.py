@@ -32,6 +32,9 @@ class ClusterResolution:
         self._aggregates: set[str] = set()
         # The names of the EDS clusters resolved for each Service.
         self._eds: KeyIndex[NamespacedName, str] = KeyIndex()
+        # The last of the routes defining a name many routes define (thousands of routes may
+        # forward to one Service): a route coming or going among them is not a walk of all.
+        self._last: dict[str, ObjectKey] = {}
 
     @property
     def resolved(self) -> Mapping[str, Cluster]:
@@ -47,16 +50,20 @@ class ClusterResolution:
 
     def add(self, entry: RouteEntry) -> None:
         """The clusters of a new entry: resolved again at the next resolve()."""
-        key, sources, unresolved = entry.key, self._sources, self._unresolved
+        key, sources, unresolved, last = entry.key, self._sources, self._unresolved, self._last
         for name in entry.rules.clusters:
             sources.add(name, key)
             unresolved.add(name)
+            if (before := last.get(name)) is not None and before < key:
+                last[name] = key
 
     def remove(self, entry: RouteEntry) -> None:
-        key, sources, unresolved = entry.key, self._sources, self._unresolved
+        key, sources, unresolved, last = entry.key, self._sources, self._unresolved, self._last
         for name in entry.rules.clusters:
             sources.remove(name, key)
             unresolved.add(name)
+            if last.get(name) == key:
+                del last[name]
 
     def take_changed(self) -> set[str]:
         """The names resolved anew (or gone) since the last call."""
@@ -65,14 +72,14 @@ class ClusterResolution:
 
     def resolve(self, entries: Mapping[ObjectKey, RouteEntry]) -> None:
         """Resolve the names whose sources changed, from the entries defining them."""
-        sources, resolved = self._sources, self._resolved
+        resolved = self._resolved
         changed, aggregates = self._changed, self._aggregates
         indexed = self._indexed
         for name in self._unresolved:
             before = resolved.get(name)
             if indexed and isinstance(before, EdsCluster):
                 self._eds.remove(_service_of(before), name)
-            last = sources.greatest(name)
+            last = self._last_source(name)
             if last is None:
                 if resolved.pop(name, None) is not None:
                     changed.add(name)
@@ -89,6 +96,19 @@ class ClusterResolution:
             else:
                 aggregates.discard(name)
         self._unresolved = set()
+
+    def _last_source(self, name: str) -> ObjectKey | None:
+        """The last of the routes defining `name` (None: none does)."""
+        last = self._last.get(name)
+        if last is None:
+            last = self._sources.greatest(name)
+            if last is not None and self._sources.count(name) >= _REMEMBER_LAST_FROM:
+                self._last[name] = last
+        return last
+
+
+# Names defined by at least this many routes have the last of them remembered.
+_REMEMBER_LAST_FROM = 8
 
 
 def _service_of(cluster: EdsCluster) -> NamespacedName:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from itertools import chain
 
 from dragoman.dag.incremental.entries import L4_KINDS, ROUTE_FIELDS, RouteEntry, sort_key
 from dragoman.dag.key_index import KeyIndex
+from dragoman.dag.model import Problem
 from dragoman.objects import ObjectKey
 from dragoman.store import NamespacedName
 
@@ -41,9 +43,12 @@ class RouteIndex:
         self._listener_kinds: dict[ListenerKey, Counter[str]] = {}
         self._listener_routes: KeyIndex[ListenerKey, ObjectKey] = KeyIndex()
         self._l4_listener_routes: KeyIndex[ListenerKey, ObjectKey] = KeyIndex()
-        # Routes whose parents kind conflicts changed, and routes with problems.
+        # Routes whose parents kind conflicts changed.
         self.conflicted: set[ObjectKey] = set()
-        self.with_problems: set[ObjectKey] = set()
+        # The routes with problems in key order, and their problems: one change among
+        # thousands of routes with some does not sort or look up every one again.
+        self._problem_keys: list[ObjectKey] = []
+        self._problems: list[tuple[Problem, ...]] = []
         # Routes attached somewhere that forward to external names (for the DNS check).
         self.with_hostnames: set[ObjectKey] = set()
         # Per Gateway and listener: how many routes it accepted (after conflicts).
@@ -62,6 +67,9 @@ class RouteIndex:
         for keys in by_kind.values():
             keys.sort(key=sort_key)
         self._keys = by_kind
+        entries = self.entries
+        self._problem_keys = sorted(key for key, entry in entries.items() if entry.problems)
+        self._problems = [entries[key].problems for key in self._problem_keys]
         self._bulk = False
 
     def kinds(self) -> Iterable[str]:
@@ -71,6 +79,10 @@ class RouteIndex:
     def keys(self, kind: str) -> list[ObjectKey]:
         """The routes of `kind`, in key order (outside a bulk update)."""
         return self._keys[kind]
+
+    def problems(self) -> Iterable[Problem]:
+        """Every route's problems, route by route in key order (outside a bulk update)."""
+        return chain.from_iterable(self._problems)
 
     @property
     def accepted(self) -> Mapping[ObjectKey, Mapping[str, int]]:
@@ -109,8 +121,10 @@ class RouteIndex:
             bisect.insort(self._keys[key.kind], key, key=sort_key)
         if entry.parents != entry.attached or entry.conflicts:
             self.conflicted.add(key)
-        if entry.problems:
-            self.with_problems.add(key)
+        if entry.problems and not self._bulk:
+            at = bisect.bisect_left(self._problem_keys, key)
+            self._problem_keys.insert(at, key)
+            self._problems.insert(at, entry.problems)
         hostnames = entry.names.hostnames
         if hostnames and any(parent.attachments for parent in entry.parents):
             self.with_hostnames.add(key)
@@ -133,7 +147,9 @@ class RouteIndex:
             del keys[bisect.bisect_left(keys, sort_key(key), key=sort_key)]
         del self.entries[key]
         self.conflicted.discard(key)
-        self.with_problems.discard(key)
+        if entry.problems and not self._bulk:
+            at = bisect.bisect_left(self._problem_keys, key)
+            del self._problem_keys[at], self._problems[at]
         self.with_hostnames.discard(key)
         if self.indexed:
             self._remove_reads(entry)

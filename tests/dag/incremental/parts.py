@@ -63,3 +63,24 @@ def entries(options: BuildOptions = BuildOptions(dns_check=True)) -> dict[Object
     made = builder._build
     assert made is not None
     return dict(made.routes.entries)
+
+
+def many_entries() -> dict[ObjectKey, RouteEntry]:
+    """Twelve HTTPRoutes to web; every third also to a Service that does not exist (a
+    problem each)."""
+    web = service("web", 80)
+    routes = [
+        http_route(
+            f"r{k:02}",
+            [("/", "web", 80), *([("/gone", "gone", 80)] if k % 3 == 0 else [])],
+        )
+        for k in range(12)
+    ]
+    builder = IncrementalBuild(BuildOptions())
+    builder.build(
+        Store.from_objects(
+            typed(gateway_class(), gateway(listeners=[listener("http", 8080)]), web, *routes)
+        )
+    )
+    assert builder._build is not None
+    return dict(builder._build.routes.entries)

@@ -10,14 +10,17 @@ from dragoman.dag.dns_check import DnsObservation, DnsObservations
 from dragoman.dag.incremental import IncrementalBuild
 from dragoman.dag.model import Dag
 from dragoman.dag.options import BuildOptions
-from dragoman.objects import ObjectKey
+from dragoman.dag.upstreams.session_affinity import TIMEOUT_FIELD
+from dragoman.objects import EndpointSlice, ObjectKey
 from dragoman.store import Store
 from tests.support.builders import (
+    endpoint_slice,
     external_service,
     gateway,
     gateway_class,
     http_route,
     listener,
+    service,
     typed,
 )
 
@@ -106,3 +109,28 @@ def test_without_the_dns_check_observations_change_nothing_served() -> None:
     result = builder.build(store, _dns("192.0.2.2"))
     assert result.dns_changed == frozenset()
     assert result.dag == build(store, BuildOptions(), _dns("192.0.2.2"))
+
+
+def test_an_endpoints_change_keeps_the_affinity_timeout_problems_among_the_others() -> None:
+    """An EndpointSlice alone changing keeps the previous Dag's affinity timeout problems
+    (Services' problems, after the routes' in object order)."""
+    sticky = service("web", 80)
+    sticky["spec"].update(
+        sessionAffinity="ClientIP", sessionAffinityConfig={"clientIP": {"timeoutSeconds": 60}}
+    )
+    objects = [
+        gateway_class(),
+        gateway(listeners=[listener("http", 8080)]),
+        sticky,
+        http_route("r", [("/", "web", 80), ("/gone", "gone", 80)]),  # a route's problem too
+    ]
+    builder = IncrementalBuild(BuildOptions())
+    before = Store.from_objects(typed(*objects, endpoint_slice("web", 8080)))
+    first = builder.build(before)
+    (moved,) = typed(endpoint_slice("web", 8080, "10.0.0.9"))
+    store = before.with_object(EndpointSlice, ("default", moved.meta.name), moved)
+    again = builder.build(store)
+    assert again.kind == "endpoints"
+    fields = [(str(p.object), p.field) for p in again.dag.problems]
+    assert ("Service/default/web", TIMEOUT_FIELD) in fields
+    assert again.dag.problems == first.dag.problems == build(store, BuildOptions()).problems

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dragoman.dag.incremental.cluster_resolution import ClusterResolution
 from dragoman.dag.model import DnsCluster, EdsCluster
 from dragoman.dag.options import BuildOptions
-from tests.dag.incremental.parts import HTTP, OTHER, WEB, entries
+from tests.dag.incremental.parts import HTTP, OTHER, WEB, entries, many_entries
 
 WEB_80 = "default/web/80"
 
@@ -65,3 +65,29 @@ def test_unindexed_the_eds_clusters_of_services_are_not_kept() -> None:
     clusters.resolve(made)
     assert WEB_80 in clusters.resolved
     assert list(clusters.eds_clusters(WEB)) == []
+
+
+def test_of_many_routes_defining_a_name_the_last_one_resolves_it_as_they_come_and_go() -> None:
+    """Past a few routes, the last of those defining a name is remembered: it must follow
+    every route added or removed as the routes' own order says."""
+    made = many_entries()  # twelve routes, r00..r11, all to web
+    keys = sorted(made)
+    clusters = ClusterResolution()
+    for key in keys[:10]:
+        clusters.add(made[key])
+    clusters.resolve(made)
+    assert clusters.resolved[WEB_80] is made[keys[9]].rules.clusters[WEB_80]
+    clusters.add(made[keys[11]])  # a greater key takes over
+    clusters.resolve(made)
+    assert clusters.resolved[WEB_80] is made[keys[11]].rules.clusters[WEB_80]
+    clusters.add(made[keys[10]])  # a lesser one does not
+    clusters.resolve(made)
+    assert clusters.resolved[WEB_80] is made[keys[11]].rules.clusters[WEB_80]
+    for gone in (11, 10, 9):  # the last goes: the one before it
+        clusters.remove(made[keys[gone]])
+        clusters.resolve(made)
+        assert clusters.resolved[WEB_80] is made[keys[gone - 1]].rules.clusters[WEB_80]
+    for key in keys[:9]:
+        clusters.remove(made[key])
+    clusters.resolve(made)
+    assert WEB_80 not in clusters.resolved

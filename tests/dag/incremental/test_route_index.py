@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dragoman.dag.incremental.route_index import RouteIndex
 from dragoman.objects import ObjectKey
-from tests.dag.incremental.parts import GRPC, HTTP, OTHER, WEB, entries
+from tests.dag.incremental.parts import GRPC, HTTP, OTHER, WEB, entries, many_entries
 
 GATEWAY = ObjectKey("Gateway", "default", "gw")
 
@@ -86,3 +86,21 @@ def test_unindexed_what_routes_read_is_not_kept() -> None:
     assert list(index.grant_readers("default")) == []
     assert list(index.hostname_readers("api.example.net")) == []
     assert index.keys("HTTPRoute") == [HTTP, OTHER]  # what the build itself reads is kept
+
+
+def test_the_routes_problems_are_kept_in_key_order_one_by_one_or_in_bulk() -> None:
+    made = many_entries()
+    in_order = [p for key in sorted(made) for p in made[key].problems]
+    assert len(in_order) == 4 and {p.reason for p in in_order} == {"BackendNotFound"}
+    one_by_one, bulk = RouteIndex(), RouteIndex()
+    bulk.begin_bulk()
+    for key in sorted(made, reverse=True):
+        one_by_one.add(made[key])
+        bulk.add(made[key])
+    bulk.end_bulk()
+    assert list(one_by_one.problems()) == list(bulk.problems()) == in_order
+    for key in (ObjectKey("HTTPRoute", "default", "r03"), ObjectKey("HTTPRoute", "default", "r04")):
+        one_by_one.remove(made[key])
+        bulk.remove(made[key])
+    left = [p for key in sorted(made) if key.name not in ("r03", "r04") for p in made[key].problems]
+    assert list(one_by_one.problems()) == list(bulk.problems()) == left
