@@ -1,11 +1,14 @@
 """When to rebuild after a burst of changes. Pure: the caller passes the time.
 
-A change that comes at least `quiet` seconds after the last rebuild (after when it took its
-input: `flushed`'s time) is applied at once; changes that follow a rebuild more closely are a
-burst: they wait until the stream has been quiet for `quiet` seconds, but never longer than
-`max_delay` after the first of them, so a steady trickle still gets applied. (Contour holds
-off 100 ms after every rebuild; a quiet spell of 10 ms is enough to tell a lone change from a
-burst, and the lone change is served 90 ms sooner.)
+A change is applied at once when it comes at least `quiet` seconds after the last rebuild
+began (after when it took its input: `flushed`'s time), or after the last rebuild ended
+(`finished`) by at least half as long as that rebuild took: a writer that waits for each
+change to be applied before the next is not held, and rebuilds of such changes take at most
+two thirds of the time. Changes that follow a rebuild more closely are a burst: they wait until the
+stream has been quiet for `quiet` seconds, but never longer than `max_delay` after the first
+of them, so a steady trickle still gets applied. (Contour holds off 100 ms after every
+rebuild; a quiet spell of 10 ms is enough to tell a lone change from a burst, and the lone
+change is served 90 ms sooner.)
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ class Holdoff:
     _first: float | None = field(default=None, init=False)
     _last: float = field(default=0.0, init=False)
     _last_flush: float = field(default=-math.inf, init=False)
+    # When the last rebuild ended (inf while one runs) and how long it took.
+    _last_end: float = field(default=-math.inf, init=False)
+    _took: float = field(default=0.0, init=False)
 
     @property
     def pending(self) -> bool:
@@ -37,8 +43,17 @@ class Holdoff:
             return math.inf
         if self._first - self._last_flush >= self.quiet:
             return self._first  # the first change after a quiet spell
+        if self._first - self._last_end >= self._took / 2:
+            return self._first  # after the last rebuild, by half as long as it took
         return min(self._last + self.quiet, self._first + self.max_delay)
 
     def flushed(self, now: float) -> None:
+        """A rebuild takes its input now."""
         self._first = None
         self._last_flush = now
+        self._last_end = math.inf
+
+    def finished(self, now: float) -> None:
+        """The rebuild that took its input at the last `flushed` has ended."""
+        self._last_end = now
+        self._took = max(0.0, now - self._last_flush)

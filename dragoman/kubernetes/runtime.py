@@ -297,6 +297,7 @@ class KubernetesServer:
             if held_off or (pending.endpoints and not pending.config):
                 self._update()
                 pending.holdoff.flushed(now)  # when it took its input (a slow one is no burst)
+                pending.holdoff.finished(loop.time())
                 pending.config = pending.endpoints = False
                 continue
             timeout = pending.holdoff.due() - now if pending.config else None

@@ -11,9 +11,12 @@ rescan also runs every `rescan_interval`, for what no event reports: a symbolic 
 target outside the tree edited, a network filesystem, a full kernel event queue. Where the
 kernel cannot watch (no inotify, too many watches) the rescan runs every `poll_interval`.
 
-Debounce adapts: a change that follows a quiet period is reported at once; changes that
-follow it closely are a burst, reported together once the tree has been quiet for
-`quiet_period` (or `max_delay` after the burst's first held change, if writes keep coming).
+Debounce adapts: a change that follows a quiet period is reported at once, and so is one
+that comes after the last report ended by at least half as long as that report took (a
+writer that waits for each change to be applied; reports of such changes then take at most
+two thirds of the time); changes that follow closer are a burst, reported together once the
+tree has been quiet for `quiet_period` (or `max_delay` after the burst's first held change,
+if writes keep coming).
 """
 
 from __future__ import annotations
@@ -125,6 +128,9 @@ class _Watcher:
         self.queued_since: float | None = None
         self.batch_arrival = 0.0
         self.last_rescan = 0.0
+        # When the last report ended (loop time), and how long it took.
+        self.report_ended = float("-inf")
+        self.report_took = 0.0
 
     async def run(self, baseline: Mapping[str, FileStamp] | None) -> None:
         if self.path.is_dir():
@@ -168,11 +174,15 @@ class _Watcher:
                     arrival = self.batch_arrival
                     changed = await self._apply(batch)
                 if changed:
-                    # A lone change, quiet_period or more after the one before, goes out at
-                    # once; one that follows closely is part of a burst and waits for the
-                    # burst to end. Measured between arrivals: a slow build does not make
-                    # the next change look close to the last.
-                    lone = not self.pending and arrival - self.last_arrival >= self.quiet_period
+                    # A lone change goes out at once: quiet_period or more after the one
+                    # before (measured between arrivals: a slow build does not make the next
+                    # change look close to the last), or after the last report ended by half
+                    # as long as it took. One that follows closer is part of a burst and
+                    # waits for the burst to end.
+                    lone = not self.pending and (
+                        arrival - self.last_arrival >= self.quiet_period
+                        or arrival - self.report_ended >= self.report_took / 2
+                    )
                     self.last_arrival = arrival
                     if not self.pending:
                         self.first_held = now
@@ -195,12 +205,15 @@ class _Watcher:
 
     async def _report(self) -> None:
         changed, self.pending = frozenset(self.pending), set()
+        began = self.loop.time()
         try:
             result = self.on_change(changed)
             if inspect.isawaitable(result):
                 await result
         except Exception:
             log.exception("manifest directory change handler failed")
+        self.report_ended = self.loop.time()
+        self.report_took = self.report_ended - began
 
     async def _next_event(
         self, timeout: float

@@ -45,3 +45,23 @@ def test_a_quiet_spell_is_as_long_as_the_quiet_period() -> None:
     holdoff.flushed(10.016)
     holdoff.changed(10.02)  # 4 ms after: a burst
     assert holdoff.due() == 10.02 + holdoff.quiet
+
+
+def test_a_change_after_the_last_rebuild_ended_by_half_its_time_is_applied_at_once() -> None:
+    """A writer that waits for each change to be applied is not held, however soon within the
+    quiet period it writes the next; one writing sooner after the rebuild than half the time
+    the rebuild took is a burst."""
+    holdoff = Holdoff(quiet=0.1, max_delay=0.5)
+    holdoff.flushed(10.0)
+    holdoff.finished(10.004)  # took 4 ms
+    holdoff.changed(10.006)  # 2 ms after it ended, within the quiet period
+    assert holdoff.due() == 10.006
+    holdoff.flushed(10.009)
+    holdoff.changed(10.010)  # while that rebuild runs: a burst
+    assert holdoff.due() == 10.010 + 0.1
+    holdoff.finished(10.013)
+    assert holdoff.due() == 10.010 + 0.1  # (it came before the end)
+    holdoff.flushed(10.2)
+    holdoff.finished(10.25)  # took 50 ms
+    holdoff.changed(10.27)  # 20 ms after: sooner than half of it
+    assert holdoff.due() == 10.27 + 0.1

@@ -32,11 +32,12 @@ NEVER = 3600.0  # a rescan interval no test waits for: what is seen came from th
 
 class Changes:
     """An on_change callback that records what each call reported and lets a test await
-    the next call."""
+    the next call; each call takes `took` seconds (a build) before it is recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, took: float = 0.0) -> None:
         self.reports: list[frozenset[str]] = []
         self.times: list[float] = []
+        self.took = took
         self._event = asyncio.Event()
 
     @property
@@ -48,6 +49,8 @@ class Changes:
         return set().union(*self.reports)
 
     async def __call__(self, changed: frozenset[str]) -> None:
+        if self.took:
+            await asyncio.sleep(self.took)
         self.reports.append(changed)
         self.times.append(asyncio.get_running_loop().time())
         self._event.set()
@@ -136,7 +139,7 @@ def test_a_burst_is_its_first_change_at_once_then_the_rest_together(tmp_path: Pa
             (root / f"{name}.yaml").write_text(manifest(name))
 
     async def scenario(name: str) -> tuple[str, int, set[str]]:
-        changes = Changes()
+        changes = Changes(took=3 * GAP)  # a build longer than the gaps between writes
         writes, _ = BURSTS[name]
         async with watching(roots[name], changes):
             assert changes.calls == 0  # the tree found at start is not a change
@@ -157,23 +160,46 @@ def test_a_burst_is_its_first_change_at_once_then_the_rest_together(tmp_path: Pa
 
 def test_a_lone_change_is_reported_without_waiting_for_quiet(tmp_path: Path) -> None:
     async def test() -> None:
-        changes = Changes()
+        changes = Changes(took=0.3)
         # A quiet period far longer than any machine needs to deliver one event.
         async with watching(tmp_path, changes, quiet_period=2.0, max_delay=4.0):
             loop = asyncio.get_running_loop()
             written = loop.time()
             (tmp_path / "a.yaml").write_text(manifest("a"))
             await changes.next()
-            assert changes.times[0] - written < 1.0
+            assert changes.times[0] - written < 1.3
             assert changes.reports == [frozenset({"a.yaml"})]
 
-            # A change right after it is part of a burst: held for the quiet period.
+            # A change right after it (sooner than half of what its report took) is part of
+            # a burst: held for the quiet period.
             (tmp_path / "b.yaml").write_text(manifest("b"))
             (tmp_path / "c.yaml").write_text(manifest("c"))
             await asyncio.sleep(1.0)
             assert changes.calls == 1
             await changes.next()
             assert changes.reports[1] == frozenset({"b.yaml", "c.yaml"})
+
+    run(test)
+
+
+def test_a_writer_that_waits_for_each_change_to_be_applied_is_not_held(tmp_path: Path) -> None:
+    """A change that comes after the last report ended by at least half as long as it took
+    is lone, however far within the quiet period; one that comes sooner is a burst."""
+
+    async def test() -> None:
+        changes = Changes(took=0.05)
+        async with watching(tmp_path, changes, quiet_period=2.0, max_delay=4.0):
+            loop = asyncio.get_running_loop()
+            for name in ("a", "b", "c"):
+                await asyncio.sleep(0.15)  # applied, then a while (longer than it took)
+                written = loop.time()
+                (tmp_path / f"{name}.yaml").write_text(manifest(name))
+                await changes.next()
+                assert changes.times[-1] - written < 1.0, name  # not held for 2 s
+            assert changes.reports == [frozenset({f"{n}.yaml"}) for n in "abc"]
+            (tmp_path / "d.yaml").write_text(manifest("d"))  # right after the last report
+            await asyncio.sleep(1.0)
+            assert changes.calls == 3  # held: sooner after it than half of what it took
 
     run(test)
 
@@ -298,7 +324,7 @@ def test_stop_is_prompt(tmp_path: Path) -> None:
 def test_stop_during_a_burst_does_not_wait_for_quiet(tmp_path: Path) -> None:
     async def test() -> None:
         stop = asyncio.Event()
-        changes = Changes()
+        changes = Changes(took=0.3)
         task = asyncio.create_task(
             watch_directory(tmp_path, changes, stop, quiet_period=30.0, max_delay=60.0)
         )
