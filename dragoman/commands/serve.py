@@ -417,11 +417,11 @@ def _provision_settings(args: argparse.Namespace) -> ProvisionSettings | None:
 
 def _issuing_problem(args: argparse.Namespace) -> str:
     """Why the flags of dragoman-issued Gateway certificates cannot work ("": they can)."""
+    if args.provision_ca_secret is None and args.provision_renew_before is None:
+        return ""  # (and cryptography stays unloaded)
     from dragoman.kubernetes.gateway_certificates import ISSUED_DAYS
     from dragoman.security.certgen import renewal_problem
 
-    if args.provision_ca_secret is None and args.provision_renew_before is None:
-        return ""
     if not args.provision or args.provision_ca_secret is None:
         return "--provision-ca-secret and --provision-renew-before need --provision, and each other"
     if args.provision_renew_before is None:

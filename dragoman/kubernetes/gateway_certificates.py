@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dragoman.kubernetes.client_errors import describe_error
-from dragoman.security.certgen import renew_client_pair
 
 # Issued for 90 days (renewed 30 days before they end by default), as the cert-manager
 # Certificate `dragoman provision --cert-manager-issuer` prints.
@@ -53,6 +52,10 @@ class Signer:
         existing = None
         if "tls.crt" in data and "tls.key" in data:
             existing = (data["tls.crt"], data["tls.key"])
+        # (cryptography, loaded here: a server that provisions no certificates never needs
+        # its 9 MiB.)
+        from dragoman.security.certgen import renew_client_pair
+
         try:
             pair, kept = renew_client_pair(
                 (self.certificate, self.key),

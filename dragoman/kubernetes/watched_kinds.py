@@ -20,11 +20,6 @@ class WatchedKind:
     versions: tuple[str, ...]  # preferred first; the first one the parser and the API serve
     plural: str
     namespaced: bool = True
-    # Built-in kinds go through their generated API class (`api_class`, with methods
-    # `list_namespaced_<stem>` / `list_<stem>_for_all_namespaces` / `list_<stem>`);
-    # custom resources through CustomObjectsApi.
-    api_class: str = ""
-    stem: str = ""
     # dragoman writes the status of this kind (its status subresource) when the build
     # computes one.
     has_status: bool = False
@@ -37,26 +32,59 @@ class WatchedKind:
     def api_version(self, version: str) -> str:
         return f"{self.group}/{version}" if self.group else version
 
-    def list_call(self, client: Any, version: str, namespace: str | None) -> Callable[..., Any]:
-        """The client method that lists (and, with watch=True, watches) this kind, with its
-        positional arguments bound; `namespace` None means every namespace."""
-        from kubernetes import client as k8s
+    def path(self, version: str, namespace: str | None) -> str:
+        """The collection's URL path; `namespace` None means every namespace."""
+        root = f"/apis/{self.group}/{version}" if self.group else f"/api/{version}"
+        if self.namespaced and namespace is not None:
+            root += f"/namespaces/{namespace}"
+        return f"{root}/{self.plural}"
 
-        if self.api_class:
-            api = getattr(k8s, self.api_class)(client)
-            if not self.namespaced:
-                return getattr(api, f"list_{self.stem}")
-            if namespace is None:
-                return getattr(api, f"list_{self.stem}_for_all_namespaces")
-            return functools.partial(getattr(api, f"list_namespaced_{self.stem}"), namespace)
-        custom = k8s.CustomObjectsApi(client)
-        if not self.namespaced or namespace is None:
-            return functools.partial(
-                custom.list_cluster_custom_object, self.group, version, self.plural
-            )
-        return functools.partial(
-            custom.list_namespaced_custom_object, self.group, version, namespace, self.plural
-        )
+    def list_call(self, client: Any, version: str, namespace: str | None) -> Callable[..., Any]:
+        """The call that lists (and, with watch=True, watches) this kind, with its path
+        bound; `namespace` None means every namespace. It takes the generated list methods'
+        keyword arguments and answers, as they do with `_preload_content=False`, the raw
+        HTTP response."""
+        return functools.partial(_list, client, self.path(version, namespace))
+
+
+# The generated list methods' keyword arguments, by the query parameter each one is.
+_QUERY = {
+    "limit": "limit",
+    "_continue": "continue",
+    "watch": "watch",
+    "resource_version": "resourceVersion",
+    "allow_watch_bookmarks": "allowWatchBookmarks",
+    "timeout_seconds": "timeoutSeconds",
+}
+
+
+def _list(
+    client: Any,
+    path: str,
+    *,
+    _preload_content: bool = False,
+    _request_timeout: Any = None,
+    **query: Any,
+) -> Any:
+    """GET `path` through the client (its authentication and TLS), not through a generated
+    API class: CoreV1Api's module alone imports hundreds of model classes (about 20 MiB of
+    a server that reads raw JSON). Like those methods with `_preload_content=False`, a
+    non-2xx answer raises ApiException and a 2xx one is returned unread."""
+    from kubernetes.client.exceptions import ApiException
+
+    assert not _preload_content, "the informer reads the raw response"
+    request = client.param_serialize(
+        method="GET",
+        resource_path=path,
+        query_params=[(_QUERY[name], value) for name, value in query.items() if value is not None],
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    response = client.call_api(*request, _request_timeout=_request_timeout)
+    if not 200 <= response.status <= 299:
+        response.read()
+        raise ApiException.from_response(http_resp=response, body=None, data=None)
+    return response.response
 
 
 def watched_kind(kind: Kind) -> WatchedKind:
@@ -66,8 +94,6 @@ def watched_kind(kind: Kind) -> WatchedKind:
         kind.versions,
         kind.plural,
         kind.namespaced,
-        kind.api_class,
-        kind.stem,
         kind.has_status,
     )
 

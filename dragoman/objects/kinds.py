@@ -38,11 +38,6 @@ class Kind:
     plural: str  # the API resource: URLs, RBAC, kubectl
     # Cluster-scoped kinds (Namespace, GatewayClass) have no namespace: meta.namespace is "".
     namespaced: bool = True
-    # Built-in kinds are listed through their generated API class (`api_class`, with methods
-    # `list_namespaced_<stem>` / `list_<stem>_for_all_namespaces` / `list_<stem>`); custom
-    # resources through CustomObjectsApi.
-    api_class: str = ""
-    stem: str = ""
     # dragoman writes this kind's status subresource when the build computes one.
     has_status: bool = False
     # A route: its status has one `parents` entry per parentRef.
@@ -62,13 +57,11 @@ V1_V1BETA1 = ("v1", "v1beta1")
 # In the order the Kubernetes runtime lists them: Namespaces and backends before what uses them.
 # fmt: off
 KINDS: tuple[Kind, ...] = (
-    Kind(Namespace, "", V1, "namespaces", "namespaces",
-         namespaced=False, api_class="CoreV1Api", stem="namespace"),
-    Kind(Service, "", V1, "services", "services", api_class="CoreV1Api", stem="service"),
-    Kind(EndpointSlice, "discovery.k8s.io", V1, "endpoint_slices", "endpointslices",
-         api_class="DiscoveryV1Api", stem="endpoint_slice"),
-    Kind(Secret, "", V1, "secrets", "secrets", api_class="CoreV1Api", stem="secret"),
-    Kind(ConfigMap, "", V1, "config_maps", "configmaps", api_class="CoreV1Api", stem="config_map"),
+    Kind(Namespace, "", V1, "namespaces", "namespaces", namespaced=False),
+    Kind(Service, "", V1, "services", "services"),
+    Kind(EndpointSlice, "discovery.k8s.io", V1, "endpoint_slices", "endpointslices"),
+    Kind(Secret, "", V1, "secrets", "secrets"),
+    Kind(ConfigMap, "", V1, "config_maps", "configmaps"),
     Kind(GatewayClass, GATEWAY_GROUP, V1_V1BETA1, "gateway_classes", "gatewayclasses",
          namespaced=False, has_status=True),
     Kind(Gateway, GATEWAY_GROUP, V1_V1BETA1, "gateways", "gateways", has_status=True),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from dragoman.kubernetes.client import (
     in_cluster_configuration,
 )
 from dragoman.kubernetes.client_errors import describe_error
+from tests.support.builders import service
 from tests.support.kubeapi import KubeApiServer
 
 
@@ -88,3 +92,58 @@ def test_errors_are_described_in_one_line(tmp_path: Path) -> None:
             assert "Connection refused" in described and "/api/v1" not in described
         finally:
             made.close()
+
+
+LISTING = """
+import json, sys
+from pathlib import Path
+from kubernetes.client.exceptions import ApiException
+from dragoman.kubernetes.client import api_client
+from dragoman.kubernetes.watched_kinds import KINDS_BY_NAME, WatchedKind
+
+client = api_client(Path(sys.argv[1]))
+service = KINDS_BY_NAME["Service"]
+every = json.loads(service.list_call(client, "v1", None)(limit=10, _preload_content=False).data)
+mine = json.loads(service.list_call(client, "v1", "default")(_preload_content=False).data)
+routes = KINDS_BY_NAME["HTTPRoute"].list_call(client, "v1", None)(_preload_content=False)
+nothing = WatchedKind("Nothing", "example.com", ("v1",), "nothings")
+try:
+    nothing.list_call(client, "v1", None)(_preload_content=False)
+    status = 200
+except ApiException as error:
+    status = error.status
+loaded = sorted(
+    name for name in sys.modules
+    if name.startswith(("kubernetes.client.api.", "kubernetes.client.models.v1", "cryptography"))
+)
+print(json.dumps({
+    "every": [item["metadata"]["name"] for item in every["items"]],
+    "mine": [item["metadata"]["name"] for item in mine["items"]],
+    "routes": json.loads(routes.data)["kind"],
+    "missing": status,
+    "loaded": loaded,
+}))
+"""
+
+
+def test_kinds_are_listed_by_path_without_loading_generated_api_classes(tmp_path: Path) -> None:
+    """Every kind is listed through the client's own request path (its bearer token, which
+    this server requires): CoreV1Api's module alone loads hundreds of model classes, about
+    20 MiB that a server reading raw JSON never uses; nor is cryptography loaded."""
+    with KubeApiServer() as api:
+        api.apply(service("web", 80))
+        api.apply(service("api", 80, namespace="other"))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        done = subprocess.run(
+            [sys.executable, "-c", LISTING, str(kubeconfig)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    found = json.loads(done.stdout)
+    assert sorted(found["every"]) == ["api", "web"]
+    assert found["mine"] == ["web"]
+    assert found["routes"] == "HTTPRouteList"
+    assert found["missing"] == 404
+    assert found["loaded"] == []
