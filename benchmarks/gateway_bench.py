@@ -1087,9 +1087,12 @@ def shown(name: str, value: float, target: float) -> str:
     return f"{name}: {value:.1f} ({value / target:.2f}x the target ≤ {target:g}; shown, not judged)"
 
 
-def verdicts(results: dict[str, Any], shown_modes: Collection[str] = ()) -> list[str]:
+def verdicts(
+    results: dict[str, Any], shown_modes: Collection[str] = (), route_load_shown: bool = False
+) -> list[str]:
     """One line per target the results speak to: met or not, with the ratio. The probe
-    latencies of `shown_modes` are shown with their ratios, not judged (other figures are)."""
+    latencies of `shown_modes`, and with `route_load_shown` route-load's CPU, RSS and
+    latencies, are shown with their ratios, not judged (other figures are)."""
     lines = []
     for mode, probes in results.get("probe", {}).items():
         for f in probes:
@@ -1115,10 +1118,11 @@ def verdicts(results: dict[str, Any], shown_modes: Collection[str] = ()) -> list
         lines.append(verdict(f"routechange {f['mode']} non-2xx + connection errors", errors, 0))
     f = results.get("route_load")
     if f:
-        lines.append(verdict("route-load dragoman CPU % of a core", f["churn_cpu_percent"], 10.0))
-        lines.append(verdict("route-load dragoman RSS MiB", f["churn_rss_mib"], 150.0))
+        judge = shown if route_load_shown else verdict
+        lines.append(judge("route-load dragoman CPU % of a core", f["churn_cpu_percent"], 10.0))
+        lines.append(judge("route-load dragoman RSS MiB", f["churn_rss_mib"], 150.0))
         p99 = summary(f["endpoint_ms"])["p99"]
-        lines.append(verdict("route-load endpoint change → Envoy p99 ms", p99, 100.0))
+        lines.append(judge("route-load endpoint change → Envoy p99 ms", p99, 100.0))
         probe = f.get("probe") or {}
         if probe.get("windows") and f.get("endpoint_written"):
             apart, _ = beside_route_writes(
@@ -1126,7 +1130,7 @@ def verdicts(results: dict[str, Any], shown_modes: Collection[str] = ()) -> list
             )
             if apart:
                 lines.append(
-                    verdict(
+                    judge(
                         "route-load endpoint change → Envoy p99 ms, apart from new routes",
                         summary(apart)["p99"],
                         100.0,
@@ -1139,7 +1143,7 @@ def verdicts(results: dict[str, Any], shown_modes: Collection[str] = ()) -> list
         if f.get("probe") and f["probe"]["samples_ms"]:
             median = summary(f["probe"]["samples_ms"])["median"]
             lines.append(
-                verdict("probe under churn median ms (2x the Kubernetes target)", median, 50.0)
+                judge("probe under churn median ms (2x the Kubernetes target)", median, 50.0)
             )
     return lines
 

@@ -62,6 +62,7 @@ def sizes(profile: str) -> dict[str, list[str]]:
             "probe_per_host": "probe --quick --route-tables per-host",
             "routechange": "routechange --quick",
             "route_load": "route-load --quick",
+            "route_load_per_host": "route-load --quick --route-tables per-host",
             "fanout": "--streams 100 --streams 300 --updates 3",
             "fanout_storm": "--storm --streams 300",
             "propagation": "--services 500 --envoys 2 --changes 5 --sotw-floor --idle-seconds 5",
@@ -75,6 +76,7 @@ def sizes(profile: str) -> dict[str, list[str]]:
             ),
             "routechange": "routechange",
             "route_load": "route-load --churn-seconds 60",
+            "route_load_per_host": "route-load --churn-seconds 60 --route-tables per-host",
             "fanout": "--streams 100 --streams 1000 --updates 5",
             "fanout_storm": "--storm --streams 1000",
             "propagation": "--services 2000 --envoys 3 --changes 10 --sotw-floor --idle-seconds 5",
@@ -88,6 +90,7 @@ def sizes(profile: str) -> dict[str, list[str]]:
             ),
             "routechange": "routechange",
             "route_load": "route-load --churn-seconds 120",
+            "route_load_per_host": "route-load --churn-seconds 120 --route-tables per-host",
             "fanout": "--streams 1000 --streams 10000 --tls both",
             "fanout_delta": "--streams 1000 --streams 10000 --tls both --delta",
             "fanout_storm": "--storm --streams 10000",
@@ -105,6 +108,7 @@ SCRIPTS = {
     "probe_per_host": "gateway_bench.py",
     "routechange": "gateway_bench.py",
     "route_load": "gateway_bench.py",
+    "route_load_per_host": "gateway_bench.py",
     "fanout": "fanout.py",
     "fanout_delta": "fanout.py",
     "fanout_storm": "fanout.py",
@@ -354,11 +358,13 @@ def plot_probe(results: Results, path: Path) -> bool:
             medians = [summary(f["samples_ms"])["median"] for f in spaced]
             label = f"dragoman, {mode}, writes 1 s apart: median"
             axes.plot([f["routes"] for f in spaced], medians, marker="^", linestyle="", label=label)
-    under = results.get("route_load", {}).get("probe")
-    if under and under["samples_ms"]:
-        label = "dragoman, kubernetes, under churn: median"
-        median = summary(under["samples_ms"])["median"]
-        axes.plot([under["routes"]], [median], marker="*", markersize=12, linestyle="", label=label)
+    for tables, name in (("", "route_load"), (", per-host tables", "route_load_per_host")):
+        under = (results.get(name) or {}).get("probe")
+        if under and under["samples_ms"]:
+            label = f"dragoman, kubernetes{tables}, under churn: median"
+            median = summary(under["samples_ms"])["median"]
+            axes.plot([under["routes"]], [median], marker="*", markersize=12, linestyle="",
+                      label=label)  # fmt: skip
     axes.axhline(TARGETS["probe_median_ms_manifests"], color="black", linewidth=0.8, linestyle=":")
     axes.text(0.99, TARGETS["probe_median_ms_manifests"] * 1.05, "target (manifests median)",
               ha="right", fontsize=8, transform=axes.get_yaxis_transform())  # fmt: skip
@@ -428,7 +434,8 @@ def save(figure: Any, path: Path) -> None:
 
 def plot_churn(results: Results, path: Path) -> bool:
     plt = pyplot()
-    load = results.get("route_load")
+    per_host = results.get("route_load_per_host")
+    load = per_host or results.get("route_load")  # the judged run
     if plt is None or not load or not load["cpu_series"]:
         return False
     figure, (cpu_axes, rss_axes) = plt.subplots(2, 1, figsize=(7.5, 4.8), sharex=True)
@@ -442,8 +449,10 @@ def plot_churn(results: Results, path: Path) -> bool:
     cpu_axes.axhline(TARGETS["churn_cpu_percent"], color="black", linestyle=":", linewidth=0.8)
     cpu_axes.set_ylabel("CPU (% of a core)")
     routes = load["namespaces"] * load["per_namespace"]
+    tables = "per-host route tables" if per_host else "one route table"
     cpu_axes.set_title(
-        f"{routes:,} HTTPRoutes, {load['churn_rate']:.0f} EndpointSlice changes/s", fontsize=9
+        f"{routes:,} HTTPRoutes ({tables}), {load['churn_rate']:.0f} EndpointSlice changes/s",
+        fontsize=9,
     )
     rss_axes.plot([t for t, _ in load["rss_series"]], [r for _, r in load["rss_series"]])
     rss_axes.axhline(TARGETS["churn_rss_mib"], color="black", linestyle=":", linewidth=0.8)
@@ -502,9 +511,10 @@ def probe_table(results: Results) -> list[str]:
         for mode, runs in results.get("probe_spaced", {}).items()
         for f in runs
     ]
-    under = results.get("route_load", {}).get("probe")
-    if under:
-        rows.append(("kubernetes, under churn", under))
+    for tables, name in (("", "route_load"), (", per-host tables", "route_load_per_host")):
+        under = (results.get(name) or {}).get("probe")
+        if under:
+            rows.append((f"kubernetes{tables}, under churn", under))
     for mode, f in rows:
         s = summary(f["samples_ms"])
         lines.append(
@@ -536,14 +546,19 @@ def anchors_table(results: Results) -> list[str]:
         for mode, runs in (results.get("probe_per_host") or {}).items()
         if runs
     }
-    loaded_probe = results.get("route_load", {}).get("probe")
-    loaded_text = "not run"
-    if loaded_probe and loaded_probe["samples_ms"]:
-        median = summary(loaded_probe["samples_ms"])["median"]
-        ratios = ", ".join(f"{median / ms:.2f}x {name}" for name, ms in under.items())
-        loaded_text = (
-            f"median {fmt(median)} ms at R = {loaded_probe['routes']:,} during the churn ({ratios})"
-        )
+    loaded_text = {}
+    for mode, name in (
+        ("kubernetes", "route_load"),
+        ("kubernetes, per-host tables", "route_load_per_host"),
+    ):
+        loaded_probe = (results.get(name) or {}).get("probe")
+        if loaded_probe and loaded_probe["samples_ms"]:
+            median = summary(loaded_probe["samples_ms"])["median"]
+            ratios = ", ".join(f"{median / ms:.2f}x {anchor}" for anchor, ms in under.items())
+            loaded_text[mode] = (
+                f"median {fmt(median)} ms at R = {loaded_probe['routes']:,} during the churn "
+                f"({ratios})"
+            )
     for mode, f in mine.items():
         s = summary(f["samples_ms"])
         ratios = ", ".join(
@@ -552,7 +567,7 @@ def anchors_table(results: Results) -> list[str]:
         )
         lines.append(
             f"| dragoman, {mode} (R = {f['routes']:,}) | median {fmt(s['median'])} ms, p99 "
-            f"{fmt(s['p99'])} ms ({ratios}) | {loaded_text if mode == 'kubernetes' else '-'} |"
+            f"{fmt(s['p99'])} ms ({ratios}) | {loaded_text.get(mode, '-')} |"
         )
     return lines
 
@@ -576,9 +591,30 @@ def routechange_table(results: Results) -> list[str]:
 
 
 def route_load_lines(results: Results) -> list[str]:
-    f = results.get("route_load")
-    if not f:
+    """Each run of route-load: with per-host route tables (judged) and with one route table
+    (the original's setup, shown), or whichever was run."""
+    per_host, shared = results.get("route_load_per_host"), results.get("route_load")
+    if not per_host and not shared:
         return ["Not run."]
+    if not per_host or not shared:
+        return route_load_run(per_host or shared)
+    return [
+        "The targets are judged on the per-host route tables (as the probe's): each new route "
+        "probed during the churn is then one scope, which Envoy applies without the endpoint "
+        "updates behind it waiting. With one route table (the original's setup) each new route "
+        "rewrites the whole table; its figures are shown below.",
+        "",
+        "### Per-host route tables (judged)",
+        "",
+        *route_load_run(per_host),
+        "",
+        "### One route table (shown)",
+        "",
+        *route_load_run(shared),
+    ]
+
+
+def route_load_run(f: dict[str, Any]) -> list[str]:
     s = summary(f["endpoint_ms"])
     routes = f["namespaces"] * f["per_namespace"]
     relative = ", ".join(f"{k} {v}x" for k, v in ANCHORS["route_scale_cpu_relative"].items())
@@ -791,11 +827,12 @@ def markdown(results: Results, images: dict[str, bool]) -> str:
 def gateway_figures(results: Results) -> Results:
     """The gateway scenarios' figures, merged from their runs."""
     merged: Results = {}
-    for name in ("probe", "probe_spaced", "probe_per_host", "routechange", "route_load"):
+    names = ("probe", "probe_spaced", "probe_per_host", "routechange", "route_load")
+    for name in (*names, "route_load_per_host"):
         figures = results.get("runs", {}).get(name, {}).get("figures") or {}
         for key in ("probe", "routechange", "route_load"):
             if key in figures:
-                merged[name if key == "probe" else key] = figures[key]
+                merged[name if key in ("probe", "route_load") else key] = figures[key]
     return merged
 
 
@@ -810,7 +847,8 @@ def write_report(results: Results, out: Path) -> str:
     spaced = verdicts({"probe": results.get("probe_spaced", {})})
     results["verdicts"] = (
         probe_verdicts(results)
-        + verdicts({k: v for k, v in results.items() if k != "probe"})
+        + verdicts({"routechange": results.get("routechange", [])})
+        + route_load_verdicts(results)
         + [f"spaced: {line}" for line in spaced]
         + fanout_verdicts(fanout)
         + fleet_verdicts(results)
@@ -841,6 +879,22 @@ def probe_verdicts(results: Results) -> list[str]:
     return [f"per-host route tables (judged): {line}" for line in judged] + [
         f"shared route table: {line}" for line in shared
     ]
+
+
+def route_load_verdicts(results: Results) -> list[str]:
+    """route-load's targets, judged like the probe's: on the per-host route tables when they
+    were run (the shared table's CPU, RSS and latencies shown beside them, not judged;
+    endpoint changes never seen are judged in both)."""
+    per_host, shared = results.get("route_load_per_host"), results.get("route_load")
+    if not per_host:
+        return verdicts({"route_load": shared}) if shared else []
+    judged = [
+        f"per-host route tables (judged): {line}" for line in verdicts({"route_load": per_host})
+    ]
+    if not shared:
+        return judged
+    shown = verdicts({"route_load": shared}, route_load_shown=True)
+    return judged + [f"shared route table: {line}" for line in shown]
 
 
 def fanout_verdicts(fanout: list[dict[str, Any]]) -> list[str]:

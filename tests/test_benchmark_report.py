@@ -271,6 +271,37 @@ def test_per_host_tables_are_judged_and_the_shared_table_shown_beside(
         assert "dragoman, manifests: median" in svg
 
 
+def test_route_load_with_per_host_tables_is_judged_and_the_shared_table_shown_beside(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    results = fake_results()
+    shared = results["runs"]["route_load"]["figures"]["route_load"]
+    per_host = dict(shared, churn_cpu_percent=4.0, endpoint_ms=[5.0, 6.0, 80.0])
+    per_host["probe"] = probe(6, [12.0, 13.0])
+    results["runs"]["route_load_per_host"] = {"command": "p", "figures": {"route_load": per_host}}
+    text = report.write_report(results, tmp_path / "benchmarks.md")
+    judged = results["verdicts"]
+    assert (
+        "per-host route tables (judged): route-load dragoman CPU % of a core: 4 against ≤ 10 "
+        "→ met (0.40x the target)" in judged
+    )
+    assert (
+        "per-host route tables (judged): route-load endpoint change → Envoy p99 ms: 80.0 "
+        "against ≤ 100 → met (0.80x the target)" in judged
+    )
+    assert (
+        "shared route table: route-load endpoint change → Envoy p99 ms: 150.0 (1.50x the "
+        "target ≤ 100; shown, not judged)" in judged
+    )
+    assert "shared route table: route-load endpoint changes not seen within 10 s: 0" in (
+        "\n".join(judged)
+    )
+    assert not any("shared" in line and "NOT met" in line for line in judged)
+    assert "### Per-host route tables (judged)" in text and "### One route table (shown)" in text
+    assert "| kubernetes, per-host tables, under churn | 6 | 2 | 12.5 |" in text
+    assert "| kubernetes, under churn | 6 | 2 | 30.5 |" in text
+
+
 def test_figures_without_per_host_tables_are_judged_on_the_shared_table(
     report: ModuleType, tmp_path: Path
 ) -> None:
