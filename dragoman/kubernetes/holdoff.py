@@ -47,11 +47,14 @@ class Holdoff:
             return self._first  # after the last rebuild, by half as long as it took
         return min(self._last + self.quiet, self._first + self.max_delay)
 
-    def flushed(self, now: float) -> None:
-        """A rebuild takes its input now."""
+    def flushed(self, now: float, ended: float | None = None) -> None:
+        """A rebuild took its input at `now`; it ended at `ended` (None: it runs still, until
+        `finished` says)."""
         self._first = None
         self._last_flush = now
         self._last_end = math.inf
+        if ended is not None:
+            self.finished(ended)
 
     def finished(self, now: float) -> None:
         """The rebuild that took its input at the last `flushed` has ended."""

@@ -296,8 +296,7 @@ class KubernetesServer:
             held_off = pending.config and pending.holdoff.due() <= now
             if held_off or (pending.endpoints and not pending.config):
                 self._update()
-                pending.holdoff.flushed(now)  # when it took its input (a slow one is no burst)
-                pending.holdoff.finished(loop.time())
+                pending.holdoff.flushed(now, loop.time())  # from taking its input to its end
                 pending.config = pending.endpoints = False
                 continue
             timeout = pending.holdoff.due() - now if pending.config else None

@@ -60,8 +60,12 @@ class DragomanProcess:
         # Without root's power to read through permission bits: `chmod 000` locks it out.
         self.obey_permissions = obey_permissions
         if not any(arg.startswith("--metrics-address") for arg in self.extra_args):
-            # Never the fixed default port: tests run side by side.
-            self.extra_args += ("--metrics-address", "127.0.0.1:0")
+            # Never the fixed default port: tests run side by side. Nor port 0: the kernel
+            # may hand the operations server the very port picked for xDS, free until then.
+            xds_port = xds_address.rsplit(":", 1)[-1]
+            while str(ops_port := free_port()) == xds_port:
+                pass
+            self.extra_args += ("--metrics-address", f"127.0.0.1:{ops_port}")
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, listen_timeout: float = 15.0) -> DragomanProcess:
