@@ -72,6 +72,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import os
@@ -883,6 +884,24 @@ class LoadFigures:
     churn_rss_mib: float = 0.0
     probe: ProbeFigures | None = None
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    # How late the benchmark's own event loop woke, each time by more than STALL_MS: its test
+    # API server and its observers share one process (and one GIL), so a stall of its own
+    # delays both the writes and their observation, and counts against dragoman.
+    bench_stalls_ms: list[float] = field(default_factory=list)
+
+
+# A 5 ms sleep of the benchmark's loop woken this much later is one of its own stalls.
+STALL_MS = 30.0
+
+
+async def loop_stalls(stalls: list[float], stopped: asyncio.Event) -> None:
+    """Records how late the loop wakes from 5 ms sleeps, when later than STALL_MS."""
+    while not stopped.is_set():
+        began = time.perf_counter()
+        await asyncio.sleep(0.005)
+        late = (time.perf_counter() - began - 0.005) * 1000
+        if late > STALL_MS:
+            stalls.append(late)
 
 
 def scale_objects(namespaces: int, per: int, port: int) -> Iterator[tuple[str, list[Object]]]:
@@ -999,10 +1018,16 @@ def run_route_load(
             main_thread_cpu_seconds(made.envoy_pid()) - envoy_before
         ) * 200
         figures.load = load_average()
+        # The world made (the test API server's objects and history) is not scanned again by
+        # the benchmark's own collector during the churn: a full collection of it stalled
+        # the benchmark for about 75 ms.
+        gc.collect()
+        gc.freeze()
 
         async def scenario() -> None:
             stopped = asyncio.Event()
             t0 = time.perf_counter()
+            stalls = asyncio.create_task(loop_stalls(figures.bench_stalls_ms, stopped))
             sampler = asyncio.create_task(sample_usage(made, figures, t0, stopped))
             envoy_start = main_thread_cpu_seconds(made.envoy_pid())
             churning = asyncio.create_task(churn(made, services, port, figures, seconds))
@@ -1022,8 +1047,10 @@ def run_route_load(
             )
             stopped.set()
             await sampler
+            await stalls
 
         asyncio.run(scenario())
+        gc.unfreeze()
         steady = [cpu for t, cpu in figures.cpu_series if t >= 2.0] or [0.0]
         figures.churn_cpu_percent = statistics.mean(steady)
         figures.churn_rss_mib = max((rss for _, rss in figures.rss_series), default=0.0)
@@ -1057,6 +1084,12 @@ def print_route_load(f: LoadFigures) -> None:
         f"Envoy median {s['median']:.1f} ms, p99 {s['p99']:.1f} ms ({f.endpoint_timeouts} "
         f"not seen within 10 s); Envoy main thread {f.envoy_ms_per_change:.2f} ms per change "
         f"(idle {f.envoy_idle_ms_per_s:.2f} ms/s); load {' '.join(map(str, f.load))}",
+        flush=True,
+    )
+    stalls = f.bench_stalls_ms
+    print(
+        f"  the benchmark's own loop woke over {STALL_MS:g} ms late {len(stalls)} times "
+        f"(max {max(stalls, default=0.0):.0f} ms)",
         flush=True,
     )
     if f.probe is not None:

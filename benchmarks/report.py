@@ -10,11 +10,12 @@ with SVG plots (docs/benchmarks.md and docs/benchmarks/*.svg).
 
 Each scenario runs in a process of its own: `gateway_bench.py` (probe, routechange, route-load;
 see its docstring for what each reproduces of howardjohn/gateway-api-bench and where it
-deviates; the probe with one shared route table and again with per-host tables, on which its
-targets are judged), then `fanout.py`, `propagation.py --sotw-floor` and `startup.py` as they
-are. The figures are kept as JSON beside the report (`docs/benchmarks/results.json`) so the
-Markdown can be rewritten without running anything. Plots need matplotlib (`pip install -e
-'.[bench]'`); without it the report is written without them and says so.
+deviates; the probe and route-load with one shared route table and again with per-host tables,
+on which their targets are judged), then `fanout.py`, `propagation.py --sotw-floor` and
+`startup.py` as they are. The figures are kept as JSON beside the report
+(`docs/benchmarks/results.json`) so the Markdown can be rewritten without running anything.
+Plots need matplotlib (`pip install -e '.[bench]'`); without it the report is written without
+them and says so.
 
 The machine's load average is read before and after every scenario and printed in the report:
 the figures of a loaded machine are not those of a quiet one. At the end it prints each target
@@ -636,6 +637,7 @@ def route_load_run(f: dict[str, Any]) -> list[str]:
         f"{f['endpoint_timeouts']} not within 10 s) | p99 ≤ {TARGETS['endpoint_p99_ms']:g} ms |",
         f"| Envoy main-thread CPU per change (over its idle {f['envoy_idle_ms_per_s']:.2f} ms/s) "
         f"| {f['envoy_ms_per_change']:.2f} ms | reported |",
+        *bench_stall_row(f),
         "",
         "Published control-plane CPU at steady churn, relative to the best (gateway-api-bench "
         f"README.md; absolute figures are only in its graphs): {relative}. README-v2: at steady "
@@ -643,6 +645,20 @@ def route_load_run(f: dict[str, Any]) -> list[str]:
         "agentgateway; agentgateway's data plane stayed below 1% CPU, the others 20-240%.",
         "",
         *under_churn_lines(f.get("probe")),
+    ]
+
+
+def bench_stall_row(f: dict[str, Any]) -> list[str]:
+    """How often the benchmark's own loop stalled (figures saved before it was measured have
+    no row): its test API server shares the process, so such a stall delays the writes and
+    their observation alike, and counts against dragoman."""
+    stalls = f.get("bench_stalls_ms")
+    if stalls is None:
+        return []
+    most = max(stalls, default=0.0)
+    return [
+        f"| the benchmark's own event loop woke more than 30 ms late (its API server shares "
+        f"the process) | {len(stalls)} times, at most {most:.0f} ms | reported |"
     ]
 
 

@@ -278,6 +278,7 @@ def test_route_load_with_per_host_tables_is_judged_and_the_shared_table_shown_be
     shared = results["runs"]["route_load"]["figures"]["route_load"]
     per_host = dict(shared, churn_cpu_percent=4.0, endpoint_ms=[5.0, 6.0, 80.0])
     per_host["probe"] = probe(6, [12.0, 13.0])
+    per_host["bench_stalls_ms"] = [45.0, 31.0]
     results["runs"]["route_load_per_host"] = {"command": "p", "figures": {"route_load": per_host}}
     text = report.write_report(results, tmp_path / "benchmarks.md")
     judged = results["verdicts"]
@@ -299,6 +300,10 @@ def test_route_load_with_per_host_tables_is_judged_and_the_shared_table_shown_be
     assert not any("shared" in line and "NOT met" in line for line in judged)
     assert "### Per-host route tables (judged)" in text and "### One route table (shown)" in text
     assert "| kubernetes, per-host tables, under churn | 6 | 2 | 12.5 |" in text
+    assert "more than 30 ms late (its API server shares the process) | 2 times, at most 45 ms" in (
+        text
+    )
+    assert text.count("more than 30 ms late") == 1  # the shared run's figures predate it
     assert "| kubernetes, under churn | 6 | 2 | 30.5 |" in text
 
 
