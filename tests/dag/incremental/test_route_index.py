@@ -5,6 +5,7 @@ removed."""
 
 from __future__ import annotations
 
+from dragoman.dag.incremental.entries import RouteEntry
 from dragoman.dag.incremental.route_index import RouteIndex
 from dragoman.objects import ObjectKey
 from tests.dag.incremental.parts import GRPC, HTTP, OTHER, WEB, entries, many_entries
@@ -43,15 +44,19 @@ def test_a_removed_route_is_found_nowhere() -> None:
     assert index.with_hostnames == set()
 
 
-def test_each_kind_keeps_its_routes_in_key_order_one_by_one_or_in_bulk() -> None:
-    made = entries()
+def indexed_both_ways(made: dict[ObjectKey, RouteEntry]) -> tuple[RouteIndex, RouteIndex]:
+    """Indexes of `made`, added in reverse key order: one route at a time, and in bulk."""
     one_by_one, bulk = RouteIndex(), RouteIndex()
     bulk.begin_bulk()
     for key in sorted(made, reverse=True):
         one_by_one.add(made[key])
         bulk.add(made[key])
     bulk.end_bulk()
-    for index in (one_by_one, bulk):
+    return one_by_one, bulk
+
+
+def test_each_kind_keeps_its_routes_in_key_order_one_by_one_or_in_bulk() -> None:
+    for index in indexed_both_ways(entries()):
         assert index.keys("HTTPRoute") == [HTTP, OTHER]
         assert index.keys("GRPCRoute") == [GRPC]
         assert list(index.kinds())[:2] == ["HTTPRoute", "GRPCRoute"]
@@ -92,12 +97,7 @@ def test_the_routes_problems_are_kept_in_key_order_one_by_one_or_in_bulk() -> No
     made = many_entries()
     in_order = [p for key in sorted(made) for p in made[key].problems]
     assert len(in_order) == 4 and {p.reason for p in in_order} == {"BackendNotFound"}
-    one_by_one, bulk = RouteIndex(), RouteIndex()
-    bulk.begin_bulk()
-    for key in sorted(made, reverse=True):
-        one_by_one.add(made[key])
-        bulk.add(made[key])
-    bulk.end_bulk()
+    one_by_one, bulk = indexed_both_ways(made)
     assert list(one_by_one.problems()) == list(bulk.problems()) == in_order
     for key in (ObjectKey("HTTPRoute", "default", "r03"), ObjectKey("HTTPRoute", "default", "r04")):
         one_by_one.remove(made[key])
