@@ -4,11 +4,11 @@ A change is applied at once when it comes at least `quiet` seconds after the las
 began (after when it took its input: `flushed`'s time), or after the last rebuild ended
 (`finished`) by at least half as long as that rebuild took: a writer that waits for each
 change to be applied before the next is not held, and rebuilds of such changes take at most
-two thirds of the time. Changes that follow a rebuild more closely are a burst: they wait until the
-stream has been quiet for `quiet` seconds, but never longer than `max_delay` after the first
-of them, so a steady trickle still gets applied. (Contour holds off 100 ms after every
-rebuild; a quiet spell of 10 ms is enough to tell a lone change from a burst, and the lone
-change is served 90 ms sooner.)
+two thirds of the time. Changes that follow a rebuild more closely are a burst: they wait
+until the stream has been quiet for `quiet` seconds, but never longer than `max_delay` after
+the first of them, so a steady trickle still gets applied. (Contour holds off 100 ms after
+every rebuild; a quiet spell of 10 ms is enough to tell a lone change from a burst, and the
+lone change is served 90 ms sooner.)
 """
 
 from __future__ import annotations
