@@ -210,8 +210,11 @@ def test_endpoint_changes_take_the_fast_path_and_bursts_are_debounced(
                 api.apply(service(f"burst-{index}"))
             await eventually(lambda: len(replica.server.cache.store().services) == 31)
             await asyncio.sleep(0.7)
-            # 30 changes, a handful of builds: one at once, then held off together.
-            assert 1 <= configuration_builds(replica) - builds <= 4
+            # 30 changes, a handful of builds: one at once, then those that come sooner after
+            # a build than half the time it took held off together. (A build of this world
+            # takes about a millisecond: changes the watch hands over further apart than
+            # that each make one, as a writer waiting for each would.)
+            assert 1 <= configuration_builds(replica) - builds <= 10
         finally:
             await replica.stop()
 
