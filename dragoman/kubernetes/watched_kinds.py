@@ -32,19 +32,18 @@ class WatchedKind:
     def api_version(self, version: str) -> str:
         return f"{self.group}/{version}" if self.group else version
 
-    def path(self, version: str, namespace: str | None) -> str:
-        """The collection's URL path; `namespace` None means every namespace."""
-        root = f"/apis/{self.group}/{version}" if self.group else f"/api/{version}"
-        if self.namespaced and namespace is not None:
-            root += f"/namespaces/{namespace}"
-        return f"{root}/{self.plural}"
-
     def list_call(self, client: Any, version: str, namespace: str | None) -> Callable[..., Any]:
         """The call that lists (and, with watch=True, watches) this kind, with its path
         bound; `namespace` None means every namespace. It takes the generated list methods'
         keyword arguments and answers, as they do with `_preload_content=False`, the raw
         HTTP response."""
-        return functools.partial(_list, client, self.path(version, namespace))
+        path = "/apis/{group}/{version}" if self.group else "/api/{version}"
+        values = {"group": self.group, "version": version, "plural": self.plural}
+        if self.namespaced and namespace is not None:
+            # (A path parameter, quoted by the client: a --namespace is the user's text.)
+            path += "/namespaces/{namespace}"
+            values["namespace"] = namespace
+        return functools.partial(_list, client, path + "/{plural}", values)
 
 
 # The generated list methods' keyword arguments, by the query parameter each one is.
@@ -61,21 +60,24 @@ _QUERY = {
 def _list(
     client: Any,
     path: str,
+    path_params: dict[str, str],
     *,
     _preload_content: bool = False,
     _request_timeout: Any = None,
     **query: Any,
 ) -> Any:
-    """GET `path` through the client (its authentication and TLS), not through a generated
-    API class: CoreV1Api's module alone imports hundreds of model classes (about 20 MiB of
-    a server that reads raw JSON). Like those methods with `_preload_content=False`, a
-    non-2xx answer raises ApiException and a 2xx one is returned unread."""
+    """GET `path` (its `{parameters}` filled in from `path_params`, quoted) through the
+    client (its authentication and TLS), not through a generated API class: CoreV1Api's
+    module alone imports hundreds of model classes (about 20 MiB of a server that reads raw
+    JSON). Like those methods with `_preload_content=False`, a non-2xx answer raises
+    ApiException and a 2xx one is returned unread."""
     from kubernetes.client.exceptions import ApiException
 
     assert not _preload_content, "the informer reads the raw response"
     request = client.param_serialize(
         method="GET",
         resource_path=path,
+        path_params=path_params,
         query_params=[(_QUERY[name], value) for name, value in query.items() if value is not None],
         header_params={"Accept": "application/json"},
         auth_settings=["BearerToken"],

@@ -39,7 +39,7 @@ from dragoman.sources.parse import iter_documents, misspelled_kind, parse_object
 from dragoman.sources.parse_worker import idle_cpus, parse_shared
 from dragoman.sources.reads import FileRead, ReadOutcome, can_open, read_file, read_files
 from dragoman.sources.shared import canonical, interned
-from dragoman.sources.tree import FileStamp, TreeScan, scan_tree
+from dragoman.sources.tree import FileStamp, TreeScan, scan_order, scan_tree
 from dragoman.sources.unread_fields import parse_noting_unread
 
 log = logging.getLogger("dragoman.sources")
@@ -714,14 +714,10 @@ def _in_scan_order(parsed: dict[str, _ParsedFile], appended: int = 0) -> dict[st
     if 0 < appended * _PLACE_UP_TO < len(paths):
         order = paths[:-appended]
         for path in paths[-appended:]:
-            bisect.insort(order, path, key=_scan_key)
+            bisect.insort(order, path, key=scan_order)
     else:
-        order = sorted(paths, key=_scan_key)
+        order = sorted(paths, key=scan_order)
     return dict(zip(order, map(parsed.__getitem__, order), strict=True))
-
-
-def _scan_key(path: str) -> list[str]:
-    return path.split("/")
 
 
 # Fewer files new to the records than one in this many are placed one by one.

@@ -59,8 +59,13 @@ def scan_tree(root: Path) -> TreeScan:
                 )
             else:
                 pending.append((path, relative + "/", depth + 1))
-    files.sort(key=lambda f: f.path.split("/"))
+    files.sort(key=lambda f: scan_order(f.path))
     return TreeScan(tuple(files), tuple(sorted(unreadable)))
+
+
+def scan_order(path: str) -> list[str]:
+    """A relative path's sort key in a scan's order: by path components."""
+    return path.split("/")
 
 
 def fingerprint(root: Path) -> frozenset[FileStamp]:

@@ -106,6 +106,11 @@ service = KINDS_BY_NAME["Service"]
 every = json.loads(service.list_call(client, "v1", None)(limit=10, _preload_content=False).data)
 mine = json.loads(service.list_call(client, "v1", "default")(_preload_content=False).data)
 routes = KINDS_BY_NAME["HTTPRoute"].list_call(client, "v1", None)(_preload_content=False)
+try:  # a namespace is a path parameter: quoted, never another path
+    odd = service.list_call(client, "v1", "default/../other")(_preload_content=False)
+    escaped = [item["metadata"]["name"] for item in json.loads(odd.data)["items"]]
+except ApiException as error:
+    escaped = [error.status]
 nothing = WatchedKind("Nothing", "example.com", ("v1",), "nothings")
 try:
     nothing.list_call(client, "v1", None)(_preload_content=False)
@@ -121,6 +126,7 @@ print(json.dumps({
     "mine": [item["metadata"]["name"] for item in mine["items"]],
     "routes": json.loads(routes.data)["kind"],
     "missing": status,
+    "escaped": escaped,
     "loaded": loaded,
 }))
 """
@@ -146,4 +152,5 @@ def test_kinds_are_listed_by_path_without_loading_generated_api_classes(tmp_path
     assert found["mine"] == ["web"]
     assert found["routes"] == "HTTPRouteList"
     assert found["missing"] == 404
+    assert found["escaped"] in ([], [404])  # not the Service of namespace `other`
     assert found["loaded"] == []
