@@ -789,20 +789,22 @@ async def grpc_translation(services: int) -> None:
             )
 
 
+async def loop_lags(lags: list[float], stop: asyncio.Event) -> None:
+    """How late the running loop wakes from each 5 ms sleep (seconds), until `stop` is set:
+    how long it went without running (a stall of the process, its GIL or its collector)."""
+    while not stop.is_set():
+        started = time.perf_counter()
+        await asyncio.sleep(0.005)
+        lags.append(time.perf_counter() - started - 0.005)
+
+
 async def _timed_translation(
     cache: SnapshotCache, group: str, *, inline: bool
 ) -> tuple[float, float]:
     """(seconds the translation took, the longest the event loop went without running)."""
     lags: list[float] = []
     stop = asyncio.Event()
-
-    async def tick() -> None:
-        while not stop.is_set():
-            started = time.perf_counter()
-            await asyncio.sleep(0.005)
-            lags.append(time.perf_counter() - started - 0.005)
-
-    ticker = asyncio.create_task(tick())
+    ticker = asyncio.create_task(loop_lags(lags, stop))
     await asyncio.sleep(0.05)
     started = time.perf_counter()
     if inline:

@@ -93,6 +93,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
+from fanout import loop_lags  # noqa: E402
 from propagation import (  # noqa: E402
     GATEWAY,
     NO_ANSWER,
@@ -894,16 +895,6 @@ class LoadFigures:
 STALL_MS = 30.0
 
 
-async def loop_stalls(stalls: list[float], stopped: asyncio.Event) -> None:
-    """Records how late the loop wakes from 5 ms sleeps, when later than STALL_MS."""
-    while not stopped.is_set():
-        began = time.perf_counter()
-        await asyncio.sleep(0.005)
-        late = (time.perf_counter() - began - 0.005) * 1000
-        if late > STALL_MS:
-            stalls.append(late)
-
-
 def scale_objects(namespaces: int, per: int, port: int) -> Iterator[tuple[str, list[Object]]]:
     for n in range(namespaces):
         ns = f"ns{n}"
@@ -1027,7 +1018,8 @@ def run_route_load(
         async def scenario() -> None:
             stopped = asyncio.Event()
             t0 = time.perf_counter()
-            stalls = asyncio.create_task(loop_stalls(figures.bench_stalls_ms, stopped))
+            lags: list[float] = []
+            ticker = asyncio.create_task(loop_lags(lags, stopped))
             sampler = asyncio.create_task(sample_usage(made, figures, t0, stopped))
             envoy_start = main_thread_cpu_seconds(made.envoy_pid())
             churning = asyncio.create_task(churn(made, services, port, figures, seconds))
@@ -1047,7 +1039,8 @@ def run_route_load(
             )
             stopped.set()
             await sampler
-            await stalls
+            await ticker
+            figures.bench_stalls_ms = [lag * 1000 for lag in lags if lag * 1000 > STALL_MS]
 
         asyncio.run(scenario())
         gc.unfreeze()
