@@ -18,7 +18,8 @@ and the load average, since the machine may be shared (CPU time depends less on 
 
 With phases (the default), a second child process runs the steps of `dragoman serve`'s
 startup one by one, as serve calls them, and prints each one's wall and CPU time:
-interpreter start, imports, directory scan + read + decode + parse, the store, the build,
+interpreter start, imports (the worker process sharing the first load started before them,
+as serve starts it), directory scan + read + decode + parse, the store, the build,
 the translation (serialized resources), publishing (gRPC variants, cache), starting the xDS
 server and answering the first CDS request.
 
@@ -365,13 +366,19 @@ def phases_child(manifests: Path, started_at: float) -> None:
     import asyncio
     import importlib
 
-    # What `dragoman serve` imports before it runs.
+    # As `dragoman serve` does: the worker sharing the first load started first, then what
+    # serve imports before it runs.
+    from dragoman.commands.early_start import first_load_worker
+
+    parse_worker = first_load_worker(["serve", "--manifests", str(manifests)])
     importlib.import_module("dragoman.cli")
     importlib.import_module("dragoman.commands.serve")
     from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
 
     mark("imports")
-    server = ManifestServer(ServeConfig(manifests=manifests, xds_address="127.0.0.1:0"))
+    server = ManifestServer(
+        ServeConfig(manifests=manifests, xds_address="127.0.0.1:0"), parse_worker
+    )
     result = server._load(None)
     mark("scan + read + decode + parse")
     controller = server.controller

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from dragoman.envoy.translate_options import TranslateOptions
     from dragoman.provisioning.workload import ProvisionSettings
     from dragoman.runtime.server_config import ServerConfig
+    from dragoman.sources.parse_worker import ParseWorker
     from dragoman.xds.server.limits import XdsLimits
 
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:8002"
@@ -316,6 +317,8 @@ def run(args: argparse.Namespace) -> int:
 
     from dragoman.runtime.manifest_serving import ServeConfig, serve
 
+    # A worker already parsing the directory, started from the command line (dragoman.cli).
+    parse_worker: ParseWorker | None = getattr(args, "parse_worker", None)
     serve_config = ServeConfig(
         manifests=args.manifests,
         xds_address=args.xds_address,
@@ -330,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
     )
     try:
-        asyncio.run(serve(serve_config))
+        asyncio.run(serve(serve_config, parse_worker))
     except OSError as error:
         log.error("%s", error)
         return 1

@@ -21,6 +21,7 @@ from typing import Any
 
 from dragoman.objects import KubeObject, ObjectKey
 from dragoman.objects.meta import no_entries
+from dragoman.sources import parse_worker
 from dragoman.sources.decode import (
     MAX_FILE_BYTES,
     DecodeError,
@@ -36,7 +37,7 @@ from dragoman.sources.errors import FieldProblem, ObjectError, SourceError, prin
 from dragoman.sources.fields import describe
 from dragoman.sources.last_good import LastGoodFiles
 from dragoman.sources.parse import iter_documents, misspelled_kind, parse_object
-from dragoman.sources.parse_worker import idle_cpus, parse_shared
+from dragoman.sources.parse_worker import ParseWorker, parse_meeting, worth_a_worker
 from dragoman.sources.reads import FileRead, ReadOutcome, can_open, read_file, read_files
 from dragoman.sources.shared import canonical, interned
 from dragoman.sources.tree import FileStamp, TreeScan, scan_order, scan_tree
@@ -46,8 +47,6 @@ log = logging.getLogger("dragoman.sources")
 
 # Files of at least this many documents keep what each document meant, by its text.
 KEEP_PIECES_FROM = 16
-# A first load of at least this many files is shared with a worker process.
-SHARE_FROM = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +133,10 @@ class ManifestDirectory:
         default_namespace: str = "default",
         last_good: LastGoodFiles | None = None,
         unread_fields: bool = False,
+        parse_worker: ParseWorker | None = None,
     ) -> None:
-        """`unread_fields`: warn of the spec fields parsers never read (`dragoman check`)."""
+        """`unread_fields`: warn of the spec fields parsers never read (`dragoman check`).
+        `parse_worker`: one started early for this directory, to share the first load."""
         self.path = path
         self.default_namespace = default_namespace
         self._parser = _FileParser(default_namespace, unread_fields)
@@ -148,6 +149,7 @@ class ManifestDirectory:
         # What `unreadable` answers (None: found from the records when asked).
         self._unreadable_files: frozenset[str] | None = None
         self.parsed_by_worker = 0  # files of the first load a worker process parsed
+        self._worker = parse_worker  # until the first load
         # What the records define, kept up to date as each record is put or dropped.
         self._definitions = Definitions()
         self._generation = 0  # of the last result
@@ -225,9 +227,9 @@ class ManifestDirectory:
         dirty = dirty or any(self._parsed.get(p) != kept for p, kept in still_served.items())
         self._unreadable = unreadable
         parsed: dict[str, _ParsedFile] = {}
-        stale = [s.path for s in scan.files if _stamp_of_parsed(self._parsed.get(s.path)) != s]
+        stale = [s for s in scan.files if _stamp_of_parsed(self._parsed.get(s.path)) != s]
         shared = self._parse_shared(stale) if not self._parsed else {}
-        to_read = [path for path in stale if path not in shared]
+        to_read = [s.path for s in stale if s.path not in shared]
         with contextlib.closing(read_files(str(self.path), to_read, MAX_FILE_BYTES + 1)) as reads:
             for stamp in scan.files:
                 cached = self._parsed.get(stamp.path)
@@ -263,28 +265,35 @@ class ManifestDirectory:
                 unreadable.append((relative, "is a directory"))
         return unreadable
 
-    def _parse_shared(self, relatives: list[str]) -> dict[str, _ParsedFile | None]:
-        """A first load of many files, by path, shared with a worker process when a CPU is
-        idle to run it; {} when the files are better parsed one by one here."""
+    def _parse_shared(self, stale: list[FileStamp]) -> dict[str, _ParsedFile | None]:
+        """A first load of many files, by path, shared with a worker process (the one given,
+        or one started now when a CPU is idle to run it); {} when the files are better parsed
+        one by one here."""
+        worker, self._worker = self._worker, None
+        root = str(self.path)
         if (
-            len(relatives) < SHARE_FROM
+            len(stale) < parse_worker.SHARE_FROM
             # What is accepted is kept from its bytes, which a worker does not hand back.
             or self.last_good is not None
-            # A worker on a busy machine adds CPU time and saves none.
-            or idle_cpus() < 1
-            or log.isEnabledFor(logging.DEBUG)  # what is ignored is logged by this process
             or self._parser.unread_fields  # a worker parses as a server does
         ):
+            if worker is not None:
+                worker.stop()
             return {}
-        root = str(self.path)
-        parsed, from_worker = parse_shared(
-            root,
-            self.default_namespace,
-            relatives,
+        if worker is not None and (worker.root, worker.namespace) != (root, self.default_namespace):
+            worker.stop()
+            worker = None
+        if worker is None and worth_a_worker():
+            worker = ParseWorker.start(self.path, self.default_namespace)
+        if worker is None:
+            return {}
+        parsed, self.parsed_by_worker = parse_meeting(
+            worker,
+            stale,
             lambda chunk: parse_fresh_files(root, self.default_namespace, chunk),
+            lambda record, stamp: isinstance(record, _ParsedFile) and record.stamp == stamp,
         )
-        self.parsed_by_worker = from_worker
-        return dict(zip(relatives, parsed, strict=True))
+        return {stamp.path: record for stamp, record in zip(stale, parsed, strict=True)}
 
     def _load_some(self, changed: Collection[str]) -> bool:
         dirty = False

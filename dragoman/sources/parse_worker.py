@@ -1,16 +1,25 @@
 """A first load of thousands of manifest files, shared with a worker process.
 
 Decoding and parsing 10,000 files costs seconds of CPU in one interpreter; a server starting
-has nothing else to do meanwhile, and another core can take a share. The worker is a fresh
+has little else to do meanwhile, and another core can take a share. The worker is a fresh
 interpreter (never a fork of the threaded server, which could inherit a lock another thread
-holds) given the files it reads and parses; it sends back what it made, pickled. The caller parses
-the rest meanwhile. The split leaves the worker less than half, for the time it takes to
-start. Anything going wrong with the worker (it cannot start, dies, answers nothing usable
-in time) leaves its files to the caller: the load is the same, only slower.
+holds). It scans the directory itself and parses the files in scan order from the first,
+handing back what it made in pickled chunks as it goes, while the caller parses from the last
+file backwards: they stop where they meet, so each parses what its core had time for, however
+busy the machine. `dragoman serve` starts the worker before it imports the rest of itself, so
+the worker is well ahead when the first load begins.
+
+A record from the worker is taken only for a file whose stamp is still the one the worker
+read it under; any other file is parsed here. A worker that cannot start, dies, or hands back
+nonsense leaves its files to the caller: the load is the same, only slower. The caller never
+waits for the worker, and stops it once they meet (a worker whose caller went away ends at its
+next write, on the closed pipe).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import math
@@ -22,15 +31,16 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from dragoman.sources.errors import printable
+from dragoman.sources.tree import FileStamp, holds_at_least
 
 log = logging.getLogger("dragoman.sources")
 
-# The worker's share: it starts about 0.2 s after the caller begins (an interpreter and the
-# parsing modules), and sending its results back costs it a little more.
-WORKER_SHARE = 0.42
+# A first load of fewer files is parsed here alone: a worker's start (an interpreter and the
+# parsing modules, about 0.15 s of CPU) would cost more than it saves.
+SHARE_FROM = 2000
 # How the worker is started: sys.executable, these arguments, and the directory this process
 # found dragoman in (put first on the worker's path, unless it is there already: an
 # installed package's site-packages must not come before the standard library).
@@ -41,14 +51,20 @@ WORKER_COMMAND: tuple[str, ...] = (
     "from dragoman.sources.parse_worker import main\n"
     "main()\n",
 )
+# Files per chunk the worker hands back, and files parsed here between looks at what it
+# handed back: a few milliseconds of work each.
+WORKER_CHUNK = 16
+HERE_CHUNK = 32
+# Each chunk travels as its length (this many bytes, little-endian), then its pickle.
+FRAME_HEAD = 8
+# The pipe's capacity asked for: a chunk or several fit, so the worker seldom waits for the
+# caller to look (Linux; elsewhere the default, and the worker waits a little more).
+PIPE_BYTES = 1024 * 1024
 # This process's CPU quota (cgroup v2).
 CPU_MAX = "/sys/fs/cgroup/cpu.max"
 # The kernel's load: averages over 1, 5 and 15 minutes, then "runnable/all" tasks right now.
 LOADAVG = "/proc/loadavg"
 RUNNABLE_LOOKS = 5
-# A worker that has not answered this long after the caller finished its own share is
-# given up (its files are parsed here).
-WORKER_TIMEOUT_S = 120.0
 
 Result = TypeVar("Result")
 
@@ -95,73 +111,169 @@ def _runnable_now() -> int:
     return max(0, min(counts))
 
 
-def parse_shared(
-    root: str,
-    default_namespace: str,
-    relatives: Sequence[str],
+def worth_a_worker() -> bool:
+    """Whether a first load may be shared: not with debug logs on (what is ignored is logged
+    by this process), and not on a busy machine (a worker adds CPU time and saves none)."""
+    return not log.isEnabledFor(logging.DEBUG) and idle_cpus() >= 1
+
+
+class ParseWorker:
+    """A worker process parsing a directory's files in scan order; `received` takes what it
+    has handed back so far, without waiting."""
+
+    def __init__(
+        self, process: subprocess.Popen[bytes], root: str, namespace: str, errors: IO[bytes]
+    ) -> None:
+        self.root, self.namespace = root, namespace
+        self._process = process
+        self._errors = errors
+        self._buffer = bytearray()
+        self._ended = False
+        assert process.stdout is not None
+        self._output = process.stdout.fileno()
+        os.set_blocking(self._output, False)
+        with contextlib.suppress(AttributeError, OSError):  # not Linux, or a lower limit
+            fcntl.fcntl(self._output, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+
+    @classmethod
+    def start(cls, root: Path, namespace: str) -> ParseWorker | None:
+        """A worker for the directory, if it holds enough files to be worth one."""
+        if not holds_at_least(root, SHARE_FROM):
+            return None
+        request = json.dumps({"root": str(root), "namespace": namespace})
+        package_parent = str(Path(__file__).resolve().parents[2])
+        errors = tempfile.TemporaryFile()  # noqa: SIM115 - the worker's, closed by stop()
+        try:
+            # The request travels in a file: a pipe would hold the caller until the worker reads.
+            with tempfile.TemporaryFile() as file:
+                file.write(request.encode())
+                file.seek(0)
+                process = subprocess.Popen(
+                    [sys.executable, *WORKER_COMMAND, package_parent],
+                    stdin=file,
+                    stdout=subprocess.PIPE,
+                    stderr=errors,
+                )
+        except OSError as exc:
+            errors.close()
+            log.debug("parsing every file here: no worker process (%s)", exc)
+            return None
+        return cls(process, str(root), namespace, errors)
+
+    def received(self) -> list[tuple[str, Any]]:
+        """(relative path, record) of every chunk handed back since the last call."""
+        while not self._ended:
+            try:
+                part = os.read(self._output, PIPE_BYTES)
+            except BlockingIOError:
+                break
+            except OSError:
+                part = b""
+            if not part:
+                self._ended = True
+            self._buffer += part
+        handed: list[tuple[str, Any]] = []
+        while len(self._buffer) >= FRAME_HEAD:
+            size = int.from_bytes(self._buffer[:FRAME_HEAD], "little")
+            if len(self._buffer) < FRAME_HEAD + size:
+                break
+            payload = bytes(self._buffer[FRAME_HEAD : FRAME_HEAD + size])
+            del self._buffer[: FRAME_HEAD + size]
+            chunk = _chunk(payload)
+            if chunk is None:
+                log.warning("the manifest parse worker's answer is unreadable; parsing here")
+                self._ended = True
+                self._buffer.clear()
+                break
+            handed += chunk
+        return handed
+
+    def stop(self) -> None:
+        """Ends the worker (if still running) and reaps it; says why if it failed."""
+        process = self._process
+        if process.returncode is not None:
+            return
+        running = process.poll() is None
+        if running:
+            process.kill()
+        process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+        if not running and process.returncode != 0:
+            self._errors.seek(0)
+            tail = printable(self._errors.read().decode(errors="replace")[-500:])
+            log.warning("the manifest parse worker failed (%s); parsed its files here", tail)
+        self._errors.close()
+
+
+def _chunk(payload: bytes) -> list[tuple[str, Any]] | None:
+    try:
+        chunk = pickle.loads(payload)  # from the worker this process started itself
+    except Exception:
+        return None
+    if not isinstance(chunk, list) or not all(
+        isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) for item in chunk
+    ):
+        return None
+    return chunk
+
+
+def parse_meeting(
+    worker: ParseWorker,
+    stamps: Sequence[FileStamp],
     parse_here: Callable[[list[str]], list[Result]],
+    fresh: Callable[[Any, FileStamp], bool],
 ) -> tuple[list[Result], int]:
-    """`parse_here(relatives)`, with a worker process parsing the first share of them.
-    Returns the results in order and how many came from the worker."""
-    split = int(len(relatives) * WORKER_SHARE)
-    theirs, ours = list(relatives[:split]), list(relatives[split:])
-    worker = _start(root, default_namespace, theirs) if theirs else None
-    results = parse_here(ours)
-    from_worker = _collect(worker) if worker is not None else None
-    if from_worker is None or len(from_worker) != len(theirs):
-        return parse_here(theirs) + results, 0
-    return from_worker + results, len(theirs)
-
-
-def _start(
-    root: str, default_namespace: str, relatives: list[str]
-) -> subprocess.Popen[bytes] | None:
-    request = json.dumps({"root": root, "namespace": default_namespace, "files": relatives})
-    package_parent = str(Path(__file__).resolve().parents[2])
+    """Every file of `stamps` (in scan order) parsed: the first ones by the worker, as far
+    as it got, the others here from the last backwards; a worker's record is taken where
+    `fresh(record, stamp)`. Returns the results in order and how many came from the worker.
+    Stops the worker."""
+    results: list[Result | None] = [None] * len(stamps)
+    handed: dict[str, Any] = {}
+    again: list[int] = []  # handed back, but not as the file is now
+    low, high, taken = 0, len(stamps), 0
     try:
-        # The request travels in a file: a pipe would hold the caller until the worker reads.
-        with tempfile.TemporaryFile() as file:
-            file.write(request.encode())
-            file.seek(0)
-            return subprocess.Popen(
-                [sys.executable, *WORKER_COMMAND, package_parent],
-                stdin=file,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-    except OSError as exc:
-        log.debug("parsing every file here: no worker process (%s)", exc)
-        return None
-
-
-def _collect(worker: subprocess.Popen[bytes]) -> list[Any] | None:
-    assert worker.stdout is not None and worker.stderr is not None
-    try:
-        output, errors = worker.communicate(timeout=WORKER_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.communicate()
-        log.warning("the manifest parse worker did not answer; parsing its files here")
-        return None
-    if worker.returncode != 0:
-        tail = printable(errors.decode(errors="replace")[-500:])
-        log.warning("the manifest parse worker failed (%s); parsing its files here", tail)
-        return None
-    try:
-        results = pickle.loads(output)  # from the worker this process started itself
-    except Exception as exc:
-        log.warning("the manifest parse worker's answer is unreadable (%s)", exc)
-        return None
-    return results if isinstance(results, list) else None
+        while low < high:
+            handed.update(worker.received())
+            while low < high and stamps[low].path in handed:
+                record = handed.pop(stamps[low].path)
+                if fresh(record, stamps[low]):
+                    results[low] = record
+                    taken += 1
+                else:
+                    again.append(low)
+                low += 1
+            if low < high:
+                start = max(low, high - HERE_CHUNK)
+                results[start:high] = parse_here([s.path for s in stamps[start:high]])
+                high = start
+    finally:
+        worker.stop()
+    if again:
+        for index, result in zip(again, parse_here([stamps[i].path for i in again]), strict=True):
+            results[index] = result
+    return results, taken  # type: ignore[return-value]  # every slot filled
 
 
 def main() -> None:
+    """The worker: scans the directory of the request and hands back each chunk parsed."""
+    from dragoman.sources import record_pickles
     from dragoman.sources.manifests import parse_fresh_files
+    from dragoman.sources.tree import scan_tree
 
     request = json.loads(sys.stdin.buffer.read())
-    results = parse_fresh_files(request["root"], request["namespace"], request["files"])
-    sys.stdout.buffer.write(pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
-    sys.stdout.buffer.flush()
+    root, namespace = request["root"], request["namespace"]
+    try:
+        files = [stamp.path for stamp in scan_tree(Path(root)).files]
+    except OSError:
+        return  # the caller's own load says why
+    output = sys.stdout.buffer
+    for start in range(0, len(files), WORKER_CHUNK):
+        chunk = files[start : start + WORKER_CHUNK]
+        records = parse_fresh_files(root, namespace, chunk)
+        payload = record_pickles.dumps(list(zip(chunk, records, strict=True)))
+        output.write(len(payload).to_bytes(FRAME_HEAD, "little") + payload)
+        output.flush()
 
 
 if __name__ == "__main__":

@@ -68,6 +68,34 @@ def scan_order(path: str) -> list[str]:
     return path.split("/")
 
 
+def holds_at_least(root: Path, count: int) -> bool:
+    """Whether at least `count` manifest files are below root, by their names alone (no
+    stat of any file): a cheap look before deciding to scan, and none goes further than
+    the `count`-th. False when root cannot be listed."""
+    found = 0
+    pending: list[tuple[str, int]] = [(str(root), 0)]
+    visited: set[tuple[int, int]] = set()  # directories, as scan_tree: each once
+    while pending:
+        directory, depth = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.startswith("."):
+                        continue
+                    if entry.name.endswith(MANIFEST_SUFFIXES):
+                        found += 1
+                        if found >= count:
+                            return True
+                    elif depth < MAX_DIRECTORY_DEPTH and entry.is_dir():
+                        info = entry.stat()
+                        if (info.st_dev, info.st_ino) not in visited:
+                            visited.add((info.st_dev, info.st_ino))
+                            pending.append((entry.path, depth + 1))
+        except OSError:
+            continue
+    return False
+
+
 def fingerprint(root: Path) -> frozenset[FileStamp]:
     """A value that changes when any manifest file below root is added, edited, removed or
     renamed. Raises OSError when root cannot be listed."""

@@ -1,12 +1,17 @@
 """`dragoman serve`'s reload: files are decoded and parsed off the event loop every xDS
-stream shares, so a large file delays no stream while it is read."""
+stream shares, so a large file delays no stream while it is read; and what the first load
+made is never scanned by the cyclic collector."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from pathlib import Path
 
+import pytest
+
+from dragoman.runtime import manifest_serving
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
 
 DEPLOYMENT = """---
@@ -54,3 +59,54 @@ def test_reload_keeps_the_event_loop_responsive(tmp_path: Path) -> None:
     # the reload (parsed on the loop, the stall was the whole reload).
     assert took > 0.3, took
     assert worst_lag < took / 3, (worst_lag, took)
+
+
+SERVICE = """---
+apiVersion: v1
+kind: Service
+metadata: {{name: s{index}, namespace: default}}
+spec: {{type: ExternalName, externalName: s{index}.example.test, ports: [{{port: 80}}]}}
+"""
+
+
+def test_the_first_load_is_frozen_before_the_collector_runs_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the first load and build made is frozen while the collector is still paused:
+    enabled first, its next collection would scan all of it (0.1 s at 10,000 Services,
+    before the server starts)."""
+    (tmp_path / "all.yaml").write_text("".join(SERVICE.format(index=i) for i in range(300)))
+    server = ManifestServer(ServeConfig(manifests=tmp_path, xds_address="127.0.0.1:0"))
+    collections: list[int] = []  # generations collected once the first load was in
+    loaded = False
+    reload = server.reload
+
+    async def reload_and_mark(changed: object = None) -> None:
+        nonlocal loaded
+        await reload()
+        loaded = True
+
+    def on_collection(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and loaded:
+            collections.append(info["generation"])
+
+    class NotServing(Exception):
+        pass
+
+    async def not_serving(*_: object, **__: object) -> None:
+        raise NotServing
+
+    monkeypatch.setattr(server, "reload", reload_and_mark)
+    monkeypatch.setattr(manifest_serving, "start_serving", not_serving)
+    thresholds = gc.get_threshold()
+    gc.callbacks.append(on_collection)
+    try:
+        with pytest.raises(NotServing):
+            asyncio.run(server._serve(asyncio.Event()))
+    finally:
+        gc.callbacks.remove(on_collection)
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+        gc.enable()
+    assert loaded and server.controller.snapshots
+    assert collections == []

@@ -1,24 +1,32 @@
 """A first load of many files shared with a worker process: the same objects, errors and
-origins as a load in one process, and the same when the worker fails."""
+origins as a load in one process, whatever share the worker took, and the same when the
+worker fails; a record is taken from the worker only for a file still as it read it."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import pickle
+import time
 from pathlib import Path
 
 import pytest
 
-from dragoman.sources import manifests, parse_worker
+from dragoman.commands.early_start import first_load_worker
+from dragoman.sources import parse_worker, record_pickles
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
+from dragoman.sources.parse_worker import ParseWorker
+from dragoman.sources.tree import holds_at_least
 
 FILES = 240
+WAIT_S = 60.0  # for a worker process to start and answer, on a slow machine
 
 
 @pytest.fixture
 def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(manifests, "SHARE_FROM", 100)
-    monkeypatch.setattr(manifests, "idle_cpus", lambda: 1.5)  # whatever runs the tests
+    monkeypatch.setattr(parse_worker, "SHARE_FROM", 100)
+    monkeypatch.setattr(parse_worker, "idle_cpus", lambda: 1.5)  # whatever runs the tests
     for i in range(FILES):
         (tmp_path / f"d{i % 3}").mkdir(exist_ok=True)
         if i % 50 == 7:
@@ -39,9 +47,26 @@ def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture
+def patient(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each look at the worker waits until it hands something back or ends: the worker,
+    however slowly it starts, takes a share (in a server, the caller never waits)."""
+    received = ParseWorker.received
+
+    def received_patiently(self: ParseWorker) -> list[tuple[str, object]]:
+        deadline = time.monotonic() + WAIT_S
+        handed = received(self)
+        while not handed and not self._ended and time.monotonic() < deadline:
+            time.sleep(0.005)
+            handed = received(self)
+        return handed
+
+    monkeypatch.setattr(ParseWorker, "received", received_patiently)
+
+
 def _alone(path: Path, monkeypatch: pytest.MonkeyPatch) -> LoadResult:
     with monkeypatch.context() as patch:
-        patch.setattr(manifests, "SHARE_FROM", 10**9)
+        patch.setattr(parse_worker, "SHARE_FROM", 10**9)
         loader = ManifestDirectory(path)
         result = loader.load()
         assert loader.parsed_by_worker == 0
@@ -55,12 +80,17 @@ def _same(shared: LoadResult, alone: LoadResult) -> None:
     assert shared.files == alone.files == FILES
 
 
-def test_a_worker_parses_a_share_of_a_first_load(
-    directory: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _finished(worker: ParseWorker) -> ParseWorker:
+    """The worker, once it has parsed every file (and ended)."""
+    worker._process.wait(WAIT_S)
+    return worker
+
+
+@pytest.mark.usefixtures("patient")
+def test_the_worker_and_the_caller_meet(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     loader = ManifestDirectory(directory)
     shared = loader.load()
-    assert 0 < loader.parsed_by_worker < FILES
+    assert 0 < loader.parsed_by_worker < FILES  # each parsed a share
     _same(shared, _alone(directory, monkeypatch))
     assert len(shared.errors) >= 3 and any("invalid YAML" in e.message for e in shared.errors)
     # A later load reads only what changed, in this process.
@@ -69,15 +99,64 @@ def test_a_worker_parses_a_share_of_a_first_load(
     assert len(again.objects) == len(shared.objects) - 2
 
 
+def test_a_worker_started_early_can_parse_the_whole_first_load(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = ParseWorker.start(directory, "default")
+    assert worker is not None
+    loader = ManifestDirectory(directory, parse_worker=_finished(worker))
+    shared = loader.load()
+    assert loader.parsed_by_worker == FILES
+    _same(shared, _alone(directory, monkeypatch))
+
+
+def test_a_file_changed_since_the_worker_read_it_is_parsed_here(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = ParseWorker.start(directory, "default")
+    assert worker is not None
+    _finished(worker)
+    (directory / "d1" / "f0001.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: renamed}\n"
+        "spec: {type: ExternalName, externalName: renamed.example.test}\n"
+    )
+    loader = ManifestDirectory(directory, parse_worker=worker)
+    shared = loader.load()
+    assert loader.parsed_by_worker == FILES - 1
+    names = {obj.key.name for obj in shared.objects}
+    assert "renamed" in names and "s1" not in names and "r1" not in names
+    _same(shared, _alone(directory, monkeypatch))
+
+
+def test_a_worker_for_another_directory_is_not_used(
+    directory: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path_factory.mktemp("other")
+    for i in range(FILES):
+        (other / f"o{i}.yaml").write_text(
+            f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: n{i}}}\n"
+        )
+    worker = ParseWorker.start(other, "default")
+    assert worker is not None
+    loader = ManifestDirectory(directory, parse_worker=_finished(worker))
+    _same(loader.load(), _alone(directory, monkeypatch))
+    assert worker._process.returncode is not None  # stopped and reaped
+
+
+FRAME = "import sys; sys.stdout.buffer.write(len({0}).to_bytes(8, 'little') + {0})"
+
+
 @pytest.mark.parametrize(
     "command",
     [
         ("-c", "import sys; sys.exit(3)"),  # dies
         ("-c", "print('not a pickle')"),  # answers nonsense
-        ("-c", "import pickle, sys; sys.stdout.buffer.write(pickle.dumps([None]))"),  # too few
+        ("-c", FRAME.format("b'garbage!'")),  # a chunk that is no pickle
+        ("-c", "import pickle; " + FRAME.format("pickle.dumps([None, 'x'])")),  # not records
     ],
-    ids=["dies", "nonsense", "too-few"],
+    ids=["dies", "nonsense", "not-a-pickle", "not-records"],
 )
+@pytest.mark.usefixtures("patient")
 def test_a_failing_worker_leaves_its_files_to_the_caller(
     directory: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, str]
 ) -> None:
@@ -88,22 +167,44 @@ def test_a_failing_worker_leaves_its_files_to_the_caller(
     _same(shared, _alone(directory, monkeypatch))
 
 
+def test_a_silent_worker_is_never_waited_for(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parse_worker, "WORKER_COMMAND", ("-c", "import time; time.sleep(600)"))
+    worker = ParseWorker.start(directory, "default")
+    assert worker is not None
+    started = time.monotonic()
+    loader = ManifestDirectory(directory, parse_worker=worker)
+    shared = loader.load()
+    assert time.monotonic() - started < 30
+    assert loader.parsed_by_worker == 0
+    assert worker._process.returncode is not None  # killed and reaped
+    _same(shared, _alone(directory, monkeypatch))
+
+
 def test_no_worker_when_debug_logs_are_on(
     directory: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="dragoman.sources")
+    monkeypatch.setattr(ParseWorker, "start", _no_start)
     loader = ManifestDirectory(directory)
     loader.load()
     assert loader.parsed_by_worker == 0
 
 
 def test_no_worker_without_an_idle_cpu(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manifests, "idle_cpus", lambda: 0.7)
+    monkeypatch.setattr(parse_worker, "idle_cpus", lambda: 0.7)
+    monkeypatch.setattr(ParseWorker, "start", _no_start)
     loader = ManifestDirectory(directory)
     loader.load()
     assert loader.parsed_by_worker == 0
 
 
+def _no_start(*_: object) -> None:
+    raise AssertionError("no worker should be started")
+
+
+@pytest.mark.usefixtures("patient")
 def test_a_hostile_file_in_the_workers_share_is_reported(
     directory: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,6 +217,77 @@ def test_a_hostile_file_in_the_workers_share_is_reported(
     assert "nested more than 100 levels deep (file skipped)" in error.message
     alone = _alone(directory, monkeypatch)
     assert shared.objects == alone.objects and shared.errors == alone.errors
+
+
+def test_serve_starts_the_worker_from_its_command_line(
+    directory: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    small = tmp_path_factory.mktemp("small")
+    (small / "one.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n")
+    for words in (
+        ["serve", "--manifests", str(directory)],
+        ["serve", "--xds-address", "127.0.0.1:1", f"--manifests={directory}"],
+    ):
+        worker = first_load_worker(words)
+        assert worker is not None and worker.root == str(directory)
+        worker.stop()
+        assert worker._process.returncode is not None
+    for words in (
+        [],
+        ["render", "--manifests", str(directory)],
+        ["serve", "--kubernetes", "--manifests", str(directory)],
+        ["serve", "--manifests", str(directory), "--state-dir", str(small)],
+        ["serve", "--manifests", str(directory), "--log-level", "debug"],
+        ["serve", "--manifests", str(small)],  # too few files to share
+        ["serve", "--manifests"],
+        ["serve", "--", "--manifests", str(directory)],
+    ):
+        assert first_load_worker(words) is None, words
+
+
+def test_holds_at_least_counts_manifest_names_below_the_root(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / ".hidden").mkdir()
+    for name in ("a/one.yaml", "a/b/two.yml", "a/b/three.json", "a/notes.txt", ".hidden/x.yaml"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "a" / "b" / "loop").symlink_to(tmp_path / "a")  # visited once
+    assert holds_at_least(tmp_path, 3)
+    assert not holds_at_least(tmp_path, 4)
+    assert not holds_at_least(tmp_path / "missing", 1)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Pair:
+    left: object
+    right: object = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _One:
+    value: object
+
+
+def test_record_pickles_rebuild_frozen_slotted_dataclasses(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = parse_worker_records(directory)
+    assert pickle.loads(record_pickles.dumps(records)) == records
+    value = [_Pair(_One((1, "a")), _Pair("x")), _One(None), {"k": _Pair(2)}, Path("p")]
+    for cls in (_Pair, _One):  # not through dataclasses' own state methods (slower)
+        monkeypatch.setattr(cls, "__getstate__", _no_state)
+        monkeypatch.setattr(cls, "__setstate__", _no_state)
+    assert pickle.loads(record_pickles.dumps(value)) == value
+
+
+def _no_state(*_: object) -> None:
+    raise AssertionError("pickled through dataclasses' __getstate__/__setstate__")
+
+
+def parse_worker_records(directory: Path) -> list[object]:
+    from dragoman.sources.manifests import parse_fresh_files
+
+    files = sorted(str(p.relative_to(directory)) for p in directory.rglob("*.yaml"))
+    return list(parse_fresh_files(str(directory), "default", files[:40]))
 
 
 def test_usable_cpus_stay_within_the_cgroup_quota(
