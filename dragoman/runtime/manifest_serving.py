@@ -90,7 +90,7 @@ class ManifestServer:
         self.serving = False
         self.ops: OpsServer | None = None
         # The objects of the last load applied (and its number), and the store made of them.
-        self._objects: tuple[KubeObject, ...] = ()
+        self._objects: Sequence[KubeObject] = ()
         self._generation = 0
         self._store: Store | None = None
 
@@ -268,7 +268,7 @@ STEP_OBJECTS_UP_TO = 16
 
 
 def updated_stores(
-    store: Store | None, before: tuple[KubeObject, ...], objects: tuple[KubeObject, ...]
+    store: Store | None, before: Sequence[KubeObject], objects: Sequence[KubeObject]
 ) -> list[Store]:
     """The store of `objects` (the last of the list), given `store`, the store of `before`:
     when few objects differ, `store` with them put in or taken out one at a time, each step

@@ -5,7 +5,11 @@ steps its store by them instead of comparing every object)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any, overload
 
 from dragoman.objects import KubeObject, ObjectKey
 
@@ -26,6 +30,7 @@ class Definitions:
 
     def __init__(self) -> None:
         self._counts: dict[ObjectKey, int] = {}
+        self.objects = 0  # definitions, duplicates included
         self._duplicated = 0  # keys defined more than once
         self._removed: dict[int, KubeObject] = {}  # by id: taken out since the last take
         self._added: dict[int, KubeObject] = {}
@@ -67,6 +72,7 @@ class Definitions:
         return delta
 
     def _count(self, objects: tuple[KubeObject, ...], step: int) -> None:
+        self.objects += step * len(objects)
         counts = self._counts
         for obj in objects:
             key = obj.key
@@ -79,3 +85,54 @@ class Definitions:
                 counts[key] = count
             else:
                 del counts[key]
+
+
+_objects_of = attrgetter("objects")
+
+
+class ObjectsOf(Sequence[KubeObject]):
+    """Every object of the records (anything with an `objects` tuple), in order: iterated
+    from the records, and made one tuple only when indexed or compared. A load's result
+    holds this: a new tuple of every object touches each of them (their reference counts,
+    scattered in memory), about 17 ms at 50,000 files, and a server stepping its store by
+    the load's delta never reads it."""
+
+    __slots__ = ("_count", "_records", "_tuple")
+
+    def __init__(self, records: tuple[Any, ...], count: int) -> None:
+        """`count`: how many objects the records hold, known to the caller."""
+        self._records = records
+        self._count = count
+        self._tuple: tuple[KubeObject, ...] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[KubeObject]:
+        if self._tuple is not None:
+            return iter(self._tuple)
+        return itertools.chain.from_iterable(map(_objects_of, self._records))
+
+    @overload
+    def __getitem__(self, index: int) -> KubeObject: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[KubeObject, ...]: ...
+    def __getitem__(self, index: int | slice) -> KubeObject | tuple[KubeObject, ...]:
+        return self._all()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ObjectsOf):
+            return self._all() == other._all()
+        if isinstance(other, tuple):
+            return self._all() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # compared by content, as a list
+
+    def __repr__(self) -> str:
+        return f"ObjectsOf({self._all()!r})"
+
+    def _all(self) -> tuple[KubeObject, ...]:
+        if self._tuple is None:
+            self._tuple = tuple(itertools.chain.from_iterable(map(_objects_of, self._records)))
+        return self._tuple

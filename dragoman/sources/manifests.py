@@ -13,7 +13,7 @@ import itertools
 import logging
 import os
 import stat
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
@@ -32,7 +32,7 @@ from dragoman.sources.decode import (
     json_start,
     split_yaml_documents,
 )
-from dragoman.sources.definitions import Definitions, ObjectDelta
+from dragoman.sources.definitions import Definitions, ObjectDelta, ObjectsOf
 from dragoman.sources.errors import FieldProblem, ObjectError, SourceError, printable
 from dragoman.sources.fields import describe
 from dragoman.sources.last_good import LastGoodFiles
@@ -51,7 +51,7 @@ KEEP_PIECES_FROM = 16
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
-    objects: tuple[KubeObject, ...]  # in file order, then document order; no duplicate keys
+    objects: Sequence[KubeObject]  # in file order, then document order; no duplicate keys
     errors: tuple[SourceError, ...]
     files: int  # manifest files found
     # Where each object was defined ("routes.yaml#2"), for messages about it.
@@ -359,7 +359,7 @@ class ManifestDirectory:
         self._generation += 1
         generation = self._generation
         if not self._definitions.duplicates:  # the usual case
-            objects = tuple(itertools.chain.from_iterable(map(_objects_of, records)))
+            objects: Sequence[KubeObject] = ObjectsOf(records, self._definitions.objects)
             errors.extend(itertools.chain.from_iterable(map(_errors_of, records)))
             origins = _Origins((paths, records))
         else:
@@ -764,7 +764,6 @@ def _first_definitions(
     return tuple(kept), _Origins(first_seen)
 
 
-_objects_of = attrgetter("objects")
 _errors_of = attrgetter("errors")
 
 

@@ -1,6 +1,7 @@
 """What a load took out and put in since the previous one: exactly the difference between
 the two loads' objects (by identity), or None where that difference is not what a store
-stepped by it would hold (an object defined twice)."""
+stepped by it would hold (an object defined twice); and a load's objects, read from its files'
+records without a tuple of them all unless asked."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 from pathlib import Path
 
 from dragoman.objects import KubeObject
+from dragoman.sources.definitions import ObjectsOf
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from tests.support.builders import http_route, service, yaml_text
 
@@ -31,6 +33,8 @@ def ids(objects: tuple[KubeObject, ...]) -> set[int]:
 
 
 def assert_delta_is_the_difference(before: LoadResult, after: LoadResult) -> None:
+    # The count of objects is kept as files come and go, not counted again.
+    assert len(after.objects) == len(tuple(after.objects)) == len(list(iter(after.objects)))
     assert after.generation == before.generation + 1
     assert after.delta is not None
     assert after.delta.since == before.generation
@@ -113,3 +117,19 @@ def test_an_object_defined_twice_has_no_delta_until_it_is_defined_once(tmp_path:
     write(tmp_path, "a.yaml", yaml_text(service("web", port=82)))
     edited = directory.load({"a.yaml"})
     assert_delta_is_the_difference(once, edited)
+
+
+def test_a_loads_objects_are_read_from_the_records_without_a_tuple_until_asked(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "a.yaml", yaml_text(service("a"), http_route("r", "a", port=80)))
+    write(tmp_path, "b.yaml", yaml_text(service("b")))
+    objects = ManifestDirectory(tmp_path).load().objects
+    assert isinstance(objects, ObjectsOf)
+    keys = [str(o.key) for o in objects]
+    assert keys == ["Service/default/a", "HTTPRoute/default/r", "Service/default/b"]
+    assert len(objects) == 3 and objects._tuple is None  # iterated and counted: no tuple
+    assert objects[1].key.name == "r" and objects[-1].key.name == "b"
+    assert objects == tuple(objects) and tuple(objects) == objects
+    again = ManifestDirectory(tmp_path).load().objects  # other objects, equal values
+    assert objects == again and objects != again[:2] and objects != list(again)

@@ -136,8 +136,24 @@ def _changed_clusters(parts: DagParts, clusters: Mapping[str, Cluster]) -> set[s
     changed = {
         name for name in parts.changed_clusters if clusters.get(name) is not before.get(name)
     }
-    changed.update(clusters.keys() ^ before.keys())
+    if not _same_names(parts):  # (else the same names: none came or went)
+        changed.update(clusters.keys() ^ before.keys())
     return changed
+
+
+def _same_names(parts: DagParts) -> bool:
+    """Whether the clusters served are named as the previous Dag's, in the same order: the
+    same clusters referenced (the very tuple, kept when alike), each the one resolved (no
+    variant for a Gateway's client certificate, no aggregate's children)."""
+    previous = parts.previous
+    return (
+        previous is not None
+        and not parts.has_aggregates
+        and not previous.had_aggregates
+        and ALL_GATEWAYS in previous.dag.groups
+        and parts.served.referenced is previous.dag.groups[ALL_GATEWAYS].clusters
+        and all(verdict.client_certificate is None for verdict in parts.judged.ordered())
+    )
 
 
 def _served_clusters(parts: DagParts) -> tuple[dict[str, NodeGroup], dict[str, Cluster]]:
@@ -147,18 +163,18 @@ def _served_clusters(parts: DagParts) -> tuple[dict[str, NodeGroup], dict[str, C
     resolved = parts.resolved
     gateways = parts.judged.ordered()
     previous = parts.previous
-    if (
-        previous is not None
-        and not parts.changed_clusters
-        and not parts.has_aggregates
-        and not previous.had_aggregates
-        and ALL_GATEWAYS in previous.dag.groups
-        and parts.served.referenced is previous.dag.groups[ALL_GATEWAYS].clusters
-        and all(verdict.client_certificate is None for verdict in gateways)
-    ):
-        # The very clusters referenced before, none resolved anew (EndpointSlices alone
-        # changed): the previous Dag's, not one step per cluster.
-        return groups, previous.dag.clusters  # type: ignore[return-value]  # kept, not changed
+    if previous is not None and _same_names(parts):
+        if not parts.changed_clusters:
+            # The very clusters referenced before, none resolved anew (EndpointSlices alone
+            # changed): the previous Dag's, not one step per cluster.
+            return groups, previous.dag.clusters  # type: ignore[return-value]  # kept
+        # Those resolved anew put in a copy of the previous Dag's (same names, same order):
+        # not a look-up per cluster.
+        kept = dict(previous.dag.clusters)
+        for name in parts.changed_clusters:
+            if name in kept:
+                kept[name] = resolved[name]
+        return groups, kept
     referenced = parts.served.referenced
     clusters = dict(zip(referenced, map(resolved.__getitem__, referenced), strict=True))
     if any(verdict.client_certificate is not None for verdict in gateways):

@@ -38,6 +38,11 @@ class VirtualHostIndex:
         self._sorted: list[str] = sorted(self._domains)
         self._hosts: dict[str, VirtualHost | None] = {}
         self._result: tuple[VirtualHost, ...] | None = None
+        # Since the result was made: the domains whose host was replaced by another (a
+        # result made again puts them in place), and each served domain's place in it (made
+        # when first needed; None also when a host came or went, which moves the others).
+        self._replaced: set[str] = set()
+        self._places: dict[str, int] | None = None
         # How many virtual hosts send requests to each cluster.
         self._clusters: Counter[str] = Counter()
         self._refresh(self._domains)
@@ -49,6 +54,7 @@ class VirtualHostIndex:
         if not self._items and len(added) > _BULK:
             return self._filled(added)
         touched: set[str] = set()
+        emptied: list[str] = []  # left by their items, unless items added now serve them
         for key in removed:
             item = self._items.pop(key, None)
             if item is None:
@@ -56,10 +62,7 @@ class VirtualHostIndex:
             for domain in set(item.domains):
                 touched.add(domain)
                 if self._by_domain.remove(domain, key) and domain not in self._listeners:
-                    self._domains.discard(domain)
-                    del self._sorted[bisect.bisect_left(self._sorted, domain)]
-                    self._set_host(domain, None)
-                    del self._hosts[domain]
+                    emptied.append(domain)
         new_domains = []
         for key, item in added.items():
             if key in self._items:
@@ -70,6 +73,14 @@ class VirtualHostIndex:
                 if self._by_domain.add(domain, key) and domain not in self._domains:
                     self._domains.add(domain)
                     new_domains.append(domain)
+        # (A route replaced takes its items out and puts the new ones in: its domains stay,
+        # in their places, and their hosts are replaced, not taken out and put back.)
+        for domain in emptied:
+            if not self._by_domain.count(domain):
+                self._domains.discard(domain)
+                del self._sorted[bisect.bisect_left(self._sorted, domain)]
+                self._set_host(domain, None)
+                del self._hosts[domain]
         if len(new_domains) > 64:
             self._sorted = sorted(self._domains)  # many at once (a full build): one sort
         else:
@@ -114,11 +125,25 @@ class VirtualHostIndex:
 
     def virtual_hosts(self) -> tuple[VirtualHost, ...]:
         """What `virtual_hosts(port, listener_hostnames, items in key order)` returns."""
+        hosts = self._hosts
         if self._result is None:
-            hosts = self._hosts
             self._result = tuple(
                 host for domain in self._sorted if (host := hosts[domain]) is not None
             )
+            self._places = None
+        elif self._replaced:
+            # The same hosts in the same places but a few: those few put in a copy (not a
+            # step per domain, at 50,000 hosts).
+            if self._places is None:
+                served = (domain for domain in self._sorted if hosts[domain] is not None)
+                self._places = {domain: place for place, domain in enumerate(served)}
+            result, places = list(self._result), self._places
+            for domain in self._replaced:
+                host = hosts[domain]
+                assert host is not None  # (replaced by a host, never by None)
+                result[places[domain]] = host
+            self._result = tuple(result)
+        self._replaced.clear()
         return self._result
 
     @property
@@ -161,4 +186,8 @@ class VirtualHostIndex:
         if host is not None:
             self._clusters.update(host_clusters(host))
         self._hosts[domain] = host
-        self._result = None
+        if previous is not None and host is not None and self._result is not None:
+            self._replaced.add(domain)
+        else:  # a host came or went (or no result yet): made again
+            self._result = None
+            self._replaced.clear()
