@@ -398,7 +398,7 @@ def phases_child(manifests: Path, started_at: float) -> None:
     from dragoman import store as store_module
     from dragoman.dag.incremental import IncrementalBuild
     from dragoman.envoy.translation.translator import Translation
-    from dragoman.snapshots.gc_pause import cyclic_gc_paused
+    from dragoman.snapshots.gc_pause import cyclic_gc_paused, settle_for_serving
 
     controller.builder = IncrementalBuild(controller.build_options)
     controller.translation = Translation(controller.translate_options)
@@ -410,6 +410,7 @@ def phases_child(manifests: Path, started_at: float) -> None:
     wall_before, cpu_before = time.time(), cpu_time()
     with cyclic_gc_paused():  # as serve's first load and build
         server._apply(result)
+        settle_for_serving()  # frozen before the collector runs again, as serve does
     apply_wall, apply_cpu = time.time() - wall_before, cpu_time() - cpu_before
     for name in ("store", "build", "translate"):
         marks.append((name, timed.get(name + " wall", 0.0), timed.get(name + " cpu", 0.0)))
