@@ -30,7 +30,7 @@ class Definitions:
 
     def __init__(self) -> None:
         self._counts: dict[ObjectKey, int] = {}
-        self.objects = 0  # definitions, duplicates included
+        self.defined = 0  # objects defined, those of a key defined twice included
         self._duplicated = 0  # keys defined more than once
         self._removed: dict[int, KubeObject] = {}  # by id: taken out since the last take
         self._added: dict[int, KubeObject] = {}
@@ -72,7 +72,7 @@ class Definitions:
         return delta
 
     def _count(self, objects: tuple[KubeObject, ...], step: int) -> None:
-        self.objects += step * len(objects)
+        self.defined += step * len(objects)
         counts = self._counts
         for obj in objects:
             key = obj.key

@@ -359,7 +359,7 @@ class ManifestDirectory:
         self._generation += 1
         generation = self._generation
         if not self._definitions.duplicates:  # the usual case
-            objects: Sequence[KubeObject] = ObjectsOf(records, self._definitions.objects)
+            objects: Sequence[KubeObject] = ObjectsOf(records, self._definitions.defined)
             errors.extend(itertools.chain.from_iterable(map(_errors_of, records)))
             origins = _Origins((paths, records))
         else:

@@ -49,16 +49,22 @@ def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def patient(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each look at the worker waits until it hands something back or ends: the worker,
-    however slowly it starts, takes a share (in a server, the caller never waits)."""
+    """Each look at the worker waits until it has handed something back or ended, and takes a
+    few of its records at a time: the worker, however slowly it starts, and the caller,
+    however slowly it looks, each take a share (in a server, the caller never waits)."""
     received = ParseWorker.received
+    stashes: dict[int, list[tuple[str, object]]] = {}
 
     def received_patiently(self: ParseWorker) -> list[tuple[str, object]]:
+        stash = stashes.setdefault(id(self), [])
         deadline = time.monotonic() + WAIT_S
-        handed = received(self)
-        while not handed and not self._ended and time.monotonic() < deadline:
-            time.sleep(0.005)
-            handed = received(self)
+        while not stash and time.monotonic() < deadline:
+            stash.extend(received(self))
+            if self._ended:
+                break
+            if not stash:
+                time.sleep(0.005)
+        handed, stash[:] = stash[:8], stash[8:]
         return handed
 
     monkeypatch.setattr(ParseWorker, "received", received_patiently)
