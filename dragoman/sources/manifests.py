@@ -13,7 +13,7 @@ import itertools
 import logging
 import os
 import stat
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
@@ -266,13 +266,15 @@ class ManifestDirectory:
         return unreadable
 
     def _parse_shared(self, stale: list[FileStamp]) -> dict[str, _ParsedFile | None]:
-        """A first load of many files, by path, shared with a worker process (the one given,
-        or one started now when a CPU is idle to run it); {} when the files are better parsed
-        one by one here."""
+        """A first load shared with a worker process (the one given, or one started now when
+        a CPU is idle to run it): of many files, or of the pieces of a large YAML file. The
+        records parsed so, by path; {} when the files are better parsed one by one here."""
         worker, self._worker = self._worker, None
         root = str(self.path)
+        many = len(stale) >= parse_worker.SHARE_FROM
+        largest = None if many else parse_worker.largest_yaml(stale)
         if (
-            len(stale) < parse_worker.SHARE_FROM
+            (not many and largest is None)
             # What is accepted is kept from its bytes, which a worker does not hand back.
             or self.last_good is not None
             or self._parser.unread_fields  # a worker parses as a server does
@@ -287,11 +289,14 @@ class ManifestDirectory:
             worker = ParseWorker.start(self.path, self.default_namespace)
         if worker is None:
             return {}
+        if largest is not None:
+            record, self.parsed_by_worker = _pieces_shared(self._parser, root, largest, worker)
+            return {largest.path: record} if record is not None else {}
         parsed, self.parsed_by_worker = parse_meeting(
             worker,
-            stale,
+            [stamp.path for stamp in stale],
             lambda chunk: parse_fresh_files(root, self.default_namespace, chunk),
-            lambda record, stamp: isinstance(record, _ParsedFile) and record.stamp == stamp,
+            lambda record, at: isinstance(record, _ParsedFile) and record.stamp == stale[at],
         )
         return {stamp.path: record for stamp, record in zip(stale, parsed, strict=True)}
 
@@ -470,28 +475,7 @@ class _FileParser:
         for first_line, text in pieces:
             piece = parsed.get(text) or known.get(text)
             if piece is None:
-                piece_objects: list[KubeObject] = []
-                piece_wheres: list[str] = []
-                piece_errors: list[SourceError] = []
-                decoded, piece_starts = decode_yaml_positioned(text, first_line)
-                for index, document in enumerate(decoded, start=documents + 1):
-                    if document is not None:
-                        self._parse_document(
-                            relative,
-                            f"#{index}",
-                            document,
-                            piece_objects,
-                            piece_wheres,
-                            piece_errors,
-                        )
-                piece = _Piece(
-                    documents,
-                    len(decoded),
-                    tuple(piece_objects),
-                    tuple(piece_errors),
-                    _shared(piece_wheres),
-                    tuple((line - first_line, column) for line, column in piece_starts),
-                )
+                piece = self.piece(relative, text, first_line, documents)
             if piece.before != documents:  # the piece moved: other documents came or went
                 shift = documents - piece.before
                 piece = _Piece(
@@ -520,6 +504,25 @@ class _FileParser:
             pieces=parsed,
             wheres=_shared(wheres),
             starts=tuple(starts),
+        )
+
+    def piece(self, relative: str, text: str, first_line: int, before: int) -> _Piece:
+        """One piece of a file (see split_yaml_documents) decoded and parsed, `before`
+        documents after the file's start. Raises DecodeError."""
+        objects: list[KubeObject] = []
+        wheres: list[str] = []
+        errors: list[SourceError] = []
+        decoded, starts = decode_yaml_positioned(text, first_line)
+        for index, document in enumerate(decoded, start=before + 1):
+            if document is not None:
+                self._parse_document(relative, f"#{index}", document, objects, wheres, errors)
+        return _Piece(
+            before,
+            len(decoded),
+            tuple(objects),
+            tuple(errors),
+            _shared(wheres),
+            tuple((line - first_line, column) for line, column in starts),
         )
 
     def _parse_document(
@@ -582,6 +585,69 @@ def parse_fresh_files(
     return [
         parser.decode(relative, None, read) for relative, read in zip(relatives, reads, strict=True)
     ]
+
+
+def _pieces_shared(
+    parser: _FileParser, root: str, stamp: FileStamp, worker: ParseWorker
+) -> tuple[_ParsedFile | None, int]:
+    """The file of `stamp` parsed piece by piece, its first pieces by the worker (which keys
+    them by the stamp it read the file under: only pieces of the very content read here are
+    taken), and how many pieces the worker's were; None (the worker stopped) when it cannot be
+    read whole, is not cut into pieces, or does not decode: then it is parsed as usual."""
+    relative = stamp.path
+    read = read_file(root, relative, MAX_FILE_BYTES + 1)
+    pieces = None
+    if isinstance(read, FileRead) and read.stamp is not None:
+        with contextlib.suppress(DecodeError):
+            pieces = split_yaml_documents(decode_text(read.data))
+    if pieces is None or not isinstance(read, FileRead):
+        worker.stop()
+        return None, 0
+    texts = [text for _, text in pieces]
+    try:
+        parsed, taken = parse_meeting(
+            worker,
+            [(relative, read.stamp, index) for index in range(len(pieces))],
+            lambda chunk: [parser.piece(relative, texts[i], pieces[i][0], i) for _, _, i in chunk],
+            lambda piece, _: isinstance(piece, _Piece),
+        )
+    except DecodeError:  # (the worker stopped): the file's error, as a load gives it
+        return None, 0
+    # Every piece known by its text: the record is put together as a load that parsed them
+    # before puts it (the documents of each renumbered where they moved).
+    known = _ParsedFile(None, (), (), pieces=dict(zip(texts, parsed, strict=True)))
+    return parser._parse_pieces(relative, read.stamp, pieces, known), taken
+
+
+def fresh_pieces(
+    root: str, default_namespace: str, relative: str, per_chunk: int
+) -> Iterator[list[tuple[Hashable, _Piece]]]:
+    """The pieces of a YAML file parsed in order as a first load parses them (in a worker
+    process), `per_chunk` at a time, each keyed (relative path, stamp read under, index);
+    nothing once the file cannot be read or a piece does not decode (the caller's own load
+    says why)."""
+    read = read_file(root, relative, MAX_FILE_BYTES + 1)
+    if not isinstance(read, FileRead) or read.stamp is None:
+        return
+    try:
+        pieces = split_yaml_documents(decode_text(read.data))
+    except DecodeError:
+        return
+    parser = _FileParser(default_namespace)
+    documents = 0
+    chunk: list[tuple[Hashable, _Piece]] = []
+    for index, (first_line, text) in enumerate(pieces or ()):
+        try:
+            piece = parser.piece(relative, text, first_line, documents)
+        except DecodeError:
+            break
+        documents += piece.documents
+        chunk.append(((relative, read.stamp, index), piece))
+        if len(chunk) == per_chunk:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def parse_one_file(

@@ -6,11 +6,14 @@ interpreter (never a fork of the threaded server, which could inherit a lock ano
 holds). It scans the directory itself and parses the files in scan order from the first,
 handing back what it made in pickled chunks as it goes, while the caller parses from the last
 file backwards: they stop where they meet, so each parses what its core had time for, however
-busy the machine. `dragoman serve` starts the worker before it imports the rest of itself, so
-the worker is well ahead when the first load begins.
+busy the machine. A directory of few files but a large YAML file (one file of every object,
+as generated manifests often are) is shared by that file's pieces (its documents) the same
+way. `dragoman serve` starts the worker before it imports the rest of itself, so the worker
+is well ahead when the first load begins.
 
 A record from the worker is taken only for a file whose stamp is still the one the worker
-read it under; any other file is parsed here. A worker that cannot start, dies, or hands back
+read it under (a piece, only of the very content the caller read); anything else is parsed
+here. A worker that cannot start, dies, or hands back
 nonsense leaves its files to the caller: the load is the same, only slower. The caller never
 waits for the worker, and stops it once they meet (a worker whose caller went away ends at its
 next write, on the closed pipe).
@@ -29,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -51,9 +54,13 @@ WORKER_COMMAND: tuple[str, ...] = (
     "from dragoman.sources.parse_worker import main\n"
     "main()\n",
 )
-# Files per chunk the worker hands back, and files parsed here between looks at what it
-# handed back: a few milliseconds of work each.
+# A first load of fewer files shares the pieces (documents) of its largest YAML file, when
+# that file holds at least this many bytes (10,000 Services with their routes: about 3 MB).
+SHARE_BYTES = 1024 * 1024
+# Files (or pieces) per chunk the worker hands back, and files (or pieces) parsed here
+# between looks at what it handed back: a few milliseconds of work each.
 WORKER_CHUNK = 16
+WORKER_PIECES = 32
 HERE_CHUNK = 32
 # Each chunk travels as its length (this many bytes, little-endian), then its pickle.
 FRAME_HEAD = 8
@@ -137,10 +144,19 @@ class ParseWorker:
 
     @classmethod
     def start(cls, root: Path, namespace: str) -> ParseWorker | None:
-        """A worker for the directory, if it holds enough files to be worth one."""
-        if not holds_at_least(root, SHARE_FROM):
+        """A worker for the directory, if it holds enough to be worth one (files, or a large
+        YAML file)."""
+        if not holds_at_least(root, SHARE_FROM, SHARE_BYTES):
             return None
-        request = json.dumps({"root": str(root), "namespace": namespace})
+        # (What is worth sharing travels with the request: the worker decides as this does.)
+        request = json.dumps(
+            {
+                "root": str(root),
+                "namespace": namespace,
+                "share_from": SHARE_FROM,
+                "share_bytes": SHARE_BYTES,
+            }
+        )
         package_parent = str(Path(__file__).resolve().parents[2])
         errors = tempfile.TemporaryFile()  # noqa: SIM115 - the worker's, closed by stop()
         try:
@@ -160,8 +176,9 @@ class ParseWorker:
             return None
         return cls(process, str(root), namespace, errors)
 
-    def received(self) -> list[tuple[str, Any]]:
-        """(relative path, record) of every chunk handed back since the last call."""
+    def received(self) -> list[tuple[Hashable, Any]]:
+        """(key, record) of every chunk handed back since the last call: a file's relative
+        path, or (relative path, stamp read under, index) of a piece."""
         while not self._ended:
             try:
                 part = os.read(self._output, PIPE_BYTES)
@@ -172,7 +189,7 @@ class ParseWorker:
             if not part:
                 self._ended = True
             self._buffer += part
-        handed: list[tuple[str, Any]] = []
+        handed: list[tuple[Hashable, Any]] = []
         while len(self._buffer) >= FRAME_HEAD:
             size = int.from_bytes(self._buffer[:FRAME_HEAD], "little")
             if len(self._buffer) < FRAME_HEAD + size:
@@ -206,13 +223,14 @@ class ParseWorker:
         self._errors.close()
 
 
-def _chunk(payload: bytes) -> list[tuple[str, Any]] | None:
+def _chunk(payload: bytes) -> list[tuple[Hashable, Any]] | None:
     try:
         chunk = pickle.loads(payload)  # from the worker this process started itself
     except Exception:
         return None
     if not isinstance(chunk, list) or not all(
-        isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) for item in chunk
+        isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str | tuple)
+        for item in chunk
     ):
         return None
     return chunk
@@ -220,24 +238,25 @@ def _chunk(payload: bytes) -> list[tuple[str, Any]] | None:
 
 def parse_meeting(
     worker: ParseWorker,
-    stamps: Sequence[FileStamp],
-    parse_here: Callable[[list[str]], list[Result]],
-    fresh: Callable[[Any, FileStamp], bool],
+    keys: Sequence[Hashable],
+    parse_here: Callable[[list[Any]], list[Result]],
+    fresh: Callable[[Any, int], bool],
 ) -> tuple[list[Result], int]:
-    """Every file of `stamps` (in scan order) parsed: the first ones by the worker, as far
-    as it got, the others here from the last backwards; a worker's record is taken where
-    `fresh(record, stamp)`. Returns the results in order and how many came from the worker.
-    Stops the worker."""
-    results: list[Result | None] = [None] * len(stamps)
-    handed: dict[str, Any] = {}
+    """Everything `keys` names (files by path, or the pieces of a file) parsed, in the
+    worker's order: the first ones by the worker, as far as it got, the others here from the
+    last backwards. A record the worker handed back for the key at `position` is taken where
+    `fresh(record, position)`. Returns the results in order and how many came from the
+    worker. Stops the worker."""
+    results: list[Result | None] = [None] * len(keys)
+    handed: dict[Hashable, Any] = {}
     again: list[int] = []  # handed back, but not as the file is now
-    low, high, taken = 0, len(stamps), 0
+    low, high, taken = 0, len(keys), 0
     try:
         while low < high:
             handed.update(worker.received())
-            while low < high and stamps[low].path in handed:
-                record = handed.pop(stamps[low].path)
-                if fresh(record, stamps[low]):
+            while low < high and keys[low] in handed:
+                record = handed.pop(keys[low])
+                if fresh(record, low):
                     results[low] = record
                     taken += 1
                 else:
@@ -245,33 +264,58 @@ def parse_meeting(
                 low += 1
             if low < high:
                 start = max(low, high - HERE_CHUNK)
-                results[start:high] = parse_here([s.path for s in stamps[start:high]])
+                results[start:high] = parse_here(list(keys[start:high]))
                 high = start
     finally:
         worker.stop()
     if again:
-        for index, result in zip(again, parse_here([stamps[i].path for i in again]), strict=True):
+        for index, result in zip(again, parse_here([keys[i] for i in again]), strict=True):
             results[index] = result
     return results, taken  # type: ignore[return-value]  # every slot filled
 
 
+def largest_yaml(stamps: Sequence[FileStamp], share_bytes: int | None = None) -> FileStamp | None:
+    """The YAML file whose pieces a first load of few files shares (the first of the largest,
+    in scan order), if one holds `share_bytes` (SHARE_BYTES) or more."""
+    yaml_files = (stamp for stamp in stamps if stamp.path.endswith((".yaml", ".yml")))
+    largest = max(yaml_files, key=_size, default=None)
+    least = SHARE_BYTES if share_bytes is None else share_bytes
+    return largest if largest is not None and largest.size >= least else None
+
+
+def _size(stamp: FileStamp) -> int:
+    return stamp.size
+
+
 def main() -> None:
-    """The worker: scans the directory of the request and hands back each chunk parsed."""
+    """The worker: scans the directory of the request, and hands back each chunk parsed: of
+    its files, or of the pieces of its largest file when it holds few."""
     from dragoman.sources import record_pickles
-    from dragoman.sources.manifests import parse_fresh_files
+    from dragoman.sources.manifests import fresh_pieces, parse_fresh_files
     from dragoman.sources.tree import scan_tree
 
     request = json.loads(sys.stdin.buffer.read())
     root, namespace = request["root"], request["namespace"]
     try:
-        files = [stamp.path for stamp in scan_tree(Path(root)).files]
+        stamps = scan_tree(Path(root)).files
     except OSError:
         return  # the caller's own load says why
+    chunks: Iterator[list[tuple[Hashable, Any]]]
+    if len(stamps) >= request["share_from"]:
+        files = [stamp.path for stamp in stamps]
+        chunks = (
+            list(zip(chunk, parse_fresh_files(root, namespace, chunk), strict=True))
+            for chunk in (
+                files[at : at + WORKER_CHUNK] for at in range(0, len(files), WORKER_CHUNK)
+            )
+        )
+    elif (largest := largest_yaml(stamps, request["share_bytes"])) is not None:
+        chunks = fresh_pieces(root, namespace, largest.path, WORKER_PIECES)
+    else:
+        return
     output = sys.stdout.buffer
-    for start in range(0, len(files), WORKER_CHUNK):
-        chunk = files[start : start + WORKER_CHUNK]
-        records = parse_fresh_files(root, namespace, chunk)
-        payload = record_pickles.dumps(list(zip(chunk, records, strict=True)))
+    for chunk in chunks:
+        payload = record_pickles.dumps(chunk)
         output.write(len(payload).to_bytes(FRAME_HEAD, "little") + payload)
         output.flush()
 

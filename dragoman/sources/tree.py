@@ -68,10 +68,10 @@ def scan_order(path: str) -> list[str]:
     return path.split("/")
 
 
-def holds_at_least(root: Path, count: int) -> bool:
-    """Whether at least `count` manifest files are below root, by their names alone (no
-    stat of any file): a cheap look before deciding to scan, and none goes further than
-    the `count`-th. False when root cannot be listed."""
+def holds_at_least(root: Path, count: int, or_a_yaml_file_of: int | None = None) -> bool:
+    """Whether at least `count` manifest files are below root (counted by their names), or
+    a YAML file of at least `or_a_yaml_file_of` bytes: a cheap look before deciding to scan,
+    which goes no further than the `count`-th file. False when root cannot be listed."""
     found = 0
     pending: list[tuple[str, int]] = [(str(root), 0)]
     visited: set[tuple[int, int]] = set()  # directories, as scan_tree: each once
@@ -84,7 +84,11 @@ def holds_at_least(root: Path, count: int) -> bool:
                         continue
                     if entry.name.endswith(MANIFEST_SUFFIXES):
                         found += 1
-                        if found >= count:
+                        if found >= count or (
+                            or_a_yaml_file_of is not None
+                            and entry.name.endswith((".yaml", ".yml"))
+                            and entry.stat().st_size >= or_a_yaml_file_of
+                        ):
                             return True
                     elif depth < MAX_DIRECTORY_DEPTH and entry.is_dir():
                         info = entry.stat()

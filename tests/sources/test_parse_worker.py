@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dragoman.commands.early_start import first_load_worker
-from dragoman.sources import parse_worker, record_pickles
+from dragoman.sources import manifests, parse_worker, record_pickles
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.parse_worker import ParseWorker
 from dragoman.sources.tree import holds_at_least
@@ -244,7 +244,7 @@ def test_serve_starts_the_worker_from_its_command_line(
         ["serve", "--kubernetes", "--manifests", str(directory)],
         ["serve", "--manifests", str(directory), "--state-dir", str(small)],
         ["serve", "--manifests", str(directory), "--log-level", "debug"],
-        ["serve", "--manifests", str(small)],  # too few files to share
+        ["serve", "--manifests", str(small)],  # too few files, none large
         ["serve", "--manifests"],
         ["serve", "--", "--manifests", str(directory)],
     ):
@@ -260,6 +260,11 @@ def test_holds_at_least_counts_manifest_names_below_the_root(tmp_path: Path) -> 
     assert holds_at_least(tmp_path, 3)
     assert not holds_at_least(tmp_path, 4)
     assert not holds_at_least(tmp_path / "missing", 1)
+    # Or a YAML file this large (not JSON): one is enough.
+    (tmp_path / "a" / "b" / "three.json").write_text("{}" * 50)
+    assert not holds_at_least(tmp_path, 4, 100)
+    (tmp_path / "a" / "b" / "two.yml").write_text("{}" * 50)
+    assert holds_at_least(tmp_path, 4, 100)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -346,3 +351,122 @@ def test_a_task_runnable_for_a_moment_does_not_count(
     monkeypatch.setattr(parse_worker, "LOADAVG", str(path))
     monkeypatch.setattr(parse_worker.time, "sleep", lambda _: path.write_text(next(looks)))
     assert parse_worker._runnable_now() == 0  # the fewest seen, less this process
+
+
+PIECES = 300
+
+
+@pytest.fixture
+def one_large_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory of a small file and a large one of many documents (among them a broken
+    object, a List, an empty document), the large one worth sharing by its pieces."""
+    monkeypatch.setattr(parse_worker, "SHARE_BYTES", 10_000)
+    monkeypatch.setattr(parse_worker, "idle_cpus", lambda: 1.5)
+    documents = []
+    for i in range(PIECES):
+        if i % 97 == 5:
+            documents.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: s{i}}}\nspec: 7\n")
+        elif i % 97 == 6:
+            documents.append("")  # an empty document
+        elif i % 97 == 7:
+            documents.append(
+                "apiVersion: v1\nkind: List\nitems:\n"
+                f"  - {{apiVersion: v1, kind: Service, metadata: {{name: l{i}}}}}\n"
+            )
+        else:
+            documents.append(
+                f"apiVersion: v1\nkind: Service\nmetadata: {{name: s{i}}}\n"
+                f"spec: {{type: ExternalName, externalName: s{i}.example.test}}\n"
+            )
+    (tmp_path / "all.yaml").write_text("---\n" + "---\n".join(documents))
+    (tmp_path / "small.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n")
+    return tmp_path
+
+
+def _alone_pieces(path: Path, monkeypatch: pytest.MonkeyPatch) -> LoadResult:
+    with monkeypatch.context() as patch:
+        patch.setattr(parse_worker, "SHARE_BYTES", 10**12)
+        loader = ManifestDirectory(path)
+        result = loader.load()
+        assert loader.parsed_by_worker == 0
+        return result
+
+
+def _same_load(shared: LoadResult, alone: LoadResult) -> None:
+    assert shared.objects == alone.objects
+    assert shared.errors == alone.errors
+    assert dict(shared.origins) == dict(alone.origins)
+    assert dict(shared.starts) == dict(alone.starts)
+
+
+@pytest.mark.usefixtures("patient")
+def test_a_large_file_is_shared_by_its_pieces(
+    one_large_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loader = ManifestDirectory(one_large_file)
+    shared = loader.load()
+    assert 0 < loader.parsed_by_worker < PIECES  # each parsed a share of the pieces
+    alone = _alone_pieces(one_large_file, monkeypatch)
+    _same_load(shared, alone)
+    assert any("expected a mapping, got 7" in e.message for e in shared.errors)
+    [origin] = [o for k, o in shared.origins.items() if k.name == "s250"]
+    assert shared.position(origin) == alone.position(origin) != None  # noqa: E711
+    # The record keeps its pieces: an edit of one document parses that one again.
+    text = (one_large_file / "all.yaml").read_text()
+    (one_large_file / "all.yaml").write_text(text.replace("name: s250}", "name: t250}"))
+    again = loader.load({"all.yaml"})
+    assert {o.key.name for o in again.objects} - {o.key.name for o in shared.objects} == {"t250"}
+
+
+def test_a_large_file_changed_since_the_worker_read_it_is_parsed_here(
+    one_large_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = ParseWorker.start(one_large_file, "default")
+    assert worker is not None
+    _finished(worker)
+    with (one_large_file / "all.yaml").open("a") as file:
+        file.write(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {name: late}\n"
+            "spec: {type: ExternalName, externalName: late.example.test}\n"
+        )
+    loader = ManifestDirectory(one_large_file, parse_worker=worker)
+    shared = loader.load()
+    assert loader.parsed_by_worker == 0 and worker._process.returncode is not None
+    assert "late" in {o.key.name for o in shared.objects}
+    _same_load(shared, _alone_pieces(one_large_file, monkeypatch))
+
+
+@pytest.mark.usefixtures("patient")
+def test_a_large_file_that_does_not_decode_is_reported_as_alone(
+    one_large_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (one_large_file / "all.yaml").read_text()
+    broken = text.replace("name: s280}", "name: [s280}", 1)  # late: in the caller's share
+    (one_large_file / "all.yaml").write_text(broken)
+    shared = ManifestDirectory(one_large_file).load()
+    alone = _alone_pieces(one_large_file, monkeypatch)
+    _same_load(shared, alone)
+    assert any("all.yaml" in e.origin and "YAML" in e.message for e in shared.errors)
+
+
+def test_a_large_file_changed_between_the_scan_and_its_read_shares_nothing(
+    one_large_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = ParseWorker.start(one_large_file, "default")
+    assert worker is not None
+    _finished(worker)  # it read the file as the scan will find it
+    path = one_large_file / "all.yaml"
+    read_file = manifests.read_file
+
+    def changed_first(root: str, relative: str, limit: int) -> object:
+        if relative == "all.yaml" and "t10}" not in path.read_text():
+            path.write_text(path.read_text().replace("name: s10}", "name: t10}"))
+        return read_file(root, relative, limit)
+
+    monkeypatch.setattr(manifests, "read_file", changed_first)
+    loader = ManifestDirectory(one_large_file, parse_worker=worker)
+    shared = loader.load()
+    names = {o.key.name for o in shared.objects}
+    assert "t10" in names and "s10" not in names and loader.parsed_by_worker == 0
+    monkeypatch.setattr(manifests, "read_file", read_file)
+    _same_load(shared, _alone_pieces(one_large_file, monkeypatch))
