@@ -148,7 +148,8 @@ class ManifestDirectory:
         self._last: LoadResult | None = None
         # What `unreadable` answers (None: found from the records when asked).
         self._unreadable_files: frozenset[str] | None = None
-        self.parsed_by_worker = 0  # files of the first load a worker process parsed
+        # Files (or pieces of one large file) of the first load a worker process parsed.
+        self.parsed_by_worker = 0
         self._worker = parse_worker  # until the first load
         # What the records define, kept up to date as each record is put or dropped.
         self._definitions = Definitions()

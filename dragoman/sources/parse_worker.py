@@ -13,10 +13,9 @@ is well ahead when the first load begins.
 
 A record from the worker is taken only for a file whose stamp is still the one the worker
 read it under (a piece, only of the very content the caller read); anything else is parsed
-here. A worker that cannot start, dies, or hands back
-nonsense leaves its files to the caller: the load is the same, only slower. The caller never
-waits for the worker, and stops it once they meet (a worker whose caller went away ends at its
-next write, on the closed pipe).
+here. A worker that cannot start, dies, or hands back nonsense leaves its files to the
+caller: the load is the same, only slower. The caller never waits for the worker, and stops it
+once they meet (a worker whose caller went away ends at its next write, on the closed pipe).
 """
 
 from __future__ import annotations
