@@ -71,23 +71,32 @@ def patient(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _alone(path: Path, monkeypatch: pytest.MonkeyPatch) -> LoadResult:
+    """The load of one process: neither files nor pieces shared."""
     with monkeypatch.context() as patch:
         patch.setattr(parse_worker, "SHARE_FROM", 10**9)
+        patch.setattr(parse_worker, "SHARE_BYTES", 10**12)
         loader = ManifestDirectory(path)
         result = loader.load()
         assert loader.parsed_by_worker == 0
         return result
 
 
-def _same(shared: LoadResult, alone: LoadResult) -> None:
+def _same_load(shared: LoadResult, alone: LoadResult) -> None:
     assert shared.objects == alone.objects
     assert shared.errors == alone.errors
     assert dict(shared.origins) == dict(alone.origins)
+    assert dict(shared.starts) == dict(alone.starts)
+
+
+def _same(shared: LoadResult, alone: LoadResult) -> None:
+    _same_load(shared, alone)
     assert shared.files == alone.files == FILES
 
 
-def _finished(worker: ParseWorker) -> ParseWorker:
-    """The worker, once it has parsed every file (and ended)."""
+def _finished(path: Path) -> ParseWorker:
+    """A worker for `path`, once it has parsed everything (and ended)."""
+    worker = ParseWorker.start(path, "default")
+    assert worker is not None
     worker._process.wait(WAIT_S)
     return worker
 
@@ -108,9 +117,8 @@ def test_the_worker_and_the_caller_meet(directory: Path, monkeypatch: pytest.Mon
 def test_a_worker_started_early_can_parse_the_whole_first_load(
     directory: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    worker = ParseWorker.start(directory, "default")
-    assert worker is not None
-    loader = ManifestDirectory(directory, parse_worker=_finished(worker))
+    worker = _finished(directory)
+    loader = ManifestDirectory(directory, parse_worker=worker)
     shared = loader.load()
     assert loader.parsed_by_worker == FILES
     _same(shared, _alone(directory, monkeypatch))
@@ -119,9 +127,7 @@ def test_a_worker_started_early_can_parse_the_whole_first_load(
 def test_a_file_changed_since_the_worker_read_it_is_parsed_here(
     directory: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    worker = ParseWorker.start(directory, "default")
-    assert worker is not None
-    _finished(worker)
+    worker = _finished(directory)
     (directory / "d1" / "f0001.yaml").write_text(
         "apiVersion: v1\nkind: Service\nmetadata: {name: renamed}\n"
         "spec: {type: ExternalName, externalName: renamed.example.test}\n"
@@ -142,9 +148,8 @@ def test_a_worker_for_another_directory_is_not_used(
         (other / f"o{i}.yaml").write_text(
             f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: n{i}}}\n"
         )
-    worker = ParseWorker.start(other, "default")
-    assert worker is not None
-    loader = ManifestDirectory(directory, parse_worker=_finished(worker))
+    worker = _finished(other)
+    loader = ManifestDirectory(directory, parse_worker=worker)
     _same(loader.load(), _alone(directory, monkeypatch))
     assert worker._process.returncode is not None  # stopped and reaped
 
@@ -383,22 +388,6 @@ def one_large_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _alone_pieces(path: Path, monkeypatch: pytest.MonkeyPatch) -> LoadResult:
-    with monkeypatch.context() as patch:
-        patch.setattr(parse_worker, "SHARE_BYTES", 10**12)
-        loader = ManifestDirectory(path)
-        result = loader.load()
-        assert loader.parsed_by_worker == 0
-        return result
-
-
-def _same_load(shared: LoadResult, alone: LoadResult) -> None:
-    assert shared.objects == alone.objects
-    assert shared.errors == alone.errors
-    assert dict(shared.origins) == dict(alone.origins)
-    assert dict(shared.starts) == dict(alone.starts)
-
-
 @pytest.mark.usefixtures("patient")
 def test_a_large_file_is_shared_by_its_pieces(
     one_large_file: Path, monkeypatch: pytest.MonkeyPatch
@@ -406,7 +395,7 @@ def test_a_large_file_is_shared_by_its_pieces(
     loader = ManifestDirectory(one_large_file)
     shared = loader.load()
     assert 0 < loader.parsed_by_worker < PIECES  # each parsed a share of the pieces
-    alone = _alone_pieces(one_large_file, monkeypatch)
+    alone = _alone(one_large_file, monkeypatch)
     _same_load(shared, alone)
     assert any("expected a mapping, got 7" in e.message for e in shared.errors)
     [origin] = [o for k, o in shared.origins.items() if k.name == "s250"]
@@ -421,9 +410,7 @@ def test_a_large_file_is_shared_by_its_pieces(
 def test_a_large_file_changed_since_the_worker_read_it_is_parsed_here(
     one_large_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    worker = ParseWorker.start(one_large_file, "default")
-    assert worker is not None
-    _finished(worker)
+    worker = _finished(one_large_file)
     with (one_large_file / "all.yaml").open("a") as file:
         file.write(
             "---\napiVersion: v1\nkind: Service\nmetadata: {name: late}\n"
@@ -433,7 +420,7 @@ def test_a_large_file_changed_since_the_worker_read_it_is_parsed_here(
     shared = loader.load()
     assert loader.parsed_by_worker == 0 and worker._process.returncode is not None
     assert "late" in {o.key.name for o in shared.objects}
-    _same_load(shared, _alone_pieces(one_large_file, monkeypatch))
+    _same_load(shared, _alone(one_large_file, monkeypatch))
 
 
 @pytest.mark.usefixtures("patient")
@@ -444,7 +431,7 @@ def test_a_large_file_that_does_not_decode_is_reported_as_alone(
     broken = text.replace("name: s280}", "name: [s280}", 1)  # late: in the caller's share
     (one_large_file / "all.yaml").write_text(broken)
     shared = ManifestDirectory(one_large_file).load()
-    alone = _alone_pieces(one_large_file, monkeypatch)
+    alone = _alone(one_large_file, monkeypatch)
     _same_load(shared, alone)
     assert any("all.yaml" in e.origin and "YAML" in e.message for e in shared.errors)
 
@@ -452,9 +439,7 @@ def test_a_large_file_that_does_not_decode_is_reported_as_alone(
 def test_a_large_file_changed_between_the_scan_and_its_read_shares_nothing(
     one_large_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    worker = ParseWorker.start(one_large_file, "default")
-    assert worker is not None
-    _finished(worker)  # it read the file as the scan will find it
+    worker = _finished(one_large_file)  # it read the file as the scan will find it
     path = one_large_file / "all.yaml"
     read_file = manifests.read_file
 
@@ -469,4 +454,4 @@ def test_a_large_file_changed_between_the_scan_and_its_read_shares_nothing(
     names = {o.key.name for o in shared.objects}
     assert "t10" in names and "s10" not in names and loader.parsed_by_worker == 0
     monkeypatch.setattr(manifests, "read_file", read_file)
-    _same_load(shared, _alone_pieces(one_large_file, monkeypatch))
+    _same_load(shared, _alone(one_large_file, monkeypatch))
