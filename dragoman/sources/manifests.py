@@ -598,12 +598,13 @@ def _pieces_shared(
     relative = stamp.path
     read = read_file(root, relative, MAX_FILE_BYTES + 1)
     pieces = None
-    if isinstance(read, FileRead) and read.stamp is not None:
-        with contextlib.suppress(DecodeError):
+    with contextlib.suppress(DecodeError):
+        if isinstance(read, FileRead) and read.stamp is not None:
             pieces = split_yaml_documents(decode_text(read.data))
-    if pieces is None or not isinstance(read, FileRead):
+    if pieces is None:
         worker.stop()
         return None, 0
+    assert isinstance(read, FileRead)  # (pieces are only cut from a file read whole)
     texts = [text for _, text in pieces]
     try:
         parsed, taken = parse_meeting(

@@ -32,11 +32,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from dragoman.sources.errors import printable
-from dragoman.sources.tree import FileStamp, holds_at_least
+from dragoman.sources.tree import YAML_SUFFIXES, FileStamp, holds_at_least
 
 log = logging.getLogger("dragoman.sources")
 
@@ -276,14 +277,10 @@ def parse_meeting(
 def largest_yaml(stamps: Sequence[FileStamp], share_bytes: int | None = None) -> FileStamp | None:
     """The YAML file whose pieces a first load of few files shares (the first of the largest,
     in scan order), if one holds `share_bytes` (SHARE_BYTES) or more."""
-    yaml_files = (stamp for stamp in stamps if stamp.path.endswith((".yaml", ".yml")))
-    largest = max(yaml_files, key=_size, default=None)
+    yaml_files = (stamp for stamp in stamps if stamp.path.endswith(YAML_SUFFIXES))
+    largest = max(yaml_files, key=attrgetter("size"), default=None)
     least = SHARE_BYTES if share_bytes is None else share_bytes
     return largest if largest is not None and largest.size >= least else None
-
-
-def _size(stamp: FileStamp) -> int:
-    return stamp.size
 
 
 def main() -> None:

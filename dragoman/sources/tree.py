@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+YAML_SUFFIXES = (".yaml", ".yml")
+MANIFEST_SUFFIXES = (*YAML_SUFFIXES, ".json")
 # Directories nested deeper than this below the root are reported, not read: the walk's
 # work and the paths it builds stay bounded whatever the tree looks like.
 MAX_DIRECTORY_DEPTH = 32
@@ -86,7 +87,7 @@ def holds_at_least(root: Path, count: int, or_a_yaml_file_of: int | None = None)
                         found += 1
                         if found >= count or (
                             or_a_yaml_file_of is not None
-                            and entry.name.endswith((".yaml", ".yml"))
+                            and entry.name.endswith(YAML_SUFFIXES)
                             and entry.stat().st_size >= or_a_yaml_file_of
                         ):
                             return True

@@ -9,6 +9,7 @@ import logging
 import os
 import pickle
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -454,4 +455,30 @@ def test_a_large_file_changed_between_the_scan_and_its_read_shares_nothing(
     names = {o.key.name for o in shared.objects}
     assert "t10" in names and "s10" not in names and loader.parsed_by_worker == 0
     monkeypatch.setattr(manifests, "read_file", read_file)
+    _same_load(shared, _alone(one_large_file, monkeypatch))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # A document that does not decode early on: in the worker's share.
+        lambda text: text.replace("name: s12}", "name: [s12}", 1),
+        # A hostile one there too: nested past the depth limit.
+        lambda text: text.replace("name: s12}", "name: s12}\nx: " + "[" * 5000 + "]" * 5000, 1),
+        # A control character: not YAML text.
+        lambda text: text.replace("name: s12}", "name: s\x0712}", 1),
+        # A directive: the file is not cut into pieces, and parsed whole.
+        lambda text: "%YAML 1.1\n" + text,
+        # Windows line ends, and a document of no objects but a comment.
+        lambda text: text.replace("\n", "\r\n").replace("---\r\n", "---\r\n# note\r\n---\r\n", 3),
+    ],
+    ids=["broken-early", "too-deep", "control-character", "directive", "crlf-and-comments"],
+)
+@pytest.mark.usefixtures("patient")
+def test_a_large_file_unusual_or_hostile_loads_as_alone(
+    one_large_file: Path, monkeypatch: pytest.MonkeyPatch, change: Callable[[str], str]
+) -> None:
+    path = one_large_file / "all.yaml"
+    path.write_text(change(path.read_text()))
+    shared = ManifestDirectory(one_large_file).load()
     _same_load(shared, _alone(one_large_file, monkeypatch))
