@@ -459,7 +459,7 @@ def _full_response_bytes(snap: Snapshot) -> int:
     """The initial answers' sizes: full-state CDS (and every CLA with EDS)."""
     bodies = ResponseBodies()
     return sum(
-        len(bodies.sotw_response(t, r.version, r.resources, "", whole_type=True).body)
+        len(bodies.sotw_response(t, r.version, r.resources, 0, whole_type=True).to_bytes())
         for t, r in snap.types.items()
     )
 

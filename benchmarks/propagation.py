@@ -263,6 +263,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
+def thread_cpu_ns(pid: int) -> dict[int, int]:
+    """Each live thread's CPU time in ns, by thread id: a change costs a server tens of ms,
+    which the 10 ms ticks of /proc/PID/stat cannot tell apart."""
+    times: dict[int, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            times[int(task.name)] = int((task / "schedstat").read_text().split()[0])
+    return times
+
+
+def cpu_seconds_since(pid: int, before: Mapping[int, int]) -> float:
+    """CPU seconds the process's threads spent since `before` (`thread_cpu_ns`); a thread
+    that ended meanwhile counts for nothing (the server's threads live as long as it)."""
+    now = thread_cpu_ns(pid)
+    return sum(ns - before.get(tid, 0) for tid, ns in now.items()) / 1e9
+
+
 def main_thread_cpu_seconds(pid: int) -> float:
     """CPU time of the process's first thread, in ns precision: Envoy's main thread, where it
     applies xDS updates (its worker thread serves the probes)."""
@@ -426,7 +443,7 @@ class Figures:
     # CPU per change, raw (never less the idle rate, which can overshoot): each Envoy's main
     # thread from the write until that Envoy answered from the new config (what it spent to
     # apply it, and its idle work meanwhile), and over the whole window from the write until
-    # `--pause` after the last answer; dragoman's (utime + stime) over that window.
+    # `--pause` after the last answer; dragoman's over that window (every thread, in ns).
     envoy_cpu_ms: list[float] = field(default_factory=list)
     envoy_window_cpu_ms: list[float] = field(default_factory=list)
     window_s: list[float] = field(default_factory=list)
@@ -633,9 +650,9 @@ def cds_update_duration(envoy: EnvoyProcess) -> str:
 
 def idle_cpu(pid: int, seconds: float) -> float:
     """CPU seconds per minute over `seconds` of nothing happening."""
-    before = cpu_seconds(pid)
+    before = thread_cpu_ns(pid)
     time.sleep(seconds)
-    return (cpu_seconds(pid) - before) * 60 / seconds
+    return cpu_seconds_since(pid, before) * 60 / seconds
 
 
 async def measure_changes(
@@ -661,7 +678,7 @@ async def measure_changes(
             host = f"svc{i}.bench.test"
             log_size = log_path.stat().st_size
             envoy_cpu = [main_thread_cpu_seconds(pid) for pid in envoy_pids or ()]
-            dragoman_cpu = cpu_seconds(dragoman_pid) if dragoman_pid is not None else 0.0
+            dragoman_cpu = thread_cpu_ns(dragoman_pid) if dragoman_pid is not None else {}
             started = time.monotonic()
             port = workload.change(i)
             failures: list[str] = []
@@ -689,7 +706,7 @@ async def measure_changes(
                     (main_thread_cpu_seconds(pid) - envoy_cpu[k]) * 1000
                 )
             if dragoman_pid is not None:
-                figures.dragoman_cpu_ms.append((cpu_seconds(dragoman_pid) - dragoman_cpu) * 1000)
+                figures.dragoman_cpu_ms.append(cpu_seconds_since(dragoman_pid, dragoman_cpu) * 1000)
     finally:
         for connection in connections.values():
             connection.close()

@@ -225,8 +225,13 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
     def _respond(
         self, state: DeltaTypeState, updates: list[Resource], removed: list[str]
     ) -> DeltaResponse:
-        nonce = self._next_nonce()
         system_version = self._current(state.type_url).version
+        response = self._numbered(
+            self.memos.bodies.delta_response(
+                state.type_url, system_version, updates, removed, self._nonce
+            )
+        )
+        nonce = response.nonce
         held_before = state.held.mapping
         previous = {r.name: v for r in updates if (v := held_before.get(r.name)) is not None}
         if updates or removed:
@@ -262,9 +267,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         state.last_nonce = nonce
         if state.type_url == CLUSTER and updates:
             self.warmth.clusters_sent(nonce, updates, previous)  # what it held before
-        return self.memos.bodies.delta_response(
-            state.type_url, system_version, updates, removed, nonce
-        )
+        return response
 
     def _acks_what_is_held(
         self, state: DeltaTypeState, changed: Sequence[Resource], gone: Sequence[str]

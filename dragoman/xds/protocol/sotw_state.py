@@ -185,8 +185,18 @@ class WholeTypeDiffs:
             self._diffs.move_to_end(key)
             return found
         new = current.resources
-        changed = frozenset(n for n, r in new.items() if _digest(held.get(n)) != r.digest)
-        removed = tuple(n for n in held if n not in new)
+        derived = current.derived
+        if derived is not None and derived[0] == held_version:
+            # `current` was made from the very content held, by changing these names alone
+            # (versions hash the content): one change among 10,000 walks one name, not all.
+            names = derived[1]
+            changed = frozenset(
+                n for n in names if n in new and _digest(held.get(n)) != new[n].digest
+            )
+            removed = tuple(sorted(n for n in names if n in held and n not in new))
+        else:
+            changed = frozenset(n for n, r in new.items() if _digest(held.get(n)) != r.digest)
+            removed = tuple(n for n in held if n not in new)
         found = self._diffs[key] = (changed, removed)
         if len(self._diffs) > self._size:
             self._diffs.popitem(last=False)

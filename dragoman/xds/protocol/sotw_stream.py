@@ -225,8 +225,13 @@ class SotwStream(StreamProtocol[TypeState]):
     def _respond(
         self, state: TypeState, version: str, resources: Mapping[str, Resource]
     ) -> SotwResponse:
-        nonce = self._next_nonce()
         current = self._current(state.type_url)
+        whole_type = resources is current.resources and version == current.version
+        response = self._numbered(
+            self.memos.bodies.sotw_response(
+                state.type_url, version, resources, self._nonce, whole_type=whole_type
+            )
+        )
         if state.type_url in FULL_STATE_TYPES:
             state.sent.share(resources)  # never changed in place: may be the snapshot's own
             state.sent_whole = current.version if resources is current.resources else None
@@ -240,15 +245,12 @@ class SotwStream(StreamProtocol[TypeState]):
             for name, resource in resources.items():
                 state.unacked.setdefault(name, sent.get(name))
                 sent[name] = resource
-        state.nonce = nonce
+        state.nonce = response.nonce
         state.in_flight = True
         state.sent_version = version
         state.sent_snapshot_version = current.version
         state.sent_batch = resources
-        whole_type = resources is current.resources and version == current.version
-        return self.memos.bodies.sotw_response(
-            state.type_url, version, resources, nonce, whole_type=whole_type
-        )
+        return response
 
     def _resend_endpoints(self, changed_clusters: Iterable[str]) -> list[SotwResponse]:
         """Envoy keeps a changed EDS cluster warming until a CLA arrives, even an unchanged one."""

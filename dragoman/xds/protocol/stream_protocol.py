@@ -1,5 +1,5 @@
 """What the SotW and delta stream state machines share: the client's node, the snapshot
-served, one nonce counter, the events collected for the shell, and which type a request is
+served, its last nonce, the events collected for the shell, and which type a request is
 about. What to send, and when, is each protocol's own (`sotw_stream`, `delta_stream`)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dragoman.xds.protocol.events import MissingTypeUrl, StreamEvent, WrongTypeU
 from dragoman.xds.protocol.make_before_break import NAMING_TYPES, ClusterWarmth, routes_settled
 from dragoman.xds.protocol.resource_status import ResourceStatus, TypeStatus
 from dragoman.xds.protocol.sotw_state import WholeTypeDiffs
-from dragoman.xds.protocol.wire import ResponseBodies
+from dragoman.xds.protocol.wire import DeltaResponse, ResponseBodies, SotwResponse
 
 
 class TypeStateView(Protocol):
@@ -29,6 +29,7 @@ class TypeStateView(Protocol):
 
 
 S = TypeVar("S", bound=TypeStateView)  # what the protocol remembers per type
+R = TypeVar("R", SotwResponse, DeltaResponse)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -55,7 +56,7 @@ class StreamProtocol(Generic[S]):
         self.legacy_wildcard = True
         self.types: dict[str, S] = {}
         self._snapshot: Snapshot | None = None
-        self._nonce = 0  # one counter per stream, shared by its types
+        self._nonce = 0  # the last nonce sent, of any type: each is larger
         self._events: list[StreamEvent] = []
         # Whether the clusters sent are warm yet: this ADS stream's own; on per-type streams
         # the shell gives every stream of a node the same one.
@@ -154,9 +155,11 @@ class StreamProtocol(Generic[S]):
                 warmth.removals_waiting = False
                 warmth.wake()
 
-    def _next_nonce(self) -> str:
-        self._nonce += 1
-        return str(self._nonce)
+    def _numbered(self, response: R) -> R:
+        """`response`, whose nonce (drawn by the shared bodies, larger than this stream's
+        last) is now this stream's last."""
+        self._nonce = int(response.nonce)
+        return response
 
     def _serves(self, type_url: str) -> bool:
         """Whether the snapshot has this type at all. Types it lacks get no answer: a type

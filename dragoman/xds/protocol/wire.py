@@ -1,11 +1,14 @@
-"""Responses as bytes: each body is encoded once and shared; only the nonce is per stream.
+"""Responses as bytes: each is encoded once and written as the very same bytes to every
+stream that sends it.
 
 A DiscoveryResponse (or DeltaDiscoveryResponse) sent to a thousand streams after one change
-differs between them only in its nonce. The body is encoded once from the resources'
-already serialized bytes and cached; each stream writes `head + nonce + tail`. Fields are
-emitted in field-number order, so the bytes equal protobuf's own deterministic encoding
-(the nonce sorts last in a DiscoveryResponse, between the head and the removed names of a
-DeltaDiscoveryResponse).
+is the same for all of them, nonce included: the nonce is drawn once, when the body is
+encoded. A nonce need only be unique within one stream, and a stream's nonces only ever grow
+(`ResponseBodies` draws them from one counter): a stream that already sent a nonce as large
+(the same body again, say) gets a copy with a nonce of its own. So one change costs no
+per-stream copy of a 1.4 MB body, only gRPC's own. Fields are emitted in field-number order,
+so the bytes equal protobuf's own deterministic encoding (the nonce sorts last in a
+DiscoveryResponse, between the head and the removed names of a DeltaDiscoveryResponse).
 """
 
 from __future__ import annotations
@@ -101,21 +104,21 @@ def _sotw_body(version: str, type_url: str, resources: Iterable[Resource]) -> by
 
 @dataclass(frozen=True, slots=True, eq=False)
 class SotwResponse:
-    """A DiscoveryResponse ready to write: a shared body plus this stream's nonce."""
+    """A DiscoveryResponse ready to write, as bytes most often shared with other streams."""
 
     type_url: str
     version_info: str
     nonce: str
     # The resources carried, in order: often the snapshot's own mapping (no per-stream copy).
     resources: Mapping[str, Resource]
-    body: bytes  # every field but the nonce (which sorts last)
+    data: bytes  # the whole response, nonce included
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.resources)
 
     def to_bytes(self) -> bytes:
-        return self.body + _text(_NONCE, self.nonce)
+        return self.data
 
     def message(self) -> DiscoveryResponse:
         """The response as a protobuf message (tests, logs): decoded from the bytes sent."""
@@ -124,18 +127,17 @@ class SotwResponse:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DeltaResponse:
-    """A DeltaDiscoveryResponse ready to write: shared head and tail around the nonce."""
+    """A DeltaDiscoveryResponse ready to write, as bytes most often shared with other streams."""
 
     type_url: str
     system_version_info: str
     nonce: str
     names: tuple[str, ...]  # resources carried (added or changed), in order
     removed: tuple[str, ...]
-    head: bytes  # system_version_info, resources, type_url
-    tail: bytes  # removed_resources
+    data: bytes  # the whole response, nonce included
 
     def to_bytes(self) -> bytes:
-        return self.head + _text(_NONCE, self.nonce) + self.tail
+        return self.data
 
     def message(self) -> DeltaDiscoveryResponse:
         return DeltaDiscoveryResponse.FromString(self.to_bytes())
@@ -146,17 +148,39 @@ Response = SotwResponse | DeltaResponse
 
 @dataclass(frozen=True, slots=True)
 class _Encoded:
-    """What every stream sending the same response shares: its bytes around the nonce and,
-    for delta, the names it carries and removes (so no stream keeps a copy of its own)."""
+    """What every stream sending the same response shares: its bytes with the nonce drawn
+    when it was encoded and, for delta, the names it carries and removes (so no stream keeps
+    a copy of its own)."""
 
-    head: bytes
-    tail: bytes = b""
+    data: bytes
+    nonce: int
+    nonce_at: int  # where the nonce's field starts in `data`
+    nonce_end: int  # and where it ends
     names: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
 
+    @classmethod
+    def around(
+        cls,
+        head: bytes,
+        nonce: int,
+        tail: bytes = b"",
+        names: tuple[str, ...] = (),
+        removed: tuple[str, ...] = (),
+    ) -> _Encoded:
+        field = _text(_NONCE, str(nonce))
+        return cls(
+            b"".join((head, field, tail)), nonce, len(head), len(head) + len(field), names, removed
+        )
+
+    def renumbered(self, nonce: int) -> bytes:
+        """The same response with another nonce: one copy of the bytes around it."""
+        data = memoryview(self.data)
+        return b"".join((data[: self.nonce_at], _text(_NONCE, str(nonce)), data[self.nonce_end :]))
+
 
 def _body_bytes(value: _Encoded) -> int:
-    return len(value.head) + len(value.tail)
+    return len(value.data)
 
 
 class ResponseBodies:
@@ -169,6 +193,22 @@ class ResponseBodies:
 
     def __init__(self, max_bytes: int = BODY_CACHE_BYTES) -> None:
         self.lru: SizedLru[Hashable, _Encoded] = SizedLru(max_bytes, _body_bytes)
+        # The last nonce drawn, for any stream: those of bodies, drawn when they are encoded,
+        # and those of the copies of streams that sent a body's nonce already.
+        self._last_nonce = 0
+
+    def _draw(self, after: int = 0) -> int:
+        """A nonce larger than every one drawn before and than `after`."""
+        self._last_nonce = max(self._last_nonce, after) + 1
+        return self._last_nonce
+
+    def _numbered(self, encoded: _Encoded, after: int) -> tuple[str, bytes]:
+        """The nonce and bytes for a stream whose last nonce was `after`: the shared ones,
+        unless that stream already sent a nonce as large."""
+        if encoded.nonce > after:
+            return str(encoded.nonce), encoded.data
+        nonce = self._draw(after)
+        return str(nonce), encoded.renumbered(nonce)
 
     def forget_versions(self, versions: Collection[str]) -> int:
         """Drop the bodies made for these TypeSnapshot versions; return how many."""
@@ -185,11 +225,12 @@ class ResponseBodies:
         type_url: str,
         version: str,
         resources: Mapping[str, Resource],
-        nonce: str,
+        after: int,
         *,
         whole_type: bool = False,
     ) -> SotwResponse:
-        """A DiscoveryResponse carrying `resources` in order.
+        """A DiscoveryResponse carrying `resources` in order, for a stream whose last nonce
+        was `after` (its nonce is larger).
 
         `whole_type`: `resources` is every resource of the type snapshot whose version is
         `version`, so the version alone identifies the body (no per-call key of all names).
@@ -197,9 +238,11 @@ class ResponseBodies:
         key = ("sotw", type_url, version, None if whole_type else tuple(resources))
         cached = self.lru.get(key)
         if cached is None:
-            cached = _Encoded(_sotw_body(version, type_url, resources.values()))
+            body = _sotw_body(version, type_url, resources.values())
+            cached = _Encoded.around(body, self._draw())
             self.lru.put(key, cached)
-        return SotwResponse(type_url, version, nonce, resources, cached.head)
+        nonce, data = self._numbered(cached, after)
+        return SotwResponse(type_url, version, nonce, resources, data)
 
     def delta_response(
         self,
@@ -207,9 +250,10 @@ class ResponseBodies:
         system_version: str,
         resources: Iterable[Resource],
         removed: Iterable[str],
-        nonce: str,
+        after: int,
     ) -> DeltaResponse:
-        """A DeltaDiscoveryResponse; each resource's version is its content digest."""
+        """A DeltaDiscoveryResponse, for a stream whose last nonce was `after` (its nonce is
+        larger); each resource's version is its content digest."""
         carried = tuple(resources)
         gone = tuple(removed)
         # Names and digests as two flat tuples, not a pair per resource: the key of a
@@ -224,11 +268,10 @@ class ResponseBodies:
                 + _text(_TYPE_URL, type_url)
             )
             tail = b"".join(_element(_REMOVED, name) for name in gone)
-            cached = _Encoded(head, tail, names, gone)
+            cached = _Encoded.around(head, self._draw(), tail, names, gone)
             self.lru.put(key, cached)
-        return DeltaResponse(
-            type_url, system_version, nonce, cached.names, cached.removed, cached.head, cached.tail
-        )
+        nonce, data = self._numbered(cached, after)
+        return DeltaResponse(type_url, system_version, nonce, cached.names, cached.removed, data)
 
 
 def _base_version(key: Hashable) -> str:

@@ -3,12 +3,23 @@ or a test beside a server) never evict or drop each other's entries."""
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
-from dragoman.snapshots.resources import ALL_GATEWAYS, CLUSTER, LISTENER, Snapshot
+from dragoman.snapshots.resources import (
+    ALL_GATEWAYS,
+    CLUSTER,
+    LISTENER,
+    Resource,
+    Snapshot,
+    TypeSnapshot,
+)
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.digest_maps import DIFFS, RECENT_MAPS, DigestMaps
+from dragoman.xds.protocol.sotw_state import WholeTypeDiffs
 from dragoman.xds.protocol.sotw_stream import SotwStream
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from tests.support.xds_builders import (
@@ -44,7 +55,7 @@ def test_a_cache_letting_go_of_a_version_keeps_the_body_another_cache_still_serv
         other.set_snapshots({ALL_GATEWAYS: clusters(version)})
     assert other.memos.bodies.forget_versions({served.of_type(CLUSTER).version}) == 0
     again = SotwStream(memos=one.memos).on_request(request(CLUSTER, node=Node(id="e3")), served)
-    assert again[0].body is first[0].body  # still shared, not encoded again
+    assert again[0].to_bytes() is first[0].to_bytes()  # still shared, not encoded again
 
 
 def test_digest_maps_of_one_cache_survive_churn_in_another() -> None:
@@ -79,7 +90,7 @@ def test_idle_delta_streams_of_one_cache_share_maps_another_cache_churns_past() 
     changed = clusters(1000)
     pushes = [stream.on_snapshot(changed) for stream in streams]
     assert [p.names for (p,) in pushes] == [("a",), ("a",)]
-    assert pushes[0][0].head is pushes[1][0].head
+    assert pushes[0][0].to_bytes() is pushes[1][0].to_bytes()
 
 
 def test_per_type_rewrites_of_one_server_survive_churn_in_another() -> None:
@@ -92,3 +103,62 @@ def test_per_type_rewrites_of_one_server_survive_churn_in_another() -> None:
     assert again.of_type(CLUSTER) is rewritten.of_type(CLUSTER)
     assert again.of_type(LISTENER) is rewritten.of_type(LISTENER)
     assert len(one) == 2 and len(other) <= 8
+
+
+class _CountedLookups(dict[str, Resource]):
+    """A held mapping that counts the names looked up in it."""
+
+    looked_up = 0
+
+    def get(self, name: str, default: object = None) -> Any:  # type: ignore[override]
+        self.looked_up += 1
+        return super().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self.looked_up += 1
+        return super().__contains__(name)
+
+
+def _resource(name: str, timeout_s: int) -> Resource:
+    return eds_cluster(name, timeout_s=timeout_s)
+
+
+def test_whole_type_diffs_of_a_derived_snapshot_walk_only_its_changed_names() -> None:
+    """One change among many: the diff from the snapshot it was made from comes from the
+    names `derived` lists, and equals the diff of every resource, through random edits,
+    additions and removals (each of them, or together)."""
+    rng = random.Random(5)
+    for round_ in range(60):
+        held_snapshot = TypeSnapshot.of(_resource(f"c{i:03d}", 1) for i in range(0, 200, 2))
+        names = list(held_snapshot.resources)
+        changed = {
+            n: _resource(n, rng.randrange(2, 9)) for n in rng.sample(names, rng.randrange(4))
+        }
+        added = {
+            n: _resource(n, 1)
+            for n in (f"c{i:03d}" for i in rng.sample(range(1, 200, 2), rng.randrange(3)))
+        }
+        removed = rng.sample([n for n in names if n not in changed], rng.randrange(3))
+        if round_ % 3 == 0:
+            added, removed = {}, []
+            current = held_snapshot.replaced(changed)  # the same names
+        else:
+            current = held_snapshot.patched({**changed, **added}, removed)
+        held = _CountedLookups(held_snapshot.resources)
+        diff = WholeTypeDiffs().between(held, held_snapshot.version, current)
+        plain = TypeSnapshot(resources=current.resources, version=current.version)  # no derived
+        assert diff == WholeTypeDiffs().between(
+            held_snapshot.resources, held_snapshot.version, plain
+        )
+        if current is not held_snapshot:
+            assert held.looked_up <= 2 * (len(changed) + len(added) + len(removed))
+        assert diff[0] == frozenset(changed) | frozenset(added)
+        assert diff[1] == tuple(sorted(removed))
+
+
+def test_whole_type_diffs_from_another_snapshot_than_the_derived_one_walk_every_name() -> None:
+    first = TypeSnapshot.of(_resource(f"c{i}", 1) for i in range(10))
+    second = first.replaced({"c1": _resource("c1", 2)})
+    third = second.replaced({"c2": _resource("c2", 3)})  # derived from the second
+    changed, removed = WholeTypeDiffs().between(first.resources, first.version, third)
+    assert (changed, removed) == (frozenset({"c1", "c2"}), ())

@@ -286,7 +286,7 @@ def test_multiple_streams_each_get_every_push_sharing_one_body(delta: bool) -> N
         bodies: dict[int, set[int]] = {}
 
         def on_response(stream: object, response: Response) -> None:
-            body = response.head if hasattr(response, "head") else response.body
+            body = response.to_bytes()
             bodies.setdefault(len(bodies), set()).add(id(body))
 
         async with xds_channel(cache, callbacks=XdsCallbacks(on_response=on_response)) as channel:
