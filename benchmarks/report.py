@@ -281,7 +281,7 @@ def fleet_verdicts(results: Results) -> list[str]:
             floor = statistics.median(found["floor_ms"]) if found["floor_ms"] else float("nan")
             name = (
                 f"SotW CPU per change, N={found['services']:,}, {found['envoys']} Envoys, ms "
-                f"(the ideal server: {floor:g} ms; 10 ms ticks)"
+                f"(the ideal server: {floor:g} ms)"
             )
             lines.append(verdict(name, ours, 35.0))
     if "fanout_storm" in runs:
@@ -650,15 +650,15 @@ def route_load_run(f: dict[str, Any]) -> list[str]:
 
 def bench_stall_row(f: dict[str, Any]) -> list[str]:
     """How often the benchmark's own loop stalled (figures saved before it was measured have
-    no row): its test API server shares the process, so such a stall delays the writes and
-    their observation alike, and counts against dragoman."""
+    no row): such a stall delays the writes and their observation alike, and counts against
+    dragoman. Its test API server runs in a process of its own, whose threads stalled it."""
     stalls = f.get("bench_stalls_ms")
     if stalls is None:
         return []
     most = max(stalls, default=0.0)
     return [
-        f"| the benchmark's own event loop woke more than 30 ms late (its API server shares "
-        f"the process) | {len(stalls)} times, at most {most:.0f} ms | reported |"
+        f"| the benchmark's own event loop woke more than 30 ms late | {len(stalls)} times, "
+        f"at most {most:.0f} ms | reported |"
     ]
 
 
