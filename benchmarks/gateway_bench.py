@@ -289,6 +289,9 @@ class ApiServerProcess:
 
     def stop(self) -> None:
         stop(self.child)
+        for pipe in (self.child.stdin, self.child.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 # --- the world: sources of truth, dragoman, Envoy -----------------------------------------

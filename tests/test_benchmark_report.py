@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.support.builders import typed
+from tests.support.builders import service, typed
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -166,6 +169,33 @@ def test_the_benchmark_objects_are_valid(report: ModuleType) -> None:
     assert len(variants) == 11
     for _label, objects in variants:
         assert len(typed(*objects)) == len(objects)
+
+
+def test_the_benchmarks_api_server_runs_apart_and_stores_what_is_applied(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    """gateway_bench's test API server is a child process (its threads would stall the
+    benchmark's loop): what it is told to apply is stored, as its own list/watch API says."""
+    import gateway_bench
+
+    api = gateway_bench.ApiServerProcess(tmp_path)
+    try:
+        assert api.child.pid != os.getpid() and api.child.poll() is None
+        api.apply(service("one", 80), service("two", 81))
+        config = yaml.safe_load(api.write_kubeconfig(tmp_path / "copy").read_text())
+        server = config["clusters"][0]["cluster"]["server"]
+        token = config["users"][0]["user"]["token"]
+        asked = urllib.request.Request(
+            f"{server}/api/v1/namespaces/default/services",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(asked, timeout=10) as answer:
+            listed = json.loads(answer.read())
+        names = sorted(item["metadata"]["name"] for item in listed["items"])
+        assert names == ["one", "two"]
+    finally:
+        api.stop()
+    assert api.child.poll() is not None  # stopped, by its own pid
 
 
 def test_the_fleet_benchmarks_output_is_read_and_judged(report: ModuleType) -> None:
