@@ -255,9 +255,10 @@ def serve_api(kubeconfig: str) -> None:
 
 
 class ApiServerProcess:
-    """The test API server in a process of its own. In this one, its threads (each watch's
-    events, each list) took the interpreter lock from the benchmark's own loop: that loop
-    woke 30 ms late tens to hundreds of times per route-load run, which its timings held."""
+    """The test API server in a process of its own. Run in the benchmark's process, its
+    threads (each watch's events, each list) took the interpreter lock from the benchmark's
+    loop: that loop woke 30 ms late tens to hundreds of times per route-load run, and its
+    timings held those stalls."""
 
     def __init__(self, workdir: Path) -> None:
         self.kubeconfig = workdir / "kubeconfig"
