@@ -226,13 +226,20 @@ def serve_backends(spec: str) -> None:
 
 def start_backends(named: dict[str, tuple[str, int]]) -> subprocess.Popen[bytes]:
     spec = ",".join(f"{name}={host}:{port}" for name, (host, port) in named.items())
+    return start_child("--serve-backends", spec, "the echo backends")
+
+
+def start_child(flag: str, value: str, what: str, stdin: bool = False) -> subprocess.Popen[bytes]:
+    """This script run as a child with `flag value`, once it has printed "ready"."""
     child = subprocess.Popen(
-        [sys.executable, __file__, "--serve-backends", spec], stdout=subprocess.PIPE
+        [sys.executable, __file__, flag, value],
+        stdin=subprocess.PIPE if stdin else None,
+        stdout=subprocess.PIPE,
     )
     assert child.stdout is not None
     if child.stdout.readline().strip() != b"ready":
         stop(child)
-        raise RuntimeError("the echo backends did not start")
+        raise RuntimeError(f"{what} did not start")
     return child
 
 
@@ -262,14 +269,9 @@ class ApiServerProcess:
 
     def __init__(self, workdir: Path) -> None:
         self.kubeconfig = workdir / "kubeconfig"
-        self.child = subprocess.Popen(
-            [sys.executable, __file__, "--serve-api", str(self.kubeconfig)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
+        self.child = start_child(
+            "--serve-api", str(self.kubeconfig), "the test API server", stdin=True
         )
-        if self._answer() != "ready":
-            stop(self.child)
-            raise RuntimeError("the test API server did not start")
 
     def _answer(self) -> str:
         assert self.child.stdout is not None
