@@ -16,7 +16,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, Disc
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Snapshot
 from dragoman.xds.protocol.delta_state import MAX_PENDING
 from dragoman.xds.protocol.delta_stream import DeltaStream
-from dragoman.xds.protocol.events import MissingTypeUrl, WrongTypeUrl
+from dragoman.xds.protocol.events import Ack, MissingTypeUrl, StaleRequest, WrongTypeUrl
 from dragoman.xds.protocol.make_before_break import ClusterWarmth
 from dragoman.xds.protocol.sotw_stream import SotwStream
 from dragoman.xds.protocol.stream_protocol import StreamMemos
@@ -334,6 +334,34 @@ def test_a_stream_past_a_shared_nonce_sends_a_copy_with_a_larger_one(flavour: Fl
     assert message.nonce == b.nonce
     message.nonce = a.nonce
     assert message.SerializeToString(deterministic=True) == a.to_bytes()  # only the nonce
+
+
+def test_content_rolled_back_goes_out_again_under_a_new_nonce(flavour: Flavour) -> None:
+    """A change and its rollback: the body of the content served first is still encoded,
+    under a nonce this stream sent already. It goes out again as a copy with a larger nonce,
+    and an answer naming the old nonce is stale, not an ACK of the copy."""
+    stream = new_stream(flavour)
+    base = base_snapshot()
+    first_lds = connect_envoy(flavour, stream, base)[LISTENER]
+    moved = snapshot(
+        clusters=[eds_cluster("a"), eds_cluster("b")],
+        assignments=[endpoints("a", "10.0.0.1"), endpoints("b", "10.0.0.2")],
+        listeners=[listener("http", "routes-http", port=8081)],
+        route_configs=[routes("routes-http", "a", "b")],
+    )
+    changed = only(push(stream, moved))
+    assert feed(stream, flavour.ack(changed, ()), moved) == []
+    back = only(push(stream, base))
+    assert back.type_url == LISTENER and int(back.nonce) > int(changed.nonce)
+    message = back.message()
+    message.nonce = first_lds.nonce
+    assert message.SerializeToString(deterministic=True) == first_lds.to_bytes()
+    stream.take_events()
+    assert feed(stream, flavour.ack(first_lds, ()), base) == []
+    assert [type(e) for e in stream.take_events()] == [StaleRequest]
+    assert feed(stream, flavour.ack(back, ()), base) == []
+    acks = [e for e in stream.take_events() if isinstance(e, Ack)]
+    assert [(a.type_url, a.nonce) for a in acks] == [(LISTENER, back.nonce)]
 
 
 def test_unchanged_snapshot_pushes_nothing(flavour: Flavour) -> None:
