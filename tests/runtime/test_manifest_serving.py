@@ -56,9 +56,10 @@ def test_reload_keeps_the_event_loop_responsive(tmp_path: Path) -> None:
 
     assert server.controller.dag is not None  # the reload happened and built
     # The loop went on ticking while the file was read: its worst stall is a small part of
-    # the reload (parsed on the loop, the stall was the whole reload).
+    # the reload (parsed on the loop, the stall was the whole reload; with the worker's pipe
+    # looked at every millisecond, most of it: 0.46 s of 0.51 s).
     assert took > 0.3, took
-    assert worst_lag < took / 3, (worst_lag, took)
+    assert worst_lag < took / 5, (worst_lag, took)
 
 
 SERVICE = """---

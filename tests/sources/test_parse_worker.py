@@ -5,9 +5,11 @@ worker fails; a record is taken from the worker only for a file still as it read
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import os
 import pickle
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -113,6 +115,48 @@ def test_the_worker_and_the_caller_meet(directory: Path, monkeypatch: pytest.Mon
     (directory / "d0" / "f0000.yaml").write_text("apiVersion: v1\nkind: Namespace\n")
     again = loader.load()
     assert len(again.objects) == len(shared.objects) - 2
+
+
+class _CountedWorker:
+    """Hands back the first keys at its first look, nothing after; notes when it was looked
+    at, and whether it was stopped."""
+
+    def __init__(self, first: list[int]) -> None:
+        self.looks: list[float] = []
+        self.first = first
+        self.stopped = False
+
+    def received(self) -> list[tuple[int, str]]:
+        self.looks.append(time.monotonic())
+        return [(key, f"worker {key}") for key in self.first] if len(self.looks) == 1 else []
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_the_callers_looks_at_the_pipe_are_more_than_a_switch_interval_apart() -> None:
+    """Each look is a read that lets go of the interpreter lock and takes it back: looks
+    closer than a switch interval kept the server's event loop from ever getting it."""
+    worker = _CountedWorker(first=[0, 1, 2])
+    keys = list(range(1000))
+
+    def parse_here(chunk: list[int]) -> list[str]:
+        time.sleep(0.001)  # a chunk parsed here: under a switch interval
+        return [f"here {key}" for key in chunk]
+
+    results, taken = parse_worker.parse_meeting(
+        worker,  # type: ignore[arg-type]  # what parse_meeting uses of a worker
+        keys,
+        parse_here,
+        lambda record, at: True,
+    )
+
+    assert results[:3] == ["worker 0", "worker 1", "worker 2"] and taken == 3
+    assert results[3:] == [f"here {key}" for key in keys[3:]]
+    assert worker.stopped
+    gaps = [later - earlier for earlier, later in itertools.pairwise(worker.looks)]
+    assert len(gaps) >= 2, gaps  # 31 chunks here, over 31 ms: three looks or more
+    assert min(gaps) > sys.getswitchinterval(), (min(gaps), sys.getswitchinterval())
 
 
 def test_a_worker_started_early_can_parse_the_whole_first_load(
