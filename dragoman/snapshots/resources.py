@@ -109,6 +109,14 @@ class TypeSnapshot:
     # What `replaced` hashes, made on its first use: the version's listing, and where each
     # name's digest sits in it (shared by the snapshots `replaced` makes: the same names).
     _listing: _Listing | None = field(default=None, init=False, compare=False, repr=False)
+    # Every resource in order, and what they refer to: made on first use and shared by every
+    # stream answered with the whole type (a delta stream's first answer, say).
+    _ordered: tuple[Resource, ...] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
+    _referenced: tuple[frozenset[str], bool] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
 
     @property
     def names(self) -> frozenset[str]:
@@ -116,6 +124,31 @@ class TypeSnapshot:
         if found is None:
             found = frozenset(self.resources)
             object.__setattr__(self, "_names", found)  # a cache, not state: frozen otherwise
+        return found
+
+    @property
+    def ordered(self) -> tuple[Resource, ...]:
+        """Every resource, in the order of `resources`."""
+        found = self._ordered
+        if found is None:
+            found = tuple(self.resources.values())
+            object.__setattr__(self, "_ordered", found)  # a cache, not state
+        return found
+
+    @property
+    def referenced(self) -> tuple[frozenset[str], bool]:
+        """Every name the resources refer to, and whether some resource refers to none."""
+        found = self._referenced
+        if found is None:
+            names: list[str] = []
+            unreferencing = False
+            for resource in self.resources.values():
+                if resource.references:
+                    names.extend(resource.references)
+                else:
+                    unreferencing = True
+            found = (frozenset(names), unreferencing)
+            object.__setattr__(self, "_referenced", found)  # a cache, not state
         return found
 
     @classmethod

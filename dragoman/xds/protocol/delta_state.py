@@ -39,6 +39,11 @@ class Pending:
     # What `held` had before this response for each carried name it held (a name absent here
     # was not held), so a NACK can put it back; empty for a stream's first response.
     previous: Mapping[str, str]
+    # When this response brought `held` from a read-only map (nothing, or a shared digest
+    # map) to the snapshot's shared digest map: those two. A client that had ACKed exactly
+    # the first holds the second once it ACKs this one (no walk of the names it carried).
+    shared_before: Mapping[str, str] | None = None
+    shared_after: Mapping[str, str] | None = None
 
 
 @dataclass(slots=True)

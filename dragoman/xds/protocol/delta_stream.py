@@ -142,8 +142,13 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         elif state.type_url == ENDPOINT:
             self.warmth.endpoints_answered(r.name for r in pending.sent)
         if not request.HasField("error_detail"):
-            changed = [r for r in pending.sent if state.acked.get(r.name) != r.digest]
-            gone = [n for n in pending.removed if n in state.acked]
+            if pending.shared_after is not None and state.acked.mapping is pending.shared_before:
+                # It ACKed what it held when this went out, and now holds what this brought.
+                state.acked.share(pending.shared_after)
+                changed, gone = [], []
+            else:
+                changed = [r for r in pending.sent if state.acked.get(r.name) != r.digest]
+                gone = [n for n in pending.removed if n in state.acked]
             if (changed or gone) and self._acks_what_is_held(state, changed, gone):
                 state.acked.share(state.held.mapping)  # the shared map: no copy of its own
             elif changed or gone:
@@ -198,6 +203,8 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         if shared is not None:
             return shared
         held = state.held.mapping
+        if state.wildcard and not held and not state.names and not state.rejected:
+            return list(current.ordered), []  # a first answer: all of it, in order
         if state.wildcard:
             # The snapshot's names are already sorted; add the few it lacks.
             extra = {n for n in held if n not in available}
@@ -225,21 +232,35 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
     def _respond(
         self, state: DeltaTypeState, updates: list[Resource], removed: list[str]
     ) -> DeltaResponse:
-        system_version = self._current(state.type_url).version
+        current = self._current(state.type_url)
+        system_version = current.version
+        # The whole type in order (a first answer): its body is known by the version alone.
+        whole = (
+            not removed
+            and len(updates) == len(current.resources)
+            and tuple(updates) == current.ordered
+        )
         response = self._numbered(
             self.memos.bodies.delta_response(
-                state.type_url, system_version, updates, removed, self._nonce
+                state.type_url, system_version, updates, removed, self._nonce, whole_type=whole
             )
         )
         nonce = response.nonce
         held_before = state.held.mapping
-        previous = {r.name: v for r in updates if (v := held_before.get(r.name)) is not None}
+        previous = (
+            {r.name: v for r in updates if (v := held_before.get(r.name)) is not None}
+            if held_before
+            else {}
+        )
+        shared_before = shared_after = None
         if updates or removed:
-            current = self._current(state.type_url)
             if self.memos.digest_maps.brings_to_current(held_before, updates, removed, current):
                 # The client will hold exactly the snapshot: share its digest map rather
                 # than copy 10,000 names and digests into a map of this stream's own.
-                state.held.share(self.memos.digest_maps.digests_of(current))
+                if state.held.is_shared:
+                    shared_before = held_before
+                shared_after = self.memos.digest_maps.digests_of(current)
+                state.held.share(shared_after)
             else:
                 held = state.held.writable()
                 for resource in updates:
@@ -258,6 +279,8 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             sent=tuple(updates),
             removed=tuple(removed),
             previous=previous,
+            shared_before=shared_before,
+            shared_after=shared_after if shared_before is not None else None,
         )
         while len(state.pending) > MAX_PENDING:
             _, forgotten = state.pending.popitem(last=False)
@@ -265,7 +288,9 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
                 # Its answer will be stale: waiting on its CLAs would hold routes for good.
                 self.warmth.endpoints_answered(r.name for r in forgotten.sent)
         state.last_nonce = nonce
-        if state.type_url == CLUSTER and updates:
+        if state.type_url == CLUSTER and whole and not held_before:
+            self.warmth.every_cluster_sent(nonce, current)
+        elif state.type_url == CLUSTER and updates:
             self.warmth.clusters_sent(nonce, updates, previous)  # what it held before
         return response
 

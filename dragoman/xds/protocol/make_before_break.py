@@ -149,6 +149,17 @@ class ClusterWarmth:
         if fresh and self.grace is not None:
             self.resolving_nonce = int(nonce)
 
+    def every_cluster_sent(self, nonce: str, clusters: TypeSnapshot) -> None:
+        """A CDS response carrying every cluster of `clusters` went out to a client that held
+        none: `clusters_sent`, with what they refer to gathered once for every such client."""
+        if not clusters.resources:
+            return
+        awaited, unreferencing = clusters.referenced
+        self.awaited |= awaited
+        self.cluster_nonce = int(nonce)
+        if unreferencing and self.grace is not None:
+            self.resolving_nonce = int(nonce)
+
     def clusters_answered(self, nonce: str, ads: bool) -> None:
         """The client ACKed or NACKed the CDS response `nonce`.
 

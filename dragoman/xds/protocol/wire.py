@@ -251,17 +251,29 @@ class ResponseBodies:
         resources: Iterable[Resource],
         removed: Iterable[str],
         after: int,
+        *,
+        whole_type: bool = False,
     ) -> DeltaResponse:
         """A DeltaDiscoveryResponse, for a stream whose last nonce was `after` (its nonce is
-        larger); each resource's version is its content digest."""
+        larger); each resource's version is its content digest.
+
+        `whole_type`: `resources` is every resource of the type snapshot whose version is
+        `system_version`, in its order, and nothing is removed: the version alone identifies
+        the body (no per-call key of all names and digests)."""
         carried = tuple(resources)
         gone = tuple(removed)
-        # Names and digests as two flat tuples, not a pair per resource: the key of a
-        # response of 10,000 resources is two allocations, and the names are kept once.
-        names = tuple(r.name for r in carried)
-        key = ("delta", type_url, system_version, names, tuple(r.digest for r in carried), gone)
+        if whole_type:
+            key: tuple[object, ...] = ("delta", type_url, system_version, None, None, ())
+            names: tuple[str, ...] = ()  # known from the body when it is cached
+        else:
+            # Names and digests as two flat tuples, not a pair per resource: the key of a
+            # response of 10,000 resources is two allocations, and the names are kept once.
+            names = tuple(r.name for r in carried)
+            key = ("delta", type_url, system_version, names, tuple(r.digest for r in carried), gone)
         cached = self.lru.get(key)
         if cached is None:
+            if whole_type:
+                names = tuple(r.name for r in carried)
             head = (
                 _text(_VERSION, system_version)
                 + b"".join(_message(_RESOURCES, _delta_wrapper(r)) for r in carried)

@@ -1,0 +1,146 @@
+"""A delta stream's first answer of a whole type, and the ACK of it, cost the stream no walk of
+the type's names: a burst of thousands of streams connecting at once (a replica died) is
+answered from what the first of them made, at the pace of the writes."""
+
+from __future__ import annotations
+
+import pytest
+from envoy.config.core.v3.base_pb2 import Node
+
+from dragoman.snapshots.resources import CLUSTER, Snapshot, TypeSnapshot
+from dragoman.xds.protocol.delta_stream import DeltaStream
+from dragoman.xds.protocol.make_before_break import ClusterWarmth
+from dragoman.xds.protocol.stream_protocol import StreamMemos
+from tests.support.xds_builders import (
+    delta_ack,
+    delta_nack,
+    delta_request,
+    dns_cluster,
+    eds_cluster,
+    snapshot,
+    versions_in,
+)
+
+
+def served(count: int = 50) -> Snapshot:
+    return snapshot(clusters=[eds_cluster(f"c{i:03}") for i in range(count)])
+
+
+def first_answer(stream: DeltaStream, current: Snapshot, node: str = "e") -> object:
+    (response,) = stream.on_request(delta_request(CLUSTER, node=Node(id=node)), current)
+    return response
+
+
+def test_first_answers_of_the_whole_type_share_one_body() -> None:
+    current = served()
+    memos = StreamMemos()
+    one = first_answer(DeltaStream(CLUSTER, memos), current, "e1")
+    other = first_answer(DeltaStream(CLUSTER, memos), current, "e2")
+    assert one.to_bytes() is other.to_bytes()  # type: ignore[attr-defined]
+    assert len(memos.bodies.lru) == 1
+    clusters = current.of_type(CLUSTER)
+    assert one.names == tuple(clusters.resources)  # type: ignore[attr-defined]
+    assert versions_in(one) == {n: r.digest for n, r in clusters.resources.items()}  # type: ignore[arg-type]
+
+
+def test_the_ack_of_a_first_answer_takes_the_shared_map_without_a_walk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    current = served()
+    stream = DeltaStream(CLUSTER, StreamMemos())
+    response = first_answer(stream, current)
+
+    def walked(*args: object) -> bool:
+        raise AssertionError("the ACK compared what it carried name by name")
+
+    monkeypatch.setattr(DeltaStream, "_acks_what_is_held", walked)
+    assert stream.on_request(delta_ack(response), current) == []  # type: ignore[arg-type]
+    state = stream.types[CLUSTER]
+    shared = stream.memos.digest_maps.digests_of(current.of_type(CLUSTER))
+    assert state.acked.mapping is shared and state.held.mapping is shared
+    assert not state.pending
+
+
+def test_a_first_answer_acked_after_a_later_push_is_not_taken_as_the_latest() -> None:
+    """Two responses in flight: the ACK of the first makes the client hold the first's
+    snapshot, not the second's."""
+    current = served()
+    stream = DeltaStream(CLUSTER, StreamMemos())
+    first = first_answer(stream, current)
+    changed = served()
+    changed = Snapshot(
+        types={
+            **changed.types,
+            CLUSTER: changed.of_type(CLUSTER).replaced({"c001": eds_cluster("c001", timeout_s=9)}),
+        }
+    )
+    (push,) = stream.on_snapshot(changed)
+    stream.on_request(delta_ack(first), changed)  # type: ignore[arg-type]
+    state = stream.types[CLUSTER]
+    assert dict(state.acked.mapping) == {
+        n: r.digest for n, r in current.of_type(CLUSTER).resources.items()
+    }
+    stream.on_request(delta_ack(push), changed)
+    assert state.acked.mapping is stream.memos.digest_maps.digests_of(changed.of_type(CLUSTER))
+
+
+def test_a_rejected_first_answer_leaves_nothing_acked_and_is_not_sent_again() -> None:
+    current = served(3)
+    stream = DeltaStream(CLUSTER, StreamMemos())
+    response = first_answer(stream, current)
+    assert stream.on_request(delta_nack(response, "bad"), current) == []  # type: ignore[arg-type]
+    state = stream.types[CLUSTER]
+    assert not state.acked and not state.held
+    assert set(state.rejected) == set(current.of_type(CLUSTER).resources)
+
+
+@pytest.mark.parametrize("with_dns", [False, True])
+def test_every_cluster_sent_awaits_what_clusters_sent_awaits(with_dns: bool) -> None:
+    resources = [eds_cluster("a", "sa"), eds_cluster("b")]
+    if with_dns:
+        resources.append(dns_cluster("d", "d.example.test"))
+    clusters = TypeSnapshot.of(resources)
+    whole, one_by_one = ClusterWarmth(), ClusterWarmth()
+    for warmth in (whole, one_by_one):
+        warmth.grace = lambda: None
+    whole.every_cluster_sent("7", clusters)
+    one_by_one.clusters_sent("7", clusters.ordered, {})
+    assert whole.awaited == one_by_one.awaited == {"sa", "b"}
+    assert whole.cluster_nonce == one_by_one.cluster_nonce == 7
+    assert whole.resolving_nonce == one_by_one.resolving_nonce == (7 if with_dns else None)
+
+
+def test_a_type_snapshot_orders_and_gathers_its_references_once() -> None:
+    clusters = TypeSnapshot.of([eds_cluster("b"), eds_cluster("a", "sa")])
+    assert [r.name for r in clusters.ordered] == ["a", "b"]
+    assert clusters.ordered is clusters.ordered
+    assert clusters.referenced == (frozenset({"sa", "b"}), False)
+    assert clusters.referenced is clusters.referenced
+    assert TypeSnapshot.of([dns_cluster("d", "d.example.test")]).referenced == (frozenset(), True)
+
+
+class _Unread:
+    """A resource whose name and digest must not be read."""
+
+    @property
+    def name(self) -> str:
+        raise AssertionError("a name read for the key of a whole type's body")
+
+    digest = name
+
+
+def test_the_body_of_a_whole_type_is_found_by_its_version_alone() -> None:
+    clusters = served().of_type(CLUSTER)
+    bodies = StreamMemos().bodies
+    made = bodies.delta_response(
+        CLUSTER, clusters.version, clusters.ordered, (), 0, whole_type=True
+    )
+    again = bodies.delta_response(
+        CLUSTER,
+        clusters.version,
+        [_Unread()] * len(clusters.ordered),
+        (),
+        0,
+        whole_type=True,  # type: ignore[list-item]
+    )
+    assert again.to_bytes() is made.to_bytes() and again.names == tuple(clusters.resources)
