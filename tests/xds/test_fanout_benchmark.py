@@ -100,3 +100,21 @@ def test_a_version_the_steady_stream_skipped_counts_until_a_later_one_arrived() 
     latencies, missed = bench._steady_latencies(published, {"v2": [10.7, 10.9]})
     assert latencies == [10.7 - 10.0, 10.7 - 10.5]
     assert missed == 1
+
+
+def test_a_client_keeps_the_version_type_and_nonce_of_either_response() -> None:
+    """What a client parses of a response: the three fields both messages number alike."""
+    from envoy.service.discovery.v3.discovery_pb2 import (
+        DeltaDiscoveryResponse,
+        DiscoveryResponse,
+        Resource,
+    )
+
+    bench = fanout()
+    sotw = DiscoveryResponse(version_info="v1", type_url="t", nonce="3")
+    sotw.resources.add().value = b"x" * 1000
+    delta = DeltaDiscoveryResponse(system_version_info="v2", type_url="u", nonce="4")
+    delta.resources.append(Resource(name="a", version="d"))
+    delta.removed_resources.append("gone")
+    assert bench.response_head(sotw.SerializeToString()) == ("v1", "t", "3")
+    assert bench.response_head(delta.SerializeToString()) == ("v2", "u", "4")
