@@ -213,11 +213,20 @@ class SotwStream(StreamProtocol[TypeState]):
     def _send(self, type_url: str, plan: Plan) -> list[SotwResponse]:
         state = self.types[type_url]
         version, resources = plan
-        changed = self._changed_since_sent(state, resources) if type_url == CLUSTER else ()
         held = state.sent.mapping
+        current = self._current(type_url)
+        # A first answer of the whole type: every name is new to the client, and what the
+        # clusters refer to is gathered once for every stream answered so.
+        every = not held and resources is current.resources
+        changed: Collection[str] = ()
+        if type_url == CLUSTER:
+            changed = resources.keys() if every else self._changed_since_sent(state, resources)
         responses = [self._respond(state, version, resources)]
         if changed:
-            self.warmth.clusters_sent(state.nonce, (resources[n] for n in changed), held)
+            if every:
+                self.warmth.every_cluster_sent(state.nonce, current)
+            else:
+                self.warmth.clusters_sent(state.nonce, (resources[n] for n in changed), held)
             if self.is_ads and ENDPOINT in self.types:
                 responses += self._resend_endpoints(changed)
         return responses

@@ -1,6 +1,6 @@
-"""A delta stream's first answer of a whole type, and the ACK of it, cost the stream no walk of
-the type's names: a burst of thousands of streams connecting at once (a replica died) is
-answered from what the first of them made, at the pace of the writes."""
+"""A stream's first answer of a whole type (and, over delta, the ACK of it) costs the stream no
+walk of the type's names: a burst of thousands of streams connecting at once (a replica died)
+is answered from what the first of them made, at the pace of the writes."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.snapshots.resources import CLUSTER, Snapshot, TypeSnapshot
+from dragoman.xds.protocol import sotw_stream
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.make_before_break import ClusterWarmth
+from dragoman.xds.protocol.sotw_stream import SotwStream
 from dragoman.xds.protocol.stream_protocol import StreamMemos
 from tests.support.xds_builders import (
+    ack,
     delta_ack,
     delta_nack,
     delta_request,
     dns_cluster,
     eds_cluster,
+    request,
     snapshot,
     versions_in,
 )
@@ -144,3 +148,22 @@ def test_the_body_of_a_whole_type_is_found_by_its_version_alone() -> None:
         whole_type=True,  # type: ignore[list-item]
     )
     assert again.to_bytes() is made.to_bytes() and again.names == tuple(clusters.resources)
+
+
+def test_a_sotw_first_answer_of_every_cluster_compares_no_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    current = served()
+    stream = SotwStream(memos=StreamMemos())
+
+    def compared(*args: object) -> set[str]:
+        raise AssertionError("a first answer compared every name with what the client held")
+
+    monkeypatch.setattr(sotw_stream, "_changed", compared)
+    (response,) = stream.on_request(request(CLUSTER, node=Node(id="e")), current)
+    clusters = current.of_type(CLUSTER)
+    assert response.resources is clusters.resources
+    assert stream.warmth.awaited == clusters.referenced[0]
+    assert stream.warmth.cluster_nonce == int(response.nonce)
+    stream.on_request(ack(response), current)
+    assert not stream.warmth.awaited  # answered: no CLA is awaited without an EDS stream
