@@ -92,6 +92,7 @@ from dragoman.envoy.resources.common_messages import seconds
 from dragoman.envoy.resources.config_sources import ads_config_source
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
 from dragoman.runtime.controller import UpdateResult
+from dragoman.runtime.memory import serve_large_buffers_from_heap
 from dragoman.runtime.metrics import Metrics
 from dragoman.security.files import TlsFiles
 from dragoman.security.files_store import write_files
@@ -365,6 +366,7 @@ async def serving(
         limits=limits,
     )
     settle_for_serving()  # as `dragoman serve` does once its start-up is done
+    serve_large_buffers_from_heap()  # as its memory trimmer does (the figures trim by hand)
     # With TLS, the name the server certificate carries.
     return server, f"{'localhost' if tls_dir else '127.0.0.1'}:{bound_port(server)}", tls_dir
 
