@@ -11,7 +11,7 @@ writes the responses out in order, as for `SotwStream`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 
@@ -234,53 +234,31 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
     ) -> DeltaResponse:
         current = self._current(state.type_url)
         system_version = current.version
-        # The whole type in order (a first answer): its body is known by the version alone.
-        whole = (
-            not removed
-            and len(updates) == len(current.resources)
-            and tuple(updates) == current.ordered
-        )
+        whole = _whole_type(updates, removed, current)
         response = self._numbered(
             self.memos.bodies.delta_response(
                 state.type_url, system_version, updates, removed, self._nonce, whole_type=whole
             )
         )
         nonce = response.nonce
-        held_before = state.held.mapping
+        held_before, held_was_shared = state.held.mapping, state.held.is_shared
         previous = (
             {r.name: v for r in updates if (v := held_before.get(r.name)) is not None}
             if held_before
             else {}
         )
-        shared_before = shared_after = None
+        shared = None
         if updates or removed:
-            if self.memos.digest_maps.brings_to_current(held_before, updates, removed, current):
-                # The client will hold exactly the snapshot: share its digest map rather
-                # than copy 10,000 names and digests into a map of this stream's own.
-                if state.held.is_shared:
-                    shared_before = held_before
-                shared_after = self.memos.digest_maps.digests_of(current)
-                state.held.share(shared_after)
-            else:
-                held = state.held.writable()
-                for resource in updates:
-                    held[resource.name] = resource.digest
-                for name in removed:
-                    held.pop(name, None)
-            if state.absent:
-                for resource in updates:
-                    state.absent.discard(resource.name)
-            for name in removed:
-                if name in state.names:
-                    state.absent.add(name)
+            shared = _apply_to_held(state, updates, removed, current, self.memos.digest_maps)
+        brought = shared is not None and held_was_shared  # from one read-only map to another
         state.pending[nonce] = Pending(
             nonce=nonce,
             system_version=system_version,
             sent=tuple(updates),
             removed=tuple(removed),
             previous=previous,
-            shared_before=shared_before,
-            shared_after=shared_after if shared_before is not None else None,
+            shared_before=held_before if brought else None,
+            shared_after=shared if brought else None,
         )
         while len(state.pending) > MAX_PENDING:
             _, forgotten = state.pending.popitem(last=False)
@@ -351,6 +329,44 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
             if updates or removed:
                 responses.append(self._respond(state, updates, removed))
         return responses
+
+
+def _whole_type(updates: Sequence[Resource], removed: Sequence[str], current: TypeSnapshot) -> bool:
+    """Whether a response carries every resource of `current` in its order and removes
+    nothing (a first answer): its body is then known by the type's version alone."""
+    return (
+        not removed and len(updates) == len(current.resources) and tuple(updates) == current.ordered
+    )
+
+
+def _apply_to_held(
+    state: DeltaTypeState,
+    updates: Sequence[Resource],
+    removed: Sequence[str],
+    current: TypeSnapshot,
+    digest_maps: DigestMaps,
+) -> Mapping[str, str] | None:
+    """What a response sends, applied to what the client holds (and is told is absent); the
+    snapshot's shared digest map if `held` is now exactly it."""
+    shared = None
+    if digest_maps.brings_to_current(state.held.mapping, updates, removed, current):
+        # The client will hold exactly the snapshot: share its digest map rather than copy
+        # 10,000 names and digests into a map of this stream's own.
+        shared = digest_maps.digests_of(current)
+        state.held.share(shared)
+    else:
+        held = state.held.writable()
+        for resource in updates:
+            held[resource.name] = resource.digest
+        for name in removed:
+            held.pop(name, None)
+    if state.absent:
+        for resource in updates:
+            state.absent.discard(resource.name)
+    for name in removed:
+        if name in state.names:
+            state.absent.add(name)
+    return shared
 
 
 def _plan_from_shared_map(
