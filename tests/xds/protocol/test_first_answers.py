@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
-from dragoman.snapshots.resources import CLUSTER, Snapshot, TypeSnapshot
+from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Snapshot, TypeSnapshot
 from dragoman.xds.protocol import sotw_stream
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.make_before_break import ClusterWarmth
@@ -20,6 +20,7 @@ from tests.support.xds_builders import (
     delta_request,
     dns_cluster,
     eds_cluster,
+    endpoints,
     request,
     snapshot,
     versions_in,
@@ -167,3 +168,54 @@ def test_a_sotw_first_answer_of_every_cluster_compares_no_names(
     assert stream.warmth.cluster_nonce == int(response.nonce)
     stream.on_request(ack(response), current)
     assert not stream.warmth.awaited  # answered: no CLA is awaited without an EDS stream
+
+
+def test_every_cla_subscribed_by_name_is_one_body_found_by_its_version() -> None:
+    """Envoy's EDS over delta names every CLA: that first answer is the whole type too."""
+    current = snapshot(
+        clusters=[eds_cluster(f"c{i}") for i in range(5)],
+        assignments=[endpoints(f"c{i}", f"10.0.0.{i + 1}") for i in range(5)],
+    )
+    names = [f"c{i}" for i in range(5)]
+    memos = StreamMemos()
+    streams = [DeltaStream(ENDPOINT, memos) for _ in range(2)]
+    answers = [s.on_request(delta_request(ENDPOINT, names), current)[0] for s in streams]
+    assert answers[0].to_bytes() is answers[1].to_bytes()
+    assert list(versions_in(answers[0])) == names
+    assert streams[0].on_request(delta_ack(answers[0]), current) == []
+    shared = memos.digest_maps.digests_of(current.of_type(ENDPOINT))
+    assert streams[0].types[ENDPOINT].acked.mapping is shared
+
+
+def test_a_reconnecting_client_is_sent_only_what_it_lacks_not_the_whole_type() -> None:
+    current = served(4)
+    clusters = current.of_type(CLUSTER)
+    held = {n: r.digest for n, r in clusters.resources.items()}
+    held["c001"] = "stale"
+    stream = DeltaStream(CLUSTER, StreamMemos())
+    (answer,) = stream.on_request(delta_request(CLUSTER, initial=held), current)
+    assert versions_in(answer) == {"c001": clusters.resources["c001"].digest}
+    assert stream.on_request(delta_ack(answer), current) == []
+    state = stream.types[CLUSTER]
+    assert state.held.mapping is stream.memos.digest_maps.digests_of(clusters)
+    assert dict(state.acked) == {"c001": clusters.resources["c001"].digest} and not state.pending
+
+
+def test_a_wildcard_with_names_beside_it_is_answered_whole_and_acked() -> None:
+    current = served(3)
+    stream = DeltaStream(CLUSTER, StreamMemos())
+    (answer,) = stream.on_request(delta_request(CLUSTER, ["*", "c001", "missing"]), current)
+    assert list(versions_in(answer)) == ["c000", "c001", "c002"]
+    assert answer.removed == ("missing",)
+    stream.on_request(delta_ack(answer), current)
+    state = stream.types[CLUSTER]
+    assert set(state.acked) == {"c000", "c001", "c002"} and not state.pending
+
+
+def test_a_first_answer_of_an_empty_type_goes_out_and_is_acked() -> None:
+    current = snapshot()
+    stream = DeltaStream(CLUSTER, StreamMemos())
+    (answer,) = stream.on_request(delta_request(CLUSTER), current)
+    assert versions_in(answer) == {} and answer.removed == ()
+    assert stream.on_request(delta_ack(answer), current) == []
+    assert not stream.types[CLUSTER].pending and not stream.warmth.awaited
