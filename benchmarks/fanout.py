@@ -30,6 +30,9 @@ CPU seconds per update.
 `--tls on` serves over mutual TLS (certificates from `dragoman.security.certgen`, every client
 with the fleet identity, each stream its own TLS connection); `--tls both` runs every scenario
 in plaintext and then over mutual TLS, so the two can be read side by side.
+`--handshake-timeout S` sets the server's bound on a connection's handshakes (5 s by
+default, as `dragoman serve`). The clients share the server's cores: at 10,000 TLS clients on
+two cores, they cannot finish their own handshakes within 5 s, and the server closes them.
 
 `--storm` instead runs a reconnect storm, as after a replica died and its clients all came to
 this one: one well-behaved stream is connected and served, then S streams connect at once while
@@ -235,6 +238,8 @@ class Scenario:
     tls: bool = False
     storm: bool = False  # every stream connects at once beside a well-behaved one
     storm_update_every_s: float = 1.0  # an update is published this often during the storm
+    # The server's handshake bound (its own default unless --handshake-timeout says otherwise).
+    handshake_timeout_s: float = XdsLimits().handshake_timeout_s
 
 
 @dataclass
@@ -356,7 +361,10 @@ async def serving(
     # A fleet over the default connection bound raises it, as `serve --xds-max-connections`
     # would (the storm's well-behaved stream and a few spare besides).
     default = XdsLimits().max_connections or 0
-    limits = XdsLimits(max_connections=max(default, scenario.streams + 10))
+    limits = XdsLimits(
+        max_connections=max(default, scenario.streams + 10),
+        handshake_timeout_s=scenario.handshake_timeout_s,
+    )
     server = await start_xds_server(
         cache,
         "127.0.0.1:0",
@@ -772,6 +780,8 @@ def _steady_latencies(
 def report_storm(result: StormResult) -> None:
     scenario = result.scenario
     kind = ("delta ADS" if scenario.delta else "SotW ADS") + (", mTLS" if scenario.tls else "")
+    if scenario.handshake_timeout_s != XdsLimits().handshake_timeout_s:
+        kind += f", handshakes bounded at {scenario.handshake_timeout_s:g} s"
     subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
     print(
         f"storm: S={scenario.streams:>5} streams connecting at once ({kind}, {subscribed}), "
@@ -878,6 +888,8 @@ def p99(values: list[float]) -> float:
 def report(result: Result) -> None:
     scenario = result.scenario
     kind = ("delta ADS" if scenario.delta else "SotW ADS") + (", mTLS" if scenario.tls else "")
+    if scenario.handshake_timeout_s != XdsLimits().handshake_timeout_s:
+        kind += f", handshakes bounded at {scenario.handshake_timeout_s:g} s"
     subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
     per_stream = (result.rss_idle_kib - result.rss_before_kib) / scenario.streams
     in_use = (result.trimmed_idle_kib - result.trimmed_before_kib) / scenario.streams
@@ -954,6 +966,8 @@ def scenario_args(scenario: Scenario) -> list[str]:
             if scenario.storm
             else []
         ),
+        "--handshake-timeout",
+        str(scenario.handshake_timeout_s),
     ]
 
 
@@ -1004,6 +1018,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="S",
         help="during the storm, one cluster changes every S seconds (default 1)",
     )
+    made.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=XdsLimits().handshake_timeout_s,
+        metavar="S",
+        help="the server's bound on a connection's handshakes (default: the server's own, "
+        f"{XdsLimits().handshake_timeout_s:g} s)",
+    )
     made.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     made.add_argument("--tls-dir", default="", help=argparse.SUPPRESS)
     made.add_argument("--address", help=argparse.SUPPRESS)
@@ -1030,6 +1052,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
             tls,
             args.storm,
             args.storm_update_every,
+            args.handshake_timeout,
         )
         for delta, eds in modes
         for streams in args.streams or [100, 1000]

@@ -1,6 +1,7 @@
 """What one client may make the xDS server hold or do, and the gRPC options that enforce the
 parts gRPC enforces (message size, flow-control windows, streams per connection,
-connections open at once, handshake time, time without a stream, connection age). The stream
+connections open at once, streams waiting to be taken up, handshake time, time without a
+stream, connection age). The stream
 loop enforces the rest: request rate, stalled writes, first responses in flight."""
 
 from __future__ import annotations
@@ -30,6 +31,17 @@ class XdsLimits:
     # stalled handshakes cannot take every file descriptor the process has. gRPC counts all
     # connections, so a fleet larger than this needs it raised.
     max_connections: int | None = 5000
+    # Streams gRPC has accepted that the server has not taken up yet: it takes one a turn of its
+    # event loop, so a reconnect storm queues them. gRPC's own bound cancels new streams at
+    # random once 1,000 wait and every one beyond 3,000 (CANCELLED before any answer, and the
+    # client retries after its backoff), which made a storm of a few thousand Envoys take
+    # minutes. Each waiting stream holds its call (about 30 KiB with its connection). Never
+    # below `max_connections`: every connection allowed opening its stream at once is served.
+    max_waiting_streams: int = 10_000
+    # How long a stream may wait to be taken up before gRPC cancels it. gRPC's default, 30 s,
+    # is shorter than a storm of 10,000 Envoys takes to be taken up on two cores; a stream
+    # cancelled then reconnects after its backoff and waits again from the back.
+    max_waiting_s: int = 300
     # A connection whose TLS and HTTP/2 handshakes are not done by then is closed, and its
     # file descriptor with it (gRPC's default: 120 s).
     handshake_timeout_s: float = 5.0
@@ -73,6 +85,13 @@ class XdsLimits:
         ]
         if self.max_connections is not None:
             options.append(("grpc.max_allowed_incoming_connections", self.max_connections))
+        # Equal soft and hard bounds: none is cancelled at random below the bound.
+        waiting = max(self.max_waiting_streams, self.max_connections or 0)
+        options += [
+            ("grpc.server.max_pending_requests", waiting),
+            ("grpc.server.max_pending_requests_hard_limit", waiting),
+            ("grpc.server_max_unrequested_time_in_server", self.max_waiting_s),
+        ]
         if self.max_connection_age_s is not None:
             options += [
                 ("grpc.max_connection_age_ms", round(self.max_connection_age_s * 1000)),
