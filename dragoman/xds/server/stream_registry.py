@@ -11,6 +11,7 @@ from typing import Literal
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.security.identities import Identity
+from dragoman.snapshots.gc_pause import fit_to_streams
 from dragoman.snapshots.resources import ALL_GATEWAYS
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.resource_status import ResourceStatus, TypeStatus
@@ -62,7 +63,8 @@ class ConnectedStream:
 
 
 class StreamRegistry:
-    """Open streams by id. Entries are added when a stream opens and removed when it ends."""
+    """Open streams by id. Entries are added when a stream opens and removed when it ends; the
+    cyclic collector's threshold follows their number (`fit_to_streams`)."""
 
     def __init__(self, replica: str = "") -> None:
         # The replica these streams are connected to (see replica_name).
@@ -81,11 +83,13 @@ class StreamRegistry:
     ) -> ConnectedStream:
         stream = ConnectedStream(next(self._ids), service, peer, protocol)
         self._streams[stream.stream_id] = stream
+        fit_to_streams(len(self._streams))
         return stream
 
     def close(self, stream: ConnectedStream) -> None:
         if self._streams.pop(stream.stream_id, None) is not None:
             self.closed += 1
+            fit_to_streams(len(self._streams))
 
     def streams(self) -> list[ConnectedStream]:
         return list(self._streams.values())

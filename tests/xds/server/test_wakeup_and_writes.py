@@ -9,9 +9,12 @@ import time
 
 import pytest
 
-from dragoman.snapshots.gc_pause import SERVING_THRESHOLDS, settle_for_serving
+from dragoman.snapshots import gc_pause
+from dragoman.snapshots.gc_pause import SERVING_THRESHOLDS, fit_to_streams, settle_for_serving
+from dragoman.xds.protocol.sotw_stream import SotwStream
 from dragoman.xds.server.snapshot_cache import SnapshotCache
 from dragoman.xds.server.stream_io import ClientGone, Writes, WriteStalled
+from dragoman.xds.server.stream_registry import StreamRegistry
 from dragoman.xds.server.wakeup import Wakeup
 from tests.support.xds_builders import eds_cluster, snapshot
 
@@ -149,11 +152,36 @@ def test_a_stream_ended_while_it_writes_leaves_the_write_to_finish() -> None:
 
 
 def test_serving_freezes_what_start_up_made_and_collects_less_often() -> None:
-    before = gc.get_threshold()
+    before, was_serving = gc.get_threshold(), gc_pause._serving
     try:
         settle_for_serving()
-        assert gc.get_threshold() == SERVING_THRESHOLDS
+        assert gc.get_threshold() == gc_pause.serving_thresholds(gc_pause._streams)
+        assert gc.get_threshold()[1:] == SERVING_THRESHOLDS[1:]
         assert gc.get_freeze_count() > 0
     finally:
+        gc_pause._serving = was_serving
+        gc.unfreeze()
+        gc.set_threshold(*before)
+
+
+def test_the_youngest_threshold_follows_the_streams_connected_once_serving() -> None:
+    """A push to every stream keeps about 20 objects per stream alive until its write
+    completes: the threshold stays above that, never below the serving default."""
+    before, was_serving = gc.get_threshold(), gc_pause._serving
+    gc_pause._serving = False
+    try:
+        fit_to_streams(10_000)
+        assert gc.get_threshold() == before  # start-up keeps its own
+        settle_for_serving()
+        assert gc.get_threshold() == (300_000, 20, 20)  # the streams already connected
+        registry = StreamRegistry()
+        opened = [registry.open("ADS", f"ipv4:10.0.0.{i}:7000", SotwStream()) for i in range(3)]
+        assert gc.get_threshold() == SERVING_THRESHOLDS  # 3 streams: the default's floor
+        fit_to_streams(2_000)
+        assert gc.get_threshold() == (60_000, 20, 20)
+        registry.close(opened[0])
+        assert gc.get_threshold() == SERVING_THRESHOLDS
+    finally:
+        gc_pause._serving = was_serving
         gc.unfreeze()
         gc.set_threshold(*before)
