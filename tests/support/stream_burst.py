@@ -37,11 +37,11 @@ async def one_stream(
             await asyncio.wait_for(call.read(), ANSWER_TIMEOUT_S)
             outcome["answered"] += 1
         except grpc.aio.AioRpcError as error:
-            sent[index].set()
             outcome[error.code().name] += 1
         except TimeoutError:
             outcome["TIMEOUT"] += 1
         finally:
+            sent[index].set()  # a stream that failed before its request was sent counts too
             call.cancel()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import select
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from tests.support.xds_builders import eds_cluster, snapshot
 STREAMS = 1500
 # After the last request is handed to gRPC: time for the server's gRPC threads to read it.
 SETTLE_S = 1.0
+SENT_TIMEOUT_S = 60.0
 
 
 def test_a_burst_of_waiting_streams_is_served_whole() -> None:
@@ -37,6 +39,8 @@ def test_a_burst_of_waiting_streams_is_served_whole() -> None:
             # The event loop is held on purpose until every stream has arrived: none is taken
             # up meanwhile, so all of them wait in gRPC at once, as in a storm.
             assert child.stdout is not None
+            readable, _, _ = select.select([child.stdout], [], [], SENT_TIMEOUT_S)
+            assert readable, f"the streams were not all sent within {SENT_TIMEOUT_S:.0f} s"
             assert child.stdout.readline().strip() == "sent"
             time.sleep(SETTLE_S)
             loop = asyncio.get_running_loop()
