@@ -225,6 +225,10 @@ def trimmed_rss_kib() -> int:
     return rss_kib()
 
 
+# The server's own bound on a connection's handshakes, as `dragoman serve` has it.
+SERVER_HANDSHAKE_TIMEOUT_S = XdsLimits().handshake_timeout_s
+
+
 @dataclass(frozen=True)
 class Scenario:
     streams: int
@@ -239,7 +243,7 @@ class Scenario:
     storm: bool = False  # every stream connects at once beside a well-behaved one
     storm_update_every_s: float = 1.0  # an update is published this often during the storm
     # The server's handshake bound (its own default unless --handshake-timeout says otherwise).
-    handshake_timeout_s: float = XdsLimits().handshake_timeout_s
+    handshake_timeout_s: float = SERVER_HANDSHAKE_TIMEOUT_S
 
 
 @dataclass
@@ -777,11 +781,17 @@ def _steady_latencies(
     return latencies, missed
 
 
+def stream_kind(scenario: Scenario) -> str:
+    """How the scenario's streams are served, as the reports name it."""
+    kind = ("delta ADS" if scenario.delta else "SotW ADS") + (", mTLS" if scenario.tls else "")
+    if scenario.handshake_timeout_s != SERVER_HANDSHAKE_TIMEOUT_S:
+        kind += f", handshakes bounded at {scenario.handshake_timeout_s:g} s"
+    return kind
+
+
 def report_storm(result: StormResult) -> None:
     scenario = result.scenario
-    kind = ("delta ADS" if scenario.delta else "SotW ADS") + (", mTLS" if scenario.tls else "")
-    if scenario.handshake_timeout_s != XdsLimits().handshake_timeout_s:
-        kind += f", handshakes bounded at {scenario.handshake_timeout_s:g} s"
+    kind = stream_kind(scenario)
     subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
     print(
         f"storm: S={scenario.streams:>5} streams connecting at once ({kind}, {subscribed}), "
@@ -887,9 +897,7 @@ def p99(values: list[float]) -> float:
 
 def report(result: Result) -> None:
     scenario = result.scenario
-    kind = ("delta ADS" if scenario.delta else "SotW ADS") + (", mTLS" if scenario.tls else "")
-    if scenario.handshake_timeout_s != XdsLimits().handshake_timeout_s:
-        kind += f", handshakes bounded at {scenario.handshake_timeout_s:g} s"
+    kind = stream_kind(scenario)
     subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
     per_stream = (result.rss_idle_kib - result.rss_before_kib) / scenario.streams
     in_use = (result.trimmed_idle_kib - result.trimmed_before_kib) / scenario.streams
@@ -1021,10 +1029,10 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument(
         "--handshake-timeout",
         type=float,
-        default=XdsLimits().handshake_timeout_s,
+        default=SERVER_HANDSHAKE_TIMEOUT_S,
         metavar="S",
         help="the server's bound on a connection's handshakes (default: the server's own, "
-        f"{XdsLimits().handshake_timeout_s:g} s)",
+        f"{SERVER_HANDSHAKE_TIMEOUT_S:g} s)",
     )
     made.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     made.add_argument("--tls-dir", default="", help=argparse.SUPPRESS)
