@@ -456,8 +456,12 @@ def _subscribe(
                 state.rejected.pop(name, None)
         state.names = subscription_names(names, current)
     if initial:
-        # A reconnecting client already holds these; only what it subscribes to counts.
-        state.held.own({n: v for n, v in initial.items() if state.subscribes(n)})
+        # A reconnecting client already holds these, and accepted them: a client keeps only
+        # what it accepted. Only what it subscribes to counts. One read-only map for both,
+        # copied by whichever changes first.
+        holding = {n: v for n, v in initial.items() if state.subscribes(n)}
+        state.held.share(holding)
+        state.acked.share(holding)
     return changed
 
 

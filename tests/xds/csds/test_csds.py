@@ -123,6 +123,27 @@ def test_csds_reports_acked_versions_per_resource(delta: bool) -> None:
     run(scenario)
 
 
+def test_csds_after_a_delta_reconnect_reports_what_the_client_already_held_as_acked() -> None:
+    # An Envoy reconnecting (another replica took over) names what it holds in
+    # initial_resource_versions and is sent nothing it already has: it accepted all of it.
+    async def scenario() -> None:
+        snap = base()
+        held = {name: r.digest for name, r in snap.of_type(CLUSTER).resources.items()}
+        async with xds_channel(cache_with(snap)) as channel:
+            client = XdsClient(channel, ENVOY, delta=True, initial_versions={CLUSTER: held})
+            await client.subscribe(CLUSTER)
+            await client.receive_acked()
+            response = await settled(channel, all_acked)
+            found = entries(response.config[0])
+            assert {name for _, name in found} == {"a", "b"}
+            for (_, name), entry in found.items():
+                assert entry.config_status == ConfigStatus.SYNCED
+                assert entry.version_info == held[name]
+            client.cancel()
+
+    run(scenario)
+
+
 @pytest.mark.parametrize("delta", [False, True], ids=["sotw", "delta"])
 def test_csds_reports_nack_with_the_error_and_rejected_version(delta: bool) -> None:
     async def scenario() -> None:

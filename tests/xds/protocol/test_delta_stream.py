@@ -16,6 +16,7 @@ from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE, Sna
 from dragoman.xds.protocol import delta_stream
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.events import Ack, Nack, StaleRequest
+from dragoman.xds.protocol.resource_status import ClientStatus, ConfigStatus
 from dragoman.xds.protocol.stream_protocol import StreamMemos
 from dragoman.xds.protocol.wire import DeltaResponse
 from tests.support.xds_builders import (
@@ -217,6 +218,42 @@ def test_delta_initial_resource_versions_with_explicit_names() -> None:
         stream.on_request(delta_request(ENDPOINT, ["a", "b"], initial=held, node=NODE), snap)
     )
     assert names_in(response) == ["b"]
+
+
+def test_delta_initial_resource_versions_count_as_acked() -> None:
+    # A reconnecting client holds what it accepted on its last stream: CSDS says so, and the
+    # stream keeps no copy of its own of what every idle stream holds.
+    snap = base_snapshot()
+    held = {"a": digest(snap, CLUSTER, "a"), "b": "old-version"}
+    stream = DeltaStream()
+    response = only(stream.on_request(delta_request(CLUSTER, initial=held, node=NODE), snap))
+    state = stream.types[CLUSTER]
+    statuses = {s.name: (s.version, s.client_status, s.config_status) for s in
+                state.resource_statuses(snap.of_type(CLUSTER))}  # fmt: skip
+    assert statuses == {
+        "a": (held["a"], ClientStatus.ACKED, ConfigStatus.SYNCED),
+        "b": ("old-version", ClientStatus.ACKED, ConfigStatus.STALE),
+    }
+    stream.on_request(delta_ack(response), snap)
+    assert {s.config_status for s in state.resource_statuses(snap.of_type(CLUSTER))} == {
+        ConfigStatus.SYNCED
+    }
+    shared = stream.memos.digest_maps.digests_of(snap.of_type(CLUSTER))
+    assert state.held.mapping is shared and state.acked.mapping is shared
+
+
+def test_delta_initial_resource_versions_all_current_shared_after_the_first_ack() -> None:
+    snap = base_snapshot()
+    held = {n: digest(snap, CLUSTER, n) for n in ("a", "b")}
+    stream = DeltaStream()
+    response = only(stream.on_request(delta_request(CLUSTER, initial=held, node=NODE), snap))
+    stream.on_request(delta_ack(response), snap)
+    state = stream.types[CLUSTER]
+    shared = stream.memos.digest_maps.digests_of(snap.of_type(CLUSTER))
+    assert state.held.mapping is shared and state.acked.mapping is shared
+    assert {s.client_status for s in state.resource_statuses(snap.of_type(CLUSTER))} == {
+        ClientStatus.ACKED
+    }
 
 
 # Nonces, ACK and NACK.
