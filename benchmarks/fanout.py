@@ -16,7 +16,11 @@ gRPC connection per stream (as each Envoy has its own). Every client subscribes 
 with `--eds`, it also subscribes by name to every cluster's ClusterLoadAssignment, as Envoy
 does. A client reads every response whole but parses only its version, type URL and nonce
 (`response_head`), what its ACK needs: 2,500 clients holding their last response parsed
-would hold 10 GB in one worker process, and the machine is shared with the server.
+would hold 10 GB in one worker process, and the machine is shared with the server. For the
+same reason each client costs what an Envoy would, no more: its HTTP/2 connection has Envoy's
+flow control (a 256 MiB window from the start, no pings: gRPC's own client pings on data it
+receives, and the server answers each ping with two writes), and it reads into buffers
+reused from the heap, as Envoy's allocator does (glibc maps and faults in every 1 MB one).
 
 For each update one cluster changes (with `--eds`, its CLA too); the time is measured from
 `set_snapshots` until every stream has received the new version (of CDS; with `--eds`, of
@@ -115,6 +119,8 @@ SETTLE_TIMEOUT_S = 120.0
 # A worker's report is one line: every stream's receive time of every version (2,500 streams
 # x 10 versions is about 0.5 MB).
 REPORT_LIMIT_BYTES = 64 * 1024 * 1024
+# Envoy's HTTP/2 receive window for a stream and for its connection, by default.
+ENVOY_WINDOW_BYTES = 256 * 1024 * 1024
 
 
 # The snapshot.
@@ -539,7 +545,15 @@ def ads_call(channel: grpc.aio.Channel, delta: bool) -> Any:
 
 def client_channel(address: str, tls_dir: str) -> grpc.aio.Channel:
     # A subchannel pool per channel: one connection (and TLS session) per stream, as Envoys.
-    options = [("grpc.use_local_subchannel_pool", 1)]
+    # Flow control as Envoy's HTTP/2 codec does it: a 256 MiB receive window from the start
+    # and no pings. gRPC's own client probes the bandwidth with a PING on data it receives,
+    # which the server answers with a PING ACK and a WINDOW_UPDATE: two writes per push
+    # that no Envoy asks for.
+    options = [
+        ("grpc.use_local_subchannel_pool", 1),
+        ("grpc.http2.bdp_probe", 0),
+        ("grpc.http2.lookahead_bytes", ENVOY_WINDOW_BYTES),
+    ]
     if not tls_dir:
         return grpc.aio.insecure_channel(address, options=options)
     files = [(Path(tls_dir) / name).read_bytes() for name in ("ca.crt", "fleet.key", "fleet.crt")]
@@ -618,6 +632,10 @@ async def reconnecting(client: Any, recorder: Recorder, *args: Any) -> None:
 
 
 async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str = "") -> None:
+    # Each 1 MB response is read into buffers that glibc would map, fault in page by page
+    # and unmap again: a third of a client's CPU, on the server's cores. Envoy's allocator
+    # (tcmalloc) reuses them, and so do these clients.
+    serve_large_buffers_from_heap()
     recorder = Recorder()
     client = delta_client if scenario.delta else sotw_client
     eds_names = [cluster_name(i) for i in range(scenario.clusters)] if scenario.eds else []
