@@ -105,6 +105,15 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         self._settle(state, request)
         current = self._current(type_url)
         changed = _subscribe(state, request, first, current, self.legacy_wildcard)
+        if first and state.held:
+            # A reconnecting client (its replica went away) holding a version this one
+            # served lately, as a whole fleet does: that version's shared map, planned from
+            # by the shared diff, not name by name.
+            self.memos.digest_maps.digests_of(current)
+            shared = self.memos.digest_maps.recent_equal(state.held.mapping)
+            if shared is not None:
+                state.held.share(shared)
+                state.acked.share(shared)
         responses: list[DeltaResponse] = []
         if self._serves(type_url) and changed and not first and self._holds(type_url):
             state.seen_version = None  # answered once the clusters are warm, as on a push
@@ -203,8 +212,13 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         if shared is not None:
             return shared
         held = state.held.mapping
-        if state.wildcard and not held and not state.names and not state.rejected:
-            return list(current.ordered), []  # a first answer: all of it, in order
+        if state.wildcard and not state.names and not state.rejected:
+            if not held:
+                return list(current.ordered), []  # a first answer: all of it, in order
+            # Every name against what the client holds (a reconnecting one names 10,000):
+            # comprehensions and a set difference, not the walk below.
+            lacking = [r for n, r in available.items() if held.get(n) != r.digest]
+            return lacking, sorted(held.keys() - available.keys())
         if state.wildcard:
             # The snapshot's names are already sorted; add the few it lacks.
             extra = {n for n in held if n not in available}
@@ -360,6 +374,13 @@ def _apply_to_held(
             held[resource.name] = resource.digest
         for name in removed:
             held.pop(name, None)
+        if state.wildcard and len(held) == len(current.resources):
+            # A reconnecting client brought up to date from what it named: the shared map
+            # from now on, not a copy of its own (one comparison, made in C).
+            digests = digest_maps.digests_of(current)
+            if held == digests:
+                shared = digests
+                state.held.share(shared)
     if state.absent:
         for resource in updates:
             state.absent.discard(resource.name)
@@ -412,7 +433,8 @@ def _subscribe(
     initial: dict[str, str] = {}
     if first:
         state.started = True
-        initial = dict(request.initial_resource_versions)
+        versions = request.initial_resource_versions
+        initial = {name: versions[name] for name in versions}  # dict() is slower on a map
         if (
             not subscribe
             and not unsubscribe
@@ -459,7 +481,8 @@ def _subscribe(
         # A reconnecting client already holds these, and accepted them: a client keeps only
         # what it accepted. Only what it subscribes to counts. One read-only map for both,
         # copied by whichever changes first.
-        holding = {n: v for n, v in initial.items() if state.subscribes(n)}
+        wanted = state.names
+        holding = initial if state.wildcard else {n: v for n, v in initial.items() if n in wanted}
         state.held.share(holding)
         state.acked.share(holding)
     return changed

@@ -104,6 +104,14 @@ class DigestMaps:
                 self._diffs.popitem(last=False)
         return found
 
+    def recent_equal(self, mapping: Mapping[str, str]) -> DigestMap | None:
+        """The shared map of a recent version equal to `mapping`, newest first: what a
+        reconnecting client names it holds is most often exactly one of them."""
+        for recent in reversed(self._recent.values()):
+            if len(recent) == len(mapping) and recent == mapping:
+                return recent
+        return None
+
     def shared_map_version(self, mapping: Mapping[str, str]) -> str | None:
         """The type version whose shared digest map `mapping` is, if it is one of these."""
         if not isinstance(mapping, DigestMap):

@@ -8,7 +8,7 @@ import pytest
 from envoy.config.core.v3.base_pb2 import Node
 
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, Snapshot, TypeSnapshot
-from dragoman.xds.protocol import sotw_stream
+from dragoman.xds.protocol import delta_stream, sotw_stream
 from dragoman.xds.protocol.delta_stream import DeltaStream
 from dragoman.xds.protocol.make_before_break import ClusterWarmth
 from dragoman.xds.protocol.sotw_stream import SotwStream
@@ -200,6 +200,34 @@ def test_a_reconnecting_client_is_sent_only_what_it_lacks_not_the_whole_type() -
     # What it held is ACKed too (it accepted it on its last stream): both are the shared map.
     shared = stream.memos.digest_maps.digests_of(clusters)
     assert state.held.mapping is shared and state.acked.mapping is shared and not state.pending
+
+
+def test_a_reconnecting_client_holding_a_recent_version_is_planned_from_its_shared_map(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fleet whose replica went away holds what it was last served: each stream takes that
+    # version's shared map and its shared diff, with no walk of every name.
+    memos = StreamMemos()
+    before = served(40)
+    first_answer(DeltaStream(CLUSTER, memos), before)  # this replica served it too
+    changed = snapshot(
+        clusters=[eds_cluster(f"c{i:03}", timeout_s=1 + (i == 7)) for i in range(40)]
+    )
+    planned: list[object] = []
+    by_shared_map = delta_stream._plan_from_shared_map
+
+    def spied(*args: object) -> object:
+        planned.append(by_shared_map(*args))  # type: ignore[arg-type]
+        return planned[-1]
+
+    monkeypatch.setattr(delta_stream, "_plan_from_shared_map", spied)
+    held = {n: r.digest for n, r in before.of_type(CLUSTER).resources.items()}
+    stream = DeltaStream(CLUSTER, memos)
+    (answer,) = stream.on_request(delta_request(CLUSTER, initial=held), changed)
+    assert list(versions_in(answer)) == ["c007"] and planned and planned[-1] is not None
+    state = stream.types[CLUSTER]
+    assert state.acked.mapping is memos.digest_maps.digests_of(before.of_type(CLUSTER))
+    assert state.held.mapping is memos.digest_maps.digests_of(changed.of_type(CLUSTER))
 
 
 def test_a_wildcard_with_names_beside_it_is_answered_whole_and_acked() -> None:
