@@ -40,7 +40,10 @@ two cores, they cannot finish their own handshakes within 5 s, and the server cl
 
 `--storm` instead runs a reconnect storm, as after a replica died and its clients all came to
 this one: one well-behaved stream is connected and served, then S streams connect at once while
-one cluster changes every `--storm-update-every` seconds (1 by default). Clients whose stream
+one cluster changes every `--storm-update-every` seconds (1 by default). Over delta, each new
+stream names what it holds (initial_resource_versions: the snapshot as the storm began, what
+the replica that went away served), as Envoy does, and is sent only what differs;
+`--storm-fresh` makes them hold nothing (a fleet starting). Clients whose stream
 the server closes or refuses open it again after a jittered backoff, as Envoy does. Reported:
 the seconds until every new stream has ACKed a full answer, how long each update took to reach
 the well-behaved stream meanwhile (a version superseded before it was sent counts until a later
@@ -72,7 +75,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +97,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
 )
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import Message
 
 from dragoman.envoy.resources.common_messages import seconds
 from dragoman.envoy.resources.config_sources import ads_config_source
@@ -248,6 +252,8 @@ class Scenario:
     tls: bool = False
     storm: bool = False  # every stream connects at once beside a well-behaved one
     storm_update_every_s: float = 1.0  # an update is published this often during the storm
+    # Delta storm clients that hold nothing yet (a fleet starting, not one failing over).
+    storm_fresh: bool = False
     # The server's handshake bound (its own default unless --handshake-timeout says otherwise).
     handshake_timeout_s: float = SERVER_HANDSHAKE_TIMEOUT_S
 
@@ -390,9 +396,15 @@ async def serving(
 
 
 async def spawn_workers(
-    address: str, tls_dir: str, scenario: Scenario, streams: int, first_id: int = 0
+    address: str,
+    tls_dir: str,
+    scenario: Scenario,
+    streams: int,
+    first_id: int = 0,
+    held_file: str = "",
 ) -> list[asyncio.subprocess.Process]:
-    """Worker processes (`scenario.workers` at most) that open `streams` streams at once."""
+    """Worker processes (`scenario.workers` at most) that open `streams` streams at once;
+    with `held_file`, delta streams that hold what it names (`--held`)."""
     workers = scenario.workers
     per_worker = [streams // workers + (1 if w < streams % workers else 0) for w in range(workers)]
     return [
@@ -405,6 +417,7 @@ async def spawn_workers(
             "--worker-id",
             str(first_id + w),
             *(["--tls-dir", tls_dir] if tls_dir else []),
+            *(["--held", held_file] if held_file else []),
             *scenario_args(
                 Scenario(
                     count,
@@ -531,16 +544,17 @@ def response_head(data: bytes) -> tuple[str, str, str]:
 
 def ads_call(channel: grpc.aio.Channel, delta: bool) -> Any:
     """An ADS stream (delta or SotW) whose responses come as `response_head`s."""
-    method, request = (
-        ("DeltaAggregatedResources", DeltaDiscoveryRequest)
-        if delta
-        else ("StreamAggregatedResources", DiscoveryRequest)
-    )
+    method = "DeltaAggregatedResources" if delta else "StreamAggregatedResources"
     return channel.stream_stream(
         ADS + method,
-        request_serializer=request.SerializeToString,
+        request_serializer=serialized,
         response_deserializer=response_head,
     )()
+
+
+def serialized(request: Message | bytes) -> bytes:
+    """A request's bytes; given bytes, those: a request serialized once for many streams."""
+    return request if isinstance(request, bytes) else request.SerializeToString()
 
 
 def client_channel(address: str, tls_dir: str) -> grpc.aio.Channel:
@@ -599,22 +613,38 @@ async def delta_client(
     recorder: Recorder,
     ready: asyncio.Event,
     tls_dir: str = "",
+    held: Mapping[str, bytes] | None = None,
 ) -> None:
+    """`held`: per type, what the client holds as it connects, which it names on the new
+    stream as Envoy does: a serialized request of those initial_resource_versions alone
+    (`holding`), to which each stream's own fields are appended (protobuf merges them)."""
+    held = held or {}
     async with client_channel(address, tls_dir) as channel:
         call = ads_call(channel, delta=True)
         measured = measured_type(bool(eds_names))
-        await call.write(DeltaDiscoveryRequest(type_url=CLUSTER, node=node))
+        first = DeltaDiscoveryRequest(type_url=CLUSTER, node=node).SerializeToString()
+        await call.write(held.get(CLUSTER, b"") + first)
         asked_for_endpoints = False
         async for version, type_url, nonce in call:
             if type_url == measured:
                 recorder.record(version)
             await call.write(DeltaDiscoveryRequest(type_url=type_url, response_nonce=nonce))
             if eds_names and not asked_for_endpoints:
-                await call.write(
-                    DeltaDiscoveryRequest(type_url=ENDPOINT, resource_names_subscribe=eds_names)
-                )
+                subscribe = DeltaDiscoveryRequest(
+                    type_url=ENDPOINT, resource_names_subscribe=eds_names
+                ).SerializeToString()
+                await call.write(held.get(ENDPOINT, b"") + subscribe)
                 asked_for_endpoints = True
             ready.set()
+
+
+def holding(versions: Mapping[str, Mapping[str, str]]) -> dict[str, bytes]:
+    """Per type, a delta request naming these resource versions as held, serialized once:
+    10,000 names make a 1 MB message, which every stream of a worker sends."""
+    return {
+        type_url: DeltaDiscoveryRequest(initial_resource_versions=held).SerializeToString()
+        for type_url, held in versions.items()
+    }
 
 
 async def reconnecting(client: Any, recorder: Recorder, *args: Any) -> None:
@@ -631,7 +661,9 @@ async def reconnecting(client: Any, recorder: Recorder, *args: Any) -> None:
             attempt += 1
 
 
-async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str = "") -> None:
+async def worker(
+    address: str, scenario: Scenario, worker_id: int, tls_dir: str = "", held_file: str = ""
+) -> None:
     # Each 1 MB response is read into buffers that glibc would map, fault in page by page
     # and unmap again: a third of a client's CPU, on the server's cores. Envoy's allocator
     # (tcmalloc) reuses them, and so do these clients.
@@ -639,6 +671,7 @@ async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str 
     recorder = Recorder()
     client = delta_client if scenario.delta else sotw_client
     eds_names = [cluster_name(i) for i in range(scenario.clusters)] if scenario.eds else []
+    held = holding(json.loads(Path(held_file).read_text())) if held_file else None
     readies = [asyncio.Event() for _ in range(scenario.streams)]
     tasks = [
         asyncio.create_task(
@@ -651,6 +684,7 @@ async def worker(address: str, scenario: Scenario, worker_id: int, tls_dir: str 
                 recorder,
                 ready,
                 tls_dir,
+                *([held] if held else []),
             )
         )
         for i, ready in enumerate(readies)
@@ -721,6 +755,7 @@ async def run_storm(scenario: Scenario) -> StormResult:
         scenario, cache, registry, XdsCallbacks(on_event=served.on_event)
     )
     procs = await spawn_workers(address, tls_dir, dataclasses.replace(scenario, workers=1), 1)
+    scratch = Path(tempfile.mkdtemp(prefix="dragoman-storm-"))
     try:
         await asyncio.wait_for(served.done.wait(), SETTLE_TIMEOUT_S)
         steady = procs[0]
@@ -729,8 +764,11 @@ async def run_storm(scenario: Scenario) -> StormResult:
         peak = [rss_before]
         published: list[tuple[str, float]] = []
         served.expect(scenario.streams + 1)
+        held_file = _held_file(snapshot, scenario, scratch)
         started = time.monotonic()
-        procs += await spawn_workers(address, tls_dir, scenario, scenario.streams, first_id=1)
+        procs += await spawn_workers(
+            address, tls_dir, scenario, scenario.streams, first_id=1, held_file=held_file
+        )
         sampling = asyncio.Event()
         sampler = asyncio.create_task(_sample_rss(peak, sampling))
         update = 0
@@ -757,9 +795,25 @@ async def run_storm(scenario: Scenario) -> StormResult:
         _, reconnects = await received_times(procs[1:])
     finally:
         await stopped(procs, server, tls_dir)
+        shutil.rmtree(scratch, ignore_errors=True)
     return StormResult(
         scenario, served_s, steady_s, missed, rss_before, max(peak), rss_after, reconnects
     )
+
+
+def _held_file(snapshot: Snapshot, scenario: Scenario, scratch: Path) -> str:
+    """For a delta storm, a file of what the clients hold as they come (what the replica
+    that went away served them: the snapshot as the storm starts), per type and name; ""
+    with `--storm-fresh`, and for SotW: a SotW stream's first answer is the whole type
+    unless the client already holds the very version served now, which an update every
+    second soon makes a rare case."""
+    if not scenario.delta or scenario.storm_fresh:
+        return ""
+    types = [CLUSTER, ENDPOINT] if scenario.eds else [CLUSTER]
+    held = {t: {name: r.digest for name, r in snapshot.of_type(t).resources.items()} for t in types}
+    path = scratch / "held.json"
+    path.write_text(json.dumps(held))
+    return str(path)
 
 
 def _one_changed(snapshot: Snapshot, update: int, scenario: Scenario) -> Snapshot:
@@ -811,9 +865,16 @@ def report_storm(result: StormResult) -> None:
     scenario = result.scenario
     kind = stream_kind(scenario)
     subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
+    holding = (
+        ", each naming what it held"
+        if scenario.delta and not scenario.storm_fresh
+        else ", each holding nothing"
+        if scenario.delta
+        else ""
+    )
     print(
-        f"storm: S={scenario.streams:>5} streams connecting at once ({kind}, {subscribed}), "
-        f"{scenario.clusters} clusters, one well-behaved stream beside them, "
+        f"storm: S={scenario.streams:>5} streams connecting at once ({kind}, {subscribed}"
+        f"{holding}), {scenario.clusters} clusters, one well-behaved stream beside them, "
         f"an update every {scenario.storm_update_every_s:g} s"
     )
     print(f"  every stream served in full: {result.served_s:.2f} s ({reopened(result.reconnects)})")
@@ -992,6 +1053,7 @@ def scenario_args(scenario: Scenario) -> list[str]:
             if scenario.storm
             else []
         ),
+        *(["--storm-fresh"] if scenario.storm_fresh else []),
         "--handshake-timeout",
         str(scenario.handshake_timeout_s),
     ]
@@ -1045,6 +1107,12 @@ def parser() -> argparse.ArgumentParser:
         help="during the storm, one cluster changes every S seconds (default 1)",
     )
     made.add_argument(
+        "--storm-fresh",
+        action="store_true",
+        help="delta storm clients hold nothing as they connect (a fleet starting), instead "
+        "of what the replica that went away served them",
+    )
+    made.add_argument(
         "--handshake-timeout",
         type=float,
         default=SERVER_HANDSHAKE_TIMEOUT_S,
@@ -1054,6 +1122,7 @@ def parser() -> argparse.ArgumentParser:
     )
     made.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     made.add_argument("--tls-dir", default="", help=argparse.SUPPRESS)
+    made.add_argument("--held", default="", help=argparse.SUPPRESS)
     made.add_argument("--address", help=argparse.SUPPRESS)
     made.add_argument("--worker-id", type=int, default=0, help=argparse.SUPPRESS)
     return made
@@ -1078,6 +1147,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
             tls,
             args.storm,
             args.storm_update_every,
+            args.storm_fresh,
             args.handshake_timeout,
         )
         for delta, eds in modes
@@ -1094,7 +1164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     wanted = scenarios(args)
     if args.worker:
-        asyncio.run(worker(args.address, wanted[0], args.worker_id, args.tls_dir))
+        asyncio.run(worker(args.address, wanted[0], args.worker_id, args.tls_dir, args.held))
         return 0
     if len(wanted) == 1 and wanted[0].storm:
         report_storm(asyncio.run(run_storm(wanted[0])))

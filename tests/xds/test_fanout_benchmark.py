@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from envoy.config.core.v3.base_pb2 import Node
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fanout.py"
 
 
@@ -81,16 +84,27 @@ def test_a_reconnect_storm_runs_and_reports_every_stream_served() -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("storm: S=    5 streams connecting at once (delta ADS")
+    assert "each naming what it held" in done.stdout
     assert "every stream served in full:" in done.stdout
     assert "server RSS:" in done.stdout
 
 
 def test_the_storm_option_survives_the_hand_over_to_a_child_process() -> None:
     bench = fanout()
-    wanted = bench.scenarios(bench.parser().parse_args(["--streams", "10", "--storm"]))
-    assert [s.storm for s in wanted] == [True]
+    options = ["--streams", "10", "--storm", "--storm-fresh"]
+    wanted = bench.scenarios(bench.parser().parse_args(options))
+    assert [(s.storm, s.storm_fresh) for s in wanted] == [(True, True)]
     again = bench.scenarios(bench.parser().parse_args(bench.scenario_args(wanted[0])))
     assert again == wanted
+
+
+def test_a_held_request_serialized_once_merges_with_each_streams_own_fields() -> None:
+    bench = fanout()
+    held = bench.holding({bench.CLUSTER: {"a": "v1", "b": "v2"}})
+    own = DeltaDiscoveryRequest(type_url=bench.CLUSTER, node=Node(id="e1"))
+    sent = DeltaDiscoveryRequest.FromString(held[bench.CLUSTER] + bench.serialized(own))
+    assert dict(sent.initial_resource_versions) == {"a": "v1", "b": "v2"}
+    assert sent.node.id == "e1" and sent.type_url == bench.CLUSTER
 
 
 def test_a_version_the_steady_stream_skipped_counts_until_a_later_one_arrived() -> None:
