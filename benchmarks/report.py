@@ -792,6 +792,10 @@ def markdown(results: Results, images: dict[str, bool]) -> str:
         f"- load average (1, 5, 15 min) before: {_load(results, 'load_before')}; after: "
         f"{_load(results, 'load_after')} (each scenario's own is "
         "given beside its figures)",
+        *[
+            f"- `{name}` run again {date} (`--from ... --only {name}`), the rest as saved"
+            for name, date in sorted(results.get("run_again", {}).items())
+        ],
         "",
         "## Targets",
         "",
@@ -965,6 +969,9 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(args.source.read_text())
         for name in args.only:  # run these again, keep the rest as saved
             results["runs"][name] = run_one(name, sizes(results["profile"])[name])
+            results.setdefault("run_again", {})[name] = time.strftime(
+                "%Y-%m-%d %H:%M UTC", time.gmtime()
+            )
     else:
         results = collect(profile, args.only)
     shown = copy.deepcopy(results)  # the report adds merged figures and verdicts to it

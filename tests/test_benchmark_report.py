@@ -141,6 +141,13 @@ def test_the_report_judges_every_target_with_its_ratio(report: ModuleType, tmp_p
     assert "How this differs from gateway-api-bench" in text
 
 
+def test_parts_run_again_say_when(report: ModuleType, tmp_path: Path) -> None:
+    results = fake_results()
+    results["run_again"] = {"fanout": "2026-01-02 03:04 UTC"}
+    text = report.write_report(results, tmp_path / "benchmarks.md")
+    assert "- `fanout` run again 2026-01-02 03:04 UTC (`--from ... --only fanout`)" in text
+
+
 def test_plots_are_svg_or_the_report_says_there_are_none(
     report: ModuleType, tmp_path: Path
 ) -> None:
