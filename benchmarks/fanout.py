@@ -865,7 +865,7 @@ def report_storm(result: StormResult) -> None:
     scenario = result.scenario
     kind = stream_kind(scenario)
     subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
-    holding = (
+    held_note = (
         ", each naming what it held"
         if scenario.delta and not scenario.storm_fresh
         else ", each holding nothing"
@@ -874,7 +874,7 @@ def report_storm(result: StormResult) -> None:
     )
     print(
         f"storm: S={scenario.streams:>5} streams connecting at once ({kind}, {subscribed}"
-        f"{holding}), {scenario.clusters} clusters, one well-behaved stream beside them, "
+        f"{held_note}), {scenario.clusters} clusters, one well-behaved stream beside them, "
         f"an update every {scenario.storm_update_every_s:g} s"
     )
     print(f"  every stream served in full: {result.served_s:.2f} s ({reopened(result.reconnects)})")
