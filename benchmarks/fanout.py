@@ -45,7 +45,8 @@ stream names what it holds (initial_resource_versions: the snapshot as the storm
 the replica that went away served), as Envoy does, and is sent only what differs;
 `--storm-fresh` makes them hold nothing (a fleet starting). Clients whose stream
 the server closes or refuses open it again after a jittered backoff, as Envoy does. Reported:
-the seconds until every new stream has ACKed a full answer, how long each update took to reach
+the seconds until every new stream has ACKed an answer that leaves it holding every cluster
+(the whole type, or what differs from what it named), how long each update took to reach
 the well-behaved stream meanwhile (a version superseded before it was sent counts until a later
 one arrived), and the server's RSS before, at its peak (sampled every 50 ms) and with every
 stream idle.
@@ -731,7 +732,7 @@ class Served:
 @dataclass
 class StormResult:
     scenario: Scenario
-    served_s: float  # from the storm's start until every stream had ACKed a full answer
+    served_s: float  # from the storm's start until every stream had ACKed what it lacked
     steady_s: list[float]  # per update published meanwhile: until the steady stream had it
     missed: int  # of those updates, how many the steady stream never saw
     rss_before_kib: int
