@@ -105,7 +105,7 @@ class DeltaStream(StreamProtocol[DeltaTypeState]):
         self._settle(state, request)
         current = self._current(type_url)
         changed = _subscribe(state, request, first, current, self.legacy_wildcard)
-        if first and state.held:
+        if first and state.held and self._serves(type_url):
             # A reconnecting client (its replica went away) holding a version this one
             # served lately, as a whole fleet does: that version's shared map, planned from
             # by the shared diff, not name by name.
@@ -376,11 +376,10 @@ def _apply_to_held(
             held.pop(name, None)
         if state.wildcard and len(held) == len(current.resources):
             # A reconnecting client brought up to date from what it named: the shared map
-            # from now on, not a copy of its own (one comparison, made in C).
+            # from now on, not a copy of its own.
             digests = digest_maps.digests_of(current)
-            if held == digests:
-                shared = digests
-                state.held.share(shared)
+            state.held.share_if_equal(digests)
+            shared = digests if state.held.mapping is digests else None
     if state.absent:
         for resource in updates:
             state.absent.discard(resource.name)

@@ -242,6 +242,24 @@ def test_delta_initial_resource_versions_count_as_acked() -> None:
     assert state.held.mapping is shared and state.acked.mapping is shared
 
 
+def test_delta_initial_resource_versions_then_a_nack_keeps_what_the_client_held() -> None:
+    # It reconnects holding an old "a", rejects the new one: it still runs the old one.
+    snap = base_snapshot()
+    held = {"a": "old-version", "b": digest(snap, CLUSTER, "b")}
+    stream = DeltaStream()
+    response = only(stream.on_request(delta_request(CLUSTER, initial=held, node=NODE), snap))
+    assert names_in(response) == ["a"]
+    assert stream.on_request(delta_nack(response, "bad cluster"), snap) == []
+    state = stream.types[CLUSTER]
+    statuses = {s.name: (s.version, s.client_status) for s in
+                state.resource_statuses(snap.of_type(CLUSTER))}  # fmt: skip
+    assert statuses == {
+        "a": ("old-version", ClientStatus.NACKED),
+        "b": (held["b"], ClientStatus.ACKED),
+    }
+    assert dict(state.held) == held  # what it runs, not what it refused
+
+
 def test_delta_initial_resource_versions_all_current_shared_after_the_first_ack() -> None:
     snap = base_snapshot()
     held = {n: digest(snap, CLUSTER, n) for n in ("a", "b")}
