@@ -249,22 +249,31 @@ def _chain(
     """The failover chain of `start` (depth first, each Service once), and the first
     Service it leads back to (a loop), if any; the chain stops there."""
     chain: list[NamespacedName] = []
+    return chain, _follow(start, (start,), winners, chain)
 
-    def follow(service: NamespacedName, path: tuple[NamespacedName, ...]) -> NamespacedName | None:
-        policy = winners.get(service)
-        for entry in policy.failover if policy is not None else ():
-            key = (entry.namespace, entry.name)
-            if key in path:
-                return key  # back to a Service on the way here: a loop
-            if key in chain:
-                continue  # reached another way already: once is enough
-            chain.append(key)
-            looped = follow(key, (*path, key))
-            if looped is not None:
-                return looped
-        return None
 
-    return chain, follow(start, (start,))
+def _follow(
+    service: NamespacedName,
+    path: tuple[NamespacedName, ...],
+    winners: Mapping[NamespacedName, BackendPolicy],
+    chain: list[NamespacedName],
+) -> NamespacedName | None:
+    """Appends to `chain` the Services `service` fails over to, depth first; returns the
+    first one that leads back to `path` (a loop). (A function of its own, not a closure
+    calling itself: that is a reference cycle per call, garbage only the cyclic collector
+    frees, and a first build's is frozen with what it made.)"""
+    policy = winners.get(service)
+    for entry in policy.failover if policy is not None else ():
+        key = (entry.namespace, entry.name)
+        if key in path:
+            return key  # back to a Service on the way here: a loop
+        if key in chain:
+            continue  # reached another way already: once is enough
+        chain.append(key)
+        looped = _follow(key, (*path, key), winners, chain)
+        if looped is not None:
+            return looped
+    return None
 
 
 def _failover_problems(

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from dragoman.envoy.translation.translator import translate
 from dragoman.runtime import manifest_serving
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
+from tests.support.feature_manifests import every_feature_dag
 
 DEPLOYMENT = """---
 apiVersion: apps/v1
@@ -111,3 +113,19 @@ def test_the_first_load_is_frozen_before_the_collector_runs_again(
         gc.enable()
     assert loaded and server.controller.snapshots
     assert collections == []
+
+
+def test_a_build_and_translation_of_every_feature_leave_no_garbage_cycle() -> None:
+    """What the first build makes is frozen for the cyclic collector (above): a reference
+    cycle it dropped would never be freed (a failover chain followed by a closure calling
+    itself was one per Service: 60,000 objects at 10,000 Services)."""
+    translate(every_feature_dag())  # (anything made once per process, made)
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        translate(every_feature_dag())
+        assert gc.collect() == 0
+    finally:
+        if was_enabled:
+            gc.enable()
