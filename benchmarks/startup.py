@@ -19,9 +19,10 @@ and the load average, since the machine may be shared (CPU time depends less on 
 With phases (the default), a second child process runs the steps of `dragoman serve`'s
 startup one by one, as serve calls them, and prints each one's wall and CPU time:
 interpreter start, imports (the worker process sharing the first load started before them,
-as serve starts it), directory scan + read + decode + parse, the store, the build,
-the translation (serialized resources), publishing (gRPC variants, cache), starting the xDS
-server and answering the first CDS request.
+as serve starts it), directory scan + read + decode + parse (with the builds and
+translations of what is parsed so far that serve makes meanwhile when a worker shares the
+load), the store, the build and the translation (what is left of them), publishing (gRPC
+variants, cache), starting the xDS server and answering the first CDS request.
 
 With `--size-check`, each layout is served once more, by a child kept running: besides the
 time to serve every cluster, its memory once ready (resident, and its peak), its CPU time
@@ -380,7 +381,7 @@ def phases_child(manifests: Path, started_at: float) -> None:
         ServeConfig(manifests=manifests, xds_address="127.0.0.1:0"), parse_worker
     )
     result = server._load(None)
-    mark("scan + read + decode + parse")
+    mark("scan + read + decode + parse (+ builds)")
     controller = server.controller
     timed: dict[str, float] = {}
 
@@ -400,8 +401,11 @@ def phases_child(manifests: Path, started_at: float) -> None:
     from dragoman.envoy.translation.translator import Translation
     from dragoman.snapshots.gc_pause import cyclic_gc_paused, settle_for_serving
 
-    controller.builder = IncrementalBuild(controller.build_options)
-    controller.translation = Translation(controller.translate_options)
+    # The build and translation the load prepared (as serve's first load does, with a
+    # worker): what is left of them is timed.
+    if controller.builder is None or controller.translation is None:
+        controller.builder = IncrementalBuild(controller.build_options)
+        controller.translation = Translation(controller.translate_options)
     # Methods replaced by timed wrappers, on purpose: mypy refuses assigning to a method.
     builder, translation = controller.builder, controller.translation
     builder.build = timing("build", builder.build)  # type: ignore[method-assign]
@@ -534,8 +538,8 @@ def report(args: argparse.Namespace) -> int:
                 for name, wall, cpu in figures["marks"]:
                     total_wall += wall
                     total_cpu += cpu
-                    print(f"  {name:34s} wall {wall:5.2f} s   cpu {cpu:5.2f} s")
-                print(f"  {'total':34s} wall {total_wall:5.2f} s   cpu {total_cpu:5.2f} s")
+                    print(f"  {name:40s} wall {wall:5.2f} s   cpu {cpu:5.2f} s")
+                print(f"  {'total':40s} wall {total_wall:5.2f} s   cpu {total_cpu:5.2f} s")
             if args.size_check:
                 print("size check (one server kept running):")
                 figures = size_check(workload, args.services, args.delta, args.idle, args.changes)

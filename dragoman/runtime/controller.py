@@ -51,24 +51,38 @@ class Controller:
     builder: IncrementalBuild | None = None
     translation: Translation | None = None
 
+    def prepare(self, store: Store) -> None:
+        """Builds and translates `store` without publishing anything: the next update then
+        builds and translates only what differs from it. A first load prepares the objects
+        parsed so far while a worker process parses the rest. Nothing is kept of a prepare
+        that fails (the next update builds everything)."""
+        builder, translation = self._builder_and_translation()
+        try:
+            with cyclic_gc_paused():
+                translation.translate(builder.build(store, self.dns).dag)
+        except BaseException:
+            self.builder = self.translation = None
+            raise
+
     def update(self, store: Store) -> UpdateResult:
         """Build what `store` means for Envoy and publish it if anything changed."""
         started = time.perf_counter()
         previous_dag = self.dag
-        if self.builder is None or self.translation is None:
-            self.builder = IncrementalBuild(self.build_options)
-            self.translation = Translation(self.translate_options)
+        builder, translation = self._builder_and_translation()
         with cyclic_gc_paused():
-            built = self.builder.build(store, self.dns)
-            if built.kind == "unchanged":
+            built = builder.build(store, self.dns)
+            kind = built.kind
+            if previous_dag is None:
+                kind = "full"  # the first published (whatever a prepare built before)
+            elif kind == "unchanged":
                 self.store = store
                 return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
             dag = built.dag
-            if built.dns_changed:
+            if built.dns_changed and previous_dag is not None:
                 # Only the addresses of names already served changed: their endpoints alone.
                 snapshots = translate_endpoints(dag, self.snapshots, options=self.translate_options)
             else:
-                snapshots = self.translation.translate(dag)
+                snapshots = translation.translate(dag)
         self.grpc = GrpcSnapshots(dag, snapshots, self.translate_options, reuse=self.grpc)
         self.store, self.dag, self.snapshots = store, dag, snapshots
         self.cache.set_snapshots(snapshots, grpc=self.grpc)
@@ -78,7 +92,7 @@ class Controller:
             previous_dag is None or dag.statuses != previous_dag.statuses
         )
         result = UpdateResult(
-            built.kind,
+            kind,
             time.perf_counter() - started,
             dag.problems,
             new_problems,
@@ -98,6 +112,13 @@ class Controller:
             return UpdateResult("unchanged", time.perf_counter() - started, self._problems())
         self.dns = dict(dns)
         return self.update(self.store)
+
+    def _builder_and_translation(self) -> tuple[IncrementalBuild, Translation]:
+        """The build and translation that keep what the last update (or prepare) made."""
+        if self.builder is None or self.translation is None:
+            self.builder = IncrementalBuild(self.build_options)
+            self.translation = Translation(self.translate_options)
+        return self.builder, self.translation
 
     def _problems(self) -> tuple[Problem, ...]:
         return self.dag.problems if self.dag is not None else ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,6 +93,8 @@ class ManifestServer:
         self._objects: Sequence[KubeObject] = ()
         self._generation = 0
         self._store: Store | None = None
+        # Whether the first load may still build its objects as they come (until that fails).
+        self._preparing = True
 
     def ready(self) -> str:
         """ "" once the first build is served over xDS, else why not yet."""
@@ -134,8 +136,19 @@ class ManifestServer:
         self._apply(result)
 
     def _load(self, changed: Collection[str] | None) -> LoadResult:
+        # The first load, shared with a worker process, builds what is parsed so far while
+        # the worker parses the rest: its build then has only the last part left to do.
+        first = self.controller.dag is None and changed is None
         with cyclic_gc_paused():  # parsing allocates many acyclic values
-            return self.directory.load(changed)
+            return self.directory.load(changed, self._prepare if first else None)
+
+    def _prepare(self, objects: Iterable[KubeObject]) -> None:
+        if self._preparing:
+            try:
+                self.controller.prepare(Store.from_objects(objects))
+            except Exception:  # a bug: the first update builds everything
+                self._preparing = False
+                log.exception("building the first load's objects as they came failed")
 
     def _apply(self, result: LoadResult) -> None:
         errors = set(result.errors)

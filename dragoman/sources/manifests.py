@@ -13,7 +13,7 @@ import itertools
 import logging
 import os
 import stat
-from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
@@ -172,18 +172,25 @@ class ManifestDirectory:
         self._unreadable_files = found
         return found
 
-    def load(self, changed: Collection[str] | None = None) -> LoadResult:
+    def load(
+        self,
+        changed: Collection[str] | None = None,
+        meanwhile: Callable[[Iterator[KubeObject]], None] | None = None,
+    ) -> LoadResult:
         """Everything the directory defines now. Problems are returned, not raised, except
         an OSError when the directory itself cannot be read (keep the last result then).
 
         With `changed` (relative paths of manifest files added, edited or removed), only
         those files are looked at; every other file is taken to be as last loaded.
+
+        `meanwhile`: while a worker process shares a first load, given now and then the
+        objects parsed so far (not yet checked for duplicates), for the caller to start on.
         """
         before = {*self._parsed, *self._unreadable} if self.last_good is not None else set()
         # (Asked while this load runs, the answer is found from the records as they are.)
         known, self._unreadable_files = self._unreadable_files, None
         if changed is None or self._last is None:
-            dirty, known = self._load_all(), None
+            dirty, known = self._load_all(meanwhile), None
         else:
             dirty = self._load_some(changed)
         self._unreadable_files = None if known is None else self._still_unreadable(known, changed)
@@ -213,7 +220,7 @@ class ManifestDirectory:
                 found.discard(relative)
         return frozenset(found)
 
-    def _load_all(self) -> bool:
+    def _load_all(self, meanwhile: Callable[[Iterator[KubeObject]], None] | None) -> bool:
         scan = scan_tree(self.path)
         unreadable: dict[str, str] = {}
         still_served: dict[str, _ParsedFile] = {}  # unreadable, with a last good version
@@ -229,7 +236,7 @@ class ManifestDirectory:
         self._unreadable = unreadable
         parsed: dict[str, _ParsedFile] = {}
         stale = [s for s in scan.files if _stamp_of_parsed(self._parsed.get(s.path)) != s]
-        shared = self._parse_shared(stale) if not self._parsed else {}
+        shared = self._parse_shared(stale, meanwhile) if not self._parsed else {}
         to_read = [s.path for s in stale if s.path not in shared]
         with contextlib.closing(read_files(str(self.path), to_read, MAX_FILE_BYTES + 1)) as reads:
             for stamp in scan.files:
@@ -266,7 +273,11 @@ class ManifestDirectory:
                 unreadable.append((relative, "is a directory"))
         return unreadable
 
-    def _parse_shared(self, stale: list[FileStamp]) -> dict[str, _ParsedFile | None]:
+    def _parse_shared(
+        self,
+        stale: list[FileStamp],
+        meanwhile: Callable[[Iterator[KubeObject]], None] | None,
+    ) -> dict[str, _ParsedFile | None]:
         """A first load shared with a worker process (the one given, or one started now when
         a CPU is idle to run it): of many files, or of the pieces of a large YAML file. The
         records parsed so, by path; {} when the files are better parsed one by one here."""
@@ -290,14 +301,18 @@ class ManifestDirectory:
             worker = ParseWorker.start(self.path, self.default_namespace)
         if worker is None:
             return {}
+        so_far = None if meanwhile is None else _objects_so_far(meanwhile)
         if largest is not None:
-            record, self.parsed_by_worker = _pieces_shared(self._parser, root, largest, worker)
+            record, self.parsed_by_worker = _pieces_shared(
+                self._parser, root, largest, worker, so_far
+            )
             return {largest.path: record} if record is not None else {}
         parsed, self.parsed_by_worker = parse_meeting(
             worker,
             [stamp.path for stamp in stale],
             lambda chunk: parse_fresh_files(root, self.default_namespace, chunk),
             lambda record, at: isinstance(record, _ParsedFile) and record.stamp == stale[at],
+            so_far,
         )
         return {stamp.path: record for stamp, record in zip(stale, parsed, strict=True)}
 
@@ -589,7 +604,11 @@ def parse_fresh_files(
 
 
 def _pieces_shared(
-    parser: _FileParser, root: str, stamp: FileStamp, worker: ParseWorker
+    parser: _FileParser,
+    root: str,
+    stamp: FileStamp,
+    worker: ParseWorker,
+    meanwhile: Callable[[Sequence[_Piece | None]], None] | None = None,
 ) -> tuple[_ParsedFile | None, int]:
     """The file of `stamp` parsed piece by piece, its first pieces by the worker (which keys
     them by the stamp it read the file under: only pieces of the very content read here are
@@ -612,6 +631,7 @@ def _pieces_shared(
             [(relative, read.stamp, index) for index in range(len(pieces))],
             lambda chunk: [parser.piece(relative, texts[i], pieces[i][0], i) for _, _, i in chunk],
             lambda piece, _: isinstance(piece, _Piece),
+            meanwhile,
         )
     except DecodeError:  # (the worker stopped): the file's error, as a load gives it
         return None, 0
@@ -619,6 +639,17 @@ def _pieces_shared(
     # before puts it (the documents of each renumbered where they moved).
     known = _ParsedFile(None, (), (), pieces=dict(zip(texts, parsed, strict=True)))
     return parser._parse_pieces(relative, read.stamp, pieces, known), taken
+
+
+def _objects_so_far(
+    meanwhile: Callable[[Iterator[KubeObject]], None],
+) -> Callable[[Sequence[_ParsedFile | _Piece | None]], None]:
+    """`meanwhile` given the objects of the records (files or pieces) parsed so far."""
+
+    def give(records: Sequence[_ParsedFile | _Piece | None]) -> None:
+        meanwhile(obj for record in records if record is not None for obj in record.objects)
+
+    return give
 
 
 def fresh_pieces(

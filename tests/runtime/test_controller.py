@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from dragoman.dag.model import ALL_GATEWAYS
+import pytest
+
+from dragoman.dag.model import ALL_GATEWAYS, Dag
 from dragoman.envoy.translation.per_type import PerTypeConfigSources
+from dragoman.envoy.translation.translator import Translation
 from dragoman.objects import HTTPRoute
 from dragoman.runtime.controller import Controller
 from dragoman.snapshots.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
@@ -92,3 +95,68 @@ def test_configuration_change_rebuilds_and_reports_new_problems_once() -> None:
     assert again.kind == "endpoints"
     assert again.new_problems == ()
     assert [p.reason for p in again.problems] == ["BackendNotFound"]
+
+
+def _served(controller: Controller) -> dict[str, dict[str, tuple[str, dict[str, str]]]]:
+    """Per node group and type: the version, and each resource's digest."""
+    return {
+        group: {
+            type_url: (typed.version, {name: r.digest for name, r in typed.resources.items()})
+            for type_url, typed in snapshot.types.items()
+        }
+        for group, snapshot in controller.snapshots.items()
+    }
+
+
+def test_a_prepared_store_is_published_only_by_the_next_update_and_as_a_full_build() -> None:
+    """A first load prepares the objects parsed so far (here a route whose Services are not
+    parsed yet): nothing is published, and the update of the whole store publishes what a
+    build of it from nothing does, problems included."""
+    whole = _store(SLICE_A, SLICE_B)
+    alone = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
+    expected = alone.update(whole)
+
+    cache = SnapshotCache(per_type=PerTypeConfigSources())
+    controller = Controller(cache)
+    generation = cache.generation
+    controller.prepare(dataclasses.replace(whole, services={}, endpoint_slices={}))
+    controller.prepare(dataclasses.replace(whole, endpoint_slices={}))
+    assert cache.generation == generation and controller.dag is None and not controller.snapshots
+    result = controller.update(whole)
+
+    assert result.kind == "full"  # the first published
+    assert cache.generation != generation
+    assert _served(controller) == _served(alone) != {}
+    assert result.problems == expected.problems and result.new_problems == expected.new_problems
+
+
+def test_the_update_of_the_very_store_prepared_publishes_it() -> None:
+    """The build finds nothing changed since the prepare: still the first publication."""
+    store = _store(SLICE_A)
+    alone = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
+    alone.update(store)
+    controller = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
+    controller.prepare(store)
+    assert controller.update(store).kind == "full"
+    assert _served(controller) == _served(alone)
+    assert controller.update(store).kind == "unchanged"
+
+
+def test_a_prepare_that_fails_leaves_nothing_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed prepare may have built half: the next update builds from nothing."""
+    store = _store(SLICE_A, SLICE_B)
+    alone = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
+    alone.update(store)
+    controller = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
+    controller.prepare(_store(SLICE_A, route_path_services=("a",)))
+
+    def failing(self: Translation, dag: Dag) -> None:
+        raise RuntimeError("a bug")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Translation, "translate", failing)
+        with pytest.raises(RuntimeError, match="a bug"):
+            controller.prepare(store)
+    assert controller.builder is None and controller.translation is None
+    assert controller.update(store).kind == "full"
+    assert _served(controller) == _served(alone)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import time
 from pathlib import Path
 
@@ -13,8 +14,12 @@ import pytest
 
 from dragoman.envoy.translation.translator import translate
 from dragoman.runtime import manifest_serving
+from dragoman.runtime.controller import Controller
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
+from dragoman.sources import parse_worker
+from dragoman.store import Store
 from tests.support.feature_manifests import every_feature_dag
+from tests.support.parse_workers import looking_patiently
 
 DEPLOYMENT = """---
 apiVersion: apps/v1
@@ -113,6 +118,119 @@ def test_the_first_load_is_frozen_before_the_collector_runs_again(
         gc.enable()
     assert loaded and server.controller.snapshots
     assert collections == []
+
+
+ROUTE = """---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r{index}, namespace: default}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [r{index}.example.test]
+  rules: [{{backendRefs: [{{name: s{index}, port: 80}}]}}]
+"""
+GATEWAY = """---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: dragoman
+  listeners: [{name: http, port: 8080, protocol: HTTP}]
+"""
+
+
+def _routes_before_their_services(root: Path, count: int) -> None:
+    """A Gateway, `count` routes, then (in scan order) their Services; one Service defined
+    twice, its first definition (port 80) the one that counts."""
+    (root / "a-gateway.yaml").write_text(GATEWAY)
+    (root / "b-routes").mkdir()
+    (root / "c-services").mkdir()
+    for i in range(count):
+        (root / "b-routes" / f"r{i:04}.yaml").write_text(ROUTE.format(index=i))
+        (root / "c-services" / f"s{i:04}.yaml").write_text(SERVICE.format(index=i))
+    (root / "d-again.yaml").write_text(SERVICE.format(index=0).replace("port: 80", "port: 81"))
+
+
+def _served(server: ManifestServer) -> dict[str, dict[str, tuple[str, dict[str, str]]]]:
+    return {
+        group: {
+            type_url: (typed.version, {name: r.digest for name, r in typed.resources.items()})
+            for type_url, typed in snapshot.types.items()
+        }
+        for group, snapshot in server.controller.snapshots.items()
+    }
+
+
+def _first_load(root: Path) -> ManifestServer:
+    server = ManifestServer(ServeConfig(manifests=root, xds_address="127.0.0.1:0"))
+    asyncio.run(server.reload())
+    return server
+
+
+def test_the_first_load_builds_what_is_parsed_so_far_while_a_worker_parses_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shared with a worker process, the first load builds and translates the objects parsed
+    so far (routes whose Services are not parsed yet, a Service defined twice): what it
+    then publishes is what a build of everything at once publishes."""
+    _routes_before_their_services(tmp_path, 150)
+    with monkeypatch.context() as patch:
+        patch.setattr(parse_worker, "SHARE_FROM", 10**9)  # no worker
+        alone = _first_load(tmp_path)
+    assert alone.directory.parsed_by_worker == 0
+    monkeypatch.setattr(parse_worker, "SHARE_FROM", 100)
+    monkeypatch.setattr(parse_worker, "idle_cpus", lambda: 1.5)  # whatever runs the tests
+    looking_patiently(monkeypatch)
+    prepared: list[int] = []
+    prepare = Controller.prepare
+
+    def counted(self: Controller, store: Store) -> None:
+        prepared.append(len(store.http_routes) + len(store.services))
+        prepare(self, store)
+
+    monkeypatch.setattr(Controller, "prepare", counted)
+
+    shared = _first_load(tmp_path)
+
+    assert shared.directory.parsed_by_worker > 0
+    assert len(prepared) >= 2 and prepared == sorted(prepared), prepared
+    assert _served(shared) == _served(alone) != {}
+    assert shared.controller.dag is not None and alone.controller.dag is not None
+    assert shared.controller.dag.problems == alone.controller.dag.problems
+    assert shared.controller.dag.statuses == alone.controller.dag.statuses
+    # Later loads are this process's alone: nothing prepared.
+    prepared.clear()
+    (tmp_path / "c-services" / "s0001.yaml").write_text(SERVICE.format(index=1).replace("80", "82"))
+    asyncio.run(shared.reload(["c-services/s0001.yaml"]))
+    assert prepared == []
+
+
+def test_a_failing_build_of_what_is_parsed_so_far_leaves_the_first_build_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _routes_before_their_services(tmp_path, 150)
+    with monkeypatch.context() as patch:
+        patch.setattr(parse_worker, "SHARE_FROM", 10**9)
+        alone = _first_load(tmp_path)
+    monkeypatch.setattr(parse_worker, "SHARE_FROM", 100)
+    monkeypatch.setattr(parse_worker, "idle_cpus", lambda: 1.5)
+    looking_patiently(monkeypatch)
+    calls = 0
+
+    def failing(self: Controller, store: Store) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(Controller, "prepare", failing)
+
+    with caplog.at_level(logging.ERROR, logger="dragoman.runtime.manifest_serving"):
+        shared = _first_load(tmp_path)
+
+    assert calls == 1  # not tried again once it failed
+    assert "building the first load's objects as they came failed" in caplog.text
+    assert "RuntimeError: a bug" in caplog.text
+    assert _served(shared) == _served(alone) != {}
 
 
 def test_a_build_and_translation_of_every_feature_leave_no_garbage_cycle() -> None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 import os
 import pickle
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,9 @@ from dragoman.sources import manifests, parse_worker, record_pickles
 from dragoman.sources.manifests import LoadResult, ManifestDirectory
 from dragoman.sources.parse_worker import ParseWorker
 from dragoman.sources.tree import holds_at_least
+from tests.support.parse_workers import WAIT_S, looking_patiently
 
 FILES = 240
-WAIT_S = 60.0  # for a worker process to start and answer, on a slow machine
 
 
 @pytest.fixture
@@ -52,25 +53,7 @@ def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def patient(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each look at the worker waits until it has handed something back or ended, and takes a
-    few of its records at a time: the worker, however slowly it starts, and the caller,
-    however slowly it looks, each take a share (in a server, the caller never waits)."""
-    received = ParseWorker.received
-    stashes: dict[int, list[tuple[str, object]]] = {}
-
-    def received_patiently(self: ParseWorker) -> list[tuple[str, object]]:
-        stash = stashes.setdefault(id(self), [])
-        deadline = time.monotonic() + WAIT_S
-        while not stash and time.monotonic() < deadline:
-            stash.extend(received(self))
-            if self._ended:
-                break
-            if not stash:
-                time.sleep(0.005)
-        handed, stash[:] = stash[:8], stash[8:]
-        return handed
-
-    monkeypatch.setattr(ParseWorker, "received", received_patiently)
+    looking_patiently(monkeypatch)
 
 
 def _alone(path: Path, monkeypatch: pytest.MonkeyPatch) -> LoadResult:
@@ -157,6 +140,81 @@ def test_the_callers_looks_at_the_pipe_are_more_than_a_switch_interval_apart() -
     gaps = [later - earlier for earlier, later in itertools.pairwise(worker.looks)]
     assert len(gaps) >= 2, gaps  # 31 chunks here, over 31 ms: three looks or more
     assert min(gaps) > sys.getswitchinterval(), (min(gaps), sys.getswitchinterval())
+
+
+class _SteadyWorker:
+    """Hands back the next `per_look` keys at each look."""
+
+    def __init__(self, keys: list[int], per_look: int) -> None:
+        self.keys, self.per_look, self.at = keys, per_look, 0
+
+    def received(self) -> list[tuple[int, str]]:
+        handed = self.keys[self.at : self.at + self.per_look]
+        self.at += self.per_look
+        return [(key, f"parsed {key}") for key in handed]
+
+    def stop(self) -> None:
+        pass
+
+
+def test_meanwhile_is_given_what_is_parsed_each_time_a_share_more_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the worker parses, the caller works on what is parsed so far (a first build)
+    each time a share of the keys more is: never once everything is parsed (that is the
+    load's own result), and the results are the same."""
+    monkeypatch.setattr(parse_worker, "LOOK_SWITCH_INTERVALS", 0)  # a look every turn
+    keys = list(range(600))
+    given: list[list[str | None]] = []
+
+    def parse_here(chunk: list[int]) -> list[str]:
+        return [f"parsed {key}" for key in chunk]  # as the worker parses it
+
+    def meet(meanwhile: Callable[[Sequence[str | None]], None] | None) -> tuple[list[str], int]:
+        worker = _SteadyWorker(keys, per_look=10)
+        return parse_worker.parse_meeting(
+            worker,  # type: ignore[arg-type]  # what parse_meeting uses of a worker
+            keys,
+            parse_here,
+            lambda record, at: True,
+            meanwhile,
+        )
+
+    results, by_worker = meet(lambda so_far: given.append(list(so_far)))
+
+    alone, by_worker_alone = meet(None)
+    assert results == alone
+    assert by_worker > by_worker_alone  # the worker parsed what this core did not meanwhile
+    share = math.ceil(len(keys) * parse_worker.MEANWHILE_SHARE)
+    parsed = [sum(result is not None for result in so_far) for so_far in given]
+    assert len(parsed) >= 2, parsed
+    assert all(later - earlier >= share for earlier, later in itertools.pairwise([0, *parsed]))
+    assert parsed[-1] < len(keys)
+    for so_far in given:  # what was parsed then, in its place
+        assert all(r is None or r == results[i] for i, r in enumerate(so_far))
+
+
+@pytest.mark.usefixtures("patient")
+def test_a_first_load_shared_with_a_worker_gives_the_objects_parsed_so_far(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a first load shared with a worker gives them, and only objects the files define
+    (before duplicates are resolved: a later load's result decides)."""
+    given: list[list[object]] = []
+    loader = ManifestDirectory(directory)
+    shared = loader.load(meanwhile=lambda objects: given.append(list(objects)))
+
+    _same(shared, _alone(directory, monkeypatch))
+    assert given, "nothing given while the worker parsed"
+    keys = {obj.key for obj in shared.objects}
+    for objects in given:
+        assert 0 < len(objects) < len(shared.objects)
+        assert {obj.key for obj in objects} <= keys  # type: ignore[attr-defined]
+    assert [len(objects) for objects in given] == sorted(len(objects) for objects in given)
+    (directory / "d0" / "f0000.yaml").write_text("apiVersion: v1\nkind: Namespace\n")
+    given.clear()
+    loader.load(["d0/f0000.yaml"], meanwhile=lambda objects: given.append(list(objects)))
+    assert given == []  # a later load is parsed here alone
 
 
 def test_a_worker_started_early_can_parse_the_whole_first_load(
