@@ -83,7 +83,8 @@ def sizes(profile: str) -> dict[str, list[str]]:
             "fanout_delta": "--streams 10000 --clusters 10000 --updates 5 --delta",
             "fanout_storm": "--storm --streams 1000",
             "propagation": "--services 2000 --envoys 3 --changes 10 --sotw-floor --idle-seconds 5",
-            "startup": "--services 10000 --repeat 1",
+            # One start is a noisy figure on a shared machine: the median of three is judged.
+            "startup": "--services 10000 --repeat 3",
         },
         "full": {
             "probe": "probe --routes 0 --routes 1000 --routes 3000 --routes 5000",
@@ -259,11 +260,13 @@ def parse_propagation(output: str) -> dict[str, Any]:
 
 STARTUP_HEAD = re.compile(r"^== N = ([\d,]+), ([^,]+), (SotW|delta) ==")
 STARTUP_READY = re.compile(r"^start -> all \d+ clusters served\s+wall\s+([\d.]+) s")
+STARTUP_MEDIAN = re.compile(r"^median of \d+\s+wall\s+([\d.]+) s")
 READY_TARGET_S = {10_000: 2.0, 50_000: 12.0}
 
 
 def parse_startup(output: str) -> list[dict[str, Any]]:
-    """startup.py: each layout's N and seconds from start until every cluster was served."""
+    """startup.py: each layout's N and seconds from start until every cluster was served
+    (the median, where the layout ran several times)."""
     found: list[dict[str, Any]] = []
     for line in output.splitlines():
         head = STARTUP_HEAD.search(line)
@@ -274,6 +277,9 @@ def parse_startup(output: str) -> list[dict[str, Any]]:
         ready = STARTUP_READY.search(line)
         if ready and found and "seconds" not in found[-1]:
             found[-1]["seconds"] = float(ready.group(1))
+        median = STARTUP_MEDIAN.search(line)
+        if median and found:
+            found[-1]["seconds"] = float(median.group(1))
     return found
 
 
