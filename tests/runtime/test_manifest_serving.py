@@ -139,16 +139,23 @@ spec:
 """
 
 
-def _routes_before_their_services(root: Path, count: int) -> None:
+def _routes_before_their_services(root: Path, count: int, one_file: bool = False) -> None:
     """A Gateway, `count` routes, then (in scan order) their Services; one Service defined
-    twice, its first definition (port 80) the one that counts."""
+    twice, its first definition (port 80) the one that counts. Each in a file of its own,
+    or all in one file, in that order."""
+    again = SERVICE.format(index=0).replace("port: 80", "port: 81")
+    if one_file:
+        routes = "".join(ROUTE.format(index=i) for i in range(count))
+        services = "".join(SERVICE.format(index=i) for i in range(count))
+        (root / "all.yaml").write_text(GATEWAY + routes + services + again)
+        return
     (root / "a-gateway.yaml").write_text(GATEWAY)
     (root / "b-routes").mkdir()
     (root / "c-services").mkdir()
     for i in range(count):
         (root / "b-routes" / f"r{i:04}.yaml").write_text(ROUTE.format(index=i))
         (root / "c-services" / f"s{i:04}.yaml").write_text(SERVICE.format(index=i))
-    (root / "d-again.yaml").write_text(SERVICE.format(index=0).replace("port: 80", "port: 81"))
+    (root / "d-again.yaml").write_text(again)
 
 
 def _served(server: ManifestServer) -> dict[str, dict[str, tuple[str, dict[str, str]]]]:
@@ -167,18 +174,22 @@ def _first_load(root: Path) -> ManifestServer:
     return server
 
 
+@pytest.mark.parametrize("one_file", [False, True], ids=["files", "one-file"])
 def test_the_first_load_builds_what_is_parsed_so_far_while_a_worker_parses_the_rest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_file: bool
 ) -> None:
-    """Shared with a worker process, the first load builds and translates the objects parsed
-    so far (routes whose Services are not parsed yet, a Service defined twice): what it
-    then publishes is what a build of everything at once publishes."""
-    _routes_before_their_services(tmp_path, 150)
+    """Shared with a worker process (by files, or by the documents of one large file), the
+    first load builds and translates the objects parsed so far (routes whose Services are
+    not parsed yet, a Service defined twice): what it then publishes is what a build of
+    everything at once publishes."""
+    _routes_before_their_services(tmp_path, 150, one_file)
     with monkeypatch.context() as patch:
         patch.setattr(parse_worker, "SHARE_FROM", 10**9)  # no worker
+        patch.setattr(parse_worker, "SHARE_BYTES", 10**12)
         alone = _first_load(tmp_path)
     assert alone.directory.parsed_by_worker == 0
     monkeypatch.setattr(parse_worker, "SHARE_FROM", 100)
+    monkeypatch.setattr(parse_worker, "SHARE_BYTES", 10_000)
     monkeypatch.setattr(parse_worker, "idle_cpus", lambda: 1.5)  # whatever runs the tests
     looking_patiently(monkeypatch)
     prepared: list[int] = []
@@ -200,9 +211,12 @@ def test_the_first_load_builds_what_is_parsed_so_far_while_a_worker_parses_the_r
     assert shared.controller.dag.statuses == alone.controller.dag.statuses
     # Later loads are this process's alone: nothing prepared.
     prepared.clear()
-    (tmp_path / "c-services" / "s0001.yaml").write_text(SERVICE.format(index=1).replace("80", "82"))
-    asyncio.run(shared.reload(["c-services/s0001.yaml"]))
+    changed = "all.yaml" if one_file else "c-services/s0001.yaml"
+    (tmp_path / changed).write_text(SERVICE.format(index=1).replace("80", "82"))
+    asyncio.run(shared.reload([changed]))
     assert prepared == []
+    assert shared.controller.store is not None
+    assert shared.controller.store.services[("default", "s1")].ports[0].port == 82
 
 
 def test_a_failing_build_of_what_is_parsed_so_far_leaves_the_first_build_whole(
