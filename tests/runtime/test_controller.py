@@ -25,6 +25,7 @@ from tests.support.builders import (
     service,
     typed,
 )
+from tests.support.served_digests import served_digests
 
 # The pods behind Services a and b, listening on 8080.
 SLICE_A = endpoint_slice("a", 8080, "10.0.0.1")
@@ -97,17 +98,6 @@ def test_configuration_change_rebuilds_and_reports_new_problems_once() -> None:
     assert [p.reason for p in again.problems] == ["BackendNotFound"]
 
 
-def _served(controller: Controller) -> dict[str, dict[str, tuple[str, dict[str, str]]]]:
-    """Per node group and type: the version, and each resource's digest."""
-    return {
-        group: {
-            type_url: (typed.version, {name: r.digest for name, r in typed.resources.items()})
-            for type_url, typed in snapshot.types.items()
-        }
-        for group, snapshot in controller.snapshots.items()
-    }
-
-
 def test_a_prepared_store_is_published_only_by_the_next_update_and_as_a_full_build() -> None:
     """A first load prepares the objects parsed so far (here a route whose Services are not
     parsed yet): nothing is published, and the update of the whole store publishes what a
@@ -126,7 +116,7 @@ def test_a_prepared_store_is_published_only_by_the_next_update_and_as_a_full_bui
 
     assert result.kind == "full"  # the first published
     assert cache.generation != generation
-    assert _served(controller) == _served(alone) != {}
+    assert served_digests(controller) == served_digests(alone) != {}
     assert result.problems == expected.problems and result.new_problems == expected.new_problems
 
 
@@ -138,7 +128,7 @@ def test_the_update_of_the_very_store_prepared_publishes_it() -> None:
     controller = Controller(SnapshotCache(per_type=PerTypeConfigSources()))
     controller.prepare(store)
     assert controller.update(store).kind == "full"
-    assert _served(controller) == _served(alone)
+    assert served_digests(controller) == served_digests(alone)
     assert controller.update(store).kind == "unchanged"
 
 
@@ -159,4 +149,4 @@ def test_a_prepare_that_fails_leaves_nothing_behind(monkeypatch: pytest.MonkeyPa
             controller.prepare(store)
     assert controller.builder is None and controller.translation is None
     assert controller.update(store).kind == "full"
-    assert _served(controller) == _served(alone)
+    assert served_digests(controller) == served_digests(alone)

@@ -18,8 +18,10 @@ from dragoman.runtime.controller import Controller
 from dragoman.runtime.manifest_serving import ManifestServer, ServeConfig
 from dragoman.sources import parse_worker
 from dragoman.store import Store
+from tests.support.builders import gateway, yaml_text
 from tests.support.feature_manifests import every_feature_dag
 from tests.support.parse_workers import looking_patiently
+from tests.support.served_digests import served_digests
 
 DEPLOYMENT = """---
 apiVersion: apps/v1
@@ -129,14 +131,7 @@ spec:
   hostnames: [r{index}.example.test]
   rules: [{{backendRefs: [{{name: s{index}, port: 80}}]}}]
 """
-GATEWAY = """---
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: default}
-spec:
-  gatewayClassName: dragoman
-  listeners: [{name: http, port: 8080, protocol: HTTP}]
-"""
+GATEWAY = "---\n" + yaml_text(gateway())  # `gw`, HTTP on 8080
 
 
 def _routes_before_their_services(root: Path, count: int, one_file: bool = False) -> None:
@@ -156,16 +151,6 @@ def _routes_before_their_services(root: Path, count: int, one_file: bool = False
         (root / "b-routes" / f"r{i:04}.yaml").write_text(ROUTE.format(index=i))
         (root / "c-services" / f"s{i:04}.yaml").write_text(SERVICE.format(index=i))
     (root / "d-again.yaml").write_text(again)
-
-
-def _served(server: ManifestServer) -> dict[str, dict[str, tuple[str, dict[str, str]]]]:
-    return {
-        group: {
-            type_url: (typed.version, {name: r.digest for name, r in typed.resources.items()})
-            for type_url, typed in snapshot.types.items()
-        }
-        for group, snapshot in server.controller.snapshots.items()
-    }
 
 
 def _first_load(root: Path) -> ManifestServer:
@@ -205,7 +190,7 @@ def test_the_first_load_builds_what_is_parsed_so_far_while_a_worker_parses_the_r
 
     assert shared.directory.parsed_by_worker > 0
     assert len(prepared) >= 2 and prepared == sorted(prepared), prepared
-    assert _served(shared) == _served(alone) != {}
+    assert served_digests(shared.controller) == served_digests(alone.controller) != {}
     assert shared.controller.dag is not None and alone.controller.dag is not None
     assert shared.controller.dag.problems == alone.controller.dag.problems
     assert shared.controller.dag.statuses == alone.controller.dag.statuses
@@ -244,7 +229,7 @@ def test_a_failing_build_of_what_is_parsed_so_far_leaves_the_first_build_whole(
     assert calls == 1  # not tried again once it failed
     assert "building the first load's objects as they came failed" in caplog.text
     assert "RuntimeError: a bug" in caplog.text
-    assert _served(shared) == _served(alone) != {}
+    assert served_digests(shared.controller) == served_digests(alone.controller) != {}
 
 
 def test_a_build_and_translation_of_every_feature_leave_no_garbage_cycle() -> None:
