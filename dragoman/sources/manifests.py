@@ -47,6 +47,9 @@ log = logging.getLogger("dragoman.sources")
 
 # Files of at least this many documents keep what each document meant, by its text.
 KEEP_PIECES_FROM = 16
+# What a first load shared with a worker gives its caller now and then: the objects parsed so
+# far, for the caller to start on (ManifestDirectory.load).
+Meanwhile = Callable[[Iterator[KubeObject]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +176,7 @@ class ManifestDirectory:
         return found
 
     def load(
-        self,
-        changed: Collection[str] | None = None,
-        meanwhile: Callable[[Iterator[KubeObject]], None] | None = None,
+        self, changed: Collection[str] | None = None, meanwhile: Meanwhile | None = None
     ) -> LoadResult:
         """Everything the directory defines now. Problems are returned, not raised, except
         an OSError when the directory itself cannot be read (keep the last result then).
@@ -220,7 +221,7 @@ class ManifestDirectory:
                 found.discard(relative)
         return frozenset(found)
 
-    def _load_all(self, meanwhile: Callable[[Iterator[KubeObject]], None] | None) -> bool:
+    def _load_all(self, meanwhile: Meanwhile | None) -> bool:
         scan = scan_tree(self.path)
         unreadable: dict[str, str] = {}
         still_served: dict[str, _ParsedFile] = {}  # unreadable, with a last good version
@@ -274,9 +275,7 @@ class ManifestDirectory:
         return unreadable
 
     def _parse_shared(
-        self,
-        stale: list[FileStamp],
-        meanwhile: Callable[[Iterator[KubeObject]], None] | None,
+        self, stale: list[FileStamp], meanwhile: Meanwhile | None
     ) -> dict[str, _ParsedFile | None]:
         """A first load shared with a worker process (the one given, or one started now when
         a CPU is idle to run it): of many files, or of the pieces of a large YAML file. The
@@ -642,7 +641,7 @@ def _pieces_shared(
 
 
 def _objects_so_far(
-    meanwhile: Callable[[Iterator[KubeObject]], None],
+    meanwhile: Meanwhile,
 ) -> Callable[[Sequence[_ParsedFile | _Piece | None]], None]:
     """`meanwhile` given the objects of the records (files or pieces) parsed so far."""
 
