@@ -866,13 +866,11 @@ def report_storm(result: StormResult) -> None:
     scenario = result.scenario
     kind = stream_kind(scenario)
     subscribed = "CDS + every CLA by name" if scenario.eds else "CDS only"
-    held_note = (
-        ", each naming what it held"
-        if scenario.delta and not scenario.storm_fresh
-        else ", each holding nothing"
-        if scenario.delta
-        else ""
-    )
+    held_note = ""
+    if scenario.delta:
+        held_note = (
+            ", each holding nothing" if scenario.storm_fresh else ", each naming what it held"
+        )
     print(
         f"storm: S={scenario.streams:>5} streams connecting at once ({kind}, {subscribed}"
         f"{held_note}), {scenario.clusters} clusters, one well-behaved stream beside them, "

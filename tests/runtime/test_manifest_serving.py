@@ -135,12 +135,13 @@ GATEWAY = "---\n" + yaml_text(gateway())  # `gw`, HTTP on 8080
 
 
 def _routes_before_their_services(root: Path, count: int, one_file: bool = False) -> None:
-    """A Gateway, `count` routes, then (in scan order) their Services; one Service defined
-    twice, its first definition (port 80) the one that counts. Each in a file of its own,
-    or all in one file, in that order."""
+    """A Gateway, `count` routes (and one to a Service that does not exist), then (in scan
+    order) their Services; one Service defined twice, its first definition (port 80) the one
+    that counts. Each in a file of its own (with one that is not YAML, another of a control
+    character), or all in one file, in that order."""
     again = SERVICE.format(index=0).replace("port: 80", "port: 81")
     if one_file:
-        routes = "".join(ROUTE.format(index=i) for i in range(count))
+        routes = "".join(ROUTE.format(index=i) for i in range(count + 1))
         services = "".join(SERVICE.format(index=i) for i in range(count))
         (root / "all.yaml").write_text(GATEWAY + routes + services + again)
         return
@@ -150,6 +151,9 @@ def _routes_before_their_services(root: Path, count: int, one_file: bool = False
     for i in range(count):
         (root / "b-routes" / f"r{i:04}.yaml").write_text(ROUTE.format(index=i))
         (root / "c-services" / f"s{i:04}.yaml").write_text(SERVICE.format(index=i))
+    (root / "b-routes" / "missing.yaml").write_text(ROUTE.format(index=count))
+    (root / "c-services" / "broken.yaml").write_text("kind: Service\nmetadata: {name: [}\n")
+    (root / "c-services" / "control.yaml").write_text(SERVICE.format(index="\x07"))
     (root / "d-again.yaml").write_text(again)
 
 
@@ -194,6 +198,9 @@ def test_the_first_load_builds_what_is_parsed_so_far_while_a_worker_parses_the_r
     assert shared.controller.dag is not None and alone.controller.dag is not None
     assert shared.controller.dag.problems == alone.controller.dag.problems
     assert shared.controller.dag.statuses == alone.controller.dag.statuses
+    assert any(p.reason == "BackendNotFound" for p in shared.controller.dag.problems)
+    assert shared._reported == alone._reported  # the files' own errors
+    assert one_file or len(alone._reported) >= 2
     # Later loads are this process's alone: nothing prepared.
     prepared.clear()
     changed = "all.yaml" if one_file else "c-services/s0001.yaml"

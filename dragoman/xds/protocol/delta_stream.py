@@ -480,8 +480,11 @@ def _subscribe(
         # A reconnecting client already holds these, and accepted them: a client keeps only
         # what it accepted. Only what it subscribes to counts. One read-only map for both,
         # copied by whichever changes first.
-        wanted = state.names
-        holding = initial if state.wildcard else {n: v for n, v in initial.items() if n in wanted}
+        holding = (
+            initial  # a wildcard subscribes to every name: no need to ask for each
+            if state.wildcard
+            else {n: v for n, v in initial.items() if state.subscribes(n)}
+        )
         state.held.share(holding)
         state.acked.share(holding)
     return changed
